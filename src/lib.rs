@@ -1,0 +1,16 @@
+//! skua: a Kafka-compatible broker.
+//!
+//! A request's path through the broker, and the module that owns each step:
+//!
+//! ```text
+//! client ──TCP──▶ network/    listener, one task per connection, length-prefixed frames,
+//!                             pipelined requests answered in order
+//!              ▶ protocol/   request header + body codec (kafka-protocol crate)
+//!              ▶ router      ApiKey → handler table; ApiVersions is derived from it
+//!              ▶ handlers/   one file per API
+//!              ▶ replica/    the partitions this broker hosts, high watermark, long polls
+//!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
+//! beside them:
+//!                controller/ cluster metadata (topics, partitions, ids) behind one trait
+//!                config/     server.properties and per-topic configs
+//! ```

@@ -14,3 +14,13 @@
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
 //!                config/     server.properties and per-topic configs
 //! ```
+
+pub mod broker;
+pub mod config;
+pub mod controller;
+pub mod handlers;
+pub mod log;
+pub mod network;
+pub mod protocol;
+pub mod replica;
+pub mod router;

@@ -1,0 +1,123 @@
+//! The broker's shared state and the metadata operations that span the controller and
+//! the replica manager.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+
+use crate::config::{topic, BrokerConfig};
+use crate::controller::local::LocalController;
+use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::log::{LogError, LogManager};
+use crate::replica::ReplicaManager;
+
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub controller: Arc<dyn Controller>,
+    pub replicas: Arc<ReplicaManager>,
+}
+
+impl Broker {
+    /// Opens the metadata store and every log (recovering after a crash) and starts
+    /// hosting the partitions metadata assigns here.
+    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        let config = Arc::new(config);
+        let advertised = &config.advertised_listeners[0];
+        let me = BrokerInfo {
+            id: config.broker_id,
+            host: advertised.host.clone(),
+            port: advertised.port as i32,
+            rack: config.rack.clone(),
+        };
+        if config.zookeeper_connect.is_some() {
+            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
+        }
+        let controller = Arc::new(LocalController::open(
+            &config.log_dirs[0],
+            me,
+            config.get("cluster.id"),
+            config.num_partitions,
+            config.default_replication_factor,
+        )?);
+        let topics = controller.topics();
+        let topic_configs = {
+            let config = config.clone();
+            let topics = topics.clone();
+            move |name: &str| {
+                let overrides = topics
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.configs.clone())
+                    .unwrap_or_default();
+                topic::log_config(&config, &overrides)
+            }
+        };
+        let logs = LogManager::startup(
+            &config.log_dirs,
+            config.broker_id,
+            &controller.cluster_id(),
+            topic::log_config(&config, &Default::default()),
+            topic_configs,
+        )?;
+        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        replicas.remove_strays(&topics);
+        for t in &topics {
+            replicas.apply_topic(t)?;
+        }
+        Ok(Arc::new(Broker {
+            config,
+            controller,
+            replicas,
+        }))
+    }
+
+    pub async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError> {
+        let info = self.controller.create_topic(topic, validate_only).await?;
+        if !validate_only {
+            self.replicas.apply_topic(&info).map_err(storage)?;
+        }
+        Ok(info)
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
+        let info = self.controller.delete_topic(name).await?;
+        self.replicas.remove_topic(&info).map_err(storage)?;
+        Ok(info)
+    }
+
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError> {
+        let info = self
+            .controller
+            .create_partitions(name, count, assignments, validate_only)
+            .await?;
+        if !validate_only {
+            self.replicas.apply_topic(&info).map_err(storage)?;
+        }
+        Ok(info)
+    }
+
+    /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.
+    pub fn shutdown(&self) {
+        match self.replicas.shutdown() {
+            Ok(()) => tracing::info!("logs flushed and closed cleanly"),
+            Err(e) => {
+                tracing::error!(error = %e, "clean shutdown of the logs failed; recovery will run at next start")
+            }
+        }
+    }
+}
+
+fn storage(e: LogError) -> ControllerError {
+    tracing::error!(error = %e, "log operation failed");
+    ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
+}

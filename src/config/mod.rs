@@ -1,0 +1,81 @@
+//! Configuration with Kafka's key names and defaults.
+
+pub mod broker;
+pub mod defs;
+pub mod listener;
+pub mod properties;
+pub mod topic;
+
+pub use broker::{BrokerConfig, ConfigError};
+pub use listener::Listener;
+
+use std::collections::BTreeMap;
+
+/// Reads `skua [FILE | --config FILE] [--override key=value]...` into a broker config.
+pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
+    let mut props = BTreeMap::new();
+    let mut overrides = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        match flag {
+            "--config" | "--override" => {
+                let value = inline
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| usage(flag))?;
+                if flag == "--config" {
+                    props.extend(read_file(&value)?);
+                } else {
+                    let (k, v) = value.split_once('=').ok_or_else(|| usage(flag))?;
+                    overrides.push((k.trim().to_string(), v.to_string()));
+                }
+            }
+            f if f.starts_with("--") => return Err(usage(f)),
+            path => props.extend(read_file(path)?),
+        }
+    }
+    props.extend(overrides);
+    BrokerConfig::from_properties(props)
+}
+
+fn read_file(path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_string(),
+        source,
+    })?;
+    Ok(properties::parse(&text))
+}
+
+fn usage(flag: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: flag.to_string(),
+        why: "usage: skua [FILE | --config FILE] [--override key=value]...".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(&path, "broker.id=4\nnum.partitions=3\n").unwrap();
+        let args: Vec<String> = vec![
+            path.to_string_lossy().into(),
+            "--override".into(),
+            "num.partitions=5".into(),
+            "--override=log.dirs=/tmp/x".into(),
+        ];
+        let c = from_args(&args).unwrap();
+        assert_eq!(c.broker_id, 4);
+        assert_eq!(c.num_partitions, 5);
+        assert_eq!(c.log_dirs[0].to_str(), Some("/tmp/x"));
+        assert!(from_args(&["--bogus".into()]).is_err());
+        assert!(from_args(&["/no/such/file".into()]).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! Per-topic configuration: validation of overrides and the values in force.
+
+use std::collections::BTreeMap;
+
+use super::broker::{BrokerConfig, BrokerSource};
+use super::defs::{topic_key, Kind, TopicKey, TOPIC_KEYS};
+use crate::log::{LogConfig, TimestampType};
+
+/// Where a topic value came from, with Kafka's DescribeConfigs source codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// Checks topic config overrides as CreateTopics and AlterConfigs receive them.
+/// Returns the offending key and why, for an INVALID_CONFIG answer.
+pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
+    for (k, v) in overrides {
+        let def = topic_key(k).ok_or_else(|| format!("Unknown topic config name: {k}"))?;
+        def.kind
+            .check(v)
+            .map_err(|why| format!("Invalid value {v} for configuration {k}: {why}"))?;
+        check_choice(def, v)
+            .map_err(|why| format!("Invalid value {v} for configuration {k}: {why}"))?;
+    }
+    Ok(())
+}
+
+fn check_choice(def: &TopicKey, v: &str) -> Result<(), String> {
+    let allowed: &[&str] = match def.name {
+        "message.timestamp.type" => &["CreateTime", "LogAppendTime"],
+        "compression.type" => &[
+            "producer",
+            "uncompressed",
+            "none",
+            "gzip",
+            "snappy",
+            "lz4",
+            "zstd",
+        ],
+        "cleanup.policy" => {
+            return v
+                .split(',')
+                .map(str::trim)
+                .all(|p| p == "delete" || p == "compact")
+                .then_some(())
+                .ok_or_else(|| "String must be one of: compact, delete".into())
+        }
+        _ => return range_check(def, v),
+    };
+    allowed
+        .contains(&v.trim())
+        .then_some(())
+        .ok_or_else(|| format!("String must be one of: {}", allowed.join(", ")))
+}
+
+fn range_check(def: &TopicKey, v: &str) -> Result<(), String> {
+    let min: i64 = match def.name {
+        "segment.bytes" => 14,
+        "segment.index.bytes" => 8,
+        "max.message.bytes" | "index.interval.bytes" | "min.insync.replicas" => 0,
+        "segment.ms" => 1,
+        _ => return Ok(()),
+    };
+    match (def.kind, v.trim().parse::<i64>()) {
+        (Kind::Int | Kind::Long, Ok(n)) if n < min => Err(format!("Value must be at least {min}")),
+        _ => Ok(()),
+    }
+}
+
+/// The value in force for a topic key, and where it came from.
+pub fn effective(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+    key: &TopicKey,
+) -> (String, TopicSource) {
+    if let Some(v) = overrides.get(key.name) {
+        return (v.clone(), TopicSource::DynamicTopic);
+    }
+    match key.broker_synonym.and_then(|b| broker.topic_fallback(b)) {
+        Some((v, BrokerSource::Static)) => (v, TopicSource::StaticBroker),
+        Some((v, BrokerSource::Default)) => (v, TopicSource::Default),
+        None => (key.default.to_string(), TopicSource::Default),
+    }
+}
+
+/// Every topic key's value in force, for DescribeConfigs.
+pub fn describe(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<(&'static TopicKey, String, TopicSource)> {
+    TOPIC_KEYS
+        .iter()
+        .map(|k| {
+            let (v, s) = effective(broker, overrides, k);
+            (k, v, s)
+        })
+        .collect()
+}
+
+/// The storage settings of one topic: broker defaults overlaid by its overrides.
+pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
+    let get = |name: &str| -> String {
+        topic_key(name)
+            .map(|k| effective(broker, overrides, k).0)
+            .unwrap_or_default()
+    };
+    let num = |name: &str, fallback: i64| -> i64 { get(name).trim().parse().unwrap_or(fallback) };
+    let defaults = LogConfig::default();
+    LogConfig {
+        segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(14) as u64,
+        segment_ms: num("segment.ms", defaults.segment_ms).max(1),
+        index_interval_bytes: num("index.interval.bytes", 4096).clamp(0, i32::MAX as i64) as u32,
+        max_index_size: num("segment.index.bytes", 10_485_760).clamp(8, i32::MAX as i64) as u32,
+        max_message_bytes: num("max.message.bytes", 1_048_588).clamp(0, i32::MAX as i64) as u32,
+        message_timestamp_type: if get("message.timestamp.type") == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
+        file_delete_delay_ms: num("file.delete.delay.ms", 60_000).max(0) as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(pairs: &[(&str, &str)]) -> BrokerConfig {
+        BrokerConfig::from_properties(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn validation() {
+        assert!(validate(&map(&[
+            ("retention.ms", "1000"),
+            ("cleanup.policy", "compact,delete")
+        ]))
+        .is_ok());
+        assert!(validate(&map(&[("no.such", "1")]))
+            .unwrap_err()
+            .contains("no.such"));
+        assert!(validate(&map(&[("retention.ms", "soon")])).is_err());
+        assert!(validate(&map(&[("message.timestamp.type", "Later")])).is_err());
+        assert!(validate(&map(&[("segment.bytes", "1")])).is_err());
+    }
+
+    #[test]
+    fn sources_and_log_config() {
+        let b = broker(&[("log.segment.bytes", "1048576"), ("log.roll.hours", "1")]);
+        let o = map(&[
+            ("max.message.bytes", "2000"),
+            ("message.timestamp.type", "LogAppendTime"),
+        ]);
+        let lc = log_config(&b, &o);
+        assert_eq!(lc.segment_bytes, 1048576);
+        assert_eq!(lc.segment_ms, 3_600_000);
+        assert_eq!(lc.max_message_bytes, 2000);
+        assert_eq!(lc.message_timestamp_type, TimestampType::LogAppendTime);
+        let d = describe(&b, &o);
+        let src = |n: &str| d.iter().find(|(k, _, _)| k.name == n).unwrap().2;
+        assert_eq!(src("max.message.bytes"), TopicSource::DynamicTopic);
+        assert_eq!(src("segment.bytes"), TopicSource::StaticBroker);
+        assert_eq!(src("retention.bytes"), TopicSource::Default);
+    }
+}

@@ -1,0 +1,120 @@
+//! Cluster metadata: brokers, topics, partition assignments, topic ids, producer ids.
+//!
+//! Handlers talk to a [`Controller`] and never know which backend answers: `local`
+//! (one node, persisted in the data dir) today, ZooKeeper for clusters later. After a
+//! change the caller hands the new [`TopicInfo`] to the replica manager, which creates
+//! or removes this broker's logs; a ZooKeeper watch will feed the same entry point.
+
+pub mod local;
+pub mod topic_name;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kafka_protocol::error::ResponseError;
+use uuid::Uuid;
+
+/// A broker as Metadata and DescribeCluster report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerInfo {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// One partition's assignment and leadership.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartitionInfo {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+/// A topic: its id, partitions and config overrides.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TopicInfo {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: Vec<PartitionInfo>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicInfo {
+    /// Kafka's internal topics: `__consumer_offsets` and `__transaction_state`.
+    pub fn is_internal(&self) -> bool {
+        self.name == "__consumer_offsets" || self.name == "__transaction_state"
+    }
+}
+
+/// What CreateTopics asks for, after defaults are applied by the caller.
+#[derive(Clone, Debug)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: `num.partitions`.
+    pub num_partitions: i32,
+    /// -1: `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Explicit assignment (partition → broker ids), empty for automatic.
+    pub assignments: BTreeMap<i32, Vec<i32>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A refused metadata change, carrying the Kafka error it is answered with.
+#[derive(Debug, thiserror::Error)]
+#[error("{error:?}: {message}")]
+pub struct ControllerError {
+    pub error: ResponseError,
+    pub message: String,
+}
+
+impl ControllerError {
+    pub fn new(error: ResponseError, message: impl Into<String>) -> Self {
+        ControllerError {
+            error,
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> i16 {
+        self.error.code()
+    }
+}
+
+#[async_trait]
+pub trait Controller: Send + Sync {
+    fn cluster_id(&self) -> String;
+    /// The broker acting as controller.
+    fn controller_id(&self) -> i32;
+    /// Live brokers.
+    fn brokers(&self) -> Vec<BrokerInfo>;
+    fn topics(&self) -> Vec<Arc<TopicInfo>>;
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// Creates a topic, or with `validate_only` only checks it could be created.
+    async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError>;
+    async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError>;
+    /// Grows a topic to `count` partitions.
+    async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError>;
+    /// Replaces a topic's config overrides.
+    async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicInfo>, ControllerError>;
+    /// A producer id never handed out before, also across restarts.
+    async fn next_producer_id(&self) -> Result<i64, ControllerError>;
+}

@@ -1,0 +1,35 @@
+//! ApiVersions: the versions of every API in the routing table.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+
+use crate::broker::Broker;
+use crate::router::{RequestContext, ROUTES};
+
+pub async fn handle(
+    _broker: Arc<Broker>,
+    _ctx: RequestContext,
+    _req: ApiVersionsRequest,
+) -> ApiVersionsResponse {
+    response(0)
+}
+
+/// The response with every route, and `error_code` (35 when the request's version was
+/// unknown: the client then retries with a version from our range).
+pub fn response(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(
+            ROUTES
+                .iter()
+                .map(|r| {
+                    ApiVersion::default()
+                        .with_api_key(r.api_key as i16)
+                        .with_min_version(r.min_version)
+                        .with_max_version(r.max_version)
+                })
+                .collect(),
+        )
+}

@@ -1,0 +1,38 @@
+//! CreatePartitions: grow a topic's partition count.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::router::RequestContext;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    _ctx: RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let assignments = t.assignments.map(|a| {
+            a.into_iter()
+                .map(|x| x.broker_ids.into_iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        results.push(
+            match broker.create_partitions(t.name.0.as_str(), t.count, assignments, req.validate_only).await {
+                Ok(info) => {
+                    tracing::info!(topic = %info.name, partitions = info.partitions.len(), "partitions added");
+                    result
+                }
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(e.message))),
+            },
+        );
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,109 @@
+//! CreateTopics: validate names, counts and configs, then create through the controller.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::config::topic;
+use crate::controller::{ControllerError, NewTopic, TopicInfo};
+use crate::router::RequestContext;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    _ctx: RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = req
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.clone();
+        let result = if duplicates.contains(name.0.as_str()) {
+            Err(ControllerError::new(
+                ResponseError::InvalidRequest,
+                "Duplicate topic in request.",
+            ))
+        } else {
+            create(&broker, t, req.validate_only).await
+        };
+        results.push(match result {
+            Ok(info) => success(&broker, info),
+            Err(e) => CreatableTopicResult::default()
+                .with_name(name)
+                .with_error_code(e.code())
+                .with_error_message(Some(str_bytes(e.message)))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+async fn create(
+    broker: &Broker,
+    t: CreatableTopic,
+    validate_only: bool,
+) -> Result<Arc<TopicInfo>, ControllerError> {
+    let configs: BTreeMap<String, String> = t
+        .configs
+        .into_iter()
+        .filter_map(|c| c.value.map(|v| (c.name.to_string(), v.to_string())))
+        .collect();
+    topic::validate(&configs).map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+    let new = NewTopic {
+        name: t.name.0.to_string(),
+        num_partitions: t.num_partitions,
+        replication_factor: t.replication_factor,
+        assignments: t
+            .assignments
+            .into_iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.into_iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect(),
+        configs,
+    };
+    let created = broker.create_topic(new, validate_only).await?;
+    if !validate_only {
+        tracing::info!(topic = %created.name, partitions = created.partitions.len(), "created topic");
+    }
+    Ok(created)
+}
+
+fn success(broker: &Broker, info: Arc<TopicInfo>) -> CreatableTopicResult {
+    let configs = topic::describe(&broker.config, &info.configs)
+        .into_iter()
+        .map(|(key, value, source)| {
+            CreatableTopicConfigs::default()
+                .with_name(str_bytes(key.name))
+                .with_value(Some(str_bytes(value)))
+                .with_config_source(source as i8)
+        })
+        .collect();
+    CreatableTopicResult::default()
+        .with_name(super::topic_name(&info.name))
+        .with_topic_id(info.topic_id)
+        .with_num_partitions(info.partitions.len() as i32)
+        .with_replication_factor(
+            info.partitions
+                .first()
+                .map_or(1, |p| p.replicas.len() as i16),
+        )
+        .with_configs(Some(configs))
+}

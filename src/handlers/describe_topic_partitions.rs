@@ -1,0 +1,120 @@
+//! DescribeTopicPartitions: topics and partitions in pages, resumed from a cursor.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+};
+
+use super::topic_name;
+use crate::broker::Broker;
+use crate::controller::TopicInfo;
+use crate::router::RequestContext;
+
+const OPS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    _ctx: RequestContext,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    // An empty list asks for every topic. Topics are answered in name order so a cursor
+    // (topic, first partition) can resume where the previous page stopped.
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        broker
+            .controller
+            .topics()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    } else {
+        req.topics.iter().map(|t| t.name.0.to_string()).collect()
+    };
+    names.sort();
+    names.dedup();
+    let (start_topic, start_partition) = match &req.cursor {
+        Some(c) => (Some(c.topic_name.0.to_string()), c.partition_index.max(0)),
+        None => (None, 0),
+    };
+    let mut budget = req.response_partition_limit.max(1) as usize;
+    let mut topics = Vec::new();
+    let mut next_cursor = None;
+    for name in names
+        .into_iter()
+        .filter(|n| start_topic.as_ref().is_none_or(|s| n >= s))
+    {
+        let first = if Some(&name) == start_topic.as_ref() {
+            start_partition
+        } else {
+            0
+        };
+        let Some(info) = broker.controller.topic(&name) else {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(topic_name(&name)))
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    .with_topic_authorized_operations(OPS_NOT_REQUESTED),
+            );
+            continue;
+        };
+        if budget == 0 {
+            next_cursor = Some(
+                Cursor::default()
+                    .with_topic_name(topic_name(&name))
+                    .with_partition_index(first),
+            );
+            break;
+        }
+        let (entry, stopped_at) = describe(&info, first, &mut budget);
+        topics.push(entry);
+        if let Some(p) = stopped_at {
+            next_cursor = Some(
+                Cursor::default()
+                    .with_topic_name(topic_name(&name))
+                    .with_partition_index(p),
+            );
+            break;
+        }
+    }
+    DescribeTopicPartitionsResponse::default()
+        .with_topics(topics)
+        .with_next_cursor(next_cursor)
+}
+
+/// Describes partitions from `first` while the budget lasts; returns where it stopped.
+fn describe(
+    info: &TopicInfo,
+    first: i32,
+    budget: &mut usize,
+) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
+    let mut partitions = Vec::new();
+    let mut stopped_at = None;
+    for p in info.partitions.iter().filter(|p| p.partition >= first) {
+        if *budget == 0 {
+            stopped_at = Some(p.partition);
+            break;
+        }
+        *budget -= 1;
+        partitions.push(
+            DescribeTopicPartitionsResponsePartition::default()
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_eligible_leader_replicas(Some(Vec::new()))
+                .with_last_known_elr(Some(Vec::new())),
+        );
+    }
+    let topic = DescribeTopicPartitionsResponseTopic::default()
+        .with_name(Some(topic_name(&info.name)))
+        .with_topic_id(info.topic_id)
+        .with_is_internal(info.is_internal())
+        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+        .with_partitions(partitions);
+    (topic, stopped_at)
+}

@@ -1,0 +1,206 @@
+//! Fetch: whole record batches from each partition, as stored on disk.
+//!
+//! A long poll (`max_wait_ms`, `min_bytes`) waits on the fetched partitions' append
+//! notifications, never on a timer loop. Sessions (KIP-227) are not kept: every answer
+//! carries session id 0, which tells clients to send full fetch requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::select_all;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::broker::Broker;
+use crate::log::LogError;
+use crate::replica::Partition;
+use crate::router::RequestContext;
+
+/// Fetch requests name topics by id from this version on.
+const TOPIC_ID_VERSION: i16 = 13;
+/// Clients may ask to wait at most this long; a larger value is clamped.
+const MAX_WAIT_MS_CAP: i32 = 60_000;
+const READ_COMMITTED: i8 = 1;
+
+/// A requested topic, resolved once before the first read.
+struct TopicPlan {
+    name: TopicName,
+    topic_id: Uuid,
+    partitions: Vec<(FetchPartition, Result<Arc<Partition>, ResponseError>)>,
+}
+
+pub async fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest) -> FetchResponse {
+    if req.session_id != 0 && req.session_epoch > 0 {
+        // An incremental fetch in a session we never created.
+        return FetchResponse::default()
+            .with_error_code(ResponseError::FetchSessionIdNotFound.code());
+    }
+    let plan: Vec<TopicPlan> = req
+        .topics
+        .into_iter()
+        .map(|t| resolve(&broker, t, ctx.api_version))
+        .collect();
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64);
+    let deadline = Instant::now() + max_wait;
+    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let read_committed = req.isolation_level == READ_COMMITTED;
+    loop {
+        // Register for wake-ups before reading, so an append in between is not missed.
+        let mut wakeups: Vec<_> = plan
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter_map(|(_, p)| p.as_ref().ok())
+            .map(|p| Box::pin(p.appended()))
+            .collect();
+        for w in &mut wakeups {
+            w.as_mut().enable();
+        }
+        let (responses, bytes, errored) = read_all(&plan, max_bytes, read_committed);
+        if bytes >= min_bytes || errored || Instant::now() >= deadline {
+            return FetchResponse::default().with_responses(responses);
+        }
+        if wakeups.is_empty() {
+            tokio::time::sleep_until(deadline).await;
+        } else {
+            tokio::select! {
+                _ = select_all(wakeups) => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+fn resolve(broker: &Broker, t: FetchTopic, version: i16) -> TopicPlan {
+    let name = if version >= TOPIC_ID_VERSION {
+        broker
+            .controller
+            .topic_by_id(t.topic_id)
+            .map(|info| info.name.clone())
+    } else {
+        Some(t.topic.0.to_string())
+    };
+    let unknown = if version >= TOPIC_ID_VERSION {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    };
+    let partitions = t
+        .partitions
+        .into_iter()
+        .map(|fp| {
+            let found = name
+                .as_deref()
+                .and_then(|n| broker.replicas.partition(n, fp.partition))
+                .ok_or(unknown);
+            (fp, found)
+        })
+        .collect();
+    TopicPlan {
+        name: t.topic,
+        topic_id: t.topic_id,
+        partitions,
+    }
+}
+
+/// Reads every partition once. Returns the responses, the bytes read, and whether any
+/// partition answered an error (which ends a long poll at once, as in Kafka).
+fn read_all(
+    plan: &[TopicPlan],
+    max_bytes: usize,
+    read_committed: bool,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut total = 0usize;
+    let mut errored = false;
+    let mut responses = Vec::with_capacity(plan.len());
+    for t in plan {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for (fp, found) in &t.partitions {
+            let data = match found {
+                Err(e) => {
+                    errored = true;
+                    partition_error(fp.partition, *e)
+                }
+                Ok(p) => {
+                    // KIP-74: the first partition with data returns at least one whole
+                    // batch even when it exceeds the limits, so progress is always possible.
+                    let min_one = total == 0;
+                    let budget = max_bytes
+                        .saturating_sub(total)
+                        .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
+                    let d = read_one(p, fp, budget, min_one);
+                    if d.error_code != 0 {
+                        errored = true;
+                    }
+                    total += d.records.as_ref().map_or(0, Bytes::len);
+                    d
+                }
+            };
+            let data = if read_committed {
+                data.with_aborted_transactions(Some(Vec::new()))
+            } else {
+                data
+            };
+            partitions.push(data);
+        }
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    (responses, total, errored)
+}
+
+fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) -> PartitionData {
+    let epoch = p.leader_epoch();
+    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
+        let e = if fp.current_leader_epoch < epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        };
+        return partition_error(fp.partition, e);
+    }
+    let hw = p.high_watermark();
+    let base = PartitionData::default()
+        .with_partition_index(fp.partition)
+        .with_high_watermark(hw)
+        .with_last_stable_offset(hw);
+    if budget == 0 && !min_one {
+        return base
+            .with_log_start_offset(p.log.log_start_offset())
+            .with_records(Some(Bytes::new()));
+    }
+    match p.read(fp.fetch_offset, budget, min_one) {
+        Ok(data) => base
+            .with_log_start_offset(data.log_start_offset)
+            .with_records(Some(data.records)),
+        Err(e @ LogError::OffsetOutOfRange { .. }) => base
+            .with_error_code(e.error_code())
+            .with_log_start_offset(p.log.log_start_offset())
+            .with_records(Some(Bytes::new())),
+        Err(e) => {
+            tracing::error!(partition = %p.tp, error = %e, "read failed");
+            base.with_error_code(e.error_code())
+                .with_log_start_offset(p.log.log_start_offset())
+                .with_records(Some(Bytes::new()))
+        }
+    }
+}
+
+fn partition_error(partition: i32, e: ResponseError) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(e.code())
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
+}

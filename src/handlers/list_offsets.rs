@@ -1,0 +1,88 @@
+//! ListOffsets: earliest, latest, max-timestamp, or the first offset at or after a time.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::broker::Broker;
+use crate::replica::Partition;
+use crate::router::RequestContext;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    _ctx: RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|lp| {
+                    match broker
+                        .replicas
+                        .partition(t.name.0.as_str(), lp.partition_index)
+                    {
+                        Some(p) => lookup(&p, lp),
+                        None => error(lp.partition_index, ResponseError::UnknownTopicOrPartition),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+fn lookup(p: &Partition, lp: &ListOffsetsPartition) -> ListOffsetsPartitionResponse {
+    let epoch = p.leader_epoch();
+    if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {
+        let e = if lp.current_leader_epoch < epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        };
+        return error(lp.partition_index, e);
+    }
+    let hw = p.high_watermark();
+    let found = match lp.timestamp {
+        EARLIEST | EARLIEST_LOCAL => Some((-1, p.log.log_start_offset())),
+        LATEST => Some((-1, hw)),
+        // No tiered storage: nothing is tiered or pending upload.
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Some((-1, -1)),
+        MAX_TIMESTAMP => p.log.max_timestamp_and_offset().filter(|&(_, o)| o < hw),
+        ts if ts >= 0 => p.log.fetch_offset_by_timestamp(ts).filter(|&(_, o)| o < hw),
+        _ => return error(lp.partition_index, ResponseError::InvalidRequest),
+    };
+    let (timestamp, offset) = found.unwrap_or((-1, -1));
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(lp.partition_index)
+        .with_timestamp(timestamp)
+        .with_offset(offset)
+        .with_leader_epoch(if offset >= 0 { epoch } else { -1 })
+}
+
+fn error(partition: i32, e: ResponseError) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(partition)
+        .with_error_code(e.code())
+        .with_timestamp(-1)
+        .with_offset(-1)
+        .with_leader_epoch(-1)
+}

@@ -1,0 +1,42 @@
+//! One file per API, each with the same shape:
+//! `pub async fn handle(broker, ctx, request) -> response`.
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_topic_partitions;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+/// Milliseconds since the Unix epoch, as Kafka timestamps are.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+pub const NONE: i16 = 0;
+
+pub fn code(e: ResponseError) -> i16 {
+    e.code()
+}

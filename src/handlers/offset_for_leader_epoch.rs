@@ -1,0 +1,61 @@
+//! OffsetForLeaderEpoch: the end offset of a leader epoch, from the leader-epoch cache.
+//! Consumers use it to detect log truncation after a leader change (KIP-320).
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use crate::broker::Broker;
+use crate::router::RequestContext;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    _ctx: RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|op| {
+                    let result = EpochEndOffset::default().with_partition(op.partition);
+                    let Some(p) = broker.replicas.partition(t.topic.0.as_str(), op.partition)
+                    else {
+                        return undefined(result, ResponseError::UnknownTopicOrPartition);
+                    };
+                    let epoch = p.leader_epoch();
+                    if op.current_leader_epoch >= 0 && op.current_leader_epoch != epoch {
+                        let e = if op.current_leader_epoch < epoch {
+                            ResponseError::FencedLeaderEpoch
+                        } else {
+                            ResponseError::UnknownLeaderEpoch
+                        };
+                        return undefined(result, e);
+                    }
+                    match p.log.end_offset_for_epoch(op.leader_epoch) {
+                        Some((e, offset)) => result.with_leader_epoch(e).with_end_offset(offset),
+                        None => result.with_leader_epoch(-1).with_end_offset(-1),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+fn undefined(result: EpochEndOffset, e: ResponseError) -> EpochEndOffset {
+    result
+        .with_error_code(e.code())
+        .with_leader_epoch(-1)
+        .with_end_offset(-1)
+}

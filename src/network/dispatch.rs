@@ -1,0 +1,95 @@
+//! From a request frame to the work that answers it: checks the api key and version
+//! against the routing table, decodes, and starts the handler.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::Decodable;
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::handlers::api_versions;
+use crate::protocol::codec::peek_header;
+use crate::protocol::{decode_request, encode_response, legacy_produce};
+use crate::router::{self, RequestContext};
+
+/// What the connection does with one request.
+pub enum Job {
+    /// A response that is ready now.
+    Ready(Bytes),
+    /// A handler running; `None` when the request expects no response (acks=0).
+    Running(JoinHandle<Option<Bytes>>),
+    /// Nothing to send (Produce v0–2 with acks=0).
+    Silent,
+}
+
+/// Turns a request frame into a [`Job`], or the reason to close the connection.
+pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<Job, String> {
+    let (key, version, correlation_id) = peek_header(&frame).map_err(|e| e.to_string())?;
+    let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
+    if api_key == ApiKey::ApiVersions && router::lookup(api_key, version).is_none() && version >= 0
+    {
+        // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
+        // can retry with a version we speak (KIP-511).
+        let body = ResponseKind::ApiVersions(api_versions::response(35));
+        return encode(api_key, 0, correlation_id, &body).map(Job::Ready);
+    }
+    if api_key == ApiKey::Produce && (0..3).contains(&version) {
+        return legacy(frame, version, correlation_id);
+    }
+    if router::lookup(api_key, version).is_none() {
+        return Err(format!("{api_key:?} v{version} is not supported"));
+    }
+    let request = decode_request(frame).map_err(|e| e.to_string())?;
+    let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
+    let route = router::lookup(api_key, version).ok_or("route vanished")?;
+    let ctx = RequestContext {
+        api_version: version,
+        correlation_id,
+        client_id: request.header.client_id.as_ref().map(|c| c.to_string()),
+        peer,
+    };
+    let future = (route.handle)(broker.clone(), ctx, request.body);
+    Ok(Job::Running(tokio::spawn(async move {
+        let response = future.await;
+        if !expects_response {
+            return None;
+        }
+        match encode(api_key, version, correlation_id, &response) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode response");
+                None
+            }
+        }
+    })))
+}
+
+fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<Bytes, String> {
+    encode_response(api_key, version, correlation_id, body)
+        .map_err(|e| format!("cannot encode {api_key:?} v{version} response: {e}"))
+}
+
+/// Produce v0–2: every partition is answered UNSUPPORTED_VERSION.
+fn legacy(mut frame: Bytes, version: i16, correlation_id: i32) -> Result<Job, String> {
+    RequestHeader::decode(&mut frame, 1)
+        .map_err(|e| format!("malformed Produce v{version} header: {e}"))?;
+    let req = legacy_produce::decode(frame)
+        .ok_or_else(|| format!("malformed Produce v{version} body"))?;
+    if req.acks == 0 {
+        return Ok(Job::Silent);
+    }
+    let body = legacy_produce::encode_unsupported(&req, version);
+    let mut out = bytes::BytesMut::with_capacity(8 + body.len());
+    out.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(Job::Ready(out.freeze()))
+}

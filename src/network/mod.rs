@@ -1,0 +1,7 @@
+//! TCP: the listener and one task per connection.
+
+pub mod connection;
+pub mod dispatch;
+pub mod server;
+
+pub use server::Server;

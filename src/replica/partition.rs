@@ -1,0 +1,87 @@
+//! One hosted partition: its log, leader epoch, high watermark, and the notification
+//! that wakes long-polling fetches when records are appended.
+
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::log::{AppendInfo, FetchData, Log, LogError, TopicPartition};
+
+pub struct Partition {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub log: Arc<Log>,
+    leader_epoch: AtomicI32,
+    /// Offsets below this are committed (replicated to the whole ISR) and visible to
+    /// consumers. With one replica that is every appended record.
+    high_watermark: AtomicI64,
+    appended: Notify,
+}
+
+impl Partition {
+    pub fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<Log>, leader_epoch: i32) -> Self {
+        let high_watermark = AtomicI64::new(log.log_end_offset());
+        Partition {
+            tp,
+            topic_id,
+            log,
+            leader_epoch: AtomicI32::new(leader_epoch),
+            high_watermark,
+            appended: Notify::new(),
+        }
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Appends a produce request's records as leader. When the topic asks for an fsync
+    /// per message (`flush.messages=1`) the append is made durable before returning;
+    /// concurrent producers share one fsync (group commit in `Log::flush_to`).
+    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
+        let info = self
+            .log
+            .append_as_leader(records, self.leader_epoch(), now_ms)?;
+        if !info.duplicate && self.log.config().flush_interval_messages <= 1 {
+            let log = self.log.clone();
+            let upto = info.last_offset + 1;
+            tokio::task::spawn_blocking(move || log.flush_to(upto))
+                .await
+                .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))??;
+        }
+        self.advance_high_watermark();
+        Ok(info)
+    }
+
+    /// With a single replica the high watermark follows the log end offset.
+    fn advance_high_watermark(&self) {
+        let leo = self.log.log_end_offset();
+        if self.high_watermark.fetch_max(leo, Ordering::AcqRel) < leo {
+            self.appended.notify_waiters();
+        }
+    }
+
+    /// Reads committed records (below the high watermark) from `offset`.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+    ) -> Result<FetchData, LogError> {
+        self.log
+            .read(offset, max_bytes, self.high_watermark(), min_one_message)
+    }
+
+    /// Resolves at the next advance of the high watermark. Create it (and `enable` it)
+    /// before reading, so an append between the read and the wait is not missed.
+    pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.appended.notified()
+    }
+}

@@ -1,0 +1,118 @@
+//! The routing table: one line per API, with the versions handled.
+//!
+//! ApiVersions answers from this table, so nothing is advertised that is not handled.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use crate::broker::Broker;
+use crate::handlers::*;
+
+/// What a handler knows about the request besides its body.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+    pub peer: SocketAddr,
+}
+
+pub type HandlerFuture = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
+type Handler = fn(Arc<Broker>, RequestContext, RequestKind) -> HandlerFuture;
+
+pub struct Route {
+    pub api_key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+    pub handle: Handler,
+}
+
+/// Builds a route whose handler takes the typed request and returns the typed response.
+macro_rules! route {
+    ($key:ident, $min:expr, $max:expr, $handler:path) => {
+        Route {
+            api_key: ApiKey::$key,
+            min_version: $min,
+            max_version: $max,
+            handle: |broker, ctx, body| {
+                Box::pin(async move {
+                    match body {
+                        RequestKind::$key(req) => {
+                            ResponseKind::$key($handler(broker, ctx, req).await)
+                        }
+                        // The connection decodes the body with the same api key it routes by.
+                        other => unreachable!("{:?} routed to {}", other, stringify!($key)),
+                    }
+                })
+            },
+        }
+    };
+}
+
+/// Every API skua handles. Produce is listed from v0 as Kafka 4 lists it; v0–2 are
+/// answered UNSUPPORTED_VERSION by the connection before reaching the handler.
+pub static ROUTES: &[Route] = &[
+    route!(Produce, 0, 13, produce::handle),
+    route!(Fetch, 4, 18, fetch::handle),
+    route!(ListOffsets, 1, 10, list_offsets::handle),
+    route!(Metadata, 0, 13, metadata::handle),
+    route!(ApiVersions, 0, 4, api_versions::handle),
+    route!(CreateTopics, 2, 7, create_topics::handle),
+    route!(DeleteTopics, 1, 6, delete_topics::handle),
+    route!(InitProducerId, 0, 6, init_producer_id::handle),
+    route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
+    route!(DescribeConfigs, 1, 4, describe_configs::handle),
+    route!(CreatePartitions, 0, 3, create_partitions::handle),
+    route!(DescribeCluster, 0, 2, describe_cluster::handle),
+    route!(
+        DescribeTopicPartitions,
+        0,
+        0,
+        describe_topic_partitions::handle
+    ),
+];
+
+/// The route for `api_key` when it handles `version`.
+pub fn lookup(api_key: ApiKey, version: i16) -> Option<&'static Route> {
+    ROUTES
+        .iter()
+        .find(|r| r.api_key == api_key && (r.min_version..=r.max_version).contains(&version))
+}
+
+/// The route for `api_key` at any version.
+pub fn route_for(api_key: ApiKey) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.api_key == api_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::Message;
+
+    /// Every advertised range lies within what the codec can decode (Produce v0–2 aside).
+    #[test]
+    fn routes_within_codec_versions() {
+        for r in ROUTES {
+            let codec = r.api_key.valid_versions();
+            let min = if r.api_key == ApiKey::Produce {
+                codec.min
+            } else {
+                r.min_version
+            };
+            assert!(
+                min >= codec.min && r.max_version <= codec.max,
+                "{:?}",
+                r.api_key
+            );
+        }
+        assert_eq!(ProduceRequest::VERSIONS.max, 13);
+        assert!(lookup(ApiKey::Fetch, 3).is_none());
+        assert!(lookup(ApiKey::Fetch, 18).is_some());
+        assert!(lookup(ApiKey::JoinGroup, 0).is_none());
+    }
+}

@@ -1,0 +1,212 @@
+//! A broker started in-process on a loopback port, and a minimal client that speaks
+//! the wire protocol with the kafka-protocol crate's client-side codecs.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use skua::broker::Broker;
+use skua::network::Server;
+
+pub struct TestBroker {
+    pub addr: SocketAddr,
+    pub broker: Arc<Broker>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestBroker {
+    pub async fn start(dir: &Path, overrides: &[(&str, &str)]) -> TestBroker {
+        let mut args = vec![
+            "--override".to_string(),
+            "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+            "--override".to_string(),
+            format!("log.dirs={}", dir.display()),
+        ];
+        for (k, v) in overrides {
+            args.push("--override".into());
+            args.push(format!("{k}={v}"));
+        }
+        let config = skua::config::from_args(&args).expect("config");
+        let broker = Broker::open(config).expect("broker opens");
+        let server = Server::bind(broker.clone()).await.expect("bind");
+        let addr = server.local_addrs()[0];
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = rx.await;
+        }));
+        TestBroker {
+            addr,
+            broker,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stops serving and closes the logs cleanly, as SIGTERM does.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        self.broker.shutdown();
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr).await
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            stream: TcpStream::connect(addr).await.expect("connect"),
+            correlation_id: 0,
+        }
+    }
+
+    /// Sends one request at `version` and decodes its response.
+    pub async fn send<R: Request + Encodable>(&mut self, req: &R, version: i16) -> R::Response
+    where
+        R::Response: Decodable,
+    {
+        self.write_request(req, version).await;
+        let mut frame = self.read_frame().await.expect("response frame");
+        let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version)).expect("header");
+        assert_eq!(header.correlation_id, self.correlation_id, "correlation id");
+        let resp = R::Response::decode(&mut frame, version).expect("response decodes");
+        assert_eq!(frame.remaining(), 0, "response has trailing bytes");
+        resp
+    }
+
+    pub async fn write_request<R: Request + Encodable>(&mut self, req: &R, version: i16) {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("skua-test")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, R::header_version(version)).expect("header encodes");
+        req.encode(&mut body, version).expect("body encodes");
+        self.write_frame(&body).await;
+    }
+
+    pub async fn write_frame(&mut self, body: &[u8]) {
+        let mut out = BytesMut::with_capacity(4 + body.len());
+        out.put_i32(body.len() as i32);
+        out.put_slice(body);
+        self.stream.write_all(&out).await.expect("write");
+    }
+
+    /// Reads one response frame; None when the broker closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).await.ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    }
+
+    pub async fn create_topic(&mut self, name: &str, partitions: i32) -> i16 {
+        let req = CreateTopicsRequest::default()
+            .with_topics(vec![create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.into())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1)])
+            .with_timeout_ms(5000);
+        self.send(&req, 7).await.topics[0].error_code
+    }
+
+    /// Produces `records` to one partition; returns (error code, base offset).
+    pub async fn produce(&mut self, topic: &str, partition: i32, records: Bytes, acks: i16) -> (i16, i64) {
+        let req = produce_request(topic, partition, records, acks);
+        let resp = self.send(&req, 9).await;
+        let p = &resp.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+
+    /// Fetches from one partition; returns the partition's response.
+    pub async fn fetch(&mut self, topic: &str, partition: i32, offset: i64, max_wait_ms: i32, min_bytes: i32) -> fetch_response::PartitionData {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(50 * 1024 * 1024)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1024 * 1024)])]);
+        let resp = self.send(&req, 12).await;
+        resp.responses[0].partitions[0].clone()
+    }
+}
+
+pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![produce_request::PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+/// A v2 batch of `values`, optionally idempotent (producer id, epoch, base sequence).
+pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>, compression: Compression) -> Bytes {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if seq < 0 { -1 } else { seq + i as i32 },
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression }).expect("encode batch");
+    buf.freeze()
+}
+
+/// Decodes fetched bytes into (offset, value) pairs.
+pub fn values(records: &Bytes) -> Vec<(i64, String)> {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut buf).expect("fetched batches decode") {
+        for r in set.records {
+            out.push((r.offset, String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()));
+        }
+    }
+    out
+}

@@ -14,3 +14,5 @@
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
 //!                config/     server.properties and per-topic configs
 //! ```
+
+pub mod log;

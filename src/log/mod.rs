@@ -31,6 +31,13 @@ mod validation;
 use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+pub use self::checkpoint::{
+    read_leader_epoch_checkpoint, read_offset_checkpoint, write_leader_epoch_checkpoint,
+    write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+};
+pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
+pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

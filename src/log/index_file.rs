@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -15,7 +16,7 @@ use super::LogError;
 
 pub struct IndexFile {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     mmap: MmapMut,
     entry_size: usize,
     entries: usize,
@@ -53,7 +54,7 @@ impl IndexFile {
         let max_entries = mmap.len() / entry_size;
         Ok(IndexFile {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             mmap,
             entry_size,
             entries,
@@ -70,7 +71,7 @@ impl IndexFile {
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }
-    pub fn file(&self) -> &File {
+    pub fn file(&self) -> &Arc<File> {
         &self.file
     }
 

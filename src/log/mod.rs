@@ -20,7 +20,7 @@ mod leader_epoch;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
-mod log_manager;
+// mod log_manager;
 mod offset_index;
 mod partition_metadata;
 mod producer_state;
@@ -37,6 +37,7 @@ pub use self::checkpoint::{
     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
+pub use self::log::Log;
 pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.

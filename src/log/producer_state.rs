@@ -110,6 +110,9 @@ impl ProducerStateManager {
     pub fn map_end_offset(&self) -> i64 {
         self.map_end_offset
     }
+    pub fn set_map_end_offset(&mut self, offset: i64) {
+        self.map_end_offset = offset;
+    }
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
     }

@@ -136,11 +136,6 @@ impl IndexFile {
     pub fn trim_to_valid_size(&mut self) -> Result<(), LogError> {
         self.resize(self.entries * self.entry_size)
     }
-
-    pub fn flush(&self) -> Result<(), LogError> {
-        self.mmap.flush()?;
-        Ok(())
-    }
 }
 
 fn round_down(n: usize, multiple: usize) -> usize {

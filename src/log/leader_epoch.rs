@@ -125,7 +125,7 @@ impl LeaderEpochFileCache {
         if self
             .entries
             .first()
-            .is_none_or(|e| e.start_offset > start_offset)
+            .map_or(true, |e| e.start_offset > start_offset)
         {
             self.entries.insert(0, kept);
         }

@@ -221,7 +221,7 @@ impl Log {
             && inner
                 .leader_epoch_cache
                 .latest_epoch()
-                .is_none_or(|e| e < leader_epoch)
+                .map_or(true, |e| e < leader_epoch)
         {
             inner
                 .leader_epoch_cache
@@ -309,7 +309,7 @@ impl Log {
                 && inner
                     .leader_epoch_cache
                     .latest_epoch()
-                    .is_none_or(|e| e < epoch)
+                    .map_or(true, |e| e < epoch)
             {
                 inner.leader_epoch_cache.assign(epoch, h.base_offset())?;
             }
@@ -490,12 +490,7 @@ impl Log {
             return batch_level;
         }
         let records = buf.get(HEADER_SIZE..).unwrap_or(&[]);
-        match first_record_at_or_after(
-            records,
-            h.records_count(),
-            h.base_timestamp(),
-            ts.max(i64::MIN),
-        ) {
+        match first_record_at_or_after(records, h.records_count(), h.base_timestamp(), ts) {
             Some((t, delta)) if h.base_offset() + i64::from(delta) >= log_start => {
                 (t, h.base_offset() + i64::from(delta))
             }
@@ -510,7 +505,7 @@ impl Log {
         let mut best: Option<(i64, i64)> = None;
         for s in inner.segments.values() {
             let (ts, offset) = s.max_timestamp_and_offset();
-            if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
+            if ts >= 0 && best.map_or(true, |(b, _)| ts > b) {
                 best = Some((ts, offset));
             }
         }

@@ -20,7 +20,8 @@ mod leader_epoch;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
-// mod log_manager;
+mod log_manager;
+mod meta_properties;
 mod offset_index;
 mod partition_metadata;
 mod producer_state;
@@ -38,6 +39,8 @@ pub use self::checkpoint::{
 };
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;
+pub use self::log_manager::{LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
 pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.

@@ -113,12 +113,11 @@ impl ProducerStateManager {
     pub fn set_map_end_offset(&mut self, offset: i64) {
         self.map_end_offset = offset;
     }
+    #[cfg(test)]
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
     }
-    pub fn len(&self) -> usize {
-        self.producers.len()
-    }
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
     }

@@ -481,8 +481,13 @@ impl Log {
         ts: i64,
         log_start: i64,
     ) -> (i64, i64) {
+        // Record-level answers need the records in memory; past this size, batch level.
+        const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
         let batch_level = (h.max_timestamp(), h.base_offset().max(log_start));
-        if h.compression_codec() != 0 || h.timestamp_type() == TimestampType::LogAppendTime {
+        if h.compression_codec() != 0
+            || h.timestamp_type() == TimestampType::LogAppendTime
+            || size > MAX_SCAN_BYTES
+        {
             return batch_level;
         }
         let mut buf = vec![0u8; size];
@@ -577,7 +582,9 @@ impl Log {
                 return Err(e);
             }
         }
-        self.recovery_point.fetch_max(end, Ordering::AcqRel);
+        // A truncation during the pass may have moved the log end below `end`.
+        self.recovery_point
+            .fetch_max(end.min(self.log_end_offset()), Ordering::AcqRel);
         self.unflushed_messages
             .fetch_sub(messages.min(self.unflushed_messages()), Ordering::AcqRel);
         Ok(())

@@ -320,10 +320,7 @@ impl LogSegment {
         {
             "offsets out of order or range"
         } else {
-            // The length is bounded by the file, checked just above.
-            buf.resize(header.size_in_bytes(), 0);
-            self.log.read_exact_at(buf, position)?;
-            if batch::verify_crc(buf).is_err() {
+            if self.stored_crc(position, header.size_in_bytes(), buf)? != header.crc() {
                 "CRC mismatch"
             } else {
                 return Ok(Some(header));
@@ -331,6 +328,23 @@ impl LogSegment {
         };
         tracing::warn!(segment = %self.log_path.display(), position, reason, "invalid batch found during recovery");
         Ok(None)
+    }
+
+    /// CRC-32C of bytes 21..size of the batch at `position`, streamed through a bounded
+    /// buffer so a large (or garbage) length never turns into a large allocation.
+    fn stored_crc(&self, position: u64, size: usize, buf: &mut Vec<u8>) -> Result<u32, LogError> {
+        const CHUNK_BYTES: usize = 64 * 1024;
+        buf.resize(CHUNK_BYTES, 0);
+        let mut at = position + batch::ATTRIBUTES_OFFSET as u64;
+        let end = position + size as u64;
+        let mut crc = 0u32;
+        while at < end {
+            let n = CHUNK_BYTES.min((end - at) as usize);
+            self.log.read_exact_at(&mut buf[..n], at)?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc)
     }
 
     /// Removes everything at and after `offset` (which must be in this segment); returns the
@@ -394,12 +408,19 @@ impl LogSegment {
     pub fn sanity_check(&self) -> Result<(), LogError> {
         self.offset_index.sanity_check()?;
         self.time_index.sanity_check()?;
-        if let Some((_, position)) = self.offset_index.last_entry() {
-            if u64::from(position) >= self.size {
-                return Err(LogError::corrupt_file(
-                    &self.log_path,
-                    "index points past the end of the log",
-                ));
+        if let Some((offset, position)) = self.offset_index.last_entry() {
+            // The last entry must name a batch boundary: one pread catches an index that is
+            // ordered but points into the middle of the data. (An entry written for a
+            // multi-batch append carries the append's last offset, so only bound it.)
+            let header = self.read_header_at(u64::from(position))?;
+            let plausible = |h: RecordBatchHeader| {
+                h.magic() == MAGIC_V2
+                    && h.base_offset() >= self.base_offset
+                    && h.base_offset() <= offset
+            };
+            if !header.is_some_and(plausible) {
+                let reason = format!("index entry ({offset}, {position}) is not a batch");
+                return Err(LogError::corrupt_file(&self.log_path, reason));
             }
         }
         Ok(())

@@ -141,6 +141,11 @@ impl Log {
     pub fn unflushed_messages(&self) -> u64 {
         self.unflushed_messages.load(Ordering::Acquire)
     }
+    /// Whether `flush.messages` has been reached: the caller should `flush_to` the end of its
+    /// append (in `spawn_blocking`) before acknowledging it.
+    pub fn flush_needed(&self) -> bool {
+        self.unflushed_messages() >= self.config.read().flush_interval_messages
+    }
     pub fn size_bytes(&self) -> u64 {
         self.inner
             .lock()
@@ -158,8 +163,9 @@ impl Log {
     /// leader epoch cache and producer state, then publish the new log end offset.
     ///
     /// Durability: the bytes are in the page cache when this returns. When
-    /// `flush_interval_messages` is reached (see `unflushed_messages`), the caller calls
-    /// `flush_to(info.last_offset + 1)` in `spawn_blocking` before acknowledging.
+    /// `flush_interval_messages` is reached (`flush_needed()`), the caller calls
+    /// `flush_to(info.last_offset + 1)` in `spawn_blocking` before acknowledging; concurrent
+    /// producers then share one fsync.
     pub fn append_as_leader(
         &self,
         records: Bytes,

@@ -654,3 +654,213 @@ fn random_garbage_segment_recovers_to_empty() {
         assert_eq!(log.size_bytes(), 0);
     }
 }
+
+#[test]
+fn flush_needed_follows_flush_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(
+        dir.path(),
+        LogConfig {
+            flush_interval_messages: 1,
+            ..small_config()
+        },
+        false,
+    );
+    assert!(!log.flush_needed());
+    let info = append(&log, &[b"a"]);
+    assert!(log.flush_needed());
+    log.flush_to(info.last_offset + 1).unwrap();
+    assert!(!log.flush_needed());
+    assert_eq!(log.recovery_point(), 1);
+    let dir2 = tempfile::tempdir().unwrap();
+    let log2 = open(dir2.path(), small_config(), false);
+    append(&log2, &[b"a"]);
+    assert!(!log2.flush_needed(), "default leaves flushing to the OS");
+}
+
+#[test]
+fn compressed_batches_round_trip() {
+    use kafka_protocol::records::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..small_config()
+    };
+    let log = open(dir.path(), config, false);
+    for c in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        log.append_as_leader(
+            encode(&records(&[b"one", b"two", b"three"], 10, None), c),
+            2,
+            77,
+        )
+        .unwrap();
+    }
+    let data = log.read(0, 1 << 20, i64::MAX, false).unwrap();
+    let sets = decode_all(&data.records);
+    assert_eq!(sets.len(), 4);
+    let offsets: Vec<i64> = sets
+        .iter()
+        .flat_map(|s| s.records.iter().map(|r| r.offset))
+        .collect();
+    assert_eq!(offsets, (0..12).collect::<Vec<_>>());
+    assert!(headers(&data.records)
+        .iter()
+        .all(|h| h.max_timestamp() == 77 && h.partition_leader_epoch() == 2));
+    // Compressed batches answer ListOffsets at batch level.
+    assert_eq!(log.fetch_offset_by_timestamp(50), Some((77, 0)));
+}
+
+#[test]
+fn full_index_forces_a_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two offset-index slots; one index entry per append once 1 byte has gone by.
+    let config = LogConfig {
+        index_interval_bytes: 1,
+        max_index_size: 24,
+        ..small_config()
+    };
+    let log = open(dir.path(), config, false);
+    for b in many_batches(10, 5) {
+        log.append_as_leader(b, 0, 0).unwrap();
+    }
+    assert!(log.segment_count() >= 3, "{}", log.segment_count());
+    for offset in 0..10 {
+        assert_eq!(
+            headers(&log.read(offset, 1, i64::MAX, true).unwrap().records)[0].base_offset(),
+            offset
+        );
+    }
+}
+
+#[test]
+fn unclean_recovery_starts_at_the_recovery_point_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches = many_batches(12, 30);
+    let config = LogConfig {
+        segment_bytes: (batches[0].len() * 4) as u64,
+        ..small_config()
+    };
+    let log = open(dir.path(), config.clone(), false);
+    for b in &batches {
+        log.append_as_leader(b.clone(), 0, 0).unwrap();
+    }
+    drop(log);
+    // Damage below the recovery point is not scanned (Kafka trusts flushed data)...
+    let first = dir.path().join("00000000000000000000.log");
+    let mut bytes = fs::read(&first).unwrap();
+    bytes[40] ^= 0xff;
+    fs::write(&first, bytes).unwrap();
+    // ...while a torn tail above it is cut.
+    let last = dir.path().join("00000000000000000008.log");
+    let len = fs::metadata(&last).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let log = Log::open(dir.path(), tp(), config, 8, 0, false).unwrap();
+    assert_eq!(log.log_end_offset(), 11);
+    assert_eq!(log.recovery_point(), 8);
+    assert_eq!(log.segment_count(), 3);
+}
+
+#[test]
+fn loader_cleans_temporary_and_orphan_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config(), false);
+    for b in many_batches(3, 10) {
+        log.append_as_leader(b, 0, 0).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    let p = |n: &str| dir.path().join(n);
+    fs::write(p("00000000000000000000.log.deleted"), b"x").unwrap();
+    fs::write(p("00000000000000000050.log.cleaned"), b"x").unwrap();
+    fs::write(p("00000000000000000060.log.swap"), b"x").unwrap();
+    fs::write(p("00000000000000000100.index"), [0u8; 8]).unwrap();
+    fs::write(p("00000000000000000100.timeindex"), [0u8; 12]).unwrap();
+    fs::write(p("leader-epoch-checkpoint.tmp"), b"x").unwrap();
+    fs::write(p("00000000000000000002.checkpoint.deleted"), b"kraft").unwrap();
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(log.log_end_offset(), 3);
+    for gone in [
+        "00000000000000000000.log.deleted",
+        "00000000000000000050.log.cleaned",
+        "00000000000000000060.log.swap",
+        "00000000000000000100.index",
+        "00000000000000000100.timeindex",
+        "leader-epoch-checkpoint.tmp",
+    ] {
+        assert!(!p(gone).exists(), "{gone}");
+    }
+    assert!(p("00000000000000000002.checkpoint.deleted").exists());
+}
+
+#[test]
+fn swap_segment_replaces_the_segments_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches = many_batches(6, 10);
+    let config = LogConfig {
+        segment_bytes: (batches[0].len() * 2) as u64,
+        ..small_config()
+    };
+    let log = open(dir.path(), config.clone(), false);
+    for b in &batches {
+        log.append_as_leader(b.clone(), 0, 0).unwrap();
+    }
+    log.close().unwrap();
+    drop(log);
+    // A cleaner's output for offsets 0..4 (segments 0 and 2), ready to swap in.
+    let mut swap = fs::read(dir.path().join("00000000000000000000.log")).unwrap();
+    swap.extend(fs::read(dir.path().join("00000000000000000002.log")).unwrap());
+    fs::write(dir.path().join("00000000000000000000.log.swap"), &swap).unwrap();
+    let log = open(dir.path(), config, true);
+    assert!(!dir.path().join("00000000000000000002.log").exists());
+    assert!(!dir.path().join("00000000000000000000.log.swap").exists());
+    assert_eq!(log.segment_count(), 2);
+    assert_eq!(log.log_end_offset(), 6);
+    assert_eq!(
+        headers(&log.read(3, 1, i64::MAX, true).unwrap().records)[0].base_offset(),
+        3
+    );
+}
+
+#[test]
+fn readers_see_whole_batches_while_a_writer_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::sync::Arc::new(open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 4096,
+            ..small_config()
+        },
+        false,
+    ));
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for b in many_batches(300, 40) {
+                log.append_as_leader(b, 0, 0).unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() || reads < 10 {
+        let leo = log.log_end_offset();
+        let from = leo / 2;
+        let data = log.read(from, 2048, leo, true).unwrap();
+        for h in headers(&data.records) {
+            assert!(h.last_offset() < leo);
+        }
+        decode_all(&data.records);
+        reads += 1;
+    }
+    writer.join().unwrap();
+    assert_eq!(log.log_end_offset(), 300);
+}

@@ -36,6 +36,7 @@ impl LeaderEpochFileCache {
                 Vec::new()
             }
         };
+        let existed = path.exists();
         let mut cache = LeaderEpochFileCache {
             path,
             entries: Vec::new(),
@@ -43,6 +44,10 @@ impl LeaderEpochFileCache {
         for e in entries {
             // Re-assigning drops any entry that breaks the ordering invariant.
             cache.assign_no_flush(e.epoch, e.start_offset);
+        }
+        if !existed {
+            // Kafka creates the (empty) checkpoint along with the log.
+            cache.flush()?;
         }
         Ok(cache)
     }
@@ -144,6 +149,8 @@ mod tests {
     fn cache() -> (tempfile::TempDir, LeaderEpochFileCache) {
         let dir = tempfile::tempdir().unwrap();
         let c = LeaderEpochFileCache::load(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT)).unwrap();
+        assert_eq!(text, "0\n0\n", "created empty with the log");
         (dir, c)
     }
 

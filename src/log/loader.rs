@@ -134,7 +134,6 @@ fn recover_after(
             break;
         }
     }
-    // A recovered empty segment in the middle of the log holds nothing; drop it unless last.
     Ok(())
 }
 

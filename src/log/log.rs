@@ -55,7 +55,7 @@ impl LogInner {
         self.segments
             .values_mut()
             .next_back()
-            .ok_or_else(|| LogError::InvalidRecord("log has no segments".into()))
+            .ok_or_else(|| LogError::KafkaStorage(std::io::Error::other("log has no segments")))
     }
 }
 

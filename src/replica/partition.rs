@@ -42,14 +42,14 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Appends a produce request's records as leader. When the topic asks for an fsync
-    /// per message (`flush.messages=1`) the append is made durable before returning;
-    /// concurrent producers share one fsync (group commit in `Log::flush_to`).
+    /// Appends a produce request's records as leader. Once `flush.messages` unflushed
+    /// messages have piled up (with 1: every append) the append is made durable before
+    /// returning; concurrent producers share one fsync (group commit in `Log::flush_to`).
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         let info = self
             .log
             .append_as_leader(records, self.leader_epoch(), now_ms)?;
-        if !info.duplicate && self.log.config().flush_interval_messages <= 1 {
+        if !info.duplicate && self.log.flush_needed() {
             let log = self.log.clone();
             let upto = info.last_offset + 1;
             tokio::task::spawn_blocking(move || log.flush_to(upto))

@@ -1,0 +1,240 @@
+//! Kafka's text checkpoint files (`CheckpointFile`).
+//!
+//! Format: a version line (`0`), a count line `N`, then exactly N entry lines, every line
+//! ending in `\n`. Fields within a line are separated by whitespace. Written to
+//! `<path>.tmp`, fsynced, then renamed over `<path>` so a crash leaves the old or the new
+//! file, never a mix. An empty file has no entries.
+//!
+//! Offset checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+//! `replication-offset-checkpoint`) have entries `<topic> <partition> <offset>`;
+//! `leader-epoch-checkpoint` has entries `<epoch> <startOffset>`.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use super::leader_epoch::EpochEntry;
+use super::{LogError, TopicPartition};
+
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
+pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+
+/// Checkpoint files above this size are refused rather than read into memory.
+const MAX_CHECKPOINT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Writes `contents` to `path` via `<path>.tmp`, fsync and rename, then fsyncs the directory
+/// so the rename itself is durable.
+pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    {
+        let mut file = File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Reads a whole small file, refusing anything larger than `max` bytes.
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, LogError> {
+    match fs::metadata(path) {
+        Ok(m) if m.len() > max => Err(LogError::corrupt_file(
+            path,
+            format!("{} bytes is more than {max}", m.len()),
+        )),
+        Ok(_) => Ok(Some(fs::read(path)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn write_checkpoint(path: &Path, lines: &[String]) -> Result<(), LogError> {
+    let mut text = format!("0\n{}\n", lines.len());
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    write_atomic(path, text.as_bytes())
+}
+
+/// The entry lines of a checkpoint, each split on whitespace. A missing file has none.
+fn read_checkpoint(path: &Path) -> Result<Vec<Vec<String>>, LogError> {
+    let Some(bytes) = read_bounded(path, MAX_CHECKPOINT_BYTES)? else {
+        return Ok(Vec::new());
+    };
+    let text = String::from_utf8(bytes).map_err(|_| LogError::corrupt_file(path, "not UTF-8"))?;
+    let mut lines = text.lines();
+    let Some(version) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    if version.trim() != "0" {
+        return Err(LogError::corrupt_file(
+            path,
+            format!("unrecognised version {version:?}"),
+        ));
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| LogError::corrupt_file(path, "missing entry count"))?;
+    let entries: Vec<Vec<String>> = lines
+        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| !f.is_empty())
+        .collect();
+    if entries.len() != count {
+        return Err(LogError::corrupt_file(
+            path,
+            format!("expected {count} entries, found {}", entries.len()),
+        ));
+    }
+    Ok(entries)
+}
+
+fn field<T: std::str::FromStr>(path: &Path, s: &str) -> Result<T, LogError> {
+    s.parse()
+        .map_err(|_| LogError::corrupt_file(path, format!("malformed field {s:?}")))
+}
+
+/// Writes `<topic> <partition> <offset>` entries.
+pub fn write_offset_checkpoint(
+    path: &Path,
+    entries: &[(TopicPartition, i64)],
+) -> Result<(), LogError> {
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|(tp, o)| format!("{} {} {o}", tp.topic, tp.partition))
+        .collect();
+    write_checkpoint(path, &lines)
+}
+
+pub fn read_offset_checkpoint(path: &Path) -> Result<HashMap<TopicPartition, i64>, LogError> {
+    let mut map = HashMap::new();
+    for fields in read_checkpoint(path)? {
+        let [topic, partition, offset] = fields.as_slice() else {
+            return Err(LogError::corrupt_file(
+                path,
+                format!("malformed entry {fields:?}"),
+            ));
+        };
+        map.insert(
+            TopicPartition::new(topic.clone(), field(path, partition)?),
+            field(path, offset)?,
+        );
+    }
+    Ok(map)
+}
+
+pub fn write_leader_epoch_checkpoint(path: &Path, entries: &[EpochEntry]) -> Result<(), LogError> {
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{} {}", e.epoch, e.start_offset))
+        .collect();
+    write_checkpoint(path, &lines)
+}
+
+pub fn read_leader_epoch_checkpoint(path: &Path) -> Result<Vec<EpochEntry>, LogError> {
+    read_checkpoint(path)?
+        .iter()
+        .map(|fields| match fields.as_slice() {
+            [epoch, offset] => Ok(EpochEntry {
+                epoch: field(path, epoch)?,
+                start_offset: field(path, offset)?,
+            }),
+            _ => Err(LogError::corrupt_file(
+                path,
+                format!("malformed entry {fields:?}"),
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_checkpoint_round_trip_in_kafka_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RECOVERY_POINT_CHECKPOINT);
+        let entries = vec![
+            (TopicPartition::new("orders", 0), 42),
+            (TopicPartition::new("a-b", 3), 7),
+        ];
+        write_offset_checkpoint(&path, &entries).unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "0\n2\norders 0 42\na-b 3 7\n"
+        );
+        assert!(!dir
+            .path()
+            .join("recovery-point-offset-checkpoint.tmp")
+            .exists());
+        let map = read_offset_checkpoint(&path).unwrap();
+        assert_eq!(map.len(), 2);
+        assert_eq!(map[&TopicPartition::new("orders", 0)], 42);
+        assert_eq!(map[&TopicPartition::new("a-b", 3)], 7);
+    }
+
+    #[test]
+    fn reads_kafka_written_text_and_tolerates_missing_or_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        assert!(read_offset_checkpoint(&path).unwrap().is_empty());
+        fs::write(&path, "").unwrap();
+        assert!(read_offset_checkpoint(&path).unwrap().is_empty());
+        fs::write(&path, "0\n1\n__consumer_offsets  12\t900\n").unwrap();
+        assert_eq!(
+            read_offset_checkpoint(&path).unwrap()[&TopicPartition::new("__consumer_offsets", 12)],
+            900
+        );
+    }
+
+    #[test]
+    fn rejects_bad_version_count_and_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        for bad in [
+            "1\n0\n",
+            "0\n2\nt 0 1\n",
+            "0\n1\nt zero 1\n",
+            "0\n1\nt 0\n",
+            "0\n",
+            "\u{0}\u{ff}",
+        ] {
+            fs::write(&path, bad).unwrap();
+            assert!(read_offset_checkpoint(&path).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn leader_epoch_checkpoint_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LEADER_EPOCH_CHECKPOINT);
+        let entries = vec![
+            EpochEntry {
+                epoch: 0,
+                start_offset: 0,
+            },
+            EpochEntry {
+                epoch: 3,
+                start_offset: 150,
+            },
+        ];
+        write_leader_epoch_checkpoint(&path, &entries).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "0\n2\n0 0\n3 150\n");
+        assert_eq!(read_leader_epoch_checkpoint(&path).unwrap(), entries);
+    }
+}

@@ -1,0 +1,331 @@
+//! Startup loading and crash recovery of one partition directory (Kafka's `LogLoader`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+use super::leader_epoch::LeaderEpochFileCache;
+use super::producer_state::ProducerStateManager;
+use super::segment::{
+    read_header, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+};
+use super::{parse_offset_file_name, LogConfig, LogError};
+
+/// Everything recovered from a partition directory.
+pub struct LoadedLog {
+    pub segments: BTreeMap<i64, LogSegment>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub recovery_point: i64,
+    pub leader_epoch_cache: LeaderEpochFileCache,
+    pub producer_state: ProducerStateManager,
+}
+
+/// Loads `dir`. After an unclean shutdown every segment from the one holding
+/// `recovery_point` on is scanned batch by batch; the first bad batch and everything after
+/// it are cut (later segments deleted). After a clean one nothing is scanned. Either way a
+/// segment whose index is missing or fails its sanity check is rebuilt.
+pub fn load(
+    dir: &Path,
+    config: &LogConfig,
+    recovery_point: i64,
+    log_start_checkpoint: i64,
+    clean_shutdown: bool,
+    now_ms: i64,
+) -> Result<LoadedLog, LogError> {
+    remove_temporary_files(dir)?;
+    let bases = segment_bases(dir)?;
+    let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
+    let mut segments = BTreeMap::new();
+    let last_base = bases.last().copied();
+    for &base in &bases {
+        let index_missing = !LogSegment::index_path(dir, base).exists()
+            || !LogSegment::time_index_path(dir, base).exists();
+        let mut segment = LogSegment::open(dir, base, config, Some(base) == last_base, now_ms)?;
+        if index_missing || segment.sanity_check().is_err() {
+            tracing::info!(dir = %dir.display(), base, "rebuilding indexes of segment");
+            segment.recover(&mut |_| {})?;
+        }
+        segments.insert(base, segment);
+    }
+
+    if !clean_shutdown {
+        recover_after(dir, &mut segments, recovery_point, &mut leader_epoch_cache)?;
+    }
+    if segments.is_empty() {
+        let base = log_start_checkpoint.max(0);
+        segments.insert(base, LogSegment::open(dir, base, config, true, now_ms)?);
+    }
+    let log_end_offset = next_offset_of_last(dir, &mut segments, &mut leader_epoch_cache)?;
+
+    let first_base = segments.keys().next().copied().unwrap_or(0);
+    let log_start_offset = log_start_checkpoint.max(first_base).min(log_end_offset);
+    delete_segments_below(dir, &mut segments, log_start_offset)?;
+    if let Some(mut active) = segments.last_entry() {
+        active.get_mut().make_active()?;
+    }
+    leader_epoch_cache.truncate_from_end(log_end_offset)?;
+    leader_epoch_cache.truncate_from_start(log_start_offset)?;
+
+    let recovery_point = if clean_shutdown {
+        log_end_offset
+    } else {
+        recovery_point.clamp(0, log_end_offset)
+    };
+    let producer_state = load_producer_state(
+        dir,
+        &segments,
+        log_start_offset,
+        log_end_offset,
+        clean_shutdown,
+    )?;
+    Ok(LoadedLog {
+        segments,
+        log_start_offset,
+        log_end_offset,
+        recovery_point,
+        leader_epoch_cache,
+        producer_state,
+    })
+}
+
+/// Recovers from the segment containing `recovery_point` to the end.
+fn recover_after(
+    dir: &Path,
+    segments: &mut BTreeMap<i64, LogSegment>,
+    recovery_point: i64,
+    cache: &mut LeaderEpochFileCache,
+) -> Result<(), LogError> {
+    let start = segments
+        .range(..=recovery_point)
+        .next_back()
+        .map(|(&b, _)| b)
+        .or_else(|| segments.keys().next().copied());
+    let Some(start) = start else {
+        return Ok(());
+    };
+    let bases: Vec<i64> = segments.range(start..).map(|(&b, _)| b).collect();
+    let mut cache_error = None;
+    for (i, base) in bases.iter().enumerate() {
+        let Some(segment) = segments.get_mut(base) else {
+            continue;
+        };
+        let truncated = segment.recover(&mut |h| {
+            if h.partition_leader_epoch() >= 0
+                && cache
+                    .latest_epoch()
+                    .map_or(true, |e| e < h.partition_leader_epoch())
+            {
+                if let Err(e) = cache.assign(h.partition_leader_epoch(), h.base_offset()) {
+                    cache_error = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = cache_error.take() {
+            return Err(e);
+        }
+        if truncated > 0 {
+            for later in &bases[i + 1..] {
+                if let Some(s) = segments.remove(later) {
+                    tracing::warn!(dir = %dir.display(), base = later, "deleting segment after a truncated one");
+                    s.delete(dir)?;
+                }
+            }
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The log end offset, from the last segment (rebuilt if its tail cannot be read).
+fn next_offset_of_last(
+    dir: &Path,
+    segments: &mut BTreeMap<i64, LogSegment>,
+    cache: &mut LeaderEpochFileCache,
+) -> Result<i64, LogError> {
+    let Some(mut last) = segments.last_entry() else {
+        return Ok(0);
+    };
+    let segment = last.get_mut();
+    match segment.read_next_offset() {
+        Ok(next) => Ok(next),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "last segment unreadable after a clean shutdown; recovering it");
+            recover_after(dir, segments, i64::MAX, cache)?;
+            let segment = segments
+                .last_entry()
+                .ok_or_else(|| LogError::corrupt_file(dir, "no segments"))?;
+            segment.get().read_next_offset()
+        }
+    }
+}
+
+fn delete_segments_below(
+    dir: &Path,
+    segments: &mut BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+) -> Result<(), LogError> {
+    // A segment is wholly below the log start when the next segment starts at or below it.
+    let bases: Vec<i64> = segments.keys().copied().collect();
+    for pair in bases.windows(2) {
+        if pair[1] <= log_start_offset {
+            if let Some(s) = segments.remove(&pair[0]) {
+                s.delete(dir)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_producer_state(
+    dir: &Path,
+    segments: &BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    clean_shutdown: bool,
+) -> Result<ProducerStateManager, LogError> {
+    let (mut state, found) = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
+    if !found && clean_shutdown {
+        // As Kafka: a cleanly shut down log without snapshots had no producer state worth a scan.
+        state.set_map_end_offset(log_end_offset);
+        return Ok(state);
+    }
+    let from = state.map_end_offset();
+    replay_producer_state(segments, &mut state, log_end_offset)?;
+    if from < log_end_offset {
+        state.take_snapshot()?;
+    }
+    state.delete_snapshots_below(log_start_offset)?;
+    Ok(state)
+}
+
+/// Replays batch headers from the state's map end offset up to `to` (exclusive).
+pub fn replay_producer_state(
+    segments: &BTreeMap<i64, LogSegment>,
+    state: &mut ProducerStateManager,
+    to: i64,
+) -> Result<(), LogError> {
+    let from = state.map_end_offset();
+    let first = segments
+        .range(..=from)
+        .next_back()
+        .map(|(&b, _)| b)
+        .unwrap_or(i64::MIN);
+    for segment in segments.range(first..).map(|(_, s)| s) {
+        let mut position = match segment.translate_offset(from)? {
+            Some(bp) => bp.position,
+            None => continue,
+        };
+        while let Some(h) = read_header(segment.log_file(), position, segment.size())? {
+            if h.base_offset() >= to {
+                break;
+            }
+            let size =
+                h.check_length(usize::try_from(segment.size() - position).unwrap_or(usize::MAX))?;
+            if h.last_offset() >= from {
+                state.replay(&h);
+            }
+            position += size as u64;
+        }
+    }
+    state.set_map_end_offset(to);
+    Ok(())
+}
+
+/// Kafka's temp-file cleanup: `.deleted` (but not KRaft's `.checkpoint.deleted`), `.cleaned`
+/// and `.tmp` files go; `.swap` files replace the segments they cover unless a `.cleaned`
+/// file at or below them shows the cleaner never finished.
+fn remove_temporary_files(dir: &Path) -> Result<(), LogError> {
+    let mut swaps = Vec::new();
+    let mut min_cleaned = i64::MAX;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let path = entry.path();
+        if (name.ends_with(".deleted") && !name.ends_with(".checkpoint.deleted"))
+            || name.ends_with(".tmp")
+        {
+            fs::remove_file(&path)?;
+        } else if let Some(stem) = name.strip_suffix(".cleaned") {
+            min_cleaned = min_cleaned.min(offset_prefix(stem).unwrap_or(i64::MIN));
+            fs::remove_file(&path)?;
+        } else if let Some(stem) = name.strip_suffix(".swap") {
+            swaps.push((path, stem.to_owned()));
+        }
+    }
+    for (path, stem) in swaps {
+        let offset = offset_prefix(&stem).unwrap_or(i64::MIN);
+        if offset >= min_cleaned || !stem.ends_with(LOG_SUFFIX) {
+            // Index swaps are simply rebuilt from the log.
+            fs::remove_file(&path)?;
+            continue;
+        }
+        let next = swap_next_offset(&path)?;
+        for base in segment_bases(dir)? {
+            if base >= offset && base < next {
+                for suffix in [
+                    LOG_SUFFIX,
+                    INDEX_SUFFIX,
+                    TIME_INDEX_SUFFIX,
+                    TXN_INDEX_SUFFIX,
+                ] {
+                    let _ = fs::remove_file(dir.join(super::offset_file_name(base, suffix)));
+                }
+            }
+        }
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let _ = fs::remove_file(dir.join(super::offset_file_name(offset, suffix)));
+        }
+        fs::rename(&path, dir.join(&stem))?;
+    }
+    Ok(())
+}
+
+fn offset_prefix(name: &str) -> Option<i64> {
+    name.get(..20).and_then(|d| parse_offset_file_name(d, ""))
+}
+
+/// The offset after the last whole batch of a `.swap` log file.
+fn swap_next_offset(path: &Path) -> Result<i64, LogError> {
+    let file = fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let mut position = 0u64;
+    let mut next = i64::MIN;
+    while let Some(h) = read_header(&file, position, size)? {
+        let Ok(len) = h.check_length(usize::try_from(size - position).unwrap_or(usize::MAX)) else {
+            break;
+        };
+        next = h.next_offset();
+        position += len as u64;
+    }
+    Ok(next)
+}
+
+/// Base offsets of the `.log` files; index files without a `.log` are deleted.
+fn segment_bases(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut logs = BTreeSet::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if let Some(base) = parse_offset_file_name(&name, LOG_SUFFIX) {
+            logs.insert(base);
+        } else if let Some(base) = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
+            .iter()
+            .find_map(|s| parse_offset_file_name(&name, s))
+        {
+            indexes.push((base, entry.path()));
+        }
+    }
+    for (base, path) in indexes {
+        if !logs.contains(&base) {
+            tracing::info!(path = %path.display(), "deleting index without a log file");
+            fs::remove_file(path)?;
+        }
+    }
+    Ok(logs.into_iter().collect())
+}

@@ -1,0 +1,675 @@
+//! `Log`: one partition's log (Kafka's `UnifiedLog` + `LocalLog`, local storage only).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
+use super::checkpoint::sync_dir;
+use super::leader_epoch::LeaderEpochFileCache;
+use super::loader::{self, replay_producer_state};
+use super::producer_state::{ProducerStateManager, StagedProducers};
+use super::segment::{read_header, read_whole_batches, LogSegment};
+use super::validation::{first_record_at_or_after, validate_records};
+use super::{AppendInfo, FetchData, LogConfig, LogError, TimestampType, TopicPartition};
+
+/// One partition's log: a directory of segments plus the leader epoch cache and producer
+/// state.
+///
+/// Concurrency: one `Mutex` guards the segments and caches; it is held only for in-memory
+/// work, index lookups and page-cache writes, never for an fsync, so readers never wait on a
+/// flush. The log end offset is published through an atomic after each append, so it can be
+/// read without the lock. Reads copy bytes with `pread` after releasing the lock; segment
+/// files only grow at their end, so bytes below a size seen under the lock stay valid.
+pub struct Log {
+    dir: PathBuf,
+    topic_partition: TopicPartition,
+    config: RwLock<LogConfig>,
+    inner: Mutex<LogInner>,
+    log_end_offset: AtomicI64,
+    log_start_offset: AtomicI64,
+    /// Every offset below this is on disk (fsynced).
+    recovery_point: AtomicI64,
+    unflushed_messages: AtomicU64,
+    /// True while one caller's fsync is in progress; others wait on `flush_done` and then
+    /// find their offset already durable (group commit).
+    flushing: Mutex<bool>,
+    flush_done: Condvar,
+    /// Set when a segment file was created; the directory itself needs an fsync.
+    dir_dirty: AtomicBool,
+}
+
+struct LogInner {
+    segments: BTreeMap<i64, LogSegment>,
+    leader_epoch_cache: LeaderEpochFileCache,
+    producer_state: ProducerStateManager,
+}
+
+impl LogInner {
+    fn active(&mut self) -> Result<&mut LogSegment, LogError> {
+        self.segments
+            .values_mut()
+            .next_back()
+            .ok_or_else(|| LogError::KafkaStorage(std::io::Error::other("log has no segments")))
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn into_mut(records: Bytes) -> BytesMut {
+    // Reuses the buffer when this is its only owner; otherwise one copy of the request.
+    records
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering it as `LogLoader` does. `recovery_point`
+    /// and `log_start_offset` come from the log dir's checkpoints (0 when unknown).
+    pub fn open(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+        clean_shutdown: bool,
+    ) -> Result<Log, LogError> {
+        std::fs::create_dir_all(dir)?;
+        let loaded = loader::load(
+            dir,
+            &config,
+            recovery_point,
+            log_start_offset,
+            clean_shutdown,
+            now_ms(),
+        )?;
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            topic_partition,
+            config: RwLock::new(config),
+            log_end_offset: AtomicI64::new(loaded.log_end_offset),
+            log_start_offset: AtomicI64::new(loaded.log_start_offset),
+            recovery_point: AtomicI64::new(loaded.recovery_point),
+            unflushed_messages: AtomicU64::new(0),
+            inner: Mutex::new(LogInner {
+                segments: loaded.segments,
+                leader_epoch_cache: loaded.leader_epoch_cache,
+                producer_state: loaded.producer_state,
+            }),
+            flushing: Mutex::new(false),
+            flush_done: Condvar::new(),
+            dir_dirty: AtomicBool::new(true),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+    pub fn config(&self) -> LogConfig {
+        self.config.read().clone()
+    }
+    pub fn update_config(&self, config: LogConfig) {
+        let interval = config.index_interval_bytes;
+        *self.config.write() = config;
+        for segment in self.inner.lock().segments.values_mut() {
+            segment.set_index_interval(interval);
+        }
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset.load(Ordering::Acquire)
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point.load(Ordering::Acquire)
+    }
+    /// Messages appended since the last flush. With `flush.messages = N` the caller runs
+    /// `flush_to(last_offset + 1)` once this reaches N (N = 1: before every ack).
+    pub fn unflushed_messages(&self) -> u64 {
+        self.unflushed_messages.load(Ordering::Acquire)
+    }
+    /// Whether `flush.messages` has been reached: the caller should `flush_to` the end of its
+    /// append (in `spawn_blocking`) before acknowledging it.
+    pub fn flush_needed(&self) -> bool {
+        self.unflushed_messages() >= self.config.read().flush_interval_messages
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.inner
+            .lock()
+            .segments
+            .values()
+            .map(LogSegment::size)
+            .sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.inner.lock().segments.len()
+    }
+
+    /// Appends a producer's records (see the module contract): validate, detect duplicates,
+    /// check producer state, assign offsets in place, roll if needed, write, update indexes,
+    /// leader epoch cache and producer state, then publish the new log end offset.
+    ///
+    /// Durability: the bytes are in the page cache when this returns. When
+    /// `flush_interval_messages` is reached (`flush_needed()`), the caller calls
+    /// `flush_to(info.last_offset + 1)` in `spawn_blocking` before acknowledging; concurrent
+    /// producers then share one fsync.
+    pub fn append_as_leader(
+        &self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let config = self.config();
+        let mut buf = into_mut(records);
+        let validated = validate_records(&mut buf, &config, now_ms)?;
+        if buf.len() as u64 > config.segment_bytes {
+            return Err(LogError::RecordListTooLarge);
+        }
+        let mut inner = self.inner.lock();
+        let log_start_offset = self.log_start_offset();
+        for b in &validated.batches {
+            if b.header.producer_id() >= 0 {
+                if let Some(dup) = inner.producer_state.find_duplicate(&b.header) {
+                    return Ok(AppendInfo {
+                        first_offset: dup.first_offset,
+                        last_offset: dup.last_offset,
+                        log_append_time: -1,
+                        log_start_offset,
+                        duplicate: true,
+                    });
+                }
+            }
+        }
+        let first_offset = self.log_end_offset();
+        let mut next_offset = first_offset;
+        let mut staged = StagedProducers::new();
+        let (mut max_timestamp, mut offset_of_max_timestamp) = (-1i64, first_offset);
+        for b in &validated.batches {
+            let bytes = &mut buf[b.position..b.position + b.size];
+            batch::set_base_offset(bytes, next_offset);
+            batch::set_partition_leader_epoch(bytes, leader_epoch);
+            let header = RecordBatchHeader::parse(bytes)?;
+            if header.producer_id() >= 0 {
+                inner.producer_state.stage(&mut staged, &header)?;
+            }
+            if header.max_timestamp() > max_timestamp {
+                (max_timestamp, offset_of_max_timestamp) =
+                    (header.max_timestamp(), header.last_offset());
+            }
+            next_offset = header.next_offset();
+        }
+        let last_offset = next_offset - 1;
+        let rolled = self.maybe_roll(
+            &mut inner,
+            &config,
+            buf.len() as u64,
+            max_timestamp,
+            last_offset,
+            now_ms,
+        )?;
+        inner
+            .active()?
+            .append(last_offset, max_timestamp, offset_of_max_timestamp, &buf)?;
+        if leader_epoch >= 0
+            && inner
+                .leader_epoch_cache
+                .latest_epoch()
+                .map_or(true, |e| e < leader_epoch)
+        {
+            inner
+                .leader_epoch_cache
+                .assign(leader_epoch, first_offset)?;
+        }
+        inner.producer_state.commit(staged, next_offset);
+        self.log_end_offset.store(next_offset, Ordering::Release);
+        self.unflushed_messages
+            .fetch_add(validated.records_count, Ordering::AcqRel);
+        drop(inner);
+        if let Some(base) = rolled {
+            // Kafka flushes a rolled segment; done here outside the lock so readers proceed.
+            self.flush_to(base)?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time: validated.log_append_time,
+            log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Appends batches that already carry offsets (a follower copying its leader). Each
+    /// batch must be sound (length, magic, CRC) and start at or after the previous one's
+    /// end, the first at or after the log end offset.
+    pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
+        let config = self.config();
+        let buf = into_mut(records);
+        let mut headers = Vec::new();
+        let mut expected = self.log_end_offset();
+        for item in batch::BatchIter::new(&buf) {
+            let (position, header) = item?;
+            if header.magic() != MAGIC_V2 {
+                return Err(LogError::InvalidRecord(format!(
+                    "magic {} is not supported",
+                    header.magic()
+                )));
+            }
+            batch::verify_crc(&buf[position..position + header.size_in_bytes()])?;
+            if header.base_offset() < expected || header.last_offset_delta() < 0 {
+                return Err(LogError::InvalidRecord(format!(
+                    "batch at offset {} where {expected} or later was expected",
+                    header.base_offset()
+                )));
+            }
+            expected = header.next_offset();
+            headers.push(header);
+        }
+        let mut inner = self.inner.lock();
+        let log_start_offset = self.log_start_offset();
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            let leo = self.log_end_offset();
+            return Ok(AppendInfo {
+                first_offset: leo,
+                last_offset: leo - 1,
+                log_append_time: -1,
+                log_start_offset,
+                duplicate: false,
+            });
+        };
+        if first.base_offset() < self.log_end_offset() {
+            return Err(LogError::InvalidRecord(
+                "append below the log end offset".into(),
+            ));
+        }
+        let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
+        let max = headers
+            .iter()
+            .max_by_key(|h| h.max_timestamp())
+            .map_or((-1, first_offset), |h| (h.max_timestamp(), h.last_offset()));
+        let rolled = self.maybe_roll_at(
+            &mut inner,
+            &config,
+            buf.len() as u64,
+            max.0,
+            last_offset,
+            first_offset,
+            now_ms(),
+        )?;
+        inner.active()?.append(last_offset, max.0, max.1, &buf)?;
+        for h in &headers {
+            let epoch = h.partition_leader_epoch();
+            if epoch >= 0
+                && inner
+                    .leader_epoch_cache
+                    .latest_epoch()
+                    .map_or(true, |e| e < epoch)
+            {
+                inner.leader_epoch_cache.assign(epoch, h.base_offset())?;
+            }
+            inner.producer_state.replay(h);
+        }
+        self.log_end_offset
+            .store(last_offset + 1, Ordering::Release);
+        let count: u64 = headers
+            .iter()
+            .map(|h| h.records_count().max(0) as u64)
+            .sum();
+        self.unflushed_messages.fetch_add(count, Ordering::AcqRel);
+        drop(inner);
+        if let Some(base) = rolled {
+            self.flush_to(base)?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time: -1,
+            log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    fn maybe_roll(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        size: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> Result<Option<i64>, LogError> {
+        let leo = self.log_end_offset();
+        self.maybe_roll_at(inner, config, size, max_ts, last_offset, leo, now_ms)
+    }
+
+    /// Rolls to a new segment at `new_base` when the active one says so. Returns the new
+    /// base offset: everything below it should be flushed.
+    #[allow(clippy::too_many_arguments)]
+    fn maybe_roll_at(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        size: u64,
+        max_ts: i64,
+        last_offset: i64,
+        new_base: i64,
+        now_ms: i64,
+    ) -> Result<Option<i64>, LogError> {
+        let active = inner.active()?;
+        if !active.should_roll(config, size, max_ts, last_offset, now_ms) {
+            return Ok(None);
+        }
+        if active.size() == 0 && active.base_offset() == new_base {
+            // Nothing to roll away from (e.g. an index full from its first entry).
+            return Ok(None);
+        }
+        active.on_become_inactive()?;
+        if let Some(existing) = inner.segments.remove(&new_base) {
+            if existing.size() > 0 {
+                return Err(LogError::corrupt_file(
+                    &self.dir,
+                    format!("segment {new_base} already exists"),
+                ));
+            }
+            existing.delete(&self.dir)?;
+        }
+        let segment = LogSegment::open(&self.dir, new_base, config, true, now_ms)?;
+        inner.segments.insert(new_base, segment);
+        inner.producer_state.set_map_end_offset(new_base);
+        inner.producer_state.take_snapshot()?;
+        self.dir_dirty.store(true, Ordering::Release);
+        tracing::info!(partition = %self.topic_partition, base = new_base, "rolled new log segment");
+        Ok(Some(new_base))
+    }
+
+    /// Reads whole batches from the one containing `offset`: at most `max_bytes` (but the
+    /// first batch regardless when `min_one_message`, KIP-74), only batches wholly below
+    /// `max_offset` (the high watermark for consumers). `offset` = log end → empty.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_message: bool,
+    ) -> Result<FetchData, LogError> {
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        let empty = || FetchData {
+            records: Bytes::new(),
+            log_end_offset: log_end,
+            log_start_offset: log_start,
+        };
+        if offset < log_start || offset > log_end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+        if offset == log_end || offset >= max_offset {
+            return Ok(empty());
+        }
+        let plan = {
+            let inner = self.inner.lock();
+            let first = inner
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            let mut plan = None;
+            for segment in inner.segments.range(first..).map(|(_, s)| s) {
+                if let Some(bp) = segment.translate_offset(offset)? {
+                    let available = (segment.size() - bp.position) as usize;
+                    let want = if min_one_message {
+                        max_bytes.max(bp.header.size_in_bytes())
+                    } else {
+                        max_bytes
+                    };
+                    plan = Some((segment.log_file().clone(), bp.position, want.min(available)));
+                    break;
+                }
+            }
+            plan
+        };
+        let Some((file, position, len)) = plan else {
+            return Ok(empty());
+        };
+        let bytes = read_whole_batches(&file, position, len, max_offset)?;
+        Ok(FetchData {
+            records: Bytes::from(bytes),
+            log_end_offset: log_end,
+            log_start_offset: log_start,
+        })
+    }
+
+    /// ListOffsets by timestamp: the first record (batch-level for compressed batches)
+    /// with timestamp >= `ts`, as (timestamp, offset).
+    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Option<(i64, i64)> {
+        let log_start = self.log_start_offset();
+        let inner = self.inner.lock();
+        let segment = inner
+            .segments
+            .values()
+            .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
+        let (_, ts_offset) = segment.time_index().lookup(ts);
+        let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
+        let mut position = u64::from(start);
+        let file = segment.log_file();
+        while let Ok(Some(h)) = read_header(file, position, segment.size()) {
+            let size = h
+                .check_length(usize::try_from(segment.size() - position).ok()?)
+                .ok()?;
+            if h.max_timestamp() >= ts && h.last_offset() >= log_start {
+                return Some(self.first_match_in_batch(file, position, size, &h, ts, log_start));
+            }
+            position += size as u64;
+        }
+        None
+    }
+
+    fn first_match_in_batch(
+        &self,
+        file: &File,
+        position: u64,
+        size: usize,
+        h: &RecordBatchHeader,
+        ts: i64,
+        log_start: i64,
+    ) -> (i64, i64) {
+        // Record-level answers need the records in memory; past this size, batch level.
+        const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
+        let batch_level = (h.max_timestamp(), h.base_offset().max(log_start));
+        if h.compression_codec() != 0
+            || h.timestamp_type() == TimestampType::LogAppendTime
+            || size > MAX_SCAN_BYTES
+        {
+            return batch_level;
+        }
+        let mut buf = vec![0u8; size];
+        if std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position).is_err() {
+            return batch_level;
+        }
+        let records = buf.get(HEADER_SIZE..).unwrap_or(&[]);
+        match first_record_at_or_after(records, h.records_count(), h.base_timestamp(), ts) {
+            Some((t, delta)) if h.base_offset() + i64::from(delta) >= log_start => {
+                (t, h.base_offset() + i64::from(delta))
+            }
+            _ => batch_level,
+        }
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: the largest batch max timestamp and the offset of the batch
+    /// carrying it (the earliest such batch).
+    pub fn max_timestamp_and_offset(&self) -> Option<(i64, i64)> {
+        let inner = self.inner.lock();
+        let mut best: Option<(i64, i64)> = None;
+        for s in inner.segments.values() {
+            let (ts, offset) = s.max_timestamp_and_offset();
+            if ts >= 0 && best.map_or(true, |(b, _)| ts > b) {
+                best = Some((ts, offset));
+            }
+        }
+        best
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.inner.lock().leader_epoch_cache.latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch: `(epoch, end offset)`; `None` when the epoch is unknown.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        let leo = self.log_end_offset();
+        self.inner
+            .lock()
+            .leader_epoch_cache
+            .end_offset_for(epoch, leo)
+    }
+
+    /// Makes every offset below `offset` (at most the log end) durable. Concurrent callers
+    /// share one fsync pass (group commit): whoever finds a flush running waits for it and
+    /// is usually done when it completes. Blocking: run it in `spawn_blocking`.
+    pub fn flush_to(&self, offset: i64) -> Result<(), LogError> {
+        loop {
+            let target = offset.min(self.log_end_offset());
+            let mut flushing = self.flushing.lock();
+            if self.recovery_point() >= target {
+                return Ok(());
+            }
+            if *flushing {
+                self.flush_done.wait(&mut flushing);
+                continue;
+            }
+            *flushing = true;
+            drop(flushing);
+            let result = self.flush_pass();
+            *self.flushing.lock() = false;
+            self.flush_done.notify_all();
+            result?;
+        }
+    }
+
+    /// One fsync of every segment holding data at or above the recovery point, up to the log
+    /// end offset as of the start of the pass.
+    fn flush_pass(&self) -> Result<(), LogError> {
+        let (files, end, messages) = {
+            let inner = self.inner.lock();
+            let end = self.log_end_offset();
+            let messages = self.unflushed_messages();
+            let rp = self.recovery_point();
+            let first = inner
+                .segments
+                .range(..=rp)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            let files: Vec<Arc<File>> = inner
+                .segments
+                .range(first..)
+                .flat_map(|(_, s)| s.files_to_sync())
+                .collect();
+            (files, end, messages)
+        };
+        for file in files {
+            file.sync_all()?;
+        }
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            if let Err(e) = sync_dir(&self.dir) {
+                self.dir_dirty.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        // A truncation during the pass may have moved the log end below `end`.
+        self.recovery_point
+            .fetch_max(end.min(self.log_end_offset()), Ordering::AcqRel);
+        self.unflushed_messages
+            .fetch_sub(messages.min(self.unflushed_messages()), Ordering::AcqRel);
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.flush_to(self.log_end_offset())
+    }
+
+    /// Removes every offset >= `offset` (a follower diverged from its leader).
+    pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        let mut inner = self.inner.lock();
+        let leo = self.log_end_offset();
+        if offset >= leo {
+            return Ok(());
+        }
+        let log_start = self.log_start_offset();
+        if offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: leo,
+            });
+        }
+        let config = self.config();
+        let first_base = inner.segments.keys().next().copied().unwrap_or(0);
+        let doomed: Vec<i64> = if offset <= first_base {
+            inner.segments.keys().copied().collect()
+        } else {
+            inner.segments.range(offset..).map(|(&b, _)| b).collect()
+        };
+        for base in doomed {
+            if let Some(s) = inner.segments.remove(&base) {
+                s.delete(&self.dir)?;
+            }
+        }
+        if inner.segments.is_empty() {
+            inner.segments.insert(
+                offset,
+                LogSegment::open(&self.dir, offset, &config, true, now_ms())?,
+            );
+            self.log_start_offset.store(offset, Ordering::Release);
+            self.dir_dirty.store(true, Ordering::Release);
+        } else {
+            let active = inner.active()?;
+            active.truncate_to(offset)?;
+            active.make_active()?;
+        }
+        self.log_end_offset.store(offset, Ordering::Release);
+        self.recovery_point.fetch_min(offset, Ordering::AcqRel);
+        inner.leader_epoch_cache.truncate_from_end(offset)?;
+        let log_start = self.log_start_offset();
+        inner.producer_state.delete_snapshots_above(offset)?;
+        let (mut state, _) = ProducerStateManager::load(&self.dir, log_start, offset)?;
+        replay_producer_state(&inner.segments, &mut state, offset)?;
+        inner.producer_state = state;
+        Ok(())
+    }
+
+    /// Writes `<log end offset>.snapshot` of the producer state.
+    pub fn producer_state_snapshot(&self) -> Result<(), LogError> {
+        let mut inner = self.inner.lock();
+        let leo = self.log_end_offset();
+        inner.producer_state.set_map_end_offset(leo);
+        inner.producer_state.take_snapshot()
+    }
+
+    /// Clean close: flush, write a producer snapshot, and trim the active segment's indexes
+    /// (with its final time-index entry) so the files read back exactly.
+    pub fn close(&self) -> Result<(), LogError> {
+        self.flush()?;
+        self.producer_state_snapshot()?;
+        let mut inner = self.inner.lock();
+        let active = inner.active()?;
+        active.on_become_inactive()?;
+        active.flush()
+    }
+}
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

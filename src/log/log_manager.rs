@@ -1,0 +1,438 @@
+//! `LogManager`: every partition log in the broker's `log.dirs`.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use uuid::Uuid;
+
+use super::checkpoint::{
+    read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
+    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+};
+use super::meta_properties::ensure_meta_properties;
+use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
+use super::{Log, LogConfig, LogError, TopicPartition};
+
+/// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
+/// down cleanly and its logs need no recovery scan. Deleted before logs are loaded, so a
+/// crash while loading counts as unclean; written (fsynced JSON
+/// `{"version":0,"brokerEpoch":-1}`) as the last step of a clean shutdown.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// KRaft's metadata log: LogManager never loads it.
+const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+struct LogDir {
+    path: PathBuf,
+}
+
+struct Hosted {
+    log: Arc<Log>,
+    dir_index: usize,
+    topic_id: Option<Uuid>,
+}
+
+/// Owns the log directories. Layout of each: `meta.properties`, the checkpoint files
+/// (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the clean-shutdown
+/// marker, and one `<topic>-<partition>` directory per hosted partition.
+pub struct LogManager {
+    dirs: Vec<LogDir>,
+    logs: RwLock<HashMap<TopicPartition, Hosted>>,
+}
+
+impl LogManager {
+    /// Opens every log dir: creates it if missing, writes or validates `meta.properties`,
+    /// reads the recovery-point and log-start checkpoints, notes and deletes the
+    /// clean-shutdown marker, removes `-delete` directories, and loads every partition
+    /// directory (recovering after its recovery point if the shutdown was unclean).
+    pub fn startup(
+        log_dirs: &[PathBuf],
+        node_id: i32,
+        cluster_id: &str,
+        default_config: LogConfig,
+        topic_configs: impl Fn(&str) -> LogConfig,
+    ) -> Result<LogManager, LogError> {
+        let _ = default_config; // topic_configs already overlays the broker defaults
+        let mut dirs = Vec::new();
+        let mut logs = HashMap::new();
+        let mut directory_ids = Vec::new();
+        for (dir_index, path) in log_dirs.iter().enumerate() {
+            fs::create_dir_all(path)?;
+            let id = ensure_meta_properties(path, node_id, cluster_id)?;
+            if directory_ids.contains(&id) {
+                return Err(LogError::corrupt_file(
+                    path,
+                    "directory.id duplicates another log dir's",
+                ));
+            }
+            directory_ids.push(id);
+            let clean = take_clean_shutdown_marker(path)?;
+            let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
+            let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
+            for entry in fs::read_dir(path)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_dir() {
+                    continue;
+                }
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let Some(tp) = partition_dir(&entry.path(), &name)? else {
+                    continue;
+                };
+                if logs.contains_key(&tp) {
+                    return Err(LogError::corrupt_file(
+                        &entry.path(),
+                        format!("{tp} is present in more than one log dir"),
+                    ));
+                }
+                let config = topic_configs(&tp.topic);
+                let rp = recovery_points.get(&tp).copied().unwrap_or(0);
+                let log_start = log_starts.get(&tp).copied().unwrap_or(0);
+                let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?;
+                let topic_id = read_partition_metadata(&entry.path()).unwrap_or_else(|e| {
+                    tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
+                    None
+                });
+                logs.insert(
+                    tp,
+                    Hosted {
+                        log: Arc::new(log),
+                        dir_index,
+                        topic_id,
+                    },
+                );
+            }
+            tracing::info!(dir = %path.display(), clean, "loaded log dir");
+            dirs.push(LogDir { path: path.clone() });
+        }
+        Ok(LogManager {
+            dirs,
+            logs: RwLock::new(logs),
+        })
+    }
+
+    pub fn get_log(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
+        self.logs.read().get(tp).map(|h| h.log.clone())
+    }
+
+    pub fn all_logs(&self) -> Vec<Arc<Log>> {
+        self.logs.read().values().map(|h| h.log.clone()).collect()
+    }
+
+    pub fn topic_id_of(&self, tp: &TopicPartition) -> Option<Uuid> {
+        self.logs.read().get(tp).and_then(|h| h.topic_id)
+    }
+
+    /// The log of `tp`, created in the log dir hosting the fewest partitions if absent.
+    /// Writes `partition.metadata`; an existing log with a different topic id is an error.
+    pub fn get_or_create_log(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: LogConfig,
+    ) -> Result<Arc<Log>, LogError> {
+        let mut logs = self.logs.write();
+        if let Some(hosted) = logs.get_mut(tp) {
+            match hosted.topic_id {
+                Some(found) if found != topic_id => {
+                    return Err(LogError::InconsistentTopicId {
+                        expected: topic_id,
+                        found,
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    write_partition_metadata(hosted.log.dir(), topic_id)?;
+                    hosted.topic_id = Some(topic_id);
+                }
+            }
+            return Ok(hosted.log.clone());
+        }
+        let dir_index = (0..self.dirs.len())
+            .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count())
+            .ok_or_else(|| LogError::InvalidRecord("no log dirs".into()))?;
+        let parent = &self.dirs[dir_index].path;
+        let dir = parent.join(tp.to_string());
+        let log = Log::open(&dir, tp.clone(), config, 0, 0, true)?;
+        write_partition_metadata(&dir, topic_id)?;
+        sync_dir(parent)?;
+        let log = Arc::new(log);
+        logs.insert(
+            tp.clone(),
+            Hosted {
+                log: log.clone(),
+                dir_index,
+                topic_id: Some(topic_id),
+            },
+        );
+        Ok(log)
+    }
+
+    /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` (so a crash
+    /// mid-delete leaves a directory the next startup removes) and deletes it.
+    pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
+        let Some(hosted) = self.logs.write().remove(tp) else {
+            return Ok(());
+        };
+        let dir = hosted.log.dir().to_path_buf();
+        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let doomed = parent.join(delete_dir_name(tp));
+        fs::rename(&dir, &doomed)?;
+        sync_dir(&parent)?;
+        fs::remove_dir_all(&doomed)?;
+        Ok(())
+    }
+
+    /// Writes each log dir's recovery-point and log-start-offset checkpoints.
+    pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
+        let logs = self.logs.read();
+        for (i, dir) in self.dirs.iter().enumerate() {
+            let mut recovery = Vec::new();
+            let mut starts = Vec::new();
+            for (tp, h) in logs.iter().filter(|(_, h)| h.dir_index == i) {
+                recovery.push((tp.clone(), h.log.recovery_point()));
+                starts.push((tp.clone(), h.log.log_start_offset()));
+            }
+            recovery.sort();
+            starts.sort();
+            write_offset_checkpoint(&dir.path.join(RECOVERY_POINT_CHECKPOINT), &recovery)?;
+            write_offset_checkpoint(&dir.path.join(LOG_START_OFFSET_CHECKPOINT), &starts)?;
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown: flush and close every log (trimming indexes, writing producer
+    /// snapshots), write the checkpoints, then the clean-shutdown marker. A log that fails
+    /// to close leaves its directory without the marker, so the next start recovers it.
+    pub fn shutdown(&self) -> Result<(), LogError> {
+        let mut failed_dirs = Vec::new();
+        let mut first_error = None;
+        for h in self.logs.read().values() {
+            if let Err(e) = h.log.close() {
+                tracing::error!(partition = %h.log.topic_partition(), error = %e, "failed to close log");
+                failed_dirs.push(h.dir_index);
+                first_error.get_or_insert(e);
+            }
+        }
+        self.checkpoint_recovery_points()?;
+        for (i, dir) in self.dirs.iter().enumerate() {
+            if !failed_dirs.contains(&i) {
+                write_atomic(
+                    &dir.path.join(CLEAN_SHUTDOWN_FILE),
+                    br#"{"version":0,"brokerEpoch":-1}"#,
+                )?;
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Whether `dir` was shut down cleanly; deletes the marker either way.
+fn take_clean_shutdown_marker(dir: &Path) -> Result<bool, LogError> {
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    if !marker.exists() {
+        return Ok(false);
+    }
+    fs::remove_file(&marker)?;
+    sync_dir(dir)?;
+    Ok(true)
+}
+
+/// An unreadable checkpoint means "recover from 0", as in Kafka.
+fn read_checkpoint_or_empty(path: &Path) -> HashMap<TopicPartition, i64> {
+    read_offset_checkpoint(path).unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable checkpoint");
+        HashMap::new()
+    })
+}
+
+/// The partition a directory holds, or `None` for directories LogManager does not load.
+/// Leftover `-delete` directories are removed here.
+fn partition_dir(path: &Path, name: &str) -> Result<Option<TopicPartition>, LogError> {
+    if name.ends_with("-delete") {
+        tracing::info!(dir = %path.display(), "removing partition directory pending deletion");
+        fs::remove_dir_all(path)?;
+        return Ok(None);
+    }
+    if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
+        return Ok(None);
+    }
+    let tp = TopicPartition::from_dir_name(name);
+    if tp.is_none() {
+        tracing::warn!(dir = %path.display(), "ignoring directory that is not a partition");
+    }
+    Ok(tp)
+}
+
+/// Kafka's `LocalLog.logDeleteDirName`: `topic-P.<32 hex>-delete`, the topic shortened so
+/// the name fits in 255 bytes.
+fn delete_dir_name(tp: &TopicPartition) -> String {
+    let suffix = format!("-{}.{}-delete", tp.partition, Uuid::new_v4().simple());
+    let keep = 255usize.saturating_sub(suffix.len()).min(tp.topic.len());
+    let mut cut = keep;
+    while !tp.topic.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{suffix}", &tp.topic[..cut])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::test_util::batch_bytes;
+
+    fn config() -> LogConfig {
+        LogConfig {
+            index_interval_bytes: 100,
+            max_index_size: 4096,
+            ..LogConfig::default()
+        }
+    }
+
+    fn start(dirs: &[PathBuf]) -> LogManager {
+        LogManager::startup(dirs, 1, "cluster-a", config(), |_| config()).unwrap()
+    }
+
+    /// Appends producer 9's batches with sequences `from..from + n`.
+    fn fill(log: &Log, from: usize, n: usize) {
+        for i in from..from + n {
+            log.append_as_leader(
+                batch_bytes(&[b"value"], i as i64, Some((9, 0, i as i32))),
+                0,
+                0,
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn clean_shutdown_and_restart() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let lm = start(&dirs);
+        let id = Uuid::new_v4();
+        let a = lm
+            .get_or_create_log(&TopicPartition::new("orders", 0), id, config())
+            .unwrap();
+        let b = lm
+            .get_or_create_log(&TopicPartition::new("orders", 1), id, config())
+            .unwrap();
+        assert_ne!(a.dir().parent(), b.dir().parent(), "spread over log dirs");
+        fill(&a, 0, 5);
+        fill(&b, 0, 3);
+        lm.shutdown().unwrap();
+        for d in &dirs {
+            assert_eq!(
+                fs::read_to_string(d.join(CLEAN_SHUTDOWN_FILE)).unwrap(),
+                r#"{"version":0,"brokerEpoch":-1}"#
+            );
+            assert!(d.join("meta.properties").exists());
+        }
+        let a_dir = a.dir().parent().unwrap().to_path_buf();
+        assert_eq!(
+            fs::read_to_string(a_dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
+            "0\n1\norders 0 5\n"
+        );
+        drop((a, b, lm));
+
+        let lm = start(&dirs);
+        for d in &dirs {
+            assert!(
+                !d.join(CLEAN_SHUTDOWN_FILE).exists(),
+                "marker consumed at startup"
+            );
+        }
+        let a = lm.get_log(&TopicPartition::new("orders", 0)).unwrap();
+        assert_eq!((a.log_end_offset(), a.recovery_point()), (5, 5));
+        assert_eq!(lm.topic_id_of(&TopicPartition::new("orders", 0)), Some(id));
+        assert_eq!(lm.all_logs().len(), 2);
+        // Producer state came back from the shutdown snapshot.
+        assert!(
+            a.append_as_leader(batch_bytes(&[b"value"], 4, Some((9, 0, 4))), 0, 0)
+                .unwrap()
+                .duplicate
+        );
+        assert!(matches!(
+            lm.get_or_create_log(&TopicPartition::new("orders", 0), Uuid::new_v4(), config()),
+            Err(LogError::InconsistentTopicId { .. })
+        ));
+    }
+
+    #[test]
+    fn unclean_shutdown_recovers_after_the_recovery_point() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        let tp = TopicPartition::new("events", 3);
+        let log = lm.get_or_create_log(&tp, Uuid::new_v4(), config()).unwrap();
+        fill(&log, 0, 4);
+        log.flush().unwrap();
+        lm.checkpoint_recovery_points().unwrap();
+        fill(&log, 4, 2);
+        let seg = log.dir().join("00000000000000000000.log");
+        drop((log, lm));
+        // A crash: no marker, untrimmed indexes, and a torn write at the end.
+        let mut bytes = fs::read(&seg).unwrap();
+        let good = bytes.len();
+        bytes.extend_from_slice(&batch_bytes(&[b"torn"], 1, None)[..30]);
+        fs::write(&seg, bytes).unwrap();
+
+        let lm = start(&dirs);
+        let log = lm.get_log(&tp).unwrap();
+        assert_eq!(log.log_end_offset(), 6);
+        assert_eq!(log.recovery_point(), 4);
+        assert_eq!(fs::metadata(&seg).unwrap().len(), good as u64);
+        assert!(
+            log.append_as_leader(batch_bytes(&[b"value"], 5, Some((9, 0, 5))), 0, 0)
+                .unwrap()
+                .duplicate
+        );
+        assert_eq!(
+            log.append_as_leader(batch_bytes(&[b"value"], 6, Some((9, 0, 6))), 0, 0)
+                .unwrap()
+                .first_offset,
+            6
+        );
+    }
+
+    #[test]
+    fn delete_log_and_leftover_delete_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        let tp = TopicPartition::new("gone", 0);
+        let log = lm.get_or_create_log(&tp, Uuid::new_v4(), config()).unwrap();
+        fill(&log, 0, 2);
+        lm.delete_log(&tp).unwrap();
+        assert!(lm.get_log(&tp).is_none());
+        assert!(!dirs[0].join("gone-0").exists());
+        let leftover = dirs[0].join(format!("gone-0.{}-delete", Uuid::new_v4().simple()));
+        fs::create_dir_all(&leftover).unwrap();
+        fs::create_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
+        fs::create_dir_all(dirs[0].join("not_a_partition")).unwrap();
+        drop(lm);
+        let lm = start(&dirs);
+        assert!(!leftover.exists());
+        assert!(lm.all_logs().is_empty());
+    }
+
+    #[test]
+    fn rejects_another_clusters_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        drop(start(&dirs));
+        assert!(LogManager::startup(&dirs, 1, "cluster-b", config(), |_| config()).is_err());
+        assert!(LogManager::startup(&dirs, 2, "cluster-a", config(), |_| config()).is_err());
+    }
+
+    #[test]
+    fn delete_dir_names_fit() {
+        let long = TopicPartition::new("x".repeat(249), 12);
+        let name = delete_dir_name(&long);
+        assert!(name.len() <= 255 && name.ends_with("-delete"), "{name}");
+        assert!(delete_dir_name(&TopicPartition::new("t", 0)).starts_with("t-0."));
+    }
+}

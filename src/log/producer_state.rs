@@ -1,0 +1,551 @@
+//! Idempotent-producer state of one partition (Kafka's `ProducerStateManager`) and its
+//! snapshot files.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::batch::{decrement_sequence, RecordBatchHeader};
+use super::checkpoint::{read_bounded, write_atomic};
+use super::{offset_file_name, parse_offset_file_name, LogError};
+
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN).
+pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+const SNAPSHOT_VERSION: i16 = 1;
+const SNAPSHOT_HEADER_BYTES: usize = 10;
+const SNAPSHOT_ENTRY_BYTES: usize = 46;
+/// Snapshots above this size are treated as corrupt rather than read into memory.
+const MAX_SNAPSHOT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// One appended batch of a producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchMetadata {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub timestamp: i64,
+}
+
+/// What the partition knows about one producer id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStateEntry {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last `NUM_BATCHES_TO_RETAIN` batches, oldest first.
+    pub batches: VecDeque<BatchMetadata>,
+    pub coordinator_epoch: i32,
+    pub current_txn_first_offset: Option<i64>,
+    pub last_timestamp: i64,
+}
+
+impl ProducerStateEntry {
+    fn empty(producer_id: i64) -> Self {
+        ProducerStateEntry {
+            producer_id,
+            epoch: -1,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+            last_timestamp: -1,
+        }
+    }
+
+    fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(-1, |b| b.last_seq)
+    }
+
+    /// A new epoch forgets the old epoch's batches.
+    fn maybe_update_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    fn add_batch(&mut self, h: &RecordBatchHeader) {
+        self.maybe_update_epoch(h.producer_epoch());
+        self.batches.push_back(BatchMetadata {
+            first_seq: h.base_sequence(),
+            last_seq: h.last_sequence(),
+            first_offset: h.base_offset(),
+            last_offset: h.last_offset(),
+            timestamp: h.max_timestamp(),
+        });
+        while self.batches.len() > NUM_BATCHES_TO_RETAIN {
+            self.batches.pop_front();
+        }
+        self.last_timestamp = h.max_timestamp();
+    }
+}
+
+/// Entries changed by the batches of one append, applied only once the bytes are written.
+pub type StagedProducers = HashMap<i64, ProducerStateEntry>;
+
+/// Per-producer state: epoch fencing, sequence continuity and duplicate detection.
+///
+/// Snapshot file `<20-digit map end offset>.snapshot` (the offset is exclusive: the state
+/// covers every batch below it), Kafka's `ProducerSnapshot` v1, big-endian:
+/// `i16 version=1, u32 crc, i32 count, count × { i64 producerId, i16 epoch, i32 lastSequence,
+/// i64 lastOffset, i32 offsetDelta, i64 timestamp, i32 coordinatorEpoch,
+/// i64 currentTxnFirstOffset (-1 if none) }`. The CRC-32C covers bytes 6..EOF. Only each
+/// producer's last batch survives a snapshot, as in Kafka.
+pub struct ProducerStateManager {
+    dir: PathBuf,
+    producers: HashMap<i64, ProducerStateEntry>,
+    /// The state reflects every batch below this offset.
+    map_end_offset: i64,
+}
+
+impl ProducerStateManager {
+    pub fn new(dir: &Path, map_end_offset: i64) -> Self {
+        ProducerStateManager {
+            dir: dir.to_path_buf(),
+            producers: HashMap::new(),
+            map_end_offset,
+        }
+    }
+
+    pub fn map_end_offset(&self) -> i64 {
+        self.map_end_offset
+    }
+    pub fn set_map_end_offset(&mut self, offset: i64) {
+        self.map_end_offset = offset;
+    }
+    #[cfg(test)]
+    pub fn entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
+        self.producers.get(&producer_id)
+    }
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// A batch with the same producer epoch and sequence range as one of the last five.
+    pub fn find_duplicate(&self, h: &RecordBatchHeader) -> Option<BatchMetadata> {
+        let entry = self.producers.get(&h.producer_id())?;
+        if entry.epoch != h.producer_epoch() {
+            return None;
+        }
+        entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == h.base_sequence() && b.last_seq == h.last_sequence())
+            .copied()
+    }
+
+    /// Checks a client batch (with offsets already assigned) against the producer's state
+    /// and records it in `staged` (Kafka's `ProducerAppendInfo.append`, client origin).
+    pub fn stage(
+        &self,
+        staged: &mut StagedProducers,
+        h: &RecordBatchHeader,
+    ) -> Result<(), LogError> {
+        let producer_id = h.producer_id();
+        let current_epoch = self.producers.get(&producer_id).map_or(-1, |e| e.epoch);
+        let entry = staged.entry(producer_id).or_insert_with(|| {
+            self.producers
+                .get(&producer_id)
+                .cloned()
+                .unwrap_or_else(|| ProducerStateEntry::empty(producer_id))
+        });
+        let epoch = h.producer_epoch();
+        if entry.epoch >= 0 && epoch < entry.epoch {
+            return Err(LogError::InvalidProducerEpoch {
+                producer_id,
+                epoch,
+                current_epoch: entry.epoch,
+            });
+        }
+        if !h.is_control() {
+            let first_seq = h.base_sequence();
+            if epoch != entry.epoch {
+                // A bumped epoch restarts sequences at 0; an unknown producer may start anywhere.
+                if first_seq != 0 && entry.epoch >= 0 {
+                    return Err(LogError::OutOfOrderSequence {
+                        producer_id,
+                        last_sequence: entry.last_seq(),
+                        first_sequence: first_seq,
+                    });
+                }
+            } else if current_epoch >= 0 && !in_sequence(entry.last_seq(), first_seq) {
+                return Err(LogError::OutOfOrderSequence {
+                    producer_id,
+                    last_sequence: entry.last_seq(),
+                    first_sequence: first_seq,
+                });
+            }
+        }
+        apply(entry, h);
+        Ok(())
+    }
+
+    /// Makes staged entries current; `next_offset` is the log end offset after the append.
+    pub fn commit(&mut self, staged: StagedProducers, next_offset: i64) {
+        self.producers.extend(staged);
+        self.map_end_offset = next_offset;
+    }
+
+    /// Applies a batch already in the log (recovery, replay, follower appends): no checks.
+    pub fn replay(&mut self, h: &RecordBatchHeader) {
+        if h.producer_id() >= 0 {
+            let entry = self
+                .producers
+                .entry(h.producer_id())
+                .or_insert_with(|| ProducerStateEntry::empty(h.producer_id()));
+            if entry.epoch < 0 || h.producer_epoch() >= entry.epoch {
+                apply(entry, h);
+            }
+        }
+        self.map_end_offset = self.map_end_offset.max(h.next_offset());
+    }
+
+    /// Writes `<map end offset>.snapshot`.
+    pub fn take_snapshot(&self) -> Result<(), LogError> {
+        let mut producers: Vec<&ProducerStateEntry> = self.producers.values().collect();
+        producers.sort_by_key(|e| e.producer_id);
+        let mut body = Vec::with_capacity(4 + producers.len() * SNAPSHOT_ENTRY_BYTES);
+        body.extend_from_slice(&(producers.len() as i32).to_be_bytes());
+        for e in producers {
+            let last = e.batches.back();
+            body.extend_from_slice(&e.producer_id.to_be_bytes());
+            body.extend_from_slice(&e.epoch.to_be_bytes());
+            body.extend_from_slice(&last.map_or(-1, |b| b.last_seq).to_be_bytes());
+            body.extend_from_slice(&last.map_or(-1, |b| b.last_offset).to_be_bytes());
+            body.extend_from_slice(
+                &last
+                    .map_or(0, |b| (b.last_offset - b.first_offset) as i32)
+                    .to_be_bytes(),
+            );
+            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+        }
+        let mut file = Vec::with_capacity(6 + body.len());
+        file.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        file.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        file.extend_from_slice(&body);
+        write_atomic(&self.snapshot_path(self.map_end_offset), &file)
+    }
+
+    fn snapshot_path(&self, offset: i64) -> PathBuf {
+        self.dir.join(offset_file_name(offset, SNAPSHOT_SUFFIX))
+    }
+
+    /// Loads the newest valid snapshot at or below `log_end_offset`, deleting snapshots
+    /// above it and any that are corrupt. Without one, the state is empty at
+    /// `log_start_offset`. Returns the manager and whether a snapshot was found.
+    pub fn load(
+        dir: &Path,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    ) -> Result<(Self, bool), LogError> {
+        let snapshots = list_snapshots(dir)?;
+        for (&offset, path) in snapshots.iter().rev() {
+            if offset > log_end_offset {
+                fs::remove_file(path)?;
+                continue;
+            }
+            if offset < log_start_offset {
+                break;
+            }
+            match read_snapshot(path) {
+                Ok(producers) => {
+                    let manager = ProducerStateManager {
+                        dir: dir.to_path_buf(),
+                        producers,
+                        map_end_offset: offset,
+                    };
+                    return Ok((manager, true));
+                }
+                Err(LogError::KafkaStorage(e)) => return Err(LogError::KafkaStorage(e)),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "deleting corrupt producer snapshot");
+                    fs::remove_file(path)?;
+                }
+            }
+        }
+        Ok((ProducerStateManager::new(dir, log_start_offset), false))
+    }
+
+    /// Deletes snapshots with offsets below `offset` (their segments are gone).
+    pub fn delete_snapshots_below(&self, offset: i64) -> Result<(), LogError> {
+        for (o, path) in list_snapshots(&self.dir)? {
+            if o < offset {
+                fs::remove_file(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes snapshots with offsets above `offset` (the log was truncated).
+    pub fn delete_snapshots_above(&self, offset: i64) -> Result<(), LogError> {
+        for (o, path) in list_snapshots(&self.dir)? {
+            if o > offset {
+                fs::remove_file(path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn apply(entry: &mut ProducerStateEntry, h: &RecordBatchHeader) {
+    if h.is_control() {
+        // A transaction marker ends the producer's open transaction.
+        entry.maybe_update_epoch(h.producer_epoch());
+        entry.current_txn_first_offset = None;
+        entry.last_timestamp = h.max_timestamp();
+    } else {
+        entry.add_batch(h);
+        if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(h.base_offset());
+        }
+    }
+}
+
+/// Kafka's `inSequence`: the next sequence follows the last, wrapping at i32::MAX.
+fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
+    i64::from(next_seq) == i64::from(last_seq) + 1 || (next_seq == 0 && last_seq == i32::MAX)
+}
+
+pub fn list_snapshots(dir: &Path) -> Result<BTreeMap<i64, PathBuf>, LogError> {
+    let mut out = BTreeMap::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(offset) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| parse_offset_file_name(n, SNAPSHOT_SUFFIX))
+        {
+            out.insert(offset, entry.path());
+        }
+    }
+    Ok(out)
+}
+
+fn read_snapshot(path: &Path) -> Result<HashMap<i64, ProducerStateEntry>, LogError> {
+    let bytes = read_bounded(path, MAX_SNAPSHOT_BYTES)?
+        .ok_or_else(|| LogError::corrupt_file(path, "missing"))?;
+    let corrupt = |reason: &str| LogError::corrupt_file(path, reason.to_string());
+    if bytes.len() < SNAPSHOT_HEADER_BYTES {
+        return Err(corrupt("shorter than the header"));
+    }
+    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
+    if version != SNAPSHOT_VERSION {
+        return Err(corrupt("unsupported version"));
+    }
+    let crc = u32::from_be_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
+    if crc32c::crc32c(&bytes[6..]) != crc {
+        return Err(corrupt("CRC mismatch"));
+    }
+    let count = i32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
+    let count = usize::try_from(count).map_err(|_| corrupt("negative entry count"))?;
+    if bytes.len() != SNAPSHOT_HEADER_BYTES + count.saturating_mul(SNAPSHOT_ENTRY_BYTES) {
+        return Err(corrupt("entry count does not match the file length"));
+    }
+    let mut producers = HashMap::with_capacity(count);
+    for e in bytes[SNAPSHOT_HEADER_BYTES..].chunks_exact(SNAPSHOT_ENTRY_BYTES) {
+        let mut r = Reader(e);
+        let producer_id = r.i64();
+        let epoch = r.i16();
+        let last_seq = r.i32();
+        let last_offset = r.i64();
+        let offset_delta = r.i32();
+        let timestamp = r.i64();
+        let coordinator_epoch = r.i32();
+        let txn_first = r.i64();
+        let mut entry = ProducerStateEntry::empty(producer_id);
+        entry.epoch = epoch;
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.current_txn_first_offset = (txn_first >= 0).then_some(txn_first);
+        entry.last_timestamp = timestamp;
+        if last_offset >= 0 {
+            entry.batches.push_back(BatchMetadata {
+                first_seq: decrement_sequence(last_seq, offset_delta.max(0)),
+                last_seq,
+                first_offset: last_offset - i64::from(offset_delta),
+                last_offset,
+                timestamp,
+            });
+        }
+        producers.insert(producer_id, entry);
+    }
+    Ok(producers)
+}
+
+/// Reads big-endian fields from an entry whose length was checked by `chunks_exact`.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.0[..N]);
+        self.0 = &self.0[N..];
+        out
+    }
+    fn i16(&mut self) -> i16 {
+        i16::from_be_bytes(self.take())
+    }
+    fn i32(&mut self) -> i32 {
+        i32::from_be_bytes(self.take())
+    }
+    fn i64(&mut self) -> i64 {
+        i64::from_be_bytes(self.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::set_base_offset;
+    use crate::log::test_util::batch_bytes;
+
+    fn header(pid: i64, epoch: i16, seq: i32, n: usize, base_offset: i64) -> RecordBatchHeader {
+        let values: Vec<&[u8]> = vec![b"v"; n];
+        let mut b = batch_bytes(&values, 100, Some((pid, epoch, seq))).to_vec();
+        set_base_offset(&mut b, base_offset);
+        RecordBatchHeader::parse(&b).unwrap()
+    }
+
+    fn append(m: &mut ProducerStateManager, h: RecordBatchHeader) -> Result<(), LogError> {
+        let mut staged = StagedProducers::new();
+        m.stage(&mut staged, &h)?;
+        m.commit(staged, h.next_offset());
+        Ok(())
+    }
+
+    #[test]
+    fn sequence_and_epoch_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        append(&mut m, header(1, 0, 0, 2, 0)).unwrap();
+        append(&mut m, header(1, 0, 2, 1, 2)).unwrap();
+        // A gap in sequence.
+        assert!(matches!(
+            append(&mut m, header(1, 0, 5, 1, 3)),
+            Err(LogError::OutOfOrderSequence { .. })
+        ));
+        // The same range again is a duplicate, found before staging.
+        assert_eq!(
+            m.find_duplicate(&header(1, 0, 0, 2, 99))
+                .map(|b| b.first_offset),
+            Some(0)
+        );
+        assert_eq!(
+            m.find_duplicate(&header(1, 0, 2, 1, 99))
+                .map(|b| (b.first_offset, b.last_offset)),
+            Some((2, 2))
+        );
+        assert_eq!(m.find_duplicate(&header(1, 1, 0, 2, 99)), None);
+        // A new epoch must restart at 0; an old epoch is fenced.
+        assert!(matches!(
+            append(&mut m, header(1, 1, 3, 1, 3)),
+            Err(LogError::OutOfOrderSequence { .. })
+        ));
+        append(&mut m, header(1, 1, 0, 1, 3)).unwrap();
+        assert!(matches!(
+            append(&mut m, header(1, 0, 3, 1, 4)),
+            Err(LogError::InvalidProducerEpoch { .. })
+        ));
+        // An unknown producer may start anywhere (the log may have lost its state).
+        append(&mut m, header(2, 0, 17, 1, 4)).unwrap();
+        assert_eq!(m.map_end_offset(), 5);
+    }
+
+    #[test]
+    fn keeps_five_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        for i in 0..7 {
+            append(&mut m, header(9, 0, i, 1, i64::from(i))).unwrap();
+        }
+        assert_eq!(m.entry(9).unwrap().batches.len(), 5);
+        assert!(m.find_duplicate(&header(9, 0, 1, 1, 0)).is_none());
+        assert!(m.find_duplicate(&header(9, 0, 2, 1, 0)).is_some());
+    }
+
+    #[test]
+    fn staged_batches_of_one_append_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        append(&mut m, header(1, 0, 0, 1, 0)).unwrap();
+        let mut staged = StagedProducers::new();
+        m.stage(&mut staged, &header(1, 0, 1, 2, 1)).unwrap();
+        m.stage(&mut staged, &header(1, 0, 3, 2, 3)).unwrap();
+        assert!(m.stage(&mut staged, &header(1, 0, 3, 2, 5)).is_err());
+        assert_eq!(
+            m.entry(1).unwrap().batches.len(),
+            1,
+            "nothing is visible before commit"
+        );
+    }
+
+    #[test]
+    fn snapshot_exact_bytes_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        append(&mut m, header(7, 2, 10, 3, 40)).unwrap();
+        m.take_snapshot().unwrap();
+        let path = dir.path().join("00000000000000000043.snapshot");
+        let raw = fs::read(&path).unwrap();
+        assert_eq!(raw.len(), 10 + 46);
+        assert_eq!(&raw[..2], &[0, 1]);
+        assert_eq!(
+            u32::from_be_bytes(raw[2..6].try_into().unwrap()),
+            crc32c::crc32c(&raw[6..])
+        );
+        assert_eq!(&raw[6..10], &[0, 0, 0, 1]);
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&7i64.to_be_bytes());
+        expected.extend_from_slice(&2i16.to_be_bytes());
+        expected.extend_from_slice(&12i32.to_be_bytes()); // last sequence
+        expected.extend_from_slice(&42i64.to_be_bytes()); // last offset
+        expected.extend_from_slice(&2i32.to_be_bytes()); // offset delta
+        expected.extend_from_slice(&102i64.to_be_bytes()); // max timestamp
+        expected.extend_from_slice(&(-1i32).to_be_bytes());
+        expected.extend_from_slice(&(-1i64).to_be_bytes());
+        assert_eq!(&raw[10..], &expected[..]);
+
+        let (loaded, found) = ProducerStateManager::load(dir.path(), 0, 43).unwrap();
+        assert!(found);
+        assert_eq!(loaded.map_end_offset(), 43);
+        assert_eq!(loaded.entry(7), m.entry(7));
+        assert!(loaded.find_duplicate(&header(7, 2, 10, 3, 0)).is_some());
+    }
+
+    #[test]
+    fn corrupt_and_stray_snapshots_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        append(&mut m, header(1, 0, 0, 1, 0)).unwrap();
+        m.take_snapshot().unwrap(); // at 1
+        append(&mut m, header(1, 0, 1, 1, 1)).unwrap();
+        m.take_snapshot().unwrap(); // at 2
+        append(&mut m, header(1, 0, 2, 1, 2)).unwrap();
+        m.take_snapshot().unwrap(); // at 3
+        let p2 = dir.path().join("00000000000000000002.snapshot");
+        let mut raw = fs::read(&p2).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 0xff;
+        fs::write(&p2, raw).unwrap();
+        // LEO 2: the snapshot at 3 is stray, the one at 2 corrupt, so 1 is used.
+        let (loaded, found) = ProducerStateManager::load(dir.path(), 0, 2).unwrap();
+        assert!(found);
+        assert_eq!(loaded.map_end_offset(), 1);
+        assert_eq!(
+            list_snapshots(dir.path())
+                .unwrap()
+                .keys()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![1]
+        );
+        for garbage in [&b""[..], &[0, 1, 0, 0], &[0, 2, 0, 0, 0, 0, 0, 0, 0, 0]] {
+            fs::write(dir.path().join("00000000000000000001.snapshot"), garbage).unwrap();
+            let (loaded, found) = ProducerStateManager::load(dir.path(), 0, 2).unwrap();
+            assert!(!found);
+            assert!(loaded.is_empty());
+        }
+    }
+}

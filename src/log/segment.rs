@@ -1,0 +1,503 @@
+//! One segment of a partition's log: `.log` plus its `.index` and `.timeindex`.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::batch::{self, BatchIter, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
+use super::offset_index::OffsetIndex;
+use super::time_index::TimeIndex;
+use super::{offset_file_name, LogConfig, LogError};
+
+pub const LOG_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+
+/// Kafka's `LogSegment`. The `.log` file (`FileRecords`) is a plain concatenation of record
+/// batches, named by the segment's base offset; every batch's offsets are >= the base offset
+/// and fit in an i32 relative to it. Bytes are only ever appended at `size`, so readers may
+/// `pread` anything below a size they observed while the writer appends beyond it.
+pub struct LogSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Arc<File>,
+    /// Bytes of whole batches in `.log`.
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    index_interval_bytes: u64,
+    max_index_size: u32,
+    bytes_since_last_index_entry: u64,
+    /// (max timestamp, offset of the batch carrying it), or (-1, -1).
+    max_timestamp_and_offset: (i64, i64),
+    /// Max timestamp of the first batch: the clock `segment.ms` is measured against.
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+}
+
+/// Where a read starts: a batch at `position` in a segment.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchPosition {
+    pub position: u64,
+    pub header: RecordBatchHeader,
+}
+
+/// A batch found during recovery or replay, with its position.
+pub type BatchVisitor<'a> = dyn FnMut(&RecordBatchHeader) + 'a;
+
+impl LogSegment {
+    pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(offset_file_name(base_offset, LOG_SUFFIX))
+    }
+    pub fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(offset_file_name(base_offset, INDEX_SUFFIX))
+    }
+    pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(offset_file_name(base_offset, TIME_INDEX_SUFFIX))
+    }
+
+    /// Opens (creating if needed) the segment at `base_offset`. `active` segments get their
+    /// indexes preallocated to `max_index_size` so they can grow.
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        active: bool,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let log_path = Self::log_path(dir, base_offset);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)?;
+        let size = log.metadata()?.len();
+        let offset_index = OffsetIndex::open(
+            &Self::index_path(dir, base_offset),
+            base_offset,
+            config.max_index_size,
+            active,
+        )?;
+        let time_index = TimeIndex::open(
+            &Self::time_index_path(dir, base_offset),
+            base_offset,
+            config.max_index_size,
+            active,
+        )?;
+        let max_timestamp_and_offset = time_index.last_entry().unwrap_or((-1, -1));
+        let mut segment = LogSegment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            offset_index,
+            time_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            max_index_size: config.max_index_size,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_and_offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+        };
+        segment.rolling_based_timestamp = segment
+            .read_header_at(0)
+            .ok()
+            .flatten()
+            .map(|h| h.max_timestamp());
+        Ok(segment)
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn log_file(&self) -> &Arc<File> {
+        &self.log
+    }
+    pub fn max_timestamp_and_offset(&self) -> (i64, i64) {
+        self.max_timestamp_and_offset
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    pub fn set_index_interval(&mut self, bytes: u32) {
+        self.index_interval_bytes = u64::from(bytes);
+    }
+
+    /// Every file handle that must reach disk for this segment to be durable.
+    pub fn files_to_sync(&self) -> [Arc<File>; 3] {
+        [
+            self.log.clone(),
+            self.offset_index.index_file().file().clone(),
+            self.time_index.index_file().file().clone(),
+        ]
+    }
+
+    /// Reads the batch header at `position`; `None` if fewer than a header's bytes remain.
+    pub fn read_header_at(&self, position: u64) -> Result<Option<RecordBatchHeader>, LogError> {
+        read_header(&self.log, position, self.size)
+    }
+
+    fn fits_relative(&self, offset: i64) -> bool {
+        (0..=i64::from(i32::MAX)).contains(&(offset - self.base_offset))
+    }
+
+    /// Kafka's `shouldRoll`: would appending `size` bytes, ending at `last_offset` with max
+    /// timestamp `max_timestamp`, need a fresh segment?
+    pub fn should_roll(
+        &self,
+        config: &LogConfig,
+        size: u64,
+        max_timestamp: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> bool {
+        let waited = match self.rolling_based_timestamp {
+            Some(first) if first >= 0 => max_timestamp.saturating_sub(first),
+            _ => now_ms.saturating_sub(self.created_ms),
+        };
+        self.size > config.segment_bytes.saturating_sub(size)
+            || (self.size > 0 && waited > config.segment_ms)
+            || self.offset_index.is_full()
+            || self.time_index.is_full()
+            || !self.fits_relative(last_offset)
+    }
+
+    /// Appends validated, offset-assigned batches (Kafka's `LogSegment.append`): one index
+    /// entry per append once more than `index.interval.bytes` have gone by since the last.
+    pub fn append(
+        &mut self,
+        last_offset: i64,
+        max_timestamp: i64,
+        offset_of_max_timestamp: i64,
+        records: &[u8],
+    ) -> Result<(), LogError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if !self.fits_relative(last_offset) {
+            return Err(LogError::corrupt_file(
+                &self.log_path,
+                format!(
+                    "offset {last_offset} does not fit segment {}",
+                    self.base_offset
+                ),
+            ));
+        }
+        let position = self.size;
+        if let Err(e) = self.log.write_all_at(records, position) {
+            // Leave no partial batch behind to be read; recovery would cut it anyway.
+            let _ = self.log.set_len(position);
+            return Err(e.into());
+        }
+        if self.size == 0 {
+            self.rolling_based_timestamp = Some(max_timestamp);
+        }
+        self.size += records.len() as u64;
+        if max_timestamp > self.max_timestamp_and_offset.0 {
+            self.max_timestamp_and_offset = (max_timestamp, offset_of_max_timestamp);
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(last_offset, to_u32(position)?)?;
+            let (ts, offset) = self.max_timestamp_and_offset;
+            self.time_index.maybe_append(ts, offset, false)?;
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += records.len() as u64;
+        Ok(())
+    }
+
+    /// The first batch whose last offset is >= `offset`, searching from the index entry
+    /// below it. `None` if the segment holds no such batch.
+    pub fn translate_offset(&self, offset: i64) -> Result<Option<BatchPosition>, LogError> {
+        let (_, start) = self.offset_index.lookup(offset);
+        let mut position = u64::from(start);
+        while let Some(header) = self.read_header_at(position)? {
+            let size =
+                header.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))?;
+            if header.last_offset() >= offset {
+                return Ok(Some(BatchPosition { position, header }));
+            }
+            position += size as u64;
+        }
+        Ok(None)
+    }
+
+    /// Offset after the last batch, found by scanning from the last index entry.
+    pub fn read_next_offset(&self) -> Result<i64, LogError> {
+        let mut next = self.base_offset;
+        let mut position = u64::from(self.offset_index.last_entry().map_or(0, |(_, p)| p));
+        while let Some(header) = self.read_header_at(position)? {
+            let size =
+                header.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))?;
+            next = header.next_offset();
+            position += size as u64;
+        }
+        if position != self.size {
+            return Err(LogError::corrupt_file(
+                &self.log_path,
+                format!("partial batch at {position}"),
+            ));
+        }
+        Ok(next)
+    }
+
+    /// Scans every batch (length, magic, CRC, offsets), rebuilding both indexes; cuts the
+    /// file at the first bad or partial batch. `visit` sees each valid batch. Returns the
+    /// number of bytes truncated.
+    pub fn recover(&mut self, visit: &mut BatchVisitor<'_>) -> Result<u64, LogError> {
+        self.offset_index.reset();
+        self.time_index.reset();
+        self.offset_index.resize(self.max_index_size as usize)?;
+        self.time_index.resize(self.max_index_size as usize)?;
+        self.max_timestamp_and_offset = (-1, -1);
+        self.bytes_since_last_index_entry = 0;
+        let file_len = self.log.metadata()?.len();
+        self.size = file_len;
+        let mut position = 0u64;
+        let mut next_offset = self.base_offset;
+        let mut buf = Vec::new();
+        while let Some(header) = self.valid_batch_at(position, next_offset, &mut buf)? {
+            let size = header.size_in_bytes() as u64;
+            if header.max_timestamp() > self.max_timestamp_and_offset.0 {
+                self.max_timestamp_and_offset = (header.max_timestamp(), header.last_offset());
+            }
+            // The same rule as append, applied per batch (Kafka's recover does likewise).
+            if self.bytes_since_last_index_entry > self.index_interval_bytes {
+                self.offset_index
+                    .append(header.last_offset(), to_u32(position)?)?;
+                let (ts, offset) = self.max_timestamp_and_offset;
+                self.time_index.maybe_append(ts, offset, false)?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            self.bytes_since_last_index_entry += size;
+            next_offset = header.next_offset();
+            visit(&header);
+            position += size;
+        }
+        let truncated = file_len - position;
+        if truncated > 0 {
+            tracing::warn!(segment = %self.log_path.display(), position, truncated, "truncating invalid bytes at the end of segment");
+            self.log.set_len(position)?;
+        }
+        self.size = position;
+        self.rolling_based_timestamp = self.read_header_at(0)?.map(|h| h.max_timestamp());
+        self.offset_index.trim_to_valid_size()?;
+        let (ts, offset) = self.max_timestamp_and_offset;
+        if ts >= 0 {
+            self.time_index.maybe_append(ts, offset, true)?;
+        }
+        self.time_index.trim_to_valid_size()?;
+        Ok(truncated)
+    }
+
+    /// The batch at `position` if it is whole and sound, else `None` (the recovery cut).
+    fn valid_batch_at(
+        &self,
+        position: u64,
+        min_offset: i64,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<RecordBatchHeader>, LogError> {
+        let Some(header) = self.read_header_at(position)? else {
+            return Ok(None);
+        };
+        let available = usize::try_from(self.size - position).unwrap_or(usize::MAX);
+        let reason = if header.check_length(available).is_err() {
+            "bad or partial length"
+        } else if header.magic() != MAGIC_V2 {
+            "unsupported magic"
+        } else if header.base_offset() < min_offset
+            || header.last_offset_delta() < 0
+            || !self.fits_relative(header.last_offset())
+        {
+            "offsets out of order or range"
+        } else {
+            if self.stored_crc(position, header.size_in_bytes(), buf)? != header.crc() {
+                "CRC mismatch"
+            } else {
+                return Ok(Some(header));
+            }
+        };
+        tracing::warn!(segment = %self.log_path.display(), position, reason, "invalid batch found during recovery");
+        Ok(None)
+    }
+
+    /// CRC-32C of bytes 21..size of the batch at `position`, streamed through a bounded
+    /// buffer so a large (or garbage) length never turns into a large allocation.
+    fn stored_crc(&self, position: u64, size: usize, buf: &mut Vec<u8>) -> Result<u32, LogError> {
+        const CHUNK_BYTES: usize = 64 * 1024;
+        buf.resize(CHUNK_BYTES, 0);
+        let mut at = position + batch::ATTRIBUTES_OFFSET as u64;
+        let end = position + size as u64;
+        let mut crc = 0u32;
+        while at < end {
+            let n = CHUNK_BYTES.min((end - at) as usize);
+            self.log.read_exact_at(&mut buf[..n], at)?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc)
+    }
+
+    /// Removes everything at and after `offset` (which must be in this segment); returns the
+    /// bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        let mapping = self.translate_offset(offset)?;
+        self.offset_index.truncate_to(offset);
+        self.time_index.truncate_to(offset);
+        self.offset_index.resize(self.max_index_size as usize)?;
+        self.time_index.resize(self.max_index_size as usize)?;
+        let Some(mapping) = mapping else {
+            return Ok(0);
+        };
+        let removed = self.size - mapping.position;
+        self.log.set_len(mapping.position)?;
+        self.size = mapping.position;
+        self.bytes_since_last_index_entry = 0;
+        if self.size == 0 {
+            self.rolling_based_timestamp = None;
+        }
+        self.reload_max_timestamp()?;
+        Ok(removed)
+    }
+
+    /// Recomputes the max timestamp from the last time-index entry and the batches after it.
+    fn reload_max_timestamp(&mut self) -> Result<(), LogError> {
+        self.max_timestamp_and_offset = self.time_index.last_entry().unwrap_or((-1, -1));
+        let from = self
+            .time_index
+            .last_entry()
+            .map_or(self.base_offset, |(_, o)| o);
+        let mut position = u64::from(self.offset_index.lookup(from).1);
+        while let Some(h) = self.read_header_at(position)? {
+            if h.max_timestamp() > self.max_timestamp_and_offset.0 {
+                self.max_timestamp_and_offset = (h.max_timestamp(), h.last_offset());
+            }
+            position +=
+                h.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))? as u64;
+        }
+        Ok(())
+    }
+
+    /// Roll/close: write the final time-index entry and trim both indexes to their entries.
+    pub fn on_become_inactive(&mut self) -> Result<(), LogError> {
+        let (ts, offset) = self.max_timestamp_and_offset;
+        if ts >= 0 {
+            self.time_index.maybe_append(ts, offset, true)?;
+        }
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(())
+    }
+
+    /// Grows the indexes back to `max_index_size` so this segment can take appends again.
+    pub fn make_active(&mut self) -> Result<(), LogError> {
+        self.offset_index.resize(self.max_index_size as usize)?;
+        self.time_index.resize(self.max_index_size as usize)
+    }
+
+    /// Checks the on-disk indexes; an error means they must be rebuilt by `recover`.
+    pub fn sanity_check(&self) -> Result<(), LogError> {
+        self.offset_index.sanity_check()?;
+        self.time_index.sanity_check()?;
+        if let Some((offset, position)) = self.offset_index.last_entry() {
+            // The last entry must name a batch boundary: one pread catches an index that is
+            // ordered but points into the middle of the data. (An entry written for a
+            // multi-batch append carries the append's last offset, so only bound it.)
+            let header = self.read_header_at(u64::from(position))?;
+            let plausible = |h: RecordBatchHeader| {
+                h.magic() == MAGIC_V2
+                    && h.base_offset() >= self.base_offset
+                    && h.base_offset() <= offset
+            };
+            if !header.is_some_and(plausible) {
+                let reason = format!("index entry ({offset}, {position}) is not a batch");
+                return Err(LogError::corrupt_file(&self.log_path, reason));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<(), LogError> {
+        for file in self.files_to_sync() {
+            file.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the segment's files (open handles stay readable until dropped).
+    pub fn delete(self, dir: &Path) -> Result<(), LogError> {
+        for path in [
+            self.log_path.clone(),
+            Self::index_path(dir, self.base_offset),
+            Self::time_index_path(dir, self.base_offset),
+            dir.join(offset_file_name(self.base_offset, TXN_INDEX_SUFFIX)),
+        ] {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The batch header at `position` of a file whose valid length is `size`.
+pub fn read_header(
+    file: &File,
+    position: u64,
+    size: u64,
+) -> Result<Option<RecordBatchHeader>, LogError> {
+    if size.saturating_sub(position) < HEADER_SIZE as u64 {
+        return Ok(None);
+    }
+    let mut raw = [0u8; HEADER_SIZE];
+    file.read_exact_at(&mut raw, position)?;
+    RecordBatchHeader::parse(&raw).map(Some)
+}
+
+/// Reads up to `len` bytes at `position` and keeps only the whole batches that end before
+/// `max_offset` (exclusive). A short read
+/// (the segment was truncated under us) just yields fewer batches.
+pub fn read_whole_batches(
+    file: &File,
+    position: u64,
+    len: usize,
+    max_offset: i64,
+) -> Result<Vec<u8>, LogError> {
+    let mut buf = vec![0u8; len];
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], position + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    buf.truncate(filled);
+    let mut end = 0;
+    for item in BatchIter::new(&buf) {
+        match item {
+            Ok((pos, header)) if header.last_offset() < max_offset => {
+                end = pos + header.size_in_bytes()
+            }
+            _ => break,
+        }
+    }
+    buf.truncate(end);
+    Ok(buf)
+}
+
+fn to_u32(position: u64) -> Result<u32, LogError> {
+    u32::try_from(position)
+        .map_err(|_| LogError::InvalidRecord(format!("segment position {position} exceeds 4 GiB")))
+}

@@ -16,7 +16,7 @@ pub async fn handle(
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let assignments = t.assignments.map(|a| {
+        let assignments = t.assignments.filter(|a| !a.is_empty()).map(|a| {
             a.into_iter()
                 .map(|x| x.broker_ids.into_iter().map(|b| b.0).collect())
                 .collect()
@@ -25,7 +25,9 @@ pub async fn handle(
         results.push(
             match broker.create_partitions(t.name.0.as_str(), t.count, assignments, req.validate_only).await {
                 Ok(info) => {
-                    tracing::info!(topic = %info.name, partitions = info.partitions.len(), "partitions added");
+                    if !req.validate_only {
+                        tracing::info!(topic = %info.name, partitions = info.partitions.len(), "partitions added");
+                    }
                     result
                 }
                 Err(e) => result

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -27,9 +29,15 @@ pub struct TestBroker {
 
 impl TestBroker {
     pub async fn start(dir: &Path, overrides: &[(&str, &str)]) -> TestBroker {
+        // A free port chosen up front, so the advertised port is the bound one.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut args = vec![
             "--override".to_string(),
-            "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+            format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
             "--override".to_string(),
             format!("log.dirs={}", dir.display()),
         ];
@@ -89,7 +97,8 @@ impl Client {
     {
         self.write_request(req, version).await;
         let mut frame = self.read_frame().await.expect("response frame");
-        let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version)).expect("header");
+        let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version))
+            .expect("header");
         assert_eq!(header.correlation_id, self.correlation_id, "correlation id");
         let resp = R::Response::decode(&mut frame, version).expect("response decodes");
         assert_eq!(frame.remaining(), 0, "response has trailing bytes");
@@ -104,7 +113,9 @@ impl Client {
             .with_correlation_id(self.correlation_id)
             .with_client_id(Some(StrBytes::from_static_str("skua-test")));
         let mut body = BytesMut::new();
-        header.encode(&mut body, R::header_version(version)).expect("header encodes");
+        header
+            .encode(&mut body, R::header_version(version))
+            .expect("header encodes");
         req.encode(&mut body, version).expect("body encodes");
         self.write_frame(&body).await;
     }
@@ -136,7 +147,13 @@ impl Client {
     }
 
     /// Produces `records` to one partition; returns (error code, base offset).
-    pub async fn produce(&mut self, topic: &str, partition: i32, records: Bytes, acks: i16) -> (i16, i64) {
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+    ) -> (i16, i64) {
         let req = produce_request(topic, partition, records, acks);
         let resp = self.send(&req, 9).await;
         let p = &resp.responses[0].partition_responses[0];
@@ -144,7 +161,14 @@ impl Client {
     }
 
     /// Fetches from one partition; returns the partition's response.
-    pub async fn fetch(&mut self, topic: &str, partition: i32, offset: i64, max_wait_ms: i32, min_bytes: i32) -> fetch_response::PartitionData {
+    pub async fn fetch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_wait_ms: i32,
+        min_bytes: i32,
+    ) -> fetch_response::PartitionData {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(max_wait_ms)
@@ -167,13 +191,19 @@ pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -
         .with_timeout_ms(5000)
         .with_topic_data(vec![produce_request::TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_partition_data(vec![produce_request::PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(records))])])
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records)),
+            ])])
 }
 
 /// A v2 batch of `values`, optionally idempotent (producer id, epoch, base sequence).
-pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>, compression: Compression) -> Bytes {
+pub fn batch(
+    values: &[&str],
+    producer: Option<(i64, i16, i32)>,
+    compression: Compression,
+) -> Bytes {
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = values
         .iter()
@@ -195,7 +225,15 @@ pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>, compression: Co
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression }).expect("encode batch");
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode batch");
     buf.freeze()
 }
 
@@ -205,7 +243,10 @@ pub fn values(records: &Bytes) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     for set in RecordBatchDecoder::decode_all(&mut buf).expect("fetched batches decode") {
         for r in set.records {
-            out.push((r.offset, String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()));
+            out.push((
+                r.offset,
+                String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned(),
+            ));
         }
     }
     out

@@ -19,10 +19,11 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 const EARLIEST_PENDING_UPLOAD: i64 = -6;
+const LEADER_EPOCH_VERSION: i16 = 4;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let topics = req
@@ -37,7 +38,7 @@ pub async fn handle(
                         .replicas
                         .partition(t.name.0.as_str(), lp.partition_index)
                     {
-                        Some(p) => lookup(&p, lp),
+                        Some(p) => lookup(&p, lp, ctx.api_version),
                         None => error(lp.partition_index, ResponseError::UnknownTopicOrPartition),
                     }
                 })
@@ -50,7 +51,7 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn lookup(p: &Partition, lp: &ListOffsetsPartition) -> ListOffsetsPartitionResponse {
+fn lookup(p: &Partition, lp: &ListOffsetsPartition, version: i16) -> ListOffsetsPartitionResponse {
     let epoch = p.leader_epoch();
     if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {
         let e = if lp.current_leader_epoch < epoch {
@@ -75,7 +76,12 @@ fn lookup(p: &Partition, lp: &ListOffsetsPartition) -> ListOffsetsPartitionRespo
         .with_partition_index(lp.partition_index)
         .with_timestamp(timestamp)
         .with_offset(offset)
-        .with_leader_epoch(if offset >= 0 { epoch } else { -1 })
+        // The epoch exists from v4 on; the codec refuses to drop a set value silently.
+        .with_leader_epoch(if offset >= 0 && version >= LEADER_EPOCH_VERSION {
+            epoch
+        } else {
+            -1
+        })
 }
 
 fn error(partition: i32, e: ResponseError) -> ListOffsetsPartitionResponse {

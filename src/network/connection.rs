@@ -100,7 +100,11 @@ async fn write_responses(
             Job::Ready(b) => Some(b),
             Job::Silent => None,
             Job::Running(handle) => match handle.await {
-                Ok(b) => b,
+                Ok(Ok(b)) => b,
+                Ok(Err(why)) => {
+                    tracing::error!(%peer, "{why}; closing connection");
+                    break;
+                }
                 Err(e) => {
                     tracing::error!(%peer, error = %e, "request handler failed; closing connection");
                     break;

@@ -19,8 +19,10 @@ use crate::router::{self, RequestContext};
 pub enum Job {
     /// A response that is ready now.
     Ready(Bytes),
-    /// A handler running; `None` when the request expects no response (acks=0).
-    Running(JoinHandle<Option<Bytes>>),
+    /// A handler running: `Ok(None)` when the request expects no response (acks=0),
+    /// `Err` when its response could not be encoded (the connection is then closed, so
+    /// the client fails fast instead of waiting for an answer that never comes).
+    Running(JoinHandle<Result<Option<Bytes>, String>>),
     /// Nothing to send (Produce v0–2 with acks=0).
     Silent,
 }
@@ -55,15 +57,9 @@ pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<
     Ok(Job::Running(tokio::spawn(async move {
         let response = future.await;
         if !expects_response {
-            return None;
+            return Ok(None);
         }
-        match encode(api_key, version, correlation_id, &response) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode response");
-                None
-            }
-        }
+        encode(api_key, version, correlation_id, &response).map(Some)
     })))
 }
 

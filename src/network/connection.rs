@@ -1,9 +1,11 @@
 //! One client connection: frames in, responses out in request order.
 //!
-//! The reader decodes each request and starts its handler at once, so requests on one
-//! connection are served concurrently (pipelining); the writer awaits them in arrival
-//! order, because Kafka clients match responses to requests by position as well as by
-//! correlation id. The queue between them bounds the requests in flight.
+//! The reader decodes requests ahead (pipelining) while the writer runs their handlers
+//! one at a time, in arrival order, and writes each response. One at a time is Kafka's
+//! contract: an idempotent producer pipelines up to five produce requests per connection
+//! and relies on them being appended in the order sent; clients also match responses to
+//! requests by position. Requests on different connections run in parallel. The queue
+//! between reader and writer bounds the requests in flight.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -86,7 +88,9 @@ pub async fn serve(
     }
     // Let the writer answer what was already accepted, then close.
     drop(queue);
-    let _ = writer.await;
+    if let Err(e) = writer.await {
+        tracing::error!(%peer, error = %e, "request handler failed; connection closed");
+    }
 }
 
 async fn write_responses(
@@ -99,14 +103,10 @@ async fn write_responses(
         let bytes = match job {
             Job::Ready(b) => Some(b),
             Job::Silent => None,
-            Job::Running(handle) => match handle.await {
-                Ok(Ok(b)) => b,
-                Ok(Err(why)) => {
+            Job::Handle(handler) => match handler.await {
+                Ok(b) => b,
+                Err(why) => {
                     tracing::error!(%peer, "{why}; closing connection");
-                    break;
-                }
-                Err(e) => {
-                    tracing::error!(%peer, error = %e, "request handler failed; closing connection");
                     break;
                 }
             },

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
-use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::handlers::api_versions;
@@ -19,10 +19,11 @@ use crate::router::{self, RequestContext};
 pub enum Job {
     /// A response that is ready now.
     Ready(Bytes),
-    /// A handler running: `Ok(None)` when the request expects no response (acks=0),
-    /// `Err` when its response could not be encoded (the connection is then closed, so
-    /// the client fails fast instead of waiting for an answer that never comes).
-    Running(JoinHandle<Result<Option<Bytes>, String>>),
+    /// A handler to run once the requests before it are answered: `Ok(None)` when the
+    /// request expects no response (acks=0), `Err` when its response could not be
+    /// encoded (the connection is then closed, so the client fails fast instead of
+    /// waiting for an answer that never comes).
+    Handle(BoxFuture<'static, Result<Option<Bytes>, String>>),
     /// Nothing to send (Produce v0–2 with acks=0).
     Silent,
 }
@@ -54,7 +55,7 @@ pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<
         peer,
     };
     let future = (route.handle)(broker.clone(), ctx, request.body);
-    Ok(Job::Running(tokio::spawn(async move {
+    Ok(Job::Handle(Box::pin(async move {
         let response = future.await;
         if !expects_response {
             return Ok(None);

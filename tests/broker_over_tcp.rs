@@ -110,6 +110,10 @@ async fn records_survive_a_clean_restart() {
     }
     drop(c);
     b.stop().await;
+    assert!(dir.path().join(".kafka_cleanshutdown").exists(), "clean-shutdown marker written");
+    assert!(dir.path().join("recovery-point-offset-checkpoint").exists());
+    let index_len = std::fs::metadata(dir.path().join("kept-0/00000000000000000000.index")).unwrap().len();
+    assert!(index_len < 10 * 1024 * 1024, "index trimmed at close");
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
     let p = c.fetch("kept", 0, 0, 0, 1).await;

@@ -66,6 +66,7 @@ pub static ROUTES: &[Route] = &[
     route!(InitProducerId, 0, 6, init_producer_id::handle),
     route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
+    route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),
     route!(DescribeCluster, 0, 2, describe_cluster::handle),
     route!(

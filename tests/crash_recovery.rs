@@ -21,9 +21,16 @@ struct Process {
 impl Process {
     /// Starts the skua binary on a free loopback port and waits until it answers.
     async fn start(dir: &Path) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new(env!("CARGO_BIN_EXE_skua"))
-            .args(["--override", &format!("listeners=PLAINTEXT://127.0.0.1:{port}")])
+            .args([
+                "--override",
+                &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+            ])
             .args(["--override", &format!("log.dirs={}", dir.display())])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -36,7 +43,10 @@ impl Process {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let mut c = Client::connect(addr).await;
-        assert_eq!(c.send(&ApiVersionsRequest::default(), 3).await.error_code, 0);
+        assert_eq!(
+            c.send(&ApiVersionsRequest::default(), 3).await.error_code,
+            0
+        );
         Process { child, addr }
     }
 
@@ -54,7 +64,10 @@ async fn read_all(addr: SocketAddr, topic: &str) -> Vec<(i64, String)> {
         let next = out.last().map_or(0, |(o, _): &(i64, String)| o + 1);
         let p = c.fetch(topic, 0, next, 0, 1).await;
         assert_eq!(p.error_code, 0);
-        let got: Vec<_> = values(p.records.as_ref().unwrap()).into_iter().filter(|(o, _)| *o >= next).collect();
+        let got: Vec<_> = values(p.records.as_ref().unwrap())
+            .into_iter()
+            .filter(|(o, _)| *o >= next)
+            .collect();
         if got.is_empty() {
             return out;
         }
@@ -71,7 +84,14 @@ async fn acknowledged_writes_survive_kill_9() {
     let mut acked = Vec::new();
     for i in 0..300 {
         let v = format!("r{i}");
-        let (err, base) = c.produce("durable", 0, batch(&[&v, "pad"], None, Compression::None), -1).await;
+        let (err, base) = c
+            .produce(
+                "durable",
+                0,
+                batch(&[&v, "pad"], None, Compression::None),
+                -1,
+            )
+            .await;
         assert_eq!(err, 0);
         acked.push((base, v));
     }
@@ -81,7 +101,11 @@ async fn acknowledged_writes_survive_kill_9() {
         let mut c = Client::connect(addr).await;
         for i in 0..10_000 {
             let v = format!("late{i}");
-            c.write_request(&produce_request("durable", 0, batch(&[&v], None, Compression::Zstd), -1), 9).await;
+            c.write_request(
+                &produce_request("durable", 0, batch(&[&v], None, Compression::Zstd), -1),
+                9,
+            )
+            .await;
             if c.read_frame().await.is_none() {
                 break;
             }
@@ -94,12 +118,21 @@ async fn acknowledged_writes_survive_kill_9() {
     let skua = Process::start(dir.path()).await;
     let all = read_all(skua.addr, "durable").await;
     for (base, v) in &acked {
-        assert!(all.iter().any(|(o, val)| o == base && val == v), "acknowledged {v} at {base} lost");
+        assert!(
+            all.iter().any(|(o, val)| o == base && val == v),
+            "acknowledged {v} at {base} lost"
+        );
     }
     let offsets: Vec<i64> = all.iter().map(|(o, _)| *o).collect();
-    assert_eq!(offsets, (0..all.len() as i64).collect::<Vec<_>>(), "offsets contiguous after recovery");
+    assert_eq!(
+        offsets,
+        (0..all.len() as i64).collect::<Vec<_>>(),
+        "offsets contiguous after recovery"
+    );
     let mut c = Client::connect(skua.addr).await;
-    let (err, base) = c.produce("durable", 0, batch(&["next"], None, Compression::None), -1).await;
+    let (err, base) = c
+        .produce("durable", 0, batch(&["next"], None, Compression::None), -1)
+        .await;
     assert_eq!((err, base), (0, all.len() as i64));
     skua.kill_9();
 }
@@ -112,14 +145,21 @@ async fn garbage_and_torn_tails_are_truncated_on_restart() {
     assert_eq!(c.create_topic("tails", 1).await, 0);
     for i in 0..20 {
         let v = format!("t{i}");
-        assert_eq!(c.produce("tails", 0, batch(&[&v], None, Compression::Lz4), -1).await, (0, i));
+        assert_eq!(
+            c.produce("tails", 0, batch(&[&v], None, Compression::Lz4), -1)
+                .await,
+            (0, i)
+        );
     }
     skua.kill_9();
     let segment = dir.path().join("tails-0").join("00000000000000000000.log");
     let clean_len = std::fs::metadata(&segment).unwrap().len();
     // A torn batch (a valid header start cut short) followed by garbage.
     let whole = batch(&["torn"], None, Compression::None);
-    let mut f = std::fs::OpenOptions::new().append(true).open(&segment).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
     f.write_all(&whole[..whole.len() / 2]).unwrap();
     f.write_all(&[0xde, 0xad, 0xbe, 0xef].repeat(100)).unwrap();
     drop(f);
@@ -128,8 +168,16 @@ async fn garbage_and_torn_tails_are_truncated_on_restart() {
     let all = read_all(skua.addr, "tails").await;
     assert_eq!(all.len(), 20);
     assert_eq!(all[19], (19, "t19".into()));
-    assert_eq!(std::fs::metadata(&segment).unwrap().len(), clean_len, "tail truncated");
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len(),
+        clean_len,
+        "tail truncated"
+    );
     let mut c = Client::connect(skua.addr).await;
-    assert_eq!(c.produce("tails", 0, batch(&["after"], None, Compression::None), -1).await, (0, 20));
+    assert_eq!(
+        c.produce("tails", 0, batch(&["after"], None, Compression::None), -1)
+            .await,
+        (0, 20)
+    );
     skua.kill_9();
 }

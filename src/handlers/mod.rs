@@ -1,6 +1,7 @@
 //! One file per API, each with the same shape:
 //! `pub async fn handle(broker, ctx, request) -> response`.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -9,6 +10,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_topic_partitions;
 pub mod fetch;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;

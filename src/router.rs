@@ -70,6 +70,12 @@ pub static ROUTES: &[Route] = &[
     route!(CreatePartitions, 0, 3, create_partitions::handle),
     route!(DescribeCluster, 0, 2, describe_cluster::handle),
     route!(
+        IncrementalAlterConfigs,
+        0,
+        1,
+        incremental_alter_configs::handle
+    ),
+    route!(
         DescribeTopicPartitions,
         0,
         0,

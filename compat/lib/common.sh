@@ -38,7 +38,9 @@ wait_port() {
 # fetched from Maven Central on first use via compat/kafka/pom.xml.
 kafka_libs() {
   local v=${1:-$KAFKA_VERSION}
-  local dir="$COMPAT_CACHE/kafka-$v/libs"
+  # keyed by the pom's content so a changed pom refetches
+  local key; key=$(sha256sum "$COMPAT_DIR/kafka/pom.xml" | cut -c1-10)
+  local dir="$COMPAT_CACHE/kafka-$v-$key/libs"
   if [[ ! -f "$dir/.complete" ]]; then
     command -v mvn >/dev/null || die "mvn not found (install Maven 3.8+)"
     log "fetching Apache Kafka $v jars from Maven Central into $dir"

@@ -64,6 +64,11 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 delete.topic.enable=true
+# ACLs are enforced-capable (so the ACL admin cases can run), but every client connects
+# as User:ANONYMOUS over PLAINTEXT, which is a super user here: nothing is denied.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=true
 PROPS
 cat >"$dir/log4j2.properties" <<'L4J'
 status = error

@@ -8,6 +8,7 @@ source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
 B=${1:?usage: tools.sh HOST:PORT}
 BIN="$here/../bin"
+export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-45}
 T=$(uniq_name tools)      # topic for the kafka-topics.sh cases
 C=$(uniq_name console)    # 1-partition topic for the console round trip
 G=$(uniq_name group)      # consumer group

@@ -9,15 +9,15 @@ source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
 B=${1:?usage: kcat.sh HOST:PORT}
 PY="${COMPAT_PYTHON:-python3}"
-K=(kcat -b "$B" -X socket.timeout.ms=20000 -X topic.metadata.refresh.interval.ms=1000)
+K=(timeout -k 5 45 kcat -b "$B" -X socket.timeout.ms=20000 -X topic.metadata.refresh.interval.ms=1000)
 echo "# $(kcat -V 2>&1 | grep -m1 Version)"
 
 mk_topic() { # NAME PARTITIONS
-  "$PY" "$here/../python/topic.py" "$B" create "$1" "$2" || return 1
-  retry_until 20 bash -c "kcat -b '$B' -L -t '$1' 2>/dev/null | grep -q 'partition $(($2 - 1)), leader'"
+  timeout 60 "$PY" "$here/../python/topic.py" "$B" create "$1" "$2" || return 1
+  retry_until 20 bash -c "timeout 10 kcat -b '$B' -L -t '$1' 2>/dev/null | grep -q 'partition $(($2 - 1)), leader'"
 }
 TOPICS=()
-trap '"$PY" "$here/../python/topic.py" "$B" delete "${TOPICS[@]}" >/dev/null 2>&1; rm -rf "$CASE_TMP"' EXIT
+trap 'timeout 60 "$PY" "$here/../python/topic.py" "$B" delete "${TOPICS[@]}" >/dev/null 2>&1; rm -rf "$CASE_TMP"' EXIT
 
 c_metadata() {
   local t; t=$(uniq_name kcat-md); TOPICS+=("$t")
@@ -89,7 +89,7 @@ c_group() {
   local t; t=$(uniq_name kcat-group); TOPICS+=("$t")
   mk_topic "$t" 2 || fail "could not create topic"
   seq 1 20 | "${K[@]}" -P -t "$t" || return 1
-  timeout 40 "${K[@]}" -G "$(uniq_name kcat-g)" -o beginning -c 20 -q -f '%s\n' "$t" \
+  "${K[@]}" -G "$(uniq_name kcat-g)" -o beginning -c 20 -q -f '%s\n' "$t" \
     -X auto.offset.reset=earliest >"$CASE_TMP/out" 2>"$CASE_TMP/err"
   [[ $(sort -n "$CASE_TMP/out" | tr '\n' ' ') == "$(seq 1 20 | tr '\n' ' ')" ]] \
     || fail "group consumer got $(wc -l <"$CASE_TMP/out") of 20 records"

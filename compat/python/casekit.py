@@ -8,7 +8,7 @@ import threading
 import traceback
 import uuid
 
-CASE_TIMEOUT = float(os.environ.get("COMPAT_CASE_TIMEOUT", "90"))
+CASE_TIMEOUT = float(os.environ.get("COMPAT_CASE_TIMEOUT", "60"))
 
 
 def topic_name(what):

@@ -190,6 +190,32 @@ class AdminTest {
         }
     }
 
+    @Test @DisplayName("java.admin.acls")
+    void acls() throws Exception {
+        String t = Support.topicName("adm-acl");
+        var pattern = new org.apache.kafka.common.resource.ResourcePattern(
+                org.apache.kafka.common.resource.ResourceType.TOPIC, t,
+                org.apache.kafka.common.resource.PatternType.LITERAL);
+        var binding = new org.apache.kafka.common.acl.AclBinding(pattern,
+                new org.apache.kafka.common.acl.AccessControlEntry("User:compat-alice", "*",
+                        org.apache.kafka.common.acl.AclOperation.READ,
+                        org.apache.kafka.common.acl.AclPermissionType.ALLOW));
+        try (Admin admin = Admin.create(Support.adminProps())) {
+            get(admin.createAcls(List.of(binding)).all());
+            var filter = new org.apache.kafka.common.acl.AclBindingFilter(pattern.toFilter(),
+                    org.apache.kafka.common.acl.AccessControlEntryFilter.ANY);
+            java.util.Collection<org.apache.kafka.common.acl.AclBinding> found = List.of();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (System.nanoTime() < deadline) {
+                found = get(admin.describeAcls(filter).values());
+                if (found.contains(binding)) break;
+                Thread.sleep(200);
+            }
+            assertTrue(found.contains(binding), "describeAcls shows the new ACL: " + found);
+            assertEquals(1, get(admin.deleteAcls(List.of(filter)).all()).size(), "deleteAcls removes it");
+        }
+    }
+
     @Test @DisplayName("java.admin.delete_topics")
     void deleteTopics() throws Exception {
         String t = Support.topicName("adm-delete");

@@ -15,7 +15,13 @@ import org.junit.jupiter.api.extension.TestWatcher;
  * Lines go to stdout and are appended to the file named by -Dcompat.results.
  */
 public class CaseReporter implements TestWatcher {
+    private static boolean headerDone;
+
     private static synchronized void emit(String line) {
+        if (!headerDone) {
+            headerDone = true;
+            emit("# kafka-clients " + org.apache.kafka.common.utils.AppInfoParser.getVersion());
+        }
         System.out.println(line);
         String file = System.getProperty("compat.results");
         if (file == null || file.isEmpty()) return;

@@ -42,13 +42,14 @@ FEATURES = [
     ("idempotence", r"idempot"),
     ("compression", r"\.(gzip|snappy|lz4|zstd)$|console\.zstd|[Cc]ompress|Zstd|LZ4|Gzip|Decompress|xerial"),
     ("partitioning", r"keyed|[Pp]artitioner|Murmur|Sarama"),
+    ("ACLs & auth", r"acl|SASL|SCRAM|OAuth"),
     ("offsets & timestamps", r"offset|[Tt]imes|seek|delete_records|log_append|Lookback"),
     ("configs", r"configs"),
     ("admin topics", r"\.admin\.|\.topics\.|metadata|api_versions|describe_cluster|Topics|AddRemovePartitions"),
     ("produce & consume", r"."),
 ]
 COLUMNS = ["produce & consume", "compression", "idempotence", "partitioning", "offsets & timestamps",
-           "admin topics", "configs", "groups", "transactions"]
+           "admin topics", "configs", "groups", "transactions", "ACLs & auth"]
 
 
 def load_expectations(path):

@@ -84,6 +84,10 @@ c_console_zstd() {
   console_consume "$t" --partition 0 --offset earliest
   local rc=$?; topics --delete --topic "$t" >/dev/null 2>&1; return $rc
 }
+# Without --group and without --partition, Kafka 4's console consumer subscribes with a
+# random group (console-consumer-NNNNN), so this needs group support too. With
+# --partition it uses assign() and no group state is created (c_console_roundtrip).
+c_console_random_group() { console_consume "$C" --from-beginning; }
 c_console_group() { console_consume "$C" --group "$G" --from-beginning; }
 c_groups_list() {
   "$BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" --list >"$CASE_TMP/out" || return 1
@@ -151,6 +155,7 @@ run_case java.topics.delete c_topics_delete
 run_case java.tools.broker_api_versions c_api_versions
 run_case java.console.roundtrip c_console_roundtrip
 run_case java.console.zstd c_console_zstd
+run_case java.console.random_group c_console_random_group
 run_case java.console.group c_console_group
 run_case java.consumer_groups.list c_groups_list
 run_case java.consumer_groups.describe c_groups_describe

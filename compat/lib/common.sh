@@ -46,8 +46,8 @@ kafka_libs() {
     log "fetching Apache Kafka $v jars from Maven Central into $dir"
     rm -rf "$dir"; mkdir -p "$dir"
     mvn -B -q -f "$COMPAT_DIR/kafka/pom.xml" -Dkafka.version="$v" \
-      dependency:copy-dependencies -DoutputDirectory="$dir" >&2 \
-      || die "maven could not fetch Kafka $v"
+      dependency:copy-dependencies -DoutputDirectory="$dir" >"$dir.mvn.log" 2>&1 \
+      || { tail -n 20 "$dir.mvn.log" >&2; die "maven could not fetch Kafka $v"; }
     touch "$dir/.complete"
   fi
   printf '%s\n' "$dir"

@@ -186,8 +186,8 @@ async function transactions() {
   for (const codec of Object.keys(CODECS)) await run(`kafkajs.produce.${codec}`, () => produce(codec));
   await run('kafkajs.produce.idempotent', () => produce('none', { idempotent: true, maxInFlightRequests: 1 }));
   await run('kafkajs.admin.offsets_by_timestamp', offsetsByTimestamp);
-  for (const codec of Object.keys(CODECS)) await run(`kafkajs.consume.group.${codec}`, () => consumeGroup(codec), 45000);
-  await run('kafkajs.txn.commit_abort', transactions);
+  for (const codec of Object.keys(CODECS)) await run(`kafkajs.consume.group.${codec}`, () => consumeGroup(codec), 30000);
+  await run('kafkajs.txn.commit_abort', transactions, 30000);
   await withAdmin((admin) => admin.deleteTopics({ topics: created, timeout: 30000 })).catch(() => {});
   process.exit(0);
 })();

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /** Transactional producer with read_committed / read_uncommitted consumers. */
 @ExtendWith(CaseReporter.class)
-@Timeout(value = 90, unit = TimeUnit.SECONDS)
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
 class TransactionTest {
 
     @Test @DisplayName("java.txn.commit_abort")

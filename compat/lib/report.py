@@ -38,7 +38,7 @@ CLIENT_NAMES = {
 # (column, regex on the case id); first match wins; the last column catches the rest
 FEATURES = [
     ("transactions", r"\.txn\.|Txn"),
-    ("groups", r"\.group\.|consumer_groups|console\.group|perf\.consumer|Group|848|Issue523|Share"),
+    ("groups", r"[Gg]roup|perf\.consumer|848|Issue523|Share"),
     ("idempotence", r"idempot"),
     ("compression", r"\.(gzip|snappy|lz4|zstd)$|console\.zstd|[Cc]ompress|Zstd|LZ4|Gzip|Decompress|xerial"),
     ("partitioning", r"keyed|[Pp]artitioner|Murmur|Sarama"),
@@ -185,11 +185,11 @@ def main():
     print(f"{counts['passed']} passed, {counts['failed']} failed")
 
     if args.readme:
-        write_readme(args.readme, final, suites, timings, counts, args.broker)
+        write_readme(args.readme, final, suites, timings, counts, args.broker, args.results)
     return 1 if counts["failed"] else 0
 
 
-def write_readme(path, final, suites, timings, counts, broker):
+def write_readme(path, final, suites, timings, counts, broker, results_dir):
     cells = {}
     for cid, outcome, _ in final:
         s = suite_of(cid)
@@ -210,6 +210,9 @@ def write_readme(path, final, suites, timings, counts, broker):
         return f"partial ({ok}/{len(outs)})"
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    m = re.search(r"(\d{8}T\d{6}Z)", os.path.realpath(results_dir))
+    if m:  # the run's own start time
+        now = datetime.datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%d %H:%M UTC")
     L = []
     L.append("# skua compatibility suite")
     L.append("")

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# skua compatibility suite: Apache Kafka's command-line tools (compat/bin/kafka-*.sh).
+#   compat/java/tools.sh HOST:PORT
+# Prints one PASS/FAIL line per case.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../lib/common.sh"
+source "$here/../lib/cases.sh"
+B=${1:?usage: tools.sh HOST:PORT}
+BIN="$here/../bin"
+export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-45}
+T=$(uniq_name tools)      # topic for the kafka-topics.sh cases
+C=$(uniq_name console)    # 1-partition topic for the console round trip
+G=$(uniq_name group)      # consumer group
+
+topics() { "$BIN/kafka-topics.sh" --bootstrap-server "$B" "$@"; }
+
+c_topics_create() {
+  topics --create --topic "$T" --partitions 3 --replication-factor 1 >"$CASE_TMP/out" || return 1
+  grep -q "Created topic $T" "$CASE_TMP/out" || fail "no 'Created topic' line: $(cat "$CASE_TMP/out")"
+}
+c_topics_list() {
+  retry_until 15 bash -c "'$BIN/kafka-topics.sh' --bootstrap-server '$B' --list | grep -qx '$T'" \
+    || fail "topic $T not in --list"
+}
+# check_describe TOPIC NPARTS: the --describe header and one line per partition with a
+# leader, replicas == [leader] and isr == [leader]
+check_describe() {
+  topics --describe --topic "$1" >"$CASE_TMP/desc" || return 1
+  cat "$CASE_TMP/desc"
+  python3 - "$1" "$2" "$CASE_TMP/desc" >"$CASE_TMP/reason" <<'PY'
+import re, sys
+topic, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+text = open(path).read()
+head = re.search(r"Topic: (\S+)\s+TopicId: (\S+)\s+PartitionCount: (\d+)\s+ReplicationFactor: (\d+)", text)
+if not head or head.group(1) != topic:
+    sys.exit(print("no header line for", topic) or 1)
+if int(head.group(3)) != n or int(head.group(4)) != 1:
+    sys.exit(print("header says", head.group(3), "partitions, rf", head.group(4)) or 1)
+rows = re.findall(r"Topic: (\S+)\s+Partition: (\d+)\s+Leader: (-?\d+|none)\s+Replicas: (\S*)\s+Isr: (\S*)", text)
+parts = sorted(int(r[1]) for r in rows)
+if parts != list(range(n)):
+    sys.exit(print("partition rows", parts) or 1)
+for _, p, leader, replicas, isr in rows:
+    if leader in ("none", "-1") or replicas != leader or isr != leader:
+        sys.exit(print(f"partition {p}: leader={leader} replicas={replicas} isr={isr}") or 1)
+PY
+}
+c_topics_describe() { check_describe "$T" 3; }
+c_topics_alter() {
+  topics --alter --topic "$T" --partitions 5 || return 1
+  retry_until 15 check_describe "$T" 5
+}
+c_topics_delete() {
+  topics --delete --topic "$T" || return 1
+  retry_until 20 bash -c "! '$BIN/kafka-topics.sh' --bootstrap-server '$B' --list | grep -qx '$T'" \
+    || fail "topic $T still listed after --delete"
+}
+
+console_produce() { # TOPIC [extra producer args]
+  local topic=$1; shift
+  for i in $(seq 1 20); do printf 'key-%d:value %d with spaces\n' "$i" "$i"; done \
+    | "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$topic" \
+        --property parse.key=true --property key.separator=: "$@"
+}
+expected_console() { for i in $(seq 1 20); do printf 'key-%d\tvalue %d with spaces\n' "$i" "$i"; done; }
+console_consume() { # TOPIC [extra consumer args]
+  local topic=$1; shift
+  "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$topic" \
+    --max-messages 20 --timeout-ms 30000 --property print.key=true "$@" >"$CASE_TMP/got"
+  expected_console >"$CASE_TMP/want"
+  diff "$CASE_TMP/want" "$CASE_TMP/got" >"$CASE_TMP/diff" \
+    || fail "console consumer output differs: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')"
+}
+c_console_roundtrip() {
+  topics --create --topic "$C" --partitions 1 --replication-factor 1 >/dev/null || return 1
+  console_produce "$C" || return 1
+  console_consume "$C" --partition 0 --offset earliest
+}
+c_console_zstd() {
+  local t; t=$(uniq_name console-zstd)
+  topics --create --topic "$t" --partitions 1 --replication-factor 1 >/dev/null || return 1
+  console_produce "$t" --compression-codec zstd || return 1
+  console_consume "$t" --partition 0 --offset earliest
+  local rc=$?; topics --delete --topic "$t" >/dev/null 2>&1; return $rc
+}
+# Without --group and without --partition, Kafka 4's console consumer subscribes with a
+# random group (console-consumer-NNNNN), so this needs group support too. With
+# --partition it uses assign() and no group state is created (c_console_roundtrip).
+c_console_random_group() { console_consume "$C" --from-beginning; }
+c_console_group() { console_consume "$C" --group "$G" --from-beginning; }
+c_groups_list() {
+  "$BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" --list >"$CASE_TMP/out" || return 1
+  grep -qx "$G" "$CASE_TMP/out" || fail "group $G not listed"
+}
+c_groups_describe() {
+  "$BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" --describe --group "$G" >"$CASE_TMP/out" || return 1
+  cat "$CASE_TMP/out"
+  # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+  awk -v g="$G" -v t="$C" '$1==g && $2==t && $3=="0" && $4=="20" && $5=="20" && $6=="0" {ok=1} END {exit !ok}' \
+    "$CASE_TMP/out" || fail "no row '$G $C 0 20 20 0' in --describe output"
+}
+c_configs_describe() {
+  "$BIN/kafka-configs.sh" --bootstrap-server "$B" --entity-type topics --entity-name "$C" --describe \
+    >"$CASE_TMP/out" || return 1
+  grep -q "configs for topic $C are" "$CASE_TMP/out" || fail "unexpected output: $(head -c 200 "$CASE_TMP/out")"
+}
+c_configs_alter() {
+  "$BIN/kafka-configs.sh" --bootstrap-server "$B" --entity-type topics --entity-name "$C" \
+    --alter --add-config retention.ms=86400000,max.message.bytes=2000000 || return 1
+  retry_until 10 bash -c "'$BIN/kafka-configs.sh' --bootstrap-server '$B' --entity-type topics --entity-name '$C' --describe \
+    | grep -q 'retention.ms=86400000'" || fail "retention.ms=86400000 not shown after --alter"
+}
+c_get_offsets() {
+  "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time latest >"$CASE_TMP/out" || return 1
+  grep -qx "$C:0:20" "$CASE_TMP/out" || fail "latest: want $C:0:20, got $(cat "$CASE_TMP/out")"
+  "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time earliest >"$CASE_TMP/out" || return 1
+  grep -qx "$C:0:0" "$CASE_TMP/out" || fail "earliest: want $C:0:0, got $(cat "$CASE_TMP/out")"
+}
+c_delete_records() {
+  printf '{"version":1,"partitions":[{"topic":"%s","partition":0,"offset":5}]}' "$C" >"$CASE_TMP/del.json"
+  "$BIN/kafka-delete-records.sh" --bootstrap-server "$B" --offset-json-file "$CASE_TMP/del.json" || return 1
+  "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time earliest >"$CASE_TMP/out" || return 1
+  grep -qx "$C:0:5" "$CASE_TMP/out" || fail "earliest after delete-records: want $C:0:5, got $(cat "$CASE_TMP/out")"
+}
+c_api_versions() {
+  "$BIN/kafka-broker-api-versions.sh" --bootstrap-server "$B" >"$CASE_TMP/out" || return 1
+  for api in Produce Fetch ListOffsets Metadata ApiVersions CreateTopics DeleteTopics; do
+    grep -q "$api(" "$CASE_TMP/out" || fail "$api missing from broker-api-versions output"
+  done
+}
+c_producer_perf() {
+  local t; t=$(uniq_name perf)
+  topics --create --topic "$t" --partitions 2 --replication-factor 1 >/dev/null || return 1
+  "$BIN/kafka-producer-perf-test.sh" --topic "$t" --num-records 50000 --record-size 200 --throughput -1 \
+    --producer-props bootstrap.servers="$B" acks=all linger.ms=5 compression.type=lz4 >"$CASE_TMP/out" || return 1
+  grep -q '^50000 records sent' "$CASE_TMP/out" || fail "no '50000 records sent' summary: $(tail -n1 "$CASE_TMP/out")"
+  echo "$t" >"$CASE_TMP/perf-topic"
+}
+c_consumer_perf() {
+  local t; t=$(cat "$CASE_TMP/perf-topic" 2>/dev/null) || fail "producer perf case did not run"
+  "$BIN/kafka-consumer-perf-test.sh" --bootstrap-server "$B" --topic "$t" --messages 50000 --timeout 30000 \
+    >"$CASE_TMP/out" || return 1
+  cat "$CASE_TMP/out"
+  # csv row: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
+  awk -F', *' 'NR>1 && $5+0 >= 50000 {ok=1} END {exit !ok}' "$CASE_TMP/out" \
+    || fail "did not consume 50000 records: $(tail -n1 "$CASE_TMP/out")"
+}
+
+run_case java.topics.create c_topics_create
+run_case java.topics.list c_topics_list
+run_case java.topics.describe c_topics_describe
+run_case java.topics.alter_partitions c_topics_alter
+run_case java.topics.delete c_topics_delete
+run_case java.tools.broker_api_versions c_api_versions
+run_case java.console.roundtrip c_console_roundtrip
+run_case java.console.zstd c_console_zstd
+run_case java.console.random_group c_console_random_group
+run_case java.console.group c_console_group
+run_case java.consumer_groups.list c_groups_list
+run_case java.consumer_groups.describe c_groups_describe
+run_case java.configs.describe_topic c_configs_describe
+run_case java.configs.alter_topic c_configs_alter
+run_case java.tools.get_offsets c_get_offsets
+run_case java.tools.delete_records c_delete_records
+run_case java.perf.producer c_producer_perf
+run_case java.perf.consumer c_consumer_perf
+"$BIN/kafka-topics.sh" --bootstrap-server "$B" --delete --topic "$C" >/dev/null 2>&1 || true
+[[ -s $CASE_TMP/perf-topic ]] && "$BIN/kafka-topics.sh" --bootstrap-server "$B" --delete --topic "$(cat "$CASE_TMP/perf-topic")" >/dev/null 2>&1
+exit 0

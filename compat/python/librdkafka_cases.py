@@ -1,0 +1,271 @@
+"""skua compatibility suite: librdkafka through confluent-kafka-python.
+
+    python librdkafka_cases.py HOST:PORT
+"""
+import time
+import zlib
+
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition, libversion)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from casekit import bootstrap, check, java_partition, run, topic_name
+
+B = bootstrap()
+BASE_TS = 1_700_000_000_000
+
+
+_ADMIN = None
+
+
+def admin():
+    global _ADMIN  # one handle: futures fail if their AdminClient is destroyed
+    if _ADMIN is None:
+        _ADMIN = AdminClient({"bootstrap.servers": B})
+    return _ADMIN
+
+
+def create_topic(name, partitions=1, config=None):
+    fs = admin().create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                         config=config or {})], operation_timeout=30)
+    fs[name].result(timeout=30)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        md = admin().list_topics(topic=name, timeout=10)
+        t = md.topics.get(name)
+        if t and not t.error and len(t.partitions) == partitions and all(p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} has no leaders")
+
+
+def delete_topic(name):
+    try:
+        admin().delete_topics([name], operation_timeout=30)[name].result(timeout=30)
+    except Exception:  # noqa: BLE001 - cleanup only
+        pass
+
+
+def produce(topic, records, **conf):
+    """records: list of dicts for Producer.produce; returns the delivered messages in order."""
+    delivered, errors = [], []
+
+    def cb(err, msg):
+        (errors if err else delivered).append(err or msg)
+
+    p = Producer({"bootstrap.servers": B, "linger.ms": 5, **conf})
+    for r in records:
+        while True:
+            try:
+                p.produce(topic, on_delivery=cb, **r)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    left = p.flush(30)
+    check(left == 0, f"{left} messages not delivered")
+    check(not errors, f"delivery errors: {errors[:3]}")
+    return delivered
+
+
+def consume_all(topic, partition, n, **conf):
+    c = Consumer({"bootstrap.servers": B, "group.id": "unused-assign-only", "enable.auto.commit": False,
+                  "enable.auto.offset.store": False, **conf})
+    c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    out = []
+    deadline = time.time() + 40
+    try:
+        while len(out) < n and time.time() < deadline:
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(m.error())
+                out.append(m)
+    finally:
+        c.close()
+    return out
+
+
+def records(n, size=60):
+    return [{"key": f"key-{i}".encode(), "value": (f"value-{i}-" * 20).encode()[:size] + str(i).encode(),
+             "headers": [("h-index", str(i).encode()), ("h-empty", b"")],
+             "timestamp": BASE_TS + i, "partition": 0} for i in range(n)]
+
+
+def verify(sent, got):
+    check(len(got) == len(sent), f"read {len(got)} of {len(sent)} records")
+    for i, (s, m) in enumerate(zip(sent, got)):
+        check(m.offset() == i, f"record {i}: offset {m.offset()}")
+        check(m.key() == s["key"], f"record {i}: key {m.key()!r}")
+        check(m.value() == s["value"], f"record {i}: value mismatch")
+        check(m.timestamp() == (1, s["timestamp"]), f"record {i}: timestamp {m.timestamp()}")
+        hs = m.headers() or []
+        check([(k, v or b"") for k, v in hs] == s["headers"], f"record {i}: headers {hs}")
+
+
+def produce_consume(codec, idempotent=False, n=500):
+    t = topic_name(f"rdk-{codec}")
+    create_topic(t)
+    try:
+        sent = records(n)
+        conf = {"compression.type": codec}
+        if idempotent:
+            conf.update({"enable.idempotence": True, "acks": "all", "max.in.flight.requests.per.connection": 5,
+                         "batch.num.messages": 50})
+        dl = produce(t, sent, **conf)
+        check([m.offset() for m in dl] == list(range(n)), "delivery offsets are not dense and ordered")
+        verify(sent, consume_all(t, 0, n))
+    finally:
+        delete_topic(t)
+
+
+def keyed(partitioner, expect):
+    parts = 6
+    t = topic_name(f"rdk-keyed-{partitioner}")
+    create_topic(t, parts)
+    try:
+        keys = [f"user-{k}".encode() for k in range(40)]
+        recs = [{"key": k, "value": f"{k.decode()}:{r}".encode()} for r in range(5) for k in keys]
+        dl = produce(t, recs, partitioner=partitioner)
+        placement = {}
+        for m in dl:
+            placement.setdefault(m.key(), set()).add(m.partition())
+        for k, ps in placement.items():
+            check(len(ps) == 1, f"key {k!r} went to partitions {ps}")
+            want = expect(k, parts)
+            check(ps == {want}, f"key {k!r} placed in {ps}, {partitioner} says {want}")
+        # read every partition back: each key only in its partition, per-key order kept
+        for p in range(parts):
+            mine = [k for k in keys if expect(k, parts) == p]
+            got = consume_all(t, p, 5 * len(mine))
+            check(len(got) == 5 * len(mine), f"partition {p}: {len(got)} records, want {5 * len(mine)}")
+            rounds = {}
+            for m in got:
+                k, r = m.value().decode().rsplit(":", 1)
+                check(k.encode() in mine, f"key {k} read from partition {p}")
+                check(int(r) == rounds.get(k, 0), f"key {k}: round {r} out of order")
+                rounds[k] = int(r) + 1
+    finally:
+        delete_topic(t)
+
+
+def large_message():
+    t = topic_name("rdk-large")
+    create_topic(t)
+    try:
+        sent = [{"key": b"big", "value": bytes(range(256)) * 3900, "headers": [], "timestamp": BASE_TS, "partition": 0}]
+        produce(t, sent, **{"message.max.bytes": 1_100_000})
+        got = consume_all(t, 0, 1)
+        check(len(got) == 1 and got[0].value() == sent[0]["value"], "large value differs")
+    finally:
+        delete_topic(t)
+
+
+def admin_topics():
+    t1, t2 = topic_name("rdk-adm-a"), topic_name("rdk-adm-b")
+    a = admin()
+    fs = a.create_topics([NewTopic(t1, 3, 1), NewTopic(t2, 1, 1)], operation_timeout=30)
+    for f in fs.values():
+        f.result(timeout=30)
+    again = a.create_topics([NewTopic(t1, 3, 1)], operation_timeout=30)[t1]
+    try:
+        again.result(timeout=30)
+        raise AssertionError("second create of the same topic succeeded")
+    except KafkaException as e:
+        check(e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, f"second create: {e}")
+    md = a.list_topics(timeout=10)
+    check(t1 in md.topics and t2 in md.topics, "created topics not listed")
+    check(len(md.topics[t1].partitions) == 3, "partition count")
+    for f in a.delete_topics([t1, t2], operation_timeout=30).values():
+        f.result(timeout=30)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        md = a.list_topics(timeout=10)
+        if t1 not in md.topics and t2 not in md.topics:
+            return
+        time.sleep(0.3)
+    raise AssertionError("deleted topics still listed")
+
+
+def offsets_for_times():
+    t = topic_name("rdk-times")
+    create_topic(t)
+    try:
+        produce(t, [{"value": f"v{i}".encode(), "timestamp": BASE_TS + 1000 * i, "partition": 0} for i in range(10)])
+        c = Consumer({"bootstrap.servers": B, "group.id": "unused-assign-only"})
+        try:
+            r = c.offsets_for_times([TopicPartition(t, 0, BASE_TS + 3500)], timeout=15)
+            check(r[0].offset == 4, f"offset for ts+3500: {r[0].offset}")
+            r = c.offsets_for_times([TopicPartition(t, 0, BASE_TS)], timeout=15)
+            check(r[0].offset == 0, f"offset for ts: {r[0].offset}")
+            r = c.offsets_for_times([TopicPartition(t, 0, BASE_TS + 10_000_000)], timeout=15)
+            check(r[0].offset in (-1, 10), f"offset past the end: {r[0].offset}")
+            lo, hi = c.get_watermark_offsets(TopicPartition(t, 0), timeout=15)
+            check((lo, hi) == (0, 10), f"watermarks {(lo, hi)}")
+        finally:
+            c.close()
+    finally:
+        delete_topic(t)
+
+
+def group_subscribe():
+    t = topic_name("rdk-group")
+    create_topic(t, 2)
+    try:
+        produce(t, [{"key": str(i).encode(), "value": f"v{i}".encode()} for i in range(20)])
+        g = topic_name("rdk-g")
+        conf = {"bootstrap.servers": B, "group.id": g, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        c = Consumer(conf)
+        c.subscribe([t])
+        seen = set()
+        deadline = time.time() + 40
+        while len(seen) < 20 and time.time() < deadline:
+            for m in c.consume(100, 0.5):
+                if not m.error():
+                    seen.add(m.value())
+        check(len(seen) == 20, f"consumed {len(seen)} of 20 via the group")
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(t, 0), TopicPartition(t, 1)], timeout=15)
+        check(sum(tp.offset for tp in committed) == 20, f"committed {committed}")
+        c.close()
+    finally:
+        delete_topic(t)
+
+
+def transactions():
+    t = topic_name("rdk-txn")
+    create_topic(t)
+    try:
+        p = Producer({"bootstrap.servers": B, "transactional.id": topic_name("rdk-tid")})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(t, value=f"c{i}".encode(), partition=0)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(t, value=f"a{i}".encode(), partition=0)
+        p.flush(30)
+        p.abort_transaction(30)
+        got = consume_all(t, 0, 5, **{"isolation.level": "read_committed"})
+        check([m.value() for m in got] == [f"c{i}".encode() for i in range(5)],
+              f"read_committed saw {[m.value() for m in got]}")
+    finally:
+        delete_topic(t)
+
+
+if __name__ == "__main__":
+    print(f"# confluent-kafka with librdkafka {libversion()[0]}", flush=True)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        run(f"librdkafka.produce_consume.{codec}", produce_consume, codec)
+    run("librdkafka.idempotent.lz4", produce_consume, "lz4", True, 3000)
+    run("librdkafka.idempotent.zstd", produce_consume, "zstd", True, 3000)
+    run("librdkafka.keyed.murmur2_random", keyed, "murmur2_random", java_partition)
+    run("librdkafka.keyed.consistent_random", keyed, "consistent_random",
+        lambda k, n: (zlib.crc32(k) & 0xFFFFFFFF) % n)
+    run("librdkafka.large_message", large_message)
+    run("librdkafka.admin.topics", admin_topics)
+    run("librdkafka.offsets_for_times", offsets_for_times)
+    run("librdkafka.group.subscribe_commit", group_subscribe)
+    run("librdkafka.txn.commit_abort", transactions)

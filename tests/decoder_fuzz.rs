@@ -286,7 +286,14 @@ async fn broker_survives_mutated_frames() {
     let dir = tempfile::tempdir().unwrap();
     let broker = common::TestBroker::start(dir.path(), &[]).await;
     let mut rng = Rng(seed() ^ 0xb0b);
-    let seeds = seeds();
+    // Not the admin requests: a mutated partition count (say 2^24) makes skua create that
+    // many partitions, holding the controller for minutes (see protocol-tests/README.md,
+    // "Known gaps"). decode_request_survives_mutations still covers their decoding.
+    let seeds: Vec<Bytes> = replay::manifest()
+        .iter()
+        .filter(|f| !matches!(f.api_key, ApiKey::CreateTopics | ApiKey::CreatePartitions))
+        .map(|f| f.request())
+        .collect();
     let deadline = Instant::now() + budget();
     let mut sent = 0;
     while Instant::now() < deadline && sent < 3000 {

@@ -91,6 +91,7 @@ async fn replay_every_client() {
     for (client, fixtures) in by_client {
         let addr = broker.addr;
         tasks.push(tokio::spawn(async move {
+            let started = std::time::Instant::now();
             let mut conn = Client::connect(addr).await;
             let mut ids = TopicIdMap::default();
             let mut failures = Vec::new();
@@ -111,13 +112,13 @@ async fn replay_every_client() {
                     }
                 }
             }
-            (client, fixtures.len(), failures)
+            (client, fixtures.len(), failures, started.elapsed())
         }));
     }
     let mut failures = Vec::new();
     for t in tasks {
-        let (client, n, f) = t.await.expect("replay task");
-        eprintln!("{client}: {n} frames replayed, {} failed", f.len());
+        let (client, n, f, took) = t.await.expect("replay task");
+        eprintln!("{client}: {n} frames replayed in {took:.1?}, {} failed", f.len());
         failures.extend(f);
     }
     // The broker still serves after every client's frames.

@@ -78,6 +78,7 @@ class Recorder:
         os.makedirs(self.dir, exist_ok=True)
         self.manifest = os.path.join(out, "MANIFEST.tsv")
         self.counts = {}
+        self.metadata_seen = set()
         self.seq = 0
         if reset:
             self._reset()
@@ -118,7 +119,8 @@ class Recorder:
         key, version = struct.unpack(">hh", frame[:4])
         with self.lock:
             n = self.counts.get((key, version), 0)
-            if n >= self.max_per_version:
+            new_question = self._new_metadata_question(key, frame)
+            if n >= self.max_per_version and not (new_question and n < 4 * self.max_per_version):
                 return None
             self.counts[(key, version)] = n + 1
             self.seq += 1
@@ -130,6 +132,15 @@ class Recorder:
                         f"{api_name(key)}\t{version}\t{self.client}/{stem}.bin\n")
             print(f"captured {self.client}/{stem}.bin ({len(frame)} bytes)", file=sys.stderr)
             return stem if self.responses else None
+
+    def _new_metadata_question(self, key, frame):
+        """Metadata asking about topics not asked about before is kept past the cap: its
+        response is where the replay learns topic ids (Fetch v13+ names topics by id)."""
+        body = frame[:4] + frame[8:]  # without the correlation id
+        new = key == 3 and body not in self.metadata_seen
+        if key == 3:
+            self.metadata_seen.add(body)
+        return new
 
     def response(self, stem, frame):
         with open(os.path.join(self.dir, stem + ".resp.bin"), "wb") as f:

@@ -42,10 +42,19 @@ fn fixtures_decode_completely() {
             .unwrap_or_else(|e| panic!("{f}: header: {e}"));
         RequestKind::decode(f.api_key, &mut buf, f.version)
             .unwrap_or_else(|e| panic!("{f}: body: {e}"));
-        assert_eq!(buf.remaining(), 0, "{f}: trailing bytes after the body");
+        if !TRAILING_BYTES_SEEN.contains(&(f.client.as_str(), f.api_key, f.version)) {
+            assert_eq!(buf.remaining(), 0, "{f}: trailing bytes after the body");
+        }
         skua::protocol::decode_request(frame).unwrap_or_else(|e| panic!("{f}: {e}"));
     }
 }
+
+/// Real clients that send bytes after a request body. Kafka's parser reads the fields of the
+/// version and ignores what follows, and so does skua.
+const TRAILING_BYTES_SEEN: &[(&str, ApiKey, i16)] = &[
+    // librdkafka 2.16's describe_cluster: a Metadata v13 for all topics, then `01 00 00`.
+    ("librdkafka", ApiKey::Metadata, 13),
+];
 
 /// Frames skua hands to the crate's decoder: routed versions, except Produce v0–2 (which
 /// the crate has no codec for; skua reads their few fields itself).
@@ -145,7 +154,8 @@ async fn expect_close(conn: &mut Client, f: &Fixture) -> Result<(), String> {
     }
 }
 
-/// Sends one fixture and checks the answer.
+/// Sends one fixture and checks the answer. Each client replays on a broker in the state its
+/// own earlier frames left, so the error codes must be the ones skua gave at capture time.
 async fn replay_one(conn: &mut Client, ids: &mut TopicIdMap, f: &Fixture) -> Result<(), String> {
     let mut frame = BytesMut::from(&f.request()[..]);
     ids.rewrite(&mut frame);
@@ -171,8 +181,25 @@ async fn replay_one(conn: &mut Client, ids: &mut TopicIdMap, f: &Fixture) -> Res
         let (_, captured) = replay::decode_response(f.api_key, f.version, captured)
             .map_err(|e| format!("captured response: {e}"))?;
         ids.learn(&captured, &body);
+        if !lists_every_topic(&frame) {
+            let (then, now) = (replay::error_codes(&captured), replay::error_codes(&body));
+            if then != now {
+                return Err(format!("error codes {now:?}, at capture {then:?}"));
+            }
+        }
     }
     Ok(())
+}
+
+/// A Metadata request for every topic: its answer depends on the other clients' topics.
+fn lists_every_topic(frame: &Bytes) -> bool {
+    match skua::protocol::decode_request(frame.clone()) {
+        Ok(r) => match r.body {
+            RequestKind::Metadata(m) => m.topics.is_none_or(|t| t.is_empty() && r.api_version == 0),
+            _ => false,
+        },
+        Err(_) => false,
+    }
 }
 
 /// acks=0 produce requests get no response.

@@ -87,7 +87,19 @@ fn budget() -> Duration {
 }
 
 /// Values that break length and count fields: negative, zero, just past the end, huge.
-const NASTY_I32: &[i32] = &[-1, -2, 0, 1, 0x7f, 0xff, 0x7fff, 0xffff, i32::MAX, i32::MIN, 1 << 24];
+const NASTY_I32: &[i32] = &[
+    -1,
+    -2,
+    0,
+    1,
+    0x7f,
+    0xff,
+    0x7fff,
+    0xffff,
+    i32::MAX,
+    i32::MIN,
+    1 << 24,
+];
 
 /// One mutation of `input`; `other` is a second seed to splice from. The first 8 bytes
 /// (api key, version, correlation id) are mostly kept so decoding reaches the body.
@@ -112,8 +124,8 @@ fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
             }
             5 => {
                 // A maximal unsigned varint, as compact arrays and strings use.
-                let v: &[u8] = [&[0xff, 0xff, 0xff, 0xff, 0x0f][..], &[0x80; 6], &[0]]
-                    [rng.below(3)];
+                let v: &[u8] =
+                    [&[0xff, 0xff, 0xff, 0xff, 0x0f][..], &[0x80; 6], &[0]][rng.below(3)];
                 out.splice(at.min(len)..(at + v.len()).min(len), v.iter().copied());
             }
             6 => {
@@ -137,9 +149,8 @@ fn seeds() -> Vec<Bytes> {
 
 /// Runs `f` on one input; a panic fails the test with the input in hex, to reproduce it.
 fn no_panic<T>(what: &str, input: &[u8], f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        panic!("{what} panicked on {} bytes: {}", input.len(), hex(input))
-    })
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|_| panic!("{what} panicked on {} bytes: {}", input.len(), hex(input)))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -160,7 +171,8 @@ fn frame_check_is_consistent() {
         buf.extend_from_slice(body);
         let buf = mutate(&mut rng, &buf, body);
         let max = [0, 8, 100, 1 << 20, 100 * 1024 * 1024][rng.below(5)];
-        let declared = (buf.len() >= 4).then(|| i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
+        let declared =
+            (buf.len() >= 4).then(|| i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
         match no_panic("frame::check", &buf, || frame::check(&buf, max)) {
             Ok(Check::Complete(n)) => {
                 assert_eq!(Some(n as i32), declared);
@@ -186,7 +198,9 @@ fn decode_request_survives_mutations() {
         let input = mutate(&mut rng, a, b);
         let frame = Bytes::from(input.clone());
         LARGEST_ALLOC.store(0, Ordering::Relaxed);
-        let result = no_panic("decode_request", &input, || skua::protocol::decode_request(frame));
+        let result = no_panic("decode_request", &input, || {
+            skua::protocol::decode_request(frame)
+        });
         let largest = LARGEST_ALLOC.load(Ordering::Relaxed);
         assert!(
             largest <= alloc_bound(input.len()),
@@ -212,8 +226,12 @@ fn captured_batches() -> Vec<Bytes> {
         if f.api_key != ApiKey::Produce || f.version < 3 {
             continue;
         }
-        let Ok(req) = skua::protocol::decode_request(f.request()) else { continue };
-        let RequestKind::Produce(p) = req.body else { continue };
+        let Ok(req) = skua::protocol::decode_request(f.request()) else {
+            continue;
+        };
+        let RequestKind::Produce(p) = req.body else {
+            continue;
+        };
         for t in p.topic_data {
             for part in t.partition_data {
                 out.extend(part.records.filter(|r| !r.is_empty()));
@@ -250,7 +268,11 @@ fn record_validation_survives_mutations() {
     let (mut n, mut accepted, mut read_back) = (0u64, 0u64, 0u64);
     while Instant::now() < deadline && n < 200_000 {
         // Half from the two uncompressed seeds, which reach the per-record checks.
-        let a = &batches[if rng.below(2) == 0 { rng.below(2) } else { rng.below(batches.len()) }];
+        let a = &batches[if rng.below(2) == 0 {
+            rng.below(2)
+        } else {
+            rng.below(batches.len())
+        }];
         let b = &batches[rng.below(batches.len())];
         let mut input = mutate(&mut rng, a, b);
         if rng.below(4) != 0 {
@@ -272,8 +294,9 @@ fn record_validation_survives_mutations() {
                 .read(info.first_offset, 1 << 20, i64::MAX, true)
                 .expect("an accepted batch reads back");
             let mut fetched = data.records.clone();
-            RecordBatchDecoder::decode_all(&mut fetched)
-                .unwrap_or_else(|e| panic!("accepted batch does not decode ({e}): {}", hex(&input)));
+            RecordBatchDecoder::decode_all(&mut fetched).unwrap_or_else(|e| {
+                panic!("accepted batch does not decode ({e}): {}", hex(&input))
+            });
             read_back += 1;
         }
     }
@@ -305,7 +328,8 @@ async fn broker_survives_mutated_frames() {
             let input = mutate(&mut rng, a, b);
             conn.write_frame(&input).await;
             sent += 1;
-            let answered = tokio::time::timeout(Duration::from_millis(200), conn.read_frame()).await;
+            let answered =
+                tokio::time::timeout(Duration::from_millis(200), conn.read_frame()).await;
             if !matches!(answered, Ok(Some(_))) {
                 break;
             }

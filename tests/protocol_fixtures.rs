@@ -32,7 +32,11 @@ fn fixtures_decode_completely() {
     for f in &fixtures {
         let frame = f.request();
         let (key, version, _) = skua::protocol::codec::peek_header(&frame).expect("header");
-        assert_eq!((key, version), (f.api_key as i16, f.version), "{f}: manifest");
+        assert_eq!(
+            (key, version),
+            (f.api_key as i16, f.version),
+            "{f}: manifest"
+        );
         if !is_routed(f) {
             // Not decoded by skua: answered UNSUPPORTED_VERSION or the connection closed.
             continue;
@@ -127,7 +131,10 @@ async fn replay_every_client() {
     let mut failures = Vec::new();
     for t in tasks {
         let (client, n, f, took) = t.await.expect("replay task");
-        eprintln!("{client}: {n} frames replayed in {took:.1?}, {} failed", f.len());
+        eprintln!(
+            "{client}: {n} frames replayed in {took:.1?}, {} failed",
+            f.len()
+        );
         failures.extend(f);
     }
     // The broker still serves after every client's frames.
@@ -242,7 +249,9 @@ fn check_legacy_produce(f: &Fixture, mut response: Bytes, sent: i32) -> Result<(
     let errors = replay::legacy_produce_errors(response, f.version)
         .ok_or("malformed Produce v0-2 response")?;
     if errors.is_empty() || errors.iter().any(|&e| e != 35) {
-        return Err(format!("expected UNSUPPORTED_VERSION everywhere, got {errors:?}"));
+        return Err(format!(
+            "expected UNSUPPORTED_VERSION everywhere, got {errors:?}"
+        ));
     }
     Ok(())
 }

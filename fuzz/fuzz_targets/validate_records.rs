@@ -11,8 +11,15 @@ fn log() -> &'static Log {
     LOG.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("skua-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        Log::open(&dir, TopicPartition::new("fuzz", 0), LogConfig::default(), 0, 0, true)
-            .expect("log opens")
+        Log::open(
+            &dir,
+            TopicPartition::new("fuzz", 0),
+            LogConfig::default(),
+            0,
+            0,
+            true,
+        )
+        .expect("log opens")
     })
 }
 

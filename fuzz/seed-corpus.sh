@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Seeds each fuzz target's corpus from the captured client frames (protocol-tests/fixtures).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+fixtures=$here/../protocol-tests/fixtures
+mkdir -p "$here/corpus/decode_request" "$here/corpus/frame_check" "$here/corpus/validate_records"
+for f in $(find "$fixtures" -name '*.bin' ! -name '*.resp.bin'); do
+  name=$(echo "${f#$fixtures/}" | tr '/' '_')
+  cp "$f" "$here/corpus/decode_request/$name"
+  # frame_check sees the size prefix too.
+  python3 -c 'import sys,struct; d=open(sys.argv[1],"rb").read(); sys.stdout.buffer.write(struct.pack(">i",len(d))+d)' \
+    "$f" >"$here/corpus/frame_check/$name"
+done
+# validate_records wants bare record batches: the ones inside the produce fixtures.
+python3 - "$fixtures" "$here/corpus/validate_records" <<'PY'
+import os, struct, sys
+src, dst = sys.argv[1:]
+n = 0
+for root, _, files in os.walk(src):
+    for name in files:
+        if not name.startswith("Produce-") or name.endswith(".resp.bin"):
+            continue
+        data = open(os.path.join(root, name), "rb").read()
+        # A v2 batch starts with base offset 0 and has magic 2 at byte 16: find them by shape.
+        i = 0
+        while i + 61 <= len(data):
+            if data[i:i + 8] == b"\0" * 8 and data[i + 16] == 2:
+                (length,) = struct.unpack(">i", data[i + 8:i + 12])
+                if 49 <= length <= len(data) - i - 12:
+                    open(os.path.join(dst, f"batch-{n}"), "wb").write(data[i:i + 12 + length])
+                    n += 1
+                    i += 12 + length
+                    continue
+            i += 1
+print(f"{n} record batches", file=sys.stderr)
+PY

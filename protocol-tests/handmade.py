@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Writes the handmade fixtures: frames no real client sends, kept beside the captured ones.
+
+    python3 protocol-tests/handmade.py
+
+Each frame below says why no client covers it. Rerunning replaces the `handmade` lines of
+MANIFEST.tsv and the files in fixtures/handmade/.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "fixtures")
+CLIENT = "handmade"
+
+
+def header_v2(api_key, version, correlation_id, client_id=b"skua-handmade"):
+    """Request header v2 (flexible versions): key, version, correlation id, client id, no tags."""
+    return (struct.pack(">hhih", api_key, version, correlation_id, len(client_id))
+            + client_id + b"\x00")
+
+
+def compact_string(s):
+    return bytes([len(s) + 1]) + s
+
+
+def api_versions(version, correlation_id):
+    # ApiVersions v3+ body: client software name and version, no tags.
+    return header_v2(18, version, correlation_id) + compact_string(b"skua-handmade") \
+        + compact_string(b"0.1") + b"\x00"
+
+
+def header_v1(api_key, version, correlation_id, client_id=b"skua-handmade"):
+    """Request header v1: key, version, correlation id, client id."""
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+def string(s):
+    return struct.pack(">h", len(s)) + s
+
+
+def uvarint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def compact_array(items):
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+TOPIC = b"handmade"
+
+
+def record_batch():
+    """A real client's batch: the first one franz-go (pinned to Kafka 0.11) produced."""
+    frame = open(os.path.join(OUT, "franz-go-kafka-0.11.0", "Produce-v3-1.bin"), "rb").read()
+    # v3 body after the header: transactional id, acks, timeout, topics[name, partitions
+    # [index, records]]; franz-go sends one topic with one partition here.
+    body = frame[8 + 2 + struct.unpack(">h", frame[8:10])[0]:]
+    (tid_len,) = struct.unpack(">h", body[:2])
+    pos = 2 + max(tid_len, 0) + 2 + 4 + 4
+    (name_len,) = struct.unpack(">h", body[pos:pos + 2])
+    pos += 2 + name_len + 4 + 4
+    (size,) = struct.unpack(">i", body[pos:pos + 4])
+    return body[pos + 4:pos + 4 + size]
+
+
+def metadata_v3(cid):
+    # Kafka 0.11 sent v4 and 0.10.2 sent v2: v3 (throttle time in the response) was the
+    # maximum of no release. Same request as v1–v2: topics by name (auto-created).
+    return header_v1(3, 3, cid) + struct.pack(">i", 1) + string(TOPIC)
+
+
+def produce_v4(cid):
+    # Kafka 1.0 went from v3 straight to v5; v4 (same request as v3) only told clients the
+    # broker may answer KAFKA_STORAGE_ERROR. No client pins it.
+    batch = record_batch()
+    return (header_v1(0, 4, cid) + struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 1)
+            + string(TOPIC) + struct.pack(">iii", 1, 0, len(batch)) + batch)
+
+
+def fetch_v4(cid):
+    # Kafka 0.11 sent v5 (log start offset); v4 (isolation level) was never a release's
+    # maximum, so only a client pinned between the two would send it.
+    return (header_v1(1, 4, cid) + struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0)
+            + struct.pack(">i", 1) + string(TOPIC) + struct.pack(">i", 1)
+            + struct.pack(">iqi", 0, 0, 1 << 20))
+
+
+def fetch_v9(cid):
+    # Kafka 2.1 added v9 (current leader epoch) and v10 (zstd) together; clients send v10.
+    # Same request as v7-v8 plus the epoch: session id/epoch, topics, forgotten topics, rack-less.
+    partition = struct.pack(">iiqqi", 0, -1, 0, -1, 1 << 20)
+    return (header_v1(1, 9, cid) + struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0)
+            + struct.pack(">ii", 0, -1) + struct.pack(">i", 1) + string(TOPIC)
+            + struct.pack(">i", 1) + partition + struct.pack(">i", 0))
+
+
+def fetch_v14(cid):
+    # Kafka 3.5 added v14 (tiered storage errors) and v15 (replica state) together; clients
+    # send v15+. Topics by id (v13+): an all-zero id, answered UNKNOWN_TOPIC_ID.
+    partition = struct.pack(">iiqiqi", 0, -1, 0, -1, -1, 1 << 20) + b"\x00"
+    return (header_v2(1, 14, cid) + struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0)
+            + struct.pack(">ii", 0, -1) + compact_array([b"\x00" * 16 + compact_array([partition]) + b"\x00"])
+            + compact_array([]) + compact_string(b"") + b"\x00")
+
+
+def metadata_v10(cid):
+    # Kafka 2.8 added v10 (topic ids) and v11 together; clients send v11+.
+    topic = b"\x00" * 16 + compact_string(TOPIC) + b"\x00"
+    return header_v2(3, 10, cid) + compact_array([topic]) + bytes([1, 0, 0]) + b"\x00"
+
+
+def init_producer_id_v6(cid):
+    # v6 (KIP-939, two-phase commit: enable2Pc, keepPreparedTxn) as Kafka 4.1 defines it, in
+    # its idempotent form. skua once advertised v6 although kafka-protocol 0.18 decodes only
+    # v0-5, so this frame closed the connection; it stays as a regression: skua must not
+    # advertise v6 until it can read this.
+    return (header_v2(22, 6, cid) + b"\x00" + struct.pack(">iqh", 60000, -1, -1)
+            + bytes([0, 0]) + b"\x00")
+
+
+FRAMES = [
+    # A client newer than skua asks with a version skua does not speak; KIP-511 says the
+    # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
+    # this once a Kafka release adds ApiVersions v5, so no client sends it today.
+    ("ApiVersions", 18, 5, api_versions(5, 7001)),
+    # The same, from far in the future: any version above the maximum.
+    ("ApiVersions", 18, 127, api_versions(127, 7002)),
+    ("Metadata", 3, 3, metadata_v3(7003)),
+    ("Produce", 0, 4, produce_v4(7004)),
+    ("Fetch", 1, 4, fetch_v4(7005)),
+    ("Fetch", 1, 9, fetch_v9(7006)),
+    ("Fetch", 1, 14, fetch_v14(7007)),
+    ("Metadata", 3, 10, metadata_v10(7008)),
+    ("InitProducerId", 22, 6, init_producer_id_v6(7009)),
+]
+
+
+def main():
+    d = os.path.join(OUT, CLIENT)
+    os.makedirs(d, exist_ok=True)
+    for name in os.listdir(d):
+        if name.endswith(".bin"):
+            os.remove(os.path.join(d, name))
+    manifest = os.path.join(OUT, "MANIFEST.tsv")
+    with open(manifest) as f:
+        lines = f.read().splitlines(keepends=True)
+    header, rows = lines[0], [l for l in lines[1:] if l.split("\t")[1:2] != [CLIENT]]
+    seq = max([int(l.split("\t")[0]) for l in rows] or [0])
+    counts = {}
+    for api_name, key, version, frame in FRAMES:
+        n = counts[(key, version)] = counts.get((key, version), 0) + 1
+        rel = f"{CLIENT}/{api_name}-v{version}-{n}.bin"
+        with open(os.path.join(OUT, rel), "wb") as f:
+            f.write(frame)
+        seq += 1
+        rows.append(f"{seq}\t{CLIENT}\t-\t{key}\t{api_name}\t{version}\t{rel}\n")
+    with open(manifest, "w") as f:
+        f.write(header + "".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+//! Request bytes captured from real clients, replayed against skua.
+//!
+//! `protocol-tests/fixtures/MANIFEST.tsv` lists every frame librdkafka, kcat, the Java
+//! clients, franz-go and kafka-python sent while `protocol-tests/capture.py` sat between
+//! them and skua (plus a few handmade frames for versions no client sends). Each client's
+//! frames are replayed in capture order on one connection to a scratch broker, and each
+//! answer must be what a client can read: the same correlation id, the header version its
+//! (api, version) calls for, a body the crate's client-side decoder reads to the last byte,
+//! and no error code that only a broker bug explains.
+
+mod common;
+mod replay;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use kafka_protocol::protocol::Decodable;
+
+use common::{Client, TestBroker};
+use replay::{Fixture, TopicIdMap, BUG_CODES};
+
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every fixture skua routes is a whole request the crate decodes to its last byte, at the
+/// version the client put in its header.
+#[test]
+fn fixtures_decode_completely() {
+    let fixtures = replay::manifest();
+    assert!(!fixtures.is_empty());
+    for f in &fixtures {
+        let frame = f.request();
+        let (key, version, _) = skua::protocol::codec::peek_header(&frame).expect("header");
+        assert_eq!(
+            (key, version),
+            (f.api_key as i16, f.version),
+            "{f}: manifest"
+        );
+        if !is_routed(f) {
+            // Not decoded by skua: answered UNSUPPORTED_VERSION or the connection closed.
+            continue;
+        }
+        let mut buf = frame.clone();
+        RequestHeader::decode(&mut buf, f.api_key.request_header_version(f.version))
+            .unwrap_or_else(|e| panic!("{f}: header: {e}"));
+        RequestKind::decode(f.api_key, &mut buf, f.version)
+            .unwrap_or_else(|e| panic!("{f}: body: {e}"));
+        if !TRAILING_BYTES_SEEN.contains(&(f.client.as_str(), f.api_key, f.version)) {
+            assert_eq!(buf.remaining(), 0, "{f}: trailing bytes after the body");
+        }
+        skua::protocol::decode_request(frame).unwrap_or_else(|e| panic!("{f}: {e}"));
+    }
+}
+
+/// Real clients that send bytes after a request body. Kafka's parser reads the fields of the
+/// version and ignores what follows, and so does skua.
+const TRAILING_BYTES_SEEN: &[(&str, ApiKey, i16)] = &[
+    // librdkafka 2.16's describe_cluster: a Metadata v13 for all topics, then `01 00 00`.
+    ("librdkafka", ApiKey::Metadata, 13),
+];
+
+/// Frames skua hands to the crate's decoder: routed versions, except Produce v0–2 (which
+/// the crate has no codec for; skua reads their few fields itself).
+fn is_routed(f: &Fixture) -> bool {
+    skua::router::lookup(f.api_key, f.version).is_some()
+        && !(f.api_key == ApiKey::Produce && f.version < 3)
+}
+
+/// ApiVersions advertises nothing that no fixture exercises.
+#[test]
+fn every_advertised_version_has_a_fixture() {
+    let mut have: BTreeMap<(i16, i16), BTreeSet<String>> = BTreeMap::new();
+    for f in replay::manifest() {
+        have.entry((f.api_key as i16, f.version))
+            .or_default()
+            .insert(f.client.clone());
+    }
+    let mut missing = Vec::new();
+    for route in skua::router::ROUTES {
+        for v in route.min_version..=route.max_version {
+            if !have.contains_key(&(route.api_key as i16, v)) {
+                missing.push(format!("{:?} v{v}", route.api_key));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "advertised but never replayed (capture them, see protocol-tests/README.md): {}",
+        missing.join(", ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_every_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path(), &[]).await;
+    let mut by_client: BTreeMap<String, Vec<Fixture>> = BTreeMap::new();
+    for f in replay::manifest() {
+        by_client.entry(f.client.clone()).or_default().push(f);
+    }
+    // Clients use disjoint topics, so they replay side by side; long polls overlap.
+    let mut tasks = Vec::new();
+    for (client, fixtures) in by_client {
+        let addr = broker.addr;
+        tasks.push(tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let mut conn = Client::connect(addr).await;
+            let mut ids = TopicIdMap::default();
+            let mut failures = Vec::new();
+            for f in &fixtures {
+                if !is_advertised(f) {
+                    // As Kafka does, a version outside the advertised range closes the
+                    // connection; the client reconnects (old franz-go pins probe this way).
+                    if let Err(e) = expect_close(&mut conn, f).await {
+                        failures.push(format!("{f}: {e}"));
+                    }
+                    conn = Client::connect(addr).await;
+                    continue;
+                }
+                if let Err(e) = replay_one(&mut conn, &mut ids, f).await {
+                    failures.push(format!("{f}: {e}"));
+                    if e.starts_with("connection") {
+                        break;
+                    }
+                }
+            }
+            (client, fixtures.len(), failures, started.elapsed())
+        }));
+    }
+    let mut failures = Vec::new();
+    for t in tasks {
+        let (client, n, f, took) = t.await.expect("replay task");
+        eprintln!(
+            "{client}: {n} frames replayed in {took:.1?}, {} failed",
+            f.len()
+        );
+        failures.extend(f);
+    }
+    // The broker still serves after every client's frames.
+    let mut conn = broker.client().await;
+    let versions = conn
+        .send(&kafka_protocol::messages::ApiVersionsRequest::default(), 3)
+        .await;
+    assert_eq!(versions.error_code, 0);
+    broker.stop().await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// In the routing table, or an ApiVersions request (answered at any version, KIP-511).
+fn is_advertised(f: &Fixture) -> bool {
+    f.api_key == ApiKey::ApiVersions || skua::router::lookup(f.api_key, f.version).is_some()
+}
+
+async fn expect_close(conn: &mut Client, f: &Fixture) -> Result<(), String> {
+    conn.write_frame(&f.request()).await;
+    match tokio::time::timeout(RESPONSE_TIMEOUT, conn.read_frame()).await {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err("an unadvertised version was answered".into()),
+        Err(_) => Err("an unadvertised version neither answered nor closed".into()),
+    }
+}
+
+/// Sends one fixture and checks the answer. Each client replays on a broker in the state its
+/// own earlier frames left, so the error codes must be the ones skua gave at capture time.
+async fn replay_one(conn: &mut Client, ids: &mut TopicIdMap, f: &Fixture) -> Result<(), String> {
+    let mut frame = BytesMut::from(&f.request()[..]);
+    ids.rewrite(&mut frame);
+    let frame = frame.freeze();
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    conn.write_frame(&frame).await;
+    if !expects_response(f, &frame) {
+        return Ok(());
+    }
+    let response = tokio::time::timeout(RESPONSE_TIMEOUT, conn.read_frame())
+        .await
+        .map_err(|_| "no response within 10 s".to_string())?
+        .ok_or("connection closed instead of answering")?;
+    if f.api_key == ApiKey::Produce && f.version < 3 {
+        return check_legacy_produce(f, response, correlation_id);
+    }
+    let (got_id, body) = replay::decode_response(f.api_key, f.version, response)?;
+    if got_id != correlation_id {
+        return Err(format!("correlation id {got_id}, sent {correlation_id}"));
+    }
+    check_error_codes(f, &body)?;
+    if let Some(captured) = f.captured_response() {
+        let (_, captured) = replay::decode_response(f.api_key, f.version, captured)
+            .map_err(|e| format!("captured response: {e}"))?;
+        ids.learn(&captured, &body);
+        if !lists_every_topic(&frame) {
+            let (then, now) = (replay::error_codes(&captured), replay::error_codes(&body));
+            if then != now {
+                return Err(format!("error codes {now:?}, at capture {then:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A Metadata request for every topic: its answer depends on the other clients' topics.
+fn lists_every_topic(frame: &Bytes) -> bool {
+    match skua::protocol::decode_request(frame.clone()) {
+        Ok(r) => match r.body {
+            RequestKind::Metadata(m) => m.topics.is_none_or(|t| t.is_empty() && r.api_version == 0),
+            _ => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// acks=0 produce requests get no response.
+fn expects_response(f: &Fixture, frame: &Bytes) -> bool {
+    if f.api_key != ApiKey::Produce {
+        return true;
+    }
+    let mut buf = frame.clone();
+    if f.version < 3 {
+        let _ = RequestHeader::decode(&mut buf, 1);
+        return buf.remaining() < 2 || buf.get_i16() != 0;
+    }
+    match skua::protocol::decode_request(buf) {
+        Ok(r) => !matches!(r.body, RequestKind::Produce(p) if p.acks == 0),
+        Err(_) => true,
+    }
+}
+
+fn check_error_codes(f: &Fixture, body: &ResponseKind) -> Result<(), String> {
+    let too_new_api_versions = replay::response_version(f.api_key, f.version) != f.version;
+    for code in replay::error_codes(body) {
+        if code == 35 && too_new_api_versions {
+            continue;
+        }
+        if let Some((_, name)) = BUG_CODES.iter().find(|(c, _)| *c == code) {
+            return Err(format!("error {code} {name} in {body:?}"));
+        }
+    }
+    if too_new_api_versions && replay::error_codes(body).first() != Some(&35) {
+        return Err("a too-new ApiVersions must be answered UNSUPPORTED_VERSION".into());
+    }
+    Ok(())
+}
+
+/// Produce v0–2 is advertised but refused: every partition UNSUPPORTED_VERSION.
+fn check_legacy_produce(f: &Fixture, mut response: Bytes, sent: i32) -> Result<(), String> {
+    if response.remaining() < 4 || response.get_i32() != sent {
+        return Err("correlation id".into());
+    }
+    let errors = replay::legacy_produce_errors(response, f.version)
+        .ok_or("malformed Produce v0-2 response")?;
+    if errors.is_empty() || errors.iter().any(|&e| e != 35) {
+        return Err(format!(
+            "expected UNSUPPORTED_VERSION everywhere, got {errors:?}"
+        ));
+    }
+    Ok(())
+}

@@ -16,6 +16,8 @@ pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
+    /// Set once shutdown begins, so long waits (fetch long polls) end early.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
@@ -69,6 +71,7 @@ impl Broker {
             config,
             controller,
             replicas,
+            stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -77,6 +80,7 @@ impl Broker {
         topic: NewTopic,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
+        check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
         let info = self.controller.create_topic(topic, validate_only).await?;
         if !validate_only {
             self.replicas.apply_topic(&info).map_err(storage)?;
@@ -97,6 +101,11 @@ impl Broker {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
+        let existing = self
+            .controller
+            .topic(name)
+            .map_or(0, |t| t.partitions.len() as i32);
+        check_partition_count(count.saturating_sub(existing))?;
         let info = self
             .controller
             .create_partitions(name, count, assignments, validate_only)
@@ -134,6 +143,16 @@ impl Broker {
         Ok(())
     }
 
+    /// Tells waiting requests that the broker is going down.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Changes to true when shutdown begins.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
+    }
+
     /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.
     pub fn shutdown(&self) {
         match self.replicas.shutdown() {
@@ -143,6 +162,20 @@ impl Broker {
             }
         }
     }
+}
+
+/// Partitions one request may create, as Kafka's controller bounds a single operation:
+/// creating a partition costs files and fsyncs, so a huge count would stall the broker.
+pub const MAX_PARTITIONS_PER_REQUEST: i32 = 10_000;
+
+fn check_partition_count(n: i32) -> Result<(), ControllerError> {
+    if n > MAX_PARTITIONS_PER_REQUEST {
+        return Err(ControllerError::new(
+            ResponseError::PolicyViolation,
+            format!("Unable to perform excessively large batch operation: {n} partitions, at most {MAX_PARTITIONS_PER_REQUEST}."),
+        ));
+    }
+    Ok(())
 }
 
 fn storage(e: LogError) -> ControllerError {

@@ -50,6 +50,7 @@ pub async fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest)
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let read_committed = req.isolation_level == READ_COMMITTED;
+    let mut stopping = broker.stopping();
     loop {
         // Register for wake-ups before reading, so an append in between is not missed.
         let mut wakeups: Vec<_> = plan
@@ -62,16 +63,20 @@ pub async fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest)
             w.as_mut().enable();
         }
         let (responses, bytes, errored) = read_all(&plan, max_bytes, read_committed);
-        if bytes >= min_bytes || errored || Instant::now() >= deadline {
+        if bytes >= min_bytes || errored || Instant::now() >= deadline || *stopping.borrow() {
             return FetchResponse::default().with_responses(responses);
         }
-        if wakeups.is_empty() {
-            tokio::time::sleep_until(deadline).await;
-        } else {
-            tokio::select! {
-                _ = select_all(wakeups) => {}
-                _ = tokio::time::sleep_until(deadline) => {}
+        let appended = async {
+            if wakeups.is_empty() {
+                std::future::pending().await
+            } else {
+                select_all(wakeups).await;
             }
+        };
+        tokio::select! {
+            _ = appended => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stopping.changed() => {}
         }
     }
 }

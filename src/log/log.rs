@@ -490,15 +490,25 @@ impl Log {
         // Record-level answers need the records in memory; past this size, batch level.
         const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
         let batch_level = (h.max_timestamp(), h.base_offset().max(log_start));
-        if h.compression_codec() != 0
-            || h.timestamp_type() == TimestampType::LogAppendTime
-            || size > MAX_SCAN_BYTES
-        {
+        if h.timestamp_type() == TimestampType::LogAppendTime || size > MAX_SCAN_BYTES {
             return batch_level;
         }
         let mut buf = vec![0u8; size];
         if std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position).is_err() {
             return batch_level;
+        }
+        if h.compression_codec() != 0 {
+            // A lookup by time is rare enough to pay for decompressing this one batch.
+            let mut bytes = Bytes::from(buf);
+            return kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
+                .ok()
+                .and_then(|set| {
+                    set.records
+                        .iter()
+                        .find(|r| r.timestamp >= ts && r.offset >= log_start)
+                        .map(|r| (r.timestamp, r.offset))
+                })
+                .unwrap_or(batch_level);
         }
         let records = buf.get(HEADER_SIZE..).unwrap_or(&[]);
         match first_record_at_or_after(records, h.records_count(), h.base_timestamp(), ts) {

@@ -864,3 +864,20 @@ fn readers_see_whole_batches_while_a_writer_appends() {
     writer.join().unwrap();
     assert_eq!(log.log_end_offset(), 300);
 }
+
+#[test]
+fn offset_by_timestamp_inside_a_compressed_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config(), false);
+    let recs = records(&[b"a", b"b", b"c", b"d"], 5_000, None);
+    log.append_as_leader(
+        encode(&recs, kafka_protocol::records::Compression::Lz4),
+        0,
+        0,
+    )
+    .unwrap();
+    // Record timestamps are 5_000.. one per record: the answer is the record, not the batch.
+    assert_eq!(log.fetch_offset_by_timestamp(5_002), Some((5_002, 2)));
+    assert_eq!(log.fetch_offset_by_timestamp(0), Some((5_000, 0)));
+    assert_eq!(log.fetch_offset_by_timestamp(5_004), None);
+}

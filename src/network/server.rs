@@ -66,6 +66,7 @@ impl Server {
         }
         stop.await;
         tracing::info!("shutting down: no new connections");
+        self.broker.begin_shutdown();
         let _ = shutdown_tx.send(true);
         let drain = async { while accepts.join_next().await.is_some() {} };
         if tokio::time::timeout(Duration::from_secs(30), drain)

@@ -164,6 +164,7 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("compression.type", Kind::String, Some("producer")),
     b("min.insync.replicas", Kind::Int, Some("1")),
     b("unclean.leader.election.enable", Kind::Bool, Some("false")),
+    b("offset.metadata.max.bytes", Kind::Int, Some("4096")),
     b("offsets.topic.num.partitions", Kind::Int, Some("50")),
     b("offsets.topic.replication.factor", Kind::Short, Some("3")),
     b("offsets.topic.segment.bytes", Kind::Int, Some("104857600")),

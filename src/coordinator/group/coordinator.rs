@@ -1,0 +1,690 @@
+//! GroupCoordinator: the groups this broker coordinates, their timers, and their
+//! writes to `__consumer_offsets`.
+//!
+//! Every group lives in one map behind a std mutex: nothing awaits while it is held.
+//! An operation locks, runs the pure state machine (`state.rs`), takes the effects it
+//! asks for, unlocks, and only then appends records and answers waiting requests.
+//! A group belongs to the coordinator of its `__consumer_offsets` partition; a broker
+//! not hosting that partition answers NOT_COORDINATOR, so clusters can split the work.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use tokio::sync::watch;
+use tokio::time::{Duration, Instant};
+
+use super::offsets_topic::{partition_for, GroupValue, OffsetValue, RecordKey, OFFSETS_TOPIC};
+use super::state::{
+    Committed, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult, Outcome,
+    SyncResult,
+};
+use crate::config::BrokerConfig;
+use crate::handlers::now_ms;
+use crate::log::LogError;
+use crate::replica::{Partition, ReplicaManager};
+
+/// How often sessions, rebalance and sync timeouts are checked.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The `__consumer_offsets` settings, from the broker config.
+#[derive(Clone, Debug)]
+pub struct OffsetsTopicConfig {
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub segment_bytes: i32,
+    pub retention_ms: i64,
+    pub retention_check_interval_ms: u64,
+    pub metadata_max_bytes: usize,
+}
+
+/// One partition's commit as the coordinator stores it.
+pub struct CommitRequest {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// What DescribeGroups reports for a member.
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+pub struct GroupCoordinator {
+    pub config: GroupConfig,
+    pub offsets_topic: OffsetsTopicConfig,
+    replicas: Arc<ReplicaManager>,
+    groups: Mutex<HashMap<String, Group>>,
+    shutdown: watch::Sender<bool>,
+}
+
+fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
+    config.long(key).unwrap_or(default)
+}
+
+impl GroupCoordinator {
+    pub fn new(config: &BrokerConfig, replicas: Arc<ReplicaManager>) -> GroupCoordinator {
+        let group = GroupConfig {
+            min_session_timeout_ms: int(config, "group.min.session.timeout.ms", 6000) as i32,
+            max_session_timeout_ms: int(config, "group.max.session.timeout.ms", 1_800_000) as i32,
+            initial_rebalance_delay_ms: int(config, "group.initial.rebalance.delay.ms", 3000)
+                as i32,
+            max_size: int(config, "group.max.size", i32::MAX as i64) as i32,
+        };
+        let offsets_topic = OffsetsTopicConfig {
+            partitions: int(config, "offsets.topic.num.partitions", 50).max(1) as i32,
+            replication_factor: int(config, "offsets.topic.replication.factor", 3) as i16,
+            segment_bytes: int(config, "offsets.topic.segment.bytes", 104_857_600) as i32,
+            retention_ms: int(config, "offsets.retention.minutes", 10080).saturating_mul(60_000),
+            retention_check_interval_ms: int(config, "offsets.retention.check.interval.ms", 600_000)
+                .max(1) as u64,
+            metadata_max_bytes: int(config, "offset.metadata.max.bytes", 4096).max(0) as usize,
+        };
+        GroupCoordinator {
+            config: group,
+            offsets_topic,
+            replicas,
+            groups: Mutex::new(HashMap::new()),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        // A panic while the lock was held leaves plain data behind; keep serving it.
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the timers: session and rebalance timeouts, offset expiry. They stop on
+    /// `shutdown` or when the coordinator is dropped.
+    pub fn start(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("no runtime: group coordinator timers not started");
+            return;
+        };
+        let me: Weak<Self> = Arc::downgrade(self);
+        let mut stop = self.shutdown.subscribe();
+        let expire_every = Duration::from_millis(self.offsets_topic.retention_check_interval_ms);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut next_expiry = Instant::now() + expire_every;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.changed() => return,
+                }
+                let Some(me) = me.upgrade() else { return };
+                me.tick(Instant::now()).await;
+                if Instant::now() >= next_expiry {
+                    next_expiry = Instant::now() + expire_every;
+                    me.expire_offsets(now_ms()).await;
+                }
+            }
+        });
+    }
+
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for(group_id, self.offsets_topic.partitions)
+    }
+
+    /// The `__consumer_offsets` partition of a group, when this broker leads it.
+    fn coordinator_partition(&self, group_id: &str) -> Result<Arc<Partition>, ResponseError> {
+        self.replicas
+            .partition(OFFSETS_TOPIC, self.partition_for(group_id))
+            .ok_or(ResponseError::NotCoordinator)
+    }
+
+    /// Whether this broker coordinates `group_id`; the error to answer otherwise.
+    pub fn check_coordinator(&self, group_id: &str) -> Result<(), ResponseError> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        self.coordinator_partition(group_id).map(|_| ())
+    }
+
+    // ---- writes ----
+
+    /// Appends key/value records (None: tombstone) to a group's partition as one v2
+    /// batch; returns the offset of the first record.
+    async fn append(
+        &self,
+        group_id: &str,
+        records: Vec<(Bytes, Option<Bytes>)>,
+    ) -> Result<i64, ResponseError> {
+        let partition = self.coordinator_partition(group_id)?;
+        let now = now_ms();
+        let records: Vec<Record> = records
+            .into_iter()
+            .enumerate()
+            .map(|(i, (key, value))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1,
+                timestamp: now,
+                key: Some(key),
+                value,
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        if let Err(e) = RecordBatchEncoder::encode(&mut buf, records.iter(), &options) {
+            tracing::error!(group = %group_id, error = %e, "cannot encode coordinator records");
+            return Err(ResponseError::UnknownServerError);
+        }
+        match partition.append(buf.freeze(), now).await {
+            Ok(info) => Ok(info.first_offset),
+            Err(e) => {
+                tracing::error!(group = %group_id, partition = %partition.tp, error = %e,
+                    "cannot append to the offsets topic");
+                Err(match e {
+                    LogError::MessageTooLarge { .. } | LogError::RecordListTooLarge => {
+                        ResponseError::InvalidCommitOffsetSize
+                    }
+                    _ => ResponseError::CoordinatorNotAvailable,
+                })
+            }
+        }
+    }
+
+    async fn write_group(&self, group_id: &str, value: &GroupValue) -> Result<i64, ResponseError> {
+        let key = RecordKey::Group {
+            group: group_id.to_string(),
+        };
+        self.append(group_id, vec![(key.encode(), Some(value.encode()))])
+            .await
+    }
+
+    /// Writes what the state machine asked for, then sends the answers that waited on it.
+    async fn run_effects(&self, group_id: &str, effects: Effects) {
+        let written = match &effects.record {
+            Some(v) => self.write_group(group_id, v).await.map(|_| ()),
+            None => Ok(()),
+        };
+        for (tx, answer) in effects.sync_answers {
+            let answer = match written {
+                Ok(()) => answer,
+                Err(e) => SyncResult::error(e),
+            };
+            let _ = tx.send(answer);
+        }
+    }
+
+    /// Runs `f` on a group (created Empty when `create`), and the effects it produced.
+    async fn with_group<R>(
+        &self,
+        group_id: &str,
+        create: bool,
+        f: impl FnOnce(&mut Group) -> R,
+    ) -> Option<R> {
+        let (result, effects) = {
+            let mut groups = self.groups();
+            if create && !groups.contains_key(group_id) {
+                let mut g = Group::new(group_id, now_ms());
+                g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+                groups.insert(group_id.to_string(), g);
+            }
+            let g = groups.get_mut(group_id)?;
+            let result = f(g);
+            let effects = g.take_effects();
+            // A group that a refused request created holds nothing worth keeping.
+            if g.state == GroupState::Empty
+                && g.is_empty()
+                && g.offsets.is_empty()
+                && g.generation_id == 0
+            {
+                groups.remove(group_id);
+            }
+            (result, effects)
+        };
+        self.run_effects(group_id, effects).await;
+        Some(result)
+    }
+
+    // ---- the group protocol ----
+
+    pub async fn join(&self, group_id: &str, req: JoinRequest) -> JoinResult {
+        if let Err(e) = self.check_coordinator(group_id) {
+            return JoinResult::error(e, &req.member_id);
+        }
+        let cfg = self.config;
+        if req.session_timeout_ms < cfg.min_session_timeout_ms
+            || req.session_timeout_ms > cfg.max_session_timeout_ms
+        {
+            return JoinResult::error(ResponseError::InvalidSessionTimeout, &req.member_id);
+        }
+        let member_id = req.member_id.clone();
+        let create = member_id.is_empty();
+        let outcome = self
+            .with_group(group_id, create, |g| {
+                g.join(req, &cfg, Instant::now(), now_ms())
+            })
+            .await;
+        match outcome {
+            None => JoinResult::error(ResponseError::UnknownMemberId, &member_id),
+            Some(Outcome::Done(r)) => r,
+            Some(Outcome::Wait(rx)) => rx
+                .await
+                .unwrap_or_else(|_| JoinResult::error(ResponseError::UnknownMemberId, &member_id)),
+        }
+    }
+
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+        generation_id: i32,
+        protocol: (Option<&str>, Option<&str>),
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        if let Err(e) = self.check_coordinator(group_id) {
+            return SyncResult::error(e);
+        }
+        let outcome = self
+            .with_group(group_id, false, |g| {
+                g.sync(
+                    member_id,
+                    instance,
+                    generation_id,
+                    protocol,
+                    assignments,
+                    Instant::now(),
+                    now_ms(),
+                )
+            })
+            .await;
+        match outcome {
+            None => SyncResult::error(ResponseError::UnknownMemberId),
+            Some(Outcome::Done(r)) => r,
+            Some(Outcome::Wait(rx)) => rx
+                .await
+                .unwrap_or_else(|_| SyncResult::error(ResponseError::UnknownMemberId)),
+        }
+    }
+
+    pub async fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+        generation_id: i32,
+    ) -> Option<ResponseError> {
+        if let Err(e) = self.check_coordinator(group_id) {
+            return Some(e);
+        }
+        self.with_group(group_id, false, |g| {
+            g.heartbeat(member_id, instance, generation_id, Instant::now())
+        })
+        .await
+        .unwrap_or(Some(ResponseError::UnknownMemberId))
+    }
+
+    /// Removes members; one answer per (member id, instance id) given.
+    pub async fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        self.with_group(group_id, false, |g| {
+            members
+                .iter()
+                .map(|(id, instance)| g.leave(id, instance.as_deref(), Instant::now(), now_ms()))
+                .collect()
+        })
+        .await
+        .ok_or(ResponseError::UnknownMemberId)
+    }
+
+    async fn tick(&self, now: Instant) {
+        let effects: Vec<(String, Effects)> = {
+            let mut groups = self.groups();
+            groups
+                .values_mut()
+                .filter_map(|g| {
+                    g.tick(now, now_ms());
+                    let e = g.take_effects();
+                    (e.record.is_some() || !e.sync_answers.is_empty())
+                        .then(|| (g.group_id.clone(), e))
+                })
+                .collect()
+        };
+        for (group_id, e) in effects {
+            self.run_effects(&group_id, e).await;
+        }
+    }
+
+    // ---- offsets ----
+
+    /// Validates and writes a commit. Per partition: the error, if any.
+    pub async fn commit_offsets(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+        generation_id: i32,
+        expire_timestamp: Option<i64>,
+        commits: Vec<CommitRequest>,
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        {
+            let mut groups = self.groups();
+            match groups.get(group_id) {
+                Some(g) => g.validate_commit(member_id, instance, generation_id)?,
+                None if generation_id < 0 => {
+                    let mut g = Group::new(group_id, now_ms());
+                    g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+                    groups.insert(group_id.to_string(), g);
+                }
+                None => return Err(ResponseError::IllegalGeneration),
+            }
+        }
+        let now = now_ms();
+        let mut answers = Vec::with_capacity(commits.len());
+        let mut records = Vec::new();
+        let mut stored = Vec::new();
+        for c in commits {
+            let metadata = c.metadata.unwrap_or_default();
+            if metadata.len() > self.offsets_topic.metadata_max_bytes {
+                answers.push(Some(ResponseError::OffsetMetadataTooLarge));
+                continue;
+            }
+            answers.push(None);
+            let key = RecordKey::Offset {
+                group: group_id.to_string(),
+                topic: c.topic.clone(),
+                partition: c.partition,
+            };
+            let value = OffsetValue {
+                offset: c.offset,
+                leader_epoch: c.leader_epoch,
+                metadata,
+                commit_timestamp: now,
+                expire_timestamp,
+            };
+            records.push((key.encode(), Some(value.encode())));
+            stored.push((c.topic, c.partition, value));
+        }
+        if records.is_empty() {
+            return Ok(answers);
+        }
+        let base = match self.append(group_id, records).await {
+            Ok(base) => base,
+            Err(e) => {
+                return Ok(answers.into_iter().map(|a| a.or(Some(e))).collect());
+            }
+        };
+        let mut groups = self.groups();
+        if let Some(g) = groups.get_mut(group_id) {
+            for (i, (topic, partition, value)) in stored.into_iter().enumerate() {
+                let record_offset = base + i as i64;
+                g.apply_commit(
+                    &topic,
+                    partition,
+                    Committed {
+                        value,
+                        record_offset,
+                    },
+                );
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Committed offsets of a group: of the given partitions, or all with `None`.
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let groups = self.groups();
+        let offsets = groups.get(group_id).map(|g| &g.offsets);
+        Ok(match partitions {
+            Some(list) => list
+                .into_iter()
+                .map(|(t, p)| {
+                    let v = offsets
+                        .and_then(|o| o.get(&(t.clone(), p)))
+                        .map(|c| c.value.clone());
+                    (t, p, v)
+                })
+                .collect(),
+            None => offsets
+                .into_iter()
+                .flatten()
+                .map(|((t, p), c)| (t.clone(), *p, Some(c.value.clone())))
+                .collect(),
+        })
+    }
+
+    /// OffsetDelete: removes a group's offsets for partitions its members do not
+    /// consume. Per partition: the error, if any.
+    pub async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let mut answers = Vec::with_capacity(partitions.len());
+        let mut tombstones = Vec::new();
+        {
+            let mut groups = self.groups();
+            let g = groups
+                .get_mut(group_id)
+                .ok_or(ResponseError::GroupIdNotFound)?;
+            let subscribed = match g.state {
+                GroupState::Empty => Some(Vec::new()),
+                GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+                _ => g.subscribed_topics(),
+            };
+            let Some(subscribed) = subscribed else {
+                return Err(ResponseError::NonEmptyGroup);
+            };
+            for (topic, partition) in partitions {
+                if subscribed.contains(topic) {
+                    answers.push(Some(ResponseError::GroupSubscribedToTopic));
+                    continue;
+                }
+                answers.push(None);
+                if g.offsets.remove(&(topic.clone(), *partition)).is_some() {
+                    tombstones.push(offset_tombstone(group_id, topic, *partition));
+                }
+            }
+        }
+        if !tombstones.is_empty() {
+            self.append(group_id, tombstones).await?;
+        }
+        Ok(answers)
+    }
+
+    /// DeleteGroups for one group: only an empty group can go; its offsets and metadata
+    /// are tombstoned.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        self.check_coordinator(group_id)?;
+        let tombstones = {
+            let mut groups = self.groups();
+            let g = groups
+                .get_mut(group_id)
+                .ok_or(ResponseError::GroupIdNotFound)?;
+            match g.state {
+                GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+                GroupState::Empty => {}
+                _ => return Err(ResponseError::NonEmptyGroup),
+            }
+            g.state = GroupState::Dead;
+            let g = groups.remove(group_id).ok_or(ResponseError::GroupIdNotFound)?;
+            group_tombstones(&g)
+        };
+        self.append(group_id, tombstones).await.map(|_| ())
+    }
+
+    /// Tombstones offsets past `offsets.retention.minutes`: every offset of an empty
+    /// group counts from when the group became empty (or its commit, if later);
+    /// commits with their own expire timestamp (OffsetCommit v1–v4 retention) expire then.
+    pub async fn expire_offsets(&self, now_ms: i64) {
+        let retention = self.offsets_topic.retention_ms;
+        let mut writes: Vec<(String, Vec<(Bytes, Option<Bytes>)>)> = Vec::new();
+        {
+            let mut groups = self.groups();
+            let mut dead = Vec::new();
+            for g in groups.values_mut() {
+                if g.state != GroupState::Empty {
+                    continue;
+                }
+                let since = g.state_timestamp_ms;
+                let expired: Vec<(String, i32)> = g
+                    .offsets
+                    .iter()
+                    .filter(|(_, c)| match c.value.expire_timestamp {
+                        Some(t) => now_ms >= t,
+                        None => now_ms - c.value.commit_timestamp.max(since) >= retention,
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let mut records = Vec::new();
+                for (topic, partition) in expired {
+                    g.offsets.remove(&(topic.clone(), partition));
+                    records.push(offset_tombstone(&g.group_id, &topic, partition));
+                }
+                if records.is_empty() {
+                    continue;
+                }
+                tracing::info!(group = %g.group_id, count = records.len(), "expired committed offsets");
+                if g.offsets.is_empty() && g.is_empty() {
+                    g.state = GroupState::Dead;
+                    dead.push(g.group_id.clone());
+                    records.push((
+                        RecordKey::Group {
+                            group: g.group_id.clone(),
+                        }
+                        .encode(),
+                        None,
+                    ));
+                }
+                writes.push((g.group_id.clone(), records));
+            }
+            for id in dead {
+                groups.remove(&id);
+            }
+        }
+        for (group_id, records) in writes {
+            let _ = self.append(&group_id, records).await;
+        }
+    }
+
+    // ---- admin views ----
+
+    /// (group id, protocol type, state) of every group this broker coordinates.
+    pub fn list_groups(&self) -> Vec<(String, String, GroupState)> {
+        let groups = self.groups();
+        let mut out: Vec<_> = groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| {
+                (
+                    g.group_id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state,
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    pub fn describe_group(&self, group_id: &str) -> Result<Option<GroupDescription>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let groups = self.groups();
+        let Some(g) = groups.get(group_id) else {
+            return Ok(None);
+        };
+        let stable = g.state == GroupState::Stable;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        Ok(Some(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if stable { protocol.clone() } else { String::new() },
+            members: g
+                .members
+                .values()
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable { m.metadata(&protocol) } else { Bytes::new() },
+                    assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                })
+                .collect(),
+        }))
+    }
+
+    // ---- loading ----
+
+    /// Replaces the coordinator's state with what was loaded from the offsets topic.
+    pub fn install(&self, loaded: HashMap<String, Group>) {
+        let mut groups = self.groups();
+        for (id, mut g) in loaded {
+            g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+            groups.insert(id, g);
+        }
+    }
+}
+
+fn offset_tombstone(group_id: &str, topic: &str, partition: i32) -> (Bytes, Option<Bytes>) {
+    let key = RecordKey::Offset {
+        group: group_id.to_string(),
+        topic: topic.to_string(),
+        partition,
+    };
+    (key.encode(), None)
+}
+
+fn group_tombstones(g: &Group) -> Vec<(Bytes, Option<Bytes>)> {
+    let mut out: Vec<_> = g
+        .offsets
+        .keys()
+        .map(|(t, p)| offset_tombstone(&g.group_id, t, *p))
+        .collect();
+    out.push((
+        RecordKey::Group {
+            group: g.group_id.clone(),
+        }
+        .encode(),
+        None,
+    ));
+    out
+}

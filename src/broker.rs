@@ -7,8 +7,8 @@ use kafka_protocol::error::ResponseError;
 
 use crate::config::{topic, BrokerConfig};
 use crate::controller::local::LocalController;
-use crate::coordinator::group::{load, GroupCoordinator};
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::coordinator::group::{load, GroupCoordinator};
 use crate::log::{LogError, LogManager};
 use crate::replica::ReplicaManager;
 

@@ -51,7 +51,11 @@ pub fn response(r: JoinResult, v: i16) -> JoinGroupResponse {
         .map(|(id, instance, metadata)| {
             JoinGroupResponseMember::default()
                 .with_member_id(str_bytes(id))
-                .with_group_instance_id(if v >= 5 { instance.map(str_bytes) } else { None })
+                .with_group_instance_id(if v >= 5 {
+                    instance.map(str_bytes)
+                } else {
+                    None
+                })
                 .with_metadata(metadata)
         })
         .collect();

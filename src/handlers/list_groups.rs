@@ -18,10 +18,14 @@ pub async fn handle(
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let v = ctx.api_version;
-    let wanted_state =
-        |s: &str| req.states_filter.is_empty() || req.states_filter.iter().any(|f| f.eq_ignore_ascii_case(s));
-    let wanted_type =
-        req.types_filter.is_empty() || req.types_filter.iter().any(|f| f.eq_ignore_ascii_case(GROUP_TYPE));
+    let wanted_state = |s: &str| {
+        req.states_filter.is_empty() || req.states_filter.iter().any(|f| f.eq_ignore_ascii_case(s))
+    };
+    let wanted_type = req.types_filter.is_empty()
+        || req
+            .types_filter
+            .iter()
+            .any(|f| f.eq_ignore_ascii_case(GROUP_TYPE));
     let groups = broker
         .groups
         .list_groups()

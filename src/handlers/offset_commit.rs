@@ -30,11 +30,15 @@ pub async fn handle(
     for (t, topic) in req.topics.iter().enumerate() {
         let known = broker.controller.topic(&topic.name);
         for p in &topic.partitions {
-            let exists = known
-                .as_ref()
-                .is_some_and(|k| p.partition_index >= 0 && (p.partition_index as usize) < k.partitions.len());
+            let exists = known.as_ref().is_some_and(|k| {
+                p.partition_index >= 0 && (p.partition_index as usize) < k.partitions.len()
+            });
             if !exists {
-                slots.push((t, p.partition_index, Err(ResponseError::UnknownTopicOrPartition)));
+                slots.push((
+                    t,
+                    p.partition_index,
+                    Err(ResponseError::UnknownTopicOrPartition),
+                ));
                 continue;
             }
             slots.push((t, p.partition_index, Ok(commits.len())));

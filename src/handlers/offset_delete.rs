@@ -24,7 +24,11 @@ pub async fn handle(
                 .map(|p| (t.name.to_string(), p.partition_index))
         })
         .collect();
-    let errors = match broker.groups.delete_offsets(&req.group_id, &partitions).await {
+    let errors = match broker
+        .groups
+        .delete_offsets(&req.group_id, &partitions)
+        .await
+    {
         Ok(errors) => errors,
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
     };

@@ -36,7 +36,9 @@ pub async fn handle(
                     ts.into_iter()
                         .flat_map(|t| {
                             let name = t.name.to_string();
-                            t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+                            t.partition_indexes
+                                .into_iter()
+                                .map(move |p| (name.clone(), p))
                         })
                         .collect()
                 });
@@ -50,7 +52,9 @@ pub async fn handle(
         ts.into_iter()
             .flat_map(|t| {
                 let name = t.name.to_string();
-                t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+                t.partition_indexes
+                    .into_iter()
+                    .map(move |p| (name.clone(), p))
             })
             .collect::<Vec<_>>()
     });
@@ -82,7 +86,11 @@ fn single_group_response(
             .with_partition_index(partition)
             .with_committed_offset(offset)
             .with_metadata(Some(str_bytes(metadata)))
-            .with_error_code(if v < 2 { error.map_or(0, |e| e.code()) } else { 0 });
+            .with_error_code(if v < 2 {
+                error.map_or(0, |e| e.code())
+            } else {
+                0
+            });
         if v >= LEADER_EPOCH_VERSION {
             p = p.with_committed_leader_epoch(epoch);
         }

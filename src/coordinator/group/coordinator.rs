@@ -545,7 +545,9 @@ impl GroupCoordinator {
                 _ => return Err(ResponseError::NonEmptyGroup),
             }
             g.state = GroupState::Dead;
-            let g = groups.remove(group_id).ok_or(ResponseError::GroupIdNotFound)?;
+            let g = groups
+                .remove(group_id)
+                .ok_or(ResponseError::GroupIdNotFound)?;
             group_tombstones(&g)
         };
         self.append(group_id, tombstones).await.map(|_| ())
@@ -625,7 +627,10 @@ impl GroupCoordinator {
         out
     }
 
-    pub fn describe_group(&self, group_id: &str) -> Result<Option<GroupDescription>, ResponseError> {
+    pub fn describe_group(
+        &self,
+        group_id: &str,
+    ) -> Result<Option<GroupDescription>, ResponseError> {
         self.check_coordinator(group_id)?;
         let groups = self.groups();
         let Some(g) = groups.get(group_id) else {
@@ -636,7 +641,11 @@ impl GroupCoordinator {
         Ok(Some(GroupDescription {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
-            protocol: if stable { protocol.clone() } else { String::new() },
+            protocol: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
             members: g
                 .members
                 .values()
@@ -645,8 +654,16 @@ impl GroupCoordinator {
                     group_instance_id: m.group_instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: if stable { m.metadata(&protocol) } else { Bytes::new() },
-                    assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                    metadata: if stable {
+                        m.metadata(&protocol)
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
                 })
                 .collect(),
         }))

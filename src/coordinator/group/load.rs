@@ -50,7 +50,11 @@ pub fn load_all(replicas: &ReplicaManager, partitions: i32) -> Loaded {
     loaded
 }
 
-fn load_partition(partition: &Partition, loaded: &mut Loaded, now: Instant) -> Result<(), LogError> {
+fn load_partition(
+    partition: &Partition,
+    loaded: &mut Loaded,
+    now: Instant,
+) -> Result<(), LogError> {
     let mut offset = partition.log.log_start_offset();
     loop {
         let data = partition.read(offset, READ_BYTES, true)?;

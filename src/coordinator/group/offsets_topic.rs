@@ -362,7 +362,11 @@ fn decode_group(r: &mut Reader, version: i16) -> Result<GroupValue, SchemaError>
     let mut members = Vec::with_capacity(count);
     for _ in 0..count {
         let member_id = r.str()?;
-        let group_instance_id = if version >= 3 { r.nullable_str()? } else { None };
+        let group_instance_id = if version >= 3 {
+            r.nullable_str()?
+        } else {
+            None
+        };
         let client_id = r.str()?;
         let client_host = r.str()?;
         let session_and_rebalance = if version >= 1 {
@@ -490,7 +494,10 @@ mod tests {
         let RecordValue::Offset(o) = decode_value(&key, &Bytes::from(v)).unwrap() else {
             panic!("not an offset");
         };
-        assert_eq!((o.offset, o.leader_epoch, o.metadata.as_str()), (9, 2, "ab"));
+        assert_eq!(
+            (o.offset, o.leader_epoch, o.metadata.as_str()),
+            (9, 2, "ab")
+        );
         assert_eq!(o.commit_timestamp, 77);
     }
 

@@ -383,10 +383,7 @@ impl Group {
         if req.require_known_member_id {
             self.pending_members
                 .insert(new_id.clone(), now + ms(req.session_timeout_ms));
-            return Outcome::Done(JoinResult::error(
-                ResponseError::MemberIdRequired,
-                &new_id,
-            ));
+            return Outcome::Done(JoinResult::error(ResponseError::MemberIdRequired, &new_id));
         }
         self.add_member_and_wait(new_id, req, now, now_ms)
     }
@@ -893,7 +890,9 @@ impl Group {
         if self.state == GroupState::PreparingRebalance {
             self.maybe_complete_join(now, now_ms);
         }
-        if self.state == GroupState::CompletingRebalance && self.sync_deadline.is_some_and(|d| now >= d) {
+        if self.state == GroupState::CompletingRebalance
+            && self.sync_deadline.is_some_and(|d| now >= d)
+        {
             let absent: Vec<String> = self
                 .members
                 .values()

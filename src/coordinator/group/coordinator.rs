@@ -28,6 +28,9 @@ use crate::handlers::now_ms;
 use crate::log::LogError;
 use crate::replica::{Partition, ReplicaManager};
 
+/// Keys and values (None: a tombstone) of records for `__consumer_offsets`.
+type Records = Vec<(Bytes, Option<Bytes>)>;
+
 /// How often sessions, rebalance and sync timeouts are checked.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -168,11 +171,7 @@ impl GroupCoordinator {
 
     /// Appends key/value records (None: tombstone) to a group's partition as one v2
     /// batch; returns the offset of the first record.
-    async fn append(
-        &self,
-        group_id: &str,
-        records: Vec<(Bytes, Option<Bytes>)>,
-    ) -> Result<i64, ResponseError> {
+    async fn append(&self, group_id: &str, records: Records) -> Result<i64, ResponseError> {
         let partition = self.coordinator_partition(group_id)?;
         let now = now_ms();
         let records: Vec<Record> = records
@@ -558,7 +557,7 @@ impl GroupCoordinator {
     /// commits with their own expire timestamp (OffsetCommit v1–v4 retention) expire then.
     pub async fn expire_offsets(&self, now_ms: i64) {
         let retention = self.offsets_topic.retention_ms;
-        let mut writes: Vec<(String, Vec<(Bytes, Option<Bytes>)>)> = Vec::new();
+        let mut writes: Vec<(String, Records)> = Vec::new();
         {
             let mut groups = self.groups();
             let mut dead = Vec::new();
@@ -690,7 +689,7 @@ fn offset_tombstone(group_id: &str, topic: &str, partition: i32) -> (Bytes, Opti
     (key.encode(), None)
 }
 
-fn group_tombstones(g: &Group) -> Vec<(Bytes, Option<Bytes>)> {
+fn group_tombstones(g: &Group) -> Records {
     let mut out: Vec<_> = g
         .offsets
         .keys()

@@ -245,9 +245,9 @@ fn protocols_must_overlap_and_the_vote_picks_the_favourite() {
     for _ in 0..2 {
         let mut r = req("", &[("roundrobin", "rr"), ("range", "r")]);
         r.require_known_member_id = false;
-        let _ = waiting(g.join(r, &cfg(), now, 0));
+        let _pending = waiting(g.join(r, &cfg(), now, 0));
     }
-    let _ = waiting(g.join(
+    let _pending = waiting(g.join(
         req(&a, &[("range", "r"), ("roundrobin", "rr")]),
         &cfg(),
         now,
@@ -370,7 +370,7 @@ fn a_restarted_static_member_gets_its_assignment_back_without_a_rebalance() {
     let a = answered(&mut ja).member_id;
     assert!(a.starts_with("i1-"));
     let assignment = vec![(a.clone(), Bytes::from("p0,p1"))];
-    let _ = waiting(g.sync(&a, Some("i1"), 1, (None, None), assignment, now, 0));
+    let _pending = waiting(g.sync(&a, Some("i1"), 1, (None, None), assignment, now, 0));
     let _ = g.take_effects();
     assert_eq!(g.state, GroupState::Stable);
     // The process restarts: same instance id, no member id.
@@ -399,7 +399,7 @@ fn static_member_can_leave_by_instance_id() {
     let mut g = Group::new("g", 0);
     let mut ra = range("");
     ra.group_instance_id = Some("i1".into());
-    let _ = waiting(g.join(ra, &cfg(), now, 0));
+    let _pending = waiting(g.join(ra, &cfg(), now, 0));
     assert_eq!(
         g.leave("", Some("i2"), now, 0),
         Some(ResponseError::UnknownMemberId)
@@ -427,7 +427,7 @@ fn commit_validation_follows_kafka() {
         g.validate_commit("", None, -1),
         Err(ResponseError::UnknownMemberId)
     );
-    let _ = waiting(g.join(range(&a), &cfg(), now, 0));
+    let _pending = waiting(g.join(range(&a), &cfg(), now, 0));
     assert_eq!(g.state, GroupState::PreparingRebalance);
     assert_eq!(
         g.validate_commit(&a, None, 2),

@@ -1,6 +1,7 @@
 //! The broker's shared state and the metadata operations that span the controller and
 //! the replica manager.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -116,6 +117,33 @@ impl Broker {
             self.replicas.apply_topic(&info).map_err(storage)?;
         }
         Ok(info)
+    }
+
+    /// Changes a topic's config overrides with `edit`, validates the result, and (unless
+    /// `validate_only`) stores it and applies it to the topic's logs.
+    pub async fn alter_topic_configs(
+        &self,
+        name: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let current = self.controller.topic(name).ok_or_else(|| {
+            ControllerError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic {name} does not exist"),
+            )
+        })?;
+        let mut configs = current.configs.clone();
+        edit(&mut configs)?;
+        topic::validate(&configs)
+            .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+        if validate_only {
+            return Ok(());
+        }
+        let info = self.controller.set_topic_configs(name, configs).await?;
+        self.replicas.apply_topic(&info).map_err(storage)?;
+        tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
+        Ok(())
     }
 
     /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.

@@ -66,6 +66,7 @@ pub static ROUTES: &[Route] = &[
     route!(InitProducerId, 0, 6, init_producer_id::handle),
     route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
+    route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),
     route!(DescribeCluster, 0, 2, describe_cluster::handle),
     route!(FindCoordinator, 0, 6, find_coordinator::handle),
@@ -79,6 +80,12 @@ pub static ROUTES: &[Route] = &[
     route!(DescribeGroups, 0, 6, describe_groups::handle),
     route!(DeleteGroups, 0, 2, delete_groups::handle),
     route!(OffsetDelete, 0, 0, offset_delete::handle),
+    route!(
+        IncrementalAlterConfigs,
+        0,
+        1,
+        incremental_alter_configs::handle
+    ),
     route!(
         DescribeTopicPartitions,
         0,

@@ -110,6 +110,15 @@ async fn records_survive_a_clean_restart() {
     }
     drop(c);
     b.stop().await;
+    assert!(
+        dir.path().join(".kafka_cleanshutdown").exists(),
+        "clean-shutdown marker written"
+    );
+    assert!(dir.path().join("recovery-point-offset-checkpoint").exists());
+    let index_len = std::fs::metadata(dir.path().join("kept-0/00000000000000000000.index"))
+        .unwrap()
+        .len();
+    assert!(index_len < 10 * 1024 * 1024, "index trimmed at close");
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
     let p = c.fetch("kept", 0, 0, 0, 1).await;
@@ -383,6 +392,43 @@ async fn topic_admin_round_trip() {
         .find(|c| c.name.as_str() == "segment.bytes")
         .unwrap();
     assert_eq!(seg.value.as_deref(), Some("1073741824"));
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("adm"))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_static_str("3600000"))),
+            ]),
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("adm"))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_static_str("soon"))),
+            ]),
+    ]);
+    let resp = c.send(&req, 1).await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    assert_eq!(
+        resp.responses[1].error_code,
+        ResponseError::InvalidConfig.code()
+    );
+    let req = DescribeConfigsRequest::default().with_resources(vec![
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("adm"))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")])),
+    ]);
+    let resp = c.send(&req, 4).await;
+    let configs = &resp.results[0].configs;
+    assert_eq!(configs.len(), 1);
+    assert_eq!(configs[0].value.as_deref(), Some("3600000"));
+    assert_eq!(configs[0].config_source, 1, "DYNAMIC_TOPIC_CONFIG");
     let req = DescribeTopicPartitionsRequest::default()
         .with_topics(vec![
             describe_topic_partitions_request::TopicRequest::default().with_name(name("adm")),

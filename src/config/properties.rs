@@ -100,7 +100,8 @@ mod tests {
 
     #[test]
     fn parses_kafka_style_file() {
-        let text = "# comment\n! bang\nbroker.id=3\nlisteners = PLAINTEXT://:9092\nlog.dirs:/a,\\\n   /b\nkey value\nempty=\n";
+        let text =
+            "# comment\n! bang\nbroker.id=3\nlisteners = PLAINTEXT://:9092\nlog.dirs:/a,\\\n   /b\nkey value\nempty=\n";
         let p = parse(text);
         assert_eq!(p["broker.id"], "3");
         assert_eq!(p["listeners"], "PLAINTEXT://:9092");

@@ -2,7 +2,6 @@
 //! file in the first log dir, rewritten atomically (tmp, fsync, rename) on each change.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,6 +9,8 @@ use async_trait::async_trait;
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use uuid::Uuid;
+
+use crate::log::{read_bounded, write_atomic};
 
 use super::{
     topic_name, BrokerInfo, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo,
@@ -21,6 +22,9 @@ pub const METADATA_FILE: &str = "skua-metadata.json";
 /// Producer ids are reserved on disk in blocks, so handing one out rarely costs an fsync
 /// and an id is never reused after a crash (the whole reserved block is skipped).
 const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// A metadata file larger than this is refused rather than read into memory.
+const MAX_METADATA_BYTES: u64 = 256 * 1024 * 1024;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Persisted {
@@ -58,8 +62,9 @@ impl LocalController {
     ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(METADATA_FILE);
-        let state = match std::fs::read(&path) {
-            Ok(bytes) => {
+        let stored = read_bounded(&path, MAX_METADATA_BYTES).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let state = match stored {
+            Some(bytes) => {
                 let p: Persisted = serde_json::from_slice(&bytes)
                     .map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))?;
                 State {
@@ -74,13 +79,12 @@ impl LocalController {
                     producer_id_block_end: p.producer_id_block_end,
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State {
+            None => State {
                 cluster_id: configured_cluster_id.unwrap_or_else(new_cluster_id),
                 topics: BTreeMap::new(),
                 next_producer_id: 0,
                 producer_id_block_end: 0,
             },
-            Err(e) => return Err(e.into()),
         };
         let controller = LocalController {
             path,
@@ -101,7 +105,7 @@ impl LocalController {
             topics: state.topics.values().map(|t| (**t).clone()).collect(),
         };
         let bytes = serde_json::to_vec_pretty(&p).map_err(std::io::Error::other)?;
-        write_atomically(&self.path, &bytes)
+        write_atomic(&self.path, &bytes).map_err(|e| std::io::Error::other(e.to_string()))
     }
 
     fn single_node_assignment(
@@ -368,19 +372,6 @@ impl Controller for LocalController {
         state.next_producer_id += 1;
         Ok(id)
     }
-}
-
-/// Writes `path` so that a crash leaves either the old or the new content.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// A cluster id as Kafka writes one: a random UUID in unpadded base64url (22 chars).

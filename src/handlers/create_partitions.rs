@@ -23,7 +23,10 @@ pub async fn handle(
         });
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         results.push(
-            match broker.create_partitions(t.name.0.as_str(), t.count, assignments, req.validate_only).await {
+            match broker
+                .create_partitions(t.name.0.as_str(), t.count, assignments, req.validate_only)
+                .await
+            {
                 Ok(info) => {
                     if !req.validate_only {
                         tracing::info!(topic = %info.name, partitions = info.partitions.len(), "partitions added");

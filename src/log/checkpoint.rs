@@ -27,7 +27,7 @@ const MAX_CHECKPOINT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Writes `contents` to `path` via `<path>.tmp`, fsync and rename, then fsyncs the directory
 /// so the rename itself is durable.
-pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
@@ -49,7 +49,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
 }
 
 /// Reads a whole small file, refusing anything larger than `max` bytes.
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, LogError> {
+pub fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, LogError> {
     match fs::metadata(path) {
         Ok(m) if m.len() > max => Err(LogError::corrupt_file(
             path,

@@ -130,7 +130,7 @@ impl LeaderEpochFileCache {
         if self
             .entries
             .first()
-            .map_or(true, |e| e.start_offset > start_offset)
+            .is_none_or(|e| e.start_offset > start_offset)
         {
             self.entries.insert(0, kept);
         }

@@ -114,7 +114,7 @@ fn recover_after(
             if h.partition_leader_epoch() >= 0
                 && cache
                     .latest_epoch()
-                    .map_or(true, |e| e < h.partition_leader_epoch())
+                    .is_none_or(|e| e < h.partition_leader_epoch())
             {
                 if let Err(e) = cache.assign(h.partition_leader_epoch(), h.base_offset()) {
                     cache_error = Some(e);

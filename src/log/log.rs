@@ -227,7 +227,7 @@ impl Log {
             && inner
                 .leader_epoch_cache
                 .latest_epoch()
-                .map_or(true, |e| e < leader_epoch)
+                .is_none_or(|e| e < leader_epoch)
         {
             inner
                 .leader_epoch_cache
@@ -315,7 +315,7 @@ impl Log {
                 && inner
                     .leader_epoch_cache
                     .latest_epoch()
-                    .map_or(true, |e| e < epoch)
+                    .is_none_or(|e| e < epoch)
             {
                 inner.leader_epoch_cache.assign(epoch, h.base_offset())?;
             }
@@ -516,7 +516,7 @@ impl Log {
         let mut best: Option<(i64, i64)> = None;
         for s in inner.segments.values() {
             let (ts, offset) = s.max_timestamp_and_offset();
-            if ts >= 0 && best.map_or(true, |(b, _)| ts > b) {
+            if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
                 best = Some((ts, offset));
             }
         }

@@ -33,9 +33,9 @@ use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 pub use self::checkpoint::{
-    read_leader_epoch_checkpoint, read_offset_checkpoint, write_leader_epoch_checkpoint,
-    write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+    read_bounded, read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
+    write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;

@@ -106,7 +106,7 @@ impl OffsetIndex {
         let mut prev: Option<(i64, u32)> = None;
         for n in 0..self.entries() {
             let (offset, position) = self.entry(n).unwrap_or((i64::MIN, 0));
-            let ordered = prev.map_or(true, |(po, pp)| offset > po && position > pp);
+            let ordered = prev.is_none_or(|(po, pp)| offset > po && position > pp);
             if offset < self.base_offset || !ordered {
                 return Err(LogError::corrupt_file(
                     self.file.path(),

@@ -117,7 +117,7 @@ impl TimeIndex {
         let mut prev: Option<(i64, i64)> = None;
         for n in 0..self.entries() {
             let (ts, offset) = self.entry(n).unwrap_or((i64::MIN, i64::MIN));
-            let ordered = prev.map_or(true, |(pt, po)| ts > pt && offset >= po);
+            let ordered = prev.is_none_or(|(pt, po)| ts > pt && offset >= po);
             if offset < self.base_offset || !ordered {
                 return Err(LogError::corrupt_file(
                     self.file.path(),

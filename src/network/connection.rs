@@ -111,8 +111,9 @@ async fn write_responses(
                 }
             },
         };
-        if let Some(b) = bytes {
-            if let Err(e) = out.write_all(&b).await {
+        // Large chunks (fetched records) bypass the buffer and go straight to the socket.
+        for chunk in bytes.iter().flatten() {
+            if let Err(e) = out.write_all(chunk).await {
                 tracing::debug!(%peer, error = %e, "write failed");
                 return;
             }

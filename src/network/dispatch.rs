@@ -12,18 +12,18 @@ use kafka_protocol::protocol::Decodable;
 use crate::broker::Broker;
 use crate::handlers::api_versions;
 use crate::protocol::codec::peek_header;
-use crate::protocol::{decode_request, encode_response, legacy_produce};
+use crate::protocol::{decode_request, encode_response, legacy_produce, Frame};
 use crate::router::{self, RequestContext};
 
 /// What the connection does with one request.
 pub enum Job {
     /// A response that is ready now.
-    Ready(Bytes),
+    Ready(Frame),
     /// A handler to run once the requests before it are answered: `Ok(None)` when the
     /// request expects no response (acks=0), `Err` when its response could not be
     /// encoded (the connection is then closed, so the client fails fast instead of
     /// waiting for an answer that never comes).
-    Handle(BoxFuture<'static, Result<Option<Bytes>, String>>),
+    Handle(BoxFuture<'static, Result<Option<Frame>, String>>),
     /// Nothing to send (Produce v0–2 with acks=0).
     Silent,
 }
@@ -69,7 +69,7 @@ fn encode(
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
-) -> Result<Bytes, String> {
+) -> Result<Frame, String> {
     encode_response(api_key, version, correlation_id, body)
         .map_err(|e| format!("cannot encode {api_key:?} v{version} response: {e}"))
 }
@@ -88,5 +88,5 @@ fn legacy(mut frame: Bytes, version: i16, correlation_id: i32) -> Result<Job, St
     out.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
     out.extend_from_slice(&correlation_id.to_be_bytes());
     out.extend_from_slice(&body);
-    Ok(Job::Ready(out.freeze()))
+    Ok(Job::Ready(vec![out.freeze()]))
 }

@@ -4,6 +4,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::frame_buf::FrameBuf;
+use super::Frame;
+
 /// A decoded request.
 #[derive(Debug)]
 pub struct Request {
@@ -60,22 +63,36 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, DecodeError> {
 }
 
 /// Encodes a response frame: size, header (version chosen by api key and version;
-/// always v0 for ApiVersions), body.
+/// always v0 for ApiVersions), body. Fetch responses come back in several chunks so
+/// that fetched record bytes are referenced, not copied (see [`FrameBuf`]).
 pub fn encode_response(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     body: &ResponseKind,
-) -> anyhow::Result<Bytes> {
+) -> anyhow::Result<Frame> {
     let header_version = api_key.response_header_version(api_version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    if let ResponseKind::Fetch(fetch) = body {
+        let records = fetch
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter_map(|p| p.records.clone())
+            .collect();
+        let mut buf = FrameBuf::new(records);
+        header.encode(&mut buf, header_version)?;
+        fetch.encode(&mut buf, api_version)?;
+        i32::try_from(buf.len() - 4)?;
+        return Ok(buf.into_frame());
+    }
     let mut buf = BytesMut::with_capacity(256);
     // The size is patched in once the body is written: the crate has no size pass for
-    // a ResponseKind, and encoding twice would cost a second copy of fetched records.
+    // a ResponseKind.
     buf.put_i32(0);
     header.encode(&mut buf, header_version)?;
     body.encode(&mut buf, api_version)?;
     let size = i32::try_from(buf.len() - 4)?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    Ok(vec![buf.freeze()])
 }

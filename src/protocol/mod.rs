@@ -4,6 +4,10 @@
 
 pub mod codec;
 pub mod frame;
+pub mod frame_buf;
 pub mod legacy_produce;
 
 pub use codec::{decode_request, encode_response, DecodeError, Request};
+
+/// An encoded response: the size prefix, header and body as consecutive chunks.
+pub type Frame = Vec<bytes::Bytes>;

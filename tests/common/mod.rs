@@ -29,6 +29,11 @@ pub struct TestBroker {
 
 impl TestBroker {
     pub async fn start(dir: &Path, overrides: &[(&str, &str)]) -> TestBroker {
+        // Broker logs show with `cargo test -- --nocapture` and RUST_LOG set.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         // A free port chosen up front, so the advertised port is the bound one.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()

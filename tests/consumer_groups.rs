@@ -618,3 +618,40 @@ async fn every_version_of_the_group_apis_answers() {
     }
     b.stop().await;
 }
+
+#[tokio::test]
+async fn offsets_of_an_empty_group_expire_after_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), FAST).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 1).await, 0);
+    assert_eq!(find_coordinator(&mut c, "old").await.error_code, 0);
+    assert_eq!(
+        commit(&mut c, "old", -1, "", &[("t", 0, 5, "")]).await,
+        vec![0]
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // Not yet: the default retention is seven days.
+    b.broker.groups.expire_offsets(now + 60_000).await;
+    assert_eq!(fetch_all(&mut c, "old").await.len(), 1);
+    b.broker
+        .groups
+        .expire_offsets(now + 7 * 24 * 3_600_000 + 1)
+        .await;
+    assert!(fetch_all(&mut c, "old").await.is_empty());
+    let resp = c.send(&ListGroupsRequest::default(), 4).await;
+    assert!(
+        resp.groups.is_empty(),
+        "the group went with its last offset"
+    );
+    drop(c);
+    b.stop().await;
+    // The tombstones are what a restart replays.
+    let b = TestBroker::start(dir.path(), FAST).await;
+    let mut c = b.client().await;
+    assert!(fetch_all(&mut c, "old").await.is_empty());
+    b.stop().await;
+}

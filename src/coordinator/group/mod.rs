@@ -6,6 +6,7 @@
 //! - `offsets_topic.rs`: Kafka's record schemas and the group → partition mapping.
 //! - `load.rs`: rebuilding everything from the topic at startup.
 
+pub mod consumer;
 pub mod coordinator;
 pub mod load;
 pub mod offsets_topic;

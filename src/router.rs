@@ -81,6 +81,13 @@ pub static ROUTES: &[Route] = &[
     route!(DeleteGroups, 0, 2, delete_groups::handle),
     route!(OffsetDelete, 0, 0, offset_delete::handle),
     route!(
+        ConsumerGroupHeartbeat,
+        0,
+        1,
+        consumer_group_heartbeat::handle
+    ),
+    route!(ConsumerGroupDescribe, 0, 1, consumer_group_describe::handle),
+    route!(
         IncrementalAlterConfigs,
         0,
         1,

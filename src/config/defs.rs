@@ -189,6 +189,16 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("group.min.session.timeout.ms", Kind::Int, Some("6000")),
     b("group.max.session.timeout.ms", Kind::Int, Some("1800000")),
     b("group.max.size", Kind::Int, Some("2147483647")),
+    b(
+        "group.consumer.session.timeout.ms",
+        Kind::Int,
+        Some("45000"),
+    ),
+    b(
+        "group.consumer.heartbeat.interval.ms",
+        Kind::Int,
+        Some("5000"),
+    ),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
     b("zookeeper.connect", Kind::String, None),
     b("zookeeper.session.timeout.ms", Kind::Int, Some("18000")),

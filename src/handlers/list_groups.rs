@@ -1,5 +1,5 @@
 //! ListGroups: the groups this broker coordinates, filtered by state (v4+) and by
-//! type (v5+; every group here is `classic`).
+//! type (v5+: `classic` or `consumer`).
 
 use std::sync::Arc;
 
@@ -10,36 +10,31 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
-const GROUP_TYPE: &str = "classic";
-
 pub async fn handle(
     broker: Arc<Broker>,
     ctx: RequestContext,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let v = ctx.api_version;
-    let wanted_state = |s: &str| {
-        req.states_filter.is_empty() || req.states_filter.iter().any(|f| f.eq_ignore_ascii_case(s))
+    let matches = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
     };
-    let wanted_type = req.types_filter.is_empty()
-        || req
-            .types_filter
-            .iter()
-            .any(|f| f.eq_ignore_ascii_case(GROUP_TYPE));
     let groups = broker
         .groups
         .list_groups()
         .into_iter()
-        .filter(|(_, _, state)| wanted_type && wanted_state(state.name()))
-        .map(|(id, protocol_type, state)| {
+        .filter(|g| {
+            matches(&req.types_filter, g.group_type) && matches(&req.states_filter, g.state)
+        })
+        .map(|l| {
             let mut g = ListedGroup::default()
-                .with_group_id(GroupId(str_bytes(id)))
-                .with_protocol_type(str_bytes(protocol_type));
+                .with_group_id(GroupId(str_bytes(l.group_id)))
+                .with_protocol_type(str_bytes(l.protocol_type));
             if v >= 4 {
-                g = g.with_group_state(str_bytes(state.name()));
+                g = g.with_group_state(str_bytes(l.state));
             }
             if v >= 5 {
-                g = g.with_group_type(str_bytes(GROUP_TYPE));
+                g = g.with_group_type(str_bytes(l.group_type));
             }
             g
         })

@@ -18,6 +18,7 @@ use kafka_protocol::records::{
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
+use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::offsets_topic::{partition_for, GroupValue, OffsetValue, RecordKey, OFFSETS_TOPIC};
 use super::state::{
     Committed, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult, Outcome,
@@ -64,6 +65,13 @@ pub struct MemberDescription {
     pub assignment: Bytes,
 }
 
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: &'static str,
+    pub group_type: &'static str,
+}
+
 pub struct GroupDescription {
     pub state: GroupState,
     pub protocol_type: String,
@@ -73,6 +81,10 @@ pub struct GroupDescription {
 
 pub struct GroupCoordinator {
     pub config: GroupConfig,
+    /// `group.consumer.session.timeout.ms` (KIP-848 groups).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_ms: i32,
     pub offsets_topic: OffsetsTopicConfig,
     replicas: Arc<ReplicaManager>,
     groups: Mutex<HashMap<String, Group>>,
@@ -103,6 +115,13 @@ impl GroupCoordinator {
         };
         GroupCoordinator {
             config: group,
+            consumer_session_timeout_ms: int(config, "group.consumer.session.timeout.ms", 45_000)
+                as i32,
+            consumer_heartbeat_interval_ms: int(
+                config,
+                "group.consumer.heartbeat.interval.ms",
+                5000,
+            ) as i32,
             offsets_topic,
             replicas,
             groups: Mutex::new(HashMap::new()),
@@ -608,21 +627,23 @@ impl GroupCoordinator {
 
     // ---- admin views ----
 
-    /// (group id, protocol type, state) of every group this broker coordinates.
-    pub fn list_groups(&self) -> Vec<(String, String, GroupState)> {
+    /// Every group this broker coordinates.
+    pub fn list_groups(&self) -> Vec<ListedGroup> {
         let groups = self.groups();
         let mut out: Vec<_> = groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| {
-                (
-                    g.group_id.clone(),
-                    g.protocol_type.clone().unwrap_or_default(),
-                    g.state,
-                )
+            .map(|g| ListedGroup {
+                group_id: g.group_id.clone(),
+                protocol_type: match &g.consumer {
+                    Some(_) => "consumer".to_string(),
+                    None => g.protocol_type.clone().unwrap_or_default(),
+                },
+                state: g.state_name(),
+                group_type: g.group_type(),
             })
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
     }
 
@@ -635,6 +656,10 @@ impl GroupCoordinator {
         let Some(g) = groups.get(group_id) else {
             return Ok(None);
         };
+        if g.consumer.is_some() {
+            // Kafka describes consumer groups with ConsumerGroupDescribe only.
+            return Err(ResponseError::GroupIdNotFound);
+        }
         let stable = g.state == GroupState::Stable;
         let protocol = g.protocol.clone().unwrap_or_default();
         Ok(Some(GroupDescription {
@@ -666,6 +691,49 @@ impl GroupCoordinator {
                 })
                 .collect(),
         }))
+    }
+
+    // ---- KIP-848 consumer groups ----
+
+    /// One ConsumerGroupHeartbeat. `partitions` gives a topic's partition count.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        hb: Heartbeat,
+        partitions: &dyn Fn(&str) -> Option<i32>,
+    ) -> Result<HeartbeatResult, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let mut groups = self.groups();
+        if hb.member_epoch == 0 && !groups.contains_key(group_id) {
+            let mut g = Group::new(group_id, now_ms());
+            g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+            groups.insert(group_id.to_string(), g);
+        }
+        let g = groups
+            .get_mut(group_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if !g.members.is_empty() || g.state == GroupState::Dead {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        let session_timeout_ms = self.consumer_session_timeout_ms;
+        let consumer = g
+            .consumer
+            .get_or_insert_with(|| ConsumerGroup::new(session_timeout_ms));
+        let result = consumer.heartbeat(hb, partitions, Instant::now());
+        if g.is_empty() && g.offsets.is_empty() {
+            groups.remove(group_id);
+        }
+        result
+    }
+
+    /// A consumer group for ConsumerGroupDescribe.
+    pub fn describe_consumer_group(&self, group_id: &str) -> Result<ConsumerGroup, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let groups = self.groups();
+        groups
+            .get(group_id)
+            .and_then(|g| g.consumer.clone())
+            .ok_or(ResponseError::GroupIdNotFound)
     }
 
     // ---- loading ----

@@ -24,6 +24,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
+use super::consumer::ConsumerGroup;
 use super::offsets_topic::{GroupValue, MemberValue, OffsetValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +202,8 @@ pub struct Group {
     /// `group.initial.rebalance.delay.ms`, applied when an empty group first rebalances.
     pub initial_delay_ms: i32,
     pub offsets: BTreeMap<(String, i32), Committed>,
+    /// Set while the group is a KIP-848 consumer group; the classic fields are unused.
+    pub consumer: Option<ConsumerGroup>,
     effects: Effects,
 }
 
@@ -226,6 +229,7 @@ impl Group {
             sync_deadline: None,
             initial_delay_ms: 0,
             offsets: BTreeMap::new(),
+            consumer: None,
             effects: Effects::default(),
         }
     }
@@ -298,7 +302,26 @@ impl Group {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.pending_members.is_empty()
+        self.members.is_empty()
+            && self.pending_members.is_empty()
+            && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+    }
+
+    /// `classic` or `consumer` (KIP-848), as ListGroups reports the type.
+    pub fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// The state name ListGroups and DescribeGroups report.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state_name(),
+            None => self.state.name(),
+        }
     }
 
     fn transition(&mut self, to: GroupState, now_ms: i64) {
@@ -318,6 +341,13 @@ impl Group {
         let fail = |e| Outcome::Done(JoinResult::error(e, &req.member_id));
         if self.state == GroupState::Dead {
             return fail(ResponseError::CoordinatorNotAvailable);
+        }
+        match &self.consumer {
+            Some(c) if !c.members.is_empty() => {
+                return fail(ResponseError::InconsistentGroupProtocol);
+            }
+            Some(_) => self.consumer = None,
+            None => {}
         }
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             return fail(ResponseError::InconsistentGroupProtocol);
@@ -876,6 +906,9 @@ impl Group {
 
     /// Expires sessions, pending member ids, rebalance and sync timeouts due by `now`.
     pub fn tick(&mut self, now: Instant, now_ms: i64) {
+        if let Some(c) = &mut self.consumer {
+            c.tick(now);
+        }
         self.pending_members.retain(|_, deadline| *deadline > now);
         let expired: Vec<String> = self
             .members
@@ -919,6 +952,9 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
+        if let Some(c) = &self.consumer {
+            return c.validate_commit(member_id, generation_id);
+        }
         if generation_id < 0 && self.state == GroupState::Empty {
             // Admin tools and consumers using assign() commit outside any generation.
             return Ok(());
@@ -951,6 +987,9 @@ impl Group {
     /// Topics the members subscribe to, when the protocol type is `consumer` (the
     /// subscription is ConsumerProtocolSubscription: version, then a topic array).
     pub fn subscribed_topics(&self) -> Option<Vec<String>> {
+        if let Some(c) = &self.consumer {
+            return Some(c.subscribed_topics().into_iter().collect());
+        }
         if self.protocol_type.as_deref() != Some("consumer") {
             return None;
         }

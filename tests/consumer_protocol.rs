@@ -127,6 +127,41 @@ async fn two_members_converge_revoking_before_assigning() {
     assert_eq!(listed.groups.len(), 1);
     assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
 
+    // A group with live members keeps its offsets and cannot be deleted.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    b.broker
+        .groups
+        .expire_offsets(now + 30 * 24 * 3_600_000)
+        .await;
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("kip848"))]);
+    assert_eq!(
+        c.send(&delete, 2).await.results[0].error_code,
+        ResponseError::NonEmptyGroup.code()
+    );
+    let od = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_topics(vec![
+            offset_delete_request::OffsetDeleteRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                        .with_partition_index(0),
+                ]),
+        ]);
+    assert_eq!(
+        c.send(&od, 0).await.topics[0].partitions[0].error_code,
+        ResponseError::GroupSubscribedToTopic.code()
+    );
+    let fetch = OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("kip848")))
+            .with_topics(None),
+    ]);
+    assert_eq!(c.send(&fetch, 9).await.groups[0].topics.len(), 1);
+
     // A stale epoch is fenced; leaving hands the partitions back.
     let r = heartbeat(&mut c, "b", 7, Some(vec![])).await;
     assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());

@@ -523,10 +523,13 @@ impl GroupCoordinator {
             let g = groups
                 .get_mut(group_id)
                 .ok_or(ResponseError::GroupIdNotFound)?;
-            let subscribed = match g.state {
-                GroupState::Empty => Some(Vec::new()),
-                GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
-                _ => g.subscribed_topics(),
+            if g.state == GroupState::Dead {
+                return Err(ResponseError::GroupIdNotFound);
+            }
+            let subscribed = if g.is_empty() {
+                Some(Vec::new())
+            } else {
+                g.subscribed_topics()
             };
             let Some(subscribed) = subscribed else {
                 return Err(ResponseError::NonEmptyGroup);
@@ -559,7 +562,7 @@ impl GroupCoordinator {
                 .ok_or(ResponseError::GroupIdNotFound)?;
             match g.state {
                 GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
-                GroupState::Empty => {}
+                GroupState::Empty if g.is_empty() => {}
                 _ => return Err(ResponseError::NonEmptyGroup),
             }
             g.state = GroupState::Dead;
@@ -581,7 +584,9 @@ impl GroupCoordinator {
             let mut groups = self.groups();
             let mut dead = Vec::new();
             for g in groups.values_mut() {
-                if g.state != GroupState::Empty {
+                // Offsets of groups with members live on (a consumer group's members
+                // are in `consumer`, its classic state stays Empty).
+                if g.state != GroupState::Empty || !g.is_empty() {
                     continue;
                 }
                 let since = g.state_timestamp_ms;

@@ -655,3 +655,60 @@ async fn offsets_of_an_empty_group_expire_after_the_retention() {
     assert!(fetch_all(&mut c, "old").await.is_empty());
     b.stop().await;
 }
+
+#[tokio::test]
+async fn join_limits_and_static_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut overrides = FAST.to_vec();
+    overrides.push(("group.max.size", "1"));
+    let b = TestBroker::start(dir.path(), &overrides).await;
+    let mut c = b.client().await;
+    assert_eq!(find_coordinator(&mut c, "g").await.error_code, 0);
+
+    let short = join_request("g", "", 9).with_session_timeout_ms(50);
+    assert_eq!(
+        c.send(&short, 9).await.error_code,
+        code(ResponseError::InvalidSessionTimeout)
+    );
+    let empty_id = join_request("", "", 9);
+    assert_eq!(
+        c.send(&empty_id, 9).await.error_code,
+        code(ResponseError::InvalidGroupId)
+    );
+
+    // A static member joins without the MEMBER_ID_REQUIRED round trip.
+    let static_join = join_request("g", "", 9).with_group_instance_id(Some(s("host-1")));
+    let j = c.send(&static_join, 9).await;
+    assert_eq!(j.error_code, 0);
+    let first_id = j.member_id.to_string();
+    assert!(first_id.starts_with("host-1-"));
+    let sr = sync(&mut c, "g", &first_id, 1, &[(&first_id, "p0")], 5).await;
+    assert_eq!(sr.error_code, 0);
+
+    // The group is full for anyone else.
+    let mut other = b.client().await;
+    assert_eq!(
+        other.send(&join_request("g", "", 9), 9).await.error_code,
+        code(ResponseError::GroupMaxSizeReached)
+    );
+
+    // The same instance restarts: new member id, same generation and assignment.
+    let mut restarted = b.client().await;
+    let j = restarted.send(&static_join, 9).await;
+    assert_eq!((j.error_code, j.generation_id), (0, 1));
+    assert!(j.skip_assignment, "the leader keeps the assignment it made");
+    let new_id = j.member_id.to_string();
+    assert_ne!(new_id, first_id);
+    let sr = sync(&mut restarted, "g", &new_id, 1, &[], 5).await;
+    assert_eq!(&sr.assignment[..], b"p0");
+    let old = HeartbeatRequest::default()
+        .with_group_id(gid("g"))
+        .with_generation_id(1)
+        .with_member_id(s(&first_id))
+        .with_group_instance_id(Some(s("host-1")));
+    assert_eq!(
+        c.send(&old, 4).await.error_code,
+        code(ResponseError::FencedInstanceId)
+    );
+    b.stop().await;
+}

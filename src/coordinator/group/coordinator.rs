@@ -456,6 +456,13 @@ impl GroupCoordinator {
             stored.push((c.topic, c.partition, value));
         }
         if records.is_empty() {
+            // Nothing to write: drop a group this request created for nothing.
+            let mut groups = self.groups();
+            if groups.get(group_id).is_some_and(|g| {
+                g.is_empty() && g.offsets.is_empty() && g.generation_id == 0 && g.consumer.is_none()
+            }) {
+                groups.remove(group_id);
+            }
             return Ok(answers);
         }
         let base = match self.append(group_id, records).await {

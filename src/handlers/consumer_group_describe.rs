@@ -70,6 +70,7 @@ fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
                 .with_client_id(str_bytes(m.client_id.clone()))
                 .with_client_host(str_bytes(m.client_host.clone()))
                 .with_subscribed_topic_names(m.subscribed.iter().map(|t| topic_name(t)).collect())
+                .with_subscribed_topic_regex(m.subscribed_regex.clone().map(str_bytes))
                 .with_assignment(assignment(&m.assigned))
                 .with_target_assignment(assignment(&target));
             if v >= 1 {

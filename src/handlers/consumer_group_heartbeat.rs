@@ -10,7 +10,8 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::coordinator::group::consumer::{self, Heartbeat};
+use crate::controller::Controller;
+use crate::coordinator::group::consumer::{self, Heartbeat, TopicView};
 use crate::router::RequestContext;
 
 /// Server assignors a member may ask for; both are served by the uniform assignor.
@@ -32,12 +33,6 @@ pub async fn handle(
             return refuse(ResponseError::InvalidRequest, "MemberId can't be empty.");
         }
         member_id = uuid::Uuid::new_v4().to_string();
-    }
-    if req.subscribed_topic_regex.is_some() {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "regular expression subscriptions are not supported yet",
-        );
     }
     if let Some(a) = &req.server_assignor {
         if !ASSIGNORS.contains(&a.as_str()) {
@@ -72,13 +67,11 @@ pub async fn handle(
         subscribed: req
             .subscribed_topic_names
             .map(|ts| ts.into_iter().map(|t| t.to_string()).collect()),
+        subscribed_regex: req.subscribed_topic_regex.map(|r| r.to_string()),
         owned,
     };
-    let partitions = |topic: &str| controller.topic(topic).map(|t| t.partitions.len() as i32);
-    match broker
-        .groups
-        .consumer_heartbeat(&req.group_id, hb, &partitions)
-    {
+    let topics = Topics(controller.as_ref());
+    match broker.groups.consumer_heartbeat(&req.group_id, hb, &topics) {
         Err(e) => refuse(e, &format!("{e:?}")),
         Ok(r) => {
             let assignment = r.assignment.map(|a| {
@@ -101,5 +94,23 @@ pub async fn handle(
                 .with_heartbeat_interval_ms(broker.groups.consumer_heartbeat_interval_ms)
                 .with_assignment(assignment)
         }
+    }
+}
+
+/// The controller's topics, as the assignor sees them.
+struct Topics<'a>(&'a dyn Controller);
+
+impl TopicView for Topics<'_> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.0.topic(topic).map(|t| t.partitions.len() as i32)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0
+            .topics()
+            .iter()
+            .filter(|t| !t.is_internal())
+            .map(|t| t.name.clone())
+            .collect()
     }
 }

@@ -20,6 +20,14 @@ use tokio::time::{Duration, Instant};
 /// Topic name → partitions.
 pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
 
+/// The cluster's topics as the assignor sees them.
+pub trait TopicView {
+    /// The partition count of a topic, None when it does not exist.
+    fn partitions(&self, topic: &str) -> Option<i32>;
+    /// Every topic a regular expression subscription may match (no internal topics).
+    fn names(&self) -> Vec<String>;
+}
+
 pub const ASSIGNOR: &str = "uniform";
 const LEAVE_EPOCH: i32 = -1;
 const STATIC_LEAVE_EPOCH: i32 = -2;
@@ -34,6 +42,9 @@ pub struct ConsumerMember {
     pub member_epoch: i32,
     pub previous_epoch: i32,
     pub subscribed: Vec<String>,
+    pub subscribed_regex: Option<String>,
+    /// Topics the regex matched at the member's last heartbeat.
+    regex_matches: Vec<String>,
     pub rebalance_timeout_ms: i32,
     /// What the member may own now.
     pub assigned: Assignment,
@@ -55,6 +66,8 @@ pub struct Heartbeat {
     pub client_host: String,
     pub rebalance_timeout_ms: i32,
     pub subscribed: Option<Vec<String>>,
+    /// None: unchanged; an empty string clears it.
+    pub subscribed_regex: Option<String>,
     pub owned: Option<Assignment>,
 }
 
@@ -75,6 +88,39 @@ pub struct ConsumerGroup {
     /// Partition counts of the subscribed topics the target was computed from.
     metadata: BTreeMap<String, i32>,
     pub session_timeout_ms: i32,
+}
+
+impl ConsumerMember {
+    /// The topics this member consumes: named ones and those its regex matched.
+    pub fn topics(&self) -> BTreeSet<String> {
+        self.subscribed
+            .iter()
+            .chain(self.regex_matches.iter())
+            .cloned()
+            .collect()
+    }
+
+    /// Re-resolves the regex subscription; whether the matched set changed.
+    fn resolve_regex(&mut self, topics: &dyn TopicView) -> Result<bool, ResponseError> {
+        let matches = match self.subscribed_regex.as_deref() {
+            None | Some("") => Vec::new(),
+            Some(pattern) => {
+                // Kafka matches the whole name (RE2J `matches`).
+                let re = regex_automata::meta::Regex::new(&format!("^(?:{pattern})$"))
+                    .map_err(|_| ResponseError::InvalidRegularExpression)?;
+                let mut names: Vec<String> = topics
+                    .names()
+                    .into_iter()
+                    .filter(|t| re.is_match(t))
+                    .collect();
+                names.sort();
+                names
+            }
+        };
+        let changed = matches != self.regex_matches;
+        self.regex_matches = matches;
+        Ok(changed)
+    }
 }
 
 impl ConsumerGroup {
@@ -103,10 +149,7 @@ impl ConsumerGroup {
     }
 
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
-        self.members
-            .values()
-            .flat_map(|m| m.subscribed.iter().cloned())
-            .collect()
+        self.members.values().flat_map(|m| m.topics()).collect()
     }
 
     /// Handles one heartbeat. `partitions` gives the partition count of a topic, or
@@ -114,7 +157,7 @@ impl ConsumerGroup {
     pub fn heartbeat(
         &mut self,
         hb: Heartbeat,
-        partitions: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn TopicView,
         now: Instant,
     ) -> Result<HeartbeatResult, ResponseError> {
         if hb.member_epoch == LEAVE_EPOCH || hb.member_epoch == STATIC_LEAVE_EPOCH {
@@ -132,9 +175,10 @@ impl ConsumerGroup {
         // One heartbeat bumps the group epoch at most once, whatever changed.
         let mut changed = false;
         if hb.member_epoch == 0 {
-            let Some(subscribed) = hb.subscribed.clone() else {
+            if hb.subscribed.is_none() && hb.subscribed_regex.is_none() {
                 return Err(ResponseError::InvalidRequest);
-            };
+            }
+            let subscribed = hb.subscribed.clone().unwrap_or_default();
             // A member (re)joining starts afresh; whatever it had is reassigned.
             self.members.insert(
                 hb.member_id.clone(),
@@ -145,6 +189,7 @@ impl ConsumerGroup {
                     client_id: hb.client_id.clone(),
                     client_host: hb.client_host.clone(),
                     subscribed,
+                    subscribed_regex: hb.subscribed_regex.clone().filter(|r| !r.is_empty()),
                     rebalance_timeout_ms: hb.rebalance_timeout_ms,
                     ..Default::default()
                 },
@@ -169,14 +214,30 @@ impl ConsumerGroup {
                     changed = true;
                 }
             }
+            if let Some(r) = &hb.subscribed_regex {
+                let r = Some(r.clone()).filter(|r| !r.is_empty());
+                if r != m.subscribed_regex {
+                    m.subscribed_regex = r;
+                    changed = true;
+                }
+            }
             if hb.rebalance_timeout_ms > 0 {
                 m.rebalance_timeout_ms = hb.rebalance_timeout_ms;
             }
         }
         if let Some(m) = self.members.get_mut(&hb.member_id) {
             m.session_deadline = Some(now + session);
+            match m.resolve_regex(topics) {
+                Ok(c) => changed |= c,
+                Err(e) => {
+                    if hb.member_epoch == 0 {
+                        self.members.remove(&hb.member_id);
+                    }
+                    return Err(e);
+                }
+            }
         }
-        changed |= self.refresh_metadata(partitions);
+        changed |= self.refresh_metadata(topics);
         if changed {
             self.group_epoch += 1;
         }
@@ -200,11 +261,11 @@ impl ConsumerGroup {
     }
 
     /// Whether a subscribed topic appeared, vanished or grew.
-    fn refresh_metadata(&mut self, partitions: &dyn Fn(&str) -> Option<i32>) -> bool {
+    fn refresh_metadata(&mut self, topics: &dyn TopicView) -> bool {
         let metadata: BTreeMap<String, i32> = self
             .subscribed_topics()
             .into_iter()
-            .filter_map(|t| partitions(&t).map(|n| (t, n)))
+            .filter_map(|t| topics.partitions(&t).map(|n| (t, n)))
             .collect();
         if metadata == self.metadata {
             return false;
@@ -314,7 +375,7 @@ pub fn assign(
     let eligible = |topic: &str| -> Vec<&String> {
         members
             .values()
-            .filter(|m| m.subscribed.iter().any(|t| t == topic))
+            .filter(|m| m.topics().contains(topic))
             .map(|m| &m.member_id)
             .collect()
     };
@@ -325,7 +386,7 @@ pub fn assign(
     // Sticky pass: current owners keep up to the quota.
     for m in members.values() {
         for (t, p) in flatten(&m.assigned) {
-            let valid = metadata.get(&t).is_some_and(|n| p < *n) && m.subscribed.contains(&t);
+            let valid = metadata.get(&t).is_some_and(|n| p < *n) && m.topics().contains(&t);
             if valid && count[&m.member_id] < quota && !owner.contains_key(&(t.clone(), p)) {
                 owner.insert((t, p), m.member_id.clone());
                 *count.get_mut(&m.member_id).unwrap_or(&mut 0) += 1;
@@ -407,9 +468,20 @@ fn intersection(a: &Assignment, b: &Assignment) -> Assignment {
 mod tests {
     use super::*;
 
-    fn parts(_: &str) -> Option<i32> {
-        Some(4)
+    /// Topics "t" and "u" of four partitions each.
+    struct Topics;
+
+    impl TopicView for Topics {
+        fn partitions(&self, topic: &str) -> Option<i32> {
+            ["t", "u"].contains(&topic).then_some(4)
+        }
+
+        fn names(&self) -> Vec<String> {
+            vec!["t".into(), "u".into()]
+        }
     }
+
+    const PARTS: Topics = Topics;
 
     fn join(id: &str) -> Heartbeat {
         Heartbeat {
@@ -438,32 +510,32 @@ mod tests {
     fn first_member_gets_everything_then_revokes_before_the_second_gets_half() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new(45_000);
-        let r = g.heartbeat(join("a"), &parts, now).unwrap();
+        let r = g.heartbeat(join("a"), &PARTS, now).unwrap();
         assert_eq!(r.member_epoch, 1);
         let a_owned = r.assignment.unwrap();
         assert_eq!(count(&a_owned), 4);
         assert_eq!(g.state_name(), "Stable");
 
         // b joins: epoch 2. b gets nothing yet, a still holds everything.
-        let r = g.heartbeat(join("b"), &parts, now).unwrap();
+        let r = g.heartbeat(join("b"), &PARTS, now).unwrap();
         assert_eq!(r.member_epoch, 2);
         assert_eq!(r.assignment.map(|a| count(&a)), Some(0));
         assert_eq!(g.state_name(), "Reconciling");
 
         // a is told to give up two partitions; its epoch stays until it confirms.
-        let r = g.heartbeat(beat("a", 1, &a_owned), &parts, now).unwrap();
+        let r = g.heartbeat(beat("a", 1, &a_owned), &PARTS, now).unwrap();
         assert_eq!(r.member_epoch, 1);
         let a_kept = r.assignment.unwrap();
         assert_eq!(count(&a_kept), 2);
         // Still listing the revoked partitions: nothing moves.
-        let r = g.heartbeat(beat("a", 1, &a_owned), &parts, now).unwrap();
+        let r = g.heartbeat(beat("a", 1, &a_owned), &PARTS, now).unwrap();
         assert_eq!((r.member_epoch, r.assignment), (1, None));
-        let r = g.heartbeat(beat("a", 1, &a_kept), &parts, now).unwrap();
+        let r = g.heartbeat(beat("a", 1, &a_kept), &PARTS, now).unwrap();
         assert_eq!(r.member_epoch, 2);
 
         // Now b gets the released partitions.
         let r = g
-            .heartbeat(beat("b", 2, &Assignment::new()), &parts, now)
+            .heartbeat(beat("b", 2, &Assignment::new()), &PARTS, now)
             .unwrap();
         let b_owned = r.assignment.unwrap();
         assert_eq!(count(&b_owned), 2);
@@ -475,10 +547,10 @@ mod tests {
     fn leaving_and_expiring_members_hand_their_partitions_back() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new(1000);
-        g.heartbeat(join("a"), &parts, now).unwrap();
-        g.heartbeat(join("b"), &parts, now).unwrap();
+        g.heartbeat(join("a"), &PARTS, now).unwrap();
+        g.heartbeat(join("b"), &PARTS, now).unwrap();
         let left = g
-            .heartbeat(beat("b", -1, &Assignment::new()), &parts, now)
+            .heartbeat(beat("b", -1, &Assignment::new()), &PARTS, now)
             .unwrap();
         assert_eq!(left.member_epoch, -1);
         assert_eq!(g.members.len(), 1);
@@ -491,14 +563,14 @@ mod tests {
     fn wrong_epochs_are_fenced_and_unknown_members_refused() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new(45_000);
-        let r = g.heartbeat(join("a"), &parts, now).unwrap();
+        let r = g.heartbeat(join("a"), &PARTS, now).unwrap();
         let owned = r.assignment.unwrap();
         assert_eq!(
-            g.heartbeat(beat("a", 7, &owned), &parts, now),
+            g.heartbeat(beat("a", 7, &owned), &PARTS, now),
             Err(ResponseError::FencedMemberEpoch)
         );
         assert_eq!(
-            g.heartbeat(beat("x", 1, &owned), &parts, now),
+            g.heartbeat(beat("x", 1, &owned), &PARTS, now),
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(g.validate_commit("a", 1), Ok(()));
@@ -510,6 +582,24 @@ mod tests {
             g.validate_commit("a", 2),
             Err(ResponseError::FencedMemberEpoch)
         );
+    }
+
+    #[test]
+    fn a_regex_subscription_resolves_against_the_topics() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new(45_000);
+        let mut hb = join("a");
+        hb.subscribed = None;
+        hb.subscribed_regex = Some("t|u".into());
+        let r = g.heartbeat(hb.clone(), &PARTS, now).unwrap();
+        assert_eq!(count(&r.assignment.unwrap()), 8);
+        hb.member_id = "b".into();
+        hb.subscribed_regex = Some("(".into());
+        assert_eq!(
+            g.heartbeat(hb, &PARTS, now),
+            Err(ResponseError::InvalidRegularExpression)
+        );
+        assert!(!g.members.contains_key("b"));
     }
 
     #[test]

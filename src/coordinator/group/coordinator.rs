@@ -18,7 +18,7 @@ use kafka_protocol::records::{
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
-use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
+use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult, TopicView};
 use super::offsets_topic::{partition_for, GroupValue, OffsetValue, RecordKey, OFFSETS_TOPIC};
 use super::state::{
     Committed, Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult, Outcome,
@@ -707,12 +707,12 @@ impl GroupCoordinator {
 
     // ---- KIP-848 consumer groups ----
 
-    /// One ConsumerGroupHeartbeat. `partitions` gives a topic's partition count.
+    /// One ConsumerGroupHeartbeat, against the topics in `topics`.
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
         hb: Heartbeat,
-        partitions: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn TopicView,
     ) -> Result<HeartbeatResult, ResponseError> {
         self.check_coordinator(group_id)?;
         let mut groups = self.groups();
@@ -731,7 +731,7 @@ impl GroupCoordinator {
         let consumer = g
             .consumer
             .get_or_insert_with(|| ConsumerGroup::new(session_timeout_ms));
-        let result = consumer.heartbeat(hb, partitions, Instant::now());
+        let result = consumer.heartbeat(hb, topics, Instant::now());
         if g.is_empty() && g.offsets.is_empty() {
             groups.remove(group_id);
         }

@@ -3,12 +3,14 @@
 //!
 //! - `state.rs`: one group's state machine, pure (time is passed in).
 //! - `coordinator.rs`: the table of groups, timers, and the writes.
+//! - `offsets.rs`: committing, fetching, deleting and expiring offsets.
 //! - `offsets_topic.rs`: Kafka's record schemas and the group → partition mapping.
 //! - `load.rs`: rebuilding everything from the topic at startup.
 
 pub mod consumer;
 pub mod coordinator;
 pub mod load;
+pub mod offsets;
 pub mod offsets_topic;
 pub mod state;
 

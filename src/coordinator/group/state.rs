@@ -24,8 +24,11 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
+mod commit;
+mod records;
+
 use super::consumer::ConsumerGroup;
-use super::offsets_topic::{GroupValue, MemberValue, OffsetValue};
+use super::offsets_topic::{GroupValue, OffsetValue};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -231,69 +234,6 @@ impl Group {
             offsets: BTreeMap::new(),
             consumer: None,
             effects: Effects::default(),
-        }
-    }
-
-    /// Rebuilds a group from its last GroupMetadataValue: Stable with its members (who
-    /// must heartbeat within their session timeout), or Empty.
-    pub fn restore(group_id: &str, v: GroupValue, now: Instant) -> Group {
-        let mut g = Group::new(group_id, v.current_state_timestamp);
-        g.generation_id = v.generation;
-        g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
-        g.protocol = v.protocol;
-        g.leader = v.leader;
-        for m in v.members {
-            let protocol = g.protocol.clone().unwrap_or_default();
-            if let Some(instance) = &m.group_instance_id {
-                g.static_members
-                    .insert(instance.clone(), m.member_id.clone());
-            }
-            g.members.insert(
-                m.member_id.clone(),
-                Member {
-                    member_id: m.member_id,
-                    group_instance_id: m.group_instance_id,
-                    client_id: m.client_id,
-                    client_host: m.client_host,
-                    session_timeout_ms: m.session_timeout_ms,
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    protocols: vec![(protocol, m.subscription)],
-                    assignment: m.assignment,
-                    join_waiter: None,
-                    sync_waiter: None,
-                    heartbeat_deadline: now + ms(m.session_timeout_ms),
-                },
-            );
-        }
-        if !g.members.is_empty() {
-            g.state = GroupState::Stable;
-        }
-        g
-    }
-
-    /// The group as its GroupMetadataValue record.
-    pub fn to_record(&self) -> GroupValue {
-        let protocol = self.protocol.clone().unwrap_or_default();
-        GroupValue {
-            protocol_type: self.protocol_type.clone().unwrap_or_default(),
-            generation: self.generation_id,
-            protocol: self.protocol.clone(),
-            leader: self.leader.clone(),
-            current_state_timestamp: self.state_timestamp_ms,
-            members: self
-                .members
-                .values()
-                .map(|m| MemberValue {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    session_timeout_ms: m.session_timeout_ms,
-                    subscription: m.metadata(&protocol),
-                    assignment: m.assignment.clone(),
-                })
-                .collect(),
         }
     }
 
@@ -939,90 +879,6 @@ impl Group {
             self.prepare_rebalance(now, now_ms);
         }
     }
-
-    // ---- offsets ----
-
-    /// Kafka's checks before a classic group accepts an OffsetCommit.
-    pub fn validate_commit(
-        &self,
-        member_id: &str,
-        instance: Option<&str>,
-        generation_id: i32,
-    ) -> Result<(), ResponseError> {
-        if self.state == GroupState::Dead {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        if let Some(c) = &self.consumer {
-            return c.validate_commit(member_id, generation_id);
-        }
-        if generation_id < 0 && self.state == GroupState::Empty {
-            // Admin tools and consumers using assign() commit outside any generation.
-            return Ok(());
-        }
-        if generation_id >= 0 || !member_id.is_empty() || instance.is_some() {
-            self.check_member(member_id, instance)?;
-            if generation_id != self.generation_id {
-                return Err(ResponseError::IllegalGeneration);
-            }
-        } else if self.state != GroupState::Empty {
-            return Err(ResponseError::UnknownMemberId);
-        }
-        if self.state == GroupState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
-        }
-        Ok(())
-    }
-
-    /// Stores a written commit unless a later record for the partition is already known.
-    pub fn apply_commit(&mut self, topic: &str, partition: i32, c: Committed) {
-        let key = (topic.to_string(), partition);
-        match self.offsets.get(&key) {
-            Some(old) if old.record_offset > c.record_offset => {}
-            _ => {
-                self.offsets.insert(key, c);
-            }
-        }
-    }
-
-    /// Topics the members subscribe to, when the protocol type is `consumer` (the
-    /// subscription is ConsumerProtocolSubscription: version, then a topic array).
-    pub fn subscribed_topics(&self) -> Option<Vec<String>> {
-        if let Some(c) = &self.consumer {
-            return Some(c.subscribed_topics().into_iter().collect());
-        }
-        if self.protocol_type.as_deref() != Some("consumer") {
-            return None;
-        }
-        let protocol = self.protocol.clone()?;
-        let mut out = Vec::new();
-        for m in self.members.values() {
-            out.extend(parse_subscription(&m.metadata(&protocol))?);
-        }
-        Some(out)
-    }
-}
-
-fn parse_subscription(b: &Bytes) -> Option<Vec<String>> {
-    use bytes::Buf;
-    let mut b = b.clone();
-    if b.remaining() < 6 {
-        return None;
-    }
-    let _version = b.get_i16();
-    let n = b.get_i32();
-    let mut topics = Vec::new();
-    for _ in 0..n.max(0) {
-        if b.remaining() < 2 {
-            return None;
-        }
-        let len = b.get_i16();
-        let len = usize::try_from(len).ok()?;
-        if b.remaining() < len {
-            return None;
-        }
-        topics.push(String::from_utf8(b.split_to(len).to_vec()).ok()?);
-    }
-    Some(topics)
 }
 
 fn has_protocol(m: &Member, name: &str) -> bool {

@@ -170,5 +170,12 @@ async fn two_members_converge_revoking_before_assigning() {
     let r = heartbeat(&mut c, "a", 2, Some(a_kept)).await;
     assert_eq!(r.member_epoch, 3);
     assert_eq!(count(&owned(&r)), 4);
+
+    // Once the last member leaves, the empty group stays until it is deleted.
+    let r = heartbeat(&mut c, "a", -1, None).await;
+    assert_eq!(r.error_code, 0);
+    let listed = c.send(&ListGroupsRequest::default(), 5).await;
+    assert_eq!(listed.groups[0].group_state.as_str(), "Empty");
+    assert_eq!(c.send(&delete, 2).await.results[0].error_code, 0);
     b.stop().await;
 }

@@ -106,11 +106,7 @@ impl TopicView for Topics<'_> {
     }
 
     fn names(&self) -> Vec<String> {
-        self.0
-            .topics()
-            .iter()
-            .filter(|t| !t.is_internal())
-            .map(|t| t.name.clone())
-            .collect()
+        // Kafka resolves regexes against every topic, internal ones included.
+        self.0.topics().iter().map(|t| t.name.clone()).collect()
     }
 }

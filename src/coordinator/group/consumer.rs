@@ -24,7 +24,7 @@ pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
 pub trait TopicView {
     /// The partition count of a topic, None when it does not exist.
     fn partitions(&self, topic: &str) -> Option<i32>;
-    /// Every topic a regular expression subscription may match (no internal topics).
+    /// Every topic a regular expression subscription may match.
     fn names(&self) -> Vec<String>;
 }
 

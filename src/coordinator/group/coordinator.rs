@@ -284,6 +284,7 @@ impl GroupCoordinator {
                 && g.is_empty()
                 && g.offsets.is_empty()
                 && g.generation_id == 0
+                && g.consumer.is_none()
             {
                 groups.remove(group_id);
             }
@@ -502,7 +503,9 @@ impl GroupCoordinator {
             .consumer
             .get_or_insert_with(|| ConsumerGroup::new(session_timeout_ms));
         let result = consumer.heartbeat(hb, topics, Instant::now());
-        if g.is_empty() && g.offsets.is_empty() {
+        // A refused first heartbeat leaves nothing behind; an emptied group stays
+        // (DeleteGroups or the expiry check removes it).
+        if result.is_err() && g.is_empty() && g.offsets.is_empty() && consumer_epoch_zero(g) {
             groups.remove(group_id);
         }
         result
@@ -528,4 +531,9 @@ impl GroupCoordinator {
             groups.insert(id, g);
         }
     }
+}
+
+/// Whether a KIP-848 group never got past its first (refused) heartbeat.
+fn consumer_epoch_zero(g: &Group) -> bool {
+    g.consumer.as_ref().is_none_or(|c| c.group_epoch == 0)
 }

@@ -77,18 +77,22 @@ impl GroupCoordinator {
             }
         };
         let mut groups = self.groups();
-        if let Some(g) = groups.get_mut(group_id) {
-            for (i, (topic, partition, value)) in stored.into_iter().enumerate() {
-                let record_offset = base + i as i64;
-                g.apply_commit(
-                    &topic,
-                    partition,
-                    Committed {
-                        value,
-                        record_offset,
-                    },
-                );
-            }
+        // Created above, but the expiry check may have dropped it while we appended.
+        let g = groups.entry(group_id.to_string()).or_insert_with(|| {
+            let mut g = Group::new(group_id, now);
+            g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+            g
+        });
+        for (i, (topic, partition, value)) in stored.into_iter().enumerate() {
+            let record_offset = base + i as i64;
+            g.apply_commit(
+                &topic,
+                partition,
+                Committed {
+                    value,
+                    record_offset,
+                },
+            );
         }
         Ok(answers)
     }
@@ -216,10 +220,10 @@ impl GroupCoordinator {
                     g.offsets.remove(&(topic.clone(), partition));
                     records.push(offset_tombstone(&g.group_id, &topic, partition));
                 }
-                if records.is_empty() {
-                    continue;
+                if !records.is_empty() {
+                    tracing::info!(group = %g.group_id, count = records.len(), "expired committed offsets");
                 }
-                tracing::info!(group = %g.group_id, count = records.len(), "expired committed offsets");
+                // An empty group without offsets is gone (Kafka's group cleanup).
                 if g.offsets.is_empty() && g.is_empty() {
                     g.state = GroupState::Dead;
                     dead.push(g.group_id.clone());

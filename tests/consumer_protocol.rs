@@ -179,3 +179,42 @@ async fn two_members_converge_revoking_before_assigning() {
     assert_eq!(c.send(&delete, 2).await.results[0].error_code, 0);
     b.stop().await;
 }
+
+#[tokio::test]
+async fn version_0_gets_a_member_id_from_the_broker_and_v1_must_bring_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 2).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("v0")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("v0")))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(vec![]));
+    let r = c.send(&join, 0).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert!(!r.member_id.as_deref().unwrap_or_default().is_empty());
+    assert_eq!(count(&owned(&r)), 2);
+    let r = c.send(&join, 1).await;
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    let bad_regex = join
+        .clone()
+        .with_member_id(s("m"))
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s("(")));
+    assert_eq!(
+        c.send(&bad_regex, 1).await.error_code,
+        ResponseError::InvalidRegularExpression.code()
+    );
+    let bad_assignor = join
+        .with_member_id(s("m"))
+        .with_server_assignor(Some(s("nope")));
+    assert_eq!(
+        c.send(&bad_assignor, 1).await.error_code,
+        ResponseError::UnsupportedAssignor.code()
+    );
+    b.stop().await;
+}

@@ -9,6 +9,7 @@ use kafka_protocol::error::ResponseError;
 use crate::config::{topic, BrokerConfig};
 use crate::controller::local::LocalController;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::coordinator::group::{load, GroupCoordinator};
 use crate::log::{LogError, LogManager};
 use crate::replica::ReplicaManager;
 
@@ -16,6 +17,7 @@ pub struct Broker {
     pub config: Arc<BrokerConfig>,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
+    pub groups: Arc<GroupCoordinator>,
     /// Set once shutdown begins, so long waits (fetch long polls) end early.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -67,10 +69,20 @@ impl Broker {
         for t in &topics {
             replicas.apply_topic(t)?;
         }
+        let groups = Arc::new(GroupCoordinator::new(&config, replicas.clone()));
+        let loaded = load::load_all(&replicas, groups.offsets_topic.partitions);
+        tracing::info!(
+            groups = loaded.groups.len(),
+            records = loaded.records,
+            "consumer groups loaded"
+        );
+        groups.install(loaded.groups);
+        groups.start();
         Ok(Arc::new(Broker {
             config,
             controller,
             replicas,
+            groups,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
@@ -155,6 +167,7 @@ impl Broker {
 
     /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.
     pub fn shutdown(&self) {
+        self.groups.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),
             Err(e) => {

@@ -12,12 +12,14 @@
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
+//!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
 //! ```
 
 pub mod broker;
 pub mod config;
 pub mod controller;
+pub mod coordinator;
 pub mod handlers;
 pub mod log;
 pub mod network;

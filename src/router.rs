@@ -71,6 +71,24 @@ pub static ROUTES: &[Route] = &[
     route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),
     route!(DescribeCluster, 0, 2, describe_cluster::handle),
+    route!(FindCoordinator, 0, 6, find_coordinator::handle),
+    route!(JoinGroup, 0, 9, join_group::handle),
+    route!(SyncGroup, 0, 5, sync_group::handle),
+    route!(Heartbeat, 0, 4, heartbeat::handle),
+    route!(LeaveGroup, 0, 5, leave_group::handle),
+    route!(OffsetCommit, 2, 9, offset_commit::handle),
+    route!(OffsetFetch, 1, 9, offset_fetch::handle),
+    route!(ListGroups, 0, 5, list_groups::handle),
+    route!(DescribeGroups, 0, 6, describe_groups::handle),
+    route!(DeleteGroups, 0, 2, delete_groups::handle),
+    route!(OffsetDelete, 0, 0, offset_delete::handle),
+    route!(
+        ConsumerGroupHeartbeat,
+        0,
+        1,
+        consumer_group_heartbeat::handle
+    ),
+    route!(ConsumerGroupDescribe, 0, 1, consumer_group_describe::handle),
     route!(
         IncrementalAlterConfigs,
         0,
@@ -122,6 +140,7 @@ mod tests {
         assert_eq!(ProduceRequest::VERSIONS.max, 13);
         assert!(lookup(ApiKey::Fetch, 3).is_none());
         assert!(lookup(ApiKey::Fetch, 18).is_some());
-        assert!(lookup(ApiKey::JoinGroup, 0).is_none());
+        assert!(lookup(ApiKey::JoinGroup, 0).is_some());
+        assert!(lookup(ApiKey::OffsetCommit, 1).is_none());
     }
 }

@@ -1,0 +1,112 @@
+//! ConsumerGroupHeartbeat (KIP-848): joins, leaves and reconciles a member of a
+//! `consumer` group; the broker computes the assignment. From v1 the client chooses its
+//! member id; v0 members joining without one get an id from the broker.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::controller::Controller;
+use crate::coordinator::group::consumer::{self, Heartbeat, TopicView};
+use crate::router::RequestContext;
+
+/// Server assignors a member may ask for; both are served by the uniform assignor.
+const ASSIGNORS: &[&str] = &["uniform", "range"];
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let refuse = |e: ResponseError, why: &str| {
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(why)))
+    };
+    let mut member_id = req.member_id.to_string();
+    if member_id.is_empty() {
+        if ctx.api_version >= 1 || req.member_epoch != 0 {
+            return refuse(ResponseError::InvalidRequest, "MemberId can't be empty.");
+        }
+        member_id = uuid::Uuid::new_v4().to_string();
+    }
+    if let Some(a) = &req.server_assignor {
+        if !ASSIGNORS.contains(&a.as_str()) {
+            return refuse(
+                ResponseError::UnsupportedAssignor,
+                "unknown server assignor",
+            );
+        }
+    }
+    let controller = broker.controller.clone();
+    let owned = req.topic_partitions.map(|tps| {
+        let mut owned = consumer::Assignment::new();
+        for tp in tps {
+            // Partitions of topics deleted meanwhile are simply no longer owned.
+            if let Some(t) = controller.topic_by_id(tp.topic_id) {
+                owned
+                    .entry(t.name.clone())
+                    .or_default()
+                    .extend(tp.partitions);
+            }
+        }
+        owned
+    });
+    let hb = Heartbeat {
+        member_id,
+        member_epoch: req.member_epoch,
+        instance_id: req.instance_id.map(|s| s.to_string()),
+        rack_id: req.rack_id.map(|s| s.to_string()),
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: format!("/{}", ctx.peer.ip()),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed: req
+            .subscribed_topic_names
+            .map(|ts| ts.into_iter().map(|t| t.to_string()).collect()),
+        subscribed_regex: req.subscribed_topic_regex.map(|r| r.to_string()),
+        owned,
+    };
+    let topics = Topics(controller.as_ref());
+    match broker.groups.consumer_heartbeat(&req.group_id, hb, &topics) {
+        Err(e) => refuse(e, &format!("{e:?}")),
+        Ok(r) => {
+            let assignment = r.assignment.map(|a| {
+                Assignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .filter_map(|(topic, ps)| {
+                            let id = controller.topic(&topic)?.topic_id;
+                            Some(
+                                TopicPartitions::default()
+                                    .with_topic_id(id)
+                                    .with_partitions(ps.into_iter().collect()),
+                            )
+                        })
+                        .collect(),
+                )
+            });
+            ConsumerGroupHeartbeatResponse::default()
+                .with_member_id(Some(str_bytes(r.member_id)))
+                .with_member_epoch(r.member_epoch)
+                .with_heartbeat_interval_ms(broker.groups.consumer_heartbeat_interval_ms)
+                .with_assignment(assignment)
+        }
+    }
+}
+
+/// The controller's topics, as the assignor sees them.
+struct Topics<'a>(&'a dyn Controller);
+
+impl TopicView for Topics<'_> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.0.topic(topic).map(|t| t.partitions.len() as i32)
+    }
+
+    fn names(&self) -> Vec<String> {
+        // Kafka resolves regexes against every topic, internal ones included.
+        self.0.topics().iter().map(|t| t.name.clone()).collect()
+    }
+}

@@ -1,0 +1,90 @@
+//! FindCoordinator: which broker coordinates a group (key type 0). From v4 one request
+//! asks for many keys. Transactions do not exist yet, so transaction keys (type 1) and
+//! share keys are refused with a non-retriable error.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::coordinator::group::{ensure_offsets_topic, OFFSETS_TOPIC};
+use crate::router::RequestContext;
+
+const BATCHED_VERSION: i16 = 4;
+const KEY_TYPE_GROUP: i8 = 0;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let keys = if ctx.api_version >= BATCHED_VERSION {
+        req.coordinator_keys
+    } else {
+        vec![req.key]
+    };
+    let mut coordinators = Vec::with_capacity(keys.len());
+    for key in keys {
+        coordinators.push(find(&broker, req.key_type, key).await);
+    }
+    if ctx.api_version >= BATCHED_VERSION {
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let c = coordinators.pop().unwrap_or_default();
+    let mut resp = FindCoordinatorResponse::default()
+        .with_error_code(c.error_code)
+        .with_node_id(c.node_id)
+        .with_host(c.host)
+        .with_port(c.port);
+    if ctx.api_version >= 1 {
+        resp = resp.with_error_message(c.error_message);
+    }
+    resp
+}
+
+async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
+    let refuse = |key: StrBytes, e: ResponseError, why: &str| {
+        Coordinator::default()
+            .with_key(key)
+            .with_node_id(BrokerId(-1))
+            .with_host(StrBytes::default())
+            .with_port(-1)
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(why)))
+    };
+    if key_type != KEY_TYPE_GROUP {
+        return refuse(
+            key,
+            ResponseError::InvalidRequest,
+            "only group coordinators exist on this broker; transactions are not supported",
+        );
+    }
+    if let Err(e) = ensure_offsets_topic(broker).await {
+        return refuse(key, e, "the offsets topic is not available");
+    }
+    let partition = broker.groups.partition_for(&key);
+    let leader = broker.controller.topic(OFFSETS_TOPIC).and_then(|t| {
+        t.partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.leader)
+    });
+    let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
+    match node {
+        Some(b) => Coordinator::default()
+            .with_key(key)
+            .with_node_id(BrokerId(b.id))
+            .with_host(str_bytes(b.host))
+            .with_port(b.port)
+            .with_error_message(None),
+        None => refuse(
+            key,
+            ResponseError::CoordinatorNotAvailable,
+            "the coordinator's partition has no live leader",
+        ),
+    }
+}

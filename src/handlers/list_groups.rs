@@ -1,0 +1,43 @@
+//! ListGroups: the groups this broker coordinates, filtered by state (v4+) and by
+//! type (v5+: `classic` or `consumer`).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::router::RequestContext;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let v = ctx.api_version;
+    let matches = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+    };
+    let groups = broker
+        .groups
+        .list_groups()
+        .into_iter()
+        .filter(|g| {
+            matches(&req.types_filter, g.group_type) && matches(&req.states_filter, g.state)
+        })
+        .map(|l| {
+            let mut g = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(l.group_id)))
+                .with_protocol_type(str_bytes(l.protocol_type));
+            if v >= 4 {
+                g = g.with_group_state(str_bytes(l.state));
+            }
+            if v >= 5 {
+                g = g.with_group_type(str_bytes(l.group_type));
+            }
+            g
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,83 @@
+//! OffsetCommit: a group's consumed positions, written to `__consumer_offsets` and
+//! acknowledged once appended. v2–v4 may ask for a retention time of their own.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use super::now_ms;
+use crate::broker::Broker;
+use crate::coordinator::group::coordinator::CommitRequest;
+use crate::router::RequestContext;
+
+/// The last version carrying `retention_time_ms`.
+const RETENTION_VERSION_MAX: i16 = 4;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let expire = (ctx.api_version <= RETENTION_VERSION_MAX && req.retention_time_ms >= 0)
+        .then(|| now_ms().saturating_add(req.retention_time_ms));
+    // Per (topic, partition): an error found before the commit, or a slot in `commits`.
+    let mut slots: Vec<(usize, i32, Result<usize, ResponseError>)> = Vec::new();
+    let mut commits = Vec::new();
+    for (t, topic) in req.topics.iter().enumerate() {
+        let known = broker.controller.topic(&topic.name);
+        for p in &topic.partitions {
+            let exists = known.as_ref().is_some_and(|k| {
+                p.partition_index >= 0 && (p.partition_index as usize) < k.partitions.len()
+            });
+            if !exists {
+                slots.push((
+                    t,
+                    p.partition_index,
+                    Err(ResponseError::UnknownTopicOrPartition),
+                ));
+                continue;
+            }
+            slots.push((t, p.partition_index, Ok(commits.len())));
+            commits.push(CommitRequest {
+                topic: topic.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            });
+        }
+    }
+    let results = broker
+        .groups
+        .commit_offsets(
+            &req.group_id,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id_or_member_epoch,
+            expire,
+            commits,
+        )
+        .await;
+    let mut topics: Vec<OffsetCommitResponseTopic> = req
+        .topics
+        .iter()
+        .map(|t| OffsetCommitResponseTopic::default().with_name(t.name.clone()))
+        .collect();
+    for (t, partition, slot) in slots {
+        let error = match (slot, &results) {
+            (Err(e), _) => Some(e),
+            (Ok(_), Err(e)) => Some(*e),
+            (Ok(i), Ok(r)) => r.get(i).copied().flatten(),
+        };
+        topics[t].partitions.push(
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(partition)
+                .with_error_code(error.map_or(0, |e| e.code())),
+        );
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}

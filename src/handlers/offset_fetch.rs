@@ -1,0 +1,152 @@
+//! OffsetFetch: a group's committed offsets. Up to v7 one group; from v8 many. A
+//! partition without a commit answers offset -1 and empty metadata.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::coordinator::group::offsets_topic::OffsetValue;
+use crate::router::RequestContext;
+
+const MULTI_GROUP_VERSION: i16 = 8;
+const LEADER_EPOCH_VERSION: i16 = 5;
+
+/// (topic, partition, committed) in request order, or the group's error.
+type Fetched = Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError>;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let v = ctx.api_version;
+    if v >= MULTI_GROUP_VERSION {
+        let groups = req
+            .groups
+            .into_iter()
+            .map(|g| {
+                let wanted = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .flat_map(|t| {
+                            let name = t.name.to_string();
+                            t.partition_indexes
+                                .into_iter()
+                                .map(move |p| (name.clone(), p))
+                        })
+                        .collect()
+                });
+                let fetched = broker.groups.fetch_offsets(&g.group_id, wanted);
+                group_response(g.group_id, fetched)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .flat_map(|t| {
+                let name = t.name.to_string();
+                t.partition_indexes
+                    .into_iter()
+                    .map(move |p| (name.clone(), p))
+            })
+            .collect::<Vec<_>>()
+    });
+    let fetched = broker.groups.fetch_offsets(&req.group_id, wanted.clone());
+    single_group_response(fetched, wanted, v)
+}
+
+fn single_group_response(
+    fetched: Fetched,
+    wanted: Option<Vec<(String, i32)>>,
+    v: i16,
+) -> OffsetFetchResponse {
+    let (error, rows) = match fetched {
+        Ok(rows) => (None, rows),
+        // v1 has no group-level error: it goes on every partition asked for.
+        Err(e) => (
+            Some(e),
+            wanted
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, p)| (t, p, None))
+                .collect(),
+        ),
+    };
+    let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
+    for (topic, partition, value) in rows {
+        let (offset, epoch, metadata) = fields(value);
+        let mut p = OffsetFetchResponsePartition::default()
+            .with_partition_index(partition)
+            .with_committed_offset(offset)
+            .with_metadata(Some(str_bytes(metadata)))
+            .with_error_code(if v < 2 {
+                error.map_or(0, |e| e.code())
+            } else {
+                0
+            });
+        if v >= LEADER_EPOCH_VERSION {
+            p = p.with_committed_leader_epoch(epoch);
+        }
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                OffsetFetchResponseTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    let mut resp = OffsetFetchResponse::default().with_topics(topics);
+    if v >= 2 {
+        resp = resp.with_error_code(error.map_or(0, |e| e.code()));
+    }
+    resp
+}
+
+fn group_response(
+    group_id: kafka_protocol::messages::GroupId,
+    fetched: Fetched,
+) -> OffsetFetchResponseGroup {
+    let rows = match fetched {
+        Ok(rows) => rows,
+        Err(e) => {
+            return OffsetFetchResponseGroup::default()
+                .with_group_id(group_id)
+                .with_error_code(e.code())
+        }
+    };
+    let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
+    for (topic, partition, value) in rows {
+        let (offset, epoch, metadata) = fields(value);
+        let p = OffsetFetchResponsePartitions::default()
+            .with_partition_index(partition)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(epoch)
+            .with_metadata(Some(str_bytes(metadata)));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                OffsetFetchResponseTopics::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    OffsetFetchResponseGroup::default()
+        .with_group_id(group_id)
+        .with_topics(topics)
+}
+
+fn fields(value: Option<OffsetValue>) -> (i64, i32, String) {
+    match value {
+        Some(v) => (v.offset, v.leader_epoch, v.metadata),
+        None => (-1, -1, String::new()),
+    }
+}

@@ -1,0 +1,41 @@
+//! SyncGroup: members wait for the leader's assignment; the leader brings it.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::router::RequestContext;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let assignments = req
+        .assignments
+        .into_iter()
+        .map(|a| (a.member_id.to_string(), a.assignment))
+        .collect();
+    let r = broker
+        .groups
+        .sync(
+            &req.group_id,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+            (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+            assignments,
+        )
+        .await;
+    let mut resp = SyncGroupResponse::default()
+        .with_error_code(r.error.map_or(0, |e| e.code()))
+        .with_assignment(r.assignment);
+    if ctx.api_version >= 5 {
+        resp = resp
+            .with_protocol_type(r.protocol_type.map(str_bytes))
+            .with_protocol_name(r.protocol_name.map(str_bytes));
+    }
+    resp
+}

@@ -1,0 +1,220 @@
+//! KIP-848 consumer groups over TCP: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+
+mod common;
+
+use common::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+async fn heartbeat(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<TopicPartitions>>,
+) -> ConsumerGroupHeartbeatResponse {
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_topic_partitions(owned);
+    if epoch == 0 {
+        req = req
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![]));
+    }
+    c.send(&req, 1).await
+}
+
+/// The partitions of an assignment, as the owned list of the next heartbeat.
+fn owned(resp: &ConsumerGroupHeartbeatResponse) -> Vec<TopicPartitions> {
+    resp.assignment
+        .as_ref()
+        .map(|a| {
+            a.topic_partitions
+                .iter()
+                .map(|tp| {
+                    TopicPartitions::default()
+                        .with_topic_id(tp.topic_id)
+                        .with_partitions(tp.partitions.clone())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn count(tps: &[TopicPartitions]) -> usize {
+    tps.iter().map(|t| t.partitions.len()).sum()
+}
+
+#[tokio::test]
+async fn two_members_converge_revoking_before_assigning() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "3")]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 4).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    let r = heartbeat(&mut c, "a", 0, None).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert_eq!(r.heartbeat_interval_ms, 5000);
+    let a_all = owned(&r);
+    assert_eq!(count(&a_all), 4);
+
+    let r = heartbeat(&mut c, "b", 0, None).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(count(&owned(&r)), 0, "b waits until a releases partitions");
+
+    let r = heartbeat(&mut c, "a", 1, Some(a_all.clone())).await;
+    assert_eq!(r.member_epoch, 1, "a keeps its epoch until it revokes");
+    let a_kept = owned(&r);
+    assert_eq!(count(&a_kept), 2);
+    let r = heartbeat(&mut c, "a", 1, Some(a_kept.clone())).await;
+    assert_eq!(r.member_epoch, 2);
+    let r = heartbeat(&mut c, "b", 2, Some(vec![])).await;
+    assert_eq!(count(&owned(&r)), 2);
+
+    // Commits carry the member epoch (OffsetCommit v9).
+    let commit = |epoch: i32| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s("kip848")))
+            .with_member_id(s("a"))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(1),
+                    ]),
+            ])
+    };
+    let resp = c.send(&commit(2), 9).await;
+    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+    let resp = c.send(&commit(1), 9).await;
+    assert_eq!(
+        resp.topics[0].partitions[0].error_code,
+        ResponseError::StaleMemberEpoch.code()
+    );
+
+    let describe = ConsumerGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(s("kip848")), GroupId(s("nope"))]);
+    for v in 0..=1 {
+        let resp = c.send(&describe, v).await;
+        let g = &resp.groups[0];
+        assert_eq!((g.error_code, g.group_state.as_str()), (0, "Stable"));
+        assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+        assert_eq!(g.members.len(), 2);
+        assert_eq!(
+            resp.groups[1].error_code,
+            ResponseError::GroupIdNotFound.code()
+        );
+    }
+    let listed = c
+        .send(
+            &ListGroupsRequest::default().with_types_filter(vec![s("consumer")]),
+            5,
+        )
+        .await;
+    assert_eq!(listed.groups.len(), 1);
+    assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
+
+    // A group with live members keeps its offsets and cannot be deleted.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    b.broker
+        .groups
+        .expire_offsets(now + 30 * 24 * 3_600_000)
+        .await;
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("kip848"))]);
+    assert_eq!(
+        c.send(&delete, 2).await.results[0].error_code,
+        ResponseError::NonEmptyGroup.code()
+    );
+    let od = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_topics(vec![
+            offset_delete_request::OffsetDeleteRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                        .with_partition_index(0),
+                ]),
+        ]);
+    assert_eq!(
+        c.send(&od, 0).await.topics[0].partitions[0].error_code,
+        ResponseError::GroupSubscribedToTopic.code()
+    );
+    let fetch = OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("kip848")))
+            .with_topics(None),
+    ]);
+    assert_eq!(c.send(&fetch, 9).await.groups[0].topics.len(), 1);
+
+    // A stale epoch is fenced; leaving hands the partitions back.
+    let r = heartbeat(&mut c, "b", 7, Some(vec![])).await;
+    assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());
+    let r = heartbeat(&mut c, "b", -1, None).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -1));
+    let r = heartbeat(&mut c, "a", 2, Some(a_kept)).await;
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(count(&owned(&r)), 4);
+
+    // Once the last member leaves, the empty group stays until it is deleted.
+    let r = heartbeat(&mut c, "a", -1, None).await;
+    assert_eq!(r.error_code, 0);
+    let listed = c.send(&ListGroupsRequest::default(), 5).await;
+    assert_eq!(listed.groups[0].group_state.as_str(), "Empty");
+    assert_eq!(c.send(&delete, 2).await.results[0].error_code, 0);
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn version_0_gets_a_member_id_from_the_broker_and_v1_must_bring_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 2).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("v0")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("v0")))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(vec![]));
+    let r = c.send(&join, 0).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert!(!r.member_id.as_deref().unwrap_or_default().is_empty());
+    assert_eq!(count(&owned(&r)), 2);
+    let r = c.send(&join, 1).await;
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    let bad_regex = join
+        .clone()
+        .with_member_id(s("m"))
+        .with_subscribed_topic_names(None)
+        .with_subscribed_topic_regex(Some(s("(")));
+    assert_eq!(
+        c.send(&bad_regex, 1).await.error_code,
+        ResponseError::InvalidRegularExpression.code()
+    );
+    let bad_assignor = join
+        .with_member_id(s("m"))
+        .with_server_assignor(Some(s("nope")));
+    assert_eq!(
+        c.send(&bad_assignor, 1).await.error_code,
+        ResponseError::UnsupportedAssignor.code()
+    );
+    b.stop().await;
+}

@@ -37,7 +37,10 @@ impl Process {
             .spawn()
             .expect("skua starts");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Owned from here on, so a failed wait below still kills it.
+        let process = Process { child, addr };
+        // Generous: a debug build recovering its logs on a loaded machine is slow.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while tokio::net::TcpStream::connect(addr).await.is_err() {
             assert!(Instant::now() < deadline, "skua did not start listening");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -47,12 +50,23 @@ impl Process {
             c.send(&ApiVersionsRequest::default(), 3).await.error_code,
             0
         );
-        Process { child, addr }
+        process
     }
 
     fn kill_9(mut self) {
-        self.child.kill().expect("SIGKILL");
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A failed assertion must not leave a broker running.
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
-use super::str_bytes;
+use kafka_protocol::error::ResponseError;
+
+use super::{shutdown_begun, str_bytes};
 use crate::broker::Broker;
 use crate::coordinator::group::state::{JoinRequest, JoinResult};
 use crate::router::RequestContext;
@@ -39,7 +41,12 @@ pub async fn handle(
         require_known_member_id: v >= 4,
         supports_skip_assignment: v >= 9,
     };
-    let result = broker.groups.join(&req.group_id, join).await;
+    let member_id = join.member_id.clone();
+    // At shutdown the member goes looking for the coordinator again.
+    let result = tokio::select! {
+        r = broker.groups.join(&req.group_id, join) => r,
+        _ = shutdown_begun(&broker) => JoinResult::error(ResponseError::NotCoordinator, &member_id),
+    };
     response(result, v)
 }
 

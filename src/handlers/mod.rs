@@ -55,3 +55,14 @@ pub const NONE: i16 = 0;
 pub fn code(e: ResponseError) -> i16 {
     e.code()
 }
+
+/// Resolves once the broker begins shutting down, so requests that wait on others
+/// (JoinGroup, SyncGroup) do not hold the shutdown up.
+pub async fn shutdown_begun(broker: &crate::broker::Broker) {
+    let mut stopping = broker.stopping();
+    while !*stopping.borrow_and_update() {
+        if stopping.changed().await.is_err() {
+            return;
+        }
+    }
+}

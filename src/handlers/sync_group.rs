@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
-use super::str_bytes;
+use kafka_protocol::error::ResponseError;
+
+use super::{shutdown_begun, str_bytes};
 use crate::broker::Broker;
+use crate::coordinator::group::state::SyncResult;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -18,17 +21,19 @@ pub async fn handle(
         .into_iter()
         .map(|a| (a.member_id.to_string(), a.assignment))
         .collect();
-    let r = broker
-        .groups
-        .sync(
-            &req.group_id,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id,
-            (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
-            assignments,
-        )
-        .await;
+    let sync = broker.groups.sync(
+        &req.group_id,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+        (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+        assignments,
+    );
+    // At shutdown the member goes looking for the coordinator again.
+    let r = tokio::select! {
+        r = sync => r,
+        _ = shutdown_begun(&broker) => SyncResult::error(ResponseError::NotCoordinator),
+    };
     let mut resp = SyncGroupResponse::default()
         .with_error_code(r.error.map_or(0, |e| e.code()))
         .with_assignment(r.assignment);

@@ -233,6 +233,87 @@ def group_subscribe():
         delete_topic(t)
 
 
+# A group member as its own process, so the case can kill -9 it: prints ASSIGN lines
+# and one line per record value, committing synchronously after each poll batch.
+MEMBER = r"""
+import sys, time
+from confluent_kafka import Consumer
+bootstrap, topic, group = sys.argv[1:4]
+out = open(sys.argv[4], "a", buffering=1)
+def on_assign(c, parts):
+    out.write("ASSIGN " + ",".join(str(p.partition) for p in parts) + "\n")
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+              "partition.assignment.strategy": "range"})
+c.subscribe([topic], on_assign=on_assign)
+while True:
+    batch = c.consume(50, 0.2)
+    for m in batch:
+        if not m.error():
+            out.write(m.value().decode() + "\n")
+            time.sleep(0.002)
+    if batch:
+        c.commit(asynchronous=False)
+"""
+
+
+def group_failover_kill9():
+    """Three members over six partitions get two each; one is killed with SIGKILL; the
+    others take its partitions after the session timeout and, with synchronous commits,
+    every record is consumed at least once."""
+    import os, signal, subprocess, sys, tempfile
+    t = topic_name("rdk-failover")
+    n = 3000
+    create_topic(t, 6)
+    tmp = tempfile.mkdtemp()
+    procs = []
+    try:
+        produce(t, [{"key": str(i).encode(), "value": f"r{i}".encode()} for i in range(n)])
+        g = topic_name("rdk-failover-g")
+        files = [os.path.join(tmp, f"m{i}.txt") for i in range(3)]
+        for f in files:
+            procs.append(subprocess.Popen([sys.executable, "-c", MEMBER, B, t, g, f]))
+
+        def lines(f):
+            try:
+                return open(f).read().split()
+            except FileNotFoundError:
+                return []
+
+        def current_assignments():
+            out = []
+            for f in files:
+                assigns = [l for l in open(f).read().splitlines() if l.startswith("ASSIGN ")] if os.path.exists(f) else []
+                out.append(assigns[-1][7:].split(",") if assigns and assigns[-1][7:] else [])
+            return out
+
+        deadline = time.time() + 20
+        while time.time() < deadline and sorted(len(a) for a in current_assignments()) != [2, 2, 2]:
+            time.sleep(0.1)
+        check(sorted(len(a) for a in current_assignments()) == [2, 2, 2],
+              f"three members should hold two partitions each: {current_assignments()}")
+        time.sleep(0.5)
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        expected = {f"r{i}" for i in range(n)}
+        deadline = time.time() + 30
+        seen = set()
+        while time.time() < deadline:
+            seen = {v for f in files for v in lines(f) if v.startswith("r")}
+            if seen >= expected:
+                break
+            time.sleep(0.5)
+        missing = expected - seen
+        check(not missing, f"{len(missing)} records never consumed after the failover, e.g. {sorted(missing)[:5]}")
+        survivors = current_assignments()[1:]
+        check(sorted(len(a) for a in survivors) == [3, 3], f"survivors should hold three partitions each: {survivors}")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        delete_topic(t)
+
+
 def transactions():
     t = topic_name("rdk-txn")
     create_topic(t)
@@ -268,4 +349,5 @@ if __name__ == "__main__":
     run("librdkafka.admin.topics", admin_topics)
     run("librdkafka.offsets_for_times", offsets_for_times)
     run("librdkafka.group.subscribe_commit", group_subscribe)
+    run("librdkafka.group.failover_kill9", group_failover_kill9)
     run("librdkafka.txn.commit_abort", transactions)

@@ -189,6 +189,11 @@ FRAMES = [
     ("Fetch", 1, 14, fetch_v14(7007)),
     ("Metadata", 3, 10, metadata_v10(7008)),
     ("InitProducerId", 22, 6, init_producer_id_v6(7009)),
+    ("OffsetCommit", 8, 5, offset_commit_v5(7010)),
+    ("OffsetFetch", 9, 2, offset_fetch_v2(7011)),
+    ("JoinGroup", 11, 8, join_group_v8(7012)),
+    ("LeaveGroup", 13, 3, leave_group_v3(7013)),
+    ("DescribeGroups", 15, 4, describe_groups_v4(7014)),
 ]
 
 

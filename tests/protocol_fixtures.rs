@@ -15,8 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorRequest, RequestHeader, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use common::{Client, TestBroker};
 use replay::{Fixture, MemberIdMap, TopicIdMap, BUG_CODES};
@@ -98,6 +100,19 @@ async fn replay_every_client() {
     // rather than after 3 s; every captured group has one member at a time.
     let broker =
         TestBroker::start(dir.path(), &[("group.initial.rebalance.delay.ms", "0")]).await;
+    // At capture time `__consumer_offsets` existed for every client but the first to use a
+    // group (librdkafka), whose FindCoordinator created it. Create it up front here too:
+    // clients replaying side by side would otherwise race its creation, and a JoinGroup
+    // sent while its partitions are still being made is answered NOT_COORDINATOR.
+    let mut setup = broker.client().await;
+    let found = setup
+        .send(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("replay-setup")),
+            3,
+        )
+        .await;
+    assert_eq!(found.error_code, 0, "{found:?}");
+    drop(setup);
     let mut by_client: BTreeMap<String, Vec<Fixture>> = BTreeMap::new();
     for f in replay::manifest() {
         by_client.entry(f.client.clone()).or_default().push(f);

@@ -98,8 +98,7 @@ async fn replay_every_client() {
     let dir = tempfile::tempdir().unwrap();
     // As at capture (capture-all.sh): a new group's first JoinGroup is answered at once
     // rather than after 3 s; every captured group has one member at a time.
-    let broker =
-        TestBroker::start(dir.path(), &[("group.initial.rebalance.delay.ms", "0")]).await;
+    let broker = TestBroker::start(dir.path(), &[("group.initial.rebalance.delay.ms", "0")]).await;
     // At capture time `__consumer_offsets` existed for every client but the first to use a
     // group (librdkafka), whose FindCoordinator created it. Create it up front here too:
     // clients replaying side by side would otherwise race its creation, and a JoinGroup

@@ -10,6 +10,7 @@
 # Needs target/release/skua, python3, and whichever clients are named:
 #   PYTHON     a python with confluent-kafka and kafka-python (default: protocol-tests/.cache/venv)
 #   KAFKA_LIBS the libs/ directory of a Kafka 4.1 distribution (clients + tools jars)
+#   SKUA       the broker binary (default: target/release/skua)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -26,10 +27,11 @@ if [ ${#clients[@]} -eq 0 ]; then
 fi
 
 logs=$(mktemp -d)
-"$root/target/release/skua" \
+"${SKUA:-$root/target/release/skua}" \
   --override "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" \
   --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PROXY_PORT" \
-  --override "log.dirs=$logs/data" >"$logs/skua.log" 2>&1 &
+  --override "log.dirs=$logs/data" \
+  --override group.initial.rebalance.delay.ms=0 >"$logs/skua.log" 2>&1 &
 skua=$!
 proxy=""
 cleanup() {

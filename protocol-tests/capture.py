@@ -17,7 +17,8 @@ order; replaying a client's fixtures in that order reproduces the state they dep
 
 Clients repeat themselves (metadata refreshes, long-poll fetches), so at most
 `--max-per-version` frames are kept per (api, version); a request is always kept when its
-(api, version) has not been seen yet. Python 3.11 standard library only.
+(api, version) has not been seen yet, and requests that change group state (KEEP_ALL) are
+always kept. Python 3.11 standard library only.
 """
 
 import argparse
@@ -55,6 +56,13 @@ API_NAMES = {
     75: "DescribeTopicPartitions", 76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe",
     78: "ShareFetch", 79: "ShareAcknowledge", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
 }
+
+# Requests that change a group's state (membership, generation, member epoch, committed
+# offsets) or a config: each is kept whatever the cap, because the replay rebuilds that state
+# from them and later answers depend on it (a SyncGroup after a dropped JoinGroup would be
+# answered UNKNOWN_MEMBER_ID). OffsetCommit, JoinGroup, LeaveGroup, SyncGroup, AlterConfigs,
+# DeleteGroups, IncrementalAlterConfigs, OffsetDelete, ConsumerGroupHeartbeat.
+KEEP_ALL = {8, 11, 13, 14, 33, 42, 44, 47, 68}
 
 MANIFEST_HEADER = "seq\tclient\tclient_version\tapi_key\tapi_name\tversion\tfile\n"
 MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -120,7 +128,8 @@ class Recorder:
         with self.lock:
             n = self.counts.get((key, version), 0)
             new_question = self._new_metadata_question(key, frame)
-            if n >= self.max_per_version and not (new_question and n < 4 * self.max_per_version):
+            if (n >= self.max_per_version and key not in KEEP_ALL
+                    and not (new_question and n < 4 * self.max_per_version)):
                 return None
             self.counts[(key, version)] = n + 1
             self.seq += 1

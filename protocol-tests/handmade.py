@@ -124,6 +124,57 @@ def init_producer_id_v6(cid):
             + bytes([0, 0]) + b"\x00")
 
 
+def array(items):
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+def compact_nullable_string(s):
+    return b"\x00" if s is None else compact_string(s)
+
+
+GROUP = b"handmade-g"
+
+
+def offset_commit_v5(cid):
+    # Kafka 2.1 went from v4 straight to v6 (v5 dropped the retention time, v6 added the
+    # leader epoch); no release's maximum, so no pinned client sends it. A commit outside
+    # any generation (-1, no member), as the admin's alterConsumerGroupOffsets sends.
+    partition = struct.pack(">iq", 0, 1) + string(b"")
+    topic = string(TOPIC) + array([partition])
+    return (header_v1(8, 5, cid) + string(GROUP) + struct.pack(">i", -1) + string(b"")
+            + array([topic]))
+
+
+def offset_fetch_v2(cid):
+    # Kafka 0.10.2 added v2 (all topics when the array is null) but franz-go's table has that
+    # release still at v1, and 0.11 sent v3. The handmade group's offsets for all topics.
+    return header_v1(9, 2, cid) + string(GROUP) + struct.pack(">i", -1)
+
+
+def join_group_v8(cid):
+    # v8 (KIP-800, the join reason) and v9 (KIP-814) arrived close together; Kafka 3.2's
+    # clients sent v9 and no release's maximum was v8. A new member: answered
+    # MEMBER_ID_REQUIRED with the id it must rejoin with.
+    protocol = compact_string(b"range") + bytes([1]) + b"\x00"
+    return (header_v2(11, 8, cid) + compact_string(GROUP) + struct.pack(">ii", 10000, 30000)
+            + compact_string(b"") + compact_nullable_string(None) + compact_string(b"consumer")
+            + compact_array([protocol]) + compact_string(b"handmade") + b"\x00")
+
+
+def leave_group_v3(cid):
+    # v3 (KIP-345, batch leave by member identity) came with Kafka 2.3 for the admin client's
+    # removeMembersFromConsumerGroup; franz-go's table and Kafka 2.4 jump to v4 (flexible).
+    # An unknown member: answered UNKNOWN_MEMBER_ID for that member.
+    member = string(b"handmade-unknown-member") + struct.pack(">h", -1)
+    return header_v1(13, 3, cid) + string(GROUP) + array([member])
+
+
+def describe_groups_v4(cid):
+    # v4 (KIP-345, group instance ids in the answer) and v5 (flexible) came in Kafka 2.3 and
+    # 2.4; clients pinned to a release send v3 or v5.
+    return header_v1(15, 4, cid) + array([string(GROUP)]) + b"\x00"
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -138,6 +189,11 @@ FRAMES = [
     ("Fetch", 1, 14, fetch_v14(7007)),
     ("Metadata", 3, 10, metadata_v10(7008)),
     ("InitProducerId", 22, 6, init_producer_id_v6(7009)),
+    ("OffsetCommit", 8, 5, offset_commit_v5(7010)),
+    ("OffsetFetch", 9, 2, offset_fetch_v2(7011)),
+    ("JoinGroup", 11, 8, join_group_v8(7012)),
+    ("LeaveGroup", 13, 3, leave_group_v3(7013)),
+    ("DescribeGroups", 15, 4, describe_groups_v4(7014)),
 ]
 
 

@@ -15,11 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::{
+    ApiKey, FindCoordinatorRequest, RequestHeader, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use common::{Client, TestBroker};
-use replay::{Fixture, TopicIdMap, BUG_CODES};
+use replay::{Fixture, MemberIdMap, TopicIdMap, BUG_CODES};
 
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -94,7 +96,22 @@ fn every_advertised_version_has_a_fixture() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_every_client() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(dir.path(), &[]).await;
+    // As at capture (capture-all.sh): a new group's first JoinGroup is answered at once
+    // rather than after 3 s; every captured group has one member at a time.
+    let broker = TestBroker::start(dir.path(), &[("group.initial.rebalance.delay.ms", "0")]).await;
+    // At capture time `__consumer_offsets` existed for every client but the first to use a
+    // group (librdkafka), whose FindCoordinator created it. Create it up front here too:
+    // clients replaying side by side would otherwise race its creation, and a JoinGroup
+    // sent while its partitions are still being made is answered NOT_COORDINATOR.
+    let mut setup = broker.client().await;
+    let found = setup
+        .send(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("replay-setup")),
+            3,
+        )
+        .await;
+    assert_eq!(found.error_code, 0, "{found:?}");
+    drop(setup);
     let mut by_client: BTreeMap<String, Vec<Fixture>> = BTreeMap::new();
     for f in replay::manifest() {
         by_client.entry(f.client.clone()).or_default().push(f);
@@ -107,6 +124,7 @@ async fn replay_every_client() {
             let started = std::time::Instant::now();
             let mut conn = Client::connect(addr).await;
             let mut ids = TopicIdMap::default();
+            let mut members = MemberIdMap::default();
             let mut failures = Vec::new();
             for f in &fixtures {
                 if !is_advertised(f) {
@@ -118,7 +136,7 @@ async fn replay_every_client() {
                     conn = Client::connect(addr).await;
                     continue;
                 }
-                if let Err(e) = replay_one(&mut conn, &mut ids, f).await {
+                if let Err(e) = replay_one(&mut conn, &mut ids, &mut members, f).await {
                     failures.push(format!("{f}: {e}"));
                     if e.starts_with("connection") {
                         break;
@@ -163,9 +181,15 @@ async fn expect_close(conn: &mut Client, f: &Fixture) -> Result<(), String> {
 
 /// Sends one fixture and checks the answer. Each client replays on a broker in the state its
 /// own earlier frames left, so the error codes must be the ones skua gave at capture time.
-async fn replay_one(conn: &mut Client, ids: &mut TopicIdMap, f: &Fixture) -> Result<(), String> {
+async fn replay_one(
+    conn: &mut Client,
+    ids: &mut TopicIdMap,
+    members: &mut MemberIdMap,
+    f: &Fixture,
+) -> Result<(), String> {
     let mut frame = BytesMut::from(&f.request()[..]);
     ids.rewrite(&mut frame);
+    members.rewrite(&mut frame);
     let frame = frame.freeze();
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     conn.write_frame(&frame).await;
@@ -188,6 +212,7 @@ async fn replay_one(conn: &mut Client, ids: &mut TopicIdMap, f: &Fixture) -> Res
         let (_, captured) = replay::decode_response(f.api_key, f.version, captured)
             .map_err(|e| format!("captured response: {e}"))?;
         ids.learn(&captured, &body);
+        members.learn(&captured, &body)?;
         if !lists_every_topic(&frame) {
             let (then, now) = (replay::error_codes(&captured), replay::error_codes(&body));
             if then != now {

@@ -28,6 +28,7 @@ import (
 var (
 	seed   string
 	pin    *kversion.Versions
+	pinned string // the Kafka release pinned, "" for none
 	prefix = "franz-"
 )
 
@@ -54,6 +55,7 @@ func step(name string, f func(ctx context.Context) error) {
 func main() {
 	seed = os.Args[1]
 	if len(os.Args) > 2 {
+		pinned = os.Args[2]
 		pin = kversion.FromString(os.Args[2])
 		if pin == nil {
 			panic("unknown Kafka version " + os.Args[2])
@@ -164,6 +166,7 @@ func main() {
 		}
 		return err
 	})
+	groupSteps(cl, adm, a)
 	step("delete topics", func(ctx context.Context) error {
 		r, err := adm.DeleteTopics(ctx, b)
 		if err == nil {

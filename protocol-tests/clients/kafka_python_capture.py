@@ -32,6 +32,20 @@ print(c.beginning_offsets([tp]), c.end_offsets([tp]), c.offsets_for_times({tp: 1
 c.close()
 print(admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kpy-a"),
                               ConfigResource(ConfigResourceType.BROKER, "1")]))
+# A group member (one per group: the replay cannot wait on a member whose frames come later).
+c = KafkaConsumer("kpy-a", bootstrap_servers=B, group_id="kpy-g", enable_auto_commit=False,
+                  auto_offset_reset="earliest", consumer_timeout_ms=4000, fetch_max_wait_ms=100)
+print("group consumed", sum(1 for _ in c))
+c.commit()
+print(c.committed(TopicPartition("kpy-a", 0)))
+c.close()
+print(admin.list_groups())
+print(admin.describe_groups(["kpy-g"]))
+print(admin.list_group_offsets({"kpy-g": None}))
+print(admin.delete_group_offsets("kpy-g", [TopicPartition("kpy-a", 1)]))
+print(admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kpy-a",
+                                          configs={"retention.ms": "7200000"})]))
+print(admin.delete_groups(["kpy-g"]))
 admin.create_partitions({"kpy-b": NewPartitions(2)})
 print(admin.describe_topics(["kpy-a", "kpy-b"]))
 try:

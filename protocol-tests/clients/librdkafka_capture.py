@@ -7,8 +7,9 @@ import sys
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition, libversion
-from confluent_kafka.admin import (AdminClient, ConfigResource, NewPartitions, NewTopic,
-                                   OffsetSpec, ResourceType)
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewPartitions, NewTopic, OffsetSpec, ResourceType)
 
 B = sys.argv[1]
 admin = AdminClient({"bootstrap.servers": B})
@@ -58,6 +59,45 @@ for spec in (OffsetSpec.earliest(), OffsetSpec.latest(), OffsetSpec.max_timestam
 wait(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "rdk-a"),
                              ConfigResource(ResourceType.BROKER, "1")]))
 print("cluster", admin.describe_cluster().result(timeout=30))
+
+
+def consume_in_group(group, protocol):
+    """Subscribes in `group`, reads rdk-a, commits synchronously and leaves on close. One
+    member per group: the replay sends a client's frames on one connection in capture order,
+    so a JoinGroup must never wait for a member whose frames come later."""
+    conf = {"bootstrap.servers": B, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+            "group.protocol": protocol}
+    if protocol == "classic":
+        conf["session.timeout.ms"] = 10000
+    c = Consumer(conf)
+    c.subscribe(["rdk-a"])
+    got = 0
+    deadline = time.time() + 20
+    while got < 20 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    c.commit(asynchronous=False)
+    print(group, protocol, "consumed", got, c.committed(c.assignment(), timeout=10))
+    c.close()
+
+
+consume_in_group("rdk-g", "classic")
+consume_in_group("rdk-g848", "consumer")  # KIP-848: ConsumerGroupHeartbeat
+print(admin.list_consumer_groups().result(timeout=30).valid)
+for f in admin.describe_consumer_groups(["rdk-g", "rdk-g848"]).values():
+    print(f.result(timeout=30))
+for f in admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("rdk-g")]).values():
+    print(f.result(timeout=30))
+wait(admin.delete_consumer_groups(["rdk-g", "rdk-g848"]))
+# Legacy AlterConfigs replaces the resource's whole dynamic config; the incremental form sets one.
+wait(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "rdk-a",
+                                         set_config={"retention.ms": "7200000"})]))
+wait(admin.incremental_alter_configs([ConfigResource(
+    ResourceType.TOPIC, "rdk-a", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE)])]))
 wait(admin.create_partitions([NewPartitions("rdk-b", 2)]))
 print(admin.list_topics(timeout=10).topics)
 wait(admin.delete_topics(["rdk-b"]))

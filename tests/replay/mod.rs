@@ -225,3 +225,68 @@ fn get_i16(b: &mut Bytes) -> Option<i16> {
 fn get_i32(b: &mut Bytes) -> Option<i32> {
     (b.remaining() >= 4).then(|| b.get_i32())
 }
+
+/// The member ids a response assigns (JoinGroup, ConsumerGroupHeartbeat v0 when the
+/// broker names the member): `{client id or instance id}-{uuid}`, so random.
+pub fn member_ids(resp: &ResponseKind) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    match resp {
+        ResponseKind::JoinGroup(r) => out.push(r.member_id.as_bytes().to_vec()),
+        ResponseKind::ConsumerGroupHeartbeat(r) => {
+            if let Some(id) = &r.member_id {
+                out.push(id.as_bytes().to_vec());
+            }
+        }
+        _ => {}
+    }
+    out.retain(|id| !id.is_empty());
+    out
+}
+
+/// Member ids differ between the capture and the replay as topic ids do: the broker makes
+/// them up (JoinGroup v4+ first answers MEMBER_ID_REQUIRED with one the next JoinGroup must
+/// carry; SyncGroup, Heartbeat, OffsetCommit, LeaveGroup and the leader's assignments name
+/// it; a ConsumerGroupHeartbeat v0 member learns its id from the first answer). The id the
+/// capture-time answer gave is swapped for the one the replay broker gave to the same
+/// request in later frames. Ids are `{prefix}-{uuid}`, so both have the same length and no
+/// length prefix changes; a uuid does not occur by accident elsewhere in a frame.
+#[derive(Default)]
+pub struct MemberIdMap {
+    captured_to_live: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl MemberIdMap {
+    pub fn learn(&mut self, captured: &ResponseKind, live: &ResponseKind) -> Result<(), String> {
+        for (old, new) in member_ids(captured).into_iter().zip(member_ids(live)) {
+            if old == new || self.captured_to_live.iter().any(|(o, _)| *o == old) {
+                continue;
+            }
+            if old.len() != new.len() {
+                return Err(format!(
+                    "member id {:?} became {:?}: lengths differ, frames cannot be rewritten",
+                    String::from_utf8_lossy(&old),
+                    String::from_utf8_lossy(&new)
+                ));
+            }
+            self.captured_to_live.push((old, new));
+        }
+        Ok(())
+    }
+
+    pub fn rewrite(&self, frame: &mut [u8]) -> usize {
+        let mut n = 0;
+        for (old, new) in &self.captured_to_live {
+            let mut i = 0;
+            while i + old.len() <= frame.len() {
+                if frame[i..i + old.len()] == old[..] {
+                    frame[i..i + old.len()].copy_from_slice(new);
+                    n += 1;
+                    i += old.len();
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        n
+    }
+}

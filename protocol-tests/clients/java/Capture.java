@@ -66,7 +66,57 @@ public class Capture {
                     new ConfigResource(ConfigResource.Type.BROKER, "1"))).all().get().size());
             admin.createPartitions(Map.of("java-b", NewPartitions.increaseTo(3))).all().get();
             System.out.println(admin.describeTopics(List.of("java-b")).allTopicNames().get());
+            groups(b, admin);
         }
         System.out.println("done");
+    }
+
+    /** Subscribes in `group`, reads java-a (20 records), commits them and leaves on close. */
+    static void consumeInGroup(String b, String group, String protocol, String instanceId) {
+        Properties cp = new Properties();
+        cp.put("bootstrap.servers", b);
+        cp.put("group.id", group);
+        cp.put("group.protocol", protocol);
+        cp.put("enable.auto.commit", "false");
+        cp.put("auto.offset.reset", "earliest");
+        cp.put("fetch.max.wait.ms", "100");
+        if (instanceId != null) cp.put("group.instance.id", instanceId);
+        try (Consumer<String, String> c = new KafkaConsumer<>(cp, new StringDeserializer(), new StringDeserializer())) {
+            c.subscribe(List.of("java-a"));
+            int got = 0;
+            long deadline = System.currentTimeMillis() + 20_000;
+            while (got < 20 && System.currentTimeMillis() < deadline) {
+                got += c.poll(Duration.ofMillis(500)).count();
+            }
+            c.commitSync();
+            System.out.println(group + " (" + protocol + ") consumed " + got + ", committed " + c.committed(c.assignment()));
+        }
+    }
+
+    /**
+     * The group APIs. Each group has one member at a time: the replay sends a client's
+     * frames on one connection in capture order, so a JoinGroup must never wait for a
+     * member whose frames come later.
+     */
+    static void groups(String b, Admin admin) throws Exception {
+        // Classic protocol: FindCoordinator v6, JoinGroup v9, SyncGroup v5, Heartbeat v4,
+        // OffsetFetch v9, OffsetCommit v9, LeaveGroup v5.
+        consumeInGroup(b, "java-g", "classic", null);
+        // Static membership (group.instance.id): no LeaveGroup on close; the admin removes it.
+        consumeInGroup(b, "java-gs", "classic", "java-static");
+        admin.removeMembersFromConsumerGroup("java-gs", new RemoveMembersFromConsumerGroupOptions()).all().get();
+        // KIP-848: ConsumerGroupHeartbeat v1.
+        consumeInGroup(b, "java-g848", "consumer", null);
+        System.out.println(admin.listGroups().all().get());
+        // ConsumerGroupDescribe v1 for the KIP-848 group, DescribeGroups v6 for the classic ones.
+        System.out.println(admin.describeConsumerGroups(List.of("java-g", "java-g848")).all().get());
+        System.out.println(admin.listConsumerGroupOffsets("java-g").partitionsToOffsetAndMetadata().get());
+        admin.deleteConsumerGroupOffsets("java-g", Set.of(new TopicPartition("java-a", 1))).all().get();
+        admin.deleteConsumerGroups(List.of("java-g", "java-gs", "java-g848")).all().get();
+        ConfigResource topic = new ConfigResource(ConfigResource.Type.TOPIC, "java-a");
+        admin.incrementalAlterConfigs(Map.of(topic, List.of(
+                new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("cleanup.policy", ""), AlterConfigOp.OpType.DELETE)))).all().get();
+        System.out.println(admin.describeConfigs(List.of(topic)).all().get());
     }
 }

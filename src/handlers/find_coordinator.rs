@@ -74,6 +74,14 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
             .map(|p| p.leader)
     });
     let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
+    // While the offsets topic is being created its metadata is visible before this
+    // broker hosts the partitions; naming ourselves then would earn the client a
+    // NOT_COORDINATOR on its next request, so ask it to retry instead.
+    let hosted_here = broker
+        .replicas
+        .partition(OFFSETS_TOPIC, partition)
+        .is_some();
+    let node = node.filter(|b| b.id != broker.config.broker_id || hosted_here);
     match node {
         Some(b) => Coordinator::default()
             .with_key(key)

@@ -9,7 +9,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcept
                              TopicPartition, libversion)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from casekit import bootstrap, check, java_partition, run, topic_name
+from casekit import CaseFailed, bootstrap, check, java_partition, run, topic_name
 
 B = bootstrap()
 BASE_TS = 1_700_000_000_000
@@ -314,6 +314,61 @@ def group_failover_kill9():
         delete_topic(t)
 
 
+def group_cooperative_sticky():
+    """Cooperative-sticky: a third member joining two moves only the partitions it must
+    take; the first two keep the rest throughout. A second group then reads every record
+    independently of the first."""
+    t = topic_name("rdk-coop")
+    create_topic(t, 6)
+    members = []
+    try:
+        produce(t, [{"key": str(i).encode(), "value": f"c{i}".encode()} for i in range(600)])
+        g = topic_name("rdk-coop-g")
+        conf = {"bootstrap.servers": B, "group.id": g, "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500}
+
+        def settle(want, seconds=30):
+            deadline = time.time() + seconds
+            while time.time() < deadline:
+                for c in members:
+                    c.poll(0.05)
+                sets = [{p.partition for p in c.assignment()} for c in members]
+                if sorted(len(x) for x in sets) == want and len(set().union(*sets)) == 6:
+                    return sets
+            raise CaseFailed(f"assignment did not settle to {want}: {[{p.partition for p in c.assignment()} for c in members]}")
+
+        for _ in range(2):
+            c = Consumer(conf)
+            c.subscribe([t])
+            members.append(c)
+        before = settle([3, 3])
+        c = Consumer(conf)
+        c.subscribe([t])
+        members.append(c)
+        after = settle([2, 2, 2])
+        for old, new in zip(before, after[:2]):
+            check(new <= old, f"a member gained or swapped partitions: {old} -> {new}")
+        moved = (before[0] - after[0]) | (before[1] - after[1])
+        check(moved == after[2] and len(moved) == 2, f"exactly the newcomer's two partitions move: {moved}, newcomer {after[2]}")
+
+        other = Consumer({"bootstrap.servers": B, "group.id": topic_name("rdk-coop-other"),
+                          "auto.offset.reset": "earliest"})
+        other.subscribe([t])
+        seen = set()
+        deadline = time.time() + 30
+        while len(seen) < 600 and time.time() < deadline:
+            for m in other.consume(200, 0.5):
+                if not m.error():
+                    seen.add(m.value())
+        other.close()
+        check(len(seen) == 600, f"a second group read {len(seen)} of 600 records")
+    finally:
+        for c in members:
+            c.close()
+        delete_topic(t)
+
+
 def transactions():
     t = topic_name("rdk-txn")
     create_topic(t)
@@ -350,4 +405,5 @@ if __name__ == "__main__":
     run("librdkafka.offsets_for_times", offsets_for_times)
     run("librdkafka.group.subscribe_commit", group_subscribe)
     run("librdkafka.group.failover_kill9", group_failover_kill9)
+    run("librdkafka.group.cooperative_sticky", group_cooperative_sticky)
     run("librdkafka.txn.commit_abort", transactions)

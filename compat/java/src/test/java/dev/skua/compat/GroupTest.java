@@ -135,4 +135,65 @@ class GroupTest {
             Support.deleteTopicQuietly(topic);
         }
     }
+
+    /**
+     * Three members over six partitions get two each; when one leaves, the other two take
+     * its partitions (three each) and keep consuming from the committed offsets.
+     */
+    private void threeMembersThenTwo(String protocol) throws Exception {
+        String topic = Support.topicName("grp3-" + protocol);
+        String group = "compat-java-three-" + UUID.randomUUID();
+        Support.createTopic(topic, 6);
+        List<KafkaConsumer<byte[], byte[]>> members = new ArrayList<>();
+        try {
+            produce(topic, 6, 60);
+            Properties p = Support.consumerProps();
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            for (int i = 0; i < 3; i++) {
+                KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+                c.subscribe(List.of(topic));
+                members.add(c);
+            }
+            // (partition, offset): the second round of records repeats the first one's values
+            Set<String> seen = new HashSet<>();
+            List<Integer> sizes = List.of();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(25);
+            while (System.nanoTime() < deadline) {
+                for (KafkaConsumer<byte[], byte[]> c : members) {
+                    c.poll(Duration.ofMillis(100)).forEach(r -> seen.add(r.partition() + ":" + r.offset()));
+                }
+                sizes = members.stream().map(c -> c.assignment().size()).sorted().toList();
+                if (sizes.equals(List.of(2, 2, 2)) && seen.size() == 60) break;
+            }
+            assertEquals(List.of(2, 2, 2), sizes, "two partitions per member");
+            assertEquals(60, seen.size(), "every record consumed once by the group");
+            for (KafkaConsumer<byte[], byte[]> c : members) c.commitSync(Duration.ofSeconds(30));
+            members.remove(0).close(Duration.ofSeconds(10));
+            produce(topic, 6, 60);
+            deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(25);
+            while (System.nanoTime() < deadline) {
+                for (KafkaConsumer<byte[], byte[]> c : members) {
+                    c.poll(Duration.ofMillis(100)).forEach(r -> seen.add(r.partition() + ":" + r.offset()));
+                }
+                sizes = members.stream().map(c -> c.assignment().size()).sorted().toList();
+                if (sizes.equals(List.of(3, 3)) && seen.size() == 120) break;
+            }
+            assertEquals(List.of(3, 3), sizes, "the leaver's partitions move to the others");
+            assertEquals(120, seen.size(), "the survivors consume everything produced after the change");
+        } finally {
+            for (KafkaConsumer<byte[], byte[]> c : members) c.close(Duration.ofSeconds(5));
+            Support.deleteTopicQuietly(topic);
+        }
+    }
+
+    @Test @DisplayName("java.group.classic.three_members")
+    void threeMembersClassic() throws Exception {
+        threeMembersThenTwo("classic");
+    }
+
+    @Test @DisplayName("java.group.consumer.three_members")
+    void threeMembersConsumerProtocol() throws Exception {
+        threeMembersThenTwo("consumer");
+    }
 }

@@ -883,6 +883,7 @@ def main():
     ap.add_argument("--command", default="scripts/bench")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--from-json", help="re-render docs from a results.json of an earlier run")
     ap.add_argument("--consumer-method", choices=["auto", "consumer-perf-test", "groupless"], default="auto")
     opts = ap.parse_args()
 
@@ -896,7 +897,7 @@ def main():
         opts.warm_records = {100: 150_000, 1024: 40_000}
         opts.broker_warmup = 1_000_000
         opts.rates, opts.e2e_records, opts.consume_factor = [10, 50, 80], 1000, 3
-    opts.profile_records = 2_000_000
+    opts.profile_records = 1_000_000
 
     opts.warmup_option = has_warmup_option(opts)
     atexit.register(stop_all)
@@ -907,6 +908,16 @@ def main():
     if opts.profile:
         r = profile(opts)
         json.dump(r, open(f"{opts.workdir}/profile.json", "w"), indent=1)
+        return
+
+    if opts.from_json:
+        d = json.load(open(opts.from_json))
+        for k, v in d["opts"].items():
+            if k not in ("out", "from_json"):
+                setattr(opts, k, v)
+        opts.warm_records = {int(k): v for k, v in opts.warm_records.items()}
+        write_doc(opts.out, render(opts, d["results"], d["plan"], d["meta"]))
+        print_ratios(d["results"])
         return
 
     t_start = time.monotonic()
@@ -947,8 +958,9 @@ def main():
     meta["loopback_cells"] = [n for n in results["kafka"]["producer"]
                               if n.startswith("1024B") and "acks=1 none" in n]
     meta["targets"] = targets(results, plan)
-    json.dump({"results": results, "plan": plan, "meta": meta},
+    json.dump({"results": results, "plan": plan, "meta": meta, "opts": vars(opts)},
               open(f"{opts.workdir}/results.json", "w"), indent=1, default=str)
+    os.makedirs(os.path.dirname(os.path.abspath(opts.out)), exist_ok=True)
     write_doc(opts.out, render(opts, results, plan, meta))
     print_ratios(results)
     print()

@@ -619,6 +619,20 @@ def render(opts, results, plan, meta):
       f"set from Kafka's warm-up rate for the cell (about {opts.seconds:g} s at Kafka's speed) and "
       "are the same for both brokers |")
     w("")
+    if meta["shared"]:
+        def loads(R):
+            v = [r["load_before"] for sec in ("producer", "rate", "consumer", "e2e")
+                 for c in R[sec].values() for r in c["runs"]]
+            return (min(v), statistics.median(v), max(v)) if v else (0, 0, 0)
+        lk, ls = loads(K), loads(S)
+        w("> **Read the ratios with care.** This run shared the machine with other jobs. The 1-minute load "
+          f"average before each run was {lk[0]:.1f}–{lk[2]:.1f} (median {lk[1]:.1f}) during Kafka's half and "
+          f"{ls[0]:.1f}–{ls[2]:.1f} (median {ls[1]:.1f}) during skua's half (see the *load K / s* columns)"
+          + (", so the throughput and latency ratios are biased in favour of the broker that ran under less load"
+             if abs(lk[1] - ls[1]) > 1 else "") +
+          ". The client JVM also shares the cores with the broker. Broker CPU s/GB, peak RSS and "
+          "start-to-ready are the least load-sensitive numbers; rerun `scripts/bench` on an idle machine "
+          "before quoting a throughput ratio.\n")
     w("## Targets (skua / Kafka)\n")
     w("| target | goal | measured | |\n|---|---|---|---|")
     for t in meta["targets"]:
@@ -744,7 +758,8 @@ def render(opts, results, plan, meta):
     w("- Client and broker share the machine's cores, so a broker that leaves more CPU to the client "
       "also gets more throughput; CPU s/GB is the cleaner efficiency number.")
     w("- Tools run like Kafka's `bin/kafka-*.sh` scripts: `-Xmx512M`, G1, full JIT, a fresh JVM per run "
-      "(the warm-up run per cell also warms the broker; each tool run includes its own JVM warm-up).")
+      "(the producer's `--warmup-records` keep the client's start-up out of the producer numbers; the "
+      "consumer and end-to-end runs start timing after the client has connected and been assigned).")
     w("- Peak RSS does not include the page cache; Kafka relies on the page cache for reads, and so do "
       "skua's log segments, so neither number contains the data itself.")
     w("- Raw per-run numbers: `results.json` in the run directory "

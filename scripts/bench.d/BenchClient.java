@@ -1,0 +1,145 @@
+// Small Kafka-client helper for scripts/bench (compiled against the same kafka-clients
+// jar as Apache Kafka's perf tools).
+//
+//   BenchClient create BOOTSTRAP TOPIC:PARTITIONS...
+//       creates the topics (replication factor 1) with the Admin client and waits until
+//       every partition has a leader in the metadata.
+//   BenchClient consume BOOTSTRAP TOPIC RECORDS
+//       group-less consumer: assign() all partitions, seekToBeginning(), poll until
+//       RECORDS records are read. No group.id, so it needs no group coordinator. Prints
+//       one line "records=N bytes=B ms=T" where T runs from the first poll() to the
+//       poll() that returned the last record (like kafka-consumer-perf-test's fetch time).
+//   BenchClient e2e BOOTSTRAP TOPIC RECORDS ACKS SIZE
+//       Apache Kafka's EndToEndLatency loop (producer linger.ms=0, send().get(), then poll
+//       until the record arrives; consumer fetch.max.wait.ms=0, assign() + seekToEnd()),
+//       but without a group.id, so it needs no group coordinator, and with microsecond
+//       resolution. Prints "avg_ms=A p50=.. p99=.. p999=.." in milliseconds.
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class BenchClient {
+  public static void main(String[] a) throws Exception {
+    switch (a[0]) {
+      case "create": create(a); break;
+      case "consume": consume(a); break;
+      case "e2e": e2e(a); break;
+      default: throw new IllegalArgumentException(a[0]);
+    }
+  }
+
+  static void create(String[] a) throws Exception {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    try (Admin admin = Admin.create(p)) {
+      List<NewTopic> topics = new ArrayList<>();
+      Map<String, Integer> want = new LinkedHashMap<>();
+      for (int i = 2; i < a.length; i++) {
+        String[] tp = a[i].split(":");
+        want.put(tp[0], Integer.parseInt(tp[1]));
+        topics.add(new NewTopic(tp[0], Integer.parseInt(tp[1]), (short) 1));
+      }
+      admin.createTopics(topics).all().get();
+      long deadline = System.currentTimeMillis() + 30_000;
+      while (true) {
+        boolean ok = true;
+        try {
+          for (TopicDescription d : admin.describeTopics(want.keySet()).allTopicNames().get().values()) {
+            if (d.partitions().size() != want.get(d.name())) ok = false;
+            for (TopicPartitionInfo pi : d.partitions()) if (pi.leader() == null) ok = false;
+          }
+        } catch (Exception e) {
+          ok = false;
+        }
+        if (ok) break;
+        if (System.currentTimeMillis() > deadline) throw new RuntimeException("topics not ready");
+        Thread.sleep(50);
+      }
+    }
+  }
+
+  static void consume(String[] a) {
+    String topic = a[2];
+    long want = Long.parseLong(a[3]);
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (PartitionInfo pi : c.partitionsFor(topic)) tps.add(new TopicPartition(topic, pi.partition()));
+      c.assign(tps);
+      c.seekToBeginning(tps);
+      long n = 0, bytes = 0;
+      long start = System.nanoTime(), end = start;
+      long deadline = start + 120_000_000_000L;
+      while (n < want && System.nanoTime() < deadline) {
+        ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(500));
+        for (ConsumerRecord<byte[], byte[]> r : rs) {
+          n++;
+          bytes += r.serializedValueSize() + Math.max(0, r.serializedKeySize());
+        }
+        end = System.nanoTime();
+      }
+      System.out.printf("records=%d bytes=%d ms=%.3f%n", n, bytes, (end - start) / 1e6);
+      if (n < want) System.exit(1);
+    }
+  }
+
+  static void e2e(String[] a) throws Exception {
+    String topic = a[2];
+    int n = Integer.parseInt(a[3]);
+    int size = Integer.parseInt(a[5]);
+    Properties cp = new Properties();
+    cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest");
+    cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "0");
+    cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    Properties pp = new Properties();
+    pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    pp.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+    pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(Long.MAX_VALUE));
+    pp.put(ProducerConfig.ACKS_CONFIG, a[4]);
+    pp.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, a[4].equals("all") ? "true" : "false");
+    pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp);
+         KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
+      List<TopicPartition> tps = new ArrayList<>();
+      for (PartitionInfo pi : c.partitionsFor(topic)) tps.add(new TopicPartition(topic, pi.partition()));
+      c.assign(tps);
+      c.seekToEnd(tps);
+      for (TopicPartition tp : tps) c.position(tp);
+      Random rnd = new Random(0);
+      long[] lat = new long[n];
+      double total = 0;
+      for (int i = 0; i < n; i++) {
+        byte[] v = new byte[size];
+        for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+        long begin = System.nanoTime();
+        p.send(new ProducerRecord<>(topic, v)).get();
+        Iterator<ConsumerRecord<byte[], byte[]>> it = c.poll(Duration.ofMillis(10_000)).iterator();
+        while (!it.hasNext()) {
+          if (System.nanoTime() - begin > 60_000_000_000L) throw new RuntimeException("record " + i + " not consumed in 60 s");
+          it = c.poll(Duration.ofMillis(10_000)).iterator();
+        }
+        long el = System.nanoTime() - begin;
+        ConsumerRecord<byte[], byte[]> r = it.next();
+        if (!Arrays.equals(r.value(), v) || it.hasNext()) throw new RuntimeException("unexpected record");
+        lat[i] = el;
+        total += el;
+      }
+      Arrays.sort(lat);
+      System.out.printf("avg_ms=%.4f p50=%.4f p99=%.4f p999=%.4f%n", total / n / 1e6,
+          lat[(int) (n * 0.5)] / 1e6, lat[(int) (n * 0.99)] / 1e6, lat[(int) (n * 0.999)] / 1e6);
+    }
+  }
+}

@@ -451,3 +451,33 @@ async fn topic_admin_round_trip() {
     assert!(md.topics.is_empty());
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_leader_epoch_from_the_future_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("epochs", 1).await, 0);
+    let fetch = |epoch: i32| {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(name("epochs"))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(epoch)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let resp = c.send(&fetch(0), 12).await;
+    assert_eq!(
+        resp.responses[0].partitions[0].error_code, 0,
+        "the current epoch (0) is accepted"
+    );
+    let resp = c.send(&fetch(5), 12).await;
+    assert_eq!(
+        resp.responses[0].partitions[0].error_code,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    b.stop().await;
+}

@@ -164,13 +164,7 @@ fn read_all(
 }
 
 fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) -> PartitionData {
-    let epoch = p.leader_epoch();
-    if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
-        let e = if fp.current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        };
+    if let Err(e) = p.check_leader_epoch(fp.current_leader_epoch) {
         return partition_error(fp.partition, e);
     }
     let hw = p.high_watermark();

@@ -53,12 +53,7 @@ pub async fn handle(
 
 fn lookup(p: &Partition, lp: &ListOffsetsPartition, version: i16) -> ListOffsetsPartitionResponse {
     let epoch = p.leader_epoch();
-    if lp.current_leader_epoch >= 0 && lp.current_leader_epoch != epoch {
-        let e = if lp.current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        };
+    if let Err(e) = p.check_leader_epoch(lp.current_leader_epoch) {
         return error(lp.partition_index, e);
     }
     let hw = p.high_watermark();

@@ -30,13 +30,7 @@ pub async fn handle(
                     else {
                         return undefined(result, ResponseError::UnknownTopicOrPartition);
                     };
-                    let epoch = p.leader_epoch();
-                    if op.current_leader_epoch >= 0 && op.current_leader_epoch != epoch {
-                        let e = if op.current_leader_epoch < epoch {
-                            ResponseError::FencedLeaderEpoch
-                        } else {
-                            ResponseError::UnknownLeaderEpoch
-                        };
+                    if let Err(e) = p.check_leader_epoch(op.current_leader_epoch) {
                         return undefined(result, e);
                     }
                     match p.log.end_offset_for_epoch(op.leader_epoch) {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -36,6 +37,17 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Checks the leader epoch a client believes current (KIP-320); -1 skips the check.
+    /// Older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH (metadata lags).
+    pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ResponseError> {
+        let epoch = self.leader_epoch();
+        match current_leader_epoch {
+            e if e < 0 || e == epoch => Ok(()),
+            e if e < epoch => Err(ResponseError::FencedLeaderEpoch),
+            _ => Err(ResponseError::UnknownLeaderEpoch),
+        }
     }
 
     pub fn high_watermark(&self) -> i64 {

@@ -136,12 +136,10 @@ impl Broker {
         validate_only: bool,
         edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
     ) -> Result<(), ControllerError> {
-        let current = self.controller.topic(name).ok_or_else(|| {
-            ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic {name} does not exist"),
-            )
-        })?;
+        let current = self
+            .controller
+            .topic(name)
+            .ok_or_else(|| ControllerError::unknown_topic(name))?;
         let mut configs = current.configs.clone();
         edit(&mut configs)?;
         topic::validate(&configs)

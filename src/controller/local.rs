@@ -268,12 +268,10 @@ impl Controller for LocalController {
 
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
         let mut state = self.state.lock();
-        let removed = state.topics.remove(name).ok_or_else(|| {
-            ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let removed = state
+            .topics
+            .remove(name)
+            .ok_or_else(|| ControllerError::unknown_topic(name))?;
         self.persist(&state).map_err(Self::storage_error)?;
         Ok(removed)
     }
@@ -286,12 +284,11 @@ impl Controller for LocalController {
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         let mut state = self.state.lock();
-        let current = state.topics.get(name).cloned().ok_or_else(|| {
-            ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let current = state
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ControllerError::unknown_topic(name))?;
         let existing = current.partitions.len() as i32;
         if count < existing {
             return Err(ControllerError::new(
@@ -344,12 +341,11 @@ impl Controller for LocalController {
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         let mut state = self.state.lock();
-        let current = state.topics.get(name).cloned().ok_or_else(|| {
-            ControllerError::new(
-                ResponseError::UnknownTopicOrPartition,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let current = state
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ControllerError::unknown_topic(name))?;
         let info = Arc::new(TopicInfo {
             configs,
             ..(*current).clone()

@@ -82,6 +82,14 @@ impl ControllerError {
     pub fn code(&self) -> i16 {
         self.error.code()
     }
+
+    /// The refusal for a topic metadata does not know.
+    pub fn unknown_topic(name: &str) -> Self {
+        ControllerError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("Topic {name} does not exist"),
+        )
+    }
 }
 
 #[async_trait]

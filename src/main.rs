@@ -25,6 +25,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_target(false)
+        // Colours only on a terminal: logs redirected to a file stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let config = match skua::config::from_args(&args) {
         Ok(c) => c,

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
 use crate::handlers::*;
+use crate::log::FileSlice;
 
 /// What a handler knows about the request besides its body.
 #[derive(Clone, Debug)]
@@ -21,7 +22,15 @@ pub struct RequestContext {
     pub peer: SocketAddr,
 }
 
-pub type HandlerFuture = Pin<Box<dyn Future<Output = ResponseKind> + Send>>;
+/// A handler's answer: the response body, and for Fetch the segment ranges whose bytes
+/// the body's records stand for (sent from the file by the connection, see
+/// `protocol::zero_copy`).
+pub struct Response {
+    pub body: ResponseKind,
+    pub file_slices: Vec<FileSlice>,
+}
+
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
 type Handler = fn(Arc<Broker>, RequestContext, RequestKind) -> HandlerFuture;
 
 pub struct Route {
@@ -31,9 +40,27 @@ pub struct Route {
     pub handle: Handler,
 }
 
-/// Builds a route whose handler takes the typed request and returns the typed response.
+/// Builds a route whose handler takes the typed request and returns the typed response
+/// (with `file_slices`: the response and the file slices its records stand for).
 macro_rules! route {
     ($key:ident, $min:expr, $max:expr, $handler:path) => {
+        route!(@build $key, $min, $max, |broker, ctx, req| async move {
+            Response {
+                body: ResponseKind::$key($handler(broker, ctx, req).await),
+                file_slices: Vec::new(),
+            }
+        })
+    };
+    ($key:ident, $min:expr, $max:expr, $handler:path, file_slices) => {
+        route!(@build $key, $min, $max, |broker, ctx, req| async move {
+            let (body, file_slices) = $handler(broker, ctx, req).await;
+            Response {
+                body: ResponseKind::$key(body),
+                file_slices,
+            }
+        })
+    };
+    (@build $key:ident, $min:expr, $max:expr, $call:expr) => {
         Route {
             api_key: ApiKey::$key,
             min_version: $min,
@@ -41,9 +68,7 @@ macro_rules! route {
             handle: |broker, ctx, body| {
                 Box::pin(async move {
                     match body {
-                        RequestKind::$key(req) => {
-                            ResponseKind::$key($handler(broker, ctx, req).await)
-                        }
+                        RequestKind::$key(req) => ($call)(broker, ctx, req).await,
                         // The connection decodes the body with the same api key it routes by.
                         other => unreachable!("{:?} routed to {}", other, stringify!($key)),
                     }
@@ -57,7 +82,7 @@ macro_rules! route {
 /// answered UNSUPPORTED_VERSION by the connection before reaching the handler.
 pub static ROUTES: &[Route] = &[
     route!(Produce, 0, 13, produce::handle),
-    route!(Fetch, 4, 18, fetch::handle),
+    route!(Fetch, 4, 18, fetch::handle, file_slices),
     route!(ListOffsets, 1, 10, list_offsets::handle),
     route!(Metadata, 0, 13, metadata::handle),
     route!(ApiVersions, 0, 4, api_versions::handle),

@@ -481,3 +481,81 @@ async fn a_leader_epoch_from_the_future_is_unknown() {
     );
     b.stop().await;
 }
+
+/// Lengths of the whole batches at the start of `records` (a trailing partial batch,
+/// which Kafka may send at the size limit, is left out).
+fn whole_batches(records: &[u8]) -> usize {
+    let mut at = 0;
+    while records.len() - at >= 12 {
+        let len = i32::from_be_bytes(records[at + 8..at + 12].try_into().unwrap());
+        let end = at + 12 + len as usize;
+        if end > records.len() {
+            break;
+        }
+        at = end;
+    }
+    at
+}
+
+#[tokio::test]
+async fn large_fetches_come_from_the_segment_file_and_end_at_the_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("big", 2).await, 0);
+    // 400 records of ~500 bytes: ~200 KiB, well over the size sent by sendfile
+    // instead of a copy.
+    let value = |i: usize| format!("{i:06}-{}", "x".repeat(493));
+    for n in 0..40 {
+        let vals: Vec<String> = (n * 10..n * 10 + 10).map(value).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let (err, base) = c
+            .produce("big", 1, batch(&refs, None, Compression::None), 1)
+            .await;
+        assert_eq!((err, base), (0, n as i64 * 10));
+    }
+    let p = c.fetch("big", 1, 0, 0, 1).await;
+    let got = values(p.records.as_ref().unwrap());
+    assert_eq!(got.len(), 400);
+    for (i, (offset, v)) in got.iter().enumerate() {
+        assert_eq!((*offset, v.as_str()), (i as i64, value(i).as_str()));
+    }
+
+    // Two partitions in one answer, the first cut at 50,000 bytes: the cut batch is
+    // partial, the bytes before it are whole batches from offset 0, and the second
+    // partition's records follow intact.
+    let (err, _) = c
+        .produce("big", 0, batch(&["other"], None, Compression::None), 1)
+        .await;
+    assert_eq!(err, 0);
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(name("big"))
+            .with_partitions(vec![
+                fetch_request::FetchPartition::default()
+                    .with_partition(1)
+                    .with_partition_max_bytes(50_000),
+                fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_partition_max_bytes(1 << 20),
+            ])]);
+    let resp = c.send(&req, 12).await;
+    let cut = resp.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(
+        cut.len(),
+        50_000,
+        "cut at the partition's limit, as Kafka does"
+    );
+    let whole = cut.slice(..whole_batches(&cut));
+    assert!(whole.len() < cut.len(), "the last batch is partial");
+    let got = values(&whole);
+    assert!(got.len() > 50, "{} records", got.len());
+    assert_eq!(got.first().map(|r| r.0), Some(0));
+    assert_eq!(got.last().map(|r| r.0), Some(got.len() as i64 - 1));
+    assert_eq!(got[17].1, value(17));
+    let other = values(resp.responses[0].partitions[1].records.as_ref().unwrap());
+    assert_eq!(other, vec![(0, "other".to_string())]);
+    b.stop().await;
+}

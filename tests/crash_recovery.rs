@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -21,30 +21,30 @@ struct Process {
 impl Process {
     /// Starts the skua binary on a free loopback port and waits until it answers.
     async fn start(dir: &Path) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_skua"))
-            .args([
-                "--override",
-                &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
-            ])
+        // Port 0, read back from the start-up line: a port picked here and bound later
+        // could be taken meanwhile, even by this test's own connect attempts.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skua"))
+            .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
             .args(["--override", &format!("log.dirs={}", dir.display())])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("skua starts");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        // Owned from here on, so a failed wait below still kills it.
-        let process = Process { child, addr };
+        let logs = child.stdout.take().expect("piped stdout");
+        let (found, bound) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(logs).lines().map_while(Result::ok) {
+                if let Some(port) = listening_port(&line) {
+                    let _ = found.send(port);
+                }
+            }
+        });
         // Generous: a debug build recovering its logs on a loaded machine is slow.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(Instant::now() < deadline, "skua did not start listening");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let port = bound
+            .recv_timeout(Duration::from_secs(60))
+            .expect("skua did not start listening");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let process = Process { child, addr };
         let mut c = Client::connect(addr).await;
         assert_eq!(
             c.send(&ApiVersionsRequest::default(), 3).await.error_code,
@@ -61,6 +61,13 @@ impl Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The port in the start-up line's `listeners=[127.0.0.1:PORT]`.
+fn listening_port(line: &str) -> Option<u16> {
+    let rest = &line[line.find("skua started")?..];
+    let rest = &rest[rest.find("listeners=[127.0.0.1:")? + "listeners=[127.0.0.1:".len()..];
+    rest[..rest.find(']')?].parse().ok()
 }
 
 /// A failed assertion must not leave a broker running.

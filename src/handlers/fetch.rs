@@ -3,6 +3,11 @@
 //! A long poll (`max_wait_ms`, `min_bytes`) waits on the fetched partitions' append
 //! notifications, never on a timer loop. Sessions (KIP-227) are not kept: every answer
 //! carries session id 0, which tells clients to send full fetch requests.
+//!
+//! Records are not read here: each partition's answer names the segment range that holds
+//! them, and the connection sends that range with `sendfile` (see `protocol::zero_copy`).
+//! As in Kafka, the last batch of a partition may be cut at the size limit; clients drop
+//! the partial batch and fetch it again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +22,8 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::broker::Broker;
-use crate::log::LogError;
+use crate::log::{FileSlice, LogError};
+use crate::protocol::zero_copy;
 use crate::replica::Partition;
 use crate::router::RequestContext;
 
@@ -34,11 +40,24 @@ struct TopicPlan {
     partitions: Vec<(FetchPartition, Result<Arc<Partition>, ResponseError>)>,
 }
 
-pub async fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest) -> FetchResponse {
+/// Record ranges shorter than this are read into the response: below it a separate
+/// `sendfile` call costs more than the copy.
+const SENDFILE_MIN_BYTES: usize = 16 * 1024;
+
+/// A partition read: its answer, and the file range its records placeholder stands for.
+type Read = (PartitionData, Option<FileSlice>);
+
+/// Answers the fetch, with the file slices its records stand for, in encoding order.
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: FetchRequest,
+) -> (FetchResponse, Vec<FileSlice>) {
     if req.session_id != 0 && req.session_epoch > 0 {
         // An incremental fetch in a session we never created.
-        return FetchResponse::default()
-            .with_error_code(ResponseError::FetchSessionIdNotFound.code());
+        let refused =
+            FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code());
+        return (refused, Vec::new());
     }
     let plan: Vec<TopicPlan> = req
         .topics
@@ -62,9 +81,11 @@ pub async fn handle(broker: Arc<Broker>, ctx: RequestContext, req: FetchRequest)
         for w in &mut wakeups {
             w.as_mut().enable();
         }
-        let (responses, bytes, errored) = read_all(&plan, max_bytes, read_committed);
-        if bytes >= min_bytes || errored || Instant::now() >= deadline || *stopping.borrow() {
-            return FetchResponse::default().with_responses(responses);
+        let read = read_all(&plan, max_bytes, read_committed);
+        let done = Instant::now() >= deadline || *stopping.borrow();
+        if read.bytes >= min_bytes || read.errored || done {
+            let response = FetchResponse::default().with_responses(read.responses);
+            return (response, read.file_slices);
         }
         let appended = async {
             if wakeups.is_empty() {
@@ -113,15 +134,21 @@ fn resolve(broker: &Broker, t: FetchTopic, version: i16) -> TopicPlan {
     }
 }
 
-/// Reads every partition once. Returns the responses, the bytes read, and whether any
-/// partition answered an error (which ends a long poll at once, as in Kafka).
-fn read_all(
-    plan: &[TopicPlan],
-    max_bytes: usize,
-    read_committed: bool,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+/// One pass over every requested partition.
+struct ReadAll {
+    responses: Vec<FetchableTopicResponse>,
+    /// The records' placeholders' file ranges, in response order.
+    file_slices: Vec<FileSlice>,
+    bytes: usize,
+    /// Some partition answered an error (which ends a long poll at once, as in Kafka).
+    errored: bool,
+}
+
+/// Reads every partition once.
+fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadAll {
     let mut total = 0usize;
     let mut errored = false;
+    let mut file_slices = Vec::new();
     let mut responses = Vec::with_capacity(plan.len());
     for t in plan {
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -138,11 +165,12 @@ fn read_all(
                     let budget = max_bytes
                         .saturating_sub(total)
                         .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
-                    let d = read_one(p, fp, budget, min_one);
+                    let (d, slice) = read_one(p, fp, budget, min_one);
                     if d.error_code != 0 {
                         errored = true;
                     }
                     total += d.records.as_ref().map_or(0, Bytes::len);
+                    file_slices.extend(slice);
                     d
                 }
             };
@@ -160,12 +188,17 @@ fn read_all(
                 .with_partitions(partitions),
         );
     }
-    (responses, total, errored)
+    ReadAll {
+        responses,
+        file_slices,
+        bytes: total,
+        errored,
+    }
 }
 
-fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) -> PartitionData {
+fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) -> Read {
     if let Err(e) = p.check_leader_epoch(fp.current_leader_epoch) {
-        return partition_error(fp.partition, e);
+        return (partition_error(fp.partition, e), None);
     }
     let hw = p.high_watermark();
     let base = PartitionData::default()
@@ -173,23 +206,38 @@ fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) ->
         .with_high_watermark(hw)
         .with_last_stable_offset(hw);
     if budget == 0 && !min_one {
-        return base
+        let empty = base
             .with_log_start_offset(p.log.log_start_offset())
             .with_records(Some(Bytes::new()));
+        return (empty, None);
     }
-    match p.read(fp.fetch_offset, budget, min_one) {
-        Ok(data) => base
-            .with_log_start_offset(data.log_start_offset)
-            .with_records(Some(data.records)),
-        Err(e @ LogError::OffsetOutOfRange { .. }) => base
-            .with_error_code(e.error_code())
+    let failed = |base: PartitionData, e: LogError| {
+        base.with_error_code(e.error_code())
             .with_log_start_offset(p.log.log_start_offset())
-            .with_records(Some(Bytes::new())),
+            .with_records(Some(Bytes::new()))
+    };
+    let data = match p.read_slice(fp.fetch_offset, budget, min_one) {
+        Ok(data) => data,
+        Err(e @ LogError::OffsetOutOfRange { .. }) => return (failed(base, e), None),
         Err(e) => {
             tracing::error!(partition = %p.tp, error = %e, "read failed");
-            base.with_error_code(e.error_code())
-                .with_log_start_offset(p.log.log_start_offset())
-                .with_records(Some(Bytes::new()))
+            return (failed(base, e), None);
+        }
+    };
+    let base = base.with_log_start_offset(data.log_start_offset);
+    let Some(slice) = data.records else {
+        return (base.with_records(Some(Bytes::new())), None);
+    };
+    if slice.len() >= SENDFILE_MIN_BYTES {
+        if let Some(placeholder) = zero_copy::placeholder(&slice) {
+            return (base.with_records(Some(placeholder)), Some(slice));
+        }
+    }
+    match slice.read() {
+        Ok(records) => (base.with_records(Some(records)), None),
+        Err(e) => {
+            tracing::error!(partition = %p.tp, error = %e, "read failed");
+            (failed(base, e), None)
         }
     }
 }

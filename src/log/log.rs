@@ -14,9 +14,9 @@ use super::checkpoint::sync_dir;
 use super::leader_epoch::LeaderEpochFileCache;
 use super::loader::{self, replay_producer_state};
 use super::producer_state::{ProducerStateManager, StagedProducers};
-use super::segment::{read_header, read_whole_batches, LogSegment};
+use super::segment::{read_header, whole_batches_len, LogSegment};
 use super::validation::{first_record_at_or_after, validate_records};
-use super::{AppendInfo, FetchData, LogConfig, LogError, TimestampType, TopicPartition};
+use super::{AppendInfo, FetchData, FileSlice, LogConfig, LogError, TimestampType, TopicPartition};
 
 /// One partition's log: a directory of segments plus the leader epoch cache and producer
 /// state.
@@ -403,13 +403,33 @@ impl Log {
         max_bytes: usize,
         max_offset: i64,
         min_one_message: bool,
-    ) -> Result<FetchData, LogError> {
-        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
-        let empty = || FetchData {
-            records: Bytes::new(),
-            log_end_offset: log_end,
-            log_start_offset: log_start,
+    ) -> Result<FetchData<Bytes>, LogError> {
+        let data = self.read_slice(offset, max_bytes, max_offset, min_one_message)?;
+        let mut bytes = match &data.records {
+            Some(slice) => slice.read()?,
+            None => Bytes::new(),
         };
+        bytes.truncate(whole_batches_len(&bytes, max_offset));
+        Ok(FetchData {
+            records: bytes,
+            log_end_offset: data.log_end_offset,
+            log_start_offset: data.log_start_offset,
+        })
+    }
+
+    /// Where a read from `offset` lies in a segment file, without reading it: as [`Log::read`]
+    /// but, like Kafka's `FileRecords.slice`, the last batch may be cut at `max_bytes`
+    /// (clients drop a partial trailing batch and fetch it again from its start). The first
+    /// batch is always whole when `min_one_message`, and no batch reaching `max_offset` is
+    /// included. `None` when there is nothing to read.
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_message: bool,
+    ) -> Result<FetchData<Option<FileSlice>>, LogError> {
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
         if offset < log_start || offset > log_end {
             return Err(LogError::OffsetOutOfRange {
                 offset,
@@ -417,40 +437,56 @@ impl Log {
                 log_end,
             });
         }
-        if offset == log_end || offset >= max_offset {
-            return Ok(empty());
-        }
-        let plan = {
-            let inner = self.inner.lock();
-            let first = inner
-                .segments
-                .range(..=offset)
-                .next_back()
-                .map_or(i64::MIN, |(&b, _)| b);
-            let mut plan = None;
-            for segment in inner.segments.range(first..).map(|(_, s)| s) {
-                if let Some(bp) = segment.translate_offset(offset)? {
-                    let available = (segment.size() - bp.position) as usize;
-                    let want = if min_one_message {
-                        max_bytes.max(bp.header.size_in_bytes())
-                    } else {
-                        max_bytes
-                    };
-                    plan = Some((segment.log_file().clone(), bp.position, want.min(available)));
-                    break;
-                }
-            }
-            plan
+        let slice = if offset == log_end || offset >= max_offset {
+            None
+        } else {
+            self.plan_slice(offset, max_bytes, max_offset, min_one_message)?
         };
-        let Some((file, position, len)) = plan else {
-            return Ok(empty());
-        };
-        let bytes = read_whole_batches(&file, position, len, max_offset)?;
         Ok(FetchData {
-            records: Bytes::from(bytes),
+            records: slice,
             log_end_offset: log_end,
             log_start_offset: log_start,
         })
+    }
+
+    fn plan_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_message: bool,
+    ) -> Result<Option<FileSlice>, LogError> {
+        let inner = self.inner.lock();
+        let first = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        for (&base, segment) in inner.segments.range(first..) {
+            let Some(bp) = segment.translate_offset(offset)? else {
+                continue;
+            };
+            // Batches at or past `max_offset` stay out: when it falls in this segment,
+            // the slice ends where the batch holding it starts.
+            let next_base = inner.segments.range(base + 1..).next().map(|(&b, _)| b);
+            let whole_segment =
+                next_base.is_some_and(|b| b <= max_offset) || max_offset >= self.log_end_offset();
+            let limit = match whole_segment {
+                true => segment.size(),
+                false => segment
+                    .translate_offset(max_offset)?
+                    .map_or(segment.size(), |end| end.position),
+            };
+            let available = usize::try_from(limit.saturating_sub(bp.position)).unwrap_or(0);
+            let want = if min_one_message {
+                max_bytes.max(bp.header.size_in_bytes())
+            } else {
+                max_bytes
+            };
+            let file = segment.log_file().clone();
+            return Ok(Some(FileSlice::new(file, bp.position, want.min(available))));
+        }
+        Ok(None)
     }
 
     /// ListOffsets by timestamp: the first record (batch-level for compressed batches)

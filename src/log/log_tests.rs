@@ -133,6 +133,45 @@ fn read_limits_and_range() {
 }
 
 #[test]
+fn slices_cut_at_the_size_limit_and_stop_before_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config(), false);
+    let batches = many_batches(5, 50);
+    for b in &batches {
+        log.append_as_leader(b.clone(), 0, 0).unwrap();
+    }
+    let size = batches[0].len();
+    let slice = |offset, max_bytes, max_offset, min_one| {
+        log.read_slice(offset, max_bytes, max_offset, min_one)
+            .unwrap()
+            .records
+    };
+    // Like Kafka's FileRecords.slice: the last batch may be partial...
+    let cut = slice(1, size + 7, i64::MAX, false).unwrap();
+    assert_eq!((cut.position(), cut.len()), (size as u64, size + 7));
+    let whole = log.read(1, size, i64::MAX, false).unwrap().records;
+    assert_eq!(
+        &cut.read().unwrap()[..size],
+        &whole[..],
+        "the batch at offset 1 first"
+    );
+    // ...the first is whole with min_one, and nothing at or past the high watermark.
+    assert_eq!(slice(0, 1, i64::MAX, true).unwrap().len(), size);
+    assert_eq!(slice(0, 1 << 20, 3, false).unwrap().len(), 3 * size);
+    assert_eq!(slice(2, 1 << 20, 3, true).unwrap().len(), size);
+    assert!(slice(3, 1 << 20, 3, true).is_none());
+    assert!(slice(5, 1 << 20, i64::MAX, true).is_none());
+    // Reads keep whole batches only.
+    assert_eq!(
+        log.read(1, size + 7, i64::MAX, false)
+            .unwrap()
+            .records
+            .len(),
+        size
+    );
+}
+
+#[test]
 fn rolls_segments_and_reads_across_them() {
     let dir = tempfile::tempdir().unwrap();
     let batches = many_batches(30, 100);

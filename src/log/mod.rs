@@ -15,6 +15,7 @@
 
 mod batch;
 mod checkpoint;
+mod file_slice;
 mod index_file;
 mod leader_epoch;
 mod loader;
@@ -37,6 +38,7 @@ pub use self::checkpoint::{
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
+pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;
 pub use self::log_manager::{LogManager, CLEAN_SHUTDOWN_FILE};
@@ -133,10 +135,10 @@ pub struct AppendInfo {
     pub duplicate: bool,
 }
 
-/// The result of a read: whole batches as stored on disk.
+/// The result of a read: batches as stored on disk, as bytes or as where they lie.
 #[derive(Clone, Debug)]
-pub struct FetchData {
-    pub records: bytes::Bytes,
+pub struct FetchData<R> {
+    pub records: R,
     pub log_end_offset: i64,
     pub log_start_offset: i64,
 }

@@ -1,7 +1,6 @@
 //! One segment of a partition's log: `.log` plus its `.index` and `.timeindex`.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -465,51 +464,11 @@ pub fn read_header(
     RecordBatchHeader::parse(&raw).map(Some)
 }
 
-/// Reads up to `len` bytes at `position` and keeps only the whole batches that end before
-/// `max_offset` (exclusive). A short read
-/// (the segment was truncated under us) just yields fewer batches.
-pub fn read_whole_batches(
-    file: &File,
-    position: u64,
-    len: usize,
-    max_offset: i64,
-) -> Result<Vec<u8>, LogError> {
-    // Read into uninitialised capacity: zero-filling a fresh buffer of up to a partition's
-    // fetch size on every fetch cost as much CPU as the read itself.
-    let mut buf: Vec<u8> = Vec::with_capacity(len);
-    let mut filled = 0;
-    while filled < len {
-        let offset = libc::off_t::try_from(position + filled as u64).map_err(|_| {
-            LogError::InvalidRecord(format!("segment position {position} out of range"))
-        })?;
-        // SAFETY: the destination is the buffer's own capacity past its `filled` initialised
-        // bytes, and at most `len - filled` bytes are written there; `file` is an open
-        // descriptor for the call's duration.
-        let n = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                buf.as_mut_ptr().add(filled).cast::<libc::c_void>(),
-                len - filled,
-                offset,
-            )
-        };
-        match n {
-            0 => break,
-            n if n > 0 => {
-                filled += n as usize;
-                // SAFETY: pread initialised exactly the bytes up to `filled`.
-                unsafe { buf.set_len(filled) };
-            }
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e.into());
-                }
-            }
-        }
-    }
+/// Length of the longest prefix of `buf` made of whole batches that end before
+/// `max_offset` (exclusive).
+pub fn whole_batches_len(buf: &[u8], max_offset: i64) -> usize {
     let mut end = 0;
-    for item in BatchIter::new(&buf) {
+    for item in BatchIter::new(buf) {
         match item {
             Ok((pos, header)) if header.last_offset() < max_offset => {
                 end = pos + header.size_in_bytes()
@@ -517,8 +476,7 @@ pub fn read_whole_batches(
             _ => break,
         }
     }
-    buf.truncate(end);
-    Ok(buf)
+    end
 }
 
 fn to_u32(position: u64) -> Result<u32, LogError> {

@@ -18,8 +18,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use super::dispatch::{dispatch, Job};
+use super::sendfile::send_file;
 use crate::broker::Broker;
 use crate::protocol::frame::{self, Check};
+use crate::protocol::zero_copy::Chunk;
 
 /// Limits applied to every connection, from the broker config.
 #[derive(Clone, Copy, Debug)]
@@ -111,11 +113,27 @@ async fn write_responses(
                 }
             },
         };
-        // Large chunks (fetched records) bypass the buffer and go straight to the socket.
+        // Large chunks (fetched records) bypass the buffer and go straight to the socket;
+        // records still in a segment file go from the page cache with sendfile.
         for chunk in bytes.iter().flatten() {
-            if let Err(e) = out.write_all(chunk).await {
-                tracing::debug!(%peer, error = %e, "write failed");
-                return;
+            let written = match chunk {
+                Chunk::Bytes(b) => out.write_all(b).await,
+                Chunk::File(slice) => match out.flush().await {
+                    Ok(()) => send_file(out.get_ref().as_ref(), slice).await,
+                    Err(e) => Err(e),
+                },
+            };
+            match written {
+                Ok(()) => {}
+                // A segment truncated under a planned fetch answer: worth a line.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    tracing::warn!(%peer, error = %e, "closing connection");
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "write failed");
+                    return;
+                }
             }
         }
         // Flush once the queue is drained, so pipelined responses share a syscall.

@@ -11,7 +11,9 @@ use kafka_protocol::protocol::Decodable;
 
 use crate::broker::Broker;
 use crate::handlers::api_versions;
+use crate::log::FileSlice;
 use crate::protocol::codec::peek_header;
+use crate::protocol::zero_copy::Chunk;
 use crate::protocol::{decode_request, encode_response, legacy_produce, Frame};
 use crate::router::{self, RequestContext};
 
@@ -37,7 +39,7 @@ pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
         let body = ResponseKind::ApiVersions(api_versions::response(35));
-        return encode(api_key, 0, correlation_id, &body).map(Job::Ready);
+        return encode(api_key, 0, correlation_id, &body, Vec::new()).map(Job::Ready);
     }
     if api_key == ApiKey::Produce && (0..3).contains(&version) {
         return legacy(frame, version, correlation_id);
@@ -60,7 +62,14 @@ pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<
         if !expects_response {
             return Ok(None);
         }
-        encode(api_key, version, correlation_id, &response).map(Some)
+        encode(
+            api_key,
+            version,
+            correlation_id,
+            &response.body,
+            response.file_slices,
+        )
+        .map(Some)
     })))
 }
 
@@ -69,8 +78,9 @@ fn encode(
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
+    file_slices: Vec<FileSlice>,
 ) -> Result<Frame, String> {
-    encode_response(api_key, version, correlation_id, body)
+    encode_response(api_key, version, correlation_id, body, file_slices)
         .map_err(|e| format!("cannot encode {api_key:?} v{version} response: {e}"))
 }
 
@@ -88,5 +98,5 @@ fn legacy(mut frame: Bytes, version: i16, correlation_id: i32) -> Result<Job, St
     out.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
     out.extend_from_slice(&correlation_id.to_be_bytes());
     out.extend_from_slice(&body);
-    Ok(Job::Ready(vec![out.freeze()]))
+    Ok(Job::Ready(vec![Chunk::Bytes(out.freeze())]))
 }

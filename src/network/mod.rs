@@ -2,6 +2,7 @@
 
 pub mod connection;
 pub mod dispatch;
+mod sendfile;
 pub mod server;
 
 pub use server::Server;

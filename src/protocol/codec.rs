@@ -5,7 +5,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::frame_buf::FrameBuf;
+use super::zero_copy::Chunk;
 use super::Frame;
+use crate::log::FileSlice;
 
 /// A decoded request.
 #[derive(Debug)]
@@ -64,12 +66,14 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, DecodeError> {
 
 /// Encodes a response frame: size, header (version chosen by api key and version;
 /// always v0 for ApiVersions), body. Fetch responses come back in several chunks so
-/// that fetched record bytes are referenced, not copied (see [`FrameBuf`]).
+/// that fetched record bytes are referenced, not copied (see [`FrameBuf`]); its
+/// `file_slices` are the segment ranges its record placeholders stand for, in order.
 pub fn encode_response(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     body: &ResponseKind,
+    file_slices: Vec<FileSlice>,
 ) -> anyhow::Result<Frame> {
     let header_version = api_key.response_header_version(api_version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -80,11 +84,11 @@ pub fn encode_response(
             .flat_map(|t| t.partitions.iter())
             .filter_map(|p| p.records.clone())
             .collect();
-        let mut buf = FrameBuf::new(records);
+        let mut buf = FrameBuf::new(records, file_slices);
         header.encode(&mut buf, header_version)?;
         fetch.encode(&mut buf, api_version)?;
         i32::try_from(buf.len() - 4)?;
-        return Ok(buf.into_frame());
+        return buf.into_frame().map_err(anyhow::Error::msg);
     }
     let mut buf = BytesMut::with_capacity(256);
     // The size is patched in once the body is written: the crate has no size pass for
@@ -94,5 +98,5 @@ pub fn encode_response(
     body.encode(&mut buf, api_version)?;
     let size = i32::try_from(buf.len() - 4)?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(vec![buf.freeze()])
+    Ok(vec![Chunk::Bytes(buf.freeze())])
 }

@@ -5,30 +5,40 @@
 //! when one of them is written, ends the current chunk and keeps a reference to the
 //! `Bytes` instead of copying it. The frame goes out as a list of chunks, so segment
 //! bytes read for a Fetch travel from the read buffer to the socket without another
-//! copy in user space.
+//! copy in user space. Records still in their segment file arrive as placeholders (see
+//! [`super::zero_copy`]) and become file chunks.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::buf::ByteBufMut;
 
+use super::zero_copy::{is_placeholder, Chunk};
+use super::Frame;
+use crate::log::FileSlice;
+
 /// Slices shorter than this are copied: a separate chunk costs more than the copy.
 const ZERO_COPY_MIN_BYTES: usize = 1024;
 
 pub struct FrameBuf {
     /// Finished chunks, in order.
-    chunks: Vec<Bytes>,
+    chunks: Vec<Chunk>,
     /// The chunk being written.
     current: BytesMut,
     /// Bytes written before `current`.
     written_before: usize,
     /// Record data to pass by reference when the encoder writes it.
     shared: Vec<Bytes>,
+    /// File ranges the placeholders stand for, in the order they are written.
+    files: VecDeque<FileSlice>,
+    /// Set when a placeholder did not match the next file slice.
+    mismatch: Option<String>,
 }
 
 impl FrameBuf {
-    pub fn new(shared: Vec<Bytes>) -> Self {
+    pub fn new(shared: Vec<Bytes>, files: Vec<FileSlice>) -> Self {
         let shared = shared
             .into_iter()
             .filter(|b| b.len() >= ZERO_COPY_MIN_BYTES)
@@ -41,6 +51,8 @@ impl FrameBuf {
             current,
             written_before: 0,
             shared,
+            files: files.into(),
+            mismatch: None,
         }
     }
 
@@ -54,24 +66,43 @@ impl FrameBuf {
     }
 
     /// The finished frame as chunks, in order, starting with the 4-byte size prefix
-    /// that [`FrameBuf::new`] reserved.
-    pub fn into_frame(mut self) -> Vec<Bytes> {
+    /// that [`FrameBuf::new`] reserved. Fails when a file slice was not written where
+    /// its placeholder was expected: sending the placeholder's zeros would corrupt data.
+    pub fn into_frame(mut self) -> Result<Frame, String> {
+        if let Some(why) = self.mismatch {
+            return Err(why);
+        }
+        if !self.files.is_empty() {
+            return Err(format!("{} file slices were not encoded", self.files.len()));
+        }
         let size = (self.len() - 4) as i32;
-        if self.chunks.is_empty() {
-            self.current[..4].copy_from_slice(&size.to_be_bytes());
-        } else {
-            // The head chunk is frozen but not shared yet, so this takes it back without a copy.
-            let head = std::mem::take(&mut self.chunks[0]);
-            let mut head = head
-                .try_into_mut()
-                .unwrap_or_else(|b| BytesMut::from(&b[..]));
-            head[..4].copy_from_slice(&size.to_be_bytes());
-            self.chunks[0] = head.freeze();
+        match self.chunks.first_mut() {
+            None => self.current[..4].copy_from_slice(&size.to_be_bytes()),
+            // The head is always the bytes written before the first shared chunk, frozen
+            // but not shared yet, so this takes it back without a copy.
+            Some(Chunk::Bytes(head)) => {
+                let mut mutable = std::mem::take(head)
+                    .try_into_mut()
+                    .unwrap_or_else(|b| BytesMut::from(&b[..]));
+                mutable[..4].copy_from_slice(&size.to_be_bytes());
+                *head = mutable.freeze();
+            }
+            Some(Chunk::File(_)) => return Err("frame starts with records".into()),
         }
         if !self.current.is_empty() {
-            self.chunks.push(self.current.freeze());
+            self.chunks.push(Chunk::Bytes(self.current.freeze()));
         }
-        self.chunks
+        Ok(self.chunks)
+    }
+
+    /// Ends the current chunk and appends `chunk` after it.
+    fn push_chunk(&mut self, chunk: Chunk) {
+        let done = std::mem::replace(&mut self.current, BytesMut::with_capacity(256));
+        self.written_before += done.len() + chunk.len();
+        if !done.is_empty() {
+            self.chunks.push(Chunk::Bytes(done.freeze()));
+        }
+        self.chunks.push(chunk);
     }
 
     fn take_shared(&mut self, src: &[u8]) -> Option<Bytes> {
@@ -104,15 +135,22 @@ unsafe impl BufMut for FrameBuf {
     }
 
     fn put_slice(&mut self, src: &[u8]) {
-        match self.take_shared(src) {
-            Some(shared) => {
-                let done = std::mem::replace(&mut self.current, BytesMut::with_capacity(256));
-                self.written_before += done.len() + shared.len();
-                if !done.is_empty() {
-                    self.chunks.push(done.freeze());
+        if !src.is_empty() && is_placeholder(src) {
+            match self.files.pop_front() {
+                Some(file) if file.len() == src.len() => self.push_chunk(Chunk::File(file)),
+                other => {
+                    self.mismatch = Some(format!(
+                        "records placeholder of {} bytes met {other:?}",
+                        src.len()
+                    ));
+                    // Keep the frame's length right; the frame is refused anyway.
+                    self.current.extend_from_slice(src);
                 }
-                self.chunks.push(shared);
             }
+            return;
+        }
+        match self.take_shared(src) {
+            Some(shared) => self.push_chunk(Chunk::Bytes(shared)),
             None => self.current.extend_from_slice(src),
         }
     }
@@ -147,41 +185,98 @@ impl ByteBufMut for FrameBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io::Write;
+    use std::sync::Arc;
 
-    fn concat(chunks: &[Bytes]) -> Vec<u8> {
-        chunks.iter().flat_map(|c| c.iter().copied()).collect()
+    use super::*;
+    use crate::protocol::zero_copy::placeholder;
+
+    fn bytes_of(chunk: &Chunk) -> &Bytes {
+        match chunk {
+            Chunk::Bytes(b) => b,
+            Chunk::File(f) => panic!("expected bytes, got {f:?}"),
+        }
+    }
+
+    fn concat(chunks: &[Chunk]) -> Vec<u8> {
+        chunks
+            .iter()
+            .flat_map(|c| bytes_of(c).iter().copied())
+            .collect()
+    }
+
+    fn file_slice(len: usize) -> FileSlice {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&vec![9u8; len + 10]).unwrap();
+        FileSlice::new(Arc::new(f), 10, len)
     }
 
     #[test]
     fn registered_bytes_are_passed_by_reference() {
         let records = Bytes::from(vec![7u8; 4096]);
-        let mut buf = FrameBuf::new(vec![records.clone()]);
+        let mut buf = FrameBuf::new(vec![records.clone()], Vec::new());
         buf.put_i16(5);
         buf.put_slice(&records);
         buf.put_i8(1);
         assert_eq!(buf.len(), 4 + 2 + 4096 + 1);
-        let chunks = buf.into_frame();
+        let chunks = buf.into_frame().unwrap();
         assert_eq!(chunks.len(), 3);
-        assert_eq!(&chunks[0][..], &[0, 0, 16, 3, 0, 5], "size 2 + 4096 + 1");
         assert_eq!(
-            chunks[1].as_ptr(),
+            &bytes_of(&chunks[0])[..],
+            &[0, 0, 16, 3, 0, 5],
+            "size 2 + 4096 + 1"
+        );
+        assert_eq!(
+            bytes_of(&chunks[1]).as_ptr(),
             records.as_ptr(),
             "no copy of the records"
         );
-        assert_eq!(&chunks[2][..], &[1]);
+        assert_eq!(&bytes_of(&chunks[2])[..], &[1]);
     }
 
     #[test]
     fn unregistered_and_small_slices_are_copied() {
         let small = Bytes::from(vec![1u8; 10]);
         let other = vec![2u8; 5000];
-        let mut buf = FrameBuf::new(vec![small.clone()]);
+        let mut buf = FrameBuf::new(vec![small.clone()], Vec::new());
         buf.put_slice(&small);
         buf.put_slice(&other);
-        let chunks = buf.into_frame();
+        let chunks = buf.into_frame().unwrap();
         assert_eq!(chunks.len(), 1);
         assert_eq!(chunks[0].len(), 4 + 5010);
         assert_eq!(&concat(&chunks)[..4], &5010i32.to_be_bytes());
+    }
+
+    #[test]
+    fn placeholders_become_file_chunks_in_order() {
+        let (a, b) = (file_slice(3000), file_slice(3000));
+        let (pa, pb) = (placeholder(&a).unwrap(), placeholder(&b).unwrap());
+        let mut buf = FrameBuf::new(vec![pa.clone(), pb.clone()], vec![a, b]);
+        buf.put_i8(1);
+        buf.put_slice(&pa);
+        buf.put_slice(&pb);
+        buf.put_i8(2);
+        let chunks = buf.into_frame().unwrap();
+        assert_eq!(chunks.len(), 4);
+        assert_eq!(
+            &bytes_of(&chunks[0])[..],
+            &[0, 0, 23, 114, 1],
+            "size 1 + 6000 + 1"
+        );
+        assert!(matches!(&chunks[1], Chunk::File(f) if f.len() == 3000 && f.position() == 10));
+        assert!(matches!(&chunks[2], Chunk::File(f) if f.len() == 3000));
+        assert_eq!(&bytes_of(&chunks[3])[..], &[2]);
+    }
+
+    #[test]
+    fn a_placeholder_without_its_file_slice_refuses_the_frame() {
+        let a = file_slice(3000);
+        let wrong = placeholder(&file_slice(2000)).unwrap();
+        let mut buf = FrameBuf::new(Vec::new(), vec![a.clone()]);
+        buf.put_slice(&wrong);
+        assert!(buf.into_frame().is_err(), "length mismatch");
+
+        let buf = FrameBuf::new(Vec::new(), vec![a]);
+        assert!(buf.into_frame().is_err(), "slice never written");
     }
 }

@@ -6,8 +6,9 @@ pub mod codec;
 pub mod frame;
 pub mod frame_buf;
 pub mod legacy_produce;
+pub mod zero_copy;
 
 pub use codec::{decode_request, encode_response, DecodeError, Request};
 
 /// An encoded response: the size prefix, header and body as consecutive chunks.
-pub type Frame = Vec<bytes::Bytes>;
+pub type Frame = Vec<zero_copy::Chunk>;

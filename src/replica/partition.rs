@@ -9,7 +9,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::log::{AppendInfo, FetchData, Log, LogError, TopicPartition};
+use crate::log::{AppendInfo, FetchData, FileSlice, Log, LogError, TopicPartition};
 
 pub struct Partition {
     pub tp: TopicPartition,
@@ -86,9 +86,21 @@ impl Partition {
         offset: i64,
         max_bytes: usize,
         min_one_message: bool,
-    ) -> Result<FetchData, LogError> {
+    ) -> Result<FetchData<Bytes>, LogError> {
         self.log
             .read(offset, max_bytes, self.high_watermark(), min_one_message)
+    }
+
+    /// Where the committed records from `offset` lie, for a zero-copy send (see
+    /// [`Log::read_slice`]).
+    pub fn read_slice(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+    ) -> Result<FetchData<Option<FileSlice>>, LogError> {
+        self.log
+            .read_slice(offset, max_bytes, self.high_watermark(), min_one_message)
     }
 
     /// Resolves at the next advance of the high watermark. Create it (and `enable` it)

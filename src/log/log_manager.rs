@@ -12,6 +12,7 @@ use super::checkpoint::{
     read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
+use super::dir_lock::DirLock;
 use super::meta_properties::ensure_meta_properties;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
 use super::{Log, LogConfig, LogError, TopicPartition};
@@ -26,6 +27,7 @@ const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 
 struct LogDir {
     path: PathBuf,
+    _lock: DirLock,
 }
 
 struct Hosted {
@@ -34,7 +36,7 @@ struct Hosted {
     topic_id: Option<Uuid>,
 }
 
-/// Owns the log directories. Layout of each: `meta.properties`, the checkpoint files
+/// Owns the log directories, each locked (`.lock`). Layout of each: `meta.properties`, the checkpoint files
 /// (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the clean-shutdown
 /// marker, and one `<topic>-<partition>` directory per hosted partition.
 pub struct LogManager {
@@ -60,6 +62,7 @@ impl LogManager {
         let mut directory_ids = Vec::new();
         for (dir_index, path) in log_dirs.iter().enumerate() {
             fs::create_dir_all(path)?;
+            let lock = DirLock::acquire(path)?;
             let id = ensure_meta_properties(path, node_id, cluster_id)?;
             if directory_ids.contains(&id) {
                 return Err(LogError::corrupt_file(
@@ -106,7 +109,10 @@ impl LogManager {
                 );
             }
             tracing::info!(dir = %path.display(), clean, "loaded log dir");
-            dirs.push(LogDir { path: path.clone() });
+            dirs.push(LogDir {
+                path: path.clone(),
+                _lock: lock,
+            });
         }
         Ok(LogManager {
             dirs,

@@ -15,6 +15,7 @@
 
 mod batch;
 mod checkpoint;
+mod dir_lock;
 mod file_slice;
 mod index_file;
 mod leader_epoch;
@@ -188,7 +189,8 @@ pub enum LogError {
         path: std::path::PathBuf,
         reason: String,
     },
-    #[error("storage error: {0}")]
+    /// An I/O failure; shown as the I/O error itself (it names what failed).
+    #[error(transparent)]
     KafkaStorage(#[from] std::io::Error),
 }
 

@@ -218,3 +218,129 @@ async fn version_0_gets_a_member_id_from_the_broker_and_v1_must_bring_one() {
     );
     b.stop().await;
 }
+
+/// The partitions of an assignment, sorted, for comparing across heartbeats.
+fn flat(tps: &[TopicPartitions]) -> Vec<(uuid::Uuid, i32)> {
+    let mut out: Vec<_> = tps
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    out.sort();
+    out
+}
+
+async fn describe_epochs(c: &mut Client) -> (String, i32, i32) {
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("kip848"))]);
+    let g = &c.send(&describe, 0).await.groups[0];
+    assert_eq!(g.error_code, 0);
+    (g.group_state.to_string(), g.group_epoch, g.assignment_epoch)
+}
+
+#[tokio::test]
+async fn a_converged_group_survives_a_restart_at_the_same_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = &[("offsets.topic.num.partitions", "3")];
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 4).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    // Converge a and b to two partitions each at epoch 2.
+    let a_all = owned(&heartbeat(&mut c, "a", 0, None).await);
+    heartbeat(&mut c, "b", 0, None).await;
+    let a_kept = owned(&heartbeat(&mut c, "a", 1, Some(a_all)).await);
+    assert_eq!(
+        heartbeat(&mut c, "a", 1, Some(a_kept.clone()))
+            .await
+            .member_epoch,
+        2
+    );
+    let r = heartbeat(&mut c, "b", 2, Some(vec![])).await;
+    let b_owned = owned(&r);
+    assert_eq!(count(&b_owned), 2);
+    let r = heartbeat(&mut c, "b", 2, Some(b_owned.clone())).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(describe_epochs(&mut c).await, ("Stable".to_string(), 2, 2));
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(
+        describe_epochs(&mut c).await,
+        ("Stable".to_string(), 2, 2),
+        "the group comes back at its epochs"
+    );
+    // Both members carry on at epoch 2 with the partitions they had: nobody is fenced
+    // and nothing moves.
+    let r = heartbeat(&mut c, "a", 2, Some(a_kept.clone())).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(flat(&owned(&r)), flat(&a_kept));
+    let r = heartbeat(&mut c, "b", 2, Some(b_owned.clone())).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    assert_eq!(flat(&owned(&r)), flat(&b_owned));
+    assert_eq!(
+        describe_epochs(&mut c).await.1,
+        2,
+        "no rebalance after the restart"
+    );
+
+    // Commits at the member epoch are accepted by the restarted coordinator.
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_member_id(s("b"))
+        .with_generation_id_or_member_epoch(2)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(b_owned[0].partitions[0])
+                        .with_committed_offset(5),
+                ]),
+        ]);
+    assert_eq!(
+        c.send(&commit, 9).await.topics[0].partitions[0].error_code,
+        0
+    );
+
+    // b leaves; after another restart only a is left, owning everything at epoch 3.
+    assert_eq!(heartbeat(&mut c, "b", -1, None).await.error_code, 0);
+    let r = heartbeat(&mut c, "a", 2, Some(a_kept)).await;
+    assert_eq!(r.member_epoch, 3);
+    let a_all = owned(&r);
+    assert_eq!(count(&a_all), 4);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    let r = heartbeat(&mut c, "b", 2, Some(vec![])).await;
+    assert_eq!(r.error_code, ResponseError::UnknownMemberId.code());
+    let r = heartbeat(&mut c, "a", 3, Some(a_all.clone())).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 3));
+    assert_eq!(flat(&owned(&r)), flat(&a_all));
+
+    // An emptied and deleted group stays deleted across a restart.
+    assert_eq!(heartbeat(&mut c, "a", -1, None).await.error_code, 0);
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("kip848"))]);
+    assert_eq!(c.send(&delete, 2).await.results[0].error_code, 0);
+    drop(c);
+    b.stop().await;
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("kip848"))]);
+    assert_eq!(
+        c.send(&describe, 0).await.groups[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    assert!(c
+        .send(&ListGroupsRequest::default(), 5)
+        .await
+        .groups
+        .is_empty());
+    b.stop().await;
+}

@@ -344,3 +344,79 @@ async fn a_converged_group_survives_a_restart_at_the_same_epochs() {
         .is_empty());
     b.stop().await;
 }
+
+fn commit_request(group: &str, member: &str, epoch: i32) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_generation_id_or_member_epoch(epoch)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(3),
+                ]),
+        ])
+}
+
+fn fetch_request(member: Option<&str>, epoch: i32) -> OffsetFetchRequest {
+    OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("kip848")))
+            .with_member_id(member.map(s))
+            .with_member_epoch(epoch)
+            .with_topics(None),
+    ])
+}
+
+#[tokio::test]
+async fn offset_commit_and_fetch_check_the_member_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 1).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let r = heartbeat(&mut c, "a", 0, None).await;
+    assert_eq!(r.member_epoch, 1);
+
+    let code = |resp: OffsetCommitResponse| resp.topics[0].partitions[0].error_code;
+    assert_eq!(code(c.send(&commit_request("kip848", "a", 1), 9).await), 0);
+    for (member, epoch, version, error) in [
+        ("a", 0, 9, ResponseError::StaleMemberEpoch),
+        ("a", 2, 9, ResponseError::StaleMemberEpoch),
+        ("x", 1, 9, ResponseError::UnknownMemberId),
+        // From outside the group while it has a member.
+        ("", -1, 9, ResponseError::UnknownMemberId),
+        // KIP-848 members must commit with v9 or later.
+        ("a", 1, 8, ResponseError::UnsupportedVersion),
+    ] {
+        let resp = c
+            .send(&commit_request("kip848", member, epoch), version)
+            .await;
+        assert_eq!(code(resp), error.code(), "{member} at {epoch}, v{version}");
+    }
+    // A commit into a group that does not exist, at an epoch: v9 names the problem.
+    let resp = c.send(&commit_request("nobody", "m", 3), 9).await;
+    assert_eq!(code(resp), ResponseError::GroupIdNotFound.code());
+    let resp = c.send(&commit_request("nobody", "m", 3), 8).await;
+    assert_eq!(code(resp), ResponseError::IllegalGeneration.code());
+
+    for (member, epoch, error) in [
+        (Some("a"), 1, 0),
+        (None, -1, 0),
+        (Some("a"), 0, ResponseError::StaleMemberEpoch.code()),
+        (Some("a"), 2, ResponseError::StaleMemberEpoch.code()),
+        (Some("x"), 1, ResponseError::UnknownMemberId.code()),
+    ] {
+        let g = &c.send(&fetch_request(member, epoch), 9).await.groups[0];
+        assert_eq!(g.error_code, error, "{member:?} at {epoch}");
+        if error == 0 {
+            let p = &g.topics[0].partitions[0];
+            assert_eq!((p.partition_index, p.committed_offset), (0, 3));
+        }
+    }
+    b.stop().await;
+}

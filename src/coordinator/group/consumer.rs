@@ -12,6 +12,7 @@
 //! The group is persisted in `__consumer_offsets` with Kafka's KIP-848 records
 //! (`records.rs`), so after a restart its members carry on at their epochs.
 
+mod offsets;
 mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -351,26 +352,6 @@ impl ConsumerGroup {
             self.group_epoch += 1;
         }
     }
-
-    /// KIP-848 OffsetCommit checks: the member must exist at its current epoch.
-    pub fn validate_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), ResponseError> {
-        if member_epoch < 0 && member_id.is_empty() {
-            return if self.members.is_empty() {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
-        }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
-        match member_epoch.cmp(&m.member_epoch) {
-            std::cmp::Ordering::Equal => Ok(()),
-            std::cmp::Ordering::Greater => Err(ResponseError::FencedMemberEpoch),
-            std::cmp::Ordering::Less => Err(ResponseError::StaleMemberEpoch),
-        }
-    }
 }
 
 /// The uniform assignor: every partition of a subscribed topic goes to one member
@@ -601,15 +582,6 @@ mod tests {
         assert_eq!(
             g.heartbeat(beat("x", 1, &owned), &PARTS, now),
             Err(ResponseError::UnknownMemberId)
-        );
-        assert_eq!(g.validate_commit("a", 1), Ok(()));
-        assert_eq!(
-            g.validate_commit("a", 0),
-            Err(ResponseError::StaleMemberEpoch)
-        );
-        assert_eq!(
-            g.validate_commit("a", 2),
-            Err(ResponseError::FencedMemberEpoch)
         );
     }
 

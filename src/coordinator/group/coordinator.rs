@@ -58,6 +58,15 @@ pub struct CommitRequest {
     pub metadata: Option<String>,
 }
 
+/// Who commits: the OffsetCommit fields a group checks.
+pub struct Committer<'a> {
+    pub member_id: &'a str,
+    pub instance: Option<&'a str>,
+    /// The generation (classic groups) or member epoch (KIP-848 groups); -1 outside.
+    pub generation_id_or_member_epoch: i32,
+    pub api_version: i16,
+}
+
 /// What DescribeGroups reports for a member.
 pub struct MemberDescription {
     pub member_id: String,

@@ -9,7 +9,7 @@ use kafka_protocol::error::ResponseError;
 
 use super::consumer;
 use super::consumer_groups::encode;
-use super::coordinator::{CommitRequest, GroupCoordinator, Records};
+use super::coordinator::{CommitRequest, Committer, GroupCoordinator, Records};
 use super::offsets_topic::{OffsetValue, RecordKey};
 use super::state::{Committed, Group, GroupState};
 use crate::handlers::now_ms;
@@ -19,22 +19,26 @@ impl GroupCoordinator {
     pub async fn commit_offsets(
         &self,
         group_id: &str,
-        member_id: &str,
-        instance: Option<&str>,
-        generation_id: i32,
+        who: Committer<'_>,
         expire_timestamp: Option<i64>,
         commits: Vec<CommitRequest>,
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
         self.check_coordinator(group_id)?;
+        let generation_id = who.generation_id_or_member_epoch;
         {
             let mut groups = self.groups();
             match groups.get(group_id) {
-                Some(g) => g.validate_commit(member_id, instance, generation_id)?,
+                Some(g) => {
+                    g.validate_commit(who.member_id, who.instance, generation_id, who.api_version)?
+                }
                 None if generation_id < 0 => {
                     let mut g = Group::new(group_id, now_ms());
                     g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
                     groups.insert(group_id.to_string(), g);
                 }
+                // From v9 (which KIP-848 members use) an unknown group is named as such;
+                // older versions keep ILLEGAL_GENERATION.
+                None if who.api_version >= 9 => return Err(ResponseError::GroupIdNotFound),
                 None => return Err(ResponseError::IllegalGeneration),
             }
         }
@@ -102,13 +106,19 @@ impl GroupCoordinator {
     }
 
     /// Committed offsets of a group: of the given partitions, or all with `None`.
+    /// `member` is OffsetFetch v9's member id and epoch, checked against a KIP-848
+    /// group; (None, -1) reads from outside the group.
     pub fn fetch_offsets(
         &self,
         group_id: &str,
+        member: (Option<&str>, i32),
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError> {
         self.check_coordinator(group_id)?;
         let groups = self.groups();
+        if let Some(c) = groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+            c.validate_fetch(member.0, member.1)?;
+        }
         let offsets = groups.get(group_id).map(|g| &g.offsets);
         Ok(match partitions {
             Some(list) => list

@@ -420,3 +420,146 @@ async fn offset_commit_and_fetch_check_the_member_epoch() {
     }
     b.stop().await;
 }
+
+/// A classic member of group "kip848": joins (with the v4+ member id round trip) and
+/// syncs as the leader of a one-member group; returns its member id and generation.
+async fn classic_member(c: &mut Client) -> (String, i32) {
+    let join = |member: &str| {
+        JoinGroupRequest::default()
+            .with_group_id(GroupId(s("kip848")))
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(s(member))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+            )
+            .with_name(s("range"))
+            .with_metadata(bytes::Bytes::from_static(
+                b"\x00\x00\x00\x00\x00\x01\x00\x01t",
+            ))])
+    };
+    let first = c.send(&join(""), 9).await;
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    let member = first.member_id.to_string();
+    let joined = c.send(&join(&member), 9).await;
+    assert_eq!(joined.error_code, 0);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(s(&member))
+        .with_protocol_type(Some(s("consumer")))
+        .with_protocol_name(Some(s("range")))
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(s(&member))
+                .with_assignment(bytes::Bytes::from_static(b"mine")),
+        ]);
+    assert_eq!(c.send(&sync, 5).await.error_code, 0);
+    (member, joined.generation_id)
+}
+
+async fn group_type(c: &mut Client) -> String {
+    let listed = c.send(&ListGroupsRequest::default(), 5).await;
+    assert_eq!(listed.groups.len(), 1);
+    listed.groups[0].group_type.to_string()
+}
+
+#[tokio::test]
+async fn an_empty_group_changes_protocol_and_stays_changed_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = &[
+        ("offsets.topic.num.partitions", "1"),
+        ("group.initial.rebalance.delay.ms", "0"),
+    ];
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 2).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    // A classic group commits, then its only member leaves: an empty classic group.
+    let (member, generation) = classic_member(&mut c).await;
+    let commit = commit_request("kip848", &member, generation);
+    assert_eq!(
+        c.send(&commit, 8).await.topics[0].partitions[0].error_code,
+        0
+    );
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default().with_member_id(s(&member))
+        ]);
+    assert_eq!(c.send(&leave, 3).await.error_code, 0);
+    assert_eq!(group_type(&mut c).await, "classic");
+
+    // A consumer-protocol member takes the empty group over.
+    let r = heartbeat(&mut c, "a", 0, None).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let a_all = owned(&r);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(group_type(&mut c).await, "consumer");
+    let r = heartbeat(&mut c, "a", 1, Some(a_all)).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let fetched = &c.send(&fetch_request(Some("a"), 1), 9).await.groups[0];
+    assert_eq!(
+        fetched.topics[0].partitions[0].committed_offset, 3,
+        "offsets kept"
+    );
+
+    // Empty again, the group goes back to the classic protocol with a JoinGroup.
+    assert_eq!(heartbeat(&mut c, "a", -1, None).await.error_code, 0);
+    classic_member(&mut c).await;
+    assert_eq!(group_type(&mut c).await, "classic");
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(group_type(&mut c).await, "classic");
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("kip848"))]);
+    assert_eq!(
+        c.send(&describe, 0).await.groups[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    let fetched = &c.send(&fetch_request(None, -1), 9).await.groups[0];
+    assert_eq!(
+        fetched.topics[0].partitions[0].committed_offset, 3,
+        "offsets kept"
+    );
+
+    // In the log, each change of protocol first deletes the other kind's records.
+    let records = offsets_topic_records(&mut c).await;
+    let first_consumer = records.iter().position(|r| r.0 == 3).unwrap();
+    assert!(
+        records[..first_consumer].contains(&(2, false)),
+        "classic tombstone"
+    );
+    let last_classic = records.iter().rposition(|r| *r == (2, true)).unwrap();
+    let epoch_tombstone = records.iter().position(|r| *r == (3, false)).unwrap();
+    assert!(
+        epoch_tombstone < last_classic,
+        "consumer group tombstoned first"
+    );
+    b.stop().await;
+}
+
+/// (record type, has a value) of every record in `__consumer_offsets` partition 0.
+async fn offsets_topic_records(c: &mut Client) -> Vec<(i16, bool)> {
+    let data = c.fetch("__consumer_offsets", 0, 0, 100, 1).await;
+    let mut buf = data.records.unwrap_or_default();
+    let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
+    batches
+        .into_iter()
+        .flat_map(|b| b.records)
+        .filter(|r| !r.control)
+        .map(|r| {
+            let key = r.key.unwrap();
+            (i16::from_be_bytes([key[0], key[1]]), r.value.is_some())
+        })
+        .collect()
+}

@@ -510,6 +510,84 @@ mod tests {
         );
     }
 
+    /// Mutated values (bytes flipped, cut, or grown) decode or fail, never panic; array
+    /// counts are checked against the bytes left before anything is allocated.
+    #[test]
+    fn mutated_values_never_panic() {
+        let samples = [
+            (
+                ConsumerKey::Member("m".into()),
+                ConsumerValue::Member(MemberMetadata {
+                    instance_id: Some("i".into()),
+                    rack_id: None,
+                    client_id: "c".into(),
+                    client_host: "h".into(),
+                    subscribed_topic_names: vec!["t".into(), "u".into()],
+                    subscribed_topic_regex: Some("v.*".into()),
+                    rebalance_timeout_ms: 1,
+                    server_assignor: None,
+                }),
+            ),
+            (
+                ConsumerKey::PartitionMetadata,
+                ConsumerValue::PartitionMetadata(vec![TopicMetadata {
+                    topic_id: T1,
+                    topic_name: "t".into(),
+                    num_partitions: 6,
+                }]),
+            ),
+            (
+                ConsumerKey::CurrentAssignment("m".into()),
+                ConsumerValue::CurrentAssignment(CurrentAssignment {
+                    member_epoch: 1,
+                    previous_member_epoch: 0,
+                    state: 0,
+                    assigned: vec![TopicPartitions {
+                        topic_id: T1,
+                        partitions: vec![0, 1, 2],
+                    }],
+                    pending_revocation: vec![],
+                }),
+            ),
+            (
+                ConsumerKey::RegularExpression("r".into()),
+                ConsumerValue::RegularExpression(RegularExpression {
+                    topics: vec!["t".into()],
+                    version: 0,
+                    timestamp_ms: 0,
+                }),
+            ),
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for (kind, value) in samples {
+            let k = key(kind);
+            let good = value.encode().to_vec();
+            for _ in 0..2000 {
+                let mut v = good.clone();
+                for _ in 0..1 + next(4) {
+                    match next(3) {
+                        0 => {
+                            let i = next(v.len());
+                            v[i] = next(256) as u8;
+                        }
+                        1 => v.truncate(next(v.len() + 1)),
+                        _ => v.insert(next(v.len() + 1), next(256) as u8),
+                    }
+                    if v.is_empty() {
+                        v.push(0);
+                    }
+                }
+                let _ = decode_value(&k, &Bytes::from(v));
+            }
+        }
+    }
+
     #[test]
     fn truncated_and_oversized_values_are_errors() {
         let k = key(ConsumerKey::TargetAssignment("m".into()));

@@ -9,6 +9,7 @@ use kafka_protocol::error::ResponseError;
 use crate::config::{topic, BrokerConfig};
 use crate::controller::local::LocalController;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{load, GroupCoordinator};
 use crate::log::{LogError, LogManager};
 use crate::replica::ReplicaManager;
@@ -69,8 +70,17 @@ impl Broker {
         for t in &topics {
             replicas.apply_topic(t)?;
         }
-        let groups = Arc::new(GroupCoordinator::new(&config, replicas.clone()));
-        let loaded = load::load_all(&replicas, groups.offsets_topic.partitions);
+        let controller: Arc<dyn Controller> = controller;
+        let groups = Arc::new(GroupCoordinator::new(
+            &config,
+            replicas.clone(),
+            controller.clone(),
+        ));
+        let loaded = load::load_all(
+            &replicas,
+            groups.offsets_topic.partitions,
+            &ControllerTopics(controller.as_ref()),
+        );
         tracing::info!(
             groups = loaded.groups.len(),
             records = loaded.records,

@@ -22,6 +22,7 @@ SUITE_PREFIXES = {
     "kcat": ("kcat.",),
     "kafka-python": ("kafkapython.",),
     "franz-go": ("franz.",),
+    "franz-cases": ("franzcases.",),
     "sarama": ("sarama.",),
     "kafkajs": ("kafkajs.",),
 }
@@ -32,6 +33,7 @@ CLIENT_NAMES = {
     "kcat": "kcat",
     "kafka-python": "kafka-python",
     "franz-go": "franz-go (its own kgo tests)",
+    "franz-cases": "franz-go (skua's cases)",
     "sarama": "sarama",
     "kafkajs": "kafkajs",
 }

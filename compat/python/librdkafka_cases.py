@@ -2,6 +2,7 @@
 
     python librdkafka_cases.py HOST:PORT
 """
+import sys
 import time
 import zlib
 
@@ -369,6 +370,83 @@ def group_cooperative_sticky():
         delete_topic(t)
 
 
+def generation(consumer):
+    """The generation a member is in, from librdkafka's serialized group metadata
+    (rd_kafka_consumer_group_metadata_write: "CGMDv2:", then the generation id as a
+    native-endian int32)."""
+    md = consumer.consumer_group_metadata()
+    check(md[:7] == b"CGMDv2:", f"unknown group metadata format {md[:7]!r}")
+    return int.from_bytes(md[7:11], sys.byteorder, signed=True)
+
+
+def group_static_membership():
+    """Static membership (KIP-345): of two members with a group.instance.id, one is
+    closed, which for a static member sends no LeaveGroup, and comes back under the
+    same instance id within session.timeout.ms. It gets the same partitions, and the
+    group does not rebalance: same generation, and the other member sees no revoke or
+    assign."""
+    t = topic_name("rdk-static")
+    create_topic(t, 4)
+    g = topic_name("rdk-static-g")
+    events = {"a": [], "b": []}
+    members = {}
+
+    def start(instance):
+        c = Consumer({"bootstrap.servers": B, "group.id": g, "group.instance.id": instance,
+                      "session.timeout.ms": 30000, "heartbeat.interval.ms": 500,
+                      "partition.assignment.strategy": "range", "auto.offset.reset": "earliest"})
+        c.subscribe([t],
+                    on_assign=lambda _c, ps: events[instance].append(("assign", sorted(p.partition for p in ps))),
+                    on_revoke=lambda _c, ps: events[instance].append(("revoke", sorted(p.partition for p in ps))))
+        members[instance] = c
+        return c
+
+    def poll_all(seconds, until=lambda: False):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not until():
+            for c in members.values():
+                c.poll(0.05)
+
+    def owned(instance):
+        return sorted(p.partition for p in members[instance].assignment())
+
+    def described():
+        d = admin().describe_consumer_groups([g], request_timeout=15)[g].result(timeout=15)
+        return {m.group_instance_id: (m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                for m in d.members}
+
+    try:
+        start("a")
+        start("b")
+        poll_all(30, lambda: len(owned("a")) == 2 and len(owned("b")) == 2)
+        check(len(owned("a")) == 2 and len(owned("b")) == 2,
+              f"two members should hold two partitions each: a {owned('a')}, b {owned('b')}")
+        a_parts, b_parts, gen = owned("a"), owned("b"), generation(members["b"])
+        before = described()
+        b_events = len(events["b"])
+
+        members.pop("a").close()
+        # No LeaveGroup: the static member stays in the group until its session times out.
+        after_close = described()
+        check(set(after_close) == {"a", "b"}, f"after closing a, the group lists {after_close}")
+
+        a2 = start("a")
+        poll_all(20, lambda: len(owned("a")) > 0)
+        check(owned("a") == a_parts, f"the restarted static member got {owned('a')}, had {a_parts}")
+        poll_all(3)  # several heartbeats: a rebalance would have reached b by now
+        check(events["b"][b_events:] == [], f"b saw a rebalance: {events['b'][b_events:]}")
+        check(owned("b") == b_parts, f"b's partitions changed: {b_parts} -> {owned('b')}")
+        check(generation(members["b"]) == gen and generation(a2) == gen,
+              f"generation {gen} became {generation(members['b'])} (b), {generation(a2)} (a)")
+        now = described()
+        check(now["a"][1] == a_parts and now["b"] == before["b"], f"described before {before}, now {now}")
+        check(now["a"][0] != before["a"][0], "the restarted member should have a new member id")
+    finally:
+        for c in members.values():
+            c.close()
+        delete_topic(t)
+
+
 def transactions():
     t = topic_name("rdk-txn")
     create_topic(t)
@@ -406,4 +484,5 @@ if __name__ == "__main__":
     run("librdkafka.group.subscribe_commit", group_subscribe)
     run("librdkafka.group.failover_kill9", group_failover_kill9)
     run("librdkafka.group.cooperative_sticky", group_cooperative_sticky)
+    run("librdkafka.group.static_membership", group_static_membership)
     run("librdkafka.txn.commit_abort", transactions)

@@ -10,8 +10,7 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::controller::Controller;
-use crate::coordinator::group::consumer::{self, Heartbeat, TopicView};
+use crate::coordinator::group::consumer::{self, Heartbeat};
 use crate::router::RequestContext;
 
 /// Server assignors a member may ask for; both are served by the uniform assignor.
@@ -70,8 +69,7 @@ pub async fn handle(
         subscribed_regex: req.subscribed_topic_regex.map(|r| r.to_string()),
         owned,
     };
-    let topics = Topics(controller.as_ref());
-    match broker.groups.consumer_heartbeat(&req.group_id, hb, &topics) {
+    match broker.groups.consumer_heartbeat(&req.group_id, hb).await {
         Err(e) => refuse(e, &format!("{e:?}")),
         Ok(r) => {
             let assignment = r.assignment.map(|a| {
@@ -94,19 +92,5 @@ pub async fn handle(
                 .with_heartbeat_interval_ms(broker.groups.consumer_heartbeat_interval_ms)
                 .with_assignment(assignment)
         }
-    }
-}
-
-/// The controller's topics, as the assignor sees them.
-struct Topics<'a>(&'a dyn Controller);
-
-impl TopicView for Topics<'_> {
-    fn partitions(&self, topic: &str) -> Option<i32> {
-        self.0.topic(topic).map(|t| t.partitions.len() as i32)
-    }
-
-    fn names(&self) -> Vec<String> {
-        // Kafka resolves regexes against every topic, internal ones included.
-        self.0.topics().iter().map(|t| t.name.clone()).collect()
     }
 }

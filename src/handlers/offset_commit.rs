@@ -11,7 +11,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::now_ms;
 use crate::broker::Broker;
-use crate::coordinator::group::coordinator::CommitRequest;
+use crate::coordinator::group::coordinator::{CommitRequest, Committer};
 use crate::router::RequestContext;
 
 /// The last version carrying `retention_time_ms`.
@@ -55,9 +55,12 @@ pub async fn handle(
         .groups
         .commit_offsets(
             &req.group_id,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id_or_member_epoch,
+            Committer {
+                member_id: &req.member_id,
+                instance: req.group_instance_id.as_deref(),
+                generation_id_or_member_epoch: req.generation_id_or_member_epoch,
+                api_version: ctx.api_version,
+            },
             expire,
             commits,
         )

@@ -1,5 +1,6 @@
 //! OffsetFetch: a group's committed offsets. Up to v7 one group; from v8 many. A
-//! partition without a commit answers offset -1 and empty metadata.
+//! partition without a commit answers offset -1 and empty metadata. From v9 a member of
+//! a KIP-848 group names itself and its epoch, which the group checks.
 
 use std::sync::Arc;
 
@@ -42,7 +43,8 @@ pub async fn handle(
                         })
                         .collect()
                 });
-                let fetched = broker.groups.fetch_offsets(&g.group_id, wanted);
+                let member = (g.member_id.as_deref(), g.member_epoch);
+                let fetched = broker.groups.fetch_offsets(&g.group_id, member, wanted);
                 group_response(g.group_id, fetched)
             })
             .collect();
@@ -58,7 +60,9 @@ pub async fn handle(
             })
             .collect::<Vec<_>>()
     });
-    let fetched = broker.groups.fetch_offsets(&req.group_id, wanted.clone());
+    let fetched = broker
+        .groups
+        .fetch_offsets(&req.group_id, (None, -1), wanted.clone());
     single_group_response(fetched, wanted, v)
 }
 

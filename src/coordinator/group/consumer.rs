@@ -9,13 +9,19 @@
 //! what it owns), and a partition is only handed to a member once no other member
 //! still holds it. Only then does the member's epoch reach the assignment epoch.
 //!
-//! Not persisted yet: after a restart the group's members get UNKNOWN_MEMBER_ID and
-//! rejoin with epoch 0; committed offsets are kept as for any group.
+//! The group is persisted in `__consumer_offsets` with Kafka's KIP-848 records
+//! (`records.rs`), so after a restart its members carry on at their epochs.
+
+mod offsets;
+mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::{Duration, Instant};
+use uuid::Uuid;
+
+pub use records::{changes, tombstones, ConsumerRecords};
 
 /// Topic name → partitions.
 pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
@@ -26,6 +32,10 @@ pub trait TopicView {
     fn partitions(&self, topic: &str) -> Option<i32>;
     /// Every topic a regular expression subscription may match.
     fn names(&self) -> Vec<String>;
+    /// A topic's id, as the records of `__consumer_offsets` store assignments.
+    fn topic_id(&self, topic: &str) -> Option<Uuid>;
+    /// The name of the topic with this id, None when it no longer exists.
+    fn topic_name(&self, id: Uuid) -> Option<String>;
 }
 
 pub const ASSIGNOR: &str = "uniform";
@@ -88,6 +98,9 @@ pub struct ConsumerGroup {
     /// Partition counts of the subscribed topics the target was computed from.
     metadata: BTreeMap<String, i32>,
     pub session_timeout_ms: i32,
+    /// Only while replaying `__consumer_offsets`: regex → the topics it last matched,
+    /// handed to the members subscribing with it when the replay ends.
+    replayed_regexes: BTreeMap<String, Vec<String>>,
 }
 
 impl ConsumerMember {
@@ -318,42 +331,25 @@ impl ConsumerGroup {
         }
     }
 
-    /// Removes members whose session expired or who did not revoke in time.
-    pub fn tick(&mut self, now: Instant) {
-        let expired: Vec<String> = self
-            .members
+    /// Members whose session expired or who did not revoke in time.
+    pub fn expired_members(&self, now: Instant) -> Vec<String> {
+        self.members
             .values()
             .filter(|m| {
                 m.session_deadline.is_some_and(|d| now >= d)
                     || m.revocation_deadline.is_some_and(|d| now >= d)
             })
             .map(|m| m.member_id.clone())
-            .collect();
-        for id in expired {
+            .collect()
+    }
+
+    /// Removes members whose session expired or who did not revoke in time.
+    pub fn tick(&mut self, now: Instant) {
+        for id in self.expired_members(now) {
             tracing::info!(member = %id, "consumer group member expired");
             self.members.remove(&id);
             self.target.remove(&id);
             self.group_epoch += 1;
-        }
-    }
-
-    /// KIP-848 OffsetCommit checks: the member must exist at its current epoch.
-    pub fn validate_commit(&self, member_id: &str, member_epoch: i32) -> Result<(), ResponseError> {
-        if member_epoch < 0 && member_id.is_empty() {
-            return if self.members.is_empty() {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
-        }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
-        match member_epoch.cmp(&m.member_epoch) {
-            std::cmp::Ordering::Equal => Ok(()),
-            std::cmp::Ordering::Greater => Err(ResponseError::FencedMemberEpoch),
-            std::cmp::Ordering::Less => Err(ResponseError::StaleMemberEpoch),
         }
     }
 }
@@ -479,6 +475,20 @@ mod tests {
         fn names(&self) -> Vec<String> {
             vec!["t".into(), "u".into()]
         }
+
+        fn topic_id(&self, topic: &str) -> Option<Uuid> {
+            match topic {
+                "t" => Some(Uuid::from_u128(1)),
+                "u" => Some(Uuid::from_u128(2)),
+                _ => None,
+            }
+        }
+
+        fn topic_name(&self, id: Uuid) -> Option<String> {
+            self.names()
+                .into_iter()
+                .find(|t| self.topic_id(t) == Some(id))
+        }
     }
 
     const PARTS: Topics = Topics;
@@ -572,15 +582,6 @@ mod tests {
         assert_eq!(
             g.heartbeat(beat("x", 1, &owned), &PARTS, now),
             Err(ResponseError::UnknownMemberId)
-        );
-        assert_eq!(g.validate_commit("a", 1), Ok(()));
-        assert_eq!(
-            g.validate_commit("a", 0),
-            Err(ResponseError::StaleMemberEpoch)
-        );
-        assert_eq!(
-            g.validate_commit("a", 2),
-            Err(ResponseError::FencedMemberEpoch)
         );
     }
 

@@ -6,6 +6,10 @@
 //! asks for, unlocks, and only then appends records and answers waiting requests.
 //! A group belongs to the coordinator of its `__consumer_offsets` partition; a broker
 //! not hosting that partition answers NOT_COORDINATOR, so clusters can split the work.
+//!
+//! Changes whose records must reach the log in the order they were made (KIP-848
+//! groups, group deletion and expiry) also hold their partition's write lock, an async
+//! mutex, from the change until its append completes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -18,12 +22,12 @@ use kafka_protocol::records::{
 use tokio::sync::watch;
 use tokio::time::{Duration, Instant};
 
-use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult, TopicView};
 use super::offsets_topic::{partition_for, GroupValue, RecordKey, OFFSETS_TOPIC};
 use super::state::{
     Effects, Group, GroupConfig, GroupState, JoinRequest, JoinResult, Outcome, SyncResult,
 };
 use crate::config::BrokerConfig;
+use crate::controller::Controller;
 use crate::handlers::now_ms;
 use crate::log::LogError;
 use crate::replica::{Partition, ReplicaManager};
@@ -52,6 +56,15 @@ pub struct CommitRequest {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: Option<String>,
+}
+
+/// Who commits: the OffsetCommit fields a group checks.
+pub struct Committer<'a> {
+    pub member_id: &'a str,
+    pub instance: Option<&'a str>,
+    /// The generation (classic groups) or member epoch (KIP-848 groups); -1 outside.
+    pub generation_id_or_member_epoch: i32,
+    pub api_version: i16,
 }
 
 /// What DescribeGroups reports for a member.
@@ -86,7 +99,11 @@ pub struct GroupCoordinator {
     pub consumer_heartbeat_interval_ms: i32,
     pub offsets_topic: OffsetsTopicConfig,
     replicas: Arc<ReplicaManager>,
+    /// Topic names and ids for KIP-848 assignments.
+    pub(super) controller: Arc<dyn Controller>,
     groups: Mutex<HashMap<String, Group>>,
+    /// One per `__consumer_offsets` partition: held while a change is written.
+    write_locks: Vec<tokio::sync::Mutex<()>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -95,7 +112,11 @@ fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
 }
 
 impl GroupCoordinator {
-    pub fn new(config: &BrokerConfig, replicas: Arc<ReplicaManager>) -> GroupCoordinator {
+    pub fn new(
+        config: &BrokerConfig,
+        replicas: Arc<ReplicaManager>,
+        controller: Arc<dyn Controller>,
+    ) -> GroupCoordinator {
         let group = GroupConfig {
             min_session_timeout_ms: int(config, "group.min.session.timeout.ms", 6000) as i32,
             max_session_timeout_ms: int(config, "group.max.session.timeout.ms", 1_800_000) as i32,
@@ -121,8 +142,12 @@ impl GroupCoordinator {
                 "group.consumer.heartbeat.interval.ms",
                 5000,
             ) as i32,
+            write_locks: (0..offsets_topic.partitions)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
             offsets_topic,
             replicas,
+            controller,
             groups: Mutex::new(HashMap::new()),
             shutdown: watch::channel(false).0,
         }
@@ -168,6 +193,12 @@ impl GroupCoordinator {
 
     pub fn partition_for(&self, group_id: &str) -> i32 {
         partition_for(group_id, self.offsets_topic.partitions)
+    }
+
+    /// The write lock of a `__consumer_offsets` partition.
+    pub(super) fn write_lock(&self, partition: i32) -> &tokio::sync::Mutex<()> {
+        // partition_for is below the partition count, the length of write_locks.
+        &self.write_locks[partition as usize % self.write_locks.len()]
     }
 
     /// The `__consumer_offsets` partition of a group, when this broker leads it.
@@ -307,6 +338,9 @@ impl GroupCoordinator {
             return JoinResult::error(ResponseError::InvalidSessionTimeout, &req.member_id);
         }
         let member_id = req.member_id.clone();
+        if let Err(e) = self.retire_empty_consumer_group(group_id).await {
+            return JoinResult::error(e, &member_id);
+        }
         let create = member_id.is_empty();
         let outcome = self
             .with_group(group_id, create, |g| {
@@ -391,6 +425,7 @@ impl GroupCoordinator {
     }
 
     async fn tick(&self, now: Instant) {
+        self.expire_consumer_members(now).await;
         let effects: Vec<(String, Effects)> = {
             let mut groups = self.groups();
             groups
@@ -476,64 +511,18 @@ impl GroupCoordinator {
         }))
     }
 
-    // ---- KIP-848 consumer groups ----
-
-    /// One ConsumerGroupHeartbeat, against the topics in `topics`.
-    pub fn consumer_heartbeat(
-        &self,
-        group_id: &str,
-        hb: Heartbeat,
-        topics: &dyn TopicView,
-    ) -> Result<HeartbeatResult, ResponseError> {
-        self.check_coordinator(group_id)?;
-        let mut groups = self.groups();
-        if hb.member_epoch == 0 && !groups.contains_key(group_id) {
-            let mut g = Group::new(group_id, now_ms());
-            g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
-            groups.insert(group_id.to_string(), g);
-        }
-        let g = groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
-        if !g.members.is_empty() || g.state == GroupState::Dead {
-            return Err(ResponseError::GroupIdNotFound);
-        }
-        let session_timeout_ms = self.consumer_session_timeout_ms;
-        let consumer = g
-            .consumer
-            .get_or_insert_with(|| ConsumerGroup::new(session_timeout_ms));
-        let result = consumer.heartbeat(hb, topics, Instant::now());
-        // A refused first heartbeat leaves nothing behind; an emptied group stays
-        // (DeleteGroups or the expiry check removes it).
-        if result.is_err() && g.is_empty() && g.offsets.is_empty() && consumer_epoch_zero(g) {
-            groups.remove(group_id);
-        }
-        result
-    }
-
-    /// A consumer group for ConsumerGroupDescribe.
-    pub fn describe_consumer_group(&self, group_id: &str) -> Result<ConsumerGroup, ResponseError> {
-        self.check_coordinator(group_id)?;
-        let groups = self.groups();
-        groups
-            .get(group_id)
-            .and_then(|g| g.consumer.clone())
-            .ok_or(ResponseError::GroupIdNotFound)
-    }
-
     // ---- loading ----
 
     /// Replaces the coordinator's state with what was loaded from the offsets topic.
     pub fn install(&self, loaded: HashMap<String, Group>) {
         let mut groups = self.groups();
+        let now = Instant::now();
         for (id, mut g) in loaded {
             g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
+            if let Some(c) = &mut g.consumer {
+                c.finish_replay(self.consumer_session_timeout_ms, now);
+            }
             groups.insert(id, g);
         }
     }
-}
-
-/// Whether a KIP-848 group never got past its first (refused) heartbeat.
-fn consumer_epoch_zero(g: &Group) -> bool {
-    g.consumer.as_ref().is_none_or(|c| c.group_epoch == 0)
 }

@@ -1,18 +1,23 @@
-//! Classic consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) and committed
-//! offsets, persisted in `__consumer_offsets`.
+//! Consumer groups, classic (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) and KIP-848
+//! (ConsumerGroupHeartbeat), and committed offsets, persisted in `__consumer_offsets`.
 //!
 //! - `state.rs`: one group's state machine, pure (time is passed in).
+//! - `consumer.rs`: KIP-848 (`group.protocol=consumer`) groups, pure as well, and
+//!   `consumer/records.rs` their records in `__consumer_offsets`.
 //! - `coordinator.rs`: the table of groups, timers, and the writes.
 //! - `offsets.rs`: committing, fetching, deleting and expiring offsets.
 //! - `offsets_topic.rs`: Kafka's record schemas and the group → partition mapping.
 //! - `load.rs`: rebuilding everything from the topic at startup.
+//! - `topics.rs`: the controller's topics as KIP-848 groups see them.
 
 pub mod consumer;
+mod consumer_groups;
 pub mod coordinator;
 pub mod load;
 pub mod offsets;
 pub mod offsets_topic;
 pub mod state;
+pub mod topics;
 
 #[cfg(test)]
 mod state_tests;

@@ -2,10 +2,14 @@
 //! expiry of offsets past `offsets.retention.minutes`, all written to
 //! `__consumer_offsets` as offset records or their tombstones.
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
-use super::coordinator::{CommitRequest, GroupCoordinator, Records};
+use super::consumer;
+use super::consumer_groups::encode;
+use super::coordinator::{CommitRequest, Committer, GroupCoordinator, Records};
 use super::offsets_topic::{OffsetValue, RecordKey};
 use super::state::{Committed, Group, GroupState};
 use crate::handlers::now_ms;
@@ -15,22 +19,26 @@ impl GroupCoordinator {
     pub async fn commit_offsets(
         &self,
         group_id: &str,
-        member_id: &str,
-        instance: Option<&str>,
-        generation_id: i32,
+        who: Committer<'_>,
         expire_timestamp: Option<i64>,
         commits: Vec<CommitRequest>,
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
         self.check_coordinator(group_id)?;
+        let generation_id = who.generation_id_or_member_epoch;
         {
             let mut groups = self.groups();
             match groups.get(group_id) {
-                Some(g) => g.validate_commit(member_id, instance, generation_id)?,
+                Some(g) => {
+                    g.validate_commit(who.member_id, who.instance, generation_id, who.api_version)?
+                }
                 None if generation_id < 0 => {
                     let mut g = Group::new(group_id, now_ms());
                     g.initial_delay_ms = self.config.initial_rebalance_delay_ms;
                     groups.insert(group_id.to_string(), g);
                 }
+                // From v9 (which KIP-848 members use) an unknown group is named as such;
+                // older versions keep ILLEGAL_GENERATION.
+                None if who.api_version >= 9 => return Err(ResponseError::GroupIdNotFound),
                 None => return Err(ResponseError::IllegalGeneration),
             }
         }
@@ -98,13 +106,19 @@ impl GroupCoordinator {
     }
 
     /// Committed offsets of a group: of the given partitions, or all with `None`.
+    /// `member` is OffsetFetch v9's member id and epoch, checked against a KIP-848
+    /// group; (None, -1) reads from outside the group.
     pub fn fetch_offsets(
         &self,
         group_id: &str,
+        member: (Option<&str>, i32),
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError> {
         self.check_coordinator(group_id)?;
         let groups = self.groups();
+        if let Some(c) = groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+            c.validate_fetch(member.0, member.1)?;
+        }
         let offsets = groups.get(group_id).map(|g| &g.offsets);
         Ok(match partitions {
             Some(list) => list
@@ -171,6 +185,7 @@ impl GroupCoordinator {
     /// are tombstoned.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
         self.check_coordinator(group_id)?;
+        let _writing = self.write_lock(self.partition_for(group_id)).lock().await;
         let tombstones = {
             let mut groups = self.groups();
             let g = groups
@@ -193,57 +208,68 @@ impl GroupCoordinator {
     /// Tombstones offsets past `offsets.retention.minutes`: every offset of an empty
     /// group counts from when the group became empty (or its commit, if later);
     /// commits with their own expire timestamp (OffsetCommit v1–v4 retention) expire then.
+    /// An empty group left without offsets is deleted. One partition at a time, under
+    /// its write lock.
     pub async fn expire_offsets(&self, now_ms: i64) {
+        let partitions: BTreeSet<i32> = self
+            .groups()
+            .keys()
+            .map(|id| self.partition_for(id))
+            .collect();
+        for partition in partitions {
+            let _writing = self.write_lock(partition).lock().await;
+            for (group_id, records) in self.expire_in_partition(partition, now_ms) {
+                let _ = self.append(&group_id, records).await;
+            }
+        }
+    }
+
+    fn expire_in_partition(&self, partition: i32, now_ms: i64) -> Vec<(String, Records)> {
         let retention = self.offsets_topic.retention_ms;
         let mut writes: Vec<(String, Records)> = Vec::new();
-        {
-            let mut groups = self.groups();
-            let mut dead = Vec::new();
-            for g in groups.values_mut() {
-                // Offsets of groups with members live on (a consumer group's members
-                // are in `consumer`, its classic state stays Empty).
-                if g.state != GroupState::Empty || !g.is_empty() {
-                    continue;
-                }
-                let since = g.state_timestamp_ms;
-                let expired: Vec<(String, i32)> = g
-                    .offsets
-                    .iter()
-                    .filter(|(_, c)| match c.value.expire_timestamp {
-                        Some(t) => now_ms >= t,
-                        None => now_ms - c.value.commit_timestamp.max(since) >= retention,
-                    })
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                let mut records = Vec::new();
-                for (topic, partition) in expired {
-                    g.offsets.remove(&(topic.clone(), partition));
-                    records.push(offset_tombstone(&g.group_id, &topic, partition));
-                }
-                if !records.is_empty() {
-                    tracing::info!(group = %g.group_id, count = records.len(), "expired committed offsets");
-                }
-                // An empty group without offsets is gone (Kafka's group cleanup).
-                if g.offsets.is_empty() && g.is_empty() {
-                    g.state = GroupState::Dead;
-                    dead.push(g.group_id.clone());
-                    records.push((
-                        RecordKey::Group {
-                            group: g.group_id.clone(),
-                        }
-                        .encode(),
-                        None,
-                    ));
-                }
+        let mut groups = self.groups();
+        let mut dead = Vec::new();
+        for g in groups.values_mut() {
+            // Offsets of groups with members live on (a consumer group's members
+            // are in `consumer`, its classic state stays Empty).
+            if g.state != GroupState::Empty
+                || !g.is_empty()
+                || self.partition_for(&g.group_id) != partition
+            {
+                continue;
+            }
+            let since = g.state_timestamp_ms;
+            let expired: Vec<(String, i32)> = g
+                .offsets
+                .iter()
+                .filter(|(_, c)| match c.value.expire_timestamp {
+                    Some(t) => now_ms >= t,
+                    None => now_ms - c.value.commit_timestamp.max(since) >= retention,
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut records = Vec::new();
+            for (topic, partition) in expired {
+                g.offsets.remove(&(topic.clone(), partition));
+                records.push(offset_tombstone(&g.group_id, &topic, partition));
+            }
+            if !records.is_empty() {
+                tracing::info!(group = %g.group_id, count = records.len(), "expired committed offsets");
+            }
+            // An empty group without offsets is gone (Kafka's group cleanup).
+            if g.offsets.is_empty() {
+                g.state = GroupState::Dead;
+                dead.push(g.group_id.clone());
+                records.extend(metadata_tombstones(g));
+            }
+            if !records.is_empty() {
                 writes.push((g.group_id.clone(), records));
             }
-            for id in dead {
-                groups.remove(&id);
-            }
         }
-        for (group_id, records) in writes {
-            let _ = self.append(&group_id, records).await;
+        for id in dead {
+            groups.remove(&id);
         }
+        writes
     }
 }
 
@@ -262,12 +288,20 @@ fn group_tombstones(g: &Group) -> Records {
         .keys()
         .map(|(t, p)| offset_tombstone(&g.group_id, t, *p))
         .collect();
-    out.push((
-        RecordKey::Group {
-            group: g.group_id.clone(),
-        }
-        .encode(),
-        None,
-    ));
+    out.extend(metadata_tombstones(g));
     out
+}
+
+/// The tombstones that delete a group's metadata: its KIP-848 records, or its
+/// classic GroupMetadata record.
+fn metadata_tombstones(g: &Group) -> Records {
+    match &g.consumer {
+        Some(c) => encode(&g.group_id, consumer::tombstones(c)),
+        None => {
+            let key = RecordKey::Group {
+                group: g.group_id.clone(),
+            };
+            vec![(key.encode(), None)]
+        }
+    }
 }

@@ -3,14 +3,19 @@
 //! A key is an i16 key version (the record type) and a non-flexible struct:
 //! - key 0/1 `OffsetCommitKey`: group string, topic string, partition i32.
 //! - key 2 `GroupMetadataKey`: group string.
+//! - keys 3–8 and 16: KIP-848 consumer group records, in `consumer_group.rs`.
 //!
 //! A value is an i16 value version and the struct; versions 4 and up are flexible
 //! (compact strings and arrays, a tagged-field section after every struct). skua writes
 //! `OffsetCommitValue` v3 (v1 when the commit carries an explicit expire timestamp) and
 //! `GroupMetadataValue` v3, as Kafka 3.x/4.x do, and reads every version. A null value
-//! is a tombstone. Other key versions (KIP-848 and share-group records) are skipped.
+//! is a tombstone. Other key versions (share and streams group records) are skipped.
+
+pub mod consumer_group;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use consumer_group::{ConsumerKey, ConsumerValue};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -68,12 +73,18 @@ pub enum RecordKey {
     Group {
         group: String,
     },
+    /// A KIP-848 consumer group record.
+    Consumer {
+        group: String,
+        kind: ConsumerKey,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
+    Consumer(ConsumerValue),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -125,13 +136,16 @@ impl RecordKey {
                 buf.put_i16(2);
                 put_str(&mut buf, group);
             }
+            RecordKey::Consumer { group, kind } => kind.encode(group, &mut buf),
         }
         buf.freeze()
     }
 
     pub fn group(&self) -> &str {
         match self {
-            RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+            RecordKey::Offset { group, .. }
+            | RecordKey::Group { group }
+            | RecordKey::Consumer { group, .. } => group,
         }
     }
 }
@@ -202,6 +216,11 @@ impl Reader {
         }
     }
 
+    fn i8(&mut self) -> Result<i8, SchemaError> {
+        self.need(1)?;
+        Ok(self.buf.get_i8())
+    }
+
     fn i16(&mut self) -> Result<i16, SchemaError> {
         self.need(2)?;
         Ok(self.buf.get_i16())
@@ -215,6 +234,13 @@ impl Reader {
     fn i64(&mut self) -> Result<i64, SchemaError> {
         self.need(8)?;
         Ok(self.buf.get_i64())
+    }
+
+    fn uuid(&mut self) -> Result<uuid::Uuid, SchemaError> {
+        self.need(16)?;
+        let mut b = [0u8; 16];
+        self.buf.copy_to_slice(&mut b);
+        Ok(uuid::Uuid::from_bytes(b))
     }
 
     fn uvarint(&mut self) -> Result<u32, SchemaError> {
@@ -305,6 +331,10 @@ pub fn decode_key(key: &Bytes) -> Result<Option<RecordKey>, SchemaError> {
             partition: r.i32()?,
         })),
         2 => Ok(Some(RecordKey::Group { group: r.str()? })),
+        t @ (3..=8 | 16) => {
+            let group = r.str()?;
+            Ok(ConsumerKey::decode(t, &mut r)?.map(|kind| RecordKey::Consumer { group, kind }))
+        }
         _ => Ok(None),
     }
 }
@@ -319,6 +349,9 @@ pub fn decode_value(key: &RecordKey, value: &Bytes) -> Result<RecordValue, Schem
     match key {
         RecordKey::Offset { .. } => decode_offset(&mut r, version).map(RecordValue::Offset),
         RecordKey::Group { .. } => decode_group(&mut r, version).map(RecordValue::Group),
+        RecordKey::Consumer { kind, .. } => {
+            consumer_group::decode(kind, &mut r, version).map(RecordValue::Consumer)
+        }
     }
 }
 
@@ -551,8 +584,9 @@ mod tests {
 
     #[test]
     fn other_record_types_are_skipped_and_garbage_is_an_error() {
+        // Share group metadata (type 11).
         assert_eq!(
-            decode_key(&Bytes::from_static(&[0, 3, 0, 1, b'g'])),
+            decode_key(&Bytes::from_static(&[0, 11, 0, 1, b'g'])),
             Ok(None)
         );
         assert_eq!(

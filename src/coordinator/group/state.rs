@@ -845,10 +845,8 @@ impl Group {
     // ---- timers ----
 
     /// Expires sessions, pending member ids, rebalance and sync timeouts due by `now`.
+    /// KIP-848 members expire through the coordinator, which writes their removal.
     pub fn tick(&mut self, now: Instant, now_ms: i64) {
-        if let Some(c) = &mut self.consumer {
-            c.tick(now);
-        }
         self.pending_members.retain(|_, deadline| *deadline > now);
         let expired: Vec<String> = self
             .members

@@ -412,25 +412,29 @@ fn static_member_can_leave_by_instance_id() {
 fn commit_validation_follows_kafka() {
     let now = Instant::now();
     let mut g = Group::new("g", 0);
-    assert_eq!(g.validate_commit("", None, -1), Ok(()), "standalone commit");
-    let (a, _) = stable_pair(&mut g, now);
-    assert_eq!(g.validate_commit(&a, None, 2), Ok(()));
     assert_eq!(
-        g.validate_commit(&a, None, 1),
+        g.validate_commit("", None, -1, 8),
+        Ok(()),
+        "standalone commit"
+    );
+    let (a, _) = stable_pair(&mut g, now);
+    assert_eq!(g.validate_commit(&a, None, 2, 8), Ok(()));
+    assert_eq!(
+        g.validate_commit(&a, None, 1, 8),
         Err(ResponseError::IllegalGeneration)
     );
     assert_eq!(
-        g.validate_commit("x", None, 2),
+        g.validate_commit("x", None, 2, 8),
         Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(
-        g.validate_commit("", None, -1),
+        g.validate_commit("", None, -1, 8),
         Err(ResponseError::UnknownMemberId)
     );
     let _pending = waiting(g.join(range(&a), &cfg(), now, 0));
     assert_eq!(g.state, GroupState::PreparingRebalance);
     assert_eq!(
-        g.validate_commit(&a, None, 2),
+        g.validate_commit(&a, None, 2, 8),
         Ok(()),
         "commits allowed while preparing"
     );

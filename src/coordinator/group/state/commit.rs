@@ -6,18 +6,20 @@ use kafka_protocol::error::ResponseError;
 use super::{Committed, Group, GroupState};
 
 impl Group {
-    /// Kafka's checks before a classic group accepts an OffsetCommit.
+    /// Kafka's checks before a group accepts an OffsetCommit; `generation_id` is the
+    /// member epoch for a KIP-848 group.
     pub fn validate_commit(
         &self,
         member_id: &str,
         instance: Option<&str>,
         generation_id: i32,
+        api_version: i16,
     ) -> Result<(), ResponseError> {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
         if let Some(c) = &self.consumer {
-            return c.validate_commit(member_id, generation_id);
+            return c.validate_commit(member_id, generation_id, api_version);
         }
         if generation_id < 0 && self.state == GroupState::Empty {
             // Admin tools and consumers using assign() commit outside any generation.

@@ -1,0 +1,48 @@
+// Command franzcases runs skua's own compatibility cases for franz-go (kgo), beyond
+// franz-go's test suite: scenarios that need several client processes.
+//
+//	go build -o franz-cases ./franzcases && ./franz-cases -bootstrap 127.0.0.1:9092
+//
+// Prints one `PASS id` / `FAIL id: reason` line per case. `franz-cases member ...` is a
+// consumer group member as its own process, which a case starts and kills with SIGKILL.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+var bootstrap = flag.String("bootstrap", "127.0.0.1:9092", "broker host:port")
+
+func run(id string, limit time.Duration, f func() error) {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(limit):
+		err = fmt.Errorf("case timed out after %s", limit)
+	}
+	if err != nil {
+		fmt.Printf("FAIL %s: %s\n", id, strings.ReplaceAll(err.Error(), "\n", " "))
+	} else {
+		fmt.Printf("PASS %s\n", id)
+	}
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "member" {
+		if err := member(os.Args[2:]); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "member:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	flag.Parse()
+	run("franzcases.group.failover_kill9", 150*time.Second, failoverKill9)
+}

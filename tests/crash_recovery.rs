@@ -31,6 +31,11 @@ impl Process {
             .spawn()
             .expect("skua starts");
         let logs = child.stdout.take().expect("piped stdout");
+        // Owned from here on, so a failed wait below still kills it.
+        let mut process = Process {
+            child,
+            addr: "127.0.0.1:0".parse().unwrap(),
+        };
         let (found, bound) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(logs).lines().map_while(Result::ok) {
@@ -44,7 +49,7 @@ impl Process {
             .recv_timeout(Duration::from_secs(60))
             .expect("skua did not start listening");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let process = Process { child, addr };
+        process.addr = addr;
         let mut c = Client::connect(addr).await;
         assert_eq!(
             c.send(&ApiVersionsRequest::default(), 3).await.error_code,

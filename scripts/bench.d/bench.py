@@ -287,13 +287,13 @@ def run_producer(opts, broker, topic, cell, records, rate, warmup=0):
     """One kafka-producer-perf-test run. With warmup > 0 (and a tool that has
     --warmup-records) rates and latencies are its steady-state numbers, i.e. without the
     client's start-up, metadata fetch and JIT warm-up; CPU s/GB counts every record."""
-    c0, l0 = broker.cpu(), loadavg()
+    c0, l0, t0 = broker.cpu(), loadavg(), children_cpu()
     extra = ["--warmup-records", str(warmup)] if warmup and opts.warmup_option else []
     out = tool(opts, "org.apache.kafka.tools.ProducerPerformance",
                ["--bootstrap-server", broker.bootstrap, "--topic", topic,
                 "--num-records", str(records), "--record-size", str(cell["size"]),
                 "--throughput", str(rate), *extra, "--producer-props", *producer_props(cell)])
-    cpu = broker.cpu() - c0
+    cpu, client_cpu = broker.cpu() - c0, children_cpu() - t0
     m = PRODUCER_RE.findall(out)
     if not m:
         raise RuntimeError(f"no summary line from ProducerPerformance: {out[-500:]}")
@@ -303,7 +303,8 @@ def run_producer(opts, broker, topic, cell, records, rate, warmup=0):
     gb = total * cell["size"] / 1e9
     return {"records": total, "steady": bool(steady), "rps": float(rps), "mbps": float(rps) * cell["size"] / 1e6,
             "avg_ms": float(avg), "p50": float(p50), "p99": float(p99), "p999": float(p999),
-            "cpu_s": cpu, "cpu_s_per_gb": cpu / gb, "load_before": l0, "load_after": loadavg()}
+            "cpu_s": cpu, "cpu_s_per_gb": cpu / gb, "client_cpu_s_per_gb": client_cpu / gb,
+            "load_before": l0, "load_after": loadavg()}
 
 
 def children_cpu():
@@ -653,13 +654,15 @@ def render(opts, results, plan, meta):
     w(f"`linger.ms={LINGER_MS}`, `batch.size={BATCH_SIZE}` in every cell; acks=all cells use "
       "`enable.idempotence=true`, acks=1 cells `enable.idempotence=false`. Latency columns are the "
       "tool's send-to-ack latency under saturation (whole milliseconds). CPU is broker utime+stime "
-      "per GB of record payload (all records of the run).\n")
+      "per GB of record payload (all records of the run); *client CPU* is the perf tool's own "
+      "(whole JVM) per GB. Client and broker share this machine's cores, so a broker that needs "
+      "less CPU leaves more to the client.\n")
     if opts.warmup_option:
         w("Each measured run sends N records of which the first N/3 are `--warmup-records`: rates "
           "and latencies are the tool's *steady-state* numbers, so the client JVM's start-up, "
           "metadata fetch and JIT warm-up are not in them.\n")
-    w("| cell | records/run | Kafka rec/s | skua rec/s | **rec/s ratio** | MB/s ratio | p50 ratio | p99 ratio | p99.9 ratio | CPU s/GB Kafka | CPU s/GB skua | **CPU ratio** | load K / s |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    w("| cell | records/run | Kafka rec/s | skua rec/s | **rec/s ratio** | MB/s ratio | p50 ratio | p99 ratio | p99.9 ratio | CPU s/GB Kafka | CPU s/GB skua | **CPU ratio** | client CPU s/GB K / s | load K / s |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, k in K["producer"].items():
         s = S["producer"].get(name, {"runs": []})
         kr, sr = k["runs"], s["runs"]
@@ -669,6 +672,7 @@ def render(opts, results, plan, meta):
           f"{rfmt(ratio(med(sr, 'p99'), med(kr, 'p99')))} | {rfmt(ratio(med(sr, 'p999'), med(kr, 'p999')))} | "
           f"{fmt(med(kr, 'cpu_s_per_gb'))} | {fmt(med(sr, 'cpu_s_per_gb'))} | "
           f"**{rfmt(ratio(med(sr, 'cpu_s_per_gb'), med(kr, 'cpu_s_per_gb')))}** | "
+          f"{fmt(med(kr, 'client_cpu_s_per_gb'))} / {fmt(med(sr, 'client_cpu_s_per_gb'))} | "
           f"{loadrange(kr)} / {loadrange(sr)} |")
     w("")
     w("Absolute numbers (median [min–max]):\n")

@@ -62,8 +62,10 @@ async fn run(config: skua::config::BrokerConfig) -> anyhow::Result<()> {
             .unwrap_or(60_000)
             .max(100) as u64,
     );
+    let mut config = config;
+    let listeners = Server::bind_listeners(&mut config).await?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
-    let server = Server::bind(broker.clone()).await?;
+    let server = Server::new(listeners, broker.clone());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         broker_id = broker.config.broker_id,

@@ -9,6 +9,7 @@ use tokio::task::JoinSet;
 
 use super::connection::{self, Limits};
 use crate::broker::Broker;
+use crate::config::BrokerConfig;
 
 pub struct Server {
     listeners: Vec<TcpListener>,
@@ -18,28 +19,41 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds every configured listener.
-    pub async fn bind(broker: Arc<Broker>) -> anyhow::Result<Server> {
-        let cfg = &broker.config;
+    /// Binds every configured listener, before the broker opens: a listener on port 0
+    /// gets its port here, and the advertised listener of the same name takes that port
+    /// (as in Kafka), so the broker registers an address clients can reach.
+    pub async fn bind_listeners(config: &mut BrokerConfig) -> anyhow::Result<Vec<TcpListener>> {
         let mut listeners = Vec::new();
-        for l in &cfg.listeners {
+        for l in &config.listeners {
             let addr = l.bind_addr();
             let listener = TcpListener::bind(&addr)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+            let bound = listener.local_addr()?.port();
+            for advertised in &mut config.advertised_listeners {
+                if advertised.name == l.name && advertised.port == 0 {
+                    advertised.port = bound;
+                }
+            }
             listeners.push(listener);
         }
+        Ok(listeners)
+    }
+
+    /// Serves `listeners` (from [`Server::bind_listeners`]) for `broker`.
+    pub fn new(listeners: Vec<TcpListener>, broker: Arc<Broker>) -> Server {
+        let cfg = &broker.config;
         let limits = Limits {
             max_frame_bytes: cfg.socket_request_max_bytes,
             max_in_flight: cfg.queued_max_requests,
             idle: Duration::from_millis(cfg.connections_max_idle_ms.max(1)),
         };
-        Ok(Server {
+        Server {
             listeners,
             limits,
             max_connections: cfg.max_connections.min(Semaphore::MAX_PERMITS),
             broker,
-        })
+        }
     }
 
     pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {

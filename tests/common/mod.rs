@@ -34,15 +34,10 @@ impl TestBroker {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        // A free port chosen up front, so the advertised port is the bound one.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Port 0: the broker advertises the port it bound.
         let mut args = vec![
             "--override".to_string(),
-            format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+            "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
             "--override".to_string(),
             format!("log.dirs={}", dir.display()),
         ];
@@ -50,9 +45,10 @@ impl TestBroker {
             args.push("--override".into());
             args.push(format!("{k}={v}"));
         }
-        let config = skua::config::from_args(&args).expect("config");
+        let mut config = skua::config::from_args(&args).expect("config");
+        let listeners = Server::bind_listeners(&mut config).await.expect("bind");
         let broker = Broker::open(config).expect("broker opens");
-        let server = Server::bind(broker.clone()).await.expect("bind");
+        let server = Server::new(listeners, broker.clone());
         let addr = server.local_addrs()[0];
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(server.run(async {

@@ -503,7 +503,8 @@ mod tests {
         }
     }
 
-    fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+    /// A steady-state heartbeat: member `id` at `epoch`, owning `owned`.
+    pub(super) fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
         Heartbeat {
             member_id: id.into(),
             member_epoch: epoch,

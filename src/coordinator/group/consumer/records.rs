@@ -349,6 +349,7 @@ impl ConsumerGroup {
 mod tests {
     use uuid::Uuid;
 
+    use super::super::tests::beat;
     use super::super::Heartbeat;
     use super::*;
 
@@ -395,15 +396,6 @@ mod tests {
             }),
             subscribed_regex: regex.map(String::from),
             rebalance_timeout_ms: 30_000,
-            ..Default::default()
-        }
-    }
-
-    fn beat(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
-        Heartbeat {
-            member_id: id.into(),
-            member_epoch: epoch,
-            owned: Some(owned.clone()),
             ..Default::default()
         }
     }

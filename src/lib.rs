@@ -14,8 +14,10 @@
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
 //!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
+//!                auth/       authorized operations (no authorizer yet: everything allowed)
 //! ```
 
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod controller;

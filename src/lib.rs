@@ -15,6 +15,7 @@
 //!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
+//!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
 //! ```
 
 pub mod auth;
@@ -28,3 +29,4 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod zk;

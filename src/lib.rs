@@ -16,10 +16,12 @@
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
+//!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //! ```
 
 pub mod auth;
 pub mod broker;
+pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;

@@ -75,8 +75,10 @@ def api_name(key):
 class Recorder:
     """Decides which frames to keep and writes them; shared by all connections."""
 
-    def __init__(self, out, client, client_version, max_per_version, responses, reset):
+    def __init__(self, out, client, client_version, max_per_version, responses, reset,
+                 apis=None):
         self.out = out
+        self.apis = apis
         self.client = client
         self.client_version = client_version
         self.max_per_version = max_per_version
@@ -125,6 +127,8 @@ class Recorder:
         if len(frame) < 8:
             return None
         key, version = struct.unpack(">hh", frame[:4])
+        if self.apis is not None and key not in self.apis:
+            return None
         with self.lock:
             n = self.counts.get((key, version), 0)
             new_question = self._new_metadata_question(key, frame)
@@ -250,12 +254,14 @@ def main():
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures"))
     p.add_argument("--max-per-version", type=int, default=3)
     p.add_argument("--no-responses", action="store_true", help="keep only requests")
+    p.add_argument("--apis", help="comma-separated api keys to keep (default: all)")
     p.add_argument("--reset", action="store_true",
                    help="delete this client's earlier fixtures and manifest lines first")
     args = p.parse_args()
 
     recorder = Recorder(args.out, args.client, args.client_version, args.max_per_version,
-                        not args.no_responses, args.reset)
+                        not args.no_responses, args.reset,
+                        {int(k) for k in args.apis.split(",")} if args.apis else None)
     listener = socket.create_server(parse_addr(args.listen), reuse_port=False)
     upstream = parse_addr(args.upstream)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -14,9 +14,14 @@
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
 //!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
+//!                auth/       authorized operations (no authorizer yet: everything allowed)
+//!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
+//!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //! ```
 
+pub mod auth;
 pub mod broker;
+pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
@@ -26,3 +31,4 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod zk;

@@ -7,6 +7,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::str_bytes;
+use crate::auth::operations::{if_requested, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -23,7 +24,10 @@ pub async fn handle(
         .with_endpoint_type(req.endpoint_type)
         .with_cluster_id(str_bytes(c.cluster_id()))
         .with_controller_id(BrokerId(c.controller_id()))
-        .with_cluster_authorized_operations(i32::MIN);
+        .with_cluster_authorized_operations(if_requested(
+            req.include_cluster_authorized_operations,
+            ResourceType::Cluster,
+        ));
     if req.endpoint_type != ENDPOINT_BROKERS {
         return resp
             .with_error_code(ResponseError::UnsupportedEndpointType.code())

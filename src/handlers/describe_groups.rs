@@ -8,6 +8,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use super::str_bytes;
+use crate::auth::operations::{if_requested, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -20,10 +21,22 @@ pub async fn handle(
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let v = ctx.api_version;
+    // Kafka answers the group's operations for each group found without error (v3+).
+    let ops = if_requested(
+        req.include_authorized_operations && v >= 3,
+        ResourceType::Group,
+    );
     let groups = req
         .groups
         .into_iter()
         .map(|id| describe(&broker, id, v))
+        .map(|g| {
+            if g.error_code == 0 {
+                g.with_authorized_operations(ops)
+            } else {
+                g
+            }
+        })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
 }

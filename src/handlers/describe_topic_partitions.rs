@@ -11,11 +11,10 @@ use kafka_protocol::messages::{
 };
 
 use super::topic_name;
+use crate::auth::operations::{authorized_operations, ResourceType};
 use crate::broker::Broker;
 use crate::controller::TopicInfo;
 use crate::router::RequestContext;
-
-const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -57,7 +56,8 @@ pub async fn handle(
                 DescribeTopicPartitionsResponseTopic::default()
                     .with_name(Some(topic_name(&name)))
                     .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                    .with_topic_authorized_operations(OPS_NOT_REQUESTED),
+                    // Kafka answers the operations for an unknown name too.
+                    .with_topic_authorized_operations(authorized_operations(ResourceType::Topic)),
             );
             continue;
         };
@@ -114,7 +114,8 @@ fn describe(
         .with_name(Some(topic_name(&info.name)))
         .with_topic_id(info.topic_id)
         .with_is_internal(info.is_internal())
-        .with_topic_authorized_operations(OPS_NOT_REQUESTED)
+        // The request has no flag: Kafka always answers the topic's operations.
+        .with_topic_authorized_operations(authorized_operations(ResourceType::Topic))
         .with_partitions(partitions);
     (topic, stopped_at)
 }

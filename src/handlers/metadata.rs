@@ -12,16 +12,13 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
+use crate::auth::operations::{if_requested, ResourceType, NOT_REQUESTED};
 use crate::broker::Broker;
 use crate::controller::{topic_name as names, NewTopic, TopicInfo};
 use crate::router::RequestContext;
 
-/// Reported when the client did not ask for authorized operations (Kafka's sentinel).
-const OPS_NOT_REQUESTED: i32 = i32::MIN;
-/// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: with no
-/// authorizer configured every operation is allowed.
-const ALL_TOPIC_OPS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Metadata v8–10 can ask for the cluster's authorized operations (later: DescribeCluster).
+const CLUSTER_OPS_VERSIONS: std::ops::RangeInclusive<i16> = 8..=10;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -29,11 +26,12 @@ pub async fn handle(
     req: MetadataRequest,
 ) -> MetadataResponse {
     let c = &broker.controller;
-    let ops = if req.include_topic_authorized_operations {
-        ALL_TOPIC_OPS
-    } else {
-        OPS_NOT_REQUESTED
-    };
+    let ops = if_requested(req.include_topic_authorized_operations, ResourceType::Topic);
+    let cluster_ops = if_requested(
+        req.include_cluster_authorized_operations
+            && CLUSTER_OPS_VERSIONS.contains(&ctx.api_version),
+        ResourceType::Cluster,
+    );
     // v0 asks for every topic with an empty list; later versions with null.
     let wanted = match req.topics {
         Some(t) if !(t.is_empty() && ctx.api_version == 0) => Some(t),
@@ -70,7 +68,7 @@ pub async fn handle(
         )
         .with_cluster_id(Some(str_bytes(c.cluster_id())))
         .with_controller_id(BrokerId(c.controller_id()))
-        .with_cluster_authorized_operations(OPS_NOT_REQUESTED)
+        .with_cluster_authorized_operations(cluster_ops)
         .with_topics(topics)
 }
 
@@ -128,7 +126,8 @@ fn by_id(broker: &Broker, id: Uuid, ops: i32) -> MetadataResponseTopic {
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
-            .with_topic_authorized_operations(ops),
+            // Kafka leaves unknown topic ids out of the authorized-operations pass.
+            .with_topic_authorized_operations(NOT_REQUESTED),
     }
 }
 

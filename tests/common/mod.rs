@@ -1,5 +1,6 @@
-//! A broker started in-process on a loopback port, and a minimal client that speaks
-//! the wire protocol with the kafka-protocol crate's client-side codecs.
+//! A broker started in-process on a loopback port, and a minimal lockstep client that
+//! frames requests and reads responses with skua's outbound client codec
+//! (`skua::client::codec`), keeping the raw stream at hand for malformed-input tests.
 
 #![allow(dead_code)]
 
@@ -7,17 +8,18 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use skua::broker::Broker;
+use skua::client::codec;
 use skua::network::Server;
 
 pub struct TestBroker {
@@ -92,33 +94,19 @@ impl Client {
     }
 
     /// Sends one request at `version` and decodes its response.
-    pub async fn send<R: Request + Encodable>(&mut self, req: &R, version: i16) -> R::Response
-    where
-        R::Response: Decodable,
-    {
+    pub async fn send<R: Request>(&mut self, req: &R, version: i16) -> R::Response {
         self.write_request(req, version).await;
-        let mut frame = self.read_frame().await.expect("response frame");
-        let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version))
-            .expect("header");
+        let frame = self.read_frame().await.expect("response frame");
+        let (header, resp) = codec::decode_response::<R>(frame, version).expect("response decodes");
         assert_eq!(header.correlation_id, self.correlation_id, "correlation id");
-        let resp = R::Response::decode(&mut frame, version).expect("response decodes");
-        assert_eq!(frame.remaining(), 0, "response has trailing bytes");
         resp
     }
 
-    pub async fn write_request<R: Request + Encodable>(&mut self, req: &R, version: i16) {
+    pub async fn write_request<R: Request>(&mut self, req: &R, version: i16) {
         self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("skua-test")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, R::header_version(version))
-            .expect("header encodes");
-        req.encode(&mut body, version).expect("body encodes");
-        self.write_frame(&body).await;
+        let frame = codec::encode_request(req, version, self.correlation_id, Some("skua-test"))
+            .expect("request encodes");
+        self.stream.write_all(&frame).await.expect("write");
     }
 
     pub async fn write_frame(&mut self, body: &[u8]) {
@@ -130,11 +118,10 @@ impl Client {
 
     /// Reads one response frame; None when the broker closed the connection.
     pub async fn read_frame(&mut self) -> Option<Bytes> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).await.ok()?;
-        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut body).await.ok()?;
-        Some(Bytes::from(body))
+        codec::read_frame(&mut self.stream, codec::MAX_FRAME_BYTES)
+            .await
+            .ok()
+            .flatten()
     }
 
     pub async fn create_topic(&mut self, name: &str, partitions: i32) -> i16 {

@@ -22,6 +22,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
@@ -99,6 +100,39 @@ class AdminTest {
             String bootstrap = Support.bootstrap();
             assertTrue(nodes.stream().anyMatch(n -> bootstrap.endsWith(":" + n.port())),
                     "advertised port matches bootstrap: " + nodes);
+        }
+    }
+
+    /** No authorizer: every operation an ACL can name for the resource type is allowed. */
+    @Test @DisplayName("java.admin.authorized_operations")
+    void authorizedOperations() throws Exception {
+        String t = Support.topicName("adm-authops");
+        String group = Support.topicName("adm-authops-group");
+        Support.createTopic(t, 1);
+        try (Admin admin = Admin.create(Support.adminProps())) {
+            var cluster = get(admin.describeCluster(
+                    new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+                    .authorizedOperations());
+            assertEquals(Set.of(AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+                    AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                    AclOperation.DESCRIBE), cluster);
+            var topic = get(admin.describeTopics(Set.of(t),
+                    new org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames()).get(t).authorizedOperations();
+            assertEquals(Set.of(AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                    AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                    AclOperation.ALTER_CONFIGS), topic);
+            get(admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(t, 0),
+                    new org.apache.kafka.clients.consumer.OffsetAndMetadata(0))).all());
+            var described = get(admin.describeConsumerGroups(List.of(group),
+                    new org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                    .all()).get(group).authorizedOperations();
+            assertEquals(Set.of(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS), described);
+            // Not asked: the client reports none.
+            assertEquals(null, get(admin.describeCluster().authorizedOperations()));
+        } finally {
+            Support.deleteTopicQuietly(t);
         }
     }
 

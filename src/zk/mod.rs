@@ -1,0 +1,12 @@
+//! ZooKeeper, as Kafka 3.9's ZooKeeper mode uses it: the znodes Kafka writes (`znodes`,
+//! in Kafka's exact JSON, with the JVM key orders of `java_order`) and a session
+//! (`session`) with the operations a broker and a controller need: ephemeral
+//! registrations, reads with watches, multi-op writes fenced by a znode version, and
+//! session expiry as a typed, terminal event.
+//!
+//! Cluster mode (controller election, metadata from ZooKeeper) builds on this module;
+//! today nothing in the broker starts a session.
+
+pub mod java_order;
+pub mod session;
+pub mod znodes;

@@ -35,16 +35,20 @@ impl Broker {
             port: advertised.port as i32,
             rack: config.rack.clone(),
         };
-        if config.zookeeper_connect.is_some() {
-            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
-        }
-        let controller = Arc::new(LocalController::open(
-            &config.log_dirs[0],
-            me,
-            config.get("cluster.id"),
-            config.num_partitions,
-            config.default_replication_factor,
-        )?);
+        // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
+        let zk = crate::controller::zk::Settings::from_config(&config)?;
+        let controller: Arc<dyn Controller> = match zk {
+            Some(settings) => Arc::new(crate::controller::zk::ZkController::connect_blocking(
+                &config, settings,
+            )?),
+            None => Arc::new(LocalController::open(
+                &config.log_dirs[0],
+                me,
+                config.get("cluster.id"),
+                config.num_partitions,
+                config.default_replication_factor,
+            )?),
+        };
         let topics = controller.topics();
         let topic_configs = {
             let config = config.clone();
@@ -66,11 +70,13 @@ impl Broker {
             topic_configs,
         )?;
         let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
-        replicas.remove_strays(&topics);
+        // In ZooKeeper mode which partitions are hosted here is the controller's to say.
+        if controller.applies_locally() {
+            replicas.remove_strays(&topics);
+        }
         for t in &topics {
             replicas.apply_topic(t)?;
         }
-        let controller: Arc<dyn Controller> = controller;
         let groups = Arc::new(GroupCoordinator::new(
             &config,
             replicas.clone(),
@@ -88,6 +94,9 @@ impl Broker {
         );
         groups.install(loaded.groups);
         groups.start();
+        if let Some(zk) = controller.zk() {
+            zk.start_blocking()?;
+        }
         Ok(Arc::new(Broker {
             config,
             controller,
@@ -104,7 +113,7 @@ impl Broker {
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
         let info = self.controller.create_topic(topic, validate_only).await?;
-        if !validate_only {
+        if !validate_only && self.controller.applies_locally() {
             self.replicas.apply_topic(&info).map_err(storage)?;
         }
         Ok(info)
@@ -112,7 +121,9 @@ impl Broker {
 
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
         let info = self.controller.delete_topic(name).await?;
-        self.replicas.remove_topic(&info).map_err(storage)?;
+        if self.controller.applies_locally() {
+            self.replicas.remove_topic(&info).map_err(storage)?;
+        }
         Ok(info)
     }
 
@@ -132,7 +143,7 @@ impl Broker {
             .controller
             .create_partitions(name, count, assignments, validate_only)
             .await?;
-        if !validate_only {
+        if !validate_only && self.controller.applies_locally() {
             self.replicas.apply_topic(&info).map_err(storage)?;
         }
         Ok(info)
@@ -158,7 +169,9 @@ impl Broker {
             return Ok(());
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
-        self.replicas.apply_topic(&info).map_err(storage)?;
+        if self.controller.applies_locally() {
+            self.replicas.apply_topic(&info).map_err(storage)?;
+        }
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
         Ok(())
     }

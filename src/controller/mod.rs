@@ -1,12 +1,15 @@
 //! Cluster metadata: brokers, topics, partition assignments, topic ids, producer ids.
 //!
 //! Handlers talk to a [`Controller`] and never know which backend answers: `local`
-//! (one node, persisted in the data dir) today, ZooKeeper for clusters later. After a
-//! change the caller hands the new [`TopicInfo`] to the replica manager, which creates
-//! or removes this broker's logs; a ZooKeeper watch will feed the same entry point.
+//! (one node, persisted in the data dir) or `zk` (a member of a Kafka 3.9
+//! ZooKeeper-mode cluster). With `local`, the caller hands a change's [`TopicInfo`] to
+//! the replica manager, which creates or removes this broker's logs at once; with `zk`
+//! the controller tells brokers with LeaderAndIsr and StopReplica instead
+//! ([`Controller::applies_locally`]).
 
 pub mod local;
 pub mod topic_name;
+pub mod zk;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -125,4 +128,16 @@ pub trait Controller: Send + Sync {
     ) -> Result<Arc<TopicInfo>, ControllerError>;
     /// A producer id never handed out before, also across restarts.
     async fn next_producer_id(&self) -> Result<i64, ControllerError>;
+
+    /// Whether a change's result is applied to this broker's logs by the caller at once
+    /// (the single-node store), rather than through the controller's LeaderAndIsr and
+    /// StopReplica (ZooKeeper mode).
+    fn applies_locally(&self) -> bool {
+        true
+    }
+
+    /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
+    fn zk(&self) -> Option<&zk::ZkController> {
+        None
+    }
 }

@@ -34,22 +34,23 @@ pub enum Job {
 pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<Job, String> {
     let (key, version, correlation_id) = peek_header(&frame).map_err(|e| e.to_string())?;
     let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
-    if api_key == ApiKey::ApiVersions && router::lookup(api_key, version).is_none() && version >= 0
-    {
+    let zk_mode = broker.config.zookeeper_connect.is_some();
+    let lookup = |k, v| router::lookup_in(k, v, zk_mode);
+    if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
-        let body = ResponseKind::ApiVersions(api_versions::response(35));
+        let body = ResponseKind::ApiVersions(api_versions::response(35, zk_mode));
         return encode(api_key, 0, correlation_id, &body, Vec::new()).map(Job::Ready);
     }
     if api_key == ApiKey::Produce && (0..3).contains(&version) {
         return legacy(frame, version, correlation_id);
     }
-    if router::lookup(api_key, version).is_none() {
+    if lookup(api_key, version).is_none() {
         return Err(format!("{api_key:?} v{version} is not supported"));
     }
     let request = decode_request(frame).map_err(|e| e.to_string())?;
     let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
-    let route = router::lookup(api_key, version).ok_or("route vanished")?;
+    let route = lookup(api_key, version).ok_or("route vanished")?;
     let ctx = RequestContext {
         api_version: version,
         correlation_id,

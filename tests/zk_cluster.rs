@@ -135,8 +135,7 @@ impl Cluster {
         let out = self.run("zk-shell", &["get", path]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter(|l| l.starts_with('{') || l.starts_with('['))
-            .last()
+            .rfind(|l| l.starts_with('{') || l.starts_with('['))
             .unwrap_or_default()
             .to_string()
     }

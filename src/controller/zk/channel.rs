@@ -118,6 +118,8 @@ async fn send_loop(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let mut client: Option<Client> = None;
+    // Failed attempts in a row: the first is a warning, the retries are not news.
+    let mut failures = 0u32;
     while let Some(request) = queue.recv().await {
         loop {
             let c = match &client {
@@ -132,9 +134,20 @@ async fn send_loop(
                 },
             };
             match deliver(c, broker, &request, &events).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    if failures > 0 {
+                        tracing::info!(broker, %address, failures, "controller request delivered after retries");
+                    }
+                    failures = 0;
+                    break;
+                }
                 Err(e) => {
-                    tracing::warn!(broker, %address, error = %e, "controller request failed; reconnecting and resending");
+                    if failures == 0 {
+                        tracing::warn!(broker, %address, error = %e, "controller request failed; resending every 100 ms until delivered");
+                    } else {
+                        tracing::debug!(broker, %address, error = %e, "controller request failed again");
+                    }
+                    failures = failures.saturating_add(1);
                     client = None;
                     tokio::time::sleep(RETRY_BACKOFF).await;
                 }

@@ -189,4 +189,28 @@ mod tests {
         assert!(lookup(ApiKey::JoinGroup, 0).is_some());
         assert!(lookup(ApiKey::OffsetCommit, 1).is_none());
     }
+
+    /// The cluster APIs are handled, and so advertised, only in ZooKeeper mode.
+    #[test]
+    fn cluster_apis_only_in_zookeeper_mode() {
+        for key in [
+            ApiKey::AlterPartition,
+            ApiKey::ControlledShutdown,
+            ApiKey::AllocateProducerIds,
+            ApiKey::LeaderAndIsr,
+            ApiKey::UpdateMetadata,
+            ApiKey::StopReplica,
+        ] {
+            assert!(lookup(key, 0).is_none(), "{key:?} single-node");
+            assert!(lookup_in(key, 0, true).is_some(), "{key:?} ZooKeeper mode");
+            let advertised = |zk| {
+                crate::handlers::api_versions::response(0, zk)
+                    .api_keys
+                    .iter()
+                    .any(|k| k.api_key == key as i16)
+            };
+            assert!(!advertised(false) && advertised(true), "{key:?}");
+        }
+        assert!(lookup_in(ApiKey::Produce, 13, true).is_some());
+    }
 }

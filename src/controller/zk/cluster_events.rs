@@ -24,8 +24,10 @@ impl ControllerLoop {
         // Watches first, then the reads: a change between the two is seen again, never missed.
         let (_, w) = self.s.children_and_watch(paths::TOPICS).await?;
         self.on_watch(w, Event::TopicChange(g));
+        self.armed.topics = true;
         let (_, w) = self.s.children_and_watch(paths::DELETE_TOPICS).await?;
         self.on_watch(w, Event::TopicDeletion(g));
+        self.armed.deletions = true;
 
         let fence = self.fence()?;
         self.ctx.epoch = fence.controller_epoch;
@@ -83,11 +85,15 @@ impl ControllerLoop {
 
     /// Watches a topic's assignment znode (partitions added to it).
     pub(super) async fn watch_topic(&mut self, topic: &str) -> ZkResult<()> {
+        if self.armed.topic.contains(topic) {
+            return Ok(());
+        }
         let (_, w) = self.s.get_and_watch(&paths::topic(topic)).await?;
         self.on_watch(
             w,
             Event::PartitionModifications(self.generation, topic.to_string()),
         );
+        self.armed.topic.insert(topic.to_string());
         Ok(())
     }
 
@@ -371,7 +377,10 @@ impl ControllerLoop {
 
     pub(super) async fn process_topic_change(&mut self) -> ZkResult<()> {
         let (topics, w) = self.s.children_and_watch(paths::TOPICS).await?;
-        self.on_watch(w, Event::TopicChange(self.generation));
+        if !self.armed.topics {
+            self.on_watch(w, Event::TopicChange(self.generation));
+            self.armed.topics = true;
+        }
         let now: BTreeSet<String> = topics.into_iter().collect();
         let known: BTreeSet<String> = self.ctx.assignments.keys().cloned().collect();
         let new: Vec<String> = now.difference(&known).cloned().collect();
@@ -404,10 +413,12 @@ impl ControllerLoop {
         let Some((data, _)) = found else {
             return Ok(()); // deleted: the topic change handles it
         };
-        self.on_watch(
-            w,
-            Event::PartitionModifications(self.generation, topic.to_string()),
-        );
+        if self.armed.topic.insert(topic.to_string()) {
+            self.on_watch(
+                w,
+                Event::PartitionModifications(self.generation, topic.to_string()),
+            );
+        }
         let Ok(a) = znodes::decode::<TopicAssignment>(&data) else {
             tracing::warn!(topic, "unreadable topic assignment");
             return Ok(());

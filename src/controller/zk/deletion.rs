@@ -37,7 +37,10 @@ impl ControllerLoop {
 
     pub(super) async fn process_topic_deletion(&mut self) -> ZkResult<()> {
         let (topics, w) = self.s.children_and_watch(paths::DELETE_TOPICS).await?;
-        self.on_watch(w, Event::TopicDeletion(self.generation));
+        if !self.armed.deletions {
+            self.on_watch(w, Event::TopicDeletion(self.generation));
+            self.armed.deletions = true;
+        }
         let fence = self.fence()?;
         let mut to_delete = BTreeSet::new();
         for t in topics {

@@ -74,6 +74,19 @@ pub struct ControllerLoop {
     pub(super) generation: u64,
     pub(super) channels: ChannelManager,
     pub(super) batch: RequestBatch,
+    /// Watches left and not yet fired, so each znode has one watcher (a second read
+    /// with a watch would make every change arrive twice).
+    pub(super) armed: Armed,
+}
+
+/// Which watches are armed.
+#[derive(Default)]
+pub struct Armed {
+    pub controller: bool,
+    pub brokers: bool,
+    pub topics: bool,
+    pub deletions: bool,
+    pub topic: std::collections::HashSet<String>,
 }
 
 impl ControllerLoop {
@@ -96,6 +109,7 @@ impl ControllerLoop {
             generation: 0,
             channels,
             batch: RequestBatch::default(),
+            armed: Armed::default(),
         }
     }
 
@@ -147,6 +161,17 @@ impl ControllerLoop {
     }
 
     async fn process(&mut self, event: Event) -> ZkResult<()> {
+        // A fired watch is gone: the processing below leaves a new one.
+        match &event {
+            Event::Elect | Event::ControllerChanged => self.armed.controller = false,
+            Event::BrokerChange => self.armed.brokers = false,
+            Event::TopicChange(g) if *g == self.generation => self.armed.topics = false,
+            Event::TopicDeletion(g) if *g == self.generation => self.armed.deletions = false,
+            Event::PartitionModifications(g, t) if *g == self.generation => {
+                self.armed.topic.remove(t);
+            }
+            _ => {}
+        }
         match event {
             Event::Elect => {
                 self.maybe_resign().await?;
@@ -258,8 +283,14 @@ impl ControllerLoop {
         }
     }
 
-    /// Reads `/controller` and leaves a watch on it; returns the controller's id.
+    /// Reads `/controller` and leaves a watch on it (unless one is armed); returns the
+    /// controller's id.
     async fn watch_controller(&mut self) -> ZkResult<Option<i32>> {
+        if self.armed.controller {
+            let id = election::read_controller_id(&self.s).await?;
+            self.shared.set_controller_id(id.unwrap_or(-1));
+            return Ok(id);
+        }
         let (found, watch) = self.s.get_and_watch(paths::CONTROLLER).await?;
         let id = found.and_then(|(data, _)| {
             crate::zk::znodes::decode::<crate::zk::znodes::ControllerRegistration>(&data)
@@ -267,6 +298,7 @@ impl ControllerLoop {
                 .map(|c| c.brokerid)
         });
         self.shared.set_controller_id(id.unwrap_or(-1));
+        self.armed.controller = true;
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let event = match watch.changed().await {
@@ -302,6 +334,10 @@ impl ControllerLoop {
         self.channels.clear();
         self.batch = RequestBatch::default();
         self.ctx = ControllerContext::default();
+        // The controller's watches belong to the old generation and will be ignored.
+        self.armed.topics = false;
+        self.armed.deletions = false;
+        self.armed.topic.clear();
     }
 
     /// Resigns and deletes `/controller` (if still ours) so that a healthy broker is
@@ -333,8 +369,11 @@ impl ControllerLoop {
     pub(super) async fn read_brokers_and_watch(
         &mut self,
     ) -> ZkResult<std::collections::BTreeMap<i32, super::context::LiveBroker>> {
-        let (_, watch) = self.s.children_and_watch(paths::BROKER_IDS).await?;
-        self.on_watch(watch, Event::BrokerChange);
+        if !self.armed.brokers {
+            let (_, watch) = self.s.children_and_watch(paths::BROKER_IDS).await?;
+            self.on_watch(watch, Event::BrokerChange);
+            self.armed.brokers = true;
+        }
         let brokers = store::read_brokers(&self.s).await?;
         self.shared.set_brokers(&brokers);
         Ok(brokers)

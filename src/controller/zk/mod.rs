@@ -308,7 +308,8 @@ impl ZkController {
         })
     }
 
-    /// `connect` from a blocking thread of a tokio runtime (how `Broker::open` runs),
+    /// `connect` from a blocking thread, or a worker of a multi-threaded tokio runtime
+    /// (`Broker::open` is synchronous),
     /// proposing the cluster id found in the log dirs' `meta.properties` (else
     /// `cluster.id`, else a new one), so that a data dir and ZooKeeper must agree.
     pub fn connect_blocking(
@@ -329,14 +330,14 @@ impl ZkController {
         let proposed = proposed
             .or_else(|| config.get("cluster.id"))
             .unwrap_or_else(|| crate::log::uuid_to_kafka_string(Uuid::new_v4()));
-        handle.block_on(ZkController::connect(settings, proposed))
+        tokio::task::block_in_place(|| handle.block_on(ZkController::connect(settings, proposed)))
     }
 
-    /// `start` from a blocking thread of a tokio runtime.
+    /// `start` from a blocking thread or a worker of a multi-threaded tokio runtime.
     pub fn start_blocking(&self) -> anyhow::Result<()> {
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| anyhow::anyhow!("ZooKeeper mode needs a tokio runtime"))?;
-        handle.block_on(self.start())
+        tokio::task::block_in_place(|| handle.block_on(self.start()))
     }
 
     /// Registers this broker and starts competing for the controllership; from now on

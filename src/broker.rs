@@ -188,6 +188,7 @@ impl Broker {
 
     /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.
     pub fn shutdown(&self) {
+        self.controller.shutdown();
         self.groups.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),

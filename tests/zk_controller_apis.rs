@@ -426,6 +426,20 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
     let r = client.send(&alter(e2, 0, 2, &[2, 3], topic_id), 3).await;
     assert_eq!(partition_error(&r), ResponseError::FencedLeaderEpoch.code());
 
+    // A clean stop closes the session: the registration and /controller go at once,
+    // not a session timeout (6 s) later.
     drop(client);
+    let stopped = std::time::Instant::now();
     broker.stop().await;
+    eventually("skua's registration and controllership gone", || async {
+        let gone = session.get(&paths::broker(1)).await.unwrap().is_none()
+            && session.get(paths::CONTROLLER).await.unwrap().is_none();
+        gone.then_some(())
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopped.elapsed()
+    );
 }

@@ -136,6 +136,10 @@ pub trait Controller: Send + Sync {
         true
     }
 
+    /// Leaves the cluster at shutdown (ZooKeeper mode: closes the session, so this
+    /// broker's registration, and its controllership if it held it, go at once).
+    fn shutdown(&self) {}
+
     /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
     fn zk(&self) -> Option<&zk::ZkController> {
         None

@@ -350,6 +350,36 @@ impl ZkController {
         Ok(())
     }
 
+    /// Stops the member and closes its session (the last handle dropped sends
+    /// CloseSession), waiting up to 2 s for ZooKeeper to confirm.
+    pub fn close(&self) {
+        if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        *self.shared.events.lock() = None;
+        self.shared.reset();
+        let Some(session) = self.shared.session.lock().take() else {
+            return;
+        };
+        let mut events = session.events();
+        drop(session);
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let wait = async {
+            let closed = async { while !events.next().await.is_terminal() {} };
+            if tokio::time::timeout(Duration::from_secs(2), closed)
+                .await
+                .is_err()
+            {
+                tracing::warn!("ZooKeeper session not confirmed closed; it will expire");
+            } else {
+                tracing::info!("ZooKeeper session closed");
+            }
+        };
+        tokio::task::block_in_place(|| handle.block_on(wait));
+    }
+
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -495,6 +525,10 @@ impl Controller for ZkController {
 
     fn applies_locally(&self) -> bool {
         false
+    }
+
+    fn shutdown(&self) {
+        self.close();
     }
 
     fn zk(&self) -> Option<&ZkController> {

@@ -11,11 +11,12 @@
 //!              ▶ replica/    the partitions this broker hosts, high watermark, long polls
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
-//!                controller/ cluster metadata (topics, partitions, ids) behind one trait
+//!                controller/ cluster metadata (topics, partitions, ids) behind one trait:
+//!                            the single-node store, or zk/ (Kafka 3.9's ZooKeeper-mode controller)
 //!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
-//!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
+//!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //! ```
 

@@ -37,6 +37,11 @@ type Described = BTreeMap<i32, (i32, Vec<i32>, Vec<i32>)>;
 
 impl Cluster {
     fn start() -> Option<Cluster> {
+        Cluster::start_with(&[])
+    }
+
+    /// `scripts/cluster start 3 --skua 1` with more options.
+    fn start_with(extra: &[&str]) -> Option<Cluster> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so scripts/cluster cannot start Kafka");
             return None;
@@ -49,6 +54,7 @@ impl Cluster {
                 "--override",
                 &format!("zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}"),
             ])
+            .args(extra)
             .env("SKUA_BIN", env!("CARGO_BIN_EXE_skua"))
             .output()
             .expect("scripts/cluster runs");
@@ -702,5 +708,157 @@ fn deposed_controller_changes_nothing() {
         c.log(1).contains("ZooKeeper session ended"),
         "skua saw its session end:\n{}",
         c.log(1)
+    );
+}
+
+/// A partition's `state` znode.
+async fn partition_state(s: &ZkSession, topic: &str, p: i32) -> Option<PartitionState> {
+    let (data, _) = s
+        .get(&format!("/brokers/topics/{topic}/partitions/{p}/state"))
+        .await
+        .unwrap()?;
+    znodes::decode(&data).ok()
+}
+
+/// The long scenarios (`SKUA_CLUSTER_LONG=1`), on a 3-node ZooKeeper ensemble under a
+/// chroot: a partition with no replica left has no leader and comes back with its
+/// broker; unclean election per topic config; a ZooKeeper node lost; repeated broker
+/// failures; a clean stop of the skua controller hands over at once.
+#[test]
+fn long_cluster_scenarios() {
+    if std::env::var("SKUA_CLUSTER_LONG").as_deref() != Ok("1") {
+        eprintln!("SKIPPED: set SKUA_CLUSTER_LONG=1 for the long cluster scenarios");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start_with(&["--zk-nodes", "3", "--chroot", "/long/run"]) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = rt.block_on(c.session());
+    let state = |t: &str, p: i32| rt.block_on(partition_state(&s, t, p));
+    assert!(c.zk_connect().ends_with("/long/run"));
+
+    c.topics(&["--create", "--topic", "lonely", "--replica-assignment", "2"])
+        .unwrap();
+    c.topics(&[
+        "--create",
+        "--topic",
+        "dirty",
+        "--replica-assignment",
+        "2:3",
+        "--config",
+        "unclean.leader.election.enable=true",
+    ])
+    .unwrap();
+    eventually(
+        "dirty led by 2 with both in sync",
+        Duration::from_secs(30),
+        || state("dirty", 0).filter(|st| st.leader == 2 && st.isr.len() == 2),
+    );
+
+    // No replica left: leader -1, the last ISR member kept.
+    c.signal("kill", 3);
+    eventually("dirty's ISR down to 2", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.isr == vec![2])
+    });
+    c.signal("kill", 2);
+    let st = eventually("lonely has no leader", failover_limit(), || {
+        state("lonely", 0).filter(|st| st.leader == -1)
+    });
+    assert_eq!(st.isr, vec![2]);
+    let st = eventually("dirty has no leader", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.leader == -1)
+    });
+    assert_eq!(st.isr, vec![2]);
+
+    // Broker 3 back, out of the ISR: dirty allows an unclean leader, which recovers.
+    c.signal("restart", 3);
+    let st = eventually("dirty led by 3, uncleanly", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.leader == 3)
+    });
+    assert_eq!(st.isr, vec![3]);
+    assert!(
+        c.log(1)
+            .contains("leader elected partition=dirty-0 leader=3"),
+        "skua elected it"
+    );
+    // Broker 2 back: lonely's only replica leads again (a clean election).
+    c.signal("restart", 2);
+    eventually("lonely led by 2 again", failover_limit(), || {
+        state("lonely", 0).filter(|st| st.leader == 2 && st.isr == vec![2])
+    });
+
+    // A ZooKeeper node lost: the ensemble keeps a quorum and skua keeps working.
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/zk"))
+        .arg("kill")
+        .arg(c.dir.path().join("zk"))
+        .arg("1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    eventually(
+        "topic creation with a ZooKeeper node down",
+        Duration::from_secs(60),
+        || {
+            c.topics(&[
+                "--create",
+                "--topic",
+                "quorum",
+                "--replica-assignment",
+                "2:3",
+            ])
+            .ok()
+            .filter(|o| o.contains("Created topic quorum"))
+        },
+    );
+
+    // Repeated failures of a Kafka broker.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "churn",
+        "--replica-assignment",
+        "3:2,2:3",
+    ])
+    .unwrap();
+    for round in 0..3 {
+        eventually(
+            &format!("round {round}: both in sync"),
+            Duration::from_secs(60),
+            || {
+                (0..2)
+                    .all(|p| state("churn", p).is_some_and(|st| st.isr.len() == 2))
+                    .then_some(())
+            },
+        );
+        c.signal("kill", 3);
+        eventually(
+            &format!("round {round}: broker 2 leads alone"),
+            failover_limit(),
+            || {
+                (0..2)
+                    .all(|p| {
+                        state("churn", p).is_some_and(|st| st.leader == 2 && st.isr == vec![2])
+                    })
+                    .then_some(())
+            },
+        );
+        c.signal("restart", 3);
+    }
+
+    // A clean stop of the skua controller: its session closes, a Kafka broker takes over
+    // without waiting for a session timeout.
+    let stopped = Instant::now();
+    c.signal("term", 1);
+    let controller = eventually("a Kafka broker controls", failover_limit(), || {
+        let (data, _) = rt.block_on(s.get("/controller")).unwrap()?;
+        let r: ControllerRegistration = znodes::decode(&data).ok()?;
+        (r.brokerid != 1).then_some(r.brokerid)
+    });
+    assert!(
+        stopped.elapsed() < Duration::from_millis(SESSION_TIMEOUT_MS),
+        "broker {controller} took over after {:?}",
+        stopped.elapsed()
     );
 }

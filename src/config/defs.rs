@@ -209,8 +209,16 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     // it, and the inter-broker protocol (Kafka 3.9's, the only one spoken).
     b("controller.socket.timeout.ms", Kind::Int, Some("30000")),
     b("request.timeout.ms", Kind::Int, Some("30000")),
-    b("security.inter.broker.protocol", Kind::String, Some("PLAINTEXT")),
-    b("inter.broker.protocol.version", Kind::String, Some("3.9-IV0")),
+    b(
+        "security.inter.broker.protocol",
+        Kind::String,
+        Some("PLAINTEXT"),
+    ),
+    b(
+        "inter.broker.protocol.version",
+        Kind::String,
+        Some("3.9-IV0"),
+    ),
     // KRaft-era keys found in Kafka 4's sample server.properties; accepted so such a file
     // starts skua unchanged, and reported by DescribeConfigs like any other key.
     b("process.roles", Kind::List, None),

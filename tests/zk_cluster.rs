@@ -591,6 +591,29 @@ fn skua_controls_kafka_brokers_and_hands_over() {
         let r: ControllerRegistration = znodes::decode(&data).unwrap();
         assert_eq!(r.brokerid, new_controller, "the Kafka controller stays");
     });
+    // Requests only the controller answers get NOT_CONTROLLER from skua now.
+    rt.block_on(async {
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::*;
+        use kafka_protocol::protocol::StrBytes;
+        let addr = c.broker(1).parse().unwrap();
+        let client = skua::client::Client::new(addr, Default::default());
+        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("nope")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+        let r = client.send(&create, 7).await.unwrap();
+        assert_eq!(r.topics[0].error_code, 41, "NOT_CONTROLLER");
+        let alter = AlterPartitionRequest::default().with_broker_id(BrokerId(2));
+        let r = client.send(&alter, 3).await.unwrap();
+        assert_eq!(r.error_code, 41, "NOT_CONTROLLER");
+        let meta = client.send(&MetadataRequest::default(), 12).await.unwrap();
+        assert_eq!(
+            meta.controller_id.0, new_controller,
+            "skua names the real controller"
+        );
+    });
+
     // skua holds replicas (served-5, __consumer_offsets): the Kafka controller tells
     // it, and skua declines to host them.
     let told = format!("controller={new_controller}");

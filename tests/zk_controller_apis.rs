@@ -426,6 +426,45 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
     let r = client.send(&alter(e2, 0, 2, &[2, 3], topic_id), 3).await;
     assert_eq!(partition_error(&r), ResponseError::FencedLeaderEpoch.code());
 
+    // Fencing: another controller's election moves /controller_epoch on. skua's next
+    // write (broker 3 leaving the ISR when its registration goes) fails whole, skua
+    // resigns, and the partition states stay as they were.
+    let before: Vec<_> = {
+        let mut v = Vec::new();
+        for p in 0..2 {
+            v.push(
+                session
+                    .get(&paths::partition_state("t", p))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        v
+    };
+    session
+        .set(paths::CONTROLLER_EPOCH, b"99", None)
+        .await
+        .unwrap();
+    session.delete(&paths::broker(3), None).await.unwrap();
+    eventually("skua resigned", || async {
+        let mut c = common::Client::connect(broker.addr).await;
+        let r = c.send(&create, 7).await;
+        (r.topics[0].error_code == ResponseError::NotController.code()).then_some(())
+    })
+    .await;
+    for p in 0..2 {
+        let now = session
+            .get(&paths::partition_state("t", p))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            now, before[p as usize],
+            "partition {p} untouched by a fenced controller"
+        );
+    }
+
     // A clean stop closes the session: the registration and /controller go at once,
     // not a session timeout (6 s) later.
     drop(client);

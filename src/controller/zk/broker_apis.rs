@@ -37,7 +37,7 @@ impl ControllerLoop {
         }
         let broker = req.broker_id.0;
         match self.ctx.live_brokers.get(&broker) {
-            Some(b) if b.epoch == req.broker_epoch || req.broker_epoch == -1 => {}
+            Some(b) if b.epoch == req.broker_epoch => {}
             _ => {
                 tracing::info!(
                     broker,

@@ -426,6 +426,31 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
     let r = client.send(&alter(e2, 0, 2, &[2, 3], topic_id), 3).await;
     assert_eq!(partition_error(&r), ResponseError::FencedLeaderEpoch.code());
 
+    // /feature as a Kafka 3.9 controller leaves it.
+    let (data, _) = session.get(paths::FEATURE).await.unwrap().unwrap();
+    assert_eq!(data, br#"{"features":{},"version":2,"status":1}"#);
+
+    // Broker 2 re-registers in place at another address (same session, same epoch):
+    // the controller's requests follow it, and every broker is told.
+    let (addr2b, got2b) = fake_broker().await;
+    let endpoint = EndPoint {
+        listener: "PLAINTEXT".into(),
+        security_protocol: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: addr2b.port() as i32,
+    };
+    let data = znodes::encode(&BrokerRegistration::new(&[endpoint], None, 2));
+    session.set(&paths::broker(2), &data, None).await.unwrap();
+    eventually("broker 2's new address gets UpdateMetadata", || async {
+        got2b
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(k, _, e)| *k == 6 && *e == e2)
+            .then_some(())
+    })
+    .await;
+
     // Fencing: another controller's election moves /controller_epoch on. skua's next
     // write (broker 3 leaving the ISR when its registration goes) fails whole, skua
     // resigns, and the partition states stay as they were.

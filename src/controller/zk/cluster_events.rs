@@ -44,7 +44,9 @@ impl ControllerLoop {
         let brokers: Vec<LiveBroker> = self.ctx.live_brokers.values().cloned().collect();
         for b in &brokers {
             self.channels.add_broker(b);
+            self.watch_broker(b.id).await?;
         }
+        self.ensure_feature_znode().await?;
         tracing::info!(live_brokers = ?self.ctx.live_brokers.keys().collect::<Vec<_>>(), topics = topics.len(), "controller context initialized");
 
         // Topic deletions pending from an earlier controller.
@@ -222,6 +224,7 @@ impl ControllerLoop {
         tracing::info!(?new, ?dead, ?bounced, live = ?now, "brokers changed");
         for b in &new {
             self.channels.add_broker(&current[b]);
+            self.watch_broker(*b).await?;
         }
         for b in &bounced {
             self.channels.remove_broker(*b);
@@ -253,6 +256,81 @@ impl ControllerLoop {
             self.on_broker_failure(&dead).await?;
         }
         Ok(())
+    }
+
+    /// Watches a live broker's registration for changes of its data.
+    async fn watch_broker(&mut self, id: i32) -> ZkResult<()> {
+        if !self.armed.broker.insert(id) {
+            return Ok(());
+        }
+        let (_, w) = self.s.get_and_watch(&paths::broker(id)).await?;
+        self.on_watch(w, Event::BrokerModification(self.generation, id));
+        Ok(())
+    }
+
+    /// Kafka's `processBrokerModification`: a live broker re-registered with other
+    /// endpoints or rack; every broker learns them.
+    pub(super) async fn process_broker_modification(&mut self, id: i32) -> ZkResult<()> {
+        if !self.ctx.live_brokers.contains_key(&id) {
+            return Ok(()); // gone: the broker change handles it
+        }
+        self.watch_broker(id).await?;
+        let Some((data, stat)) = self.s.get(&paths::broker(id)).await? else {
+            return Ok(());
+        };
+        let Some(updated) = znodes::decode::<znodes::BrokerRegistration>(&data)
+            .ok()
+            .and_then(|r| LiveBroker::from_registration(id, stat.czxid, &r))
+        else {
+            tracing::warn!(broker = id, "unreadable broker registration; ignored");
+            return Ok(());
+        };
+        let old = &self.ctx.live_brokers[&id];
+        if old.epoch != updated.epoch
+            || (old.endpoints == updated.endpoints && old.rack == updated.rack)
+        {
+            return Ok(()); // a new registration is a bounce, for the broker change
+        }
+        tracing::info!(broker = id, endpoints = ?updated.endpoints, "broker registration updated");
+        self.ctx.live_brokers.insert(id, updated.clone());
+        self.channels.remove_broker(id);
+        self.channels.add_broker(&updated);
+        let all: Vec<i32> = self.ctx.live_or_shutting_down_ids().into_iter().collect();
+        self.batch.add_update_metadata(&self.ctx, &all, &[]);
+        self.flush();
+        Ok(())
+    }
+
+    /// `/feature` as Kafka 3.9's controller leaves it (versioning enabled, no finalized
+    /// features), so brokers that read it find what a Kafka controller would write.
+    async fn ensure_feature_znode(&mut self) -> ZkResult<()> {
+        let enabled = znodes::FeatureZNode::enabled();
+        match self.s.get(paths::FEATURE).await? {
+            None => match self
+                .s
+                .create_recursive(paths::FEATURE, &znodes::encode(&enabled))
+                .await
+            {
+                Ok(_) | Err(crate::zk::session::ZkError::NodeExists(_)) => Ok(()),
+                Err(e) => Err(e),
+            },
+            Some((data, stat)) => {
+                let current = znodes::decode::<znodes::FeatureZNode>(&data).ok();
+                if current.is_some_and(|f| f.status != enabled.status) {
+                    let mut f = znodes::decode::<znodes::FeatureZNode>(&data)
+                        .unwrap_or_else(|_| enabled.clone());
+                    f.status = enabled.status;
+                    let set = self
+                        .s
+                        .set(paths::FEATURE, &znodes::encode(&f), Some(stat.version))
+                        .await;
+                    if let Err(e) = set {
+                        tracing::warn!(error = %e, "could not enable feature versioning in /feature");
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Kafka's `onBrokerStartup`: metadata to everyone, leadership to the new brokers'

@@ -32,6 +32,8 @@ pub enum Event {
     /// `/controller` was created or changed: someone else may have won.
     ControllerChanged,
     BrokerChange,
+    /// A live broker's registration changed (its endpoints, say).
+    BrokerModification(u64, i32),
     TopicChange(u64),
     PartitionModifications(u64, String),
     TopicDeletion(u64),
@@ -87,6 +89,7 @@ pub struct Armed {
     pub topics: bool,
     pub deletions: bool,
     pub topic: std::collections::HashSet<String>,
+    pub broker: std::collections::HashSet<i32>,
 }
 
 impl ControllerLoop {
@@ -170,6 +173,9 @@ impl ControllerLoop {
             Event::PartitionModifications(g, t) if *g == self.generation => {
                 self.armed.topic.remove(t);
             }
+            Event::BrokerModification(g, id) if *g == self.generation => {
+                self.armed.broker.remove(id);
+            }
             _ => {}
         }
         match event {
@@ -188,9 +194,13 @@ impl ControllerLoop {
             Event::TopicDeletion(g) if g == self.generation && self.is_active() => {
                 self.process_topic_deletion().await
             }
-            Event::TopicChange(_) | Event::PartitionModifications(..) | Event::TopicDeletion(_) => {
-                Ok(())
+            Event::BrokerModification(g, id) if g == self.generation && self.is_active() => {
+                self.process_broker_modification(id).await
             }
+            Event::TopicChange(_)
+            | Event::PartitionModifications(..)
+            | Event::TopicDeletion(_)
+            | Event::BrokerModification(..) => Ok(()),
             Event::LeaderAndIsrResponse { broker, response } => {
                 self.process_leader_and_isr_response(broker, response).await
             }
@@ -338,6 +348,7 @@ impl ControllerLoop {
         self.armed.topics = false;
         self.armed.deletions = false;
         self.armed.topic.clear();
+        self.armed.broker.clear();
     }
 
     /// Resigns and deletes `/controller` (if still ours) so that a healthy broker is

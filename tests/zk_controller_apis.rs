@@ -298,6 +298,35 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
         got2.lock().unwrap()
     );
 
+    // A topic written straight into ZooKeeper (as another admin would) is picked up,
+    // its config overrides with it.
+    let config =
+        znodes::EntityConfig::new([("retention.ms".to_string(), "1234".to_string())].into());
+    session
+        .create_recursive("/config/topics/outside", &znodes::encode(&config))
+        .await
+        .unwrap();
+    let assignment = znodes::TopicAssignment::new(
+        skua::log::uuid_to_kafka_string(uuid::Uuid::new_v4()),
+        [(0, vec![3, 2])].into(),
+    );
+    session
+        .create_recursive(&paths::topic("outside"), &znodes::encode(&assignment))
+        .await
+        .unwrap();
+    let outside = eventually("the outside topic has a leader", || async {
+        broker
+            .broker
+            .controller
+            .topic("outside")
+            .filter(|t| t.partitions[0].leader == 3)
+    })
+    .await;
+    assert_eq!(
+        outside.configs.get("retention.ms").map(String::as_str),
+        Some("1234")
+    );
+
     let alter = |broker_epoch: i64,
                  leader_epoch: i32,
                  partition_epoch: i32,

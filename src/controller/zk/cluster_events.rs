@@ -132,6 +132,8 @@ impl ControllerLoop {
                     id
                 }
             };
+            let configs = store::read_topic_config(&self.s, &topic).await?;
+            self.ctx.topic_configs.insert(topic.clone(), configs);
             self.ctx.topic_ids.insert(topic.clone(), id);
             self.ctx.assignments.insert(topic, a.partitions.0);
         }

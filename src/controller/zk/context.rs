@@ -72,6 +72,8 @@ pub struct ControllerContext {
     pub live_brokers: BTreeMap<i32, LiveBroker>,
     pub shutting_down: BTreeSet<i32>,
     pub topic_ids: BTreeMap<String, Uuid>,
+    /// Config overrides from `/config/topics/<topic>`, as read when the topic was loaded.
+    pub topic_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Topic → partition → replicas, in assignment order.
     pub assignments: BTreeMap<String, BTreeMap<i32, Vec<i32>>>,
     pub leadership: BTreeMap<TopicPartition, Leadership>,
@@ -214,6 +216,7 @@ impl ControllerContext {
     /// Removes a deleted topic everywhere.
     pub fn remove_topic(&mut self, topic: &str) {
         self.topic_ids.remove(topic);
+        self.topic_configs.remove(topic);
         self.assignments.remove(topic);
         self.leadership.retain(|tp, _| tp.topic != topic);
         self.partition_states.retain(|tp, _| tp.topic != topic);

@@ -251,6 +251,7 @@ impl ControllerLoop {
         .await?;
         store::delete_fenced(&self.s, fence, &paths::delete_topic(topic)).await?;
         self.ctx.remove_topic(topic);
+        self.shared.forget_topic_configs(topic);
         Ok(())
     }
 }

@@ -170,7 +170,7 @@ pub struct Shared {
     broker_epoch: std::sync::atomic::AtomicI64,
     /// Bumped after every event the loop processed (admin requests wait on it).
     changed: tokio::sync::watch::Sender<u64>,
-    /// Config overrides this broker wrote, by topic.
+    /// Config overrides this broker wrote, by topic (newer than the controller's read).
     topic_configs: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     /// Producer ids: next to hand out, end of the claimed block.
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
@@ -202,6 +202,10 @@ impl Shared {
             }
         }
         self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn forget_topic_configs(&self, topic: &str) {
+        self.topic_configs.lock().remove(topic);
     }
 
     /// No session: nobody known to control, nothing published.
@@ -260,7 +264,12 @@ fn topics_of(
                 name: t.clone(),
                 topic_id: ctx.topic_ids.get(t).copied().unwrap_or(Uuid::nil()),
                 partitions,
-                configs: configs.get(t).cloned().unwrap_or_default(),
+                // What this broker wrote last, else what was read at load.
+                configs: configs
+                    .get(t)
+                    .or_else(|| ctx.topic_configs.get(t))
+                    .cloned()
+                    .unwrap_or_default(),
             };
             (t.clone(), Arc::new(info))
         })

@@ -17,7 +17,7 @@ use kafka_protocol::records::Compression;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use skua::network::Session;
+use skua::network::{SecurityProtocol, Session};
 use skua::protocol::decode_budget::MeteredAllocator;
 use skua::protocol::zero_copy::Chunk;
 use skua::router::RequestContext;
@@ -408,7 +408,11 @@ async fn a_partition_range_over_16_mib_is_sent_from_the_file() {
         correlation_id: 1,
         client_id: None,
         peer: b.addr,
-        session: std::sync::Arc::new(Session::plaintext("PLAINTEXT", b.addr)),
+        session: std::sync::Arc::new(Session::new(
+            "PLAINTEXT",
+            SecurityProtocol::Plaintext,
+            b.addr,
+        )),
     };
     let (resp, slices) = skua::handlers::fetch::handle(b.broker.clone(), ctx, req.clone()).await;
     let frame =

@@ -54,13 +54,13 @@ const READ_CHUNK: usize = 64 * 1024;
 const MIN_DECODE_BYTES: usize = 1024 * 1024;
 
 /// What a connection's reader works with.
-pub struct Reader<R> {
-    pub stream: R,
-    pub session: Arc<Session>,
-    pub broker: Arc<Broker>,
-    pub limits: Limits,
-    pub memory: ConnectionMemory,
-    pub shutdown: watch::Receiver<bool>,
+struct Reader<R> {
+    stream: R,
+    session: Arc<Session>,
+    broker: Arc<Broker>,
+    limits: Limits,
+    memory: ConnectionMemory,
+    shutdown: watch::Receiver<bool>,
 }
 
 /// Opens a connection: returns its reader and its writer, to be run as two tasks (so the

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use super::connection::{self, Limits};
 use super::memory::MemoryPool;
 use super::session::Session;
-use super::transport::PlainTransport;
+use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 
@@ -167,9 +167,11 @@ async fn accept_loop(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
+                let transport = PlainTransport(stream);
+                let session = Session::new(&l.name, transport.security_protocol(), peer);
                 let (reader, writer) = connection::open(
-                    PlainTransport(stream),
-                    Session::plaintext(&l.name, peer),
+                    transport,
+                    session,
                     l.broker.clone(),
                     l.limits,
                     l.memory.clone(),

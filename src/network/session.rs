@@ -57,11 +57,12 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session on a plaintext listener: anonymous.
-    pub fn plaintext(listener: &str, peer: SocketAddr) -> Session {
+    /// A new connection's session: anonymous until it authenticates (never, on a
+    /// plaintext listener).
+    pub fn new(listener: &str, security_protocol: SecurityProtocol, peer: SocketAddr) -> Session {
         Session {
             listener: listener.to_string(),
-            security_protocol: SecurityProtocol::Plaintext,
+            security_protocol,
             principal: Principal::anonymous(),
             peer,
         }

@@ -130,9 +130,57 @@ async fn copy_file<W: AsyncWrite + Unpin>(out: &mut W, slice: &FileSlice) -> io:
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::pin::Pin;
     use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
 
     use super::*;
+
+    /// A transport that must see every byte, as TLS will.
+    struct NoSendfile(Vec<u8>);
+
+    impl AsyncWrite for NoSendfile {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl TransportWrite for NoSendfile {
+        fn supports_sendfile(&self) -> bool {
+            false
+        }
+        async fn send_file(&self, _: &FileSlice) -> io::Result<()> {
+            unreachable!("sendfile on a transport that refuses it")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transport_without_sendfile_gets_file_bytes_copied_in_order() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"..records..").unwrap();
+        let frame = vec![
+            Chunk::Bytes(Bytes::from_static(b"head:")),
+            Chunk::File(FileSlice::new(Arc::new(f), 2, 7)),
+            Chunk::Bytes(Bytes::from_static(b":tail")),
+        ];
+        let mut out = BufWriter::new(NoSendfile(Vec::new()));
+        write_frame(&mut out, frame).await.unwrap();
+        out.flush().await.unwrap();
+        assert_eq!(out.get_ref().0, b"head:records:tail");
+    }
 
     #[tokio::test]
     async fn file_ranges_are_copied_where_sendfile_is_not_allowed() {

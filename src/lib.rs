@@ -3,8 +3,9 @@
 //! A request's path through the broker, and the module that owns each step:
 //!
 //! ```text
-//! client ──TCP──▶ network/    listener, one task per connection, length-prefixed frames,
-//!                             pipelined requests answered in order
+//! client ──TCP──▶ network/    listeners, a reader and a writer task per connection over a
+//!                             transport, length-prefixed frames, pipelined requests
+//!                             answered in order, request memory bounded (muting)
 //!              ▶ protocol/   request header + body codec (kafka-protocol crate)
 //!              ▶ router      ApiKey → handler table; ApiVersions is derived from it
 //!              ▶ handlers/   one file per API

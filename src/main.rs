@@ -8,6 +8,12 @@ use std::time::{Duration, Instant};
 
 use skua::broker::Broker;
 use skua::network::Server;
+use skua::protocol::decode_budget::MeteredAllocator;
+
+/// Measures what each request's decode allocates, so it can be bounded (see
+/// `protocol::decode_budget`).
+#[global_allocator]
+static ALLOCATOR: MeteredAllocator = MeteredAllocator;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

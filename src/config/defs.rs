@@ -117,6 +117,9 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("connections.max.idle.ms", Kind::Long, Some("600000")),
     b("max.connections", Kind::Int, Some("2147483647")),
     b("queued.max.requests", Kind::Int, Some("500")),
+    // Kafka's default is -1 (unbounded); skua bounds the bytes of requests read but not
+    // yet answered, broker-wide, at 256 MiB by default (<= 0 turns the bound off).
+    b("queued.max.request.bytes", Kind::Long, Some("268435456")),
     b("num.network.threads", Kind::Int, Some("3")),
     b("num.io.threads", Kind::Int, Some("8")),
     b("num.recovery.threads.per.data.dir", Kind::Int, Some("2")),

@@ -31,6 +31,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
+    super::faults::check(path, super::faults::Fault::WriteCheckpoint)?;
     {
         let mut file = File::create(&tmp)?;
         file.write_all(contents)?;

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use super::*;
 use crate::log::batch::RecordBatchHeader;
 use crate::log::test_util::*;
+use crate::log::AppendInfo;
 
 fn tp() -> TopicPartition {
     TopicPartition::new("t", 0)

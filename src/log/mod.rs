@@ -16,12 +16,14 @@
 mod batch;
 mod checkpoint;
 mod dir_lock;
+pub(crate) mod faults;
 mod file_slice;
 mod index_file;
 mod leader_epoch;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
+mod log_dir_health;
 mod log_manager;
 mod meta_properties;
 mod offset_index;
@@ -42,7 +44,8 @@ pub use self::checkpoint::{
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;
-pub use self::log_manager::{LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
+pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
 pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
 
@@ -192,6 +195,12 @@ pub enum LogError {
     /// An I/O failure; shown as the I/O error itself (it names what failed).
     #[error(transparent)]
     KafkaStorage(#[from] std::io::Error),
+    /// The log lives in a dir that an earlier I/O error took offline.
+    #[error("log dir {} is offline ({cause})", dir.display())]
+    LogDirOffline {
+        dir: std::path::PathBuf,
+        cause: String,
+    },
 }
 
 impl LogError {
@@ -208,7 +217,9 @@ impl LogError {
             LogError::UnknownProducerId => 59,
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::InconsistentTopicId { .. } => 103,
-            LogError::CorruptFile { .. } | LogError::KafkaStorage(_) => 56,
+            LogError::CorruptFile { .. }
+            | LogError::KafkaStorage(_)
+            | LogError::LogDirOffline { .. } => 56,
         }
     }
 

@@ -201,36 +201,65 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(h.next_offset());
     }
 
-    /// Writes `<map end offset>.snapshot`.
+    /// Applies a batch already written elsewhere (a follower copying its leader) to
+    /// `staged`, without checks, as `replay` would apply it.
+    pub fn stage_replay(&self, staged: &mut StagedProducers, h: &RecordBatchHeader) {
+        if h.producer_id() < 0 {
+            return;
+        }
+        let entry = staged.entry(h.producer_id()).or_insert_with(|| {
+            self.producers
+                .get(&h.producer_id())
+                .cloned()
+                .unwrap_or_else(|| ProducerStateEntry::empty(h.producer_id()))
+        });
+        if entry.epoch < 0 || h.producer_epoch() >= entry.epoch {
+            apply(entry, h);
+        }
+    }
+
+    /// Writes `<map end offset>.snapshot` (at startup; appends write snapshots serialised
+    /// under the log's lock with `snapshot_bytes` and written after it with
+    /// `write_snapshot`).
     pub fn take_snapshot(&self) -> Result<(), LogError> {
-        let mut producers: Vec<&ProducerStateEntry> = self.producers.values().collect();
-        producers.sort_by_key(|e| e.producer_id);
-        let mut body = Vec::with_capacity(4 + producers.len() * SNAPSHOT_ENTRY_BYTES);
-        body.extend_from_slice(&(producers.len() as i32).to_be_bytes());
-        for e in producers {
+        Self::write_snapshot(&self.dir, self.map_end_offset, &self.snapshot_bytes())
+    }
+
+    /// The snapshot file's bytes for the current state. Entries follow the map's order, as
+    /// in Kafka; a reader takes them in any order.
+    pub fn snapshot_bytes(&self) -> Vec<u8> {
+        let mut file =
+            Vec::with_capacity(SNAPSHOT_HEADER_BYTES + self.producers.len() * SNAPSHOT_ENTRY_BYTES);
+        file.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        file.extend_from_slice(&[0; 4]); // the CRC, filled in below
+        file.extend_from_slice(&(self.producers.len() as i32).to_be_bytes());
+        for e in self.producers.values() {
             let last = e.batches.back();
-            body.extend_from_slice(&e.producer_id.to_be_bytes());
-            body.extend_from_slice(&e.epoch.to_be_bytes());
-            body.extend_from_slice(&last.map_or(-1, |b| b.last_seq).to_be_bytes());
-            body.extend_from_slice(&last.map_or(-1, |b| b.last_offset).to_be_bytes());
-            body.extend_from_slice(
+            file.extend_from_slice(&e.producer_id.to_be_bytes());
+            file.extend_from_slice(&e.epoch.to_be_bytes());
+            file.extend_from_slice(&last.map_or(-1, |b| b.last_seq).to_be_bytes());
+            file.extend_from_slice(&last.map_or(-1, |b| b.last_offset).to_be_bytes());
+            file.extend_from_slice(
                 &last
                     .map_or(0, |b| (b.last_offset - b.first_offset) as i32)
                     .to_be_bytes(),
             );
-            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
-            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
-            body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+            file.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            file.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            file.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
         }
-        let mut file = Vec::with_capacity(6 + body.len());
-        file.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
-        file.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        file.extend_from_slice(&body);
-        write_atomic(&self.snapshot_path(self.map_end_offset), &file)
+        let crc = crc32c::crc32c(&file[6..]);
+        file[2..6].copy_from_slice(&crc.to_be_bytes());
+        file
     }
 
-    fn snapshot_path(&self, offset: i64) -> PathBuf {
-        self.dir.join(offset_file_name(offset, SNAPSHOT_SUFFIX))
+    /// Writes snapshot bytes as `<offset>.snapshot` in `dir`, atomically. A snapshot too
+    /// large to be read back at startup is still written, and said loudly.
+    pub fn write_snapshot(dir: &Path, offset: i64, bytes: &[u8]) -> Result<(), LogError> {
+        if bytes.len() as u64 > MAX_SNAPSHOT_BYTES {
+            tracing::error!(dir = %dir.display(), bytes = bytes.len(), max = MAX_SNAPSHOT_BYTES, "producer snapshot exceeds what startup reads back; lower producer.id.expiration.ms");
+        }
+        write_atomic(&dir.join(offset_file_name(offset, SNAPSHOT_SUFFIX)), bytes)
     }
 
     /// Loads the newest valid snapshot at or below `log_end_offset`, deleting snapshots

@@ -14,6 +14,7 @@
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
 //!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
 //!                config/     server.properties and per-topic configs
+//!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry)
 //! ```
 
 pub mod broker;
@@ -26,3 +27,4 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod scheduler;

@@ -200,6 +200,12 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Some("5000"),
     ),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
+    b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
+    b(
+        "producer.id.expiration.check.interval.ms",
+        Kind::Int,
+        Some("600000"),
+    ),
     b("zookeeper.connect", Kind::String, None),
     b("zookeeper.session.timeout.ms", Kind::Int, Some("18000")),
     b("zookeeper.connection.timeout.ms", Kind::Int, None),

@@ -122,6 +122,25 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         },
         flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
         file_delete_delay_ms: num("file.delete.delay.ms", 60_000).max(0) as u64,
+        flush_ms: flush_ms(broker, overrides, num("flush.ms", i64::MAX)),
+        producer_id_expiration_ms: broker
+            .long("producer.id.expiration.ms")
+            .unwrap_or(defaults.producer_id_expiration_ms)
+            .max(1),
+    }
+}
+
+/// `flush.ms`, with Kafka's fallback: when neither the topic nor
+/// `log.flush.interval.ms` sets it, `log.flush.scheduler.interval.ms` does.
+fn flush_ms(broker: &BrokerConfig, overrides: &BTreeMap<String, String>, topic: i64) -> i64 {
+    let explicit = overrides.contains_key("flush.ms")
+        || broker.source("log.flush.interval.ms") == BrokerSource::Static;
+    match explicit {
+        true => topic.max(0),
+        false => broker
+            .long("log.flush.scheduler.interval.ms")
+            .unwrap_or(i64::MAX)
+            .max(0),
     }
 }
 

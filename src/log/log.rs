@@ -16,7 +16,7 @@ use super::leader_epoch::LeaderEpochFileCache;
 use super::loader::{self, replay_producer_state};
 use super::log_dir_health::LogDirHealth;
 use super::producer_state::ProducerStateManager;
-use super::segment::{read_header, whole_batches_len, LogSegment};
+use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
 use super::validation::first_record_at_or_after;
 use super::{FetchData, FileSlice, LogConfig, LogError, TimestampType, TopicPartition};
 
@@ -40,6 +40,8 @@ pub struct Log {
     /// Every offset below this is on disk (fsynced).
     recovery_point: AtomicI64,
     unflushed_messages: AtomicU64,
+    /// When the last flush pass finished (wall clock ms), for `flush.ms`.
+    last_flush_ms: AtomicI64,
     /// True while one caller's fsync is in progress; others wait on `flush_done` and then
     /// find their offset already durable (group commit).
     flushing: Mutex<bool>,
@@ -76,7 +78,7 @@ impl LogInner {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -110,6 +112,7 @@ impl Log {
             log_start_offset: AtomicI64::new(loaded.log_start_offset),
             recovery_point: AtomicI64::new(loaded.recovery_point),
             unflushed_messages: AtomicU64::new(0),
+            last_flush_ms: AtomicI64::new(now_ms()),
             inner: Mutex::new(LogInner {
                 segments: loaded.segments,
                 leader_epoch_cache: loaded.leader_epoch_cache,
@@ -499,7 +502,7 @@ impl Log {
                 .range(..=rp)
                 .next_back()
                 .map_or(i64::MIN, |(&b, _)| b);
-            let files: Vec<Arc<File>> = inner
+            let files: Vec<SyncTarget> = inner
                 .segments
                 .range(first..)
                 .flat_map(|(_, s)| s.files_to_sync())
@@ -508,7 +511,7 @@ impl Log {
         };
         for file in files {
             faults::check(&self.dir, Fault::Fsync)?;
-            file.sync_all()?;
+            file.sync()?;
         }
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = sync_dir(&self.dir) {
@@ -521,7 +524,29 @@ impl Log {
             .fetch_max(end.min(self.log_end_offset()), Ordering::AcqRel);
         self.unflushed_messages
             .fetch_sub(messages.min(self.unflushed_messages()), Ordering::AcqRel);
+        self.last_flush_ms.store(now_ms(), Ordering::Release);
         Ok(())
+    }
+
+    /// The scheduler's log flusher (Kafka's `flushDirtyLogs`): flushes when the last flush
+    /// is at least `flush.ms` old and something is unflushed. Blocking.
+    pub fn flush_if_due(&self, now_ms: i64) -> Result<(), LogError> {
+        let flush_ms = self.config.read().flush_ms;
+        let since = now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Acquire));
+        if since < flush_ms || self.recovery_point() >= self.log_end_offset() {
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    /// Forgets producers idle for `producer.id.expiration.ms` (see
+    /// `ProducerStateManager::remove_expired_producers`). Returns how many.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        let expiration_ms = self.config.read().producer_id_expiration_ms;
+        self.inner
+            .lock()
+            .producer_state
+            .remove_expired_producers(now_ms, expiration_ms)
     }
 
     pub fn flush(&self) -> Result<(), LogError> {

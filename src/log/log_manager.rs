@@ -263,6 +263,32 @@ impl LogManager {
         Ok(())
     }
 
+    /// The scheduler's log flusher: flushes each online log whose `flush.ms` has passed.
+    pub fn flush_dirty_logs(&self, now_ms: i64) {
+        for log in self.online_logs() {
+            if let Err(e) = log.flush_if_due(now_ms) {
+                tracing::error!(partition = %log.topic_partition(), error = %e, "scheduled flush failed");
+            }
+        }
+    }
+
+    /// The scheduler's producer expiration check, over every online log.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        self.online_logs()
+            .iter()
+            .map(|log| log.remove_expired_producers(now_ms))
+            .sum()
+    }
+
+    fn online_logs(&self) -> Vec<Arc<Log>> {
+        self.logs
+            .read()
+            .values()
+            .filter(|h| !self.dirs[h.dir_index].health.is_offline())
+            .map(|h| h.log.clone())
+            .collect()
+    }
+
     /// Writes each online log dir's recovery-point and log-start-offset checkpoints. A dir
     /// whose checkpoint cannot be written goes offline; the others are still written.
     pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
@@ -390,6 +416,8 @@ mod tests {
         LogConfig {
             index_interval_bytes: 100,
             max_index_size: 4096,
+            // Test batches carry timestamps near 1970, which the wall clock would expire.
+            producer_id_expiration_ms: i64::MAX,
             ..LogConfig::default()
         }
     }

@@ -20,6 +20,8 @@ fn small_config() -> LogConfig {
     LogConfig {
         index_interval_bytes: 100,
         max_index_size: 4096,
+        // Test batches carry timestamps near 1970, which the wall clock would expire.
+        producer_id_expiration_ms: i64::MAX,
         ..LogConfig::default()
     }
 }
@@ -920,4 +922,121 @@ fn offset_by_timestamp_inside_a_compressed_batch() {
     assert_eq!(log.fetch_offset_by_timestamp(5_002), Some((5_002, 2)));
     assert_eq!(log.fetch_offset_by_timestamp(0), Some((5_000, 0)));
     assert_eq!(log.fetch_offset_by_timestamp(5_004), None);
+}
+
+#[test]
+fn idle_producers_expire_and_a_late_batch_starts_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        producer_id_expiration_ms: 60_000,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), tp(), config.clone(), 0, 0, false).unwrap();
+    // Batch timestamps are the producer's clock; expiry compares them with the broker's.
+    let batch = |pid, seq, ts| batch_bytes(&[b"v"], ts, Some((pid, 0, seq)));
+    log.append_as_leader(batch(1, 0, 1_000), 0, 1_000).unwrap();
+    log.append_as_leader(batch(1, 1, 2_000), 0, 2_000).unwrap();
+    log.append_as_leader(batch(2, 0, 50_000), 0, 50_000)
+        .unwrap();
+
+    assert_eq!(log.remove_expired_producers(61_999), 0, "not yet 60 s idle");
+    assert_eq!(
+        log.remove_expired_producers(62_000),
+        1,
+        "producer 1 expires"
+    );
+    // Its retry of batch 1 is no longer known: Kafka appends it again as new data.
+    let retry = log.append_as_leader(batch(1, 1, 2_000), 0, 62_000).unwrap();
+    assert!(!retry.duplicate);
+    assert_eq!(retry.first_offset, 3);
+    // And a late batch with any sequence is accepted, as from an unknown producer.
+    let mut other = batch_bytes(&[b"v"], 62_000, Some((2, 0, 7)));
+    assert!(matches!(
+        log.append_as_leader(std::mem::take(&mut other), 0, 62_000),
+        Err(LogError::OutOfOrderSequence { .. })
+    ));
+    // Producer 2 (last batch at 50 s) and producer 1 again (its retry carried 2 s).
+    assert_eq!(log.remove_expired_producers(110_000), 2);
+    let late = log
+        .append_as_leader(batch_bytes(&[b"v"], 110_000, Some((2, 0, 7))), 0, 110_000)
+        .unwrap();
+    assert_eq!(late.first_offset, 4);
+
+    // The state after expiry is what a restart sees (with expiry at load turned off: these
+    // timestamps are decades old by the wall clock).
+    log.close().unwrap();
+    drop(log);
+    let never = LogConfig {
+        producer_id_expiration_ms: i64::MAX,
+        ..config
+    };
+    let log = Log::open(dir.path(), tp(), never, 0, 0, true).unwrap();
+    assert!(
+        log.append_as_leader(batch_bytes(&[b"v"], 110_000, Some((2, 0, 7))), 0, 0)
+            .unwrap()
+            .duplicate
+    );
+    assert!(
+        !log.append_as_leader(batch_bytes(&[b"v"], 2_000, Some((1, 0, 1))), 0, 0)
+            .unwrap()
+            .duplicate,
+        "producer 1 stayed expired"
+    );
+}
+
+#[test]
+fn expired_producers_are_dropped_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        producer_id_expiration_ms: 1_000,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), tp(), config.clone(), 0, 0, false).unwrap();
+    // A timestamp far in the past: idle for longer than a second by any clock.
+    log.append_as_leader(batch_bytes(&[b"v"], 5, Some((8, 0, 0))), 0, 5)
+        .unwrap();
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), tp(), config, 0, 0, true).unwrap();
+    assert!(
+        !log.append_as_leader(batch_bytes(&[b"v"], 5, Some((8, 0, 0))), 0, 5)
+            .unwrap()
+            .duplicate,
+        "producer 8 expired while loading, so its retry is new data"
+    );
+}
+
+/// Open descriptors of this process on files under `dir`.
+fn fds_under(dir: &Path) -> usize {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn a_segment_holds_one_file_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), tp(), config.clone(), 0, 0, false).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(batch_bytes(&[&[b'x'; 100]], i, None), 0, 0)
+            .unwrap();
+    }
+    let segments = log.segment_count();
+    assert!(segments >= 5, "{segments} segments");
+    assert_eq!(fds_under(dir.path()), segments, "only each .log stays open");
+    // Indexes still work without their descriptors: lookups, flush, reopen.
+    log.flush().unwrap();
+    let data = log.read(7, 1 << 20, i64::MAX, false).unwrap();
+    assert_eq!(headers(&data.records)[0].base_offset(), 7);
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), tp(), config, 0, 0, true).unwrap();
+    assert_eq!(fds_under(dir.path()), log.segment_count());
+    assert_eq!(log.log_end_offset(), 20);
 }

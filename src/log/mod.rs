@@ -43,7 +43,7 @@ pub use self::checkpoint::{
 };
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
-pub use self::log::Log;
+pub use self::log::{now_ms, Log};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
@@ -109,6 +109,12 @@ pub struct LogConfig {
     pub flush_interval_messages: u64,
     /// `file.delete.delay.ms`.
     pub file_delete_delay_ms: u64,
+    /// `flush.ms`: the scheduler's log flusher fsyncs a log whose last flush is this old
+    /// (`i64::MAX`: never; durability is left to replication and the page cache).
+    pub flush_ms: i64,
+    /// `producer.id.expiration.ms` (a broker setting): a producer whose last batch is this
+    /// old, with no open transaction, is forgotten.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -122,6 +128,8 @@ impl Default for LogConfig {
             message_timestamp_type: TimestampType::CreateTime,
             flush_interval_messages: i64::MAX as u64,
             file_delete_delay_ms: 60_000,
+            flush_ms: i64::MAX,
+            producer_id_expiration_ms: 86_400_000,
         }
     }
 }

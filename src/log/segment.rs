@@ -132,12 +132,13 @@ impl LogSegment {
         self.index_interval_bytes = u64::from(bytes);
     }
 
-    /// Every file handle that must reach disk for this segment to be durable.
-    pub fn files_to_sync(&self) -> [Arc<File>; 3] {
+    /// Everything that must reach disk for this segment to be durable, in a form that
+    /// can be synced after the log's lock is released.
+    pub fn files_to_sync(&self) -> [SyncTarget; 3] {
         [
-            self.log.clone(),
-            self.offset_index.index_file().file().clone(),
-            self.time_index.index_file().file().clone(),
+            SyncTarget::File(self.log.clone()),
+            SyncTarget::Map(self.offset_index.index_file().mapping().clone()),
+            SyncTarget::Map(self.time_index.index_file().mapping().clone()),
         ]
     }
 
@@ -427,8 +428,8 @@ impl LogSegment {
     }
 
     pub fn flush(&self) -> Result<(), LogError> {
-        for file in self.files_to_sync() {
-            file.sync_all()?;
+        for target in self.files_to_sync() {
+            target.sync()?;
         }
         Ok(())
     }
@@ -447,6 +448,22 @@ impl LogSegment {
             }
         }
         Ok(())
+    }
+}
+
+/// A segment file to make durable: the `.log` by fsync, an index by msync of its mapping
+/// (index files keep no descriptor open).
+pub enum SyncTarget {
+    File(Arc<File>),
+    Map(Arc<memmap2::MmapRaw>),
+}
+
+impl SyncTarget {
+    pub fn sync(&self) -> std::io::Result<()> {
+        match self {
+            SyncTarget::File(file) => file.sync_all(),
+            SyncTarget::Map(map) => map.flush(),
+        }
     }
 }
 

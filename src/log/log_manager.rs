@@ -226,6 +226,7 @@ impl LogManager {
                     .unwrap_or_default(),
                 cause: "no log dir is online".into(),
             })?;
+        super::fd_limit::check_headroom()?;
         let parent = &self.dirs[dir_index].path;
         let dir = parent.join(tp.to_string());
         let created = Log::open(&dir, tp.clone(), config, 0, 0, true).and_then(|log| {

@@ -17,6 +17,7 @@ mod batch;
 mod checkpoint;
 mod dir_lock;
 pub(crate) mod faults;
+mod fd_limit;
 mod file_slice;
 mod index_file;
 mod leader_epoch;

@@ -38,7 +38,8 @@ use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 pub use self::checkpoint::{
-    read_bounded, read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
+    parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
+    read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
@@ -49,6 +50,7 @@ pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
 pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
+pub use self::producer_state::parse_producer_snapshot;
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

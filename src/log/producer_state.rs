@@ -381,6 +381,18 @@ pub fn list_snapshots(dir: &Path) -> Result<BTreeMap<i64, PathBuf>, LogError> {
 fn read_snapshot(path: &Path) -> Result<HashMap<i64, ProducerStateEntry>, LogError> {
     let bytes = read_bounded(path, MAX_SNAPSHOT_BYTES)?
         .ok_or_else(|| LogError::corrupt_file(path, "missing"))?;
+    parse_snapshot(path, &bytes)
+}
+
+/// Parses the bytes of a producer snapshot (for fuzzing and tools): the number of
+/// producers it holds.
+pub fn parse_producer_snapshot(bytes: &[u8]) -> Result<usize, LogError> {
+    parse_snapshot(Path::new("producer.snapshot"), bytes).map(|p| p.len())
+}
+
+/// Parses snapshot bytes read from `path` (named in errors). The entry count is checked
+/// against the length before anything is allocated for it.
+fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<HashMap<i64, ProducerStateEntry>, LogError> {
     let corrupt = |reason: &str| LogError::corrupt_file(path, reason.to_string());
     if bytes.len() < SNAPSHOT_HEADER_BYTES {
         return Err(corrupt("shorter than the header"));

@@ -1040,3 +1040,26 @@ fn a_segment_holds_one_file_descriptor() {
     assert_eq!(fds_under(dir.path()), log.segment_count());
     assert_eq!(log.log_end_offset(), 20);
 }
+
+#[test]
+fn flush_ms_is_honoured_by_the_scheduled_flusher() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_ms: 60_000,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), tp(), config, 0, 0, false).unwrap();
+    append(&log, &[b"a"]);
+    let opened = now_ms();
+    log.flush_if_due(opened).unwrap();
+    assert_eq!(log.recovery_point(), 0, "flushed less than flush.ms ago");
+    log.flush_if_due(opened + 60_000).unwrap();
+    assert_eq!(log.recovery_point(), 1);
+    append(&log, &[b"b"]);
+    log.flush_if_due(now_ms() + 59_000).unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        1,
+        "the clock restarted at the last flush"
+    );
+}

@@ -212,7 +212,12 @@ impl Log {
             .fetch_add(pending.records_count, Ordering::AcqRel);
         drop(inner);
         if let Some(roll) = rolled {
-            self.after_roll(roll)?;
+            // The append itself is complete and published; a failure here is the rolled
+            // segment's (Kafka flushes it in the background), and has already taken the
+            // dir offline if it was an I/O error.
+            if let Err(e) = self.after_roll(roll) {
+                tracing::error!(partition = %self.topic_partition, error = %e, "flushing a rolled segment failed");
+            }
         }
         Ok((pending.first_offset, last_offset))
     }

@@ -271,6 +271,7 @@ async fn out_of_descriptors_refuses_new_logs_and_still_restarts() {
         assert!(created.len() < 1000, "never refused");
     };
     assert_eq!(refusal, ResponseError::KafkaStorageError.code());
+    let refused = format!("t{}", created.len());
     assert!(created.len() > 100, "only {} topics", created.len());
     let (code, _) = c
         .produce(
@@ -297,6 +298,13 @@ async fn out_of_descriptors_refuses_new_logs_and_still_restarts() {
             .unwrap_or_else(|| panic!("{name} missing after restart"));
         assert_eq!(t.error_code, 0, "{name}");
     }
+    assert!(
+        !resp
+            .topics
+            .iter()
+            .any(|t| t.name.as_ref().map(|n| n.as_str()) == Some(refused.as_str())),
+        "the refused topic was not recorded"
+    );
     let records = c.fetch(&created[0], 0, 0, 0, 0).await;
     assert_eq!(
         common::values(records.records.as_ref().unwrap()),

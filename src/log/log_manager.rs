@@ -249,6 +249,13 @@ impl LogManager {
         Ok(log)
     }
 
+    /// Whether new logs may be created now: an error while the file descriptors left are
+    /// within the reserve (see `fd_limit`). Checked before metadata records a new
+    /// partition, and again when its log is created.
+    pub fn check_capacity(&self) -> Result<(), LogError> {
+        super::fd_limit::check_headroom()
+    }
+
     /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` (so a crash
     /// mid-delete leaves a directory the next startup removes) and deletes it.
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {

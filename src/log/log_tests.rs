@@ -1063,3 +1063,61 @@ fn flush_ms_is_honoured_by_the_scheduled_flusher() {
         "the clock restarted at the last flush"
     );
 }
+
+/// The longest anyone waits for the partition lock while appends roll segments with
+/// `SKUA_PRODUCERS` (300,000) idempotent producers in the partition, whose snapshot is
+/// written at every roll. `cargo test --release --lib append_stall -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement, not a check"]
+fn append_stall_at_roll_with_many_producers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let n: i64 = std::env::var("SKUA_PRODUCERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300_000);
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 8 * 1024 * 1024,
+        ..small_config()
+    };
+    let log = Arc::new(Log::open(dir.path(), tp(), config, 0, 0, false).unwrap());
+    let mut raw = batch_bytes(&[b"v"], 1, Some((0, 0, 0))).to_vec();
+    for pid in 0..n {
+        raw[43..51].copy_from_slice(&pid.to_be_bytes());
+        crate::log::batch::set_base_offset(&mut raw, 0);
+        let crc = crc32c::crc32c(&raw[21..]);
+        raw[17..21].copy_from_slice(&crc.to_be_bytes());
+        log.append_as_leader(Bytes::copy_from_slice(&raw), 0, 0)
+            .unwrap();
+    }
+    let segments = log.segment_count();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Waits for the partition lock alone (segment_count takes it and does nothing else).
+    let waiter = {
+        let (log, stop) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut worst = std::time::Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let t = std::time::Instant::now();
+                let _ = log.segment_count();
+                worst = worst.max(t.elapsed());
+            }
+            worst
+        })
+    };
+    let big = batch_bytes(&[&vec![b'x'; 900 * 1024]], 1, None);
+    let mut roll_times = Vec::new();
+    while log.segment_count() < segments + 5 {
+        let t = std::time::Instant::now();
+        log.append_as_leader(big.clone(), 0, 0).unwrap();
+        roll_times.push(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let worst = waiter.join().unwrap();
+    eprintln!(
+        "{n} producers: longest wait for the partition lock {worst:?}; a rolling append \
+         (snapshot write and segment fsync included) took up to {:?}",
+        roll_times.iter().max().unwrap()
+    );
+}

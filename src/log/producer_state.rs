@@ -1,7 +1,7 @@
 //! Idempotent-producer state of one partition (Kafka's `ProducerStateManager`) and its
 //! snapshot files.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +19,7 @@ const SNAPSHOT_ENTRY_BYTES: usize = 46;
 const MAX_SNAPSHOT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// One appended batch of a producer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct BatchMetadata {
     pub first_seq: i32,
     pub last_seq: i32,
@@ -28,13 +28,62 @@ pub struct BatchMetadata {
     pub timestamp: i64,
 }
 
+/// A producer's last `NUM_BATCHES_TO_RETAIN` batches, oldest first, kept inline: a
+/// producer costs no allocation of its own, and serialising a snapshot (done under the
+/// partition lock) follows no pointer per producer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentBatches {
+    slots: [BatchMetadata; NUM_BATCHES_TO_RETAIN],
+    /// Slot of the oldest batch.
+    start: usize,
+    len: usize,
+}
+
+impl RecentBatches {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &BatchMetadata> {
+        (0..self.len).map(move |i| &self.slots[(self.start + i) % NUM_BATCHES_TO_RETAIN])
+    }
+    pub fn back(&self) -> Option<&BatchMetadata> {
+        self.iter().last()
+    }
+    /// Adds the newest batch, forgetting the oldest when all slots are taken.
+    pub fn push(&mut self, batch: BatchMetadata) {
+        let slot = (self.start + self.len) % NUM_BATCHES_TO_RETAIN;
+        self.slots[slot] = batch;
+        if self.len == NUM_BATCHES_TO_RETAIN {
+            self.start = (self.start + 1) % NUM_BATCHES_TO_RETAIN;
+        } else {
+            self.len += 1;
+        }
+    }
+    pub fn clear(&mut self) {
+        (self.start, self.len) = (0, 0);
+    }
+}
+
+impl PartialEq for RecentBatches {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for RecentBatches {}
+
 /// What the partition knows about one producer id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerStateEntry {
     pub producer_id: i64,
     pub epoch: i16,
     /// The last `NUM_BATCHES_TO_RETAIN` batches, oldest first.
-    pub batches: VecDeque<BatchMetadata>,
+    pub batches: RecentBatches,
     pub coordinator_epoch: i32,
     pub current_txn_first_offset: Option<i64>,
     pub last_timestamp: i64,
@@ -45,7 +94,7 @@ impl ProducerStateEntry {
         ProducerStateEntry {
             producer_id,
             epoch: -1,
-            batches: VecDeque::new(),
+            batches: RecentBatches::default(),
             coordinator_epoch: -1,
             current_txn_first_offset: None,
             last_timestamp: -1,
@@ -66,16 +115,13 @@ impl ProducerStateEntry {
 
     fn add_batch(&mut self, h: &RecordBatchHeader) {
         self.maybe_update_epoch(h.producer_epoch());
-        self.batches.push_back(BatchMetadata {
+        self.batches.push(BatchMetadata {
             first_seq: h.base_sequence(),
             last_seq: h.last_sequence(),
             first_offset: h.base_offset(),
             last_offset: h.last_offset(),
             timestamp: h.max_timestamp(),
         });
-        while self.batches.len() > NUM_BATCHES_TO_RETAIN {
-            self.batches.pop_front();
-        }
         self.last_timestamp = h.max_timestamp();
     }
 }
@@ -427,7 +473,7 @@ fn parse_snapshot(path: &Path, bytes: &[u8]) -> Result<HashMap<i64, ProducerStat
         entry.current_txn_first_offset = (txn_first >= 0).then_some(txn_first);
         entry.last_timestamp = timestamp;
         if last_offset >= 0 {
-            entry.batches.push_back(BatchMetadata {
+            entry.batches.push(BatchMetadata {
                 first_seq: decrement_sequence(last_seq, offset_delta.max(0)),
                 last_seq,
                 first_offset: last_offset - i64::from(offset_delta),
@@ -517,6 +563,30 @@ mod tests {
         // An unknown producer may start anywhere (the log may have lost its state).
         append(&mut m, header(2, 0, 17, 1, 4)).unwrap();
         assert_eq!(m.map_end_offset(), 5);
+    }
+
+    #[test]
+    fn recent_batches_ring() {
+        let mut r = RecentBatches::default();
+        assert!(r.is_empty() && r.back().is_none());
+        let b = |seq| BatchMetadata {
+            first_seq: seq,
+            last_seq: seq,
+            ..BatchMetadata::default()
+        };
+        for seq in 0..7 {
+            r.push(b(seq));
+        }
+        let seqs: Vec<i32> = r.iter().map(|m| m.first_seq).collect();
+        assert_eq!(seqs, vec![2, 3, 4, 5, 6]);
+        assert_eq!(r.back().map(|m| m.last_seq), Some(6));
+        let mut same = RecentBatches::default();
+        for seq in 2..7 {
+            same.push(b(seq));
+        }
+        assert_eq!(r, same, "equal by content, not by slot layout");
+        r.clear();
+        assert_eq!(r.len(), 0);
     }
 
     #[test]

@@ -190,14 +190,14 @@ fn broker_refuses_a_log_segment_bytes_below_one_mib() {
     );
 }
 
-/// The skua binary under an open-files limit of `nofile` (soft and hard), killed on drop.
+/// The skua binary under an open-files limit (soft, hard), killed on drop.
 struct LimitedBroker {
     child: Child,
     addr: SocketAddr,
 }
 
 impl LimitedBroker {
-    fn start(dir: &Path, nofile: u64) -> LimitedBroker {
+    fn start(dir: &Path, (soft, hard): (u64, u64)) -> LimitedBroker {
         let mut command = Command::new(env!("CARGO_BIN_EXE_skua"));
         command
             .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
@@ -205,8 +205,8 @@ impl LimitedBroker {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let limit = libc::rlimit {
-            rlim_cur: nofile,
-            rlim_max: nofile,
+            rlim_cur: soft,
+            rlim_max: hard,
         };
         // SAFETY: runs in the forked child before exec and only calls setrlimit, which is
         // async-signal-safe, on a struct copied into the closure.
@@ -258,7 +258,7 @@ impl Drop for LimitedBroker {
 #[tokio::test]
 async fn out_of_descriptors_refuses_new_logs_and_still_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = LimitedBroker::start(dir.path(), 256);
+    let broker = LimitedBroker::start(dir.path(), (256, 256));
     let mut c = Client::connect(broker.addr).await;
     let mut created = Vec::new();
     let refusal = loop {
@@ -285,7 +285,7 @@ async fn out_of_descriptors_refuses_new_logs_and_still_restarts() {
     drop(c);
     drop(broker); // kill -9
 
-    let broker = LimitedBroker::start(dir.path(), 256);
+    let broker = LimitedBroker::start(dir.path(), (256, 256));
     let mut c = Client::connect(broker.addr).await;
     let resp = c
         .send(&MetadataRequest::default().with_topics(None), 12)
@@ -310,4 +310,18 @@ async fn out_of_descriptors_refuses_new_logs_and_still_restarts() {
         common::values(records.records.as_ref().unwrap()),
         vec![(0, "still here".to_string())]
     );
+}
+
+/// The soft open-files limit is raised to the hard one at startup.
+#[tokio::test]
+async fn startup_raises_the_open_files_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = LimitedBroker::start(dir.path(), (300, 700));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", broker.child.id())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers, vec!["700", "700"], "{line}");
 }

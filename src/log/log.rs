@@ -54,6 +54,11 @@ pub struct Log {
     snapshot_lock: Mutex<()>,
     /// Bumped by every truncation, so a snapshot serialised before one is not written.
     truncations: AtomicU64,
+    /// Set by an owner that runs `complete_roll` in the background after each append
+    /// (`Partition`): the roll's snapshot write and fsync then leave the appending thread.
+    defer_roll_work: AtomicBool,
+    /// The newest roll whose snapshot and flush are still to be done.
+    pending_roll: Mutex<Option<PendingSnapshot>>,
 }
 
 /// A producer snapshot serialised under the lock, to be written after it is released.
@@ -124,7 +129,32 @@ impl Log {
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
             truncations: AtomicU64::new(0),
+            defer_roll_work: AtomicBool::new(false),
+            pending_roll: Mutex::new(None),
         })
+    }
+
+    /// From now on, a roll's producer snapshot write and segment flush are left for
+    /// `complete_roll`, which the caller runs on the blocking pool after any append that
+    /// `has_pending_roll()` (Kafka schedules the same work in the background). `close`
+    /// and the recovery-point checkpoint also complete it, so it is never lost.
+    pub fn defer_roll_work(&self) {
+        self.defer_roll_work.store(true, Ordering::Release);
+    }
+
+    pub fn has_pending_roll(&self) -> bool {
+        self.pending_roll.lock().is_some()
+    }
+
+    /// Writes the newest rolled segment's producer snapshot and flushes everything below
+    /// it. Failures are logged (an I/O error has taken the dir offline). Blocking.
+    pub fn complete_roll(&self) {
+        let Some(roll) = self.pending_roll.lock().take() else {
+            return;
+        };
+        if let Err(e) = self.after_roll(roll) {
+            tracing::error!(partition = %self.topic_partition, error = %e, "flushing a rolled segment failed");
+        }
     }
 
     /// Makes this log part of a log dir whose health it shares (see `LogDirHealth`).
@@ -631,6 +661,7 @@ impl Log {
     /// (with its final time-index entry) so the files read back exactly.
     /// An offline log is left as it is: the next start recovers it.
     pub fn close(&self) -> Result<(), LogError> {
+        self.complete_roll();
         self.flush()?;
         self.producer_state_snapshot()?;
         let mut inner = self.inner.lock();

@@ -315,6 +315,11 @@ impl LogManager {
     fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
         let logs = self.logs.read();
         let dir = &self.dirs[i];
+        // Rolls whose background flush has not run yet are flushed first, so their
+        // segments' recovery points go into this checkpoint.
+        for h in logs.values().filter(|h| h.dir_index == i) {
+            h.log.complete_roll();
+        }
         {
             let mut recovery = Vec::new();
             let mut starts = Vec::new();

@@ -1121,3 +1121,41 @@ fn append_stall_at_roll_with_many_producers() {
         roll_times.iter().max().unwrap()
     );
 }
+
+#[test]
+fn deferred_roll_work_is_done_by_complete_roll_or_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches = many_batches(9, 100);
+    let config = LogConfig {
+        segment_bytes: (batches[0].len() * 4) as u64,
+        ..small_config()
+    };
+    let log = open(dir.path(), config, false);
+    log.defer_roll_work();
+    for b in &batches[..5] {
+        log.append_as_leader(b.clone(), 0, 0).unwrap();
+    }
+    assert_eq!(log.segment_count(), 2);
+    assert!(log.has_pending_roll());
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "the appending thread did not fsync"
+    );
+    assert!(!dir.path().join("00000000000000000004.snapshot").exists());
+    log.complete_roll();
+    assert!(!log.has_pending_roll());
+    assert!(
+        log.recovery_point() >= 4,
+        "everything below the new segment is durable"
+    );
+    assert!(dir.path().join("00000000000000000004.snapshot").exists());
+    // Two rolls before the work runs: the newest covers both.
+    for b in &batches[5..] {
+        log.append_as_leader(b.clone(), 0, 0).unwrap();
+    }
+    assert!(log.has_pending_roll());
+    log.close().unwrap();
+    assert!(!log.has_pending_roll());
+    assert!(dir.path().join("00000000000000000008.snapshot").exists());
+}

@@ -25,6 +25,8 @@ pub struct Partition {
 impl Partition {
     pub fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<Log>, leader_epoch: i32) -> Self {
         let high_watermark = AtomicI64::new(log.log_end_offset());
+        // Appends run on the runtime; a roll's fsync and snapshot go to the blocking pool.
+        log.defer_roll_work();
         Partition {
             tp,
             topic_id,
@@ -67,6 +69,10 @@ impl Partition {
         let info = self
             .log
             .append_as_leader(records, self.leader_epoch(), now_ms)?;
+        if self.log.has_pending_roll() {
+            let log = self.log.clone();
+            tokio::task::spawn_blocking(move || log.complete_roll());
+        }
         let flush = match info.duplicate {
             false => self.log.flush_needed(),
             true => {

@@ -212,11 +212,16 @@ impl Log {
             .fetch_add(pending.records_count, Ordering::AcqRel);
         drop(inner);
         if let Some(roll) = rolled {
-            // The append itself is complete and published; a failure here is the rolled
-            // segment's (Kafka flushes it in the background), and has already taken the
-            // dir offline if it was an I/O error.
-            if let Err(e) = self.after_roll(roll) {
-                tracing::error!(partition = %self.topic_partition, error = %e, "flushing a rolled segment failed");
+            // The append itself is complete and published; what is left is the rolled
+            // segment's (Kafka does it in the background), and a failure in it has already
+            // taken the dir offline if it was an I/O error.
+            let mut pending_roll = self.pending_roll.lock();
+            if pending_roll.as_ref().is_none_or(|p| p.offset < roll.offset) {
+                *pending_roll = Some(roll);
+            }
+            drop(pending_roll);
+            if !self.defer_roll_work.load(Ordering::Acquire) {
+                self.complete_roll();
             }
         }
         Ok((pending.first_offset, last_offset))
@@ -293,9 +298,9 @@ impl Log {
         error
     }
 
-    /// Kafka flushes a rolled segment; done here outside the lock so readers proceed, and
-    /// the producer snapshot is written (fsync included) outside it too.
-    fn after_roll(&self, roll: PendingSnapshot) -> Result<(), LogError> {
+    /// Kafka flushes a rolled segment; done outside the lock so readers proceed, and the
+    /// producer snapshot is written (fsync included) outside it too.
+    pub(super) fn after_roll(&self, roll: PendingSnapshot) -> Result<(), LogError> {
         let base = roll.offset;
         self.write_producer_snapshot(roll)?;
         self.flush_to(base)

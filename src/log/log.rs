@@ -295,6 +295,7 @@ impl Log {
     /// Writes a producer snapshot serialised under the lock, unless the log was truncated
     /// since (its offset may then lie past the log end).
     fn write_producer_snapshot(&self, snapshot: PendingSnapshot) -> Result<(), LogError> {
+        self.check_online()?;
         let _writing = self.snapshot_lock.lock();
         if self.truncations.load(Ordering::Acquire) != snapshot.truncations {
             return Ok(());

@@ -590,6 +590,29 @@ mod tests {
     }
 
     #[test]
+    fn an_oversized_snapshot_is_set_aside_for_an_older_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new(dir.path(), 0);
+        append(&mut m, header(1, 0, 0, 1, 0)).unwrap();
+        m.take_snapshot().unwrap(); // at 1
+
+        // A snapshot past the size startup reads (sparse: no disk is used).
+        let big = dir.path().join("00000000000000000002.snapshot");
+        fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_SNAPSHOT_BYTES + 1)
+            .unwrap();
+        let (loaded, found) = ProducerStateManager::load(dir.path(), 0, 2).unwrap();
+        assert!(found);
+        assert_eq!(
+            loaded.map_end_offset(),
+            1,
+            "the older snapshot, then a replay"
+        );
+        assert!(!big.exists());
+    }
+
+    #[test]
     fn keeps_five_batches() {
         let dir = tempfile::tempdir().unwrap();
         let mut m = ProducerStateManager::new(dir.path(), 0);

@@ -103,6 +103,8 @@ impl Broker {
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
+        // Before the controller records anything: a refusal leaves no topic behind.
+        self.replicas.logs.check_capacity().map_err(storage)?;
         let info = self.controller.create_topic(topic, validate_only).await?;
         if !validate_only {
             self.replicas.apply_topic(&info).map_err(storage)?;
@@ -128,6 +130,7 @@ impl Broker {
             .topic(name)
             .map_or(0, |t| t.partitions.len() as i32);
         check_partition_count(count.saturating_sub(existing))?;
+        self.replicas.logs.check_capacity().map_err(storage)?;
         let info = self
             .controller
             .create_partitions(name, count, assignments, validate_only)

@@ -18,6 +18,7 @@
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
+//!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry)
 //! ```
 
 pub mod auth;
@@ -32,4 +33,5 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod scheduler;
 pub mod zk;

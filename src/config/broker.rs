@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::defs::{broker_key, Kind, BROKER_KEYS};
+use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
 use super::listener::Listener;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ impl BrokerConfig {
         for (k, v) in props {
             match broker_key(&k) {
                 Some(def) => {
-                    def.kind.check(&v).map_err(|why| invalid(&k, why))?;
+                    check_value(&k, def.kind, &v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
                 }
                 None if k.starts_with("listener.name.")

@@ -5,7 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use uuid::Uuid;
 
 use super::checkpoint::{
@@ -13,6 +14,7 @@ use super::checkpoint::{
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
 use super::dir_lock::DirLock;
+use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::meta_properties::ensure_meta_properties;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
 use super::{Log, LogConfig, LogError, TopicPartition};
@@ -27,6 +29,7 @@ const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 
 struct LogDir {
     path: PathBuf,
+    health: Arc<LogDirHealth>,
     _lock: DirLock,
 }
 
@@ -39,9 +42,23 @@ struct Hosted {
 /// Owns the log directories, each locked (`.lock`). Layout of each: `meta.properties`, the checkpoint files
 /// (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the clean-shutdown
 /// marker, and one `<topic>-<partition>` directory per hosted partition.
+///
+/// A dir that fails with an I/O error goes offline (see `LogDirHealth`): its logs stay in
+/// the table, refusing every operation, and it is left out of checkpoints, new logs and
+/// the clean shutdown, so the next start recovers it. Each dir that goes offline is
+/// reported once on the channel from `take_dir_failures`.
 pub struct LogManager {
     dirs: Vec<LogDir>,
     logs: RwLock<HashMap<TopicPartition, Hosted>>,
+    dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
+}
+
+/// One log dir as DescribeLogDirs will report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirStatus {
+    pub path: PathBuf,
+    /// Why the dir went offline; `None` while it is online.
+    pub offline_cause: Option<String>,
 }
 
 impl LogManager {
@@ -60,7 +77,9 @@ impl LogManager {
         let mut dirs = Vec::new();
         let mut logs = HashMap::new();
         let mut directory_ids = Vec::new();
+        let (failures_tx, failures_rx) = unbounded_channel();
         for (dir_index, path) in log_dirs.iter().enumerate() {
+            let health = Arc::new(LogDirHealth::new(path, Some(failures_tx.clone())));
             fs::create_dir_all(path)?;
             let lock = DirLock::acquire(path)?;
             let id = ensure_meta_properties(path, node_id, cluster_id)?;
@@ -94,7 +113,8 @@ impl LogManager {
                 let config = topic_configs(&tp.topic);
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
-                let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?;
+                let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?
+                    .in_log_dir(health.clone());
                 let topic_id = read_partition_metadata(&entry.path()).unwrap_or_else(|e| {
                     tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
                     None
@@ -111,13 +131,51 @@ impl LogManager {
             tracing::info!(dir = %path.display(), clean, "loaded log dir");
             dirs.push(LogDir {
                 path: path.clone(),
+                health,
                 _lock: lock,
             });
         }
         Ok(LogManager {
             dirs,
             logs: RwLock::new(logs),
+            dir_failures: Mutex::new(Some(failures_rx)),
         })
+    }
+
+    /// The receiver of log dirs going offline, for the broker's failure handler (once).
+    pub fn take_dir_failures(&self) -> Option<UnboundedReceiver<PathBuf>> {
+        self.dir_failures.lock().take()
+    }
+
+    /// Every log dir and whether it is online.
+    pub fn log_dirs(&self) -> Vec<LogDirStatus> {
+        self.dirs
+            .iter()
+            .map(|d| LogDirStatus {
+                path: d.path.clone(),
+                offline_cause: d
+                    .health
+                    .is_offline()
+                    .then(|| d.health.cause().unwrap_or_default()),
+            })
+            .collect()
+    }
+
+    /// True when no log dir is left online (Kafka then halts the broker).
+    pub fn all_dirs_offline(&self) -> bool {
+        self.dirs.iter().all(|d| d.health.is_offline())
+    }
+
+    /// Takes `dir` offline after `error` in `what`, unless the error is fd exhaustion.
+    fn on_dir_failure(&self, dir_index: usize, what: &str, error: LogError) -> LogError {
+        match &error {
+            LogError::KafkaStorage(io) if is_fd_exhaustion(io) => {
+                tracing::error!(dir = %self.dirs[dir_index].path.display(), error = %io, "{what} failed: out of file descriptors (raise `ulimit -n`)");
+            }
+            LogError::KafkaStorage(io) => self.dirs[dir_index].health.mark_offline(what, io),
+            _ => {}
+        }
+        error
     }
 
     pub fn get_log(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
@@ -158,13 +216,27 @@ impl LogManager {
             return Ok(hosted.log.clone());
         }
         let dir_index = (0..self.dirs.len())
+            .filter(|&i| !self.dirs[i].health.is_offline())
             .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count())
-            .ok_or_else(|| LogError::InvalidRecord("no log dirs".into()))?;
+            .ok_or_else(|| LogError::LogDirOffline {
+                dir: self
+                    .dirs
+                    .first()
+                    .map(|d| d.path.clone())
+                    .unwrap_or_default(),
+                cause: "no log dir is online".into(),
+            })?;
+        super::fd_limit::check_headroom()?;
         let parent = &self.dirs[dir_index].path;
         let dir = parent.join(tp.to_string());
-        let log = Log::open(&dir, tp.clone(), config, 0, 0, true)?;
-        write_partition_metadata(&dir, topic_id)?;
-        sync_dir(parent)?;
+        let created = Log::open(&dir, tp.clone(), config, 0, 0, true).and_then(|log| {
+            write_partition_metadata(&dir, topic_id)?;
+            sync_dir(parent)?;
+            Ok(log)
+        });
+        let log = created
+            .map_err(|e| self.on_dir_failure(dir_index, &format!("creating the log of {tp}"), e))?
+            .in_log_dir(self.dirs[dir_index].health.clone());
         let log = Arc::new(log);
         logs.insert(
             tp.clone(),
@@ -175,6 +247,13 @@ impl LogManager {
             },
         );
         Ok(log)
+    }
+
+    /// Whether new logs may be created now: an error while the file descriptors left are
+    /// within the reserve (see `fd_limit`). Checked before metadata records a new
+    /// partition, and again when its log is created.
+    pub fn check_capacity(&self) -> Result<(), LogError> {
+        super::fd_limit::check_headroom()
     }
 
     /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` (so a crash
@@ -192,10 +271,56 @@ impl LogManager {
         Ok(())
     }
 
-    /// Writes each log dir's recovery-point and log-start-offset checkpoints.
+    /// The scheduler's log flusher: flushes each online log whose `flush.ms` has passed.
+    pub fn flush_dirty_logs(&self, now_ms: i64) {
+        for log in self.online_logs() {
+            if let Err(e) = log.flush_if_due(now_ms) {
+                tracing::error!(partition = %log.topic_partition(), error = %e, "scheduled flush failed");
+            }
+        }
+    }
+
+    /// The scheduler's producer expiration check, over every online log.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        self.online_logs()
+            .iter()
+            .map(|log| log.remove_expired_producers(now_ms))
+            .sum()
+    }
+
+    fn online_logs(&self) -> Vec<Arc<Log>> {
+        self.logs
+            .read()
+            .values()
+            .filter(|h| !self.dirs[h.dir_index].health.is_offline())
+            .map(|h| h.log.clone())
+            .collect()
+    }
+
+    /// Writes each online log dir's recovery-point and log-start-offset checkpoints. A dir
+    /// whose checkpoint cannot be written goes offline; the others are still written.
     pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for i in 0..self.dirs.len() {
+            if self.dirs[i].health.is_offline() {
+                continue;
+            }
+            if let Err(e) = self.checkpoint_dir(i) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
         let logs = self.logs.read();
-        for (i, dir) in self.dirs.iter().enumerate() {
+        let dir = &self.dirs[i];
+        // Rolls whose background flush has not run yet are flushed first, so their
+        // segments' recovery points go into this checkpoint.
+        for h in logs.values().filter(|h| h.dir_index == i) {
+            h.log.complete_roll();
+        }
+        {
             let mut recovery = Vec::new();
             let mut starts = Vec::new();
             for (tp, h) in logs.iter().filter(|(_, h)| h.dir_index == i) {
@@ -213,23 +338,33 @@ impl LogManager {
     /// Clean shutdown: flush and close every log (trimming indexes, writing producer
     /// snapshots), write the checkpoints, then the clean-shutdown marker. A log that fails
     /// to close leaves its directory without the marker, so the next start recovers it.
+    ///
+    /// Offline dirs are left exactly as they are: no flush, no checkpoint, no marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
         let mut failed_dirs = Vec::new();
         let mut first_error = None;
         for h in self.logs.read().values() {
+            if self.dirs[h.dir_index].health.is_offline() {
+                continue;
+            }
             if let Err(e) = h.log.close() {
                 tracing::error!(partition = %h.log.topic_partition(), error = %e, "failed to close log");
                 failed_dirs.push(h.dir_index);
                 first_error.get_or_insert(e);
             }
         }
-        self.checkpoint_recovery_points()?;
         for (i, dir) in self.dirs.iter().enumerate() {
-            if !failed_dirs.contains(&i) {
+            if dir.health.is_offline() || failed_dirs.contains(&i) {
+                continue;
+            }
+            let closed = self.checkpoint_dir(i).and_then(|()| {
                 write_atomic(
                     &dir.path.join(CLEAN_SHUTDOWN_FILE),
                     br#"{"version":0,"brokerEpoch":-1}"#,
-                )?;
+                )
+            });
+            if let Err(e) = closed {
+                first_error.get_or_insert(self.on_dir_failure(i, "clean shutdown", e));
             }
         }
         first_error.map_or(Ok(()), Err)
@@ -294,6 +429,8 @@ mod tests {
         LogConfig {
             index_interval_bytes: 100,
             max_index_size: 4096,
+            // Test batches carry timestamps near 1970, which the wall clock would expire.
+            producer_id_expiration_ms: i64::MAX,
             ..LogConfig::default()
         }
     }
@@ -432,6 +569,84 @@ mod tests {
         drop(start(&dirs));
         assert!(LogManager::startup(&dirs, 1, "cluster-b", config(), |_| config()).is_err());
         assert!(LogManager::startup(&dirs, 2, "cluster-a", config(), |_| config()).is_err());
+    }
+
+    #[test]
+    fn a_failed_fsync_takes_only_its_dir_offline() {
+        use crate::log::faults::{self, Fault};
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let lm = start(&dirs);
+        let mut failures = lm.take_dir_failures().unwrap();
+        let id = Uuid::new_v4();
+        let (tp_a, tp_b) = (TopicPartition::new("a", 0), TopicPartition::new("a", 1));
+        let a = lm.get_or_create_log(&tp_a, id, config()).unwrap();
+        let b = lm.get_or_create_log(&tp_b, id, config()).unwrap();
+        let bad_dir = a.dir().parent().unwrap().to_path_buf();
+        fill(&a, 0, 2);
+        a.flush().unwrap();
+        lm.checkpoint_recovery_points().unwrap();
+        fill(&a, 2, 2);
+        fill(&b, 0, 2);
+
+        faults::arm(&bad_dir, Fault::Fsync, libc::EIO, Some(1));
+        assert_eq!(a.flush().unwrap_err().error_code(), 56);
+        assert_eq!(failures.try_recv().unwrap(), bad_dir);
+        assert!(!lm.all_dirs_offline());
+        let states = lm.log_dirs();
+        let bad = states.iter().find(|d| d.path == bad_dir).unwrap();
+        assert!(bad
+            .offline_cause
+            .as_deref()
+            .unwrap()
+            .contains("Input/output error"));
+        assert!(states.iter().any(|d| d.offline_cause.is_none()));
+
+        // The healthy dir carries on and takes every new log; the offline one is frozen.
+        b.flush().unwrap();
+        let c = lm
+            .get_or_create_log(&TopicPartition::new("a", 2), id, config())
+            .unwrap();
+        assert_ne!(c.dir().parent().unwrap(), bad_dir);
+        assert!(a
+            .append_as_leader(batch_bytes(&[b"v"], 0, None), 0, 0)
+            .is_err());
+        lm.checkpoint_recovery_points().unwrap();
+        assert_eq!(
+            fs::read_to_string(bad_dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
+            "0\n1\na 0 2\n",
+            "the offline dir's recovery point stays before the failed fsync"
+        );
+        assert!(lm.shutdown().is_ok());
+        assert!(!bad_dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert!(b.dir().parent().unwrap().join(CLEAN_SHUTDOWN_FILE).exists());
+        drop((a, b, c, lm));
+
+        // The next start recovers the offline dir from its recovery point.
+        let lm = start(&dirs);
+        let a = lm.get_log(&tp_a).unwrap();
+        assert_eq!((a.recovery_point(), a.log_end_offset()), (2, 4));
+        assert!(lm.log_dirs().iter().all(|d| d.offline_cause.is_none()));
+    }
+
+    #[test]
+    fn no_new_log_without_an_online_dir() {
+        use crate::log::faults::{self, Fault};
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        let a = lm
+            .get_or_create_log(&TopicPartition::new("a", 0), Uuid::new_v4(), config())
+            .unwrap();
+        fill(&a, 0, 1);
+        faults::arm(&dirs[0], Fault::Fsync, libc::EIO, Some(1));
+        assert!(a.flush().is_err());
+        assert!(lm.all_dirs_offline());
+        let Err(err) = lm.get_or_create_log(&TopicPartition::new("b", 0), Uuid::new_v4(), config())
+        else {
+            panic!("created a log with every dir offline");
+        };
+        assert_eq!(err.error_code(), 56, "{err}");
     }
 
     #[test]

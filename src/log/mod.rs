@@ -16,12 +16,15 @@
 mod batch;
 mod checkpoint;
 mod dir_lock;
+pub(crate) mod faults;
+mod fd_limit;
 mod file_slice;
 mod index_file;
 mod leader_epoch;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
+mod log_dir_health;
 mod log_manager;
 mod meta_properties;
 mod offset_index;
@@ -35,16 +38,19 @@ use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 pub use self::checkpoint::{
-    read_bounded, read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
+    parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
+    read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
-pub use self::log::Log;
-pub use self::log_manager::{LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::log::{now_ms, Log};
+pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
+pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
 pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
+pub use self::producer_state::parse_producer_snapshot;
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,6 +112,12 @@ pub struct LogConfig {
     pub flush_interval_messages: u64,
     /// `file.delete.delay.ms`.
     pub file_delete_delay_ms: u64,
+    /// `flush.ms`: the scheduler's log flusher fsyncs a log whose last flush is this old
+    /// (`i64::MAX`: never; durability is left to replication and the page cache).
+    pub flush_ms: i64,
+    /// `producer.id.expiration.ms` (a broker setting): a producer whose last batch is this
+    /// old, with no open transaction, is forgotten.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -119,6 +131,8 @@ impl Default for LogConfig {
             message_timestamp_type: TimestampType::CreateTime,
             flush_interval_messages: i64::MAX as u64,
             file_delete_delay_ms: 60_000,
+            flush_ms: i64::MAX,
+            producer_id_expiration_ms: 86_400_000,
         }
     }
 }
@@ -192,6 +206,12 @@ pub enum LogError {
     /// An I/O failure; shown as the I/O error itself (it names what failed).
     #[error(transparent)]
     KafkaStorage(#[from] std::io::Error),
+    /// The log lives in a dir that an earlier I/O error took offline.
+    #[error("log dir {} is offline ({cause})", dir.display())]
+    LogDirOffline {
+        dir: std::path::PathBuf,
+        cause: String,
+    },
 }
 
 impl LogError {
@@ -208,7 +228,9 @@ impl LogError {
             LogError::UnknownProducerId => 59,
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::InconsistentTopicId { .. } => 103,
-            LogError::CorruptFile { .. } | LogError::KafkaStorage(_) => 56,
+            LogError::CorruptFile { .. }
+            | LogError::KafkaStorage(_)
+            | LogError::LogDirOffline { .. } => 56,
         }
     }
 

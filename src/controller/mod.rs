@@ -5,7 +5,13 @@
 //! change the caller hands the new [`TopicInfo`] to the replica manager, which creates
 //! or removes this broker's logs; a ZooKeeper watch will feed the same entry point.
 
+pub mod adopt;
+pub mod image;
 pub mod local;
+pub mod metadata_log;
+pub mod quorum_state;
+pub mod records;
+pub mod snapshot;
 pub mod topic_name;
 
 use std::collections::BTreeMap;
@@ -24,18 +30,34 @@ pub struct BrokerInfo {
     pub rack: Option<String>,
 }
 
-/// One partition's assignment and leadership.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// One partition's assignment and leadership, as Kafka's `PartitionRegistration` holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct PartitionInfo {
     pub partition: i32,
+    /// -1 when the partition has no leader.
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Bumped on every change to the partition (leader, ISR, replicas, directories).
+    #[serde(default)]
+    pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// The log dir (`directory.id`) of each replica, in `replicas` order; the nil uuid when
+    /// not yet assigned.
+    #[serde(default)]
+    pub directories: Vec<Uuid>,
+    /// KIP-966: replicas that may still be elected though not in the ISR.
+    #[serde(default)]
+    pub eligible_leader_replicas: Vec<i32>,
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
+    /// 1 while a leader elected uncleanly is recovering.
+    #[serde(default)]
+    pub leader_recovery_state: i8,
 }
 
-/// A topic: its id, partitions and config overrides.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A topic: its id, partitions (ordered by partition id) and config overrides.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct TopicInfo {
     pub name: String,
     pub topic_id: Uuid,
@@ -102,12 +124,27 @@ pub trait Controller: Send + Sync {
     fn topics(&self) -> Vec<Arc<TopicInfo>>;
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// This broker's epoch as the cluster registered it, -1 if never registered.
+    fn broker_epoch(&self) -> i64 {
+        -1
+    }
     /// Creates a topic, or with `validate_only` only checks it could be created.
     async fn create_topic(
         &self,
         topic: NewTopic,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError>;
+    /// Creates several topics, each on its own (one failing does not stop the others).
+    async fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            out.push(self.create_topic(t, false).await);
+        }
+        out
+    }
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError>;
     /// Grows a topic to `count` partitions.
     async fn create_partitions(

@@ -109,15 +109,16 @@ pub fn ensure_meta_properties(
     if let Some(id) = meta.directory_id {
         return Ok(id);
     }
-    let id = new_directory_id();
+    let id = new_kafka_uuid();
     meta.directory_id = Some(id);
     meta.write(dir)?;
     Ok(id)
 }
 
-/// A random Uuid that is not one of Kafka's reserved ids (0, 1, 2…) and whose text does
-/// not start with `-` (it would read as a command-line flag).
-fn new_directory_id() -> Uuid {
+/// A random Uuid as Kafka's `Uuid.randomUuid` makes one: not one of the reserved ids
+/// (0, 1, 2…) and with a text form that does not start with `-` (it would read as a
+/// command-line flag). Used for directory ids and topic ids.
+pub fn new_kafka_uuid() -> Uuid {
     loop {
         let id = Uuid::new_v4();
         if id.as_u128() >= 100 && !uuid_to_kafka_string(id).starts_with('-') {

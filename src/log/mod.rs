@@ -22,6 +22,7 @@ mod leader_epoch;
 mod loader;
 #[allow(clippy::module_inception)]
 mod log;
+mod log_dirs;
 mod log_manager;
 mod meta_properties;
 mod offset_index;
@@ -34,17 +35,23 @@ mod validation;
 use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     read_bounded, read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
+pub use self::dir_lock::DirLock;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;
-pub use self::log_manager::{LogManager, CLEAN_SHUTDOWN_FILE};
-pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
-pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
+pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
+pub use self::log_manager::{Assignment, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::meta_properties::{ensure_meta_properties, new_kafka_uuid, MetaProperties};
+pub use self::partition_metadata::{
+    kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
+    write_partition_metadata as write_partition_metadata_file,
+};
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

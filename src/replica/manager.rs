@@ -53,35 +53,18 @@ impl ReplicaManager {
         Ok(())
     }
 
-    /// Stops hosting every partition of a deleted topic and removes its files.
+    /// Stops hosting every partition of a deleted topic; each log's directory is renamed
+    /// for deletion at once and removed after `file.delete.delay.ms`.
     pub fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: p.partition,
             };
-            if self.partitions.remove(&tp).is_some() || self.logs.get_log(&tp).is_some() {
-                self.logs.delete_log(&tp)?;
-            }
+            self.partitions.remove(&tp);
+            self.logs.delete_log(&tp)?;
         }
         Ok(())
-    }
-
-    /// Deletes logs found on disk that no topic in metadata assigns here (for example a
-    /// topic deleted while this broker was down).
-    pub fn remove_strays(&self, topics: &[Arc<TopicInfo>]) {
-        for log in self.logs.all_logs() {
-            let tp = log.topic_partition().clone();
-            let known = topics.iter().any(|t| {
-                t.name == tp.topic && t.partitions.iter().any(|p| p.partition == tp.partition)
-            });
-            if !known {
-                tracing::info!(partition = %tp, "removing log of a partition no longer in metadata");
-                if let Err(e) = self.logs.delete_log(&tp) {
-                    tracing::error!(partition = %tp, error = %e, "cannot remove stray log");
-                }
-            }
-        }
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {

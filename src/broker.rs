@@ -191,7 +191,7 @@ impl Broker {
         check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
         let info = self.controller.create_topic(topic, validate_only).await?;
         if !validate_only {
-            self.replicas.apply_topic(&info).map_err(storage)?;
+            self.host(vec![info.clone()]).await.remove(0)?;
         }
         Ok(info)
     }
@@ -200,43 +200,42 @@ impl Broker {
     /// deletion (and removed after `file.delete.delay.ms`).
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
         let info = self.controller.delete_topic(name).await?;
-        self.replicas.remove_topic(&info).map_err(storage)?;
+        let replicas = self.replicas.clone();
+        let removed = info.clone();
+        tokio::task::spawn_blocking(move || replicas.remove_topic(&removed))
+            .await
+            .map_err(|e| storage(LogError::KafkaStorage(std::io::Error::other(e))))?
+            .map_err(storage)?;
         Ok(info)
     }
 
     /// Creates several topics as auto-creation does: one metadata write for all of them.
+    /// Each succeeds or fails on its own; results are in request order.
     pub async fn create_topics(
         &self,
         topics: Vec<NewTopic>,
     ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
         let mut out = Vec::with_capacity(topics.len());
-        let mut valid = Vec::new();
         let mut slots = Vec::new();
+        let mut valid = Vec::new();
         for t in topics {
             match check_partition_count(t.num_partitions.max(t.assignments.len() as i32)) {
                 Ok(()) => {
                     slots.push(out.len());
-                    out.push(Err(ControllerError::new(
-                        ResponseError::UnknownServerError,
-                        "",
-                    )));
+                    out.push(None);
                     valid.push(t);
                 }
-                Err(e) => out.push(Err(e)),
+                Err(e) => out.push(Some(Err(e))),
             }
         }
         let created = self.controller.create_topics(valid).await;
+        let to_host: Vec<Arc<TopicInfo>> = created.iter().flatten().cloned().collect();
+        let mut hosted = self.host(to_host).await.into_iter();
         for (slot, result) in slots.into_iter().zip(created) {
-            out[slot] = match result {
-                Ok(info) => self
-                    .replicas
-                    .apply_topic(&info)
-                    .map(|()| info)
-                    .map_err(storage),
-                Err(e) => Err(e),
-            };
+            out[slot] =
+                Some(result.and_then(|info| hosted.next().unwrap_or(Ok(())).map(|()| info)));
         }
-        out
+        out.into_iter().flatten().collect()
     }
 
     pub async fn create_partitions(
@@ -256,9 +255,27 @@ impl Broker {
             .create_partitions(name, count, assignments, validate_only)
             .await?;
         if !validate_only {
-            self.replicas.apply_topic(&info).map_err(storage)?;
+            self.host(vec![info.clone()]).await.remove(0)?;
         }
         Ok(info)
+    }
+
+    /// Makes the replica manager host the topics' partitions (creating their logs) on a
+    /// blocking thread: creating a log costs several fsyncs.
+    async fn host(&self, topics: Vec<Arc<TopicInfo>>) -> Vec<Result<(), ControllerError>> {
+        let replicas = self.replicas.clone();
+        let n = topics.len();
+        tokio::task::spawn_blocking(move || {
+            topics
+                .iter()
+                .map(|t| replicas.apply_topic(t).map_err(storage))
+                .collect()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            let e = ControllerError::new(ResponseError::KafkaStorageError, e.to_string());
+            (0..n).map(|_| Err(e.clone())).collect()
+        })
     }
 
     /// Changes a topic's config overrides with `edit`, validates the result, and (unless
@@ -281,7 +298,7 @@ impl Broker {
             return Ok(());
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
-        self.replicas.apply_topic(&info).map_err(storage)?;
+        self.host(vec![info.clone()]).await.remove(0)?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
         Ok(())
     }

@@ -86,7 +86,7 @@ pub struct NewTopic {
 }
 
 /// A refused metadata change, carrying the Kafka error it is answered with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{error:?}: {message}")]
 pub struct ControllerError {
     pub error: ResponseError,

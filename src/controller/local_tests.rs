@@ -418,3 +418,85 @@ async fn refuses_records_it_cannot_read() {
     let err = open(dir.path(), config(1), None).err().unwrap().to_string();
     assert!(err.contains("unknown topic id"), "{err}");
 }
+
+fn snapshot_fixture(with_log: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kafka-4.4-snapshot");
+    let log_dir = dir.path().join(METADATA_LOG_DIR);
+    std::fs::create_dir_all(&log_dir).unwrap();
+    for f in [
+        "00000000000000000088-0000000002.checkpoint",
+        "partition.metadata",
+        "quorum-state",
+    ] {
+        std::fs::copy(fixture.join(f), log_dir.join(f)).unwrap();
+    }
+    if with_log {
+        std::fs::copy(
+            fixture.join("00000000000000000000.log"),
+            log_dir.join("00000000000000000000.log"),
+        )
+        .unwrap();
+    } else {
+        // What Kafka leaves once it has deleted the segments its snapshot covers.
+        std::fs::write(log_dir.join("00000000000000000088.log"), b"").unwrap();
+    }
+    dir
+}
+
+/// Name, id, (partition, leader epoch) and configs of a topic.
+type TopicSummary = (String, Uuid, Vec<(i32, i32)>, BTreeMap<String, String>);
+
+/// A KRaft snapshot Kafka 4.4 took (tests/fixtures/kafka-4.4-snapshot.md) stands for the
+/// records below its end offset: with those records gone, the image is the same.
+#[tokio::test]
+async fn reads_kafka_s_snapshots() {
+    let mut images = Vec::new();
+    for with_log in [true, false] {
+        let dir = snapshot_fixture(with_log);
+        let c = open(dir.path(), config(1), None).unwrap();
+        let orders = c.topic("orders").unwrap();
+        assert_eq!(orders.partitions.len(), 3);
+        assert_eq!(orders.configs["retention.ms"], "86400000");
+        assert_eq!(
+            c.topic("compacted").unwrap().configs["cleanup.policy"],
+            "compact"
+        );
+        assert_eq!(c.topic("__consumer_offsets").unwrap().partitions.len(), 3);
+        assert_eq!(c.image().metadata_version(), Some(33));
+        assert_eq!(c.next_producer_id().await.unwrap(), 1000);
+        let mut summary: Vec<TopicSummary> = c
+            .topics()
+            .iter()
+            .map(|t| {
+                let parts = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition, p.leader_epoch))
+                    .collect();
+                (t.name.clone(), t.topic_id, parts, t.configs.clone())
+            })
+            .collect();
+        summary.sort();
+        images.push(summary);
+        c.create_topic(new_topic("after-snapshot", 1, 1), false)
+            .await
+            .unwrap();
+        c.shutdown();
+        drop(c);
+        let c = open(dir.path(), config(1), None).unwrap();
+        assert!(c.topic("after-snapshot").is_some());
+        assert!(c.topic("orders").is_some());
+        c.shutdown();
+    }
+    assert_eq!(images[0], images[1]);
+}
+
+#[test]
+fn a_snapshot_past_the_log_end_is_refused() {
+    let dir = snapshot_fixture(false);
+    let log_dir = dir.path().join(METADATA_LOG_DIR);
+    std::fs::remove_file(log_dir.join("00000000000000000088.log")).unwrap();
+    let err = MetadataLog::open(dir.path(), 1).err().unwrap().to_string();
+    assert!(err.contains("ends at offset 88"), "{err}");
+}

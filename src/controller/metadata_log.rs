@@ -245,10 +245,23 @@ fn replay(dir: &Path, log: &Log) -> Result<Replayed, LogError> {
     let mut applied = 0u64;
     let log_start = log.log_start_offset();
     let log_end = log.log_end_offset();
-    let snapshot = snapshot::list(dir)?
+    let snapshots = snapshot::list(dir)?;
+    if let Some(newest) = snapshots.last().filter(|s| s.end_offset > log_end) {
+        // Kafka would cut its log back to nothing and start it at the snapshot; skua does
+        // not delete records on its own, so it stops here instead of guessing.
+        return Err(corrupt(
+            dir,
+            format!(
+                "snapshot {} ends at offset {} but the log ends at {log_end}",
+                newest.path.display(),
+                newest.end_offset
+            ),
+        ));
+    }
+    let snapshot = snapshots
         .into_iter()
         .rev()
-        .find(|s| s.end_offset <= log_end && s.end_offset >= log_start);
+        .find(|s| s.end_offset >= log_start);
     let from = match &snapshot {
         Some(s) => {
             snapshot::read(s, |value| {

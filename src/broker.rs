@@ -19,7 +19,7 @@ use crate::controller::records::MetadataRecord;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{load, GroupCoordinator};
-use crate::log::{Identity, LogDirs, LogError, LogManager, TopicPartition, METADATA_LOG_DIR};
+use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
 
 pub struct Broker {
@@ -149,10 +149,10 @@ impl Broker {
         let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
         logs.set_broker_epoch(local.broker_epoch());
         let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
-        for t in image.topics() {
-            replicas.apply_topic(t)?;
-        }
         let controller: Arc<dyn Controller> = local.clone();
+        if let Some(e) = controller.subscribe(replicas.clone()).first() {
+            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
+        }
         let groups = Arc::new(GroupCoordinator::new(
             &config,
             replicas.clone(),
@@ -189,24 +189,13 @@ impl Broker {
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
-        let info = self.controller.create_topic(topic, validate_only).await?;
-        if !validate_only {
-            self.host(vec![info.clone()]).await.remove(0)?;
-        }
-        Ok(info)
+        self.controller.create_topic(topic, validate_only).await
     }
 
-    /// Deletes a topic: removed from metadata first, then each of its logs is renamed for
-    /// deletion (and removed after `file.delete.delay.ms`).
+    /// Deletes a topic. The replica manager follows the deletion: each of the topic's logs
+    /// is renamed for deletion at once and removed after `file.delete.delay.ms`.
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
-        let info = self.controller.delete_topic(name).await?;
-        let replicas = self.replicas.clone();
-        let removed = info.clone();
-        tokio::task::spawn_blocking(move || replicas.remove_topic(&removed))
-            .await
-            .map_err(|e| storage(LogError::KafkaStorage(std::io::Error::other(e))))?
-            .map_err(storage)?;
-        Ok(info)
+        self.controller.delete_topic(name).await
     }
 
     /// Creates several topics as auto-creation does: one metadata write for all of them.
@@ -229,11 +218,8 @@ impl Broker {
             }
         }
         let created = self.controller.create_topics(valid).await;
-        let to_host: Vec<Arc<TopicInfo>> = created.iter().flatten().cloned().collect();
-        let mut hosted = self.host(to_host).await.into_iter();
         for (slot, result) in slots.into_iter().zip(created) {
-            out[slot] =
-                Some(result.and_then(|info| hosted.next().unwrap_or(Ok(())).map(|()| info)));
+            out[slot] = Some(result);
         }
         out.into_iter().flatten().collect()
     }
@@ -250,32 +236,9 @@ impl Broker {
             .topic(name)
             .map_or(0, |t| t.partitions.len() as i32);
         check_partition_count(count.saturating_sub(existing))?;
-        let info = self
-            .controller
+        self.controller
             .create_partitions(name, count, assignments, validate_only)
-            .await?;
-        if !validate_only {
-            self.host(vec![info.clone()]).await.remove(0)?;
-        }
-        Ok(info)
-    }
-
-    /// Makes the replica manager host the topics' partitions (creating their logs) on a
-    /// blocking thread: creating a log costs several fsyncs.
-    async fn host(&self, topics: Vec<Arc<TopicInfo>>) -> Vec<Result<(), ControllerError>> {
-        let replicas = self.replicas.clone();
-        let n = topics.len();
-        tokio::task::spawn_blocking(move || {
-            topics
-                .iter()
-                .map(|t| replicas.apply_topic(t).map_err(storage))
-                .collect()
-        })
-        .await
-        .unwrap_or_else(|e| {
-            let e = ControllerError::new(ResponseError::KafkaStorageError, e.to_string());
-            (0..n).map(|_| Err(e.clone())).collect()
-        })
+            .await
     }
 
     /// Changes a topic's config overrides with `edit`, validates the result, and (unless
@@ -298,7 +261,6 @@ impl Broker {
             return Ok(());
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
-        self.host(vec![info.clone()]).await.remove(0)?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
         Ok(())
     }
@@ -340,7 +302,7 @@ fn assigned_here(image: &MetadataImage, me: i32, tp: &TopicPartition, id: Option
     id.is_none_or(|id| id == t.topic_id)
         && t.partitions
             .iter()
-            .any(|p| p.partition == tp.partition && p.replicas.contains(&me))
+            .any(|p| p.partition == tp.partition && p.assignment.replicas.contains(&me))
 }
 
 /// The records a new metadata log starts with: an older skua's `skua-metadata.json`; the
@@ -415,9 +377,4 @@ fn check_partition_count(n: i32) -> Result<(), ControllerError> {
         ));
     }
     Ok(())
-}
-
-fn storage(e: LogError) -> ControllerError {
-    tracing::error!(error = %e, "log operation failed");
-    ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
 }

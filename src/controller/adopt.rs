@@ -16,7 +16,6 @@ use crate::log::{
 
 use super::local::bootstrap_records;
 use super::records::{MetadataRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC};
-use super::TopicInfo;
 
 /// The metadata file of skua before the metadata log.
 pub const SKUA_METADATA_FILE: &str = "skua-metadata.json";
@@ -31,7 +30,24 @@ pub struct SkuaMetadataFile {
     pub cluster_id: String,
     /// First producer id not yet reserved.
     producer_id_block_end: i64,
-    topics: Vec<TopicInfo>,
+    topics: Vec<FileTopic>,
+}
+
+#[derive(serde::Deserialize)]
+struct FileTopic {
+    name: String,
+    topic_id: Uuid,
+    partitions: Vec<FilePartition>,
+    configs: BTreeMap<String, String>,
+}
+
+#[derive(serde::Deserialize)]
+struct FilePartition {
+    partition: i32,
+    leader: i32,
+    leader_epoch: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
 }
 
 impl SkuaMetadataFile {
@@ -299,14 +315,45 @@ mod tests {
         let orders = image.topic("orders").unwrap();
         assert_eq!(orders.topic_id, id);
         assert_eq!(orders.partitions.len(), 3);
-        assert_eq!(orders.partitions[2].leader_epoch, 8);
-        assert_eq!(orders.partitions[2].replicas, vec![5]);
-        assert_eq!(orders.partitions[0].directories, vec![dir_id]);
+        assert_eq!(orders.partitions[2].state.leader_epoch, 8);
+        assert_eq!(orders.partitions[2].assignment.replicas, vec![5]);
+        assert_eq!(orders.partitions[0].assignment.directories, vec![dir_id]);
         let offsets = image.topic("__consumer_offsets").unwrap();
         assert_eq!(offsets.partitions.len(), 2);
         assert_eq!(offsets.configs["cleanup.policy"], "compact");
         assert_eq!(image.next_producer_id(), 5000);
         assert_eq!(image.metadata_version(), Some(25));
+    }
+
+    /// The store of skua before the metadata log, as it wrote it.
+    #[test]
+    fn imports_skua_metadata_json() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(SKUA_METADATA_FILE),
+            r#"{"version":1,"cluster_id":"MkU3OEVBNTcwNTJENDM2Qk","producer_id_block_end":2000,
+               "topics":[{"name":"orders","topic_id":"6b0b5a1e-1d5f-4d3c-9a51-0f3f0e6c2b10",
+               "partitions":[{"partition":0,"leader":1,"leader_epoch":0,"replicas":[1],"isr":[1]},
+                             {"partition":1,"leader":1,"leader_epoch":0,"replicas":[1],"isr":[1]}],
+               "configs":{"cleanup.policy":"compact"}}]}"#,
+        )
+        .unwrap();
+        let file = SkuaMetadataFile::read(dir.path()).unwrap().unwrap();
+        assert_eq!(file.cluster_id, "MkU3OEVBNTcwNTJENDM2Qk");
+        let mut image = MetadataImage::default();
+        for r in &file.records() {
+            image.replay(r).unwrap();
+        }
+        let orders = image.topic("orders").unwrap();
+        assert_eq!(
+            orders.topic_id,
+            Uuid::parse_str("6b0b5a1e-1d5f-4d3c-9a51-0f3f0e6c2b10").unwrap()
+        );
+        assert_eq!(orders.partitions.len(), 2);
+        assert_eq!(orders.configs["cleanup.policy"], "compact");
+        assert_eq!(image.next_producer_id(), 2000);
+        std::fs::write(dir.path().join(SKUA_METADATA_FILE), "{").unwrap();
+        assert!(SkuaMetadataFile::read(dir.path()).is_err());
     }
 
     #[test]

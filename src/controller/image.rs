@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::records::{
     MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
-use super::{PartitionInfo, TopicInfo};
+use super::{LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
 
 pub const METADATA_VERSION: &str = "metadata.version";
 
@@ -211,43 +211,48 @@ impl MetadataImage {
 fn partition_info(p: &PartitionRecord) -> PartitionInfo {
     PartitionInfo {
         partition: p.partition_id,
-        leader: p.leader,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: p.partition_epoch,
-        replicas: p.replicas.clone(),
-        isr: p.isr.clone(),
-        directories: p.directories.clone(),
-        eligible_leader_replicas: p.eligible_leader_replicas.clone(),
-        last_known_elr: p.last_known_elr.clone(),
-        leader_recovery_state: p.leader_recovery_state,
+        assignment: PartitionAssignment {
+            replicas: p.replicas.clone(),
+            directories: p.directories.clone(),
+        },
+        state: LeaderAndIsr {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+            eligible_leader_replicas: p.eligible_leader_replicas.clone(),
+            last_known_elr: p.last_known_elr.clone(),
+            leader_recovery_state: p.leader_recovery_state,
+        },
     }
 }
 
 /// Kafka's `PartitionRegistration.merge`.
 fn merge(p: &mut PartitionInfo, c: &PartitionChangeRecord) {
     if let Some(replicas) = &c.replicas {
-        p.replicas = replicas.clone();
+        p.assignment.replicas = replicas.clone();
     }
     if let Some(dirs) = &c.directories {
-        p.directories = dirs.clone();
+        p.assignment.directories = dirs.clone();
     }
+    let s = &mut p.state;
     if let Some(isr) = &c.isr {
-        p.isr = isr.clone();
+        s.isr = isr.clone();
     }
     if c.leader != NO_LEADER_CHANGE {
-        p.leader = c.leader;
-        p.leader_epoch += 1;
+        s.leader = c.leader;
+        s.leader_epoch += 1;
     }
     if c.leader_recovery_state >= 0 {
-        p.leader_recovery_state = c.leader_recovery_state;
+        s.leader_recovery_state = c.leader_recovery_state;
     }
     if let Some(elr) = &c.eligible_leader_replicas {
-        p.eligible_leader_replicas = elr.clone();
+        s.eligible_leader_replicas = elr.clone();
     }
     if let Some(lke) = &c.last_known_elr {
-        p.last_known_elr = lke.clone();
+        s.last_known_elr = lke.clone();
     }
-    p.partition_epoch += 1;
+    s.partition_epoch += 1;
 }
 
 #[cfg(test)]
@@ -328,14 +333,14 @@ mod tests {
             })
         };
         replay_all(&mut image, &[change(-1, vec![], vec![1])]);
-        let p = image.topic("t").unwrap().partitions[0].clone();
+        let p = image.topic("t").unwrap().partitions[0].state.clone();
         assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (-1, 1, 1));
         assert_eq!(
             (p.isr.clone(), p.eligible_leader_replicas),
             (vec![], vec![1])
         );
         replay_all(&mut image, &[change(1, vec![1], vec![])]);
-        let p = &image.topic("t").unwrap().partitions[0];
+        let p = &image.topic("t").unwrap().partitions[0].state;
         assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 2, 2));
 
         replay_all(&mut image, &[config("t", "cleanup.policy", None)]);

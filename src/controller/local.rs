@@ -18,6 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::delta::{ApplyError, MetadataDelta, MetadataListener};
 use super::image::{MetadataImage, METADATA_VERSION};
 use super::metadata_log::MetadataLog;
 use super::records::{
@@ -25,7 +26,8 @@ use super::records::{
     CONFIG_RESOURCE_TOPIC,
 };
 use super::{
-    topic_name, BrokerInfo, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo,
+    topic_name, BrokerInfo, Controller, ControllerError, LeaderAndIsr, NewTopic,
+    PartitionAssignment, PartitionInfo, TopicInfo,
 };
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
@@ -90,6 +92,9 @@ struct Inner {
     /// image says, so every later change is refused until a restart replays it.
     log: Mutex<Option<MetadataLog>>,
     partition_version: u32,
+    /// Followers of the metadata, each handed every change's delta in order, on the
+    /// writer thread, before the change is answered.
+    listeners: RwLock<Vec<Arc<dyn MetadataListener>>>,
 }
 
 pub struct LocalController {
@@ -134,6 +139,7 @@ impl LocalController {
                 queue: Mutex::new(Queue::default()),
                 log: Mutex::new(Some(log)),
                 partition_version,
+                listeners: RwLock::new(Vec::new()),
             }),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
         })
@@ -210,26 +216,32 @@ impl Inner {
         let mut writes = Vec::new();
         let mut answers: Vec<(oneshot::Sender<Result<Outcome, ControllerError>>, Planned)> =
             Vec::new();
+        let mut changes = Vec::new();
         for p in batch {
-            let planned = match self.plan(&image, p.op) {
+            let (records, planned) = match self.plan(&image, p.op) {
                 Ok(planned) => planned,
                 Err(e) => {
                     let _ = p.reply.send(Err(e));
                     continue;
                 }
             };
-            let (records, planned) = planned;
-            if let Some(e) = records.iter().find_map(|r| image.replay(r).err()) {
-                // Planned records always apply; if one does not, nothing of this drain
-                // is written and the image stays as it was.
-                tracing::error!(error = %e, "a planned metadata change does not apply");
-                let _ = p.reply.send(Err(internal(&e)));
-                for (reply, _) in answers {
-                    let _ = reply.send(Err(internal(&e)));
+            let replayed: Result<Vec<_>, String> =
+                records.iter().map(|r| image.replay(r)).collect();
+            let replayed = match replayed {
+                Ok(c) => c,
+                Err(e) => {
+                    // Planned records always apply; if one does not, nothing of this drain
+                    // is written and the image stays as it was.
+                    tracing::error!(error = %e, "a planned metadata change does not apply");
+                    let _ = p.reply.send(Err(internal(&e)));
+                    for (reply, _) in answers {
+                        let _ = reply.send(Err(internal(&e)));
+                    }
+                    return;
                 }
-                return;
-            }
+            };
             writes.push(records);
+            changes.push(replayed);
             answers.push((p.reply, planned));
         }
         if let Err(e) = log.append(&writes, self.partition_version) {
@@ -242,8 +254,11 @@ impl Inner {
         }
         let image = Arc::new(image);
         *self.image.write() = image.clone();
-        for (reply, planned) in answers {
+        for ((reply, planned), changes) in answers.into_iter().zip(changes) {
+            let delta = MetadataDelta::from_changes(&changes, &image);
+            let failed = self.publish(&image, &delta);
             let outcome = match planned {
+                _ if !failed.is_empty() => Err(storage(&failed.join("; "))),
                 Planned::Topic(name) => image
                     .topic(&name)
                     .cloned()
@@ -254,6 +269,21 @@ impl Inner {
             };
             let _ = reply.send(outcome);
         }
+    }
+
+    /// Hands `delta` to every listener; returns what they could not apply.
+    fn publish(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<String> {
+        if delta.is_empty() {
+            return Vec::new();
+        }
+        let mut failed = Vec::new();
+        for listener in self.listeners.read().iter() {
+            for e in listener.on_delta(image, delta) {
+                tracing::error!(topic = %e.topic, error = %e.message, "metadata change not applied");
+                failed.push(format!("{}: {}", e.topic, e.message));
+            }
+        }
+        failed
     }
 
     fn plan(
@@ -433,7 +463,7 @@ impl Inner {
         let rf = current
             .partitions
             .first()
-            .map_or(1, |p| p.replicas.len() as i16);
+            .map_or(1, |p| p.assignment.replicas.len() as i16);
         self.check_replication_factor(rf)?;
         if let Some(assignments) = &assignments {
             if assignments.len() as i32 != count - existing {
@@ -471,15 +501,19 @@ impl Inner {
         };
         PartitionInfo {
             partition,
-            leader: me,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            replicas: vec![me],
-            isr: vec![me],
-            directories: vec![directory],
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-            leader_recovery_state: 0,
+            assignment: PartitionAssignment {
+                replicas: vec![me],
+                directories: vec![directory],
+            },
+            state: LeaderAndIsr {
+                leader: me,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                isr: vec![me],
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
+                leader_recovery_state: 0,
+            },
         }
     }
 
@@ -508,17 +542,17 @@ fn partition_record(topic_id: Uuid, p: &PartitionInfo) -> PartitionRecord {
     PartitionRecord {
         partition_id: p.partition,
         topic_id,
-        replicas: p.replicas.clone(),
-        isr: p.isr.clone(),
+        replicas: p.assignment.replicas.clone(),
+        isr: p.state.isr.clone(),
         removing_replicas: Vec::new(),
         adding_replicas: Vec::new(),
-        leader: p.leader,
-        leader_recovery_state: p.leader_recovery_state,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: p.partition_epoch,
-        directories: p.directories.clone(),
-        eligible_leader_replicas: p.eligible_leader_replicas.clone(),
-        last_known_elr: p.last_known_elr.clone(),
+        leader: p.state.leader,
+        leader_recovery_state: p.state.leader_recovery_state,
+        leader_epoch: p.state.leader_epoch,
+        partition_epoch: p.state.partition_epoch,
+        directories: p.assignment.directories.clone(),
+        eligible_leader_replicas: p.state.eligible_leader_replicas.clone(),
+        last_known_elr: p.state.last_known_elr.clone(),
     }
 }
 
@@ -553,23 +587,28 @@ fn config_changes(
 pub fn take_leadership(image: &MetadataImage, me: i32) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for t in image.topics() {
-        for p in t.partitions.iter().filter(|p| p.replicas.contains(&me)) {
-            let settled = p.leader == me
-                && p.isr == [me]
-                && p.eligible_leader_replicas.is_empty()
-                && p.last_known_elr.is_empty()
-                && p.leader_recovery_state == 0;
+        for p in t
+            .partitions
+            .iter()
+            .filter(|p| p.assignment.replicas.contains(&me))
+        {
+            let s = &p.state;
+            let settled = s.leader == me
+                && s.isr == [me]
+                && s.eligible_leader_replicas.is_empty()
+                && s.last_known_elr.is_empty()
+                && s.leader_recovery_state == 0;
             if settled {
                 continue;
             }
             out.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
                 partition_id: p.partition,
                 topic_id: t.topic_id,
-                isr: (p.isr != [me]).then(|| vec![me]),
+                isr: (s.isr != [me]).then(|| vec![me]),
                 leader: me,
-                leader_recovery_state: if p.leader_recovery_state != 0 { 0 } else { -1 },
-                eligible_leader_replicas: (!p.eligible_leader_replicas.is_empty()).then(Vec::new),
-                last_known_elr: (!p.last_known_elr.is_empty()).then(Vec::new),
+                leader_recovery_state: if s.leader_recovery_state != 0 { 0 } else { -1 },
+                eligible_leader_replicas: (!s.eligible_leader_replicas.is_empty()).then(Vec::new),
+                last_known_elr: (!s.last_known_elr.is_empty()).then(Vec::new),
                 ..Default::default()
             }));
         }
@@ -633,6 +672,16 @@ impl Controller for LocalController {
 
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
         self.inner.image.read().topic_by_id(id).cloned()
+    }
+
+    fn subscribe(&self, listener: Arc<dyn MetadataListener>) -> Vec<ApplyError> {
+        // Under the log lock, so no change commits between the image it is handed and
+        // the first delta it is sent.
+        let _no_commit = self.inner.log.lock();
+        let image = self.image();
+        let failed = listener.on_delta(&image, &MetadataDelta::everything(&image));
+        self.inner.listeners.write().push(listener);
+        failed
     }
 
     fn broker_epoch(&self) -> i64 {

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::*;
+use crate::controller::delta::ApplyError;
 use crate::controller::metadata_log::METADATA_LOG_DIR;
 use crate::controller::records::batch::records_of;
 use crate::controller::records::control;
@@ -75,7 +76,10 @@ async fn topics_configs_and_producer_ids_survive_reopen() {
         .insert("cleanup.policy".into(), "compact".into());
     let t = c.create_topic(new, false).await.unwrap();
     assert_eq!(t.partitions.len(), 3);
-    assert_eq!(t.partitions[2].directories, vec![Uuid::from_u128(0x77)]);
+    assert_eq!(
+        t.partitions[2].assignment.directories,
+        vec![Uuid::from_u128(0x77)]
+    );
     let id1 = c.next_producer_id().await.unwrap();
     let id2 = c.next_producer_id().await.unwrap();
     assert_eq!((id1, id2), (0, 1));
@@ -345,14 +349,16 @@ async fn reads_kafka_s_metadata_log_and_takes_leadership() {
     for t in c.topics() {
         for p in &t.partitions {
             assert_eq!(
-                (p.leader, p.isr.clone()),
+                (p.state.leader, p.state.isr.clone()),
                 (1, vec![1]),
                 "{}-{}",
                 t.name,
                 p.partition
             );
-            assert_eq!((p.leader_epoch, p.partition_epoch), (2, 2));
-            assert!(p.eligible_leader_replicas.is_empty() && p.last_known_elr.is_empty());
+            assert_eq!((p.state.leader_epoch, p.state.partition_epoch), (2, 2));
+            assert!(
+                p.state.eligible_leader_replicas.is_empty() && p.state.last_known_elr.is_empty()
+            );
         }
     }
     assert_eq!(c.broker_epoch(), 13, "Kafka's registration of this broker");
@@ -375,7 +381,10 @@ async fn reads_kafka_s_metadata_log_and_takes_leadership() {
     assert_eq!(epochs.first(), Some(&1));
     assert_eq!(epochs.last(), Some(&2));
     let c = open(dir.path(), config(1), None).unwrap();
-    assert_eq!(c.topic("orders").unwrap().partitions[0].leader_epoch, 2);
+    assert_eq!(
+        c.topic("orders").unwrap().partitions[0].state.leader_epoch,
+        2
+    );
     assert!(c.topic("from-skua").is_some());
     c.shutdown();
     let after = batches(dir.path());
@@ -472,7 +481,7 @@ async fn reads_kafka_s_snapshots() {
                 let parts = t
                     .partitions
                     .iter()
-                    .map(|p| (p.partition, p.leader_epoch))
+                    .map(|p| (p.partition, p.state.leader_epoch))
                     .collect();
                 (t.name.clone(), t.topic_id, parts, t.configs.clone())
             })
@@ -499,4 +508,65 @@ fn a_snapshot_past_the_log_end_is_refused() {
     std::fs::remove_file(log_dir.join("00000000000000000088.log")).unwrap();
     let err = MetadataLog::open(dir.path(), 1).err().unwrap().to_string();
     assert!(err.contains("ends at offset 88"), "{err}");
+}
+
+/// Records every delta it is handed; fails on topics named "fail-*".
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Vec<(String, bool)>>>,
+}
+
+impl MetadataListener for Recorder {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        let mut entry = Vec::new();
+        let mut failed = Vec::new();
+        for (name, change) in &delta.topics {
+            let removed = matches!(change, crate::controller::delta::TopicDelta::Removed(_));
+            entry.push((name.clone(), removed));
+            if name.starts_with("fail-") {
+                failed.push(ApplyError {
+                    topic: name.clone(),
+                    message: "disk full".into(),
+                });
+            }
+        }
+        self.seen.lock().push(entry);
+        failed
+    }
+}
+
+#[tokio::test]
+async fn listeners_get_the_image_then_every_change_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), config(1), None).unwrap();
+    c.create_topic(new_topic("before", 1, 1), false)
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    assert!(c.subscribe(recorder.clone()).is_empty());
+    c.create_topic(new_topic("after", 2, 1), false)
+        .await
+        .unwrap();
+    c.create_partitions("after", 3, None, false).await.unwrap();
+    c.delete_topic("before").await.unwrap();
+    c.next_producer_id().await.unwrap(); // no topic changed: no delta
+    let e = c
+        .create_topic(new_topic("fail-me", 1, 1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.error, ResponseError::KafkaStorageError);
+    assert!(e.message.contains("disk full"), "{}", e.message);
+    assert!(c.topic("fail-me").is_some(), "the change itself stands");
+    let seen = recorder.seen.lock().clone();
+    let topic = |n: &str, removed| vec![(n.to_string(), removed)];
+    assert_eq!(
+        seen,
+        vec![
+            topic("before", false),
+            topic("after", false),
+            topic("after", false),
+            topic("before", true),
+            topic("fail-me", false),
+        ]
+    );
 }

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::records::{
     MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
-use super::{LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
+use super::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
 
 pub const METADATA_VERSION: &str = "metadata.version";
 
@@ -38,8 +38,11 @@ pub struct MetadataImage {
     features: BTreeMap<String, i16>,
     /// The first producer id of the next block to hand out (0 before any block).
     next_producer_id: i64,
-    /// Registered brokers and their broker epochs.
+    /// Brokers registered in the log and their broker epochs.
     broker_epochs: BTreeMap<i32, i64>,
+    /// The live brokers clients are told about, and the active controller.
+    brokers: Vec<BrokerInfo>,
+    controller_id: i32,
 }
 
 impl MetadataImage {
@@ -73,6 +76,21 @@ impl MetadataImage {
 
     pub fn broker_epoch(&self, broker_id: i32) -> Option<i64> {
         self.broker_epochs.get(&broker_id).copied()
+    }
+
+    pub fn brokers(&self) -> &[BrokerInfo] {
+        &self.brokers
+    }
+
+    pub fn controller_id(&self) -> i32 {
+        self.controller_id
+    }
+
+    /// Sets the live brokers and the controller: the single-node controller knows them
+    /// from its own configuration, not from records.
+    pub fn set_cluster(&mut self, brokers: Vec<BrokerInfo>, controller_id: i32) {
+        self.brokers = brokers;
+        self.controller_id = controller_id;
     }
 
     /// Applies one record.

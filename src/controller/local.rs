@@ -116,6 +116,7 @@ impl LocalController {
     ) -> anyhow::Result<LocalController> {
         let partition_version = partition_record_version(image.metadata_version().unwrap_or(7));
         let mut image = image;
+        image.set_cluster(vec![config.broker.clone()], config.broker.id);
         if open_transaction {
             // Kafka's new active controller aborts a transaction its predecessor left open.
             log.append(&[vec![MetadataRecord::AbortTransaction]], partition_version)?;
@@ -655,11 +656,11 @@ impl Controller for LocalController {
     }
 
     fn controller_id(&self) -> i32 {
-        self.inner.config.broker.id
+        self.inner.image.read().controller_id()
     }
 
     fn brokers(&self) -> Vec<BrokerInfo> {
-        vec![self.inner.config.broker.clone()]
+        self.inner.image.read().brokers().to_vec()
     }
 
     fn topics(&self) -> Vec<Arc<TopicInfo>> {

@@ -6,6 +6,7 @@ use crate::controller::delta::ApplyError;
 use crate::controller::metadata_log::METADATA_LOG_DIR;
 use crate::controller::records::batch::records_of;
 use crate::controller::records::control;
+use crate::controller::records::PartitionRecord;
 use crate::log::{kafka_string_to_uuid, RecordBatchHeader};
 
 fn broker() -> BrokerInfo {

@@ -13,6 +13,7 @@ pub mod delta;
 pub mod image;
 pub mod local;
 pub mod metadata_log;
+pub mod plan;
 pub mod quorum_state;
 pub mod records;
 pub mod snapshot;

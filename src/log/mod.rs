@@ -47,7 +47,7 @@ pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::Log;
 pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
 pub use self::log_manager::{Assignment, LogManager, CLEAN_SHUTDOWN_FILE};
-pub use self::meta_properties::{ensure_meta_properties, new_kafka_uuid, MetaProperties};
+pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
 pub use self::partition_metadata::{
     kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
     write_partition_metadata as write_partition_metadata_file,

@@ -78,6 +78,11 @@ impl MetadataImage {
         self.broker_epochs.get(&broker_id).copied()
     }
 
+    /// Ids of the brokers registered in the metadata log.
+    pub fn registered_brokers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.broker_epochs.keys().copied()
+    }
+
     pub fn brokers(&self) -> &[BrokerInfo] {
         &self.brokers
     }

@@ -466,6 +466,28 @@ impl Controller for LocalController {
     }
 }
 
+/// Whether the metadata describes this node alone: a dir from a multi-broker Kafka
+/// cluster (other brokers registered, replicas elsewhere) is not taken over, since
+/// becoming the leader of every partition would rewrite that cluster's view of them.
+fn single_node(image: &MetadataImage, me: i32) -> Result<(), String> {
+    if let Some(other) = image.registered_brokers().find(|&b| b != me) {
+        return Err(format!(
+            "broker {other} is registered in it, besides node {me}"
+        ));
+    }
+    for t in image.topics() {
+        for p in &t.partitions {
+            if let Some(other) = p.assignment.replicas.iter().find(|&&b| b != me) {
+                return Err(format!(
+                    "partition {}-{} has a replica on broker {other}",
+                    t.name, p.partition
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Opens the controller on the metadata log under `metadata_dir`. When there is none yet
 /// it is first created holding `initial_records` (see `adopt.rs`; the caller computes them
 /// only when `MetadataLog::exists` says there is no log).
@@ -489,7 +511,14 @@ pub fn open(
             "created the metadata log"
         );
     }
-    let (log, replayed) = MetadataLog::open(metadata_dir, config.broker.id)?;
+    let (mut log, replayed) = MetadataLog::open(metadata_dir, config.broker.id)?;
+    if let Err(why) = single_node(&replayed.image, config.broker.id) {
+        anyhow::bail!(
+            "{}: {why}; skua runs a single node until cluster mode exists, so it leaves this metadata log as it is",
+            log.dir().display()
+        );
+    }
+    log.begin_epoch()?;
     tracing::info!(
         records = replayed.records,
         topics = replayed.image.topic_count(),

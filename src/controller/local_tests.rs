@@ -571,3 +571,41 @@ async fn listeners_get_the_image_then_every_change_in_order() {
         ]
     );
 }
+
+#[test]
+fn a_multi_broker_cluster_s_metadata_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic_id = Uuid::from_u128(0xc1);
+    let mut records = bootstrap_records();
+    records.push(MetadataRecord::Topic {
+        name: "shared".into(),
+        topic_id,
+    });
+    records.push(MetadataRecord::Partition(PartitionRecord {
+        partition_id: 0,
+        topic_id,
+        replicas: vec![1, 2, 3],
+        isr: vec![2, 3],
+        removing_replicas: vec![],
+        adding_replicas: vec![],
+        leader: 2,
+        leader_recovery_state: 0,
+        leader_epoch: 7,
+        partition_epoch: 9,
+        directories: vec![Uuid::nil(); 3],
+        eligible_leader_replicas: vec![],
+        last_known_elr: vec![],
+    }));
+    MetadataLog::create(dir.path(), 1, &records, 2).unwrap();
+    let before = std::fs::read(segment(dir.path())).unwrap();
+    let qs = dir.path().join(METADATA_LOG_DIR).join("quorum-state");
+    let qs_before = std::fs::read(&qs).unwrap();
+    let err = open(dir.path(), config(1), None).err().unwrap().to_string();
+    assert!(err.contains("shared-0 has a replica on broker 2"), "{err}");
+    assert_eq!(
+        std::fs::read(segment(dir.path())).unwrap(),
+        before,
+        "nothing appended"
+    );
+    assert_eq!(std::fs::read(&qs).unwrap(), qs_before);
+}

@@ -105,16 +105,32 @@ impl MetadataLog {
         Ok(())
     }
 
-    /// Opens the log (recovering a torn tail, as Kafka always does for this log), replays
-    /// the newest usable snapshot and the records after it, and starts a new leader epoch.
+    /// Opens the log (recovering a torn tail, as Kafka always does for this log) and
+    /// replays the newest usable snapshot and the records after it. Nothing is appended
+    /// until `begin_epoch`.
     pub fn open(parent: &Path, node_id: i32) -> Result<(MetadataLog, Replayed), LogError> {
         let dir = parent.join(METADATA_LOG_DIR);
         let log = Log::open(&dir, metadata_tp(), LogConfig::default(), 0, 0, false)?;
         let replayed = replay(&dir, &log)?;
+        Ok((
+            MetadataLog {
+                log,
+                node_id,
+                epoch: -1,
+            },
+            replayed,
+        ))
+    }
+
+    /// Takes a new leader epoch, past every epoch in the log, `quorum-state` and the
+    /// snapshots, as Kafka's raft leader does: `quorum-state` first, then a
+    /// LeaderChangeMessage control batch.
+    pub fn begin_epoch(&mut self) -> Result<(), LogError> {
+        let dir = self.log.dir().to_path_buf();
         let quorum = QuorumState::read(&dir)?;
         let snapshot_epoch = snapshot::list(&dir)?.last().map_or(0, |s| s.epoch);
         let last_epoch = [
-            log.latest_epoch().unwrap_or(0),
+            self.log.latest_epoch().unwrap_or(0),
             quorum.as_ref().map_or(0, |q| q.leader_epoch),
             snapshot_epoch,
         ]
@@ -122,18 +138,14 @@ impl MetadataLog {
         .max()
         .unwrap_or(0);
         let epoch = last_epoch + 1;
-        quorum.unwrap_or_default().write(&dir, node_id, epoch)?;
-        let batch = leader_change_batch(log.log_end_offset(), epoch, node_id);
-        log.append_as_follower(Bytes::from(batch))?;
-        log.flush()?;
-        Ok((
-            MetadataLog {
-                log,
-                node_id,
-                epoch,
-            },
-            replayed,
-        ))
+        quorum
+            .unwrap_or_default()
+            .write(&dir, self.node_id, epoch)?;
+        let batch = leader_change_batch(self.log.log_end_offset(), epoch, self.node_id);
+        self.log.append_as_follower(Bytes::from(batch))?;
+        self.log.flush()?;
+        self.epoch = epoch;
+        Ok(())
     }
 
     pub fn epoch(&self) -> i32 {

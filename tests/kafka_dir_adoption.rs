@@ -247,3 +247,70 @@ async fn a_kafka_dir_with_another_identity_is_refused_before_anything_is_written
         assert!(dir.path().join(".kafka_cleanshutdown").exists());
     }
 }
+
+/// A data dir of skua before the metadata log (`skua-metadata.json`) is imported on the
+/// first start: same cluster, same topic ids, every record, no strays.
+#[tokio::test]
+async fn an_older_skua_data_dir_is_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("kept", 2).await, 0);
+    let (err, _) = c
+        .produce(
+            "kept",
+            1,
+            batch(&["one", "two"], None, Compression::None),
+            -1,
+        )
+        .await;
+    assert_eq!(err, 0);
+    let cluster = b.broker.controller.cluster_id();
+    let id = b.broker.controller.topic("kept").unwrap().topic_id;
+    b.stop().await;
+
+    // What the older skua left: its JSON store and no metadata log.
+    std::fs::remove_dir_all(dir.path().join("__cluster_metadata-0")).unwrap();
+    let partition = |p: i32| {
+        format!(r#"{{"partition":{p},"leader":1,"leader_epoch":0,"replicas":[1],"isr":[1]}}"#)
+    };
+    std::fs::write(
+        dir.path().join("skua-metadata.json"),
+        format!(
+            r#"{{"version":1,"cluster_id":"{cluster}","producer_id_block_end":3000,"topics":[{{"name":"kept","topic_id":"{id}","partitions":[{},{}],"configs":{{"retention.ms":"1000000"}}}}]}}"#,
+            partition(0),
+            partition(1)
+        ),
+    )
+    .unwrap();
+
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    let kept = b.broker.controller.topic("kept").unwrap();
+    assert_eq!((kept.topic_id, kept.partitions.len()), (id, 2));
+    assert_eq!(kept.configs["retention.ms"], "1000000");
+    let data = c.fetch("kept", 1, 0, 0, 1).await;
+    assert_eq!(
+        values(data.records.as_ref().unwrap()),
+        vec![(0, "one".into()), (1, "two".into())]
+    );
+    let init = c
+        .send(
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+            4,
+        )
+        .await;
+    assert!(init.producer_id.0 >= 3000, "{:?}", init.producer_id);
+    let strays = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("-stray")
+        })
+        .count();
+    assert_eq!(strays, 0);
+    b.stop().await;
+}

@@ -314,3 +314,29 @@ async fn an_older_skua_data_dir_is_imported() {
     assert_eq!(strays, 0);
     b.stop().await;
 }
+
+/// `metadata.log.dir` of its own, as a Kafka node may have: the metadata log lives there,
+/// the partitions in `log.dirs`, and both keep working across a restart.
+#[tokio::test]
+async fn a_metadata_log_dir_of_its_own() {
+    let root = tempfile::tempdir().unwrap();
+    let (data, meta) = (root.path().join("data"), root.path().join("meta"));
+    let config = [("metadata.log.dir", meta.to_str().unwrap())];
+    for round in 0..2 {
+        let b = TestBroker::start(&data, &config).await;
+        let mut c = b.client().await;
+        if round == 0 {
+            assert_eq!(c.create_topic("split", 1).await, 0);
+            let (err, _) = c
+                .produce("split", 0, batch(&["x"], None, Compression::None), -1)
+                .await;
+            assert_eq!(err, 0);
+        }
+        assert_eq!(c.fetch("split", 0, 0, 0, 1).await.high_watermark, 1);
+        b.stop().await;
+        assert!(meta.join("__cluster_metadata-0").is_dir());
+        assert!(!data.join("__cluster_metadata-0").exists());
+        assert!(meta.join("meta.properties").exists() && data.join("meta.properties").exists());
+        assert!(data.join("split-0").is_dir());
+    }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # skua compatibility suite: moving a data dir from Apache Kafka to skua and back.
 #   compat/migration/migration.sh SKUA_BINARY
-# Prints one PASS/FAIL line per case.
+#   compat/migration/migration.sh --skip REASON     every case reported as SKIP
+# Prints one PASS/FAIL (or SKIP) line per case.
 #
 # Apache Kafka 4.4 (KRaft, single node) writes topics (several partitions, compacted and
 # not), idempotent-producer data and the offsets of three groups (Java classic, Java
@@ -16,7 +17,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
-SKUA=${1:?usage: migration.sh SKUA_BINARY}
+SKUA=${1:?usage: migration.sh SKUA_BINARY | --skip REASON}
 PY=${PY:-python3}
 export KAFKA_VERSION=${MIGRATION_KAFKA_VERSION:-4.4.0}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
@@ -213,22 +214,37 @@ c_skua_dir_to_kafka() {
   stop_kafka "$F"
 }
 
-if ! out=$(kafka_writes 2>&1); then
-  echo "SKIP migration.kafka_writes: Apache Kafka $KAFKA_VERSION could not set up the dir: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+CASES=(
+  "migration.skua_starts_on_kafka_dir c_skua_starts"
+  "migration.describe_same_offsets c_describe_same"
+  "migration.every_record c_every_record"
+  "migration.java_group_resumes c_java_group_resumes"
+  "migration.java_848_group_resumes c_java_848_group_resumes"
+  "migration.librdkafka_group_resumes c_librdkafka_group_resumes"
+  "migration.topic_configs c_topic_configs"
+  "migration.skua_writes c_skua_writes"
+  "migration.kafka_starts_on_skua_dir c_kafka_starts_again"
+  "migration.kafka_serves_everything c_kafka_serves_everything"
+  "migration.kafka_group_offsets c_kafka_group_offsets"
+  "migration.kafka_topic_configs c_kafka_topic_configs"
+  "migration.idempotent_writer_across_swaps c_idempotent_writer"
+  "migration.skua_dir_to_kafka c_skua_dir_to_kafka"
+)
+report_all() { # STATUS REASON
+  local c
+  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
+}
+
+if [[ $SKUA == --skip ]]; then
+  report_all SKIP "${2:-not run}"
   exit 0
 fi
-run_case migration.skua_starts_on_kafka_dir c_skua_starts
-run_case migration.describe_same_offsets c_describe_same
-run_case migration.every_record c_every_record
-run_case migration.java_group_resumes c_java_group_resumes
-run_case migration.java_848_group_resumes c_java_848_group_resumes
-run_case migration.librdkafka_group_resumes c_librdkafka_group_resumes
-run_case migration.topic_configs c_topic_configs
-run_case migration.skua_writes c_skua_writes
-run_case migration.kafka_starts_on_skua_dir c_kafka_starts_again
-run_case migration.kafka_serves_everything c_kafka_serves_everything
-run_case migration.kafka_group_offsets c_kafka_group_offsets
-run_case migration.kafka_topic_configs c_kafka_topic_configs
-run_case migration.idempotent_writer_across_swaps c_idempotent_writer
-run_case migration.skua_dir_to_kafka c_skua_dir_to_kafka
+if ! out=$(kafka_writes 2>&1); then
+  report_all FAIL "Apache Kafka $KAFKA_VERSION could not set up the dir: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+  exit 0
+fi
+for c in "${CASES[@]}"; do
+  # shellcheck disable=SC2086  # "ID FUNCTION"
+  run_case $c
+done
 exit 0

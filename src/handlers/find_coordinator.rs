@@ -71,7 +71,7 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
         t.partitions
             .iter()
             .find(|p| p.partition == partition)
-            .map(|p| p.leader)
+            .map(|p| p.state.leader)
     });
     let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
     // While the offsets topic is being created its metadata is visible before this

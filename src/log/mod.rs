@@ -25,6 +25,7 @@ mod loader;
 #[allow(clippy::module_inception)]
 mod log;
 mod log_dir_health;
+mod log_dirs;
 mod log_manager;
 mod meta_properties;
 mod offset_index;
@@ -37,19 +38,25 @@ mod validation;
 use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
     read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
+pub use self::dir_lock::DirLock;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::{now_ms, Log};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
-pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
-pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
-pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
+pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
+pub use self::log_manager::{Assignment, LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
+pub use self::partition_metadata::{
+    kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
+    write_partition_metadata as write_partition_metadata_file,
+};
 pub use self::producer_state::parse_producer_snapshot;
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.

@@ -184,6 +184,14 @@ impl<R: BufRead> RecordWalk<R> {
             ));
         }
         let raw = read_record(&mut self.src, keep, self.record_bytes_max)?;
+        // Compaction may leave gaps, but a record never lies outside its batch's range.
+        let last_delta = self.header.last_offset_delta();
+        if !(0..=last_delta).contains(&raw.offset_delta) {
+            return Err(LogError::InvalidRecord(format!(
+                "Inner record offset delta {} is outside the batch's range [0, {last_delta}]",
+                raw.offset_delta
+            )));
+        }
         if self.read == self.count
             && !self
                 .src

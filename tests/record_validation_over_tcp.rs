@@ -217,7 +217,7 @@ async fn several_batches_for_one_partition_are_refused_and_none_is_dropped() {
     assert_eq!(p.error_code, ResponseError::InvalidRecord.code());
     assert_eq!(
         message(&p),
-        "invalid record: Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
+        "Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
     );
     assert_eq!(p.base_offset, -1);
     let fetched = c.fetch("idem", 0, 0, 0, 1).await;

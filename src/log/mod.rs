@@ -183,7 +183,8 @@ pub enum LogError {
     MessageTooLarge { size: usize, max: usize },
     #[error("record list exceeds the segment size")]
     RecordListTooLarge,
-    #[error("invalid record: {0}")]
+    /// Kafka's `InvalidRecordException`; the message is what Kafka says.
+    #[error("{0}")]
     InvalidRecord(String),
     /// Kafka's `RecordValidationException` around an `InvalidTimestampException`: which
     /// records, and why, go back in the produce response's `record_errors`.

@@ -79,7 +79,7 @@ fn produce_request_records_hold_exactly_one_batch() {
     assert_eq!(err.error_code(), 87);
     assert_eq!(
         err.to_string(),
-        "invalid record: Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
+        "Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
     );
     assert_eq!(check_produce_records(9, &[]).unwrap_err().error_code(), 87);
     let zstd = batch_in(Compression::Zstd, &[b"z"]);

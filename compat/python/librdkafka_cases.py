@@ -127,7 +127,10 @@ def topic_compression(codec):
     t = topic_name(f"rdk-topic-{codec}")
     create_topic(t, config={"compression.type": codec})
     try:
-        sent = records(300)
+        # Current timestamps: Kafka's retention would delete records as old as BASE_TS
+        # whenever its periodic check happens to run during the case.
+        now = int(time.time() * 1000)
+        sent = [{**r, "timestamp": now + i} for i, r in enumerate(records(300))]
         producer_codec = "none" if codec != "uncompressed" else "lz4"
         produce(t, sent[:150], **{"compression.type": producer_codec})
         produce(t, sent[150:], **{"compression.type": "gzip" if codec != "gzip" else "zstd"})

@@ -148,13 +148,16 @@ class AdminTest {
     void maxTimestampInABatch() throws Exception {
         // KAFKA-16310 (Kafka 3.8+): OffsetSpec.maxTimestamp() names the record with the largest
         // timestamp, which inside one batch need not be the last; also in a compressed batch.
-        long base = 1_600_000_000_000L;
+        // Current timestamps: Kafka's retention check would delete older ones mid-case.
+        long base = System.currentTimeMillis() - 60_000;
         for (String codec : List.of("none", "zstd")) {
             String t = Support.topicName("adm-maxts-" + codec);
             Support.createTopic(t, 1);
             TopicPartition tp = new TopicPartition(t, 0);
             Properties props = Support.producerProps();
-            props.put(ProducerConfig.LINGER_MS_CONFIG, 60_000);
+            // Held back until flush(), so the three records share one batch.
+            props.put(ProducerConfig.LINGER_MS_CONFIG, 10_000);
+            props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 60_000);
             props.put(ProducerConfig.BATCH_SIZE_CONFIG, 1 << 20);
             props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
             try (Admin admin = Admin.create(Support.adminProps());

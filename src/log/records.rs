@@ -51,8 +51,8 @@ pub fn whole_batches(buf: &[u8]) -> impl Iterator<Item = (RecordBatchHeader, &[u
     })
 }
 
-/// The records of one whole stored batch (`batch` starts at its base offset). Compressed
-/// records are decompressed as a stream of at most
+/// The records of one whole stored batch (`batch` is the batch's bytes from its header on,
+/// as `whole_batches` yields them). Compressed records are decompressed as a stream of at most
 /// [`compression::decompressed_bytes_max`] bytes; a batch declaring no records has none.
 /// The CRC is not checked: stored batches were checked on append and on recovery.
 pub fn records(batch: &[u8]) -> Result<Records<'_>, LogError> {

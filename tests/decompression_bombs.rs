@@ -4,11 +4,15 @@
 //! lands on them answers at batch level. Either way the work stops at the bound: peak
 //! memory stays a few MiB above the batch, and time stays short.
 //!
+//! Neither the validation nor the lookup holds the log's lock while it decompresses.
+//!
 //! One test, so that the process's peak RSS (reset through /proc/self/clear_refs) belongs
 //! to the bomb being measured.
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -274,13 +278,7 @@ fn decompression_bombs_stop_at_the_bound() {
 
     // The same bombs on disk, after a good batch, as a broker that did not validate would
     // have stored them: recovery keeps them (their CRCs hold), and ListOffsets lands on them.
-    let good = batch(Compression::None, &{
-        // One record, value "v", timestamp T.
-        let mut r = zigzag(7);
-        r.extend_from_slice(&[0, 0, 0, 1, 2, b'v', 0]);
-        r
-    });
-    let mut segment = good;
+    let mut segment = good_batch();
     for (i, (_, bomb)) in bombs.iter().enumerate() {
         let mut b = bomb.clone();
         b[0..8].copy_from_slice(&(1 + i as i64).to_be_bytes());
@@ -318,4 +316,38 @@ fn decompression_bombs_stop_at_the_bound() {
             extra >> 20
         );
     }
+
+    // Neither decompression holds the log's lock: while a lookup on the gzip bomb and the
+    // validation of another are still running, an append to the same log completes.
+    let gzip = bombs[0].1.clone();
+    let next = log.log_end_offset();
+    let lookup_done = AtomicBool::new(false);
+    let produce_done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            log.fetch_offset_by_timestamp(T + 1);
+            lookup_done.store(true, SeqCst);
+        });
+        s.spawn(|| {
+            assert!(log.append_as_leader(Bytes::from(gzip), 0, T).is_err());
+            produce_done.store(true, SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let appended = log
+            .append_as_leader(Bytes::from(good_batch()), 0, T)
+            .unwrap();
+        assert_eq!(appended.first_offset, next);
+        let (lookup_busy, produce_busy) = (!lookup_done.load(SeqCst), !produce_done.load(SeqCst));
+        assert!(
+            lookup_busy && produce_busy,
+            "an append waited for a decompression (lookup running: {lookup_busy}, validation running: {produce_busy})"
+        );
+    });
+}
+
+/// One uncompressed record, value "v", timestamp T.
+fn good_batch() -> Vec<u8> {
+    let mut r = zigzag(7);
+    r.extend_from_slice(&[0, 0, 0, 1, 2, b'v', 0]);
+    batch(Compression::None, &r)
 }

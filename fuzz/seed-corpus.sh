@@ -3,7 +3,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 fixtures=$here/../protocol-tests/fixtures
-mkdir -p "$here/corpus/decode_request" "$here/corpus/frame_check" "$here/corpus/validate_records"
+mkdir -p "$here/corpus/decode_request" "$here/corpus/frame_check" "$here/corpus/validate_records" \
+  "$here/corpus/stored_batch"
 for f in $(find "$fixtures" -name '*.bin' ! -name '*.resp.bin'); do
   name=$(echo "${f#$fixtures/}" | tr '/' '_')
   cp "$f" "$here/corpus/decode_request/$name"
@@ -34,3 +35,5 @@ for root, _, files in os.walk(src):
             i += 1
 print(f"{n} record batches", file=sys.stderr)
 PY
+# stored_batch reads the same batches as they come back from a segment.
+cp "$here/corpus/validate_records/"* "$here/corpus/stored_batch/"

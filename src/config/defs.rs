@@ -431,6 +431,12 @@ pub static TOPIC_KEYS: &[TopicKey] = &[
         LONG_MAX,
     ),
     t(
+        "max.decompressed.message.bytes",
+        None,
+        Kind::Int,
+        "2147483639",
+    ),
+    t(
         "max.message.bytes",
         Some("message.max.bytes"),
         Kind::Int,

@@ -239,7 +239,9 @@ impl GroupCoordinator {
                 producer_epoch: -1,
                 timestamp_type: TimestampType::Creation,
                 offset: i as i64,
-                sequence: -1,
+                // The encoder starts a new batch wherever offset - sequence changes, and an
+                // append takes exactly one batch; the batch's base sequence stays -1.
+                sequence: i as i32 - 1,
                 timestamp: now,
                 key: Some(key),
                 value,

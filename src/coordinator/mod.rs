@@ -3,3 +3,4 @@
 //! offsets (`__consumer_offsets`).
 
 pub mod group;
+pub mod runtime;

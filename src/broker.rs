@@ -10,7 +10,8 @@ use crate::config::{topic, BrokerConfig};
 use crate::controller::local::LocalController;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 use crate::coordinator::group::topics::ControllerTopics;
-use crate::coordinator::group::{load, GroupCoordinator};
+use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
+use crate::coordinator::partition_log::ReplicaPartitionLog;
 use crate::log::{LogError, LogManager};
 use crate::replica::ReplicaManager;
 
@@ -73,21 +74,10 @@ impl Broker {
         let controller: Arc<dyn Controller> = controller;
         let groups = Arc::new(GroupCoordinator::new(
             &config,
-            replicas.clone(),
-            controller.clone(),
+            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+            Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        let loaded = load::load_all(
-            &replicas,
-            groups.offsets_topic.partitions,
-            &ControllerTopics(controller.as_ref()),
-        );
-        tracing::info!(
-            groups = loaded.groups.len(),
-            records = loaded.records,
-            "consumer groups loaded"
-        );
-        groups.install(loaded.groups);
-        groups.start();
+        groups.load_led_partitions();
         Ok(Arc::new(Broker {
             config,
             controller,

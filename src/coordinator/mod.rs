@@ -3,4 +3,5 @@
 //! offsets (`__consumer_offsets`).
 
 pub mod group;
+pub mod partition_log;
 pub mod runtime;

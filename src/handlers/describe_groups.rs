@@ -20,15 +20,14 @@ pub async fn handle(
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let v = ctx.api_version;
-    let groups = req
-        .groups
-        .into_iter()
-        .map(|id| describe(&broker, id, v))
-        .collect();
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for id in req.groups {
+        groups.push(describe(&broker, id, v).await);
+    }
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
+async fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
     let error = |id: GroupId, e: ResponseError, message: String| {
         let g = DescribedGroup::default()
             .with_group_id(id)
@@ -40,7 +39,7 @@ fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
             g
         }
     };
-    match broker.groups.describe_group(&id) {
+    match broker.groups.describe_group(&id).await {
         Err(e) => error(id, e, format!("{e:?}")),
         Ok(None) if v >= NOT_FOUND_VERSION => {
             let message = format!("Group {} not found.", id.0);

@@ -87,6 +87,10 @@ impl PartitionLog for MemoryLog {
         })
     }
 
+    fn leader_epoch(&self, _partition: i32) -> Option<i32> {
+        Some(0)
+    }
+
     fn high_watermark(&self, partition: i32) -> Option<i64> {
         self.partitions
             .lock()

@@ -312,7 +312,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
                 );
                 activated.then_some(Owner {
                     partition,
-                    log,
+                    log: Arc::downgrade(&log),
                     status,
                     shard,
                     last_written: -1,

@@ -3,7 +3,7 @@
 //! and settles each operation when the high watermark passes its records.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use kafka_protocol::error::ResponseError;
 use tokio::sync::mpsc;
@@ -54,7 +54,9 @@ pub(super) enum Event<S: Shard> {
 
 pub(super) struct Owner<S: Shard> {
     pub partition: i32,
-    pub log: Arc<dyn PartitionLog>,
+    /// Weak: the runtime's owner (the broker) holds the log; once it is gone, so is
+    /// this partition.
+    pub log: Weak<dyn PartitionLog>,
     pub status: Arc<AtomicU8>,
     pub shard: S,
     /// The offset of the last record this owner wrote (-1: none yet).
@@ -120,7 +122,11 @@ impl<S: Shard> Owner<S> {
                 return;
             }
         };
-        let appended = match self.log.append(self.partition, batch, now).await {
+        let Some(log) = self.log.upgrade() else {
+            (p.settle)(Err(ResponseError::NotCoordinator));
+            return;
+        };
+        let appended = match log.append(self.partition, batch, now).await {
             Ok(a) => a,
             Err(e) => {
                 (p.settle)(Err(e));
@@ -153,15 +159,17 @@ impl<S: Shard> Owner<S> {
     }
 
     fn settle_when_committed(&self, offset: i64, settle: OnSettled) {
-        let committed = self
-            .log
+        let Some(log) = self.log.upgrade() else {
+            settle(Err(ResponseError::NotCoordinator));
+            return;
+        };
+        let committed = log
             .high_watermark(self.partition)
             .is_some_and(|hw| hw > offset);
         if offset < 0 || committed {
             settle(Ok(()));
             return;
         }
-        let log = self.log.clone();
         let partition = self.partition;
         tokio::spawn(async move { settle(log.committed(partition, offset).await) });
     }

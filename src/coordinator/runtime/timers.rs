@@ -52,6 +52,16 @@ impl<K: Ord + Hash + Clone> Timers<K> {
         self.by_deadline.first().map(|(at, _)| *at)
     }
 
+    /// Removes and returns the earliest key due by `now`.
+    pub fn pop_first_due(&mut self, now: Instant) -> Option<K> {
+        if self.by_deadline.first().is_none_or(|(at, _)| *at > now) {
+            return None;
+        }
+        let (_, key) = self.by_deadline.pop_first()?;
+        self.deadlines.remove(&key);
+        Some(key)
+    }
+
     /// Removes and returns the keys due by `now`, earliest first.
     pub fn pop_due(&mut self, now: Instant) -> Vec<K> {
         let mut due = Vec::new();

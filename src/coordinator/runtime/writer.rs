@@ -24,6 +24,9 @@ pub trait PartitionLog: Send + Sync + 'static {
         now_ms: i64,
     ) -> Result<Appended, ResponseError>;
 
+    /// The leader epoch when this broker leads `partition`; None when it does not.
+    fn leader_epoch(&self, partition: i32) -> Option<i32>;
+
     /// The high watermark: offsets below it are committed.
     fn high_watermark(&self, partition: i32) -> Option<i64>;
 

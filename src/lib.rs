@@ -12,7 +12,9 @@
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
 //!                controller/ cluster metadata (topics, partitions, ids) behind one trait
-//!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
+//!                coordinator/ runtime/: one owner per internal-topic partition, records
+//!                            replayed once written; group/: consumer groups and
+//!                            committed offsets in __consumer_offsets
 //!                config/     server.properties and per-topic configs
 //! ```
 

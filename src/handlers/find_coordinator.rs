@@ -100,9 +100,12 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
 }
 
 /// Creates `__consumer_offsets` if it does not exist yet, as the first FindCoordinator
-/// for a group does in Kafka, and starts serving the partitions this broker leads.
+/// for a group does in Kafka, and serves the partitions this broker leads (those loaded
+/// already are left as they are).
 async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     if broker.controller.topic(OFFSETS_TOPIC).is_some() {
+        // Created by an admin request, say: its partitions are served from now on.
+        broker.groups.elect_led_partitions().await;
         return Ok(());
     }
     let cfg = &broker.groups.offsets_topic;

@@ -2,7 +2,7 @@
 //! as a leader would, appends that can be made to fail, and a high watermark that
 //! either follows the log end or is moved by hand.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
@@ -29,6 +29,9 @@ pub struct MemoryLog {
     /// The high watermark stays where `set_high_watermark` put it while set.
     pub manual_high_watermark: AtomicBool,
     advanced: Notify,
+    /// Partitions whose appends wait until `release` (a slow disk, say).
+    held: Mutex<HashSet<i32>>,
+    released: Notify,
 }
 
 impl MemoryLog {
@@ -37,6 +40,16 @@ impl MemoryLog {
             p.high_watermark = hw;
         }
         self.advanced.notify_waiters();
+    }
+
+    /// Appends to `partition` wait until `release`.
+    pub fn hold(&self, partition: i32) {
+        self.held.lock().insert(partition);
+    }
+
+    pub fn release(&self, partition: i32) {
+        self.held.lock().remove(&partition);
+        self.released.notify_waiters();
     }
 
     pub fn log_end(&self, partition: i32) -> i64 {
@@ -64,6 +77,15 @@ impl PartitionLog for MemoryLog {
         batch: Bytes,
         _now_ms: i64,
     ) -> Result<Appended, ResponseError> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if !self.held.lock().contains(&partition) {
+                break;
+            }
+            released.await;
+        }
         if self.fail_appends.load(Ordering::Acquire) {
             return Err(ResponseError::CoordinatorNotAvailable);
         }

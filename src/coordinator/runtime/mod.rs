@@ -254,7 +254,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
     }
 
     /// Registers an owner for `partition` at `epoch`, unless one at that epoch or later
-    /// is there already.
+    /// is there already (serving, loading, or failed to load).
     fn install(
         &self,
         partition: i32,
@@ -263,8 +263,9 @@ impl<S: Shard> CoordinatorRuntime<S> {
     ) -> Option<(Arc<AtomicU8>, mpsc::Receiver<Event<S>>)> {
         let mut owners = self.owners.lock();
         if let Some(h) = owners.get(&partition) {
-            let s = ShardStatus::from_u8(h.status.load(Ordering::Acquire));
-            if h.epoch >= epoch && s != ShardStatus::Failed {
+            // The same leadership again (a failed load included: as in Kafka, only a
+            // new leader epoch loads the partition again).
+            if h.epoch >= epoch {
                 return None;
             }
             h.status.store(ShardStatus::Closed as u8, Ordering::Release);

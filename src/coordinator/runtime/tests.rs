@@ -279,3 +279,24 @@ async fn timers_fire_at_their_deadline_and_write_like_operations() {
     reloaded.load_now(0, 1);
     assert!(contents(&reloaded).await.is_empty());
 }
+
+#[tokio::test]
+async fn partitions_do_not_wait_for_each_other() {
+    let log = Arc::new(MemoryLog::default());
+    let rt = Arc::new(runtime(&log));
+    rt.load_now(0, 0);
+    rt.load_now(1, 0);
+    log.hold(0);
+    let stuck = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.write(0, put("a", "1")).await })
+    };
+    // Partition 1 writes and reads while partition 0's append is still waiting.
+    tokio::time::timeout(Duration::from_secs(5), rt.write(1, put("b", "2")))
+        .await
+        .expect("partition 1 is not held up by partition 0")
+        .unwrap();
+    assert!(!stuck.is_finished());
+    log.release(0);
+    assert_eq!(stuck.await.unwrap(), Ok(()));
+}

@@ -18,7 +18,8 @@ use crate::controller::metadata_log::MetadataLog;
 use crate::controller::records::MetadataRecord;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 use crate::coordinator::group::topics::ControllerTopics;
-use crate::coordinator::group::{load, GroupCoordinator};
+use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
+use crate::coordinator::partition_log::ReplicaPartitionLog;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
 
@@ -155,21 +156,10 @@ impl Broker {
         }
         let groups = Arc::new(GroupCoordinator::new(
             &config,
-            replicas.clone(),
-            controller.clone(),
+            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+            Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        let loaded = load::load_all(
-            &replicas,
-            groups.offsets_topic.partitions,
-            &ControllerTopics(controller.as_ref()),
-        );
-        tracing::info!(
-            groups = loaded.groups.len(),
-            records = loaded.records,
-            "consumer groups loaded"
-        );
-        groups.install(loaded.groups);
-        groups.start();
+        groups.load_led_partitions();
         let deleter = spawn_deleter(&replicas, delete_delay_ms);
         Ok(Arc::new(Broker {
             config,

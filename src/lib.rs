@@ -15,7 +15,9 @@
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
 //!                            (Kafka's records), the image replaying it gives, and the
 //!                            deltas the replica manager follows
-//!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
+//!                coordinator/ runtime/: one owner per internal-topic partition, records
+//!                            replayed once written; group/: consumer groups and
+//!                            committed offsets in __consumer_offsets
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)

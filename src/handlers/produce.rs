@@ -14,6 +14,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
+use crate::coordinator::is_internal_topic;
 use crate::log::{check_produce_records, LogError};
 use crate::router::RequestContext;
 
@@ -46,6 +47,11 @@ pub async fn handle(
             let resp = match (refusal, &name) {
                 (Some((e, why)), _) => error(p.index, e, why),
                 (None, Err(e)) => error(p.index, *e, "unknown topic"),
+                (None, Ok(name))
+                    if is_internal_topic(name) && broker.controller.topic(name).is_some() =>
+                {
+                    internal_topic(p.index, name)
+                }
                 (None, Ok(name)) => append(&broker, name, p, ctx.api_version).await,
             };
             partitions.push(resp);
@@ -141,6 +147,23 @@ fn record_errors(e: &LogError) -> Vec<BatchIndexAndErrorMessage> {
                 .with_batch_index_error_message(Some(str_bytes(r.message.clone())))
         })
         .collect()
+}
+
+/// Only the coordinators write their internal topics: a client's batch there could
+/// make their partitions unloadable. Kafka answers INVALID_TOPIC_EXCEPTION with no
+/// message ("Cannot append to internal topic" is its exception's text, not sent).
+fn internal_topic(index: i32, topic: &str) -> PartitionProduceResponse {
+    tracing::debug!(
+        topic,
+        partition = index,
+        "Cannot append to internal topic {topic}"
+    );
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(ResponseError::InvalidTopicException.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
 }
 
 fn error(index: i32, e: ResponseError, message: &str) -> PartitionProduceResponse {

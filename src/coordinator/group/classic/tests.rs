@@ -6,7 +6,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
-use super::state::*;
+use super::*;
 
 const SESSION_MS: i32 = 10_000;
 const REBALANCE_MS: i32 = 30_000;
@@ -64,7 +64,7 @@ fn answered<T>(rx: &mut oneshot::Receiver<T>) -> T {
 
 /// The leader's SyncGroup: the answers go out once the group metadata is "written".
 fn leader_sync(
-    g: &mut Group,
+    g: &mut ClassicGroup,
     id: &str,
     generation: i32,
     assignments: Vec<(String, Bytes)>,
@@ -75,14 +75,14 @@ fn leader_sync(
     answered(&mut rx)
 }
 
-fn deliver(g: &mut Group) {
+fn deliver(g: &mut ClassicGroup) {
     for (tx, r) in g.take_effects().sync_answers {
         let _ = tx.send(r);
     }
 }
 
 /// A new dynamic member: MEMBER_ID_REQUIRED, then the join with its id.
-fn join_new(g: &mut Group, now: Instant) -> (String, oneshot::Receiver<JoinResult>) {
+fn join_new(g: &mut ClassicGroup, now: Instant) -> (String, oneshot::Receiver<JoinResult>) {
     let first = done(g.join(range(""), &cfg(), now, 0));
     assert_eq!(first.error, Some(ResponseError::MemberIdRequired));
     let id = first.member_id.clone();
@@ -92,7 +92,7 @@ fn join_new(g: &mut Group, now: Instant) -> (String, oneshot::Receiver<JoinResul
 
 /// A Stable group of two members with assignments "a1" and "a2"; returns their ids
 /// (leader first).
-fn stable_pair(g: &mut Group, now: Instant) -> (String, String) {
+fn stable_pair(g: &mut ClassicGroup, now: Instant) -> (String, String) {
     let (a, mut ja) = join_new(g, now);
     // One member joined and none other is known: the join completes at once.
     let ra = answered(&mut ja);
@@ -141,7 +141,7 @@ fn stable_pair(g: &mut Group, now: Instant) -> (String, String) {
 #[test]
 fn two_members_join_sync_and_heartbeat() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, now);
     assert_eq!(g.heartbeat(&a, None, 2, now), None);
     assert_eq!(g.heartbeat(&b, None, 2, now), None);
@@ -162,7 +162,7 @@ fn two_members_join_sync_and_heartbeat() {
 #[test]
 fn session_expiry_rebalances_the_others() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, t0);
     let t1 = after(t0, SESSION_MS as u64 / 2);
     assert_eq!(g.heartbeat(&a, None, 2, t1), None);
@@ -183,7 +183,7 @@ fn session_expiry_rebalances_the_others() {
 #[test]
 fn rebalance_timeout_drops_members_that_do_not_rejoin() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, t0);
     // A third member's arrival starts a rebalance; only it and a rejoin.
     let (_c, mut jc) = join_new(&mut g, t0);
@@ -206,7 +206,7 @@ fn rebalance_timeout_drops_members_that_do_not_rejoin() {
 #[test]
 fn initial_rebalance_delay_waits_for_more_members() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     g.initial_delay_ms = 3000;
     let (_, mut ja) = join_new(&mut g, t0);
     g.tick(after(t0, 2000), 0);
@@ -227,7 +227,7 @@ fn initial_rebalance_delay_waits_for_more_members() {
 #[test]
 fn protocols_must_overlap_and_the_vote_picks_the_favourite() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let mut ra = req("", &[("range", "r"), ("roundrobin", "rr")]);
     ra.require_known_member_id = false;
     let mut ja = waiting(g.join(ra, &cfg(), now, 0));
@@ -260,7 +260,7 @@ fn protocols_must_overlap_and_the_vote_picks_the_favourite() {
 #[test]
 fn unknown_members_and_empty_protocols_are_refused() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let r = done(g.join(range("ghost"), &cfg(), now, 0));
     assert_eq!(r.error, Some(ResponseError::UnknownMemberId));
     let r = done(g.join(req("", &[]), &cfg(), now, 0));
@@ -276,7 +276,7 @@ fn unknown_members_and_empty_protocols_are_refused() {
 #[test]
 fn group_max_size_counts_pending_members() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let small = GroupConfig {
         max_size: 1,
         ..cfg()
@@ -290,7 +290,7 @@ fn group_max_size_counts_pending_members() {
 #[test]
 fn pending_member_ids_expire() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let id = done(g.join(range(""), &cfg(), now, 0)).member_id;
     g.tick(after(now, SESSION_MS as u64), 0);
     let r = done(g.join(range(&id), &cfg(), after(now, SESSION_MS as u64), 0));
@@ -300,7 +300,7 @@ fn pending_member_ids_expire() {
 #[test]
 fn leaving_rebalances_and_the_last_one_out_empties_the_group() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, now);
     assert_eq!(g.leave(&b, None, now, 0), None);
     assert_eq!(g.state, GroupState::PreparingRebalance);
@@ -315,7 +315,7 @@ fn leaving_rebalances_and_the_last_one_out_empties_the_group() {
 #[test]
 fn a_leader_leaving_mid_sync_fails_the_waiting_followers() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, now);
     let (_c, mut jc) = join_new(&mut g, now);
     let _ja = waiting(g.join(range(&a), &cfg(), now, 0));
@@ -333,7 +333,7 @@ fn a_leader_leaving_mid_sync_fails_the_waiting_followers() {
 #[test]
 fn sync_timeout_removes_members_that_never_synced() {
     let t0 = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, b) = stable_pair(&mut g, t0);
     let _ja = waiting(g.join(range(&a), &cfg(), t0, 0));
     let _jb = waiting(g.join(range(&b), &cfg(), t0, 0));
@@ -352,7 +352,7 @@ fn sync_timeout_removes_members_that_never_synced() {
 #[test]
 fn sync_checks_generation_and_protocol() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let (a, _) = stable_pair(&mut g, now);
     let r = done(g.sync(&a, None, 1, (None, None), vec![], now, 0));
     assert_eq!(r.error, Some(ResponseError::IllegalGeneration));
@@ -363,7 +363,7 @@ fn sync_checks_generation_and_protocol() {
 #[test]
 fn a_restarted_static_member_gets_its_assignment_back_without_a_rebalance() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let mut ra = range("");
     ra.group_instance_id = Some("i1".into());
     let mut ja = waiting(g.join(ra.clone(), &cfg(), now, 0));
@@ -396,7 +396,7 @@ fn a_restarted_static_member_gets_its_assignment_back_without_a_rebalance() {
 #[test]
 fn static_member_can_leave_by_instance_id() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     let mut ra = range("");
     ra.group_instance_id = Some("i1".into());
     let _pending = waiting(g.join(ra, &cfg(), now, 0));
@@ -411,30 +411,26 @@ fn static_member_can_leave_by_instance_id() {
 #[test]
 fn commit_validation_follows_kafka() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
-    assert_eq!(
-        g.validate_commit("", None, -1, 8),
-        Ok(()),
-        "standalone commit"
-    );
+    let mut g = ClassicGroup::new("g", 0);
+    assert_eq!(g.validate_commit("", None, -1), Ok(()), "standalone commit");
     let (a, _) = stable_pair(&mut g, now);
-    assert_eq!(g.validate_commit(&a, None, 2, 8), Ok(()));
+    assert_eq!(g.validate_commit(&a, None, 2), Ok(()));
     assert_eq!(
-        g.validate_commit(&a, None, 1, 8),
+        g.validate_commit(&a, None, 1),
         Err(ResponseError::IllegalGeneration)
     );
     assert_eq!(
-        g.validate_commit("x", None, 2, 8),
+        g.validate_commit("x", None, 2),
         Err(ResponseError::UnknownMemberId)
     );
     assert_eq!(
-        g.validate_commit("", None, -1, 8),
+        g.validate_commit("", None, -1),
         Err(ResponseError::UnknownMemberId)
     );
     let _pending = waiting(g.join(range(&a), &cfg(), now, 0));
     assert_eq!(g.state, GroupState::PreparingRebalance);
     assert_eq!(
-        g.validate_commit(&a, None, 2, 8),
+        g.validate_commit(&a, None, 2),
         Ok(()),
         "commits allowed while preparing"
     );
@@ -443,10 +439,10 @@ fn commit_validation_follows_kafka() {
 #[test]
 fn restore_brings_back_a_stable_group_whose_members_must_heartbeat() {
     let now = Instant::now();
-    let mut g = Group::new("g", 0);
+    let mut g = ClassicGroup::new("g", 0);
     stable_pair(&mut g, now);
     let record = g.to_record();
-    let mut r = Group::restore("g", record.clone(), now);
+    let mut r = ClassicGroup::restore("g", record.clone(), now);
     assert_eq!(r.state, GroupState::Stable);
     assert_eq!(r.to_record(), record);
     r.tick(after(now, SESSION_MS as u64), 0);

@@ -3,7 +3,7 @@
 //! A key is an i16 key version (the record type) and a non-flexible struct:
 //! - key 0/1 `OffsetCommitKey`: group string, topic string, partition i32.
 //! - key 2 `GroupMetadataKey`: group string.
-//! - keys 3–8 and 16: KIP-848 consumer group records, in `consumer_group.rs`.
+//! - keys 3–8 and 16: KIP-848 consumer group records, in `consumer.rs`.
 //!
 //! A value is an i16 value version and the struct; versions 4 and up are flexible
 //! (compact strings and arrays, a tagged-field section after every struct). skua writes
@@ -11,11 +11,11 @@
 //! `GroupMetadataValue` v3, as Kafka 3.x/4.x do, and reads every version. A null value
 //! is a tombstone. Other key versions (share and streams group records) are skipped.
 
-pub mod consumer_group;
+pub mod consumer;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use consumer_group::{ConsumerKey, ConsumerValue};
+use consumer::{ConsumerKey, ConsumerValue};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -87,6 +87,28 @@ pub enum RecordValue {
     Consumer(ConsumerValue),
 }
 
+/// One record of `__consumer_offsets`: a key and its value, or a tombstone (None).
+pub type GroupRecord = (RecordKey, Option<RecordValue>);
+
+/// A record as stored: key bytes and value bytes (None: a tombstone).
+pub fn encode_record((key, value): &GroupRecord) -> (Bytes, Option<Bytes>) {
+    (key.encode(), value.as_ref().map(RecordValue::encode))
+}
+
+/// A stored record; `Ok(None)` for record types the group coordinator does not own
+/// (share and streams groups).
+pub fn decode_record(
+    key: Option<&Bytes>,
+    value: Option<&Bytes>,
+) -> Result<Option<GroupRecord>, SchemaError> {
+    let key = key.ok_or(SchemaError::NoKey)?;
+    let Some(key) = decode_key(key)? else {
+        return Ok(None);
+    };
+    let value = value.map(|v| decode_value(&key, v)).transpose()?;
+    Ok(Some((key, value)))
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SchemaError {
     #[error("record truncated")]
@@ -146,6 +168,16 @@ impl RecordKey {
             RecordKey::Offset { group, .. }
             | RecordKey::Group { group }
             | RecordKey::Consumer { group, .. } => group,
+        }
+    }
+}
+
+impl RecordValue {
+    pub fn encode(&self) -> Bytes {
+        match self {
+            RecordValue::Offset(v) => v.encode(),
+            RecordValue::Group(v) => v.encode(),
+            RecordValue::Consumer(v) => v.encode(),
         }
     }
 }
@@ -350,7 +382,7 @@ pub fn decode_value(key: &RecordKey, value: &Bytes) -> Result<RecordValue, Schem
         RecordKey::Offset { .. } => decode_offset(&mut r, version).map(RecordValue::Offset),
         RecordKey::Group { .. } => decode_group(&mut r, version).map(RecordValue::Group),
         RecordKey::Consumer { kind, .. } => {
-            consumer_group::decode(kind, &mut r, version).map(RecordValue::Consumer)
+            consumer::decode(kind, &mut r, version).map(RecordValue::Consumer)
         }
     }
 }

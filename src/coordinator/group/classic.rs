@@ -1,4 +1,5 @@
-//! One classic consumer group: Kafka's group state machine, free of I/O.
+//! A classic group (JoinGroup/SyncGroup/Heartbeat/LeaveGroup): Kafka's group state
+//! machine, free of I/O.
 //!
 //! ```text
 //!            join                  all joined / timeout           leader's SyncGroup
@@ -15,8 +16,12 @@
 //! timeouts included, is tested without a clock. What the machine wants written to
 //! `__consumer_offsets` (group metadata after a generation completes) and the answers
 //! that must wait for that write are collected as [`Effects`] for the caller.
+//!
+//! As in Kafka's coordinator, a classic group changes in memory as requests arrive
+//! (members, waiters and session timers are not records) and its GroupMetadata record
+//! persists it; that record is replayed only when the partition loads (`record.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -25,10 +30,11 @@ use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
 mod commit;
-mod records;
+mod record;
+#[cfg(test)]
+mod tests;
 
-use super::consumer::ConsumerGroup;
-use super::offsets_topic::{GroupValue, OffsetValue};
+use super::records::GroupValue;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -166,14 +172,6 @@ impl Member {
     }
 }
 
-/// A committed offset, with the position of its record in `__consumer_offsets` so a
-/// slower writer never overwrites a newer commit in memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Committed {
-    pub value: OffsetValue,
-    pub record_offset: i64,
-}
-
 /// What the caller must do after an operation, outside the lock.
 #[derive(Default)]
 pub struct Effects {
@@ -183,7 +181,7 @@ pub struct Effects {
     pub sync_answers: Vec<(oneshot::Sender<SyncResult>, SyncResult)>,
 }
 
-pub struct Group {
+pub struct ClassicGroup {
     pub group_id: String,
     pub state: GroupState,
     /// Wall-clock ms of the last state change (GroupMetadataValue.currentStateTimestamp).
@@ -204,9 +202,6 @@ pub struct Group {
     sync_deadline: Option<Instant>,
     /// `group.initial.rebalance.delay.ms`, applied when an empty group first rebalances.
     pub initial_delay_ms: i32,
-    pub offsets: BTreeMap<(String, i32), Committed>,
-    /// Set while the group is a KIP-848 consumer group; the classic fields are unused.
-    pub consumer: Option<ConsumerGroup>,
     effects: Effects,
 }
 
@@ -214,9 +209,9 @@ fn member_id_for(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4())
 }
 
-impl Group {
-    pub fn new(group_id: &str, now_ms: i64) -> Group {
-        Group {
+impl ClassicGroup {
+    pub fn new(group_id: &str, now_ms: i64) -> ClassicGroup {
+        ClassicGroup {
             group_id: group_id.to_string(),
             state: GroupState::Empty,
             state_timestamp_ms: now_ms,
@@ -231,8 +226,6 @@ impl Group {
             initial_delay_cap: None,
             sync_deadline: None,
             initial_delay_ms: 0,
-            offsets: BTreeMap::new(),
-            consumer: None,
             effects: Effects::default(),
         }
     }
@@ -242,26 +235,7 @@ impl Group {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-            && self.pending_members.is_empty()
-            && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
-    }
-
-    /// `classic` or `consumer` (KIP-848), as ListGroups reports the type.
-    pub fn group_type(&self) -> &'static str {
-        if self.consumer.is_some() {
-            "consumer"
-        } else {
-            "classic"
-        }
-    }
-
-    /// The state name ListGroups and DescribeGroups report.
-    pub fn state_name(&self) -> &'static str {
-        match &self.consumer {
-            Some(c) => c.state_name(),
-            None => self.state.name(),
-        }
+        self.members.is_empty() && self.pending_members.is_empty()
     }
 
     fn transition(&mut self, to: GroupState, now_ms: i64) {
@@ -281,13 +255,6 @@ impl Group {
         let fail = |e| Outcome::Done(JoinResult::error(e, &req.member_id));
         if self.state == GroupState::Dead {
             return fail(ResponseError::CoordinatorNotAvailable);
-        }
-        match &self.consumer {
-            Some(c) if !c.members.is_empty() => {
-                return fail(ResponseError::InconsistentGroupProtocol);
-            }
-            Some(_) => self.consumer = None,
-            None => {}
         }
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             return fail(ResponseError::InconsistentGroupProtocol);
@@ -843,6 +810,37 @@ impl Group {
     }
 
     // ---- timers ----
+
+    /// When `tick` next has something to do: a session, a pending member id, the
+    /// rebalance or the sync timeout running out. Members waiting for an answer have no
+    /// session timer until they get it, as `tick` skips them.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let sessions = self
+            .members
+            .values()
+            .filter(|m| !m.awaiting())
+            .map(|m| m.heartbeat_deadline);
+        let pending = self.pending_members.values().copied();
+        let rebalance = match self.state {
+            GroupState::PreparingRebalance => self.rebalance_deadline,
+            GroupState::CompletingRebalance => self.sync_deadline,
+            _ => None,
+        };
+        sessions.chain(pending).chain(rebalance).min()
+    }
+
+    /// The partition is no longer served here: whoever waits is told to find the
+    /// coordinator again.
+    pub fn answer_waiters(&mut self, e: ResponseError) {
+        for m in self.members.values_mut() {
+            if let Some(tx) = m.join_waiter.take() {
+                let _ = tx.send(JoinResult::error(e, &m.member_id));
+            }
+            if let Some(tx) = m.sync_waiter.take() {
+                let _ = tx.send(SyncResult::error(e));
+            }
+        }
+    }
 
     /// Expires sessions, pending member ids, rebalance and sync timeouts due by `now`.
     /// KIP-848 members expire through the coordinator, which writes their removal.

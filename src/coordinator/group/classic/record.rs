@@ -2,14 +2,14 @@
 
 use tokio::time::Instant;
 
-use super::{ms, Group, GroupState, Member};
-use crate::coordinator::group::offsets_topic::{GroupValue, MemberValue};
+use super::{ms, ClassicGroup, GroupState, Member};
+use crate::coordinator::group::records::{GroupValue, MemberValue};
 
-impl Group {
+impl ClassicGroup {
     /// Rebuilds a group from its last GroupMetadataValue: Stable with its members (who
     /// must heartbeat within their session timeout), or Empty.
-    pub fn restore(group_id: &str, v: GroupValue, now: Instant) -> Group {
-        let mut g = Group::new(group_id, v.current_state_timestamp);
+    pub fn restore(group_id: &str, v: GroupValue, now: Instant) -> ClassicGroup {
+        let mut g = ClassicGroup::new(group_id, v.current_state_timestamp);
         g.generation_id = v.generation;
         g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
         g.protocol = v.protocol;

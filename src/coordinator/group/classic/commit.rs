@@ -3,23 +3,18 @@
 use bytes::{Buf, Bytes};
 use kafka_protocol::error::ResponseError;
 
-use super::{Committed, Group, GroupState};
+use super::{ClassicGroup, GroupState};
 
-impl Group {
-    /// Kafka's checks before a group accepts an OffsetCommit; `generation_id` is the
-    /// member epoch for a KIP-848 group.
+impl ClassicGroup {
+    /// Kafka's checks before a classic group accepts an OffsetCommit.
     pub fn validate_commit(
         &self,
         member_id: &str,
         instance: Option<&str>,
         generation_id: i32,
-        api_version: i16,
     ) -> Result<(), ResponseError> {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
-        }
-        if let Some(c) = &self.consumer {
-            return c.validate_commit(member_id, generation_id, api_version);
         }
         if generation_id < 0 && self.state == GroupState::Empty {
             // Admin tools and consumers using assign() commit outside any generation.
@@ -39,23 +34,9 @@ impl Group {
         Ok(())
     }
 
-    /// Stores a written commit unless a later record for the partition is already known.
-    pub fn apply_commit(&mut self, topic: &str, partition: i32, c: Committed) {
-        let key = (topic.to_string(), partition);
-        match self.offsets.get(&key) {
-            Some(old) if old.record_offset > c.record_offset => {}
-            _ => {
-                self.offsets.insert(key, c);
-            }
-        }
-    }
-
     /// Topics the members subscribe to, when the protocol type is `consumer` (the
     /// subscription is ConsumerProtocolSubscription: version, then a topic array).
     pub fn subscribed_topics(&self) -> Option<Vec<String>> {
-        if let Some(c) = &self.consumer {
-            return Some(c.subscribed_topics().into_iter().collect());
-        }
         if self.protocol_type.as_deref() != Some("consumer") {
             return None;
         }

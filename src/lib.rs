@@ -3,21 +3,27 @@
 //! A request's path through the broker, and the module that owns each step:
 //!
 //! ```text
-//! client ──TCP──▶ network/    listener, one task per connection, length-prefixed frames,
-//!                             pipelined requests answered in order
+//! client ──TCP──▶ network/    listeners, a reader and a writer task per connection over a
+//!                             transport, length-prefixed frames, pipelined requests
+//!                             answered in order, request memory bounded (muting)
 //!              ▶ protocol/   request header + body codec (kafka-protocol crate)
 //!              ▶ router      ApiKey → handler table; ApiVersions is derived from it
 //!              ▶ handlers/   one file per API
 //!              ▶ replica/    the partitions this broker hosts, high watermark, long polls
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
-//!                controller/ cluster metadata (topics, partitions, ids) behind one trait:
-//!                            the single-node store, or zk/ (Kafka 3.9's ZooKeeper-mode controller)
-//!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
+//!                controller/ cluster metadata behind one trait: the KRaft metadata log
+//!                            (Kafka's records), the image replaying it gives, and the
+//!                            deltas the replica manager follows; or zk/, Kafka 3.9's
+//!                            ZooKeeper-mode controller
+//!                coordinator/ runtime/: one owner per internal-topic partition, records
+//!                            replayed once written; group/: consumer groups and
+//!                            committed offsets in __consumer_offsets
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
+//!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry)
 //! ```
 
 pub mod auth;
@@ -32,4 +38,5 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod scheduler;
 pub mod zk;

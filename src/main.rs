@@ -4,10 +4,19 @@
 //! advertises localhost:9092 and keeps its data under ./data.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use skua::broker::Broker;
+use skua::config::BrokerConfig;
 use skua::network::Server;
+use skua::protocol::decode_budget::MeteredAllocator;
+use skua::scheduler::{period_ms, Scheduler};
+
+/// Measures what each request's decode allocates, so it can be bounded (see
+/// `protocol::decode_budget`).
+#[global_allocator]
+static ALLOCATOR: MeteredAllocator = MeteredAllocator;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,6 +37,7 @@ fn main() -> ExitCode {
         // Colours only on a terminal: logs redirected to a file stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
+    raise_fd_limit();
     let config = match skua::config::from_args(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -54,14 +64,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: skua::config::BrokerConfig) -> anyhow::Result<()> {
+async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let started = Instant::now();
-    let checkpoint_every = Duration::from_millis(
-        config
-            .long("log.flush.offset.checkpoint.interval.ms")
-            .unwrap_or(60_000)
-            .max(100) as u64,
-    );
     let mut config = config;
     let listeners = Server::bind_listeners(&mut config).await?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
@@ -76,22 +80,95 @@ async fn run(config: skua::config::BrokerConfig) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "skua started"
     );
-    let replicas = broker.replicas.clone();
-    let checkpoints = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(checkpoint_every);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let r = replicas.clone();
-            let _ = tokio::task::spawn_blocking(move || r.checkpoint()).await;
-        }
-    });
+    handle_log_dir_failures(&broker);
+    let scheduler = Scheduler::new();
+    schedule_log_jobs(&scheduler, &broker);
     server.run(stop_signal()).await;
-    checkpoints.abort();
+    scheduler.shutdown().await;
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");
     Ok(())
+}
+
+/// The log layer's periodic jobs, with Kafka's names and config keys.
+fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
+    let config = &broker.config;
+    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
+    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
+            replicas.checkpoint()
+        });
+    }
+    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-log-flusher", every, move || {
+            replicas.logs.flush_dirty_logs(skua::log::now_ms())
+        });
+    }
+    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
+            let removed = replicas.logs.remove_expired_producers(skua::log::now_ms());
+            if removed > 0 {
+                tracing::info!(removed, "expired idle producer ids");
+            }
+        });
+    }
+}
+
+/// Kafka's `LogDirFailureHandler`: each log dir that goes offline is logged (its partitions
+/// already refuse requests); when none is left online the broker halts, as Kafka does,
+/// without a clean shutdown, so the next start recovers every dir from its checkpoints.
+fn handle_log_dir_failures(broker: &Arc<Broker>) {
+    let Some(mut failures) = broker.replicas.logs.take_dir_failures() else {
+        return;
+    };
+    let replicas = broker.replicas.clone();
+    tokio::spawn(async move {
+        while let Some(dir) = failures.recv().await {
+            tracing::error!(dir = %dir.display(), "log dir is offline; its partitions answer KAFKA_STORAGE_ERROR until restart");
+            if replicas.logs.all_dirs_offline() {
+                tracing::error!("every log dir is offline: halting the broker");
+                std::process::exit(1);
+            }
+        }
+    });
+}
+
+/// Raises the soft limit on open files to the hard limit, as Kafka's start scripts expect
+/// of the host: each segment holds one descriptor and each connection one more.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::warn!(error = %e, "cannot read the open-files limit");
+        return;
+    }
+    let soft = limit.rlim_cur;
+    if soft < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit from a struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            let e = std::io::Error::last_os_error();
+            tracing::warn!(soft, hard = limit.rlim_max, error = %e, "cannot raise the open-files limit");
+            return;
+        }
+    }
+    tracing::info!(
+        soft_before = soft,
+        soft = limit.rlim_max,
+        hard = limit.rlim_max,
+        "open-files limit (RLIMIT_NOFILE)"
+    );
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use crate::broker::Broker;
 use crate::handlers::*;
 use crate::log::FileSlice;
+use crate::network::Session;
 
 /// What a handler knows about the request besides its body.
 #[derive(Clone, Debug)]
@@ -19,7 +20,10 @@ pub struct RequestContext {
     pub api_version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
+    /// The client's address (also in `session`, kept here for the handlers that log it).
     pub peer: SocketAddr,
+    /// The connection's listener, security protocol and principal.
+    pub session: Arc<Session>,
 }
 
 /// A handler's answer: the response body, and for Fetch the segment ranges whose bytes

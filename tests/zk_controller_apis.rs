@@ -319,7 +319,7 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
             .broker
             .controller
             .topic("outside")
-            .filter(|t| t.partitions[0].leader == 3)
+            .filter(|t| t.partitions[0].state.leader == 3)
     })
     .await;
     assert_eq!(

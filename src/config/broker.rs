@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::defs::{broker_key, Kind, BROKER_KEYS};
+use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
 use super::listener::Listener;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +49,8 @@ pub struct BrokerConfig {
     pub connections_max_idle_ms: u64,
     pub max_connections: usize,
     pub queued_max_requests: usize,
+    /// `queued.max.request.bytes`; `None` when unbounded (a value <= 0).
+    pub queued_max_request_bytes: Option<usize>,
     pub zookeeper_connect: Option<String>,
     pub rack: Option<String>,
     /// Keys set explicitly, after validation.
@@ -63,7 +65,7 @@ impl BrokerConfig {
         for (k, v) in props {
             match broker_key(&k) {
                 Some(def) => {
-                    def.kind.check(&v).map_err(|why| invalid(&k, why))?;
+                    check_value(&k, def.kind, &v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
                 }
                 None if k.starts_with("listener.name.")
@@ -89,6 +91,7 @@ impl BrokerConfig {
             connections_max_idle_ms: 0,
             max_connections: 0,
             queued_max_requests: 0,
+            queued_max_request_bytes: None,
             zookeeper_connect: None,
             rack: None,
             values,
@@ -138,6 +141,11 @@ impl BrokerConfig {
         )?;
         cfg.max_connections = positive(&cfg, "max.connections")?;
         cfg.queued_max_requests = positive(&cfg, "queued.max.requests")?;
+        let queued_bytes: i64 = parse_num(
+            "queued.max.request.bytes",
+            &cfg.string("queued.max.request.bytes"),
+        )?;
+        cfg.queued_max_request_bytes = usize::try_from(queued_bytes).ok().filter(|n| *n > 0);
         cfg.zookeeper_connect = cfg.get("zookeeper.connect").filter(|s| !s.is_empty());
         cfg.rack = cfg.get("broker.rack");
         Ok(cfg)
@@ -267,6 +275,14 @@ mod tests {
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
         assert_eq!(c.message_max_bytes, 1048588);
         assert_eq!(c.socket_request_max_bytes, 104857600);
+        assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+        assert_eq!(
+            cfg(&[("queued.max.request.bytes", "-1")])
+                .unwrap()
+                .queued_max_request_bytes,
+            None,
+            "unbounded, as in Kafka"
+        );
         assert!(c.auto_create_topics_enable);
         assert_eq!(c.source("num.partitions"), BrokerSource::Default);
     }

@@ -17,21 +17,26 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Checks that `value` is well formed for this kind; returns why not.
+    /// Checks that `value` is well formed for this kind; returns why not, in the words of
+    /// Kafka's `ConfigDef.parseType`.
     pub fn check(self, value: &str) -> Result<(), String> {
         let v = value.trim();
-        let ok = match self {
-            Kind::Int => v.parse::<i32>().is_ok(),
-            Kind::Long => v.parse::<i64>().is_ok(),
-            Kind::Short => v.parse::<i16>().is_ok(),
-            Kind::Double => v.parse::<f64>().is_ok(),
-            Kind::Bool => v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false"),
-            Kind::String | Kind::List | Kind::Password => true,
+        let (ok, kafka_type) = match self {
+            Kind::Int => (v.parse::<i32>().is_ok(), "INT"),
+            Kind::Long => (v.parse::<i64>().is_ok(), "LONG"),
+            Kind::Short => (v.parse::<i16>().is_ok(), "SHORT"),
+            Kind::Double => (v.parse::<f64>().is_ok(), "DOUBLE"),
+            Kind::Bool => {
+                let ok = v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false");
+                return ok
+                    .then_some(())
+                    .ok_or_else(|| "Expected value to be either true or false".into());
+            }
+            Kind::String | Kind::List | Kind::Password => (true, ""),
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("{value:?} is not a valid {self:?}"))
+        match ok {
+            true => Ok(()),
+            false => Err(format!("Not a number of type {kafka_type}")),
         }
     }
 
@@ -48,6 +53,125 @@ impl Kind {
             Kind::Password => 9,
         }
     }
+}
+
+/// A constraint on a key's value beyond its kind (Kafka's `ConfigDef.Validator`s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Validator {
+    /// `Range.atLeast`.
+    AtLeast(i64),
+    /// `Range.between` (inclusive), as used for ratios.
+    Between(f64, f64),
+    /// `ValidString.in`.
+    OneOf(&'static [&'static str]),
+    /// `ValidList.in`: a comma-separated list of these.
+    ListOf(&'static [&'static str]),
+}
+
+impl Validator {
+    /// Checks a well-formed value; returns why not in Kafka's words (what follows
+    /// "Invalid value V for configuration K: ").
+    pub fn check(self, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        match self {
+            Validator::AtLeast(min) => match v.parse::<i64>() {
+                Ok(n) if n < min => Err(format!("Value must be at least {min}")),
+                _ => Ok(()),
+            },
+            Validator::Between(min, max) => match v.parse::<f64>() {
+                // Kafka declares these bounds as integers, so they print without a fraction.
+                Ok(n) if n < min => Err(format!("Value must be at least {min}")),
+                Ok(n) if n > max => Err(format!("Value must be no more than {max}")),
+                _ => Ok(()),
+            },
+            Validator::OneOf(allowed) => one_of(allowed, v),
+            Validator::ListOf(allowed) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .try_for_each(|e| one_of(allowed, e)),
+        }
+    }
+}
+
+fn one_of(allowed: &[&str], v: &str) -> Result<(), String> {
+    match allowed.contains(&v) {
+        true => Ok(()),
+        false => Err(format!("String must be one of: {}", allowed.join(", "))),
+    }
+}
+
+/// `BrokerCompressionType.names()`, in Kafka's order.
+const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
+const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+/// KIP-1030 (Kafka 4.0): segments of at least 1 MiB.
+pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
+
+/// Kafka 4's validator for a broker or topic key, where it has one.
+pub fn validator(name: &str) -> Option<Validator> {
+    use Validator::*;
+    Some(match name {
+        // Topic keys (LogConfig) and their broker synonyms.
+        "segment.bytes" | "log.segment.bytes" => AtLeast(SEGMENT_BYTES_MIN),
+        "segment.ms" | "max.compaction.lag.ms" | "log.cleaner.max.compaction.lag.ms" => AtLeast(1),
+        "segment.index.bytes" | "log.index.size.max.bytes" => AtLeast(4),
+        "flush.messages" | "log.flush.interval.messages" => AtLeast(1),
+        "min.insync.replicas" => AtLeast(1),
+        "retention.ms" => AtLeast(-1),
+        "segment.jitter.ms"
+        | "flush.ms"
+        | "max.message.bytes"
+        | "message.max.bytes"
+        | "index.interval.bytes"
+        | "log.index.interval.bytes"
+        | "delete.retention.ms"
+        | "log.cleaner.delete.retention.ms"
+        | "min.compaction.lag.ms"
+        | "log.cleaner.min.compaction.lag.ms"
+        | "file.delete.delay.ms"
+        | "log.segment.delete.delay.ms"
+        | "message.timestamp.before.max.ms"
+        | "message.timestamp.after.max.ms"
+        | "log.message.timestamp.before.max.ms"
+        | "log.message.timestamp.after.max.ms"
+        | "log.roll.jitter.hours"
+        | "log.flush.offset.checkpoint.interval.ms"
+        | "log.flush.start.offset.checkpoint.interval.ms"
+        | "max.connections" => AtLeast(0),
+        "min.cleanable.dirty.ratio" | "log.cleaner.min.cleanable.ratio" => Between(0.0, 1.0),
+        "cleanup.policy" | "log.cleanup.policy" => ListOf(CLEANUP_POLICIES),
+        "compression.type" => OneOf(COMPRESSION_TYPES),
+        "message.timestamp.type" | "log.message.timestamp.type" => OneOf(TIMESTAMP_TYPES),
+        // Broker-only keys.
+        "num.partitions"
+        | "log.roll.hours"
+        | "log.retention.check.interval.ms"
+        | "num.recovery.threads.per.data.dir"
+        | "socket.request.max.bytes"
+        | "queued.max.requests"
+        | "num.network.threads"
+        | "num.io.threads"
+        | "offsets.topic.num.partitions"
+        | "offsets.topic.replication.factor"
+        | "offsets.topic.segment.bytes"
+        | "offsets.retention.minutes"
+        | "offsets.retention.check.interval.ms"
+        | "transaction.state.log.num.partitions"
+        | "transaction.state.log.replication.factor"
+        | "transaction.state.log.min.isr"
+        | "producer.id.expiration.ms"
+        | "producer.id.expiration.check.interval.ms" => AtLeast(1),
+        _ => return None,
+    })
+}
+
+/// Checks `value` for key `name` as Kafka's `ConfigDef` does (kind, then validator); the
+/// error is Kafka's reason, which its messages put after
+/// `Invalid value V for configuration K: `.
+pub fn check_value(name: &str, kind: Kind, value: &str) -> Result<(), String> {
+    kind.check(value)
+        .and_then(|()| validator(name).map_or(Ok(()), |v| v.check(value)))
 }
 
 /// A broker key: name, kind, Kafka's default (None when Kafka's default is null).
@@ -117,6 +241,9 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("connections.max.idle.ms", Kind::Long, Some("600000")),
     b("max.connections", Kind::Int, Some("2147483647")),
     b("queued.max.requests", Kind::Int, Some("500")),
+    // Kafka's default is -1 (unbounded); skua bounds the bytes of requests read but not
+    // yet answered, broker-wide, at 256 MiB by default (<= 0 turns the bound off).
+    b("queued.max.request.bytes", Kind::Long, Some("268435456")),
     b("num.network.threads", Kind::Int, Some("3")),
     b("num.io.threads", Kind::Int, Some("8")),
     b("num.recovery.threads.per.data.dir", Kind::Int, Some("2")),
@@ -200,6 +327,12 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Some("5000"),
     ),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
+    b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
+    b(
+        "producer.id.expiration.check.interval.ms",
+        Kind::Int,
+        Some("600000"),
+    ),
     b("zookeeper.connect", Kind::String, None),
     b("zookeeper.session.timeout.ms", Kind::Int, Some("18000")),
     b("zookeeper.connection.timeout.ms", Kind::Int, None),
@@ -225,6 +358,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("controller.quorum.voters", Kind::List, None),
     b("controller.quorum.bootstrap.servers", Kind::List, None),
     b("controller.listener.names", Kind::List, None),
+    // Where the KRaft metadata log lives; the first log dir when unset.
+    b("metadata.log.dir", Kind::String, None),
     b(
         "share.coordinator.state.topic.replication.factor",
         Kind::Short,
@@ -308,6 +443,12 @@ pub static TOPIC_KEYS: &[TopicKey] = &[
         Some("log.cleaner.max.compaction.lag.ms"),
         Kind::Long,
         LONG_MAX,
+    ),
+    t(
+        "max.decompressed.message.bytes",
+        None,
+        Kind::Int,
+        "2147483639",
     ),
     t(
         "max.message.bytes",

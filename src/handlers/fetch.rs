@@ -5,10 +5,17 @@
 //! carries session id 0, which tells clients to send full fetch requests.
 //!
 //! Records are not read here: each partition's answer names the segment range that holds
-//! them, and the connection sends that range with `sendfile` (see `protocol::zero_copy`).
-//! As in Kafka, the last batch of a partition may be cut at the size limit; clients drop
-//! the partial batch and fetch it again.
+//! them, and the connection sends that range with `sendfile` (see `protocol::zero_copy`),
+//! whatever its size. Only ranges under 16 KiB are read into the response, and at most
+//! 1 MiB of them per response, so a fetch's memory does not grow with what the client
+//! asks for. As in Kafka, the last batch of a partition may be cut at the size limit;
+//! clients drop the partial batch and fetch it again.
+//!
+//! As in Kafka, a partition named twice in one request is read once: it keeps the place
+//! of its first mention and the fields of its last, and partitions of the same topic
+//! that end up next to each other share one topic entry in the response.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,12 +44,19 @@ const READ_COMMITTED: i8 = 1;
 struct TopicPlan {
     name: TopicName,
     topic_id: Uuid,
+    /// The topic's name, if it exists.
+    resolved: Option<String>,
+    /// The error for its partitions when it does not.
+    unknown: ResponseError,
     partitions: Vec<(FetchPartition, Result<Arc<Partition>, ResponseError>)>,
 }
 
 /// Record ranges shorter than this are read into the response: below it a separate
 /// `sendfile` call costs more than the copy.
 const SENDFILE_MIN_BYTES: usize = 16 * 1024;
+/// The most record bytes one response reads into memory; past it even short ranges are
+/// sent from the file.
+const COPIED_MAX_BYTES: usize = 1024 * 1024;
 
 /// A partition read: its answer, and the file range its records placeholder stands for.
 type Read = (PartitionData, Option<FileSlice>);
@@ -59,11 +73,7 @@ pub async fn handle(
             FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code());
         return (refused, Vec::new());
     }
-    let plan: Vec<TopicPlan> = req
-        .topics
-        .into_iter()
-        .map(|t| resolve(&broker, t, ctx.api_version))
-        .collect();
+    let plan = plan(&broker, req.topics, ctx.api_version);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64);
     let deadline = Instant::now() + max_wait;
     let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
@@ -102,35 +112,63 @@ pub async fn handle(
     }
 }
 
-fn resolve(broker: &Broker, t: FetchTopic, version: i16) -> TopicPlan {
-    let name = if version >= TOPIC_ID_VERSION {
-        broker
-            .controller
-            .topic_by_id(t.topic_id)
-            .map(|info| info.name.clone())
-    } else {
-        Some(t.topic.0.to_string())
-    };
-    let unknown = if version >= TOPIC_ID_VERSION {
-        ResponseError::UnknownTopicId
-    } else {
-        ResponseError::UnknownTopicOrPartition
-    };
-    let partitions = t
-        .partitions
-        .into_iter()
-        .map(|fp| {
-            let found = name
+/// The partitions to read, each once, grouped by topic as Kafka answers them: a
+/// partition keeps the place of its first mention and the fields of its last, and
+/// consecutive partitions of one topic share a topic entry.
+fn plan(broker: &Broker, topics: Vec<FetchTopic>, version: i16) -> Vec<TopicPlan> {
+    // Kafka's key: topic id and name (one of them is unset at any version) and partition.
+    let mut wanted: Vec<(TopicName, Uuid, FetchPartition)> = Vec::new();
+    let mut seen: HashMap<(Uuid, TopicName, i32), usize> = HashMap::new();
+    for t in topics {
+        for fp in t.partitions {
+            let key = (t.topic_id, t.topic.clone(), fp.partition);
+            match seen.get(&key) {
+                Some(&i) => wanted[i].2 = fp,
+                None => {
+                    seen.insert(key, wanted.len());
+                    wanted.push((t.topic.clone(), t.topic_id, fp));
+                }
+            }
+        }
+    }
+    let mut plan: Vec<TopicPlan> = Vec::new();
+    for (name, topic_id, fp) in wanted {
+        match plan.last_mut() {
+            Some(last) if last.name == name && last.topic_id == topic_id => {}
+            _ => plan.push(resolve(broker, name, topic_id, version)),
+        }
+        if let Some(topic) = plan.last_mut() {
+            let found = topic
+                .resolved
                 .as_deref()
                 .and_then(|n| broker.replicas.partition(n, fp.partition))
-                .ok_or(unknown);
-            (fp, found)
-        })
-        .collect();
+                .ok_or(topic.unknown);
+            topic.partitions.push((fp, found));
+        }
+    }
+    plan
+}
+
+/// A topic entry of the plan, its name resolved (from its id at v13 and later).
+fn resolve(broker: &Broker, name: TopicName, topic_id: Uuid, version: i16) -> TopicPlan {
+    let (resolved, unknown) = if version >= TOPIC_ID_VERSION {
+        let resolved = broker
+            .controller
+            .topic_by_id(topic_id)
+            .map(|info| info.name.clone());
+        (resolved, ResponseError::UnknownTopicId)
+    } else {
+        (
+            Some(name.0.to_string()),
+            ResponseError::UnknownTopicOrPartition,
+        )
+    };
     TopicPlan {
-        name: t.topic,
-        topic_id: t.topic_id,
-        partitions,
+        name,
+        topic_id,
+        resolved,
+        unknown,
+        partitions: Vec::new(),
     }
 }
 
@@ -147,6 +185,8 @@ struct ReadAll {
 /// Reads every partition once.
 fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadAll {
     let mut total = 0usize;
+    // Record bytes read into memory for this response.
+    let mut copied = 0usize;
     let mut errored = false;
     let mut file_slices = Vec::new();
     let mut responses = Vec::with_capacity(plan.len());
@@ -165,7 +205,7 @@ fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadA
                     let budget = max_bytes
                         .saturating_sub(total)
                         .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
-                    let (d, slice) = read_one(p, fp, budget, min_one);
+                    let (d, slice) = read_one(p, fp, budget, min_one, &mut copied);
                     if d.error_code != 0 {
                         errored = true;
                     }
@@ -196,7 +236,13 @@ fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadA
     }
 }
 
-fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) -> Read {
+fn read_one(
+    p: &Partition,
+    fp: &FetchPartition,
+    budget: usize,
+    min_one: bool,
+    copied: &mut usize,
+) -> Read {
     if let Err(e) = p.check_leader_epoch(fp.current_leader_epoch) {
         return (partition_error(fp.partition, e), None);
     }
@@ -228,13 +274,16 @@ fn read_one(p: &Partition, fp: &FetchPartition, budget: usize, min_one: bool) ->
     let Some(slice) = data.records else {
         return (base.with_records(Some(Bytes::new())), None);
     };
-    if slice.len() >= SENDFILE_MIN_BYTES {
+    if slice.len() >= SENDFILE_MIN_BYTES || *copied + slice.len() > COPIED_MAX_BYTES {
         if let Some(placeholder) = zero_copy::placeholder(&slice) {
             return (base.with_records(Some(placeholder)), Some(slice));
         }
     }
     match slice.read() {
-        Ok(records) => (base.with_records(Some(records)), None),
+        Ok(records) => {
+            *copied += records.len();
+            (base.with_records(Some(records)), None)
+        }
         Err(e) => {
             tracing::error!(partition = %p.tp, error = %e, "read failed");
             (failed(base, e), None)

@@ -31,6 +31,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
+    super::faults::check(path, super::faults::Fault::WriteCheckpoint)?;
     {
         let mut file = File::create(&tmp)?;
         file.write_all(contents)?;
@@ -75,7 +76,13 @@ fn read_checkpoint(path: &Path) -> Result<Vec<Vec<String>>, LogError> {
     let Some(bytes) = read_bounded(path, MAX_CHECKPOINT_BYTES)? else {
         return Ok(Vec::new());
     };
-    let text = String::from_utf8(bytes).map_err(|_| LogError::corrupt_file(path, "not UTF-8"))?;
+    parse_checkpoint(path, &bytes)
+}
+
+/// Parses checkpoint bytes read from `path` (named in errors). The entries are bounded by
+/// the bytes: a count larger than the lines present is an error, never an allocation.
+fn parse_checkpoint(path: &Path, bytes: &[u8]) -> Result<Vec<Vec<String>>, LogError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| LogError::corrupt_file(path, "not UTF-8"))?;
     let mut lines = text.lines();
     let Some(version) = lines.next() else {
         return Ok(Vec::new());
@@ -121,8 +128,21 @@ pub fn write_offset_checkpoint(
 }
 
 pub fn read_offset_checkpoint(path: &Path) -> Result<HashMap<TopicPartition, i64>, LogError> {
+    offset_entries(path, read_checkpoint(path)?)
+}
+
+/// Parses the bytes of an offset checkpoint file (for fuzzing and tools).
+pub fn parse_offset_checkpoint(bytes: &[u8]) -> Result<HashMap<TopicPartition, i64>, LogError> {
+    let path = Path::new(RECOVERY_POINT_CHECKPOINT);
+    offset_entries(path, parse_checkpoint(path, bytes)?)
+}
+
+fn offset_entries(
+    path: &Path,
+    entries: Vec<Vec<String>>,
+) -> Result<HashMap<TopicPartition, i64>, LogError> {
     let mut map = HashMap::new();
-    for fields in read_checkpoint(path)? {
+    for fields in entries {
         let [topic, partition, offset] = fields.as_slice() else {
             return Err(LogError::corrupt_file(
                 path,
@@ -146,7 +166,17 @@ pub fn write_leader_epoch_checkpoint(path: &Path, entries: &[EpochEntry]) -> Res
 }
 
 pub fn read_leader_epoch_checkpoint(path: &Path) -> Result<Vec<EpochEntry>, LogError> {
-    read_checkpoint(path)?
+    epoch_entries(path, read_checkpoint(path)?)
+}
+
+/// Parses the bytes of a `leader-epoch-checkpoint` file (for fuzzing and tools).
+pub fn parse_leader_epoch_checkpoint(bytes: &[u8]) -> Result<Vec<EpochEntry>, LogError> {
+    let path = Path::new(LEADER_EPOCH_CHECKPOINT);
+    epoch_entries(path, parse_checkpoint(path, bytes)?)
+}
+
+fn epoch_entries(path: &Path, entries: Vec<Vec<String>>) -> Result<Vec<EpochEntry>, LogError> {
+    entries
         .iter()
         .map(|fields| match fields.as_slice() {
             [epoch, offset] => Ok(EpochEntry {

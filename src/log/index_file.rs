@@ -5,19 +5,25 @@
 //! `len / entry_size` entries. A new file is preallocated (zero-filled) to the largest
 //! multiple of the entry size within `max_index_size`, and must be trimmed to its valid
 //! entries when the segment rolls or closes, or the zero slots would later read as entries.
+//!
+//! As in Kafka, the file descriptor is closed once the file is mapped: a segment holds one
+//! descriptor (its `.log`), not three. The mapping is enough to read, write and `msync`
+//! the index; only a resize reopens the file for a moment.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::MmapMut;
+use memmap2::{MmapOptions, MmapRaw};
 
 use super::LogError;
 
+/// A memory-mapped index. The mapping is shared (`Arc`) only so that a flush can `msync`
+/// it after the log's lock is released; every read and write of entries goes through
+/// `&self` / `&mut self` of this struct, which the log's lock serialises.
 pub struct IndexFile {
     path: PathBuf,
-    file: Arc<File>,
-    mmap: MmapMut,
+    mmap: Arc<MmapRaw>,
     entry_size: usize,
     entries: usize,
     max_entries: usize,
@@ -51,10 +57,10 @@ impl IndexFile {
             file.set_len(preallocated.max((entries * entry_size) as u64))?;
         }
         let mmap = map(&file)?;
+        drop(file);
         let max_entries = mmap.len() / entry_size;
         Ok(IndexFile {
             path: path.to_path_buf(),
-            file: Arc::new(file),
             mmap,
             entry_size,
             entries,
@@ -71,8 +77,22 @@ impl IndexFile {
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }
-    pub fn file(&self) -> &Arc<File> {
-        &self.file
+    /// The mapping, for an `msync` outside the log's lock (`SyncTarget`).
+    pub fn mapping(&self) -> &Arc<MmapRaw> {
+        &self.mmap
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping covers `len()` bytes of a file at least that long (see
+        // `map`), stays mapped while `self.mmap` lives, and is only written through
+        // `bytes_mut`, which needs `&mut self`; so no write aliases this shared borrow.
+        unsafe { std::slice::from_raw_parts(self.mmap.as_ptr(), self.mmap.len()) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only borrow of the mapping's
+        // bytes in this process (a concurrent msync reads nothing in user space).
+        unsafe { std::slice::from_raw_parts_mut(self.mmap.as_mut_ptr(), self.mmap.len()) }
     }
 
     /// The bytes of entry `n`, if it exists.
@@ -80,7 +100,7 @@ impl IndexFile {
         if n >= self.entries {
             return None;
         }
-        self.mmap
+        self.bytes()
             .get(n * self.entry_size..(n + 1) * self.entry_size)
     }
 
@@ -90,8 +110,8 @@ impl IndexFile {
         if self.entries >= self.max_entries {
             return Err(LogError::corrupt_file(&self.path, "index is full"));
         }
-        let at = self.entries * self.entry_size;
-        self.mmap[at..at + self.entry_size].copy_from_slice(entry);
+        let (at, size) = (self.entries * self.entry_size, self.entry_size);
+        self.bytes_mut()[at..at + size].copy_from_slice(entry);
         self.entries += 1;
         Ok(())
     }
@@ -123,11 +143,11 @@ impl IndexFile {
             return Ok(());
         }
         self.mmap.flush()?;
-        // Drop the old mapping before changing the file's length, so no mapping ever covers
-        // bytes past the end of the file.
-        self.mmap = MmapMut::map_anon(0)?;
-        self.file.set_len(new_len as u64)?;
-        self.mmap = map(&self.file)?;
+        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        file.set_len(new_len as u64)?;
+        // A flush may still hold the old mapping for its msync; this struct never touches
+        // it again, so no access reaches past the end of the shrunk file.
+        self.mmap = map(&file)?;
         self.max_entries = self.mmap.len() / self.entry_size;
         Ok(())
     }
@@ -142,11 +162,11 @@ fn round_down(n: usize, multiple: usize) -> usize {
     n / multiple * multiple
 }
 
-fn map(file: &File) -> Result<MmapMut, LogError> {
-    // SAFETY: the index file lives in a partition directory that only this broker writes,
-    // and this struct owns the only handle that changes its length; `resize` drops the map
-    // before shrinking the file and remaps afterwards, so the mapping never extends past
-    // the end of the file. Entries are plain bytes, so any content is a valid `[u8]`.
-    let mmap = unsafe { MmapMut::map_mut(file)? };
-    Ok(mmap)
+fn map(file: &File) -> Result<Arc<MmapRaw>, LogError> {
+    // The index file lives in a partition directory that only this broker writes, and
+    // only `resize` changes its length, remapping at once; the mapping is taken of the
+    // whole file as it is now. `MmapRaw` hands out pointers, not references: `bytes` and
+    // `bytes_mut` carry the safety argument for reading and writing through them.
+    let mmap = MmapOptions::new().map_raw(file)?;
+    Ok(Arc::new(mmap))
 }

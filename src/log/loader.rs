@@ -72,13 +72,14 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
-    let producer_state = load_producer_state(
+    let mut producer_state = load_producer_state(
         dir,
         &segments,
         log_start_offset,
         log_end_offset,
         clean_shutdown,
     )?;
+    producer_state.remove_expired_producers(now_ms, config.producer_id_expiration_ms);
     Ok(LoadedLog {
         segments,
         log_start_offset,
@@ -191,6 +192,9 @@ fn load_producer_state(
         return Ok(state);
     }
     let from = state.map_end_offset();
+    if !found && from < log_end_offset {
+        tracing::info!(dir = %dir.display(), from, to = log_end_offset, "no producer snapshot: rebuilding producer state by reading every batch header in the log");
+    }
     replay_producer_state(segments, &mut state, log_end_offset)?;
     if from < log_end_offset {
         state.take_snapshot()?;

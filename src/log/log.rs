@@ -6,17 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::checkpoint::sync_dir;
+use super::faults::{self, Fault};
 use super::leader_epoch::LeaderEpochFileCache;
 use super::loader::{self, replay_producer_state};
-use super::producer_state::{ProducerStateManager, StagedProducers};
-use super::segment::{read_header, whole_batches_len, LogSegment};
-use super::validation::{first_record_at_or_after, validate_records};
-use super::{AppendInfo, FetchData, FileSlice, LogConfig, LogError, TimestampType, TopicPartition};
+use super::log_dir_health::LogDirHealth;
+use super::producer_state::ProducerStateManager;
+use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
+use super::timestamp_search::{self, TimestampAndOffset};
+use super::{FetchData, FileSlice, LogConfig, LogError, TopicPartition};
+
+mod append;
 
 /// One partition's log: a directory of segments plus the leader epoch cache and producer
 /// state.
@@ -36,12 +39,32 @@ pub struct Log {
     /// Every offset below this is on disk (fsynced).
     recovery_point: AtomicI64,
     unflushed_messages: AtomicU64,
+    /// When the last flush pass finished (wall clock ms), for `flush.ms`.
+    last_flush_ms: AtomicI64,
     /// True while one caller's fsync is in progress; others wait on `flush_done` and then
     /// find their offset already durable (group commit).
     flushing: Mutex<bool>,
     flush_done: Condvar,
     /// Set when a segment file was created; the directory itself needs an fsync.
     dir_dirty: AtomicBool,
+    /// The log dir this log lives in: once it is offline, so is this log.
+    dir_health: Arc<LogDirHealth>,
+    /// Held while a producer snapshot is written outside `inner`, and by truncation.
+    snapshot_lock: Mutex<()>,
+    /// Bumped by every truncation, so a snapshot serialised before one is not written.
+    truncations: AtomicU64,
+    /// Set by an owner that runs `complete_roll` in the background after each append
+    /// (`Partition`): the roll's snapshot write and fsync then leave the appending thread.
+    defer_roll_work: AtomicBool,
+    /// The newest roll whose snapshot and flush are still to be done.
+    pending_roll: Mutex<Option<PendingSnapshot>>,
+}
+
+/// A producer snapshot serialised under the lock, to be written after it is released.
+struct PendingSnapshot {
+    offset: i64,
+    bytes: Vec<u8>,
+    truncations: u64,
 }
 
 struct LogInner {
@@ -59,17 +82,10 @@ impl LogInner {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn into_mut(records: Bytes) -> BytesMut {
-    // Reuses the buffer when this is its only owner; otherwise one copy of the request.
-    records
-        .try_into_mut()
-        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
 }
 
 impl Log {
@@ -100,6 +116,7 @@ impl Log {
             log_start_offset: AtomicI64::new(loaded.log_start_offset),
             recovery_point: AtomicI64::new(loaded.recovery_point),
             unflushed_messages: AtomicU64::new(0),
+            last_flush_ms: AtomicI64::new(now_ms()),
             inner: Mutex::new(LogInner {
                 segments: loaded.segments,
                 leader_epoch_cache: loaded.leader_epoch_cache,
@@ -108,6 +125,55 @@ impl Log {
             flushing: Mutex::new(false),
             flush_done: Condvar::new(),
             dir_dirty: AtomicBool::new(true),
+            dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
+            snapshot_lock: Mutex::new(()),
+            truncations: AtomicU64::new(0),
+            defer_roll_work: AtomicBool::new(false),
+            pending_roll: Mutex::new(None),
+        })
+    }
+
+    /// From now on, a roll's producer snapshot write and segment flush are left for
+    /// `complete_roll`, which the caller runs on the blocking pool after any append that
+    /// `has_pending_roll()` (Kafka schedules the same work in the background). `close`
+    /// and the recovery-point checkpoint also complete it, so it is never lost.
+    pub fn defer_roll_work(&self) {
+        self.defer_roll_work.store(true, Ordering::Release);
+    }
+
+    pub fn has_pending_roll(&self) -> bool {
+        self.pending_roll.lock().is_some()
+    }
+
+    /// Writes the newest rolled segment's producer snapshot and flushes everything below
+    /// it. Failures are logged (an I/O error has taken the dir offline). Blocking.
+    pub fn complete_roll(&self) {
+        let Some(roll) = self.pending_roll.lock().take() else {
+            return;
+        };
+        if let Err(e) = self.after_roll(roll) {
+            tracing::error!(partition = %self.topic_partition, error = %e, "flushing a rolled segment failed");
+        }
+    }
+
+    /// Makes this log part of a log dir whose health it shares (see `LogDirHealth`).
+    pub fn in_log_dir(mut self, health: Arc<LogDirHealth>) -> Self {
+        self.dir_health = health;
+        self
+    }
+
+    /// Whether the log's dir went offline; an offline log refuses every read and write.
+    pub fn is_offline(&self) -> bool {
+        self.dir_health.is_offline()
+    }
+
+    fn check_online(&self) -> Result<(), LogError> {
+        if !self.dir_health.is_offline() {
+            return Ok(());
+        }
+        Err(LogError::LogDirOffline {
+            dir: self.dir_health.path().to_path_buf(),
+            cause: self.dir_health.cause().unwrap_or_default(),
         })
     }
 
@@ -158,206 +224,11 @@ impl Log {
         self.inner.lock().segments.len()
     }
 
-    /// Appends a producer's records (see the module contract): validate, detect duplicates,
-    /// check producer state, assign offsets in place, roll if needed, write, update indexes,
-    /// leader epoch cache and producer state, then publish the new log end offset.
-    ///
-    /// Durability: the bytes are in the page cache when this returns. When
-    /// `flush_interval_messages` is reached (`flush_needed()`), the caller calls
-    /// `flush_to(info.last_offset + 1)` in `spawn_blocking` before acknowledging; concurrent
-    /// producers then share one fsync.
-    pub fn append_as_leader(
-        &self,
-        records: Bytes,
-        leader_epoch: i32,
-        now_ms: i64,
-    ) -> Result<AppendInfo, LogError> {
-        let config = self.config();
-        let mut buf = into_mut(records);
-        let validated = validate_records(&mut buf, &config, now_ms)?;
-        if buf.len() as u64 > config.segment_bytes {
-            return Err(LogError::RecordListTooLarge);
-        }
-        let mut inner = self.inner.lock();
-        let log_start_offset = self.log_start_offset();
-        for b in &validated.batches {
-            if b.header.producer_id() >= 0 {
-                if let Some(dup) = inner.producer_state.find_duplicate(&b.header) {
-                    return Ok(AppendInfo {
-                        first_offset: dup.first_offset,
-                        last_offset: dup.last_offset,
-                        log_append_time: -1,
-                        log_start_offset,
-                        duplicate: true,
-                    });
-                }
-            }
-        }
-        let first_offset = self.log_end_offset();
-        let mut next_offset = first_offset;
-        let mut staged = StagedProducers::new();
-        let (mut max_timestamp, mut offset_of_max_timestamp) = (-1i64, first_offset);
-        for b in &validated.batches {
-            let bytes = &mut buf[b.position..b.position + b.size];
-            batch::set_base_offset(bytes, next_offset);
-            batch::set_partition_leader_epoch(bytes, leader_epoch);
-            let header = RecordBatchHeader::parse(bytes)?;
-            if header.producer_id() >= 0 {
-                inner.producer_state.stage(&mut staged, &header)?;
-            }
-            if header.max_timestamp() > max_timestamp {
-                (max_timestamp, offset_of_max_timestamp) =
-                    (header.max_timestamp(), header.last_offset());
-            }
-            next_offset = header.next_offset();
-        }
-        let last_offset = next_offset - 1;
-        let rolled = self.maybe_roll(
-            &mut inner,
-            &config,
-            buf.len() as u64,
-            max_timestamp,
-            last_offset,
-            now_ms,
-        )?;
-        inner
-            .active()?
-            .append(last_offset, max_timestamp, offset_of_max_timestamp, &buf)?;
-        if leader_epoch >= 0
-            && inner
-                .leader_epoch_cache
-                .latest_epoch()
-                .is_none_or(|e| e < leader_epoch)
-        {
-            inner
-                .leader_epoch_cache
-                .assign(leader_epoch, first_offset)?;
-        }
-        inner.producer_state.commit(staged, next_offset);
-        self.log_end_offset.store(next_offset, Ordering::Release);
-        self.unflushed_messages
-            .fetch_add(validated.records_count, Ordering::AcqRel);
-        drop(inner);
-        if let Some(base) = rolled {
-            // Kafka flushes a rolled segment; done here outside the lock so readers proceed.
-            self.flush_to(base)?;
-        }
-        Ok(AppendInfo {
-            first_offset,
-            last_offset,
-            log_append_time: validated.log_append_time,
-            log_start_offset,
-            duplicate: false,
-        })
-    }
-
-    /// Appends batches that already carry offsets (a follower copying its leader). Each
-    /// batch must be sound (length, magic, CRC) and start at or after the previous one's
-    /// end, the first at or after the log end offset.
-    pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
-        let config = self.config();
-        let buf = into_mut(records);
-        let mut headers = Vec::new();
-        let mut expected = self.log_end_offset();
-        for item in batch::BatchIter::new(&buf) {
-            let (position, header) = item?;
-            if header.magic() != MAGIC_V2 {
-                return Err(LogError::InvalidRecord(format!(
-                    "magic {} is not supported",
-                    header.magic()
-                )));
-            }
-            batch::verify_crc(&buf[position..position + header.size_in_bytes()])?;
-            if header.base_offset() < expected || header.last_offset_delta() < 0 {
-                return Err(LogError::InvalidRecord(format!(
-                    "batch at offset {} where {expected} or later was expected",
-                    header.base_offset()
-                )));
-            }
-            expected = header.next_offset();
-            headers.push(header);
-        }
-        let mut inner = self.inner.lock();
-        let log_start_offset = self.log_start_offset();
-        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
-            let leo = self.log_end_offset();
-            return Ok(AppendInfo {
-                first_offset: leo,
-                last_offset: leo - 1,
-                log_append_time: -1,
-                log_start_offset,
-                duplicate: false,
-            });
-        };
-        if first.base_offset() < self.log_end_offset() {
-            return Err(LogError::InvalidRecord(
-                "append below the log end offset".into(),
-            ));
-        }
-        let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
-        let max = headers
-            .iter()
-            .max_by_key(|h| h.max_timestamp())
-            .map_or((-1, first_offset), |h| (h.max_timestamp(), h.last_offset()));
-        let rolled = self.maybe_roll_at(
-            &mut inner,
-            &config,
-            buf.len() as u64,
-            max.0,
-            last_offset,
-            first_offset,
-            now_ms(),
-        )?;
-        inner.active()?.append(last_offset, max.0, max.1, &buf)?;
-        for h in &headers {
-            let epoch = h.partition_leader_epoch();
-            if epoch >= 0
-                && inner
-                    .leader_epoch_cache
-                    .latest_epoch()
-                    .is_none_or(|e| e < epoch)
-            {
-                inner.leader_epoch_cache.assign(epoch, h.base_offset())?;
-            }
-            inner.producer_state.replay(h);
-        }
-        self.log_end_offset
-            .store(last_offset + 1, Ordering::Release);
-        let count: u64 = headers
-            .iter()
-            .map(|h| h.records_count().max(0) as u64)
-            .sum();
-        self.unflushed_messages.fetch_add(count, Ordering::AcqRel);
-        drop(inner);
-        if let Some(base) = rolled {
-            self.flush_to(base)?;
-        }
-        Ok(AppendInfo {
-            first_offset,
-            last_offset,
-            log_append_time: -1,
-            log_start_offset,
-            duplicate: false,
-        })
-    }
-
-    fn maybe_roll(
-        &self,
-        inner: &mut LogInner,
-        config: &LogConfig,
-        size: u64,
-        max_ts: i64,
-        last_offset: i64,
-        now_ms: i64,
-    ) -> Result<Option<i64>, LogError> {
-        let leo = self.log_end_offset();
-        self.maybe_roll_at(inner, config, size, max_ts, last_offset, leo, now_ms)
-    }
-
-    /// Rolls to a new segment at `new_base` when the active one says so. Returns the new
-    /// base offset: everything below it should be flushed.
+    /// Rolls to a new segment at `new_base` when the active one says so. Returns the
+    /// producer snapshot to write at the new base once the lock is released (everything
+    /// below it should then be flushed). A roll that fails leaves the old segment active.
     #[allow(clippy::too_many_arguments)]
-    fn maybe_roll_at(
+    fn roll_if_needed(
         &self,
         inner: &mut LogInner,
         config: &LogConfig,
@@ -366,7 +237,7 @@ impl Log {
         last_offset: i64,
         new_base: i64,
         now_ms: i64,
-    ) -> Result<Option<i64>, LogError> {
+    ) -> Result<Option<PendingSnapshot>, LogError> {
         let active = inner.active()?;
         if !active.should_roll(config, size, max_ts, last_offset, now_ms) {
             return Ok(None);
@@ -375,23 +246,61 @@ impl Log {
             // Nothing to roll away from (e.g. an index full from its first entry).
             return Ok(None);
         }
-        active.on_become_inactive()?;
-        if let Some(existing) = inner.segments.remove(&new_base) {
+        let old_base = active.base_offset();
+        if let Err(e) = self.open_next_segment(inner, config, new_base, now_ms) {
+            if let Some(old) = inner.segments.get_mut(&old_base) {
+                if let Err(again) = old.make_active() {
+                    tracing::warn!(partition = %self.topic_partition, error = %again, "cannot reopen the active segment's indexes after a failed roll");
+                    return Err(again);
+                }
+            }
+            return Err(e);
+        }
+        inner.producer_state.set_map_end_offset(new_base);
+        let snapshot = PendingSnapshot {
+            offset: new_base,
+            bytes: inner.producer_state.snapshot_bytes(),
+            truncations: self.truncations.load(Ordering::Acquire),
+        };
+        self.dir_dirty.store(true, Ordering::Release);
+        tracing::info!(partition = %self.topic_partition, base = new_base, "rolled new log segment");
+        Ok(Some(snapshot))
+    }
+
+    fn open_next_segment(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        new_base: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        inner.active()?.on_become_inactive()?;
+        if let Some(existing) = inner.segments.get(&new_base) {
             if existing.size() > 0 {
                 return Err(LogError::corrupt_file(
                     &self.dir,
                     format!("segment {new_base} already exists"),
                 ));
             }
+        }
+        if let Some(existing) = inner.segments.remove(&new_base) {
             existing.delete(&self.dir)?;
         }
         let segment = LogSegment::open(&self.dir, new_base, config, true, now_ms)?;
         inner.segments.insert(new_base, segment);
-        inner.producer_state.set_map_end_offset(new_base);
-        inner.producer_state.take_snapshot()?;
-        self.dir_dirty.store(true, Ordering::Release);
-        tracing::info!(partition = %self.topic_partition, base = new_base, "rolled new log segment");
-        Ok(Some(new_base))
+        Ok(())
+    }
+
+    /// Writes a producer snapshot serialised under the lock, unless the log was truncated
+    /// since (its offset may then lie past the log end).
+    fn write_producer_snapshot(&self, snapshot: PendingSnapshot) -> Result<(), LogError> {
+        self.check_online()?;
+        let _writing = self.snapshot_lock.lock();
+        if self.truncations.load(Ordering::Acquire) != snapshot.truncations {
+            return Ok(());
+        }
+        ProducerStateManager::write_snapshot(&self.dir, snapshot.offset, &snapshot.bytes)
+            .map_err(|e| self.on_failure("producer snapshot", e))
     }
 
     /// Reads whole batches from the one containing `offset`: at most `max_bytes` (but the
@@ -429,6 +338,7 @@ impl Log {
         max_offset: i64,
         min_one_message: bool,
     ) -> Result<FetchData<Option<FileSlice>>, LogError> {
+        self.check_online()?;
         let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
         if offset < log_start || offset > log_end {
             return Err(LogError::OffsetOutOfRange {
@@ -489,84 +399,116 @@ impl Log {
         Ok(None)
     }
 
-    /// ListOffsets by timestamp: the first record (batch-level for compressed batches)
-    /// with timestamp >= `ts`, as (timestamp, offset).
-    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Option<(i64, i64)> {
+    /// ListOffsets by timestamp (Kafka's `searchOffsetInLocalLog`): the first record with a
+    /// timestamp >= `ts` and an offset >= the log start offset, searched in the first segment
+    /// whose max timestamp reaches `ts`, from the time index's entry below `ts`.
+    ///
+    /// Only the index lookups hold the lock. Batch headers and the candidate batch are then
+    /// read below the segment size seen under it (bytes there never change), and the batch's
+    /// records are searched, decompressing if need be, with no lock held. A batch whose
+    /// records cannot be read is answered at batch level: its max timestamp and first offset.
+    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Option<TimestampAndOffset> {
         let log_start = self.log_start_offset();
-        let inner = self.inner.lock();
-        let segment = inner
-            .segments
-            .values()
-            .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
-        let (_, ts_offset) = segment.time_index().lookup(ts);
-        let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
-        let mut position = u64::from(start);
-        let file = segment.log_file();
-        while let Ok(Some(h)) = read_header(file, position, segment.size()) {
-            let size = h
-                .check_length(usize::try_from(segment.size() - position).ok()?)
-                .ok()?;
+        let (file, mut position, end) = {
+            let inner = self.inner.lock();
+            let segment = inner
+                .segments
+                .values()
+                .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
+            let (_, ts_offset) = segment.time_index().lookup(ts);
+            let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
+            (segment.log_file().clone(), u64::from(start), segment.size())
+        };
+        while let Ok(Some(h)) = read_header(&file, position, end) {
+            let size = h.check_length(usize::try_from(end - position).ok()?).ok()?;
             if h.max_timestamp() >= ts && h.last_offset() >= log_start {
-                return Some(self.first_match_in_batch(file, position, size, &h, ts, log_start));
+                let found = self
+                    .read_stored_batch(&file, position, size)
+                    .and_then(|b| timestamp_search::first_at_or_after(&b, ts, log_start));
+                match found {
+                    Ok(Some(found)) => return Some(found),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = %self.topic_partition, offset = h.base_offset(), error = %e,
+                            "cannot read the records of a stored batch; answering at batch level");
+                        return Some(TimestampAndOffset {
+                            timestamp: h.max_timestamp(),
+                            offset: h.base_offset().max(log_start),
+                            leader_epoch: Some(h.partition_leader_epoch()).filter(|&e| e >= 0),
+                        });
+                    }
+                }
             }
             position += size as u64;
         }
         None
     }
 
-    fn first_match_in_batch(
+    /// ListOffsets MAX_TIMESTAMP (Kafka ≥ 3.8, KAFKA-16310): the record with the largest
+    /// timestamp, the earliest such. The segment and the time index know the batch carrying
+    /// it (by its last offset, as Kafka's time index does); its records give the record.
+    pub fn max_timestamp_and_offset(&self) -> Option<TimestampAndOffset> {
+        let (file, mut position, end, max_ts) = {
+            let inner = self.inner.lock();
+            let mut best: Option<&LogSegment> = None;
+            for s in inner.segments.values() {
+                let ts = s.max_timestamp_and_offset().0;
+                if ts >= 0 && best.is_none_or(|b| ts > b.max_timestamp_and_offset().0) {
+                    best = Some(s);
+                }
+            }
+            let segment = best?;
+            let (ts, offset) = segment.max_timestamp_and_offset();
+            let (_, start) = segment.offset_index().lookup(offset);
+            (
+                segment.log_file().clone(),
+                u64::from(start),
+                segment.size(),
+                ts,
+            )
+        };
+        while let Ok(Some(h)) = read_header(&file, position, end) {
+            let size = h.check_length(usize::try_from(end - position).ok()?).ok()?;
+            if h.max_timestamp() == max_ts {
+                let found = self
+                    .read_stored_batch(&file, position, size)
+                    .and_then(|b| timestamp_search::offset_of_max_timestamp(&b));
+                if let Ok(Some(found)) = found {
+                    return Some(found);
+                }
+                // A header whose max timestamp no record carries (or unreadable records):
+                // the batch's last offset, as the time index has it.
+                tracing::warn!(partition = %self.topic_partition, offset = h.base_offset(),
+                    "no record of a stored batch carries its max timestamp; answering at batch level");
+                return Some(TimestampAndOffset {
+                    timestamp: max_ts,
+                    offset: h.last_offset(),
+                    leader_epoch: Some(h.partition_leader_epoch()).filter(|&e| e >= 0),
+                });
+            }
+            position += size as u64;
+        }
+        None
+    }
+
+    /// The bytes of one stored batch for a record-level lookup. `size` was checked against
+    /// the bytes present; past `max.message.bytes` (at least 1 MiB) a lookup reads nothing,
+    /// so a forged length cannot make it read a whole segment into memory.
+    fn read_stored_batch(
         &self,
         file: &File,
         position: u64,
         size: usize,
-        h: &RecordBatchHeader,
-        ts: i64,
-        log_start: i64,
-    ) -> (i64, i64) {
-        // Record-level answers need the records in memory; past this size, batch level.
-        const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
-        let batch_level = (h.max_timestamp(), h.base_offset().max(log_start));
-        if h.timestamp_type() == TimestampType::LogAppendTime || size > MAX_SCAN_BYTES {
-            return batch_level;
+    ) -> Result<Vec<u8>, LogError> {
+        let read_max = (self.config.read().max_message_bytes as usize).max(1 << 20);
+        if size > read_max {
+            return Err(LogError::CorruptMessage(format!(
+                "stored batch of {size} bytes exceeds the {read_max} bytes a lookup reads"
+            )));
         }
         let mut buf = vec![0u8; size];
-        if std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position).is_err() {
-            return batch_level;
-        }
-        if h.compression_codec() != 0 {
-            // A lookup by time is rare enough to pay for decompressing this one batch.
-            let mut bytes = Bytes::from(buf);
-            return kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
-                .ok()
-                .and_then(|set| {
-                    set.records
-                        .iter()
-                        .find(|r| r.timestamp >= ts && r.offset >= log_start)
-                        .map(|r| (r.timestamp, r.offset))
-                })
-                .unwrap_or(batch_level);
-        }
-        let records = buf.get(HEADER_SIZE..).unwrap_or(&[]);
-        match first_record_at_or_after(records, h.records_count(), h.base_timestamp(), ts) {
-            Some((t, delta)) if h.base_offset() + i64::from(delta) >= log_start => {
-                (t, h.base_offset() + i64::from(delta))
-            }
-            _ => batch_level,
-        }
-    }
-
-    /// ListOffsets MAX_TIMESTAMP: the largest batch max timestamp and the offset of the batch
-    /// carrying it (the earliest such batch).
-    pub fn max_timestamp_and_offset(&self) -> Option<(i64, i64)> {
-        let inner = self.inner.lock();
-        let mut best: Option<(i64, i64)> = None;
-        for s in inner.segments.values() {
-            let (ts, offset) = s.max_timestamp_and_offset();
-            if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
-                best = Some((ts, offset));
-            }
-        }
-        best
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position)?;
+        Ok(buf)
     }
 
     pub fn latest_epoch(&self) -> Option<i32> {
@@ -585,8 +527,12 @@ impl Log {
     /// Makes every offset below `offset` (at most the log end) durable. Concurrent callers
     /// share one fsync pass (group commit): whoever finds a flush running waits for it and
     /// is usually done when it completes. Blocking: run it in `spawn_blocking`.
+    ///
+    /// A failed fsync takes the log dir offline (see `LogDirHealth`): the recovery point
+    /// stays where the last good fsync left it, and no later flush can move it.
     pub fn flush_to(&self, offset: i64) -> Result<(), LogError> {
         loop {
+            self.check_online()?;
             let target = offset.min(self.log_end_offset());
             let mut flushing = self.flushing.lock();
             if self.recovery_point() >= target {
@@ -598,7 +544,7 @@ impl Log {
             }
             *flushing = true;
             drop(flushing);
-            let result = self.flush_pass();
+            let result = self.flush_pass().map_err(|e| self.on_failure("fsync", e));
             *self.flushing.lock() = false;
             self.flush_done.notify_all();
             result?;
@@ -618,7 +564,7 @@ impl Log {
                 .range(..=rp)
                 .next_back()
                 .map_or(i64::MIN, |(&b, _)| b);
-            let files: Vec<Arc<File>> = inner
+            let files: Vec<SyncTarget> = inner
                 .segments
                 .range(first..)
                 .flat_map(|(_, s)| s.files_to_sync())
@@ -626,7 +572,8 @@ impl Log {
             (files, end, messages)
         };
         for file in files {
-            file.sync_all()?;
+            faults::check(&self.dir, Fault::Fsync)?;
+            file.sync()?;
         }
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = sync_dir(&self.dir) {
@@ -639,7 +586,29 @@ impl Log {
             .fetch_max(end.min(self.log_end_offset()), Ordering::AcqRel);
         self.unflushed_messages
             .fetch_sub(messages.min(self.unflushed_messages()), Ordering::AcqRel);
+        self.last_flush_ms.store(now_ms(), Ordering::Release);
         Ok(())
+    }
+
+    /// The scheduler's log flusher (Kafka's `flushDirtyLogs`): flushes when the last flush
+    /// is at least `flush.ms` old and something is unflushed. Blocking.
+    pub fn flush_if_due(&self, now_ms: i64) -> Result<(), LogError> {
+        let flush_ms = self.config.read().flush_ms;
+        let since = now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Acquire));
+        if since < flush_ms || self.recovery_point() >= self.log_end_offset() {
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    /// Forgets producers idle for `producer.id.expiration.ms` (see
+    /// `ProducerStateManager::remove_expired_producers`). Returns how many.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        let expiration_ms = self.config.read().producer_id_expiration_ms;
+        self.inner
+            .lock()
+            .producer_state
+            .remove_expired_producers(now_ms, expiration_ms)
     }
 
     pub fn flush(&self) -> Result<(), LogError> {
@@ -648,7 +617,15 @@ impl Log {
 
     /// Removes every offset >= `offset` (a follower diverged from its leader).
     pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        self.check_online()?;
+        let _snapshots = self.snapshot_lock.lock();
         let mut inner = self.inner.lock();
+        self.truncations.fetch_add(1, Ordering::AcqRel);
+        self.truncate_locked(&mut inner, offset)
+            .map_err(|e| self.on_failure("truncation", e))
+    }
+
+    fn truncate_locked(&self, inner: &mut LogInner, offset: i64) -> Result<(), LogError> {
         let leo = self.log_end_offset();
         if offset >= leo {
             return Ok(());
@@ -698,24 +675,40 @@ impl Log {
 
     /// Writes `<log end offset>.snapshot` of the producer state.
     pub fn producer_state_snapshot(&self) -> Result<(), LogError> {
-        let mut inner = self.inner.lock();
-        let leo = self.log_end_offset();
-        inner.producer_state.set_map_end_offset(leo);
-        inner.producer_state.take_snapshot()
+        self.check_online()?;
+        let snapshot = {
+            let mut inner = self.inner.lock();
+            let leo = self.log_end_offset();
+            inner.producer_state.set_map_end_offset(leo);
+            PendingSnapshot {
+                offset: leo,
+                bytes: inner.producer_state.snapshot_bytes(),
+                truncations: self.truncations.load(Ordering::Acquire),
+            }
+        };
+        self.write_producer_snapshot(snapshot)
     }
 
     /// Clean close: flush, write a producer snapshot, and trim the active segment's indexes
     /// (with its final time-index entry) so the files read back exactly.
+    /// An offline log is left as it is: the next start recovers it.
     pub fn close(&self) -> Result<(), LogError> {
+        self.complete_roll();
         self.flush()?;
         self.producer_state_snapshot()?;
         let mut inner = self.inner.lock();
-        let active = inner.active()?;
-        active.on_become_inactive()?;
-        active.flush()
+        let closed = inner.active().and_then(|active| {
+            active.on_become_inactive()?;
+            active.flush()
+        });
+        closed.map_err(|e| self.on_failure("close", e))
     }
 }
 
 #[cfg(test)]
 #[path = "log_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "log_failure_tests.rs"]
+mod failure_tests;

@@ -1,11 +1,19 @@
 //! `LogManager`: every partition log in the broker's `log.dirs`.
+//!
+//! It never removes a partition directory on its own. A deleted partition's directory is
+//! renamed `<topic>-<partition>.<uuid>-delete` at once (so a restart cannot bring it back)
+//! and removed `file.delete.delay.ms` later by `remove_due_deletions`; a directory the
+//! metadata does not assign here is a stray, renamed `<topic>-<partition>.<uuid>-stray`,
+//! kept byte for byte and never served.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use uuid::Uuid;
 
 use super::checkpoint::{
@@ -13,20 +21,23 @@ use super::checkpoint::{
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
 use super::dir_lock::DirLock;
-use super::meta_properties::ensure_meta_properties;
+use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
+use super::log_dirs::METADATA_LOG_DIR;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
 use super::{Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
 /// down cleanly and its logs need no recovery scan. Deleted before logs are loaded, so a
 /// crash while loading counts as unclean; written (fsynced JSON
-/// `{"version":0,"brokerEpoch":-1}`) as the last step of a clean shutdown.
+/// `{"version":0,"brokerEpoch":<epoch>}`) as the last step of a clean shutdown.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-/// KRaft's metadata log: LogManager never loads it.
-const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+const DELETE_SUFFIX: &str = "-delete";
+const STRAY_SUFFIX: &str = "-stray";
+const FUTURE_SUFFIX: &str = "-future";
 
 struct LogDir {
     path: PathBuf,
+    health: Arc<LogDirHealth>,
     _lock: DirLock,
 }
 
@@ -36,45 +47,62 @@ struct Hosted {
     topic_id: Option<Uuid>,
 }
 
+/// Whether metadata assigns a partition directory found on disk to this broker: its
+/// partition and its topic id (from `partition.metadata`, if it has one).
+pub trait Assignment: Fn(&TopicPartition, Option<Uuid>) -> bool {}
+impl<F: Fn(&TopicPartition, Option<Uuid>) -> bool> Assignment for F {}
+
 /// Owns the log directories, each locked (`.lock`). Layout of each: `meta.properties`, the checkpoint files
 /// (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the clean-shutdown
 /// marker, and one `<topic>-<partition>` directory per hosted partition.
+///
+/// A dir that fails with an I/O error goes offline (see `LogDirHealth`): its logs stay in
+/// the table, refusing every operation, and it is left out of checkpoints, new logs and
+/// the clean shutdown, so the next start recovers it. Each dir that goes offline is
+/// reported once on the channel from `take_dir_failures`.
 pub struct LogManager {
     dirs: Vec<LogDir>,
     logs: RwLock<HashMap<TopicPartition, Hosted>>,
+    dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
+    /// Renamed `-delete` directories and when they may be removed.
+    pending_deletions: Mutex<Vec<(PathBuf, Instant)>>,
+    file_delete_delay: Duration,
+    /// The broker epoch the clean-shutdown marker records (-1: not registered).
+    broker_epoch: std::sync::atomic::AtomicI64,
+}
+
+/// One log dir as DescribeLogDirs will report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirStatus {
+    pub path: PathBuf,
+    /// Why the dir went offline; `None` while it is online.
+    pub offline_cause: Option<String>,
 }
 
 impl LogManager {
-    /// Opens every log dir: creates it if missing, writes or validates `meta.properties`,
-    /// reads the recovery-point and log-start checkpoints, notes and deletes the
-    /// clean-shutdown marker, removes `-delete` directories, and loads every partition
-    /// directory (recovering after its recovery point if the shutdown was unclean).
+    /// Opens every log dir (already checked and locked, see `log_dirs`): reads the
+    /// recovery-point and log-start checkpoints, notes and deletes the clean-shutdown
+    /// marker, schedules leftover `-delete` directories for removal, renames partition
+    /// directories that `assigned` does not know to `-stray`, and loads every other
+    /// partition directory (recovering after its recovery point if the shutdown was
+    /// unclean). Strays are set aside before they are opened, so recovery never touches them.
     pub fn startup(
-        log_dirs: &[PathBuf],
-        node_id: i32,
-        cluster_id: &str,
-        default_config: LogConfig,
+        log_dirs: Vec<(PathBuf, DirLock)>,
+        assigned: impl Assignment,
         topic_configs: impl Fn(&str) -> LogConfig,
+        file_delete_delay_ms: u64,
     ) -> Result<LogManager, LogError> {
-        let _ = default_config; // topic_configs already overlays the broker defaults
+        let file_delete_delay = Duration::from_millis(file_delete_delay_ms);
         let mut dirs = Vec::new();
         let mut logs = HashMap::new();
-        let mut directory_ids = Vec::new();
-        for (dir_index, path) in log_dirs.iter().enumerate() {
-            fs::create_dir_all(path)?;
-            let lock = DirLock::acquire(path)?;
-            let id = ensure_meta_properties(path, node_id, cluster_id)?;
-            if directory_ids.contains(&id) {
-                return Err(LogError::corrupt_file(
-                    path,
-                    "directory.id duplicates another log dir's",
-                ));
-            }
-            directory_ids.push(id);
-            let clean = take_clean_shutdown_marker(path)?;
+        let mut pending_deletions = Vec::new();
+        let (failures_tx, failures_rx) = unbounded_channel();
+        for (dir_index, (path, lock)) in log_dirs.into_iter().enumerate() {
+            let health = Arc::new(LogDirHealth::new(&path, Some(failures_tx.clone())));
+            let clean = take_clean_shutdown_marker(&path)?;
             let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
             let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
-            for entry in fs::read_dir(path)? {
+            for entry in fs::read_dir(&path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
                     continue;
@@ -82,23 +110,31 @@ impl LogManager {
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                let Some(tp) = partition_dir(&entry.path(), &name)? else {
+                let dir = entry.path();
+                let Some(tp) =
+                    partition_dir(&dir, &name, &mut pending_deletions, file_delete_delay)
+                else {
                     continue;
                 };
+                let topic_id = read_partition_metadata(&dir).unwrap_or_else(|e| {
+                    tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
+                    None
+                });
+                if !assigned(&tp, topic_id) {
+                    set_aside_stray(&path, &dir, &tp, topic_id)?;
+                    continue;
+                }
                 if logs.contains_key(&tp) {
                     return Err(LogError::corrupt_file(
-                        &entry.path(),
+                        &dir,
                         format!("{tp} is present in more than one log dir"),
                     ));
                 }
                 let config = topic_configs(&tp.topic);
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
-                let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?;
-                let topic_id = read_partition_metadata(&entry.path()).unwrap_or_else(|e| {
-                    tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
-                    None
-                });
+                let log = Log::open(&dir, tp.clone(), config, rp, log_start, clean)?
+                    .in_log_dir(health.clone());
                 logs.insert(
                     tp,
                     Hosted {
@@ -110,14 +146,62 @@ impl LogManager {
             }
             tracing::info!(dir = %path.display(), clean, "loaded log dir");
             dirs.push(LogDir {
-                path: path.clone(),
+                path,
+                health,
                 _lock: lock,
             });
         }
         Ok(LogManager {
             dirs,
             logs: RwLock::new(logs),
+            dir_failures: Mutex::new(Some(failures_rx)),
+            pending_deletions: Mutex::new(pending_deletions),
+            file_delete_delay,
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
         })
+    }
+
+    /// The broker epoch written into the clean-shutdown marker: Kafka started on these
+    /// dirs compares it with the epoch its metadata registered, to tell a clean shutdown.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch
+            .store(epoch, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The receiver of log dirs going offline, for the broker's failure handler (once).
+    pub fn take_dir_failures(&self) -> Option<UnboundedReceiver<PathBuf>> {
+        self.dir_failures.lock().take()
+    }
+
+    /// Every log dir and whether it is online.
+    pub fn log_dirs(&self) -> Vec<LogDirStatus> {
+        self.dirs
+            .iter()
+            .map(|d| LogDirStatus {
+                path: d.path.clone(),
+                offline_cause: d
+                    .health
+                    .is_offline()
+                    .then(|| d.health.cause().unwrap_or_default()),
+            })
+            .collect()
+    }
+
+    /// True when no log dir is left online (Kafka then halts the broker).
+    pub fn all_dirs_offline(&self) -> bool {
+        self.dirs.iter().all(|d| d.health.is_offline())
+    }
+
+    /// Takes `dir` offline after `error` in `what`, unless the error is fd exhaustion.
+    fn on_dir_failure(&self, dir_index: usize, what: &str, error: LogError) -> LogError {
+        match &error {
+            LogError::KafkaStorage(io) if is_fd_exhaustion(io) => {
+                tracing::error!(dir = %self.dirs[dir_index].path.display(), error = %io, "{what} failed: out of file descriptors (raise `ulimit -n`)");
+            }
+            LogError::KafkaStorage(io) => self.dirs[dir_index].health.mark_offline(what, io),
+            _ => {}
+        }
+        error
     }
 
     pub fn get_log(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
@@ -158,13 +242,27 @@ impl LogManager {
             return Ok(hosted.log.clone());
         }
         let dir_index = (0..self.dirs.len())
+            .filter(|&i| !self.dirs[i].health.is_offline())
             .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count())
-            .ok_or_else(|| LogError::InvalidRecord("no log dirs".into()))?;
+            .ok_or_else(|| LogError::LogDirOffline {
+                dir: self
+                    .dirs
+                    .first()
+                    .map(|d| d.path.clone())
+                    .unwrap_or_default(),
+                cause: "no log dir is online".into(),
+            })?;
+        super::fd_limit::check_headroom()?;
         let parent = &self.dirs[dir_index].path;
         let dir = parent.join(tp.to_string());
-        let log = Log::open(&dir, tp.clone(), config, 0, 0, true)?;
-        write_partition_metadata(&dir, topic_id)?;
-        sync_dir(parent)?;
+        let created = Log::open(&dir, tp.clone(), config, 0, 0, true).and_then(|log| {
+            write_partition_metadata(&dir, topic_id)?;
+            sync_dir(parent)?;
+            Ok(log)
+        });
+        let log = created
+            .map_err(|e| self.on_dir_failure(dir_index, &format!("creating the log of {tp}"), e))?
+            .in_log_dir(self.dirs[dir_index].health.clone());
         let log = Arc::new(log);
         logs.insert(
             tp.clone(),
@@ -177,25 +275,119 @@ impl LogManager {
         Ok(log)
     }
 
-    /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` (so a crash
-    /// mid-delete leaves a directory the next startup removes) and deletes it.
+    /// Whether new logs may be created now: an error while the file descriptors left are
+    /// within the reserve (see `fd_limit`). Checked before metadata records a new
+    /// partition, and again when its log is created.
+    pub fn check_capacity(&self) -> Result<(), LogError> {
+        super::fd_limit::check_headroom()
+    }
+
+    /// Deletes `tp`'s log as Kafka does: stops hosting it and renames its directory to
+    /// `topic-P.<uuid>-delete` at once (fsynced, so a restart never brings it back); the
+    /// directory is removed `file.delete.delay.ms` later by `remove_due_deletions`.
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
         let dir = hosted.log.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        let doomed = parent.join(delete_dir_name(tp));
+        let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
         fs::rename(&dir, &doomed)?;
         sync_dir(&parent)?;
-        fs::remove_dir_all(&doomed)?;
+        tracing::info!(partition = %tp, dir = %doomed.display(), delay_ms = self.file_delete_delay.as_millis() as u64, "log renamed for deletion");
+        self.pending_deletions
+            .lock()
+            .push((doomed, Instant::now() + self.file_delete_delay));
         Ok(())
     }
 
-    /// Writes each log dir's recovery-point and log-start-offset checkpoints.
+    /// The scheduler's log flusher: flushes each online log whose `flush.ms` has passed.
+    pub fn flush_dirty_logs(&self, now_ms: i64) {
+        for log in self.online_logs() {
+            if let Err(e) = log.flush_if_due(now_ms) {
+                tracing::error!(partition = %log.topic_partition(), error = %e, "scheduled flush failed");
+            }
+        }
+    }
+
+    /// The scheduler's producer expiration check, over every online log.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        self.online_logs()
+            .iter()
+            .map(|log| log.remove_expired_producers(now_ms))
+            .sum()
+    }
+
+    fn online_logs(&self) -> Vec<Arc<Log>> {
+        self.logs
+            .read()
+            .values()
+            .filter(|h| !self.dirs[h.dir_index].health.is_offline())
+            .map(|h| h.log.clone())
+            .collect()
+    }
+
+    /// Removes the `-delete` directories whose delay has passed; run periodically. A
+    /// removal that fails is retried on the next run. Returns how many were removed.
+    pub fn remove_due_deletions(&self, now: Instant) -> usize {
+        let due: Vec<PathBuf> = {
+            let mut pending = self.pending_deletions.lock();
+            let (due, later) = pending.drain(..).partition(|(_, at)| *at <= now);
+            *pending = later;
+            due.into_iter().map(|(p, _)| p).collect()
+        };
+        let mut removed = 0;
+        for path in due {
+            match fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), "deleted log directory");
+                    removed += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed += 1,
+                Err(e) => {
+                    tracing::error!(dir = %path.display(), error = %e, "cannot remove deleted log directory; will retry");
+                    self.pending_deletions
+                        .lock()
+                        .push((path, now + self.file_delete_delay));
+                }
+            }
+        }
+        removed
+    }
+
+    /// Directories renamed for deletion and not yet removed.
+    pub fn pending_deletions(&self) -> Vec<PathBuf> {
+        self.pending_deletions
+            .lock()
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Writes each online log dir's recovery-point and log-start-offset checkpoints. A dir
+    /// whose checkpoint cannot be written goes offline; the others are still written.
     pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for i in 0..self.dirs.len() {
+            if self.dirs[i].health.is_offline() {
+                continue;
+            }
+            if let Err(e) = self.checkpoint_dir(i) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
         let logs = self.logs.read();
-        for (i, dir) in self.dirs.iter().enumerate() {
+        let dir = &self.dirs[i];
+        // Rolls whose background flush has not run yet are flushed first, so their
+        // segments' recovery points go into this checkpoint.
+        for h in logs.values().filter(|h| h.dir_index == i) {
+            h.log.complete_roll();
+        }
+        {
             let mut recovery = Vec::new();
             let mut starts = Vec::new();
             for (tp, h) in logs.iter().filter(|(_, h)| h.dir_index == i) {
@@ -213,23 +405,34 @@ impl LogManager {
     /// Clean shutdown: flush and close every log (trimming indexes, writing producer
     /// snapshots), write the checkpoints, then the clean-shutdown marker. A log that fails
     /// to close leaves its directory without the marker, so the next start recovers it.
+    ///
+    /// Offline dirs are left exactly as they are: no flush, no checkpoint, no marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
         let mut failed_dirs = Vec::new();
         let mut first_error = None;
         for h in self.logs.read().values() {
+            if self.dirs[h.dir_index].health.is_offline() {
+                continue;
+            }
             if let Err(e) = h.log.close() {
                 tracing::error!(partition = %h.log.topic_partition(), error = %e, "failed to close log");
                 failed_dirs.push(h.dir_index);
                 first_error.get_or_insert(e);
             }
         }
-        self.checkpoint_recovery_points()?;
         for (i, dir) in self.dirs.iter().enumerate() {
-            if !failed_dirs.contains(&i) {
+            if dir.health.is_offline() || failed_dirs.contains(&i) {
+                continue;
+            }
+            let epoch = self.broker_epoch.load(std::sync::atomic::Ordering::Acquire);
+            let closed = self.checkpoint_dir(i).and_then(|()| {
                 write_atomic(
                     &dir.path.join(CLEAN_SHUTDOWN_FILE),
-                    br#"{"version":0,"brokerEpoch":-1}"#,
-                )?;
+                    format!(r#"{{"version":0,"brokerEpoch":{epoch}}}"#).as_bytes(),
+                )
+            });
+            if let Err(e) = closed {
+                first_error.get_or_insert(self.on_dir_failure(i, "clean shutdown", e));
             }
         }
         first_error.map_or(Ok(()), Err)
@@ -256,27 +459,62 @@ fn read_checkpoint_or_empty(path: &Path) -> HashMap<TopicPartition, i64> {
 }
 
 /// The partition a directory holds, or `None` for directories LogManager does not load.
-/// Leftover `-delete` directories are removed here.
-fn partition_dir(path: &Path, name: &str) -> Result<Option<TopicPartition>, LogError> {
-    if name.ends_with("-delete") {
-        tracing::info!(dir = %path.display(), "removing partition directory pending deletion");
-        fs::remove_dir_all(path)?;
-        return Ok(None);
+/// Leftover `-delete` directories (a deletion asked for before a restart) are scheduled
+/// for removal after the delay; `-stray` and `-future` ones are left as they are.
+fn partition_dir(
+    path: &Path,
+    name: &str,
+    pending_deletions: &mut Vec<(PathBuf, Instant)>,
+    delay: Duration,
+) -> Option<TopicPartition> {
+    if name.ends_with(DELETE_SUFFIX) {
+        tracing::info!(dir = %path.display(), "partition directory pending deletion; removing it after the delay");
+        pending_deletions.push((path.to_path_buf(), Instant::now() + delay));
+        return None;
     }
-    if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
-        return Ok(None);
+    if name.ends_with(STRAY_SUFFIX) {
+        tracing::warn!(dir = %path.display(), "stray partition directory kept, not served (see the warning given when it was set aside)");
+        return None;
+    }
+    if name.ends_with(FUTURE_SUFFIX) || name.starts_with(METADATA_LOG_DIR) {
+        return None;
     }
     let tp = TopicPartition::from_dir_name(name);
     if tp.is_none() {
         tracing::warn!(dir = %path.display(), "ignoring directory that is not a partition");
     }
-    Ok(tp)
+    tp
 }
 
-/// Kafka's `LocalLog.logDeleteDirName`: `topic-P.<32 hex>-delete`, the topic shortened so
-/// the name fits in 255 bytes.
-fn delete_dir_name(tp: &TopicPartition) -> String {
-    let suffix = format!("-{}.{}-delete", tp.partition, Uuid::new_v4().simple());
+/// Renames a partition directory that metadata does not assign here to Kafka's stray name,
+/// keeping every byte, and says what it is and what can be done with it.
+fn set_aside_stray(
+    parent: &Path,
+    dir: &Path,
+    tp: &TopicPartition,
+    topic_id: Option<Uuid>,
+) -> Result<(), LogError> {
+    let stray = parent.join(suffixed_dir_name(tp, STRAY_SUFFIX));
+    fs::rename(dir, &stray)?;
+    sync_dir(parent)?;
+    let id = topic_id.map_or_else(|| "none".to_string(), super::uuid_to_kafka_string);
+    tracing::warn!(
+        "partition directory {} (topic id {id}) is not in the cluster metadata: kept as {} and not served. \
+         To serve it again, stop the broker, make sure topic {} exists with partition {} (CreateTopics or CreatePartitions), \
+         replace that partition's directory with this one renamed back to {tp} and without its partition.metadata, and start the broker. \
+         To discard it, delete the directory.",
+        dir.display(),
+        stray.display(),
+        tp.topic,
+        tp.partition,
+    );
+    Ok(())
+}
+
+/// Kafka's `LocalLog.logDirNameWithSuffixCappedLength`: `topic-P.<32 hex><suffix>`, the
+/// topic shortened so the name fits in 255 bytes.
+fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+    let suffix = format!("-{}.{}{suffix}", tp.partition, Uuid::new_v4().simple());
     let keep = 255usize.saturating_sub(suffix.len()).min(tp.topic.len());
     let mut cut = keep;
     while !tp.topic.is_char_boundary(cut) {
@@ -294,12 +532,54 @@ mod tests {
         LogConfig {
             index_interval_bytes: 100,
             max_index_size: 4096,
+            // Test batches carry timestamps near 1970, which the wall clock would expire.
+            producer_id_expiration_ms: i64::MAX,
             ..LogConfig::default()
         }
     }
 
+    fn locked(dirs: &[PathBuf]) -> Vec<(PathBuf, DirLock)> {
+        dirs.iter()
+            .map(|d| {
+                fs::create_dir_all(d).unwrap();
+                (d.clone(), DirLock::acquire(d).unwrap())
+            })
+            .collect()
+    }
+
+    /// Starts with every partition on disk assigned here.
     fn start(dirs: &[PathBuf]) -> LogManager {
-        LogManager::startup(dirs, 1, "cluster-a", config(), |_| config()).unwrap()
+        start_knowing(dirs, |_: &TopicPartition, _: Option<Uuid>| true)
+    }
+
+    fn start_knowing(dirs: &[PathBuf], assigned: impl Assignment) -> LogManager {
+        LogManager::startup(locked(dirs), assigned, |_| config(), 60_000).unwrap()
+    }
+
+    /// Every file under `dir` with its bytes, for byte-for-byte comparisons.
+    fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(snapshot_tree(&path));
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn dirs_ending(parent: &Path, suffix: &str) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = fs::read_dir(parent)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        out.sort();
+        out
     }
 
     /// Appends producer 9's batches with sequences `from..from + n`.
@@ -335,7 +615,6 @@ mod tests {
                 fs::read_to_string(d.join(CLEAN_SHUTDOWN_FILE)).unwrap(),
                 r#"{"version":0,"brokerEpoch":-1}"#
             );
-            assert!(d.join("meta.properties").exists());
         }
         let a_dir = a.dir().parent().unwrap().to_path_buf();
         assert_eq!(
@@ -405,40 +684,216 @@ mod tests {
     }
 
     #[test]
-    fn delete_log_and_leftover_delete_dirs() {
+    fn delete_log_renames_at_once_and_removes_after_the_delay() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("d")];
         let lm = start(&dirs);
         let tp = TopicPartition::new("gone", 0);
         let log = lm.get_or_create_log(&tp, Uuid::new_v4(), config()).unwrap();
         fill(&log, 0, 2);
+        let bytes = snapshot_tree(log.dir());
+        drop(log);
         lm.delete_log(&tp).unwrap();
         assert!(lm.get_log(&tp).is_none());
-        assert!(!dirs[0].join("gone-0").exists());
-        let leftover = dirs[0].join(format!("gone-0.{}-delete", Uuid::new_v4().simple()));
-        fs::create_dir_all(&leftover).unwrap();
-        fs::create_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
-        fs::create_dir_all(dirs[0].join("not_a_partition")).unwrap();
-        drop(lm);
-        let lm = start(&dirs);
-        assert!(!leftover.exists());
-        assert!(lm.all_logs().is_empty());
+        assert!(!dirs[0].join("gone-0").exists(), "renamed at once");
+        let doomed = dirs_ending(&dirs[0], "-delete");
+        assert_eq!(doomed.len(), 1);
+        let name = doomed[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with("gone-0.") && name.len() == "gone-0.".len() + 32 + 7,
+            "{name}"
+        );
+        assert_eq!(
+            snapshot_tree(&doomed[0]),
+            bytes,
+            "kept whole until the delay"
+        );
+        assert_eq!(lm.remove_due_deletions(Instant::now()), 0, "not due yet");
+        assert!(doomed[0].exists());
+        let later = Instant::now() + Duration::from_millis(60_001);
+        assert_eq!(lm.remove_due_deletions(later), 1);
+        assert!(!doomed[0].exists());
+        assert!(lm.pending_deletions().is_empty());
+        // Deleting what is not hosted touches nothing.
+        lm.delete_log(&TopicPartition::new("never", 0)).unwrap();
     }
 
     #[test]
-    fn rejects_another_clusters_dir() {
+    fn leftover_delete_dirs_wait_for_the_delay_after_a_restart() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("d")];
-        drop(start(&dirs));
-        assert!(LogManager::startup(&dirs, 1, "cluster-b", config(), |_| config()).is_err());
-        assert!(LogManager::startup(&dirs, 2, "cluster-a", config(), |_| config()).is_err());
+        let leftover = dirs[0].join(format!("gone-0.{}-delete", Uuid::new_v4().simple()));
+        fs::create_dir_all(&leftover).unwrap();
+        fs::write(leftover.join("00000000000000000000.log"), b"data").unwrap();
+        fs::create_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
+        fs::create_dir_all(dirs[0].join("not_a_partition")).unwrap();
+        let lm = start(&dirs);
+        assert!(leftover.exists(), "a restart does not shorten the delay");
+        assert!(lm.all_logs().is_empty(), "never loaded, never served");
+        assert_eq!(lm.pending_deletions(), vec![leftover.clone()]);
+        assert_eq!(
+            lm.remove_due_deletions(Instant::now() + Duration::from_secs(61)),
+            1
+        );
+        assert!(!leftover.exists());
+        assert!(dirs[0].join("not_a_partition").exists());
+        assert!(dirs[0].join("__cluster_metadata-0").exists());
+    }
+
+    #[test]
+    fn strays_are_set_aside_whole_and_never_deleted() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let known_id = Uuid::new_v4();
+        let lm = start(&dirs);
+        for (tp, id) in [
+            (TopicPartition::new("known", 0), known_id),
+            (TopicPartition::new("unknown", 3), Uuid::new_v4()),
+            (TopicPartition::new("known", 1), Uuid::new_v4()),
+        ] {
+            let log = lm.get_or_create_log(&tp, id, config()).unwrap();
+            fill(&log, 0, 3);
+        }
+        lm.shutdown().unwrap();
+        drop(lm);
+        // A torn tail in a stray: recovery would cut it, so a stray must never be opened.
+        let seg = dirs[0].join("unknown-3/00000000000000000000.log");
+        let mut torn = fs::read(&seg).unwrap();
+        torn.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9, 0, 0]);
+        fs::write(&seg, &torn).unwrap();
+        let unknown = snapshot_tree(&dirs[0].join("unknown-3"));
+        let recreated = snapshot_tree(&dirs[0].join("known-1"));
+
+        // Metadata knows known-0 with its id; known-1 has another topic id (the topic was
+        // deleted and created again while this broker was away); unknown-3 not at all.
+        let assigned = move |tp: &TopicPartition, id: Option<Uuid>| {
+            tp.topic == "known" && tp.partition <= 1 && id.is_none_or(|id| id == known_id)
+        };
+        for _ in 0..3 {
+            let lm = start_knowing(&dirs, assigned);
+            assert_eq!(lm.all_logs().len(), 1);
+            assert!(lm.get_log(&TopicPartition::new("known", 0)).is_some());
+            let strays = dirs_ending(&dirs[0], "-stray");
+            assert_eq!(strays.len(), 2, "{strays:?}");
+            let of = |prefix: &str| {
+                strays
+                    .iter()
+                    .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+                    .unwrap()
+                    .clone()
+            };
+            assert_eq!(snapshot_tree(&of("unknown-3.")), unknown, "every byte kept");
+            assert_eq!(snapshot_tree(&of("known-1.")), recreated);
+            let hour = Instant::now() + Duration::from_secs(3600);
+            assert_eq!(lm.remove_due_deletions(hour), 0);
+            lm.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_shutdown_marker_carries_the_broker_epoch() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        lm.set_broker_epoch(13);
+        lm.shutdown().unwrap();
+        assert_eq!(
+            fs::read_to_string(dirs[0].join(CLEAN_SHUTDOWN_FILE)).unwrap(),
+            r#"{"version":0,"brokerEpoch":13}"#
+        );
+    }
+
+    #[test]
+    fn a_failed_fsync_takes_only_its_dir_offline() {
+        use crate::log::faults::{self, Fault};
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let lm = start(&dirs);
+        let mut failures = lm.take_dir_failures().unwrap();
+        let id = Uuid::new_v4();
+        let (tp_a, tp_b) = (TopicPartition::new("a", 0), TopicPartition::new("a", 1));
+        let a = lm.get_or_create_log(&tp_a, id, config()).unwrap();
+        let b = lm.get_or_create_log(&tp_b, id, config()).unwrap();
+        let bad_dir = a.dir().parent().unwrap().to_path_buf();
+        fill(&a, 0, 2);
+        a.flush().unwrap();
+        lm.checkpoint_recovery_points().unwrap();
+        fill(&a, 2, 2);
+        fill(&b, 0, 2);
+
+        faults::arm(&bad_dir, Fault::Fsync, libc::EIO, Some(1));
+        assert_eq!(a.flush().unwrap_err().error_code(), 56);
+        assert_eq!(failures.try_recv().unwrap(), bad_dir);
+        assert!(!lm.all_dirs_offline());
+        let states = lm.log_dirs();
+        let bad = states.iter().find(|d| d.path == bad_dir).unwrap();
+        assert!(bad
+            .offline_cause
+            .as_deref()
+            .unwrap()
+            .contains("Input/output error"));
+        assert!(states.iter().any(|d| d.offline_cause.is_none()));
+
+        // The healthy dir carries on and takes every new log; the offline one is frozen.
+        b.flush().unwrap();
+        let c = lm
+            .get_or_create_log(&TopicPartition::new("a", 2), id, config())
+            .unwrap();
+        assert_ne!(c.dir().parent().unwrap(), bad_dir);
+        assert!(a
+            .append_as_leader(batch_bytes(&[b"v"], 0, None), 0, 0)
+            .is_err());
+        lm.checkpoint_recovery_points().unwrap();
+        assert_eq!(
+            fs::read_to_string(bad_dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
+            "0\n1\na 0 2\n",
+            "the offline dir's recovery point stays before the failed fsync"
+        );
+        assert!(lm.shutdown().is_ok());
+        assert!(!bad_dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert!(b.dir().parent().unwrap().join(CLEAN_SHUTDOWN_FILE).exists());
+        drop((a, b, c, lm));
+
+        // The next start recovers the offline dir from its recovery point.
+        let lm = start(&dirs);
+        let a = lm.get_log(&tp_a).unwrap();
+        assert_eq!((a.recovery_point(), a.log_end_offset()), (2, 4));
+        assert!(lm.log_dirs().iter().all(|d| d.offline_cause.is_none()));
+    }
+
+    #[test]
+    fn no_new_log_without_an_online_dir() {
+        use crate::log::faults::{self, Fault};
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        let a = lm
+            .get_or_create_log(&TopicPartition::new("a", 0), Uuid::new_v4(), config())
+            .unwrap();
+        fill(&a, 0, 1);
+        faults::arm(&dirs[0], Fault::Fsync, libc::EIO, Some(1));
+        assert!(a.flush().is_err());
+        assert!(lm.all_dirs_offline());
+        let Err(err) = lm.get_or_create_log(&TopicPartition::new("b", 0), Uuid::new_v4(), config())
+        else {
+            panic!("created a log with every dir offline");
+        };
+        assert_eq!(err.error_code(), 56, "{err}");
     }
 
     #[test]
     fn delete_dir_names_fit() {
         let long = TopicPartition::new("x".repeat(249), 12);
-        let name = delete_dir_name(&long);
+        let name = suffixed_dir_name(&long, DELETE_SUFFIX);
         assert!(name.len() <= 255 && name.ends_with("-delete"), "{name}");
-        assert!(delete_dir_name(&TopicPartition::new("t", 0)).starts_with("t-0."));
+        let stray = suffixed_dir_name(&TopicPartition::new("t", 0), STRAY_SUFFIX);
+        assert!(
+            stray.starts_with("t-0.") && stray.ends_with("-stray"),
+            "{stray}"
+        );
     }
 }

@@ -132,12 +132,13 @@ impl LogSegment {
         self.index_interval_bytes = u64::from(bytes);
     }
 
-    /// Every file handle that must reach disk for this segment to be durable.
-    pub fn files_to_sync(&self) -> [Arc<File>; 3] {
+    /// Everything that must reach disk for this segment to be durable, in a form that
+    /// can be synced after the log's lock is released.
+    pub fn files_to_sync(&self) -> [SyncTarget; 3] {
         [
-            self.log.clone(),
-            self.offset_index.index_file().file().clone(),
-            self.time_index.index_file().file().clone(),
+            SyncTarget::File(self.log.clone()),
+            SyncTarget::Map(self.offset_index.index_file().mapping().clone()),
+            SyncTarget::Map(self.time_index.index_file().mapping().clone()),
         ]
     }
 
@@ -218,8 +219,18 @@ impl LogSegment {
     /// The first batch whose last offset is >= `offset`, searching from the index entry
     /// below it. `None` if the segment holds no such batch.
     pub fn translate_offset(&self, offset: i64) -> Result<Option<BatchPosition>, LogError> {
-        let (_, start) = self.offset_index.lookup(offset);
-        let mut position = u64::from(start);
+        let start = self.scan_start(offset)?;
+        match self.scan_for(offset, start) {
+            Err(e) if start > 0 => {
+                tracing::warn!(segment = %self.log_path.display(), offset, position = start, error = %e, "offset index entry leads into a bad batch; scanning the segment instead");
+                self.scan_for(offset, 0)
+            }
+            found => found,
+        }
+    }
+
+    fn scan_for(&self, offset: i64, start: u64) -> Result<Option<BatchPosition>, LogError> {
+        let mut position = start;
         while let Some(header) = self.read_header_at(position)? {
             let size =
                 header.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))?;
@@ -229,6 +240,31 @@ impl LogSegment {
             position += size as u64;
         }
         Ok(None)
+    }
+
+    /// Where a forward scan for `offset` may start: the index entry at or below it, checked
+    /// against the batch found there. Like Kafka, indexes read back after a clean shutdown
+    /// are only sanity-checked at their last entry; an earlier entry that points past
+    /// `offset` would make a read skip batches, so it is caught here and the scan starts
+    /// at the segment's beginning instead.
+    fn scan_start(&self, offset: i64) -> Result<u64, LogError> {
+        let (_, start) = self.offset_index.lookup(offset);
+        if start == 0 {
+            return Ok(0);
+        }
+        match self.read_header_at(u64::from(start))? {
+            Some(h)
+                if h.magic() == MAGIC_V2
+                    && h.base_offset() <= offset
+                    && h.base_offset() >= self.base_offset =>
+            {
+                Ok(u64::from(start))
+            }
+            _ => {
+                tracing::warn!(segment = %self.log_path.display(), offset, position = start, "offset index entry does not match the log; scanning the segment instead");
+                Ok(0)
+            }
+        }
     }
 
     /// Offset after the last batch, found by scanning from the last index entry.
@@ -427,8 +463,8 @@ impl LogSegment {
     }
 
     pub fn flush(&self) -> Result<(), LogError> {
-        for file in self.files_to_sync() {
-            file.sync_all()?;
+        for target in self.files_to_sync() {
+            target.sync()?;
         }
         Ok(())
     }
@@ -447,6 +483,22 @@ impl LogSegment {
             }
         }
         Ok(())
+    }
+}
+
+/// A segment file to make durable: the `.log` by fsync, an index by msync of its mapping
+/// (index files keep no descriptor open).
+pub enum SyncTarget {
+    File(Arc<File>),
+    Map(Arc<memmap2::MmapRaw>),
+}
+
+impl SyncTarget {
+    pub fn sync(&self) -> std::io::Result<()> {
+        match self {
+            SyncTarget::File(file) => file.sync_all(),
+            SyncTarget::Map(map) => map.flush(),
+        }
     }
 }
 

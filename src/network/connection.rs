@@ -1,35 +1,47 @@
 //! One client connection: frames in, responses out in request order.
 //!
 //! The reader decodes requests ahead (pipelining) while the writer runs their handlers
-//! one at a time, in arrival order, and writes each response. One at a time is Kafka's
-//! contract: an idempotent producer pipelines up to five produce requests per connection
-//! and relies on them being appended in the order sent; clients also match responses to
-//! requests by position. Requests on different connections run in parallel. The queue
-//! between reader and writer bounds the requests in flight.
+//! one at a time, in arrival order, and writes each response (see [`super::writer`]). One
+//! at a time is Kafka's contract: an idempotent producer pipelines up to five produce
+//! requests per connection and relies on them being appended in the order sent; clients
+//! also match responses to requests by position. Requests on different connections run
+//! in parallel.
+//!
+//! What the reader may hold is bounded (see [`super::memory`]): before it reads a frame's
+//! body it reserves the frame's size in the connection's read-ahead pool and the broker's
+//! `queued.max.request.bytes` pool, and at most `queued.max.requests` requests wait for the
+//! writer. While any bound is reached the reader is muted: it reads nothing, but still
+//! watches for the client closing the connection, so that a client that leaves does not
+//! keep its queued requests (and their memory) alive.
 
-use std::net::SocketAddr;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 
 use super::dispatch::{dispatch, Job};
-use super::sendfile::send_file;
+use super::memory::{ConnectionMemory, MemoryPool, RequestMemory};
+use super::session::Session;
+use super::transport::{Transport, TransportRead};
+use super::writer::write_responses;
 use crate::broker::Broker;
 use crate::protocol::frame::{self, Check};
-use crate::protocol::zero_copy::Chunk;
 
 /// Limits applied to every connection, from the broker config.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// `socket.request.max.bytes`: larger frames close the connection.
+    /// `socket.request.max.bytes`: larger frames close the connection. Also the most a
+    /// decoded request may hold beyond its frame.
     pub max_frame_bytes: usize,
     /// Requests read but not yet answered, per connection (`queued.max.requests`).
     pub max_in_flight: usize,
+    /// Bytes of requests read but not yet answered, per connection: past this the
+    /// connection reads no further request until one is answered.
+    pub read_ahead_bytes: usize,
     /// `connections.max.idle.ms`.
     pub idle: Duration,
 }
@@ -38,112 +50,176 @@ pub struct Limits {
 /// by what a frame header claims.
 const READ_CHUNK: usize = 64 * 1024;
 
-pub async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
+/// The smallest budget for a decoded request, whatever `socket.request.max.bytes` says.
+const MIN_DECODE_BYTES: usize = 1024 * 1024;
+
+/// What a connection's reader works with.
+struct Reader<R> {
+    stream: R,
+    session: Arc<Session>,
     broker: Arc<Broker>,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    memory: ConnectionMemory,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Opens a connection: returns its reader and its writer, to be run as two tasks (so the
+/// next request decodes while the current one is handled). The connection is done when
+/// both are.
+pub fn open<T: Transport>(
+    transport: T,
+    session: Session,
+    broker: Arc<Broker>,
+    limits: Limits,
+    broker_memory: Arc<MemoryPool>,
+    shutdown: watch::Receiver<bool>,
+) -> (
+    impl Future<Output = ()> + Send + 'static,
+    impl Future<Output = ()> + Send + 'static,
 ) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
-    }
-    let (mut reader, writer) = stream.into_split();
+    let (stream, writer) = transport.into_split();
     let (queue, pending) = mpsc::channel::<Job>(limits.max_in_flight);
-    let writer = tokio::spawn(write_responses(writer, pending, peer));
+    let (gone_tx, gone_rx) = watch::channel(false);
+    let peer = session.peer;
+    let reader = Reader {
+        stream,
+        session: Arc::new(session),
+        broker,
+        limits,
+        memory: ConnectionMemory {
+            connection: MemoryPool::new(Some(limits.read_ahead_bytes)),
+            broker: broker_memory,
+        },
+        shutdown,
+    };
+    (
+        read_requests(reader, queue, gone_tx),
+        write_responses(writer, pending, gone_rx, peer),
+    )
+}
+
+async fn read_requests<R: TransportRead>(
+    mut r: Reader<R>,
+    queue: mpsc::Sender<Job>,
+    gone: watch::Sender<bool>,
+) {
+    let peer = r.session.peer;
+    let max_decoded_bytes = r.limits.max_frame_bytes.max(MIN_DECODE_BYTES);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    // The memory reserved for the frame at the head of `buf`, once its size is known.
+    let mut held: Option<RequestMemory> = None;
     let reason = loop {
-        let size = match frame::check(&buf, limits.max_frame_bytes) {
-            Ok(Check::Complete(size)) => size,
-            Ok(Check::Incomplete(_)) => {
-                buf.reserve(READ_CHUNK);
-                let read = tokio::select! {
-                    r = tokio::time::timeout(limits.idle, reader.read_buf(&mut buf)) => r,
-                    _ = shutdown.changed() => break None,
-                };
-                match read {
-                    Ok(Ok(0)) if buf.is_empty() => break None,
-                    Ok(Ok(0)) => break Some("connection closed mid-frame".to_string()),
-                    Ok(Ok(_)) => continue,
-                    Ok(Err(e)) => break Some(format!("read failed: {e}")),
-                    // Idle only when nothing is waiting to be answered (a long poll may be).
-                    Err(_) if queue.capacity() == limits.max_in_flight => {
-                        break Some(format!("idle for more than {} ms", limits.idle.as_millis()))
-                    }
-                    Err(_) => continue,
-                }
-            }
+        let check = match frame::check(&buf, r.limits.max_frame_bytes) {
+            Ok(check) => check,
             Err(e) => break Some(e.to_string()),
         };
-        let request: Bytes = frame::split(&mut buf, size).freeze();
-        match dispatch(request, &broker, peer) {
-            Ok(job) => {
-                if queue.send(job).await.is_err() {
-                    break None;
+        let frame_bytes = match check {
+            Check::Complete(size) => Some(4 + size),
+            Check::Incomplete(total) if buf.len() >= 4 => Some(total),
+            Check::Incomplete(_) => None,
+        };
+        if let (Some(bytes), None) = (frame_bytes, &held) {
+            let reserved = match r.memory.try_reserve(bytes) {
+                Some(reserved) => reserved,
+                None => {
+                    let reserve = r.memory.clone().reserve(bytes);
+                    match muted(&mut r, &gone, reserve).await {
+                        Some(reserved) => reserved,
+                        None => break None,
+                    }
+                }
+            };
+            held = Some(reserved);
+            // Room for exactly this frame, not a doubling of the buffer.
+            buf.reserve(bytes.saturating_sub(buf.len()));
+        }
+        match (check, held.take()) {
+            (Check::Complete(size), Some(memory)) => {
+                let request: Bytes = frame::split(&mut buf, size).freeze();
+                let job = match dispatch(request, &r.broker, &r.session, memory, max_decoded_bytes)
+                {
+                    Ok(job) => job,
+                    Err(why) => break Some(why),
+                };
+                match queue.try_send(job) {
+                    Ok(()) => continue,
+                    Err(TrySendError::Closed(_)) => break None,
+                    Err(TrySendError::Full(job)) => {
+                        match muted(&mut r, &gone, queue.send(job)).await {
+                            Some(Ok(())) => continue,
+                            Some(Err(_)) | None => break None,
+                        }
+                    }
                 }
             }
-            Err(why) => break Some(why),
+            // Not whole yet: keep its reservation while the rest of it is read.
+            (_, reserved) => held = reserved,
+        }
+        if buf.capacity() == buf.len() {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = tokio::select! {
+            read = tokio::time::timeout(r.limits.idle, r.stream.read_buf(&mut buf)) => read,
+            _ = r.shutdown.changed() => break None,
+        };
+        match read {
+            Ok(Ok(0)) => {
+                gone.send_replace(true);
+                if buf.is_empty() {
+                    break None;
+                }
+                break Some("connection closed mid-frame".to_string());
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                gone.send_replace(true);
+                break Some(format!("read failed: {e}"));
+            }
+            // Idle only when nothing is waiting to be answered (a long poll may be).
+            Err(_) if waiting_for_nothing(&r.memory, held.as_ref()) => {
+                break Some(format!(
+                    "idle for more than {} ms",
+                    r.limits.idle.as_millis()
+                ))
+            }
+            Err(_) => {}
         }
     };
     if let Some(why) = reason {
         tracing::warn!(%peer, "closing connection: {why}");
     }
-    // Let the writer answer what was already accepted, then close.
-    drop(queue);
-    if let Err(e) = writer.await {
-        tracing::error!(%peer, error = %e, "request handler failed; connection closed");
+    // The writer answers what was already accepted (unless the client has gone), then
+    // closes the connection.
+}
+
+/// Waits for `until` while the connection reads nothing (it is muted), noting meanwhile
+/// whether the client closes the connection. `None` when the broker is shutting down.
+async fn muted<R: TransportRead, F: Future>(
+    r: &mut Reader<R>,
+    gone: &watch::Sender<bool>,
+    until: F,
+) -> Option<F::Output> {
+    tokio::pin!(until);
+    if !*gone.borrow() {
+        tokio::select! {
+            done = &mut until => return Some(done),
+            _ = r.stream.peer_closed() => {
+                tracing::debug!(peer = %r.session.peer, "client left while requests were queued");
+                gone.send_replace(true);
+            }
+            _ = r.shutdown.changed() => return None,
+        }
+    }
+    // Gone: the writer now drops what expects an answer, so the wait is short; what is
+    // still unread is read to its end for requests that expect none (acks=0 produce).
+    tokio::select! {
+        done = until => Some(done),
+        _ = r.shutdown.changed() => None,
     }
 }
 
-async fn write_responses(
-    writer: OwnedWriteHalf,
-    mut pending: mpsc::Receiver<Job>,
-    peer: SocketAddr,
-) {
-    let mut out = BufWriter::new(writer);
-    while let Some(job) = pending.recv().await {
-        let bytes = match job {
-            Job::Ready(b) => Some(b),
-            Job::Silent => None,
-            Job::Handle(handler) => match handler.await {
-                Ok(b) => b,
-                Err(why) => {
-                    tracing::error!(%peer, "{why}; closing connection");
-                    break;
-                }
-            },
-        };
-        // Large chunks (fetched records) bypass the buffer and go straight to the socket;
-        // records still in a segment file go from the page cache with sendfile.
-        for chunk in bytes.iter().flatten() {
-            let written = match chunk {
-                Chunk::Bytes(b) => out.write_all(b).await,
-                Chunk::File(slice) => match out.flush().await {
-                    Ok(()) => send_file(out.get_ref().as_ref(), slice).await,
-                    Err(e) => Err(e),
-                },
-            };
-            match written {
-                Ok(()) => {}
-                // A segment truncated under a planned fetch answer: worth a line.
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    tracing::warn!(%peer, error = %e, "closing connection");
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "write failed");
-                    return;
-                }
-            }
-        }
-        // Flush once the queue is drained, so pipelined responses share a syscall.
-        if pending.is_empty() {
-            if let Err(e) = out.flush().await {
-                tracing::debug!(%peer, error = %e, "flush failed");
-                return;
-            }
-        }
-    }
-    let _ = out.flush().await;
-    let _ = out.into_inner().shutdown().await;
+/// Whether no request read on this connection is waiting to be answered (the frame being
+/// read, `held`, is not one yet).
+fn waiting_for_nothing(memory: &ConnectionMemory, held: Option<&RequestMemory>) -> bool {
+    memory.connection.used() == held.map_or(0, RequestMemory::connection_bytes)
 }

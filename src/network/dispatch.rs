@@ -1,7 +1,6 @@
 //! From a request frame to the work that answers it: checks the api key and version
 //! against the routing table, decodes, and starts the handler.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,16 +8,32 @@ use futures::future::BoxFuture;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 
+use super::memory::RequestMemory;
+use super::session::Session;
 use crate::broker::Broker;
 use crate::handlers::api_versions;
 use crate::log::FileSlice;
 use crate::protocol::codec::peek_header;
 use crate::protocol::zero_copy::Chunk;
-use crate::protocol::{decode_request, encode_response, legacy_produce, Frame};
+use crate::protocol::{decode_request_within, encode_response, legacy_produce, Frame};
 use crate::router::{self, RequestContext};
 
+/// One request read off a connection, waiting for its turn.
+pub struct Job {
+    pub work: Work,
+    /// Whether the client waits for an answer (not for acks=0 produce). Once the client
+    /// has gone, a job that expects an answer is dropped unrun; one that does not still
+    /// runs, as Kafka still handles what it read before the close.
+    pub expects_response: bool,
+    /// Whether the handler may be dropped midway when the client goes: a Fetch only reads,
+    /// and its long poll would otherwise hold the connection for up to a minute.
+    pub cancel_on_disconnect: bool,
+    /// The request's frame and decoded size, held until it is answered or dropped.
+    pub memory: RequestMemory,
+}
+
 /// What the connection does with one request.
-pub enum Job {
+pub enum Work {
     /// A response that is ready now.
     Ready(Frame),
     /// A handler to run once the requests before it are answered: `Ok(None)` when the
@@ -30,35 +45,54 @@ pub enum Job {
     Silent,
 }
 
-/// Turns a request frame into a [`Job`], or the reason to close the connection.
-pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<Job, String> {
+/// Turns a request frame into a [`Job`], or the reason to close the connection. The
+/// decoded request may hold at most `max_decoded_bytes` beyond its frame; what it holds
+/// is added to `memory`.
+pub fn dispatch(
+    frame: Bytes,
+    broker: &Arc<Broker>,
+    session: &Arc<Session>,
+    mut memory: RequestMemory,
+    max_decoded_bytes: usize,
+) -> Result<Job, String> {
     let (key, version, correlation_id) = peek_header(&frame).map_err(|e| e.to_string())?;
     let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
+    let job = |work, expects_response, memory| Job {
+        work,
+        expects_response,
+        cancel_on_disconnect: api_key == ApiKey::Fetch,
+        memory,
+    };
     let zk_mode = broker.config.zookeeper_connect.is_some();
     let lookup = |k, v| router::lookup_in(k, v, zk_mode);
     if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
         let body = ResponseKind::ApiVersions(api_versions::response(35, zk_mode));
-        return encode(api_key, 0, correlation_id, &body, Vec::new()).map(Job::Ready);
+        let frame = encode(api_key, 0, correlation_id, &body, Vec::new())?;
+        return Ok(job(Work::Ready(frame), true, memory));
     }
     if api_key == ApiKey::Produce && (0..3).contains(&version) {
-        return legacy(frame, version, correlation_id);
+        let work = legacy(frame, version, correlation_id)?;
+        let silent = matches!(work, Work::Silent);
+        return Ok(job(work, !silent, memory));
     }
     if lookup(api_key, version).is_none() {
         return Err(format!("{api_key:?} v{version} is not supported"));
     }
-    let request = decode_request(frame).map_err(|e| e.to_string())?;
+    let request = decode_request_within(frame, max_decoded_bytes).map_err(|e| e.to_string())?;
+    memory.grow(request.decoded_bytes);
     let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
     let route = lookup(api_key, version).ok_or("route vanished")?;
     let ctx = RequestContext {
         api_version: version,
         correlation_id,
         client_id: request.header.client_id.as_ref().map(|c| c.to_string()),
-        peer,
+        peer: session.peer,
+        session: session.clone(),
     };
     let future = (route.handle)(broker.clone(), ctx, request.body);
-    Ok(Job::Handle(Box::pin(async move {
+    let work = Work::Handle(Box::pin(async move {
         let response = future.await;
         if !expects_response {
             return Ok(None);
@@ -71,7 +105,8 @@ pub fn dispatch(frame: Bytes, broker: &Arc<Broker>, peer: SocketAddr) -> Result<
             response.file_slices,
         )
         .map(Some)
-    })))
+    }));
+    Ok(job(work, expects_response, memory))
 }
 
 fn encode(
@@ -86,18 +121,18 @@ fn encode(
 }
 
 /// Produce v0–2: every partition is answered UNSUPPORTED_VERSION.
-fn legacy(mut frame: Bytes, version: i16, correlation_id: i32) -> Result<Job, String> {
+fn legacy(mut frame: Bytes, version: i16, correlation_id: i32) -> Result<Work, String> {
     RequestHeader::decode(&mut frame, 1)
         .map_err(|e| format!("malformed Produce v{version} header: {e}"))?;
     let req = legacy_produce::decode(frame)
         .ok_or_else(|| format!("malformed Produce v{version} body"))?;
     if req.acks == 0 {
-        return Ok(Job::Silent);
+        return Ok(Work::Silent);
     }
     let body = legacy_produce::encode_unsupported(&req, version);
     let mut out = bytes::BytesMut::with_capacity(8 + body.len());
     out.extend_from_slice(&((4 + body.len()) as i32).to_be_bytes());
     out.extend_from_slice(&correlation_id.to_be_bytes());
     out.extend_from_slice(&body);
-    Ok(Job::Ready(vec![Chunk::Bytes(out.freeze())]))
+    Ok(Work::Ready(vec![Chunk::Bytes(out.freeze())]))
 }

@@ -1,8 +1,14 @@
-//! TCP: the listener and one task per connection.
+//! TCP: the listeners, one reader and one writer task per connection, and the bounds on
+//! what connections may hold.
 
 pub mod connection;
 pub mod dispatch;
+pub mod memory;
 mod sendfile;
 pub mod server;
+pub mod session;
+pub mod transport;
+mod writer;
 
 pub use server::Server;
+pub use session::{Principal, SecurityProtocol, Session};

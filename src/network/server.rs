@@ -1,4 +1,5 @@
-//! The listeners' accept loops, the connection cap, and graceful shutdown.
+//! The listeners' accept loops, the connection cap, the broker-wide request memory, and
+//! graceful shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,14 +9,28 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::connection::{self, Limits};
+use super::memory::MemoryPool;
+use super::session::Session;
+use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 
+/// Bytes of requests read but not yet answered that one connection may hold before it
+/// stops reading: a few pipelined requests, so that one client cannot take the whole of
+/// `queued.max.request.bytes` (Kafka reads one request per connection at a time).
+pub const CONNECTION_READ_AHEAD_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long connections get at shutdown to answer what they have read.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
 pub struct Server {
-    listeners: Vec<TcpListener>,
+    /// Each bound socket with its listener's name.
+    listeners: Vec<(String, TcpListener)>,
     broker: Arc<Broker>,
     limits: Limits,
     max_connections: usize,
+    memory: Arc<MemoryPool>,
+    shutdown_grace: Duration,
 }
 
 impl Server {
@@ -40,42 +55,66 @@ impl Server {
         Ok(listeners)
     }
 
-    /// Serves `listeners` (from [`Server::bind_listeners`]) for `broker`.
+    /// Serves `listeners` (from [`Server::bind_listeners`], in the config's order) for
+    /// `broker`.
     pub fn new(listeners: Vec<TcpListener>, broker: Arc<Broker>) -> Server {
         let cfg = &broker.config;
         let limits = Limits {
             max_frame_bytes: cfg.socket_request_max_bytes,
             max_in_flight: cfg.queued_max_requests,
+            read_ahead_bytes: CONNECTION_READ_AHEAD_BYTES,
             idle: Duration::from_millis(cfg.connections_max_idle_ms.max(1)),
         };
+        let names = cfg.listeners.iter().map(|l| l.name.clone());
         Server {
-            listeners,
+            listeners: names.zip(listeners).collect(),
             limits,
             max_connections: cfg.max_connections.min(Semaphore::MAX_PERMITS),
+            memory: MemoryPool::new(cfg.queued_max_request_bytes),
+            shutdown_grace: SHUTDOWN_GRACE,
             broker,
         }
+    }
+
+    /// Sets how long connections get at shutdown before they are aborted.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Server {
+        self.shutdown_grace = grace;
+        self
     }
 
     pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|l| l.local_addr().ok())
+            .filter_map(|(_, l)| l.local_addr().ok())
             .collect()
     }
 
-    /// Serves until `stop` resolves, then stops accepting, lets connections answer what
-    /// they have read, and returns once they are closed (or after a grace period).
+    /// The broker-wide pool of request memory (`queued.max.request.bytes`).
+    pub fn request_memory(&self) -> Arc<MemoryPool> {
+        self.memory.clone()
+    }
+
+    /// Serves until `stop` resolves, then stops accepting and lets connections answer
+    /// what they have read; after the grace period the rest are aborted. Returns once
+    /// every connection task has ended, so no handler runs after this (the logs close
+    /// next).
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (abort_tx, abort_rx) = watch::channel(false);
         let permits = Arc::new(Semaphore::new(self.max_connections));
         let mut accepts = JoinSet::new();
-        for listener in self.listeners {
+        for (name, listener) in self.listeners {
             accepts.spawn(accept_loop(
-                listener,
-                self.broker.clone(),
-                self.limits,
-                permits.clone(),
+                Listening {
+                    name,
+                    listener,
+                    broker: self.broker.clone(),
+                    limits: self.limits,
+                    memory: self.memory.clone(),
+                    permits: permits.clone(),
+                },
                 shutdown_rx.clone(),
+                abort_rx.clone(),
             ));
         }
         stop.await;
@@ -83,38 +122,69 @@ impl Server {
         self.broker.begin_shutdown();
         let _ = shutdown_tx.send(true);
         let drain = async { while accepts.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(30), drain)
+        if tokio::time::timeout(self.shutdown_grace, drain)
             .await
             .is_err()
         {
-            tracing::warn!("connections still open after 30 s; closing them");
+            tracing::warn!(
+                "connections still open after {} s; closing them",
+                self.shutdown_grace.as_secs()
+            );
+            let _ = abort_tx.send(true);
+            while accepts.join_next().await.is_some() {}
         }
     }
 }
 
-async fn accept_loop(
+/// One listener and what its connections share.
+struct Listening {
+    name: String,
     listener: TcpListener,
     broker: Arc<Broker>,
     limits: Limits,
+    memory: Arc<MemoryPool>,
     permits: Arc<Semaphore>,
+}
+
+async fn accept_loop(
+    l: Listening,
     mut shutdown: watch::Receiver<bool>,
+    mut abort: watch::Receiver<bool>,
 ) {
+    // Every connection's reader and writer: owned here, so none outlives the server.
     let mut connections = JoinSet::new();
     loop {
         let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            p = l.permits.clone().acquire_owned() => match p { Ok(p) => Arc::new(p), Err(_) => break },
             _ = shutdown.changed() => break,
         };
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = l.listener.accept() => a,
             _ = shutdown.changed() => break,
         };
         match accepted {
             Ok((stream, peer)) => {
-                let broker = broker.clone();
-                let rx = shutdown.clone();
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+                }
+                let transport = PlainTransport(stream);
+                let session = Session::new(&l.name, transport.security_protocol(), peer);
+                let (reader, writer) = connection::open(
+                    transport,
+                    session,
+                    l.broker.clone(),
+                    l.limits,
+                    l.memory.clone(),
+                    shutdown.clone(),
+                );
+                // The connection counts against max.connections until both halves end.
+                let held = permit.clone();
                 connections.spawn(async move {
-                    connection::serve(stream, peer, broker, limits, rx).await;
+                    reader.await;
+                    drop(held);
+                });
+                connections.spawn(async move {
+                    writer.await;
                     drop(permit);
                 });
             }
@@ -126,5 +196,16 @@ async fn accept_loop(
         }
         while connections.try_join_next().is_some() {}
     }
-    while connections.join_next().await.is_some() {}
+    // Let connections answer what they have read, until told to abort them; then wait
+    // for the aborted tasks to end.
+    let mut aborting = false;
+    loop {
+        tokio::select! {
+            next = connections.join_next() => if next.is_none() { break },
+            _ = abort.wait_for(|a| *a), if !aborting => {
+                aborting = true;
+                connections.abort_all();
+            }
+        }
+    }
 }

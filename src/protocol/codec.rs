@@ -4,6 +4,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::decode_budget;
 use super::frame_buf::FrameBuf;
 use super::zero_copy::Chunk;
 use super::Frame;
@@ -16,7 +17,12 @@ pub struct Request {
     pub api_version: i16,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// Heap bytes the decoded header and body hold beyond the frame (arrays, maps).
+    pub decoded_bytes: usize,
 }
+
+/// The decode limit [`decode_request`] applies: Kafka's default `socket.request.max.bytes`.
+pub const DEFAULT_MAX_DECODED_BYTES: usize = 100 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -45,13 +51,31 @@ pub fn peek_header(frame: &[u8]) -> Result<(i16, i16, i32), DecodeError> {
 
 /// Decodes a whole request frame. Byte fields of the body (produce records) stay
 /// slices of `frame`, never copies.
-pub fn decode_request(mut frame: Bytes) -> Result<Request, DecodeError> {
+pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
+    decode_request_within(frame, DEFAULT_MAX_DECODED_BYTES)
+}
+
+/// [`decode_request`], failing as soon as the decoded request would hold more than
+/// `max_decoded_bytes` of memory beyond its frame (see [`super::decode_budget`]).
+pub fn decode_request_within(
+    frame: Bytes,
+    max_decoded_bytes: usize,
+) -> Result<Request, DecodeError> {
+    let (request, decoded_bytes) =
+        decode_budget::decode_within(max_decoded_bytes, || decode_frame(frame));
+    let mut request = request?;
+    request.decoded_bytes = decoded_bytes;
+    Ok(request)
+}
+
+fn decode_frame(mut frame: Bytes) -> Result<Request, DecodeError> {
     let (key, api_version, _) = peek_header(&frame)?;
     let api_key = ApiKey::try_from(key).map_err(|_| DecodeError::UnknownApiKey(key))?;
     let malformed = |e: anyhow::Error| DecodeError::Malformed {
         api_key,
         version: api_version,
-        why: e.to_string(),
+        // The whole chain: the crate's context names the type, its cause says what failed.
+        why: format!("{e:#}"),
     };
     let header = RequestHeader::decode(&mut frame, api_key.request_header_version(api_version))
         .map_err(malformed)?;
@@ -61,6 +85,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, DecodeError> {
         api_version,
         header,
         body,
+        decoded_bytes: 0,
     })
 }
 

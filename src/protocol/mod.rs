@@ -3,12 +3,13 @@
 //! No I/O here: the network layer hands in frame bytes and writes out what comes back.
 
 pub mod codec;
+pub mod decode_budget;
 pub mod frame;
 pub mod frame_buf;
 pub mod legacy_produce;
 pub mod zero_copy;
 
-pub use codec::{decode_request, encode_response, DecodeError, Request};
+pub use codec::{decode_request, decode_request_within, encode_response, DecodeError, Request};
 
 /// An encoded response: the size prefix, header and body as consecutive chunks.
 pub type Frame = Vec<zero_copy::Chunk>;

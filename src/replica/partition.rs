@@ -25,6 +25,8 @@ pub struct Partition {
 impl Partition {
     pub fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<Log>, leader_epoch: i32) -> Self {
         let high_watermark = AtomicI64::new(log.log_end_offset());
+        // Appends run on the runtime; a roll's fsync and snapshot go to the blocking pool.
+        log.defer_roll_work();
         Partition {
             tp,
             topic_id,
@@ -41,7 +43,11 @@ impl Partition {
 
     /// Checks the leader epoch a client believes current (KIP-320); -1 skips the check.
     /// Older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH (metadata lags).
+    /// A partition whose log dir went offline answers KAFKA_STORAGE_ERROR to everything.
     pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ResponseError> {
+        if self.log.is_offline() {
+            return Err(ResponseError::KafkaStorageError);
+        }
         let epoch = self.leader_epoch();
         match current_leader_epoch {
             e if e < 0 || e == epoch => Ok(()),
@@ -57,11 +63,24 @@ impl Partition {
     /// Appends a produce request's records as leader. Once `flush.messages` unflushed
     /// messages have piled up (with 1: every append) the append is made durable before
     /// returning; concurrent producers share one fsync (group commit in `Log::flush_to`).
+    /// A retried duplicate is acknowledged only once its original is as durable as a
+    /// fresh append would be: its flush may still be running, or may have failed.
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         let info = self
             .log
             .append_as_leader(records, self.leader_epoch(), now_ms)?;
-        if !info.duplicate && self.log.flush_needed() {
+        if self.log.has_pending_roll() {
+            let log = self.log.clone();
+            tokio::task::spawn_blocking(move || log.complete_roll());
+        }
+        let flush = match info.duplicate {
+            false => self.log.flush_needed(),
+            true => {
+                self.log.config().flush_interval_messages == 1
+                    && self.log.recovery_point() <= info.last_offset
+            }
+        };
+        if flush {
             let log = self.log.clone();
             let upto = info.last_offset + 1;
             tokio::task::spawn_blocking(move || log.flush_to(upto))
@@ -107,5 +126,47 @@ impl Partition {
     /// before reading, so an append between the read and the wait is not missed.
     pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
         self.appended.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::faults::{self, Fault};
+    use crate::log::test_util::batch_bytes;
+    use crate::log::LogConfig;
+
+    #[tokio::test]
+    async fn a_retry_after_a_failed_fsync_is_not_acknowledged() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("t-0");
+        let config = LogConfig {
+            flush_interval_messages: 1,
+            ..LogConfig::default()
+        };
+        let log = Log::open(&dir, TopicPartition::new("t", 0), config, 0, 0, false).unwrap();
+        let p = Partition::new(
+            TopicPartition::new("t", 0),
+            Uuid::new_v4(),
+            Arc::new(log),
+            0,
+        );
+        let batch = |seq| batch_bytes(&[b"v"], 1_000, Some((3, 0, seq)));
+        p.append(batch(0), 0).await.unwrap();
+        assert_eq!(p.high_watermark(), 1);
+
+        faults::arm(&dir, Fault::Fsync, libc::EIO, Some(1));
+        let err = p.append(batch(1), 0).await.unwrap_err();
+        assert_eq!(err.error_code(), 56, "{err}");
+        // The producer retries the batch whose fsync failed: it must not be acknowledged.
+        let retry = p.append(batch(1), 0).await.unwrap_err();
+        assert_eq!(retry.error_code(), 56, "{retry}");
+        assert_eq!(p.log.recovery_point(), 1);
+        assert_eq!(p.high_watermark(), 1, "nothing unflushed became visible");
+        assert_eq!(
+            p.check_leader_epoch(-1),
+            Err(ResponseError::KafkaStorageError)
+        );
+        assert_eq!(p.read_slice(0, 1024, true).unwrap_err().error_code(), 56);
     }
 }

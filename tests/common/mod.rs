@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
@@ -20,17 +21,29 @@ use tokio::sync::oneshot;
 
 use skua::broker::Broker;
 use skua::client::codec;
+use skua::network::memory::MemoryPool;
 use skua::network::Server;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
     pub broker: Arc<Broker>,
+    /// The broker-wide memory of requests read but not answered.
+    pub request_memory: Arc<MemoryPool>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TestBroker {
     pub async fn start(dir: &Path, overrides: &[(&str, &str)]) -> TestBroker {
+        Self::start_with_grace(dir, overrides, None).await
+    }
+
+    /// [`TestBroker::start`] with the time connections get at shutdown (default 30 s).
+    pub async fn start_with_grace(
+        dir: &Path,
+        overrides: &[(&str, &str)],
+        shutdown_grace: Option<Duration>,
+    ) -> TestBroker {
         // Broker logs show with `cargo test -- --nocapture` and RUST_LOG set.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -50,8 +63,12 @@ impl TestBroker {
         let mut config = skua::config::from_args(&args).expect("config");
         let listeners = Server::bind_listeners(&mut config).await.expect("bind");
         let broker = Broker::open(config).expect("broker opens");
-        let server = Server::new(listeners, broker.clone());
+        let mut server = Server::new(listeners, broker.clone());
+        if let Some(grace) = shutdown_grace {
+            server = server.with_shutdown_grace(grace);
+        }
         let addr = server.local_addrs()[0];
+        let request_memory = server.request_memory();
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(server.run(async {
             let _ = rx.await;
@@ -59,6 +76,7 @@ impl TestBroker {
         TestBroker {
             addr,
             broker,
+            request_memory,
             stop: Some(tx),
             task: Some(task),
         }
@@ -66,13 +84,19 @@ impl TestBroker {
 
     /// Stops serving and closes the logs cleanly, as SIGTERM does.
     pub async fn stop(mut self) {
+        self.stop_serving().await;
+        self.broker.shutdown();
+    }
+
+    /// Stops serving, as SIGTERM does, without closing the logs yet: returns when the
+    /// server is done with every connection.
+    pub async fn stop_serving(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
-        self.broker.shutdown();
     }
 
     pub async fn client(&self) -> Client {
@@ -205,7 +229,13 @@ pub fn batch(
             producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if seq < 0 { -1 } else { seq + i as i32 },
+            // The encoder starts a new batch wherever offset - sequence changes; a
+            // non-idempotent batch still needs a stepping value (its base sequence is -1).
+            sequence: if seq < 0 {
+                i as i32 - 1
+            } else {
+                seq + i as i32
+            },
             timestamp: 1_700_000_000_000 + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),

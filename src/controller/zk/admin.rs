@@ -14,9 +14,7 @@ use uuid::Uuid;
 
 use super::assignment::{assign_replicas_to_brokers, BrokerMetadata};
 use super::ZkController;
-use crate::controller::{
-    topic_name, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo,
-};
+use crate::controller::{topic_name, Controller, ControllerError, NewTopic, TopicInfo};
 use crate::zk::session::ZkError;
 use crate::zk::znodes::{self, paths, ConfigChangeNotification, EntityConfig, TopicAssignment};
 
@@ -84,13 +82,7 @@ fn topic_info(
         topic_id: id,
         partitions: assignment
             .iter()
-            .map(|(&p, replicas)| PartitionInfo {
-                partition: p,
-                leader: -1,
-                leader_epoch: -1,
-                replicas: replicas.clone(),
-                isr: Vec::new(),
-            })
+            .map(|(&p, replicas)| super::partition_info(p, replicas, None))
             .collect(),
         configs,
     }
@@ -190,7 +182,7 @@ pub async fn create_topic(
     let created = zk
         .wait_until(zk.settings().admin_timeout, |z| {
             z.topic(&name).is_some_and(|t| {
-                t.partitions.len() == partitions && t.partitions.iter().all(|p| p.leader >= 0)
+                t.partitions.len() == partitions && t.partitions.iter().all(|p| p.state.leader >= 0)
             })
         })
         .await;
@@ -345,7 +337,7 @@ pub async fn create_partitions(
     let grown = zk
         .wait_until(zk.settings().admin_timeout, |z| {
             z.topic(name).is_some_and(|t| {
-                t.partitions.len() == total && t.partitions.iter().all(|p| p.leader >= 0)
+                t.partitions.len() == total && t.partitions.iter().all(|p| p.state.leader >= 0)
             })
         })
         .await;

@@ -251,13 +251,7 @@ fn topics_of(
                 .map(|(&p, replicas)| {
                     let tp = context::TopicPartition::new(t.clone(), p);
                     let l = ctx.leadership.get(&tp).map(|l| &l.leader_and_isr);
-                    PartitionInfo {
-                        partition: p,
-                        leader: l.map_or(-1, |l| l.leader),
-                        leader_epoch: l.map_or(-1, |l| l.leader_epoch),
-                        replicas: replicas.clone(),
-                        isr: l.map(|l| l.isr.clone()).unwrap_or_default(),
-                    }
+                    partition_info(p, replicas, l)
                 })
                 .collect();
             let info = TopicInfo {
@@ -274,6 +268,31 @@ fn topics_of(
             (t.clone(), Arc::new(info))
         })
         .collect()
+}
+
+/// A partition as the `Controller` trait describes it; no leader (-1) without a
+/// leadership, and no log dirs (ZooKeeper mode does not assign them).
+pub(crate) fn partition_info(
+    partition: i32,
+    replicas: &[i32],
+    leadership: Option<&leader_and_isr::LeaderAndIsr>,
+) -> PartitionInfo {
+    PartitionInfo {
+        partition,
+        assignment: super::PartitionAssignment {
+            replicas: replicas.to_vec(),
+            directories: vec![Uuid::nil(); replicas.len()],
+        },
+        state: super::LeaderAndIsr {
+            leader: leadership.map_or(-1, |l| l.leader),
+            leader_epoch: leadership.map_or(-1, |l| l.leader_epoch),
+            partition_epoch: leadership.map_or(-1, |l| l.partition_epoch),
+            isr: leadership.map(|l| l.isr.clone()).unwrap_or_default(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: leadership.map_or(0, |l| l.recovery_state()),
+        },
+    }
 }
 
 /// The `Controller` of a ZooKeeper-mode broker.
@@ -318,28 +337,17 @@ impl ZkController {
     }
 
     /// `connect` from a blocking thread, or a worker of a multi-threaded tokio runtime
-    /// (`Broker::open` is synchronous),
-    /// proposing the cluster id found in the log dirs' `meta.properties` (else
-    /// `cluster.id`, else a new one), so that a data dir and ZooKeeper must agree.
+    /// (`Broker::open` is synchronous), proposing `proposed_cluster_id` (the log dirs'
+    /// or `cluster.id`) for `/cluster/id`.
     pub fn connect_blocking(
-        config: &BrokerConfig,
         settings: Settings,
+        proposed_cluster_id: String,
     ) -> anyhow::Result<ZkController> {
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| anyhow::anyhow!("ZooKeeper mode needs a tokio runtime"))?;
-        let mut proposed = None;
-        for dir in &config.log_dirs {
-            if let Some(meta) =
-                crate::log::MetaProperties::read(dir).map_err(|e| anyhow::anyhow!("{e}"))?
-            {
-                proposed = Some(meta.cluster_id);
-                break;
-            }
-        }
-        let proposed = proposed
-            .or_else(|| config.get("cluster.id"))
-            .unwrap_or_else(|| crate::log::uuid_to_kafka_string(Uuid::new_v4()));
-        tokio::task::block_in_place(|| handle.block_on(ZkController::connect(settings, proposed)))
+        tokio::task::block_in_place(|| {
+            handle.block_on(ZkController::connect(settings, proposed_cluster_id))
+        })
     }
 
     /// `start` from a blocking thread or a worker of a multi-threaded tokio runtime.
@@ -532,8 +540,18 @@ impl Controller for ZkController {
         Ok(id)
     }
 
-    fn applies_locally(&self) -> bool {
-        false
+    fn broker_epoch(&self) -> i64 {
+        self.shared.broker_epoch()
+    }
+
+    /// No delta is produced in ZooKeeper mode yet: the broker side that turns the
+    /// controller's LeaderAndIsr and StopReplica into deltas is still to come, so the
+    /// listener (the replica manager) is handed nothing and this broker hosts nothing.
+    fn subscribe(
+        &self,
+        _listener: Arc<dyn super::delta::MetadataListener>,
+    ) -> Vec<super::delta::ApplyError> {
+        Vec::new()
     }
 
     fn shutdown(&self) {

@@ -893,8 +893,10 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        // Bounded by the bytes left, so a hostile count cannot force a huge allocation.
-        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf)));
+        // A header takes at least two bytes (key and value lengths), and the map grows as
+        // headers actually decode: a hostile count cannot size an allocation.
+        let mut headers =
+            IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf) / 2).min(256));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

@@ -11,6 +11,7 @@ use buf::{ByteBuf, ByteBufMut};
 use bytes::Bytes;
 
 pub mod buf;
+pub mod decode_guard;
 pub mod types;
 
 mod str_bytes {

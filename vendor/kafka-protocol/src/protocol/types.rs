@@ -4,7 +4,7 @@
 //! types that use zigzag encoded to represent length as a "compact" representation.
 //!
 //! It is unnecessary to interact directly with these types for most use cases.
-use super::{Decodable, Decoder, Encodable, Encoder, NewType, StrBytes};
+use super::{decode_guard, Decodable, Decoder, Encodable, Encoder, NewType, StrBytes};
 use crate::protocol::buf::{ByteBuf, ByteBufMut};
 use anyhow::{bail, Result};
 use std::convert::TryFrom;
@@ -119,6 +119,9 @@ impl<T: NewType<u32>> Encoder<&T> for UnsignedVarInt {
 
 impl<T: NewType<u32>> Decoder<T> for UnsignedVarInt {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<T> {
+        // Every tagged field starts with one, so a run of unknown tagged fields (each kept
+        // in a map) is stopped here once the decode is over its memory budget.
+        decode_guard::admit(0)?;
         let mut value = 0;
         for i in 0..5 {
             let b = buf.try_get_u8()? as u32;
@@ -980,15 +983,40 @@ impl<T, E: for<'a> Encoder<&'a T>> Encoder<&Vec<T>> for Array<E> {
     }
 }
 
+/// The most an array decode reserves up front, in bytes. A count read off the wire says
+/// nothing about how much data follows, and a decoded element can be a hundred times
+/// larger than its smallest encoding, so the count alone must not size an allocation:
+/// past this, the vector grows as elements actually decode.
+const PREALLOCATION_MAX_BYTES: usize = 64 * 1024;
+
+/// Elements to reserve for an array that declares `count`: no more than the bytes left
+/// (each element takes at least one) and no more than [`PREALLOCATION_MAX_BYTES`].
+fn preallocation<T>(count: usize, remaining: usize) -> usize {
+    let element_bytes = std::mem::size_of::<T>().max(1);
+    count
+        .min(remaining)
+        .min((PREALLOCATION_MAX_BYTES / element_bytes).max(1))
+}
+
+/// Asks the decode guard before each element, announcing the bytes the vector is about
+/// to grow by when it is full (it doubles).
+fn admit_element<T>(result: &Vec<T>) -> Result<()> {
+    let growth = if result.len() == result.capacity() {
+        result.capacity().max(4) * std::mem::size_of::<T>()
+    } else {
+        0
+    };
+    decode_guard::admit(growth)
+}
+
 impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<Vec<T>>> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                // Bounded by the bytes left: every element takes at least one byte, so a
-                // hostile count cannot force a huge allocation before decoding fails.
-                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()));
+                let mut result = Vec::with_capacity(preallocation::<T>(n as usize, buf.remaining()));
                 for _ in 0..n {
+                    admit_element(&result)?;
                     result.push(self.0.decode(buf)?);
                 }
                 Ok(Some(result))
@@ -1095,9 +1123,10 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                // Bounded by the bytes left, as above.
-                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()));
+                let mut result =
+                    Vec::with_capacity(preallocation::<T>((n - 1) as usize, buf.remaining()));
                 for _ in 1..n {
+                    admit_element(&result)?;
                     result.push(self.0.decode(buf)?);
                 }
                 Ok(Some(result))

@@ -1,0 +1,70 @@
+//! Who is at the other end of a connection, as far as the broker knows.
+//!
+//! One per connection, carried into every request's context. Plaintext listeners only
+//! today, so the principal is always `User:ANONYMOUS` (as in Kafka without
+//! authentication); SASL will authenticate within a session and set its principal, and the
+//! authorizer will read it from the request context.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+/// Kafka's security protocols that skua speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name for it, as in `listener.security.protocol.map`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+        }
+    }
+}
+
+/// Kafka's `KafkaPrincipal`: a type and a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub principal_type: String,
+    pub name: String,
+}
+
+impl Principal {
+    /// The principal of an unauthenticated connection.
+    pub fn anonymous() -> Principal {
+        Principal {
+            principal_type: "User".into(),
+            name: "ANONYMOUS".into(),
+        }
+    }
+}
+
+impl fmt::Display for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.principal_type, self.name)
+    }
+}
+
+/// A connection's identity: where it came in, how, from whom.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The listener's name (`PLAINTEXT` in `listeners=PLAINTEXT://:9092`).
+    pub listener: String,
+    pub security_protocol: SecurityProtocol,
+    pub principal: Principal,
+    pub peer: SocketAddr,
+}
+
+impl Session {
+    /// A new connection's session: anonymous until it authenticates (never, on a
+    /// plaintext listener).
+    pub fn new(listener: &str, security_protocol: SecurityProtocol, peer: SocketAddr) -> Session {
+        Session {
+            listener: listener.to_string(),
+            security_protocol,
+            principal: Principal::anonymous(),
+            peer,
+        }
+    }
+}

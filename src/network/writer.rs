@@ -1,0 +1,200 @@
+//! A connection's writer: runs its requests' handlers one at a time, in arrival order,
+//! and writes each response.
+//!
+//! Once the client has gone (the reader saw it close), nothing more is written: queued
+//! requests that expect an answer are dropped unrun, with their memory, a running Fetch
+//! is dropped midway, and requests that expect no answer (acks=0 produce) still run.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, watch};
+
+use super::dispatch::{Job, Work};
+use super::transport::TransportWrite;
+use crate::log::FileSlice;
+use crate::protocol::zero_copy::Chunk;
+use crate::protocol::Frame;
+
+/// File bytes copied per write where the transport cannot `sendfile`.
+const COPY_CHUNK: usize = 64 * 1024;
+
+pub async fn write_responses<W: TransportWrite>(
+    writer: W,
+    mut pending: mpsc::Receiver<Job>,
+    mut gone: watch::Receiver<bool>,
+    peer: SocketAddr,
+) {
+    let mut out = BufWriter::new(writer);
+    while let Some(job) = pending.recv().await {
+        if *gone.borrow() && job.expects_response {
+            continue;
+        }
+        let frame = match job.work {
+            Work::Ready(frame) => Some(frame),
+            Work::Silent => None,
+            Work::Handle(handler) if job.cancel_on_disconnect => {
+                tokio::select! {
+                    answered = handler => match answered {
+                        Ok(frame) => frame,
+                        Err(why) => {
+                            tracing::error!(%peer, "{why}; closing connection");
+                            break;
+                        }
+                    },
+                    _ = client_gone(&mut gone) => continue,
+                }
+            }
+            Work::Handle(handler) => match handler.await {
+                Ok(frame) => frame,
+                Err(why) => {
+                    tracing::error!(%peer, "{why}; closing connection");
+                    break;
+                }
+            },
+        };
+        let Some(frame) = frame else { continue };
+        if *gone.borrow() {
+            continue;
+        }
+        if let Err(e) = write_frame(&mut out, frame).await {
+            // A segment truncated under a planned fetch answer is worth a line.
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                tracing::warn!(%peer, error = %e, "closing connection");
+            } else {
+                tracing::debug!(%peer, error = %e, "write failed");
+            }
+            return;
+        }
+        // Flush once the queue is drained, so pipelined responses share a syscall.
+        if pending.is_empty() {
+            if let Err(e) = out.flush().await {
+                tracing::debug!(%peer, error = %e, "flush failed");
+                return;
+            }
+        }
+        drop(job.memory);
+    }
+    let _ = out.flush().await;
+    let _ = out.into_inner().shutdown().await;
+}
+
+/// Resolves when the reader reports the client gone; never if the reader ends otherwise.
+async fn client_gone(gone: &mut watch::Receiver<bool>) {
+    if gone.wait_for(|g| *g).await.is_err() {
+        std::future::pending::<()>().await
+    }
+}
+
+/// Writes one response: memory chunks through the buffer (large ones, fetched records,
+/// go straight to the socket), file chunks from the page cache with `sendfile` where the
+/// transport allows it.
+async fn write_frame<W: TransportWrite>(out: &mut BufWriter<W>, frame: Frame) -> io::Result<()> {
+    for chunk in &frame {
+        match chunk {
+            Chunk::Bytes(b) => out.write_all(b).await?,
+            Chunk::File(slice) if out.get_ref().supports_sendfile() => {
+                out.flush().await?;
+                out.get_ref().send_file(slice).await?;
+            }
+            Chunk::File(slice) => copy_file(out, slice).await?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes `slice` through a buffer of [`COPY_CHUNK`] bytes, for transports that must see
+/// the bytes (TLS). A file shorter than the slice is an error, as with `sendfile`.
+async fn copy_file<W: AsyncWrite + Unpin>(out: &mut W, slice: &FileSlice) -> io::Result<()> {
+    let mut buf = vec![0u8; COPY_CHUNK.min(slice.len())];
+    let mut done = 0usize;
+    while done < slice.len() {
+        let want = (slice.len() - done).min(buf.len());
+        let n = slice
+            .file()
+            .read_at(&mut buf[..want], slice.position() + done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "segment file is shorter than the records being sent",
+            ));
+        }
+        out.write_all(&buf[..n]).await?;
+        done += n;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// A transport that must see every byte, as TLS will.
+    struct NoSendfile(Vec<u8>);
+
+    impl AsyncWrite for NoSendfile {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.0.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl TransportWrite for NoSendfile {
+        fn supports_sendfile(&self) -> bool {
+            false
+        }
+        async fn send_file(&self, _: &FileSlice) -> io::Result<()> {
+            unreachable!("sendfile on a transport that refuses it")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transport_without_sendfile_gets_file_bytes_copied_in_order() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"..records..").unwrap();
+        let frame = vec![
+            Chunk::Bytes(Bytes::from_static(b"head:")),
+            Chunk::File(FileSlice::new(Arc::new(f), 2, 7)),
+            Chunk::Bytes(Bytes::from_static(b":tail")),
+        ];
+        let mut out = BufWriter::new(NoSendfile(Vec::new()));
+        write_frame(&mut out, frame).await.unwrap();
+        out.flush().await.unwrap();
+        assert_eq!(out.get_ref().0, b"head:records:tail");
+    }
+
+    #[tokio::test]
+    async fn file_ranges_are_copied_where_sendfile_is_not_allowed() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        f.write_all(&data).unwrap();
+        let file = Arc::new(f);
+        let slice = FileSlice::new(file.clone(), 10, 150_000);
+        let mut out = Vec::new();
+        copy_file(&mut out, &slice).await.unwrap();
+        assert_eq!(out, &data[10..150_010]);
+
+        let past_end = FileSlice::new(file, 199_000, 5_000);
+        let err = copy_file(&mut Vec::new(), &past_end).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}

@@ -28,7 +28,8 @@ pub struct Broker {
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
-    local: Arc<LocalController>,
+    /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
+    local: Option<Arc<LocalController>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
     _metadata_dir_lock: Option<crate::log::DirLock>,
     /// Removes deleted logs once their delay has passed.
@@ -44,9 +45,8 @@ impl Broker {
     /// and starts hosting the partitions. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let mut config = config;
-        if config.zookeeper_connect.is_some() {
-            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
-        }
+        // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
+        let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let explicit_node_id = ["node.id", "broker.id"]
             .iter()
             .any(|k| config.source(k) == crate::config::broker::BrokerSource::Static);
@@ -60,6 +60,9 @@ impl Broker {
         config.broker_id = dirs.node_id;
 
         // Everything below runs only once every dir passed its checks.
+        if let Some(settings) = zk_settings {
+            return Broker::open_zookeeper_mode(config, dirs, settings);
+        }
         let new_store = !MetadataLog::exists(&dirs.metadata_dir);
         let skua_file = if new_store {
             SkuaMetadataFile::read(&config.log_dirs[0])?
@@ -166,7 +169,79 @@ impl Broker {
             controller,
             replicas,
             groups,
-            local,
+            local: Some(local),
+            _metadata_dir_lock: metadata_lock,
+            deleter: Mutex::new(Some(deleter)),
+            stopping: tokio::sync::watch::Sender::new(false),
+        }))
+    }
+
+    /// A member of a Kafka 3.9 ZooKeeper-mode cluster (`controller::zk`): the cluster id
+    /// is ZooKeeper's (a log dir of another cluster stops startup), there is no metadata
+    /// log, every partition directory found is loaded (as Kafka's ZooKeeper-mode broker
+    /// does; none is set aside as a stray, since which partitions are hosted here is the
+    /// controller's to say), and the broker registers once its logs are open.
+    fn open_zookeeper_mode(
+        config: BrokerConfig,
+        mut dirs: LogDirs,
+        settings: crate::controller::zk::Settings,
+    ) -> anyhow::Result<Arc<Broker>> {
+        let proposed = dirs
+            .cluster_id
+            .clone()
+            .or_else(|| config.get("cluster.id"))
+            .unwrap_or_else(new_cluster_id);
+        let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
+        let cluster_id = zk.cluster_id();
+        if let Some(id) = dirs.cluster_id.as_ref().filter(|id| **id != cluster_id) {
+            anyhow::bail!(
+                "the log dirs belong to cluster {id}, but ZooKeeper's /cluster/id is {cluster_id}"
+            );
+        }
+        dirs.assign_directory_ids(&cluster_id);
+        dirs.write_meta_properties()?;
+        let config = Arc::new(config);
+        let defaults = {
+            let config = config.clone();
+            move |_: &str| topic::log_config(&config, &BTreeMap::new())
+        };
+        let delete_delay_ms = config
+            .long("log.segment.delete.delay.ms")
+            .unwrap_or(60_000)
+            .max(0) as u64;
+        let log_dirs = dirs
+            .log_dirs
+            .into_iter()
+            .map(|d| (d.path, d.lock))
+            .collect();
+        let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
+        let logs = LogManager::startup(
+            log_dirs,
+            |_: &TopicPartition, _| true,
+            defaults,
+            delete_delay_ms,
+        )?;
+        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        let zk = Arc::new(zk);
+        let controller: Arc<dyn Controller> = zk.clone();
+        if let Some(e) = controller.subscribe(replicas.clone()).first() {
+            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
+        }
+        let groups = Arc::new(GroupCoordinator::new(
+            &config,
+            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+            Arc::new(ControllerTopics::new(controller.clone())),
+        ));
+        groups.load_led_partitions();
+        let deleter = spawn_deleter(&replicas, delete_delay_ms);
+        zk.start_blocking()?;
+        replicas.logs.set_broker_epoch(zk.broker_epoch());
+        Ok(Arc::new(Broker {
+            config,
+            controller,
+            replicas,
+            groups,
+            local: None,
             _metadata_dir_lock: metadata_lock,
             deleter: Mutex::new(Some(deleter)),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -281,6 +356,7 @@ impl Broker {
         if let Some(deleter) = self.deleter.lock().take() {
             deleter.abort();
         }
+        self.controller.shutdown();
         self.groups.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),
@@ -288,7 +364,9 @@ impl Broker {
                 tracing::error!(error = %e, "clean shutdown of the logs failed; recovery will run at next start")
             }
         }
-        self.local.shutdown();
+        if let Some(local) = &self.local {
+            local.shutdown();
+        }
     }
 }
 

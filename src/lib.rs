@@ -14,13 +14,14 @@
 //! beside them:
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
 //!                            (Kafka's records), the image replaying it gives, and the
-//!                            deltas the replica manager follows
+//!                            deltas the replica manager follows; or zk/, Kafka 3.9's
+//!                            ZooKeeper-mode controller
 //!                coordinator/ runtime/: one owner per internal-topic partition, records
 //!                            replayed once written; group/: consumer groups and
 //!                            committed offsets in __consumer_offsets
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
-//!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
+//!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry)
 //! ```

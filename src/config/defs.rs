@@ -338,6 +338,20 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("zookeeper.connection.timeout.ms", Kind::Int, None),
     b("broker.rack", Kind::String, None),
     b("cluster.id", Kind::String, None),
+    // ZooKeeper mode: the controller's request timeout, how long admin requests wait for
+    // it, and the inter-broker protocol (Kafka 3.9's, the only one spoken).
+    b("controller.socket.timeout.ms", Kind::Int, Some("30000")),
+    b("request.timeout.ms", Kind::Int, Some("30000")),
+    b(
+        "security.inter.broker.protocol",
+        Kind::String,
+        Some("PLAINTEXT"),
+    ),
+    b(
+        "inter.broker.protocol.version",
+        Kind::String,
+        Some("3.9-IV0"),
+    ),
     // KRaft-era keys found in Kafka 4's sample server.properties; accepted so such a file
     // starts skua unchanged, and reported by DescribeConfigs like any other key.
     b("process.roles", Kind::List, None),

@@ -1,12 +1,14 @@
 //! Cluster metadata: brokers, topics, partition assignments, topic ids, producer ids.
 //!
 //! Handlers talk to a [`Controller`] and never know which backend answers: `local`
-//! (one node, persisted in the data dir's KRaft metadata log) today, ZooKeeper for
-//! clusters later. Reads are synchronous lookups in the metadata image. Changes reach
-//! the rest of the broker as [`delta::MetadataDelta`]s, handed to every
+//! (one node, persisted in the data dir's KRaft metadata log) or `zk` (a member of a
+//! Kafka 3.9 ZooKeeper-mode cluster). Reads are synchronous lookups in the metadata
+//! image (with `zk`, in what the controller's event loop publishes). With `local`,
+//! changes reach the rest of the broker as [`delta::MetadataDelta`]s, handed to every
 //! [`delta::MetadataListener`] (the replica manager creates and removes this broker's
-//! logs from them); the single-node controller is one producer of deltas, the ZooKeeper
-//! controller's requests will be another.
+//! logs from them); with `zk` no delta is produced yet: the controller tells brokers
+//! with LeaderAndIsr and StopReplica, and the broker side that turns those into deltas
+//! is still to come.
 
 pub mod adopt;
 pub mod delta;
@@ -18,6 +20,7 @@ pub mod quorum_state;
 pub mod records;
 pub mod snapshot;
 pub mod topic_name;
+pub mod zk;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -178,4 +181,13 @@ pub trait Controller: Send + Sync {
     ) -> Result<Arc<TopicInfo>, ControllerError>;
     /// A producer id never handed out before, also across restarts.
     async fn next_producer_id(&self) -> Result<i64, ControllerError>;
+
+    /// Leaves the cluster at shutdown (ZooKeeper mode: closes the session, so this
+    /// broker's registration, and its controllership if it held it, go at once).
+    fn shutdown(&self) {}
+
+    /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
+    fn zk(&self) -> Option<&zk::ZkController> {
+        None
+    }
 }

@@ -1,10 +1,14 @@
 //! One file per API, each with the same shape:
 //! `pub async fn handle(broker, ctx, request) -> response`.
 
+pub mod allocate_producer_ids;
 pub mod alter_configs;
+pub mod alter_partition;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod controlled_shutdown;
+pub mod controller_requests;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

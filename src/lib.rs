@@ -31,6 +31,7 @@ pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
+pub mod error;
 pub mod handlers;
 pub mod log;
 pub mod network;

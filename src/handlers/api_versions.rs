@@ -16,8 +16,8 @@ pub async fn handle(
     response(0)
 }
 
-/// The response with every route, and `error_code` (35 when the request's version was
-/// unknown: the client then retries with a version from our range).
+/// The response with every route, and `error_code` (UNSUPPORTED_VERSION when the request's
+/// version was unknown: the client then retries with a version from our range).
 pub fn response(error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)

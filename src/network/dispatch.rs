@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 
@@ -67,7 +68,9 @@ pub fn dispatch(
     {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
-        let body = ResponseKind::ApiVersions(api_versions::response(35));
+        let body = ResponseKind::ApiVersions(api_versions::response(
+            ResponseError::UnsupportedVersion.code(),
+        ));
         let frame = encode(api_key, 0, correlation_id, &body, Vec::new())?;
         return Ok(job(Work::Ready(frame), true, memory));
     }

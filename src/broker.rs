@@ -159,7 +159,9 @@ impl Broker {
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
             Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        groups.load_led_partitions();
+        // After the replica manager, so the partitions it loads are hosted; the ones led
+        // now load before this returns, so no request finds them loading.
+        controller.subscribe(groups.metadata_listener());
         let deleter = spawn_deleter(&replicas, delete_delay_ms);
         Ok(Arc::new(Broker {
             config,

@@ -68,6 +68,9 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
     if let Err(e) = ensure_offsets_topic(broker).await {
         return refuse(key, e, "the offsets topic is not available");
     }
+    // A partition this broker was just elected for (the topic was just created) is loaded
+    // before the client is sent to it.
+    broker.groups.loaded(&key).await;
     let partition = broker.groups.partition_for(&key);
     let leader = broker.controller.topic(OFFSETS_TOPIC).and_then(|t| {
         t.partitions
@@ -100,12 +103,10 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
 }
 
 /// Creates `__consumer_offsets` if it does not exist yet, as the first FindCoordinator
-/// for a group does in Kafka, and serves the partitions this broker leads (those loaded
-/// already are left as they are).
+/// for a group does in Kafka. The coordinator follows the new partitions' leadership
+/// through the metadata, as it does when an admin request creates the topic.
 async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     if broker.controller.topic(OFFSETS_TOPIC).is_some() {
-        // Created by an admin request, say: its partitions are served from now on.
-        broker.groups.elect_led_partitions().await;
         return Ok(());
     }
     let cfg = &broker.groups.offsets_topic;
@@ -125,13 +126,9 @@ async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     match broker.create_topic(topic, false).await {
         Ok(_) => {
             tracing::info!(partitions = cfg.partitions, "created {OFFSETS_TOPIC}");
-            broker.groups.elect_led_partitions().await;
             Ok(())
         }
-        Err(e) if e.error == ResponseError::TopicAlreadyExists => {
-            broker.groups.elect_led_partitions().await;
-            Ok(())
-        }
+        Err(e) if e.error == ResponseError::TopicAlreadyExists => Ok(()),
         Err(e) => {
             tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
             Err(ResponseError::CoordinatorNotAvailable)

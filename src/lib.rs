@@ -33,6 +33,7 @@ pub mod controller;
 pub mod coordinator;
 pub mod error;
 pub mod handlers;
+pub mod jobs;
 pub mod log;
 pub mod network;
 pub mod protocol;

@@ -14,6 +14,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::controller::NewTopic;
 use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
@@ -80,12 +81,12 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
     });
     let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
     // While the offsets topic is being created its metadata is visible before this
-    // broker hosts the partitions; naming ourselves then would earn the client a
+    // broker leads the partitions; naming ourselves then would earn the client a
     // NOT_COORDINATOR on its next request, so ask it to retry instead.
     let hosted_here = broker
         .replicas
-        .partition(OFFSETS_TOPIC, partition)
-        .is_some();
+        .leader(&TopicPartition::new(OFFSETS_TOPIC, partition), -1)
+        .is_ok();
     let node = node.filter(|b| b.id != broker.config.broker_id || hosted_here);
     match node {
         Some(b) => Coordinator::default()

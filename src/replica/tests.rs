@@ -314,3 +314,119 @@ async fn a_long_poll_ends_at_max_wait_with_what_it_has() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5));
 }
+
+mod manager {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controller::delta::{MetadataDelta, MetadataListener, TopicDelta};
+    use crate::controller::image::MetadataImage;
+    use crate::controller::{PartitionAssignment, PartitionInfo, TopicInfo};
+    use crate::log::{DirLock, LogManager};
+
+    fn manager(root: &tempfile::TempDir) -> ReplicaManager {
+        let dir = root.path().to_path_buf();
+        let lock = DirLock::acquire(&dir).unwrap();
+        let logs = LogManager::startup(
+            vec![(dir, lock)],
+            |_: &TopicPartition, _: Option<Uuid>| true,
+            |_| LogConfig::default(),
+            60_000,
+        )
+        .unwrap();
+        let config = crate::config::from_args(&[]).unwrap();
+        ReplicaManager::new(ME, Arc::new(config), logs)
+    }
+
+    /// Topic `t` with one partition per entry: (replicas, leader, leader epoch).
+    fn topic(id: u128, partitions: &[(&[i32], i32, i32)]) -> Arc<TopicInfo> {
+        let partitions = partitions
+            .iter()
+            .enumerate()
+            .map(|(i, (replicas, leader, epoch))| PartitionInfo {
+                partition: i as i32,
+                assignment: PartitionAssignment {
+                    replicas: replicas.to_vec(),
+                    directories: vec![Uuid::nil(); replicas.len()],
+                },
+                state: announced(*leader, *epoch, replicas),
+            })
+            .collect();
+        Arc::new(TopicInfo {
+            name: "t".into(),
+            topic_id: Uuid::from_u128(id),
+            partitions,
+            configs: BTreeMap::new(),
+        })
+    }
+
+    fn apply(m: &ReplicaManager, change: TopicDelta) {
+        let delta = MetadataDelta {
+            topics: BTreeMap::from([("t".to_string(), change)]),
+        };
+        assert!(m.on_delta(&MetadataImage::default(), &delta).is_empty());
+    }
+
+    fn leader(m: &ReplicaManager, partition: i32, epoch: i32) -> Result<i32, ResponseError> {
+        m.leader(&TopicPartition::new("t", partition), epoch)
+            .map(|p| p.leader_epoch())
+            .map_err(|e| e.error)
+    }
+
+    #[tokio::test]
+    async fn handlers_get_only_partitions_led_here() {
+        let root = tempfile::tempdir().unwrap();
+        let m = manager(&root);
+        // t-0 led here, t-1 replicated here but led by 2, t-2 not assigned here.
+        let t = topic(
+            1,
+            &[
+                (&[ME], ME, 5),
+                (&[ME, FOLLOWER], FOLLOWER, 5),
+                (&[FOLLOWER], FOLLOWER, 5),
+            ],
+        );
+        apply(&m, TopicDelta::Changed(t));
+        assert_eq!(leader(&m, 0, -1), Ok(5));
+        assert_eq!(leader(&m, 0, 5), Ok(5));
+        assert_eq!(leader(&m, 0, 4), Err(ResponseError::FencedLeaderEpoch));
+        assert_eq!(leader(&m, 0, 6), Err(ResponseError::UnknownLeaderEpoch));
+        assert_eq!(leader(&m, 1, -1), Err(ResponseError::NotLeaderOrFollower));
+        assert_eq!(
+            m.partition("t", 1).map(|p| p.role()),
+            Some(Role::Follower { leader: FOLLOWER })
+        );
+        assert_eq!(leader(&m, 2, -1), Err(ResponseError::NotLeaderOrFollower));
+        assert!(m.partition("t", 2).is_none(), "not assigned here: no log");
+        assert_eq!(
+            leader(&m, 3, -1),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+        let other = m.leader(&TopicPartition::new("u", 0), -1).map(|_| ());
+        assert_eq!(
+            other.map_err(|e| e.error),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+
+        // Leadership of t-1 moves here.
+        let t = topic(
+            1,
+            &[
+                (&[ME], ME, 5),
+                (&[ME, FOLLOWER], ME, 6),
+                (&[FOLLOWER], FOLLOWER, 5),
+            ],
+        );
+        apply(&m, TopicDelta::Changed(t.clone()));
+        assert_eq!(leader(&m, 1, 6), Ok(6));
+
+        // Deleted: the partitions resign, so whatever still holds one stops leading it.
+        let held = m.leader(&TopicPartition::new("t", 0), -1).unwrap();
+        apply(&m, TopicDelta::Removed(t));
+        assert!(!held.is_leader());
+        assert_eq!(
+            leader(&m, 0, -1),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+    }
+}

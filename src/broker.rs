@@ -4,10 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use parking_lot::Mutex;
 use uuid::Uuid;
 
 use crate::config::{topic, BrokerConfig};
@@ -20,8 +18,10 @@ use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, Topic
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
+use crate::error::ApiError;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
+use crate::scheduler::Scheduler;
 
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
@@ -32,8 +32,8 @@ pub struct Broker {
     local: Option<Arc<LocalController>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
     _metadata_dir_lock: Option<crate::log::DirLock>,
-    /// Removes deleted logs once their delay has passed.
-    deleter: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The periodic jobs (checkpoints, flushes, expiry, removal of deleted logs).
+    scheduler: Scheduler,
     /// Set once shutdown begins, so long waits (fetch long polls) end early.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -42,7 +42,8 @@ impl Broker {
     /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
     /// data already in the dirs, on a first start), opens every log the metadata assigns
     /// here (recovering after a crash), sets aside the ones it does not know as strays,
-    /// and starts hosting the partitions. Must run inside a tokio runtime.
+    /// starts hosting the partitions and loading the coordinators' partitions it leads,
+    /// and schedules the periodic jobs. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let mut config = config;
         // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
@@ -162,8 +163,11 @@ impl Broker {
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
             Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        groups.load_led_partitions();
-        let deleter = spawn_deleter(&replicas, delete_delay_ms);
+        // After the replica manager, so the partitions it loads are hosted; the ones led
+        // now load before this returns, so no request finds them loading.
+        controller.subscribe(groups.metadata_listener());
+        let scheduler = Scheduler::new();
+        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         Ok(Arc::new(Broker {
             config,
             controller,
@@ -171,7 +175,7 @@ impl Broker {
             groups,
             local: Some(local),
             _metadata_dir_lock: metadata_lock,
-            deleter: Mutex::new(Some(deleter)),
+            scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
@@ -232,8 +236,9 @@ impl Broker {
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
             Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        groups.load_led_partitions();
-        let deleter = spawn_deleter(&replicas, delete_delay_ms);
+        controller.subscribe(groups.metadata_listener());
+        let scheduler = Scheduler::new();
+        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
         Ok(Arc::new(Broker {
@@ -243,7 +248,7 @@ impl Broker {
             groups,
             local: None,
             _metadata_dir_lock: metadata_lock,
-            deleter: Mutex::new(Some(deleter)),
+            scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
@@ -350,12 +355,16 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker, and
-    /// the metadata log closed.
+    /// Where periodic jobs are registered.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Clean shutdown of the storage: the periodic jobs stopped (a run in progress
+    /// finishes first), then flush, checkpoints, the clean-shutdown marker, and the
+    /// metadata log closed.
     pub fn shutdown(&self) {
-        if let Some(deleter) = self.deleter.lock().take() {
-            deleter.abort();
-        }
+        self.scheduler.stop();
         self.controller.shutdown();
         self.groups.shutdown();
         match self.replicas.shutdown() {
@@ -419,25 +428,6 @@ fn initial_records(
     adopt::zookeeper_mode_records(node_id, &found)
 }
 
-/// Removes deleted logs when their delay is up, checking a few times per delay. Holds the
-/// replica manager weakly: the log dirs' locks go with the broker, not with this task.
-fn spawn_deleter(replicas: &Arc<ReplicaManager>, delay_ms: u64) -> tokio::task::JoinHandle<()> {
-    let every = Duration::from_millis((delay_ms / 4).clamp(50, 1000));
-    let replicas = Arc::downgrade(replicas);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            let Some(r) = replicas.upgrade() else {
-                return;
-            };
-            let _ =
-                tokio::task::spawn_blocking(move || r.logs.remove_due_deletions(Instant::now()))
-                    .await;
-        }
-    })
-}
-
 /// A cluster id as Kafka writes one: a random UUID in unpadded base64url (22 chars).
 fn new_cluster_id() -> String {
     crate::log::uuid_to_kafka_string(Uuid::new_v4())
@@ -459,5 +449,5 @@ fn check_partition_count(n: i32) -> Result<(), ControllerError> {
 
 fn storage(e: crate::log::LogError) -> ControllerError {
     tracing::error!(error = %e, "log operation failed");
-    ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
+    ControllerError::from(ApiError::from(e))
 }

@@ -17,7 +17,7 @@ pub async fn handle(
 }
 
 /// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and
-/// `error_code` (35 when the request's version was unknown: the client then retries
+/// `error_code` (UNSUPPORTED_VERSION when the request's version was unknown: the client then retries
 /// with a version from our range).
 pub fn response(error_code: i16, zk_mode: bool) -> ApiVersionsResponse {
     ApiVersionsResponse::default()

@@ -34,7 +34,6 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
@@ -52,12 +51,6 @@ pub fn topic_name(name: &str) -> TopicName {
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
-}
-
-pub const NONE: i16 = 0;
-
-pub fn code(e: ResponseError) -> i16 {
-    e.code()
 }
 
 /// Resolves once the broker begins shutting down, so requests that wait on others

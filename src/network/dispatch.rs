@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 
@@ -68,7 +69,10 @@ pub fn dispatch(
     if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
-        let body = ResponseKind::ApiVersions(api_versions::response(35, zk_mode));
+        let body = ResponseKind::ApiVersions(api_versions::response(
+            ResponseError::UnsupportedVersion.code(),
+            zk_mode,
+        ));
         let frame = encode(api_key, 0, correlation_id, &body, Vec::new())?;
         return Ok(job(Work::Ready(frame), true, memory));
     }

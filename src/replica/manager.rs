@@ -1,22 +1,30 @@
 //! ReplicaManager: the table of partitions hosted here, kept in step with metadata by
-//! following its deltas (Kafka's `ReplicaManager.applyDelta`).
+//! following its deltas (Kafka's `ReplicaManager.applyDelta`): each partition assigned
+//! here is created, and takes the role, leader epoch and ISR the metadata announces.
+//! Handlers reach a partition only through `leader`.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
+
+use kafka_protocol::error::ResponseError;
 
 use super::Partition;
 use crate::config::{topic, BrokerConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
-use crate::log::{LogError, LogManager, TopicPartition};
+use crate::error::ApiError;
+use crate::log::{now_ms, LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
     config: Arc<BrokerConfig>,
     pub logs: LogManager,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
+    /// The partition count of every topic in the metadata, to tell a partition led by
+    /// another broker (NOT_LEADER_OR_FOLLOWER) from one that does not exist.
+    topics: DashMap<String, usize>,
 }
 
 impl ReplicaManager {
@@ -26,13 +34,17 @@ impl ReplicaManager {
             config,
             logs,
             partitions: DashMap::new(),
+            topics: DashMap::new(),
         }
     }
 
     /// Makes this broker host the partitions of `topic` assigned to it, creating their
-    /// logs, and applies the topic's config to them. A hosted partition of an older topic
-    /// of the same name (deleted and created again) is deleted first.
+    /// logs, applies the topic's config to them, and gives each the role, leader epoch and
+    /// ISR the metadata announces. A hosted partition of an older topic of the same name
+    /// (deleted and created again) is deleted first.
     fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
+        self.topics
+            .insert(topic.name.clone(), topic.partitions.len());
         let log_config = topic::log_config(&self.config, &topic.configs);
         for p in topic
             .partitions
@@ -46,11 +58,18 @@ impl ReplicaManager {
             let hosted = self.partitions.get(&tp).map(|e| e.clone());
             match hosted {
                 Some(existing) if existing.topic_id == topic.topic_id => {
-                    existing.log.update_config(log_config.clone());
+                    existing.update_log_config(log_config.clone());
+                    existing.apply_leadership(
+                        self.broker_id,
+                        &p.assignment.replicas,
+                        &p.state,
+                        now_ms(),
+                    );
                     continue;
                 }
-                Some(_) => {
+                Some(older) => {
                     self.partitions.remove(&tp);
+                    older.resign();
                     self.logs.delete_log(&tp)?;
                 }
                 None => {}
@@ -60,6 +79,7 @@ impl ReplicaManager {
                 .get_or_create_log(&tp, topic.topic_id, log_config.clone())?;
             log.update_config(log_config.clone());
             let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch);
+            partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
             self.partitions.insert(tp, Arc::new(partition));
         }
         Ok(())
@@ -68,6 +88,7 @@ impl ReplicaManager {
     /// Stops hosting every partition of a deleted topic; each log's directory is renamed
     /// for deletion at once and removed after `file.delete.delay.ms`.
     fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
+        self.topics.remove(&topic.name);
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
@@ -79,7 +100,9 @@ impl ReplicaManager {
             if hosted.is_some_and(|id| id != topic.topic_id) {
                 continue;
             }
-            self.partitions.remove(&tp);
+            if let Some((_, removed)) = self.partitions.remove(&tp) {
+                removed.resign();
+            }
             if self
                 .logs
                 .topic_id_of(&tp)
@@ -91,6 +114,37 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// The partition `tp` for requests meant for its leader (Kafka's
+    /// `getPartitionOrError` and `localLogWithEpochOrThrow`): hosted here, online, at the
+    /// client's leader epoch (-1: any), and led by this broker. Otherwise the error to
+    /// answer: UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not know,
+    /// NOT_LEADER_OR_FOLLOWER for one led elsewhere, KAFKA_STORAGE_ERROR, or
+    /// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+    pub fn leader(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ApiError> {
+        let Some(p) = self.partitions.get(tp).map(|p| p.clone()) else {
+            let known = self
+                .topics
+                .get(&tp.topic)
+                .is_some_and(|count| usize::try_from(tp.partition).is_ok_and(|i| i < *count));
+            let error = match known {
+                true => ResponseError::NotLeaderOrFollower,
+                false => ResponseError::UnknownTopicOrPartition,
+            };
+            return Err(ApiError::new(
+                error,
+                "This server does not host this topic-partition.",
+            ));
+        };
+        p.check_leader(current_leader_epoch)?;
+        Ok(p)
+    }
+
+    /// A partition hosted here, whatever its role (the broker's own bookkeeping; requests
+    /// go through `leader`).
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         let tp = TopicPartition {
             topic: topic.to_string(),

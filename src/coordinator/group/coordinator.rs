@@ -2,8 +2,15 @@
 //! its `__consumer_offsets` partition (`abs(hash(group)) % partitions`); a broker not
 //! serving that partition answers NOT_COORDINATOR, one still loading it
 //! COORDINATOR_LOAD_IN_PROGRESS.
+//!
+//! Which partitions are served follows their leadership in the metadata: the coordinator
+//! is a metadata listener, and each delta that makes this broker leader of a
+//! `__consumer_offsets` partition loads it (`on_elected`), each that moves the leadership
+//! away or deletes the topic unloads it (`on_resigned`), as Kafka's
+//! `BrokerMetadataPublisher` drives its group coordinator.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
@@ -15,7 +22,11 @@ use super::shard::{
     CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, ShardConfig, SyncRequest,
 };
 use super::topics::TopicSource;
+use super::OFFSETS_TOPIC;
 use crate::config::BrokerConfig;
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::image::MetadataImage;
+use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
 
 /// The `__consumer_offsets` settings, from the broker config.
@@ -31,8 +42,13 @@ pub struct GroupCoordinator {
     pub consumer_heartbeat_interval_ms: i32,
     pub offsets_topic: OffsetsTopicConfig,
     runtime: CoordinatorRuntime<GroupShard>,
-    log: Arc<dyn PartitionLog>,
     topics: Arc<dyn TopicSource>,
+    /// This broker's id: the partitions it leads are the ones served here.
+    broker_id: i32,
+    /// Set once the first delta (the whole image, at subscription) was applied: the
+    /// partitions led at startup load before the broker serves anything; later ones load
+    /// in the background.
+    started: AtomicBool,
 }
 
 fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
@@ -73,7 +89,7 @@ impl GroupCoordinator {
             segment_bytes: int(config, "offsets.topic.segment.bytes", 104_857_600) as i32,
         };
         let shard_topics = topics.clone();
-        let runtime = CoordinatorRuntime::new("group coordinator", log.clone(), move |_| {
+        let runtime = CoordinatorRuntime::new("group coordinator", log, move |_| {
             GroupShard::new(shard_config.clone(), shard_topics.clone())
         });
         GroupCoordinator {
@@ -84,8 +100,9 @@ impl GroupCoordinator {
             ) as i32,
             offsets_topic,
             runtime,
-            log,
             topics,
+            broker_id: config.broker_id,
+            started: AtomicBool::new(false),
         }
     }
 
@@ -106,31 +123,13 @@ impl GroupCoordinator {
         self.runtime.status(self.partition_for(group_id))
     }
 
+    /// Resolves once the partition of `group_id` is no longer loading (at once when it is
+    /// served, or not served here).
+    pub async fn loaded(&self, group_id: &str) {
+        self.runtime.loaded(self.partition_for(group_id)).await;
+    }
+
     // ---- leadership ----
-
-    /// Loads every `__consumer_offsets` partition this broker leads, before it serves
-    /// requests (startup).
-    pub fn load_led_partitions(&self) {
-        for p in 0..self.offsets_topic.partitions {
-            if let Some(epoch) = self.log.leader_epoch(p) {
-                self.runtime.load_now(p, epoch);
-            }
-        }
-    }
-
-    /// Starts serving the partitions this broker newly leads (the offsets topic was
-    /// just created); resolves once they are loaded.
-    pub async fn elect_led_partitions(&self) {
-        let mut loading = Vec::new();
-        for p in 0..self.offsets_topic.partitions {
-            if let Some(epoch) = self.log.leader_epoch(p) {
-                loading.push(self.on_elected(p, epoch));
-            }
-        }
-        for done in loading {
-            let _ = done.await;
-        }
-    }
 
     /// This broker became the leader of `__consumer_offsets` partition `partition`.
     pub fn on_elected(
@@ -144,6 +143,22 @@ impl GroupCoordinator {
     /// This broker no longer leads `partition` (None: the topic is gone).
     pub fn on_resigned(&self, partition: i32, epoch: Option<i32>) {
         self.runtime.on_resigned(partition, epoch);
+    }
+
+    /// Follows the leadership of the offsets topic's partitions in `topic` (its new
+    /// state): loads those this broker leads, unloads the others. `inline`: load in the
+    /// calling thread (startup).
+    fn follow_leadership(&self, topic: &TopicInfo, inline: bool) {
+        for p in &topic.partitions {
+            let (partition, epoch) = (p.partition, p.state.leader_epoch);
+            match p.state.leader == self.broker_id {
+                true if inline => {
+                    self.runtime.load_now(partition, epoch);
+                }
+                true => drop(self.on_elected(partition, epoch)),
+                false => self.on_resigned(partition, Some(epoch)),
+            }
+        }
     }
 
     pub fn shutdown(&self) {
@@ -375,5 +390,40 @@ impl GroupCoordinator {
     ) -> Result<Option<GroupDescription>, ResponseError> {
         let id = group_id.to_string();
         self.read(group_id, move |s| s.describe_group(&id)).await?
+    }
+}
+
+impl GroupCoordinator {
+    /// What to subscribe to the metadata. It holds the coordinator weakly: the
+    /// coordinator reads topics from the controller, and the controller holds its
+    /// listeners, so a strong reference would keep both (and the log dirs' locks) alive.
+    pub fn metadata_listener(self: &Arc<Self>) -> Arc<dyn MetadataListener> {
+        Arc::new(LeadershipListener(Arc::downgrade(self)))
+    }
+
+    /// Loads and unloads `__consumer_offsets` partitions as their leadership changes; the
+    /// replica manager, subscribed first, has the partitions' logs by then.
+    fn apply_delta(&self, delta: &MetadataDelta) {
+        let inline = !self.started.swap(true, Ordering::AcqRel);
+        match delta.topics.get(OFFSETS_TOPIC) {
+            Some(TopicDelta::Changed(topic)) => self.follow_leadership(topic, inline),
+            Some(TopicDelta::Removed(topic)) => {
+                for p in &topic.partitions {
+                    self.on_resigned(p.partition, None);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+struct LeadershipListener(Weak<GroupCoordinator>);
+
+impl MetadataListener for LeadershipListener {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        if let Some(groups) = self.0.upgrade() {
+            groups.apply_delta(delta);
+        }
+        Vec::new()
     }
 }

@@ -1,0 +1,62 @@
+//! The broker's periodic jobs on its scheduler, with Kafka's names and config keys. Each
+//! holds the replica manager weakly: the log dirs' locks go with the broker, not with a
+//! job that happens to be between runs.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::config::BrokerConfig;
+use crate::log::now_ms;
+use crate::replica::ReplicaManager;
+use crate::scheduler::{period_ms, Scheduler};
+
+/// Schedules the log layer's jobs: recovery-point checkpoints, the flusher, producer-id
+/// expiry, and the removal of deleted logs once `log.segment.delete.delay.ms` has passed.
+/// Must be called inside a tokio runtime.
+pub fn schedule_log_jobs(
+    scheduler: &Scheduler,
+    config: &BrokerConfig,
+    replicas: &Arc<ReplicaManager>,
+) {
+    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
+    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
+            with(&replicas, ReplicaManager::checkpoint)
+        });
+    }
+    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("kafka-log-flusher", every, move || {
+            with(&replicas, |r| r.logs.flush_dirty_logs(now_ms()))
+        });
+    }
+    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
+            with(&replicas, |r| {
+                let removed = r.logs.remove_expired_producers(now_ms());
+                if removed > 0 {
+                    tracing::info!(removed, "expired idle producer ids");
+                }
+            })
+        });
+    }
+    // Each deleted log waits the delay from its own deletion; checking a few times per
+    // delay (at least every second, at most every 50 ms) removes it at most that late.
+    let delete_delay_ms = ms("log.segment.delete.delay.ms", 60_000).max(0) as u64;
+    let every = Duration::from_millis((delete_delay_ms / 4).clamp(50, 1000));
+    let replicas = Arc::downgrade(replicas);
+    scheduler.schedule_blocking("kafka-delete-logs", every, move || {
+        with(&replicas, |r| {
+            r.logs.remove_due_deletions(Instant::now());
+        })
+    });
+}
+
+/// Runs `job` on the replica manager while the broker still has it.
+fn with(replicas: &Weak<ReplicaManager>, job: impl FnOnce(&ReplicaManager)) {
+    if let Some(r) = replicas.upgrade() {
+        job(&r);
+    }
+}

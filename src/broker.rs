@@ -10,7 +10,7 @@ use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
-use crate::config::{topic, BrokerConfig};
+use crate::config::{topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
@@ -24,7 +24,8 @@ use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR
 use crate::replica::ReplicaManager;
 
 pub struct Broker {
-    pub config: Arc<BrokerConfig>,
+    /// The config in force; read it with [`Broker::config`].
+    pub shared_config: Arc<SharedConfig>,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
@@ -47,16 +48,16 @@ impl Broker {
         if config.zookeeper_connect.is_some() {
             tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
         }
-        let explicit_node_id = ["node.id", "broker.id"]
-            .iter()
-            .any(|k| config.source(k) == crate::config::broker::BrokerSource::Static);
         let identity = Identity {
-            configured_node_id: explicit_node_id.then_some(config.broker_id),
+            configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
-            configured_cluster_id: config.get("cluster.id"),
+            configured_cluster_id: config.cluster_id.clone(),
         };
-        let metadata_log_dir = config.get("metadata.log.dir").map(PathBuf::from);
-        let mut dirs = LogDirs::check(&config.log_dirs, metadata_log_dir.as_deref(), &identity)?;
+        let mut dirs = LogDirs::check(
+            &config.log_dirs,
+            config.metadata_log_dir.as_deref(),
+            &identity,
+        )?;
         config.broker_id = dirs.node_id;
 
         // Everything below runs only once every dir passed its checks.
@@ -101,7 +102,8 @@ impl Broker {
         };
         dirs.write_meta_properties()?;
 
-        let config = Arc::new(config);
+        let shared_config = SharedConfig::new(config);
+        let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
             id: config.broker_id,
@@ -115,21 +117,21 @@ impl Broker {
                 broker: me,
                 cluster_id,
                 directory_ids,
-                num_partitions: config.num_partitions,
-                default_replication_factor: config.default_replication_factor,
+                num_partitions: config.log.num_partitions,
+                default_replication_factor: config.replication.default_replication_factor,
             },
             initial,
         )?);
         let image = local.image();
         let topic_configs = {
-            let config = config.clone();
+            let config = shared_config.clone();
             let image = image.clone();
             move |name: &str| {
                 let overrides = image
                     .topic(name)
                     .map(|t| t.configs.clone())
                     .unwrap_or_default();
-                topic::log_config(&config, &overrides)
+                topic::log_config(&config.current(), &overrides)
             }
         };
         let node_id = config.broker_id;
@@ -137,10 +139,7 @@ impl Broker {
             let image = image.clone();
             move |tp: &TopicPartition, id: Option<Uuid>| assigned_here(&image, node_id, tp, id)
         };
-        let delete_delay_ms = config
-            .long("log.segment.delete.delay.ms")
-            .unwrap_or(60_000)
-            .max(0) as u64;
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
         let log_dirs = dirs
             .log_dirs
             .into_iter()
@@ -149,20 +148,24 @@ impl Broker {
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
         let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
         logs.set_broker_epoch(local.broker_epoch());
-        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        let replicas = Arc::new(ReplicaManager::new(
+            config.broker_id,
+            shared_config.clone(),
+            logs,
+        ));
         let controller: Arc<dyn Controller> = local.clone();
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
         let groups = Arc::new(GroupCoordinator::new(
-            &config,
+            shared_config.clone(),
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
             Arc::new(ControllerTopics::new(controller.clone())),
         ));
         groups.load_led_partitions();
         let deleter = spawn_deleter(&replicas, delete_delay_ms);
         Ok(Arc::new(Broker {
-            config,
+            shared_config,
             controller,
             replicas,
             groups,
@@ -171,6 +174,11 @@ impl Broker {
             deleter: Mutex::new(Some(deleter)),
             stopping: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// The config in force. Take it once per request: a dynamic change swaps in a new one.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.shared_config.current()
     }
 
     pub async fn create_topic(

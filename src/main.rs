@@ -72,10 +72,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let server = Server::new(listeners, broker.clone());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        broker_id = broker.config.broker_id,
+        broker_id = broker.config().broker_id,
         listeners = ?server.local_addrs(),
-        advertised = ?broker.config.advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
-        log_dirs = ?broker.config.log_dirs,
+        advertised = ?broker.config().advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
+        log_dirs = ?broker.config().log_dirs,
         cluster_id = %broker.controller.cluster_id(),
         startup_ms = started.elapsed().as_millis() as u64,
         "skua started"
@@ -93,21 +93,20 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
 
 /// The log layer's periodic jobs, with Kafka's names and config keys.
 fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
-    let config = &broker.config;
-    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
-    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
+    let config = broker.config();
+    if let Some(every) = period_ms(config.log.flush_offset_checkpoint_interval_ms) {
         let replicas = broker.replicas.clone();
         scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
             replicas.checkpoint()
         });
     }
-    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
+    if let Some(every) = period_ms(config.log.flush_scheduler_interval_ms) {
         let replicas = broker.replicas.clone();
         scheduler.schedule_blocking("kafka-log-flusher", every, move || {
             replicas.logs.flush_dirty_logs(skua::log::now_ms())
         });
     }
-    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
+    if let Some(every) = period_ms(config.log.producer_id_expiration_check_interval_ms) {
         let replicas = broker.replicas.clone();
         scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
             let removed = replicas.logs.remove_expired_producers(skua::log::now_ms());

@@ -18,6 +18,7 @@ use crate::router::RequestContext;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -70,7 +71,8 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
                 format!("Topic {} does not exist", r.resource_name.as_str()),
             )
         })?;
-    Ok(topic::describe(&broker.config, &info.configs)
+    let config = broker.config();
+    Ok(topic::describe(&config, &info.configs)
         .into_iter()
         .filter(|(key, _, _)| wanted(r, key.name))
         .map(|(key, value, source)| {
@@ -85,7 +87,7 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
                     list.push(synonym(key.name, &value, TopicSource::DynamicTopic as i8));
                 }
                 if let Some(b) = key.broker_synonym {
-                    if let Some((v, BrokerSource::Static)) = broker.config.topic_fallback(b) {
+                    if let Some((v, BrokerSource::Static)) = config.topic_fallback(b) {
                         list.push(synonym(b, &v, SOURCE_STATIC_BROKER));
                     }
                     let default = crate::config::defs::broker_key(b)
@@ -102,23 +104,24 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
 
 fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -> Described {
     let name = r.resource_name.as_str();
-    if !name.is_empty() && name != broker.config.broker_id.to_string() {
+    let config = broker.config();
+    if !name.is_empty() && name != config.broker_id.to_string() {
         return Err((
             ResponseError::InvalidRequest,
             format!(
                 "Unexpected broker id, expected {} but received {name}",
-                broker.config.broker_id
+                config.broker_id
             ),
         ));
     }
-    Ok(broker
-        .config
+    Ok(config
         .describe()
         .into_iter()
         .filter(|(key, _, _, _)| wanted(r, key))
         .map(|(key, value, source, kind)| {
             let sensitive = kind == Kind::Password;
             let source_code = match source {
+                BrokerSource::Dynamic => SOURCE_DYNAMIC_BROKER,
                 BrokerSource::Static => SOURCE_STATIC_BROKER,
                 BrokerSource::Default => SOURCE_DEFAULT,
             };

@@ -83,7 +83,7 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
         .replicas
         .partition(OFFSETS_TOPIC, partition)
         .is_some();
-    let node = node.filter(|b| b.id != broker.config.broker_id || hosted_here);
+    let node = node.filter(|b| b.id != broker.config().broker_id || hosted_here);
     match node {
         Some(b) => Coordinator::default()
             .with_key(key)
@@ -108,7 +108,7 @@ async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
         broker.groups.elect_led_partitions().await;
         return Ok(());
     }
-    let cfg = &broker.groups.offsets_topic;
+    let cfg = broker.config().offsets_topic.clone();
     let live = broker.controller.brokers().len().max(1) as i16;
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use super::Partition;
-use crate::config::{topic, BrokerConfig};
+use crate::config::{topic, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
@@ -14,13 +14,13 @@ use crate::log::{LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
-    config: Arc<BrokerConfig>,
+    config: Arc<SharedConfig>,
     pub logs: LogManager,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
 }
 
 impl ReplicaManager {
-    pub fn new(broker_id: i32, config: Arc<BrokerConfig>, logs: LogManager) -> Self {
+    pub fn new(broker_id: i32, config: Arc<SharedConfig>, logs: LogManager) -> Self {
         ReplicaManager {
             broker_id,
             config,
@@ -33,7 +33,7 @@ impl ReplicaManager {
     /// logs, and applies the topic's config to them. A hosted partition of an older topic
     /// of the same name (deleted and created again) is deleted first.
     fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
-        let log_config = topic::log_config(&self.config, &topic.configs);
+        let log_config = topic::log_config(&self.config.current(), &topic.configs);
         for p in topic
             .partitions
             .iter()

@@ -8,89 +8,55 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 
-use super::classic::{GroupConfig, JoinRequest, JoinResult, Outcome, SyncResult};
+use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::records::{partition_for, OffsetValue};
+use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, ShardConfig, SyncRequest,
+    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
-use crate::config::BrokerConfig;
+use crate::config::SharedConfig;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
 
-/// The `__consumer_offsets` settings, from the broker config.
-#[derive(Clone, Debug)]
-pub struct OffsetsTopicConfig {
-    pub partitions: i32,
-    pub replication_factor: i16,
-    pub segment_bytes: i32,
-}
-
 pub struct GroupCoordinator {
-    /// `group.consumer.heartbeat.interval.ms`.
-    pub consumer_heartbeat_interval_ms: i32,
-    pub offsets_topic: OffsetsTopicConfig,
+    settings: Arc<GroupSettings>,
     runtime: CoordinatorRuntime<GroupShard>,
     log: Arc<dyn PartitionLog>,
     topics: Arc<dyn TopicSource>,
 }
 
-fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
-    config.long(key).unwrap_or(default)
-}
-
 impl GroupCoordinator {
     pub fn new(
-        config: &BrokerConfig,
+        config: Arc<SharedConfig>,
         log: Arc<dyn PartitionLog>,
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
-        let classic = GroupConfig {
-            min_session_timeout_ms: int(config, "group.min.session.timeout.ms", 6000) as i32,
-            max_session_timeout_ms: int(config, "group.max.session.timeout.ms", 1_800_000) as i32,
-            initial_rebalance_delay_ms: int(config, "group.initial.rebalance.delay.ms", 3000)
-                as i32,
-            max_size: int(config, "group.max.size", i32::MAX as i64) as i32,
-        };
-        let shard_config = Arc::new(ShardConfig {
-            classic,
-            consumer_session_timeout_ms: int(config, "group.consumer.session.timeout.ms", 45_000)
-                as i32,
-            offsets_retention_ms: int(config, "offsets.retention.minutes", 10080)
-                .saturating_mul(60_000),
-            offsets_retention_check_interval_ms: int(
-                config,
-                "offsets.retention.check.interval.ms",
-                600_000,
-            )
-            .max(1) as u64,
-            offset_metadata_max_bytes: int(config, "offset.metadata.max.bytes", 4096).max(0)
-                as usize,
-        });
-        let offsets_topic = OffsetsTopicConfig {
-            partitions: int(config, "offsets.topic.num.partitions", 50).max(1) as i32,
-            replication_factor: int(config, "offsets.topic.replication.factor", 3) as i16,
-            segment_bytes: int(config, "offsets.topic.segment.bytes", 104_857_600) as i32,
-        };
-        let shard_topics = topics.clone();
+        let settings = GroupSettings::new(config);
+        let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
         let runtime = CoordinatorRuntime::new("group coordinator", log.clone(), move |_| {
-            GroupShard::new(shard_config.clone(), shard_topics.clone())
+            GroupShard::new(shard_settings.clone(), shard_topics.clone())
         });
         GroupCoordinator {
-            consumer_heartbeat_interval_ms: int(
-                config,
-                "group.consumer.heartbeat.interval.ms",
-                5000,
-            ) as i32,
-            offsets_topic,
+            settings,
             runtime,
             log,
             topics,
         }
     }
 
+    /// The heartbeat interval KIP-848 members of `group_id` are given.
+    pub fn consumer_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        self.settings.consumer(group_id).heartbeat_interval_ms
+    }
+
+    /// `__consumer_offsets` partitions: `offsets.topic.num.partitions`.
+    fn partitions(&self) -> i32 {
+        self.settings.broker().offsets_topic.partitions.max(1)
+    }
+
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        partition_for(group_id, self.offsets_topic.partitions)
+        partition_for(group_id, self.partitions())
     }
 
     /// Whether this broker serves `group_id` now; the error to answer otherwise.
@@ -111,7 +77,7 @@ impl GroupCoordinator {
     /// Loads every `__consumer_offsets` partition this broker leads, before it serves
     /// requests (startup).
     pub fn load_led_partitions(&self) {
-        for p in 0..self.offsets_topic.partitions {
+        for p in 0..self.partitions() {
             if let Some(epoch) = self.log.leader_epoch(p) {
                 self.runtime.load_now(p, epoch);
             }
@@ -122,7 +88,7 @@ impl GroupCoordinator {
     /// just created); resolves once they are loaded.
     pub async fn elect_led_partitions(&self) {
         let mut loading = Vec::new();
-        for p in 0..self.offsets_topic.partitions {
+        for p in 0..self.partitions() {
             if let Some(epoch) = self.log.leader_epoch(p) {
                 loading.push(self.on_elected(p, epoch));
             }

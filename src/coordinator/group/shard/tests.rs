@@ -19,17 +19,14 @@ use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
 
 type Runtime = CoordinatorRuntime<GroupShard>;
 
-fn config() -> Arc<ShardConfig> {
-    Arc::new(ShardConfig {
-        classic: GroupConfig {
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        },
-        consumer_session_timeout_ms: 45_000,
-        offsets_retention_ms: 7 * 24 * 3_600_000,
-        offsets_retention_check_interval_ms: 600_000,
-        offset_metadata_max_bytes: 4096,
-    })
+/// Kafka's defaults, but no initial rebalance delay.
+fn config() -> Arc<GroupSettings> {
+    let props = BTreeMap::from([(
+        "group.initial.rebalance.delay.ms".to_string(),
+        "0".to_string(),
+    )]);
+    let broker = crate::config::BrokerConfig::from_properties(props).unwrap();
+    GroupSettings::new(crate::config::SharedConfig::new(broker))
 }
 
 fn image(topics: &[(&str, u128, i32)]) -> Arc<TopicImage> {

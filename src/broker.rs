@@ -157,10 +157,13 @@ impl Broker {
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
+        // The coordinator's view of the topics follows the metadata deltas.
+        let topics = ControllerTopics::new();
+        controller.subscribe(topics.clone());
         let groups = Arc::new(GroupCoordinator::new(
             shared_config.clone(),
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            Arc::new(ControllerTopics::new(controller.clone())),
+            topics,
         ));
         groups.load_led_partitions();
         let deleter = spawn_deleter(&replicas, delete_delay_ms);

@@ -3,14 +3,14 @@
 //! serving that partition answers NOT_COORDINATOR, one still loading it
 //! COORDINATOR_LOAD_IN_PROGRESS.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 
 use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
-use super::records::{partition_for, OffsetValue};
+use super::records::{partition_for, OffsetValue, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
     CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
@@ -21,6 +21,8 @@ use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, Shar
 
 pub struct GroupCoordinator {
     settings: Arc<GroupSettings>,
+    /// The partition count of `__consumer_offsets`, fixed once the topic is seen.
+    offsets_partitions: OnceLock<i32>,
     runtime: CoordinatorRuntime<GroupShard>,
     log: Arc<dyn PartitionLog>,
     topics: Arc<dyn TopicSource>,
@@ -39,6 +41,7 @@ impl GroupCoordinator {
         });
         GroupCoordinator {
             settings,
+            offsets_partitions: OnceLock::new(),
             runtime,
             log,
             topics,
@@ -50,9 +53,18 @@ impl GroupCoordinator {
         self.settings.consumer(group_id).heartbeat_interval_ms
     }
 
-    /// `__consumer_offsets` partitions: `offsets.topic.num.partitions`.
+    /// `__consumer_offsets` partitions, which place every group: the topic's own count
+    /// once it exists (a data dir adopted from Kafka may have another count than
+    /// `offsets.topic.num.partitions`), fixed from then on as Kafka fixes it; the
+    /// configured count, which creates the topic, until then.
     fn partitions(&self) -> i32 {
-        self.settings.broker().offsets_topic.partitions.max(1)
+        if let Some(n) = self.offsets_partitions.get() {
+            return *n;
+        }
+        match self.topics.image().partitions(OFFSETS_TOPIC) {
+            Some(n) if n > 0 => *self.offsets_partitions.get_or_init(|| n),
+            _ => self.settings.broker().offsets_topic.partitions.max(1),
+        }
     }
 
     pub fn partition_for(&self, group_id: &str) -> i32 {

@@ -319,8 +319,20 @@ impl Shard for GroupShard {
             }
             (RecordKey::Consumer { kind, .. }, Some(RecordValue::Consumer(v))) => {
                 let image = self.image.clone();
+                // A joining member's session is set before its record makes it a member;
+                // its timer can only be set once the record is replayed.
+                let joining = match &kind {
+                    ConsumerKey::Member(id) => self
+                        .sessions
+                        .get(&group_id)
+                        .is_some_and(|s| s.contains_key(id)),
+                    _ => false,
+                };
                 self.consumer_for_replay(&group_id)
                     .replay(kind, Some(v), &image)?;
+                if joining {
+                    self.schedule(&group_id);
+                }
             }
             _ => return Err("value does not match its key".into()),
         }

@@ -411,6 +411,27 @@ async fn idle_groups_set_no_timers() {
     );
 }
 
+/// A member that joins a new consumer group and never heartbeats again (its client died)
+/// still has its session timer: set once the record making it a member is replayed.
+#[tokio::test]
+async fn a_member_that_never_heartbeats_again_has_its_session_timer() {
+    let log = Arc::new(MemoryLog::default());
+    let topics = default_image();
+    let rt = runtime(&log, topics.clone());
+    let before = Instant::now();
+    consumer(&rt, "g", join("m1", Some(&["t"]), None), &topics)
+        .await
+        .unwrap();
+    let next = rt
+        .read(0, |s: &GroupShard| s.next_deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    // The member's session (45 s), not the offset expiry (10 minutes).
+    let session = std::time::Duration::from_secs(45);
+    assert!(next >= before + session && next <= Instant::now() + session, "{next:?}");
+}
+
 /// Issue: with 2,000 topics and `.*`, the sixth member's join took 3.4 s in a release
 /// build (19 s in a debug build): the regex compiled at every heartbeat, the whole group
 /// cloned, and the assignor rebuilt each member's topic set per topic and partition.

@@ -10,13 +10,16 @@ use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
-use crate::config::{topic, BrokerConfig, SharedConfig};
+use crate::config::{group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
 use crate::controller::records::MetadataRecord;
-use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::controller::{
+    BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo,
+};
+use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
@@ -157,11 +160,13 @@ impl Broker {
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
-        // The coordinator's view of the topics follows the metadata deltas.
+        // The coordinator's view of the topics and of group configs follows the metadata.
         let topics = ControllerTopics::new();
         controller.subscribe(topics.clone());
+        let group_settings = GroupSettings::new(shared_config.clone());
+        controller.subscribe(group_settings.clone());
         let groups = Arc::new(GroupCoordinator::new(
-            shared_config.clone(),
+            group_settings,
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
             topics,
         ));
@@ -273,6 +278,37 @@ impl Broker {
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
+        Ok(())
+    }
+
+    /// Changes a group's configs with `edit`, checks the result as Kafka does (the whole
+    /// set, against the broker's bounds), and (unless `validate_only`) stores it in the
+    /// metadata log, from where the group coordinator follows it.
+    pub async fn alter_group_configs(
+        &self,
+        group_id: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let resource = ConfigResource::group(group_id);
+        let mut configs = self.controller.resource_configs(&resource);
+        edit(&mut configs)?;
+        group::validate(&configs, &self.config().group.group_config_limits)
+            .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+        if validate_only {
+            return Ok(());
+        }
+        let configs: BTreeMap<String, String> = configs
+            .into_iter()
+            .map(|(k, v)| {
+                let v = group::normalize(&k, &v);
+                (k, v)
+            })
+            .collect();
+        self.controller
+            .set_resource_configs(resource, configs.clone())
+            .await?;
+        tracing::info!(group = group_id, ?configs, "group configs changed");
         Ok(())
     }
 

@@ -107,7 +107,7 @@ fn one_of(allowed: &[&str], v: &str) -> Result<(), String> {
 
 /// Kafka's `AutoOffsetResetStrategy.fromString` as a share group takes it.
 fn share_auto_offset_reset(value: &str) -> Result<(), String> {
-    let v = value.trim().to_ascii_lowercase();
+    let v = value.trim();
     let ok = match v.strip_prefix("by_duration:") {
         Some(duration) => iso8601_duration_ms(duration).is_some_and(|ms| ms >= 0),
         None => v == "earliest" || v == "latest",
@@ -836,6 +836,7 @@ pub enum GroupBound {
 /// A group key (resource type GROUP): its kind, the broker key it falls back to, its
 /// default when it has none, whether Kafka hides it until it is set (`defineInternal`),
 /// and the broker keys bounding it.
+#[derive(Debug, PartialEq, Eq)]
 pub struct GroupKey {
     pub name: &'static str,
     pub kind: Kind,

@@ -4,10 +4,11 @@
 //! config once at startup into sections (`sections.rs`: log, network, replication;
 //! `group_coordinator.rs`: groups and the offsets topic); `shared.rs` is the cell every
 //! component reads it from, where a dynamic change swaps in a whole new config;
-//! `topic.rs` resolves per-topic configs over the broker's.
+//! `topic.rs` and `group.rs` resolve per-topic and per-group configs over the broker's.
 
 pub mod broker;
 pub mod defs;
+pub mod group;
 pub mod group_coordinator;
 pub mod listener;
 pub mod properties;

@@ -1,4 +1,5 @@
-//! DescribeConfigs: topic and broker configs with their values in force and sources.
+//! DescribeConfigs: topic, broker and group configs with their values in force and
+//! sources.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::str_bytes;
+use super::{group_configs, str_bytes};
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
 use crate::config::defs::Kind;
@@ -18,6 +19,7 @@ use crate::router::RequestContext;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
@@ -37,6 +39,9 @@ pub async fn handle(
             let configs = match r.resource_type {
                 TOPIC => topic_configs(&broker, &r, req.include_synonyms),
                 BROKER => broker_configs(&broker, &r, req.include_synonyms),
+                GROUP => group_configs::describe(&broker, &r, req.include_synonyms, |key| {
+                    wanted(&r, key)
+                }),
                 _ => Err((
                     ResponseError::InvalidRequest,
                     format!("resource type {} is not supported", r.resource_type),

@@ -16,7 +16,6 @@ use super::shard::{
     CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
-use crate::config::SharedConfig;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
 
 pub struct GroupCoordinator {
@@ -29,12 +28,13 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
+    /// `settings` should follow the metadata (subscribed to the controller), so group
+    /// configs reach the groups.
     pub fn new(
-        config: Arc<SharedConfig>,
+        settings: Arc<GroupSettings>,
         log: Arc<dyn PartitionLog>,
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
-        let settings = GroupSettings::new(config);
         let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
         let runtime = CoordinatorRuntime::new("group coordinator", log.clone(), move |_| {
             GroupShard::new(shard_settings.clone(), shard_topics.clone())

@@ -429,7 +429,10 @@ async fn a_member_that_never_heartbeats_again_has_its_session_timer() {
         .unwrap();
     // The member's session (45 s), not the offset expiry (10 minutes).
     let session = std::time::Duration::from_secs(45);
-    assert!(next >= before + session && next <= Instant::now() + session, "{next:?}");
+    assert!(
+        next >= before + session && next <= Instant::now() + session,
+        "{next:?}"
+    );
 }
 
 /// Issue: with 2,000 topics and `.*`, the sixth member's join took 3.4 s in a release

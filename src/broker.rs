@@ -8,13 +8,16 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use crate::config::{topic, BrokerConfig};
+use crate::config::{group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
 use crate::controller::records::MetadataRecord;
-use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::controller::{
+    BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo,
+};
+use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
@@ -24,7 +27,8 @@ use crate::replica::ReplicaManager;
 use crate::scheduler::Scheduler;
 
 pub struct Broker {
-    pub config: Arc<BrokerConfig>,
+    /// The config in force; read it with [`Broker::config`].
+    pub shared_config: Arc<SharedConfig>,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
@@ -48,16 +52,16 @@ impl Broker {
         let mut config = config;
         // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
-        let explicit_node_id = ["node.id", "broker.id"]
-            .iter()
-            .any(|k| config.source(k) == crate::config::broker::BrokerSource::Static);
         let identity = Identity {
-            configured_node_id: explicit_node_id.then_some(config.broker_id),
+            configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
-            configured_cluster_id: config.get("cluster.id"),
+            configured_cluster_id: config.cluster_id.clone(),
         };
-        let metadata_log_dir = config.get("metadata.log.dir").map(PathBuf::from);
-        let mut dirs = LogDirs::check(&config.log_dirs, metadata_log_dir.as_deref(), &identity)?;
+        let mut dirs = LogDirs::check(
+            &config.log_dirs,
+            config.metadata_log_dir.as_deref(),
+            &identity,
+        )?;
         config.broker_id = dirs.node_id;
 
         // Everything below runs only once every dir passed its checks.
@@ -105,7 +109,8 @@ impl Broker {
         };
         dirs.write_meta_properties()?;
 
-        let config = Arc::new(config);
+        let shared_config = SharedConfig::new(config);
+        let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
             id: config.broker_id,
@@ -119,21 +124,21 @@ impl Broker {
                 broker: me,
                 cluster_id,
                 directory_ids,
-                num_partitions: config.num_partitions,
-                default_replication_factor: config.default_replication_factor,
+                num_partitions: config.log.num_partitions,
+                default_replication_factor: config.replication.default_replication_factor,
             },
             initial,
         )?);
         let image = local.image();
         let topic_configs = {
-            let config = config.clone();
+            let config = shared_config.clone();
             let image = image.clone();
             move |name: &str| {
                 let overrides = image
                     .topic(name)
                     .map(|t| t.configs.clone())
                     .unwrap_or_default();
-                topic::log_config(&config, &overrides)
+                topic::log_config(&config.current(), &overrides)
             }
         };
         let node_id = config.broker_id;
@@ -141,10 +146,7 @@ impl Broker {
             let image = image.clone();
             move |tp: &TopicPartition, id: Option<Uuid>| assigned_here(&image, node_id, tp, id)
         };
-        let delete_delay_ms = config
-            .long("log.segment.delete.delay.ms")
-            .unwrap_or(60_000)
-            .max(0) as u64;
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
         let log_dirs = dirs
             .log_dirs
             .into_iter()
@@ -153,15 +155,24 @@ impl Broker {
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
         let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
         logs.set_broker_epoch(local.broker_epoch());
-        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        let replicas = Arc::new(ReplicaManager::new(
+            config.broker_id,
+            shared_config.clone(),
+            logs,
+        ));
         let controller: Arc<dyn Controller> = local.clone();
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
+        // The coordinator's view of the topics and of group configs follows the metadata.
+        let topics = ControllerTopics::new();
+        controller.subscribe(topics.clone());
+        let group_settings = GroupSettings::new(shared_config.clone());
+        controller.subscribe(group_settings.clone());
         let groups = Arc::new(GroupCoordinator::new(
-            &config,
+            group_settings,
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            Arc::new(ControllerTopics::new(controller.clone())),
+            topics,
         ));
         // After the replica manager, so the partitions it loads are hosted; the ones led
         // now load before this returns, so no request finds them loading.
@@ -169,7 +180,7 @@ impl Broker {
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         Ok(Arc::new(Broker {
-            config,
+            shared_config,
             controller,
             replicas,
             groups,
@@ -193,7 +204,7 @@ impl Broker {
         let proposed = dirs
             .cluster_id
             .clone()
-            .or_else(|| config.get("cluster.id"))
+            .or_else(|| config.cluster_id.clone())
             .unwrap_or_else(new_cluster_id);
         let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
         let cluster_id = zk.cluster_id();
@@ -204,15 +215,13 @@ impl Broker {
         }
         dirs.assign_directory_ids(&cluster_id);
         dirs.write_meta_properties()?;
-        let config = Arc::new(config);
+        let shared_config = SharedConfig::new(config);
+        let config = shared_config.current();
         let defaults = {
-            let config = config.clone();
-            move |_: &str| topic::log_config(&config, &BTreeMap::new())
+            let config = shared_config.clone();
+            move |_: &str| topic::log_config(&config.current(), &BTreeMap::new())
         };
-        let delete_delay_ms = config
-            .long("log.segment.delete.delay.ms")
-            .unwrap_or(60_000)
-            .max(0) as u64;
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
         let log_dirs = dirs
             .log_dirs
             .into_iter()
@@ -225,16 +234,24 @@ impl Broker {
             defaults,
             delete_delay_ms,
         )?;
-        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        let replicas = Arc::new(ReplicaManager::new(
+            config.broker_id,
+            shared_config.clone(),
+            logs,
+        ));
         let zk = Arc::new(zk);
         let controller: Arc<dyn Controller> = zk.clone();
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
+        let topics = ControllerTopics::new();
+        controller.subscribe(topics.clone());
+        let group_settings = GroupSettings::new(shared_config.clone());
+        controller.subscribe(group_settings.clone());
         let groups = Arc::new(GroupCoordinator::new(
-            &config,
+            group_settings,
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            Arc::new(ControllerTopics::new(controller.clone())),
+            topics,
         ));
         controller.subscribe(groups.metadata_listener());
         let scheduler = Scheduler::new();
@@ -242,7 +259,7 @@ impl Broker {
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
         Ok(Arc::new(Broker {
-            config,
+            shared_config,
             controller,
             replicas,
             groups,
@@ -251,6 +268,11 @@ impl Broker {
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// The config in force. Take it once per request: a dynamic change swaps in a new one.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.shared_config.current()
     }
 
     pub async fn create_topic(
@@ -342,6 +364,37 @@ impl Broker {
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
+        Ok(())
+    }
+
+    /// Changes a group's configs with `edit`, checks the result as Kafka does (the whole
+    /// set, against the broker's bounds), and (unless `validate_only`) stores it in the
+    /// metadata log, from where the group coordinator follows it.
+    pub async fn alter_group_configs(
+        &self,
+        group_id: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let resource = ConfigResource::group(group_id);
+        let mut configs = self.controller.resource_configs(&resource);
+        edit(&mut configs)?;
+        group::validate(&configs, &self.config().group.group_config_limits)
+            .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+        if validate_only {
+            return Ok(());
+        }
+        let configs: BTreeMap<String, String> = configs
+            .into_iter()
+            .map(|(k, v)| {
+                let v = group::normalize(&k, &v);
+                (k, v)
+            })
+            .collect();
+        self.controller
+            .set_resource_configs(resource, configs.clone())
+            .await?;
+        tracing::info!(group = group_id, ?configs, "group configs changed");
         Ok(())
     }
 

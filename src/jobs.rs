@@ -18,20 +18,19 @@ pub fn schedule_log_jobs(
     config: &BrokerConfig,
     replicas: &Arc<ReplicaManager>,
 ) {
-    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
-    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
+    if let Some(every) = period_ms(config.log.flush_offset_checkpoint_interval_ms) {
         let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
             with(&replicas, ReplicaManager::checkpoint)
         });
     }
-    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
+    if let Some(every) = period_ms(config.log.flush_scheduler_interval_ms) {
         let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-log-flusher", every, move || {
             with(&replicas, |r| r.logs.flush_dirty_logs(now_ms()))
         });
     }
-    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
+    if let Some(every) = period_ms(config.log.producer_id_expiration_check_interval_ms) {
         let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
             with(&replicas, |r| {
@@ -44,7 +43,7 @@ pub fn schedule_log_jobs(
     }
     // Each deleted log waits the delay from its own deletion; checking a few times per
     // delay (at least every second, at most every 50 ms) removes it at most that late.
-    let delete_delay_ms = ms("log.segment.delete.delay.ms", 60_000).max(0) as u64;
+    let delete_delay_ms = config.log.segment_delete_delay_ms;
     let every = Duration::from_millis((delete_delay_ms / 4).clamp(50, 1000));
     let replicas = Arc::downgrade(replicas);
     scheduler.schedule_blocking("kafka-delete-logs", every, move || {

@@ -71,10 +71,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let server = Server::new(listeners, broker.clone());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        broker_id = broker.config.broker_id,
+        broker_id = broker.config().broker_id,
         listeners = ?server.local_addrs(),
-        advertised = ?broker.config.advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
-        log_dirs = ?broker.config.log_dirs,
+        advertised = ?broker.config().advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
+        log_dirs = ?broker.config().log_dirs,
         cluster_id = %broker.controller.cluster_id(),
         startup_ms = started.elapsed().as_millis() as u64,
         "skua started"

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
+use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
+use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -17,7 +19,7 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
         why: why.into(),
@@ -27,34 +29,55 @@ fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
 /// Where a broker value came from, as DescribeConfigs reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrokerSource {
+    /// Set by a dynamic config change (Kafka: DYNAMIC_BROKER_CONFIG).
+    Dynamic,
     /// Set in server.properties or by --override (Kafka: STATIC_BROKER_CONFIG).
     Static,
     /// Kafka's default (Kafka: DEFAULT_CONFIG).
     Default,
 }
 
-/// Typed view of the keys the broker acts on; `values` keeps every key that was set.
+/// The broker's configuration, typed: built and validated once from the properties (a
+/// malformed or refused value of a known key is an error naming the key), then only read.
+/// Defaults live in `defs.rs` alone; every typed field is read through them.
+///
+/// Identity fields (id, listeners, dirs) never change while the broker runs; the
+/// sections may, by a dynamic change that builds a whole new config
+/// ([`BrokerConfig::reconfigured`]) and swaps it in ([`super::SharedConfig`]).
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     pub broker_id: i32,
+    /// Whether `node.id` or `broker.id` was set (else the id comes from `meta.properties`,
+    /// or is the default).
+    pub broker_id_set: bool,
+    /// `cluster.id`: when set, the log dirs must belong to this cluster.
+    pub cluster_id: Option<String>,
+    /// `metadata.log.dir`: where the metadata log lives (the first log dir when unset).
+    pub metadata_log_dir: Option<PathBuf>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
     pub log_dirs: Vec<PathBuf>,
-    pub num_partitions: i32,
-    pub default_replication_factor: i16,
-    pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
-    pub message_max_bytes: i32,
-    pub socket_request_max_bytes: usize,
-    pub connections_max_idle_ms: u64,
-    pub max_connections: usize,
-    pub queued_max_requests: usize,
-    /// `queued.max.request.bytes`; `None` when unbounded (a value <= 0).
-    pub queued_max_request_bytes: Option<usize>,
     pub zookeeper_connect: Option<String>,
     pub rack: Option<String>,
-    /// Keys set explicitly, after validation.
+    pub log: LogManagerConfig,
+    pub network: NetworkConfig,
+    pub replication: ReplicationConfig,
+    pub group: GroupCoordinatorConfig,
+    pub offsets_topic: OffsetsTopicConfig,
+    /// Keys set explicitly (static and dynamic), after validation.
     values: BTreeMap<String, String>,
+    /// The keys of `values` that a dynamic change set.
+    dynamic: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    /// Kafka's defaults (with skua's quickstart `log.dirs`), as an empty `server.properties`
+    /// gives them.
+    fn default() -> Self {
+        BrokerConfig::from_properties(BTreeMap::new())
+            .expect("the defaults in defs.rs pass their own validation")
+    }
 }
 
 impl BrokerConfig {
@@ -77,90 +100,95 @@ impl BrokerConfig {
                 None => tracing::warn!(key = %k, "unknown configuration key; ignored"),
             }
         }
-        let mut cfg = BrokerConfig {
-            broker_id: 0,
-            listeners: Vec::new(),
-            advertised_listeners: Vec::new(),
-            log_dirs: Vec::new(),
-            num_partitions: 0,
-            default_replication_factor: 0,
-            auto_create_topics_enable: false,
-            delete_topic_enable: false,
-            message_max_bytes: 0,
-            socket_request_max_bytes: 0,
-            connections_max_idle_ms: 0,
-            max_connections: 0,
-            queued_max_requests: 0,
-            queued_max_request_bytes: None,
-            zookeeper_connect: None,
-            rack: None,
-            values,
-        };
-        cfg.broker_id = match cfg.values.get("node.id") {
+        Self::build(values, BTreeMap::new())
+    }
+
+    /// Types and checks every section from `values` (keys already checked one by one).
+    fn build(
+        values: BTreeMap<String, String>,
+        dynamic: BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let keys = Keys(&values);
+        let broker_id = match values.get("node.id") {
             Some(v) => parse_num("node.id", v)?,
-            None => cfg.int("broker.id")?,
+            None => keys.int("broker.id")?,
         };
-        if cfg.broker_id < 0 {
+        if broker_id < 0 {
             return Err(invalid("broker.id", "must be >= 0"));
         }
-        cfg.listeners = Listener::parse_list("listeners", &cfg.string("listeners"))?;
-        cfg.advertised_listeners = match cfg.get("advertised.listeners") {
+        let listeners = Listener::parse_list("listeners", &keys.string("listeners"))?;
+        let advertised_listeners = match keys.get("advertised.listeners") {
             Some(v) => Listener::parse_list("advertised.listeners", &v)?,
-            None => cfg
-                .listeners
-                .iter()
-                .map(Listener::advertised_default)
-                .collect(),
+            None => listeners.iter().map(Listener::advertised_default).collect(),
         };
-        cfg.log_dirs = cfg
+        let log_dirs: Vec<PathBuf> = keys
             .get("log.dirs")
-            .unwrap_or_else(|| cfg.string("log.dir"))
+            .unwrap_or_else(|| keys.string("log.dir"))
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
             .collect();
-        if cfg.log_dirs.is_empty() {
+        if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "no directory given"));
         }
-        cfg.num_partitions = cfg.int("num.partitions")?;
-        if cfg.num_partitions < 1 {
-            return Err(invalid("num.partitions", "must be >= 1"));
+        Ok(BrokerConfig {
+            broker_id,
+            broker_id_set: keys.is_set("node.id") || keys.is_set("broker.id"),
+            cluster_id: keys.get("cluster.id"),
+            metadata_log_dir: keys.get("metadata.log.dir").map(PathBuf::from),
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            delete_topic_enable: keys.bool("delete.topic.enable"),
+            zookeeper_connect: keys.get("zookeeper.connect").filter(|s| !s.is_empty()),
+            rack: keys.get("broker.rack"),
+            log: LogManagerConfig::build(&keys)?,
+            network: NetworkConfig::build(&keys)?,
+            replication: ReplicationConfig::build(&keys)?,
+            group: GroupCoordinatorConfig::build(&keys)?,
+            offsets_topic: OffsetsTopicConfig::build(&keys)?,
+            values,
+            dynamic,
+        })
+    }
+
+    /// A new config with `dynamic` (every dynamic key in force, not only the changed
+    /// ones) over the static properties, checked as at startup; identity fields resolved
+    /// at startup (the node id from `meta.properties`, ports bound for port 0) are kept.
+    /// This is what a dynamic change swaps in.
+    pub fn reconfigured(&self, dynamic: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let mut values: BTreeMap<String, String> = self
+            .values
+            .iter()
+            .filter(|(k, _)| !self.dynamic.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut kept = BTreeMap::new();
+        for (k, v) in dynamic {
+            let def = broker_key(k).ok_or_else(|| invalid(k, "unknown broker config"))?;
+            check_value(k, def.kind, v).map_err(|why| invalid(k, why))?;
+            values.insert(k.clone(), v.trim().to_string());
+            kept.insert(k.clone(), v.trim().to_string());
         }
-        cfg.default_replication_factor = parse_num(
-            "default.replication.factor",
-            &cfg.string("default.replication.factor"),
-        )?;
-        cfg.auto_create_topics_enable = cfg.bool("auto.create.topics.enable");
-        cfg.delete_topic_enable = cfg.bool("delete.topic.enable");
-        cfg.message_max_bytes = cfg.int("message.max.bytes")?;
-        cfg.socket_request_max_bytes = positive(&cfg, "socket.request.max.bytes")?;
-        cfg.connections_max_idle_ms = parse_num(
-            "connections.max.idle.ms",
-            &cfg.string("connections.max.idle.ms"),
-        )?;
-        cfg.max_connections = positive(&cfg, "max.connections")?;
-        cfg.queued_max_requests = positive(&cfg, "queued.max.requests")?;
-        let queued_bytes: i64 = parse_num(
-            "queued.max.request.bytes",
-            &cfg.string("queued.max.request.bytes"),
-        )?;
-        cfg.queued_max_request_bytes = usize::try_from(queued_bytes).ok().filter(|n| *n > 0);
-        cfg.zookeeper_connect = cfg.get("zookeeper.connect").filter(|s| !s.is_empty());
-        cfg.rack = cfg.get("broker.rack");
-        Ok(cfg)
+        let mut next = Self::build(values, kept)?;
+        next.broker_id = self.broker_id;
+        next.broker_id_set = self.broker_id_set;
+        next.listeners = self.listeners.clone();
+        next.advertised_listeners = self.advertised_listeners.clone();
+        next.log_dirs = self.log_dirs.clone();
+        Ok(next)
     }
 
     /// The value in force for `key`: set explicitly, else Kafka's default.
     pub fn get(&self, key: &str) -> Option<String> {
-        self.values
-            .get(key)
-            .cloned()
-            .or_else(|| broker_key(key).and_then(|d| d.default.map(str::to_string)))
+        Keys(&self.values).get(key)
     }
 
     pub fn source(&self, key: &str) -> BrokerSource {
-        if self.values.contains_key(key) {
+        if self.dynamic.contains_key(key) {
+            BrokerSource::Dynamic
+        } else if self.values.contains_key(key) {
             BrokerSource::Static
         } else {
             BrokerSource::Default
@@ -169,18 +197,6 @@ impl BrokerConfig {
 
     fn string(&self, key: &str) -> String {
         self.get(key).unwrap_or_default()
-    }
-
-    fn int(&self, key: &str) -> Result<i32, ConfigError> {
-        parse_num(key, &self.string(key))
-    }
-
-    pub fn long(&self, key: &str) -> Option<i64> {
-        self.get(key).and_then(|v| v.trim().parse().ok())
-    }
-
-    fn bool(&self, key: &str) -> bool {
-        self.string(key).eq_ignore_ascii_case("true")
     }
 
     /// Every broker key with its value in force, its source and kind, for DescribeConfigs.
@@ -194,11 +210,7 @@ impl BrokerConfig {
     /// The broker-level value a topic key falls back to, resolving Kafka's derived keys
     /// (`log.retention.ms` from minutes or hours, `log.roll.ms` from hours).
     pub fn topic_fallback(&self, broker_key: &str) -> Option<(String, BrokerSource)> {
-        let explicit = |k: &str| {
-            self.values
-                .get(k)
-                .map(|v| (v.clone(), BrokerSource::Static))
-        };
+        let explicit = |k: &str| self.values.get(k).map(|v| (v.clone(), self.source(k)));
         match broker_key {
             "log.retention.ms" => explicit("log.retention.ms")
                 .or_else(|| scaled(explicit("log.retention.minutes"), 60_000))
@@ -231,6 +243,49 @@ impl BrokerConfig {
     }
 }
 
+/// Typed reads of the keys set, falling back to Kafka's defaults in `defs.rs`: the only
+/// way a section reads a value, so no default is written twice.
+pub(super) struct Keys<'a>(&'a BTreeMap<String, String>);
+
+impl Keys<'_> {
+    pub(super) fn get(&self, key: &str) -> Option<String> {
+        self.0
+            .get(key)
+            .cloned()
+            .or_else(|| broker_key(key).and_then(|d| d.default.map(str::to_string)))
+    }
+
+    /// Whether `key` was set explicitly (statically or dynamically).
+    pub(super) fn is_set(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    pub(super) fn string(&self, key: &str) -> String {
+        self.get(key).unwrap_or_default()
+    }
+
+    pub(super) fn int(&self, key: &str) -> Result<i32, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn long(&self, key: &str) -> Result<i64, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn bool(&self, key: &str) -> bool {
+        self.string(key).eq_ignore_ascii_case("true")
+    }
+
+    /// A count or size that must be above zero.
+    pub(super) fn positive(&self, key: &str) -> Result<usize, ConfigError> {
+        let n = self.int(key)?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid(key, "must be > 0"))
+    }
+}
+
 /// Multiplies a numeric value (minutes, hours) into milliseconds; -1 stays -1 (unlimited).
 fn scaled(v: Option<(String, BrokerSource)>, factor: i64) -> Option<(String, BrokerSource)> {
     let (s, src) = v?;
@@ -239,18 +294,10 @@ fn scaled(v: Option<(String, BrokerSource)>, factor: i64) -> Option<(String, Bro
     Some((ms.to_string(), src))
 }
 
-fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
+pub(super) fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
     v.trim()
         .parse()
         .map_err(|_| invalid(key, format!("{v:?} is not a number in range")))
-}
-
-fn positive(cfg: &BrokerConfig, key: &str) -> Result<usize, ConfigError> {
-    let n = cfg.int(key)?;
-    usize::try_from(n)
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| invalid(key, "must be > 0"))
 }
 
 #[cfg(test)]
@@ -273,17 +320,18 @@ mod tests {
         assert_eq!(c.listeners[0].port, 9092);
         assert_eq!(c.advertised_listeners[0].host, "localhost");
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
-        assert_eq!(c.message_max_bytes, 1048588);
-        assert_eq!(c.socket_request_max_bytes, 104857600);
-        assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+        assert_eq!(c.log.message_max_bytes, 1048588);
+        assert_eq!(c.network.socket_request_max_bytes, 104857600);
+        assert_eq!(c.network.queued_max_request_bytes, Some(256 << 20));
         assert_eq!(
             cfg(&[("queued.max.request.bytes", "-1")])
                 .unwrap()
+                .network
                 .queued_max_request_bytes,
             None,
             "unbounded, as in Kafka"
         );
-        assert!(c.auto_create_topics_enable);
+        assert!(c.log.auto_create_topics_enable);
         assert_eq!(c.source("num.partitions"), BrokerSource::Default);
     }
 

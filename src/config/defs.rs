@@ -66,6 +66,9 @@ pub enum Validator {
     OneOf(&'static [&'static str]),
     /// `ValidList.in`: a comma-separated list of these.
     ListOf(&'static [&'static str]),
+    /// `ShareGroupAutoOffsetResetStrategy.Validator` (`share.auto.offset.reset`):
+    /// `earliest`, `latest` or `by_duration:` and a non-negative ISO-8601 duration.
+    ShareAutoOffsetReset,
 }
 
 impl Validator {
@@ -90,6 +93,7 @@ impl Validator {
                 .map(str::trim)
                 .filter(|e| !e.is_empty())
                 .try_for_each(|e| one_of(allowed, e)),
+            Validator::ShareAutoOffsetReset => share_auto_offset_reset(value),
         }
     }
 }
@@ -101,10 +105,88 @@ fn one_of(allowed: &[&str], v: &str) -> Result<(), String> {
     }
 }
 
+/// Kafka's `AutoOffsetResetStrategy.fromString` as a share group takes it.
+fn share_auto_offset_reset(value: &str) -> Result<(), String> {
+    let v = value.trim();
+    let ok = match v.strip_prefix("by_duration:") {
+        Some(duration) => iso8601_duration_ms(duration).is_some_and(|ms| ms >= 0),
+        None => v == "earliest" || v == "latest",
+    };
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        )),
+    }
+}
+
+/// Milliseconds of an ISO-8601 duration as Java's `Duration.parse` reads it
+/// (`[-]PnDTnHnMn.nS`, each part optional but at least one present, each signed); None
+/// when it is not one.
+pub fn iso8601_duration_ms(text: &str) -> Option<i128> {
+    let upper = text.to_ascii_uppercase();
+    let (negative, rest) = match upper.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, upper.strip_prefix('+').unwrap_or(&upper)),
+    };
+    let rest = rest.strip_prefix('P')?;
+    let (date, time) = match rest.split_once('T') {
+        Some((d, t)) if !t.is_empty() => (d, Some(t)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let mut total: i128 = 0;
+    let mut parts = 0;
+    let mut read = |text: &str, units: &[(char, i128)]| -> Option<()> {
+        let mut text = text;
+        for &(unit, ms) in units {
+            if text.is_empty() {
+                break;
+            }
+            let Some(at) = text.find(unit) else {
+                continue;
+            };
+            let number = &text[..at];
+            total += if unit == 'S' {
+                seconds_ms(number)?
+            } else {
+                number.parse::<i64>().ok()? as i128 * ms
+            };
+            parts += 1;
+            text = &text[at + 1..];
+        }
+        text.is_empty().then_some(())
+    };
+    read(date, &[('D', 86_400_000)])?;
+    if let Some(time) = time {
+        read(time, &[('H', 3_600_000), ('M', 60_000), ('S', 1_000)])?;
+    }
+    (parts > 0).then_some(if negative { -total } else { total })
+}
+
+/// `n` or `n.fff` seconds (a fraction of up to 9 digits), in whole milliseconds.
+fn seconds_ms(number: &str) -> Option<i128> {
+    let (whole, fraction) = number
+        .split_once(['.', ','])
+        .map_or((number, ""), |(w, f)| (w, f));
+    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let seconds = whole.parse::<i64>().ok()? as i128;
+    let nanos = format!("{fraction:0<9}").parse::<i128>().ok()?;
+    let nanos = if whole.starts_with('-') {
+        -nanos
+    } else {
+        nanos
+    };
+    Some(seconds * 1_000 + nanos / 1_000_000)
+}
+
 /// `BrokerCompressionType.names()`, in Kafka's order.
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const ISOLATION_LEVELS: &[&str] = &["read_committed", "read_uncommitted"];
 /// KIP-1030 (Kafka 4.0): segments of at least 1 MiB.
 pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
 
@@ -162,6 +244,26 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "transaction.state.log.min.isr"
         | "producer.id.expiration.ms"
         | "producer.id.expiration.check.interval.ms" => AtLeast(1),
+        // Group keys (Kafka 4.4's GroupConfig).
+        "consumer.session.timeout.ms"
+        | "consumer.heartbeat.interval.ms"
+        | "share.session.timeout.ms"
+        | "share.heartbeat.interval.ms"
+        | "streams.session.timeout.ms"
+        | "streams.heartbeat.interval.ms"
+        | "streams.task.offset.interval.ms" => AtLeast(1),
+        "consumer.assignment.interval.ms"
+        | "share.assignment.interval.ms"
+        | "streams.num.standby.replicas"
+        | "streams.initial.rebalance.delay.ms"
+        | "streams.assignment.interval.ms"
+        | "streams.num.warmup.replicas"
+        | "streams.acceptable.recovery.lag" => AtLeast(0),
+        "share.record.lock.duration.ms" => AtLeast(1000),
+        "share.delivery.count.limit" => AtLeast(2),
+        "share.partition.max.record.locks" => AtLeast(100),
+        "share.isolation.level" => OneOf(ISOLATION_LEVELS),
+        "share.auto.offset.reset" => ShareAutoOffsetReset,
         _ => return None,
     })
 }
@@ -316,16 +418,219 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("group.min.session.timeout.ms", Kind::Int, Some("6000")),
     b("group.max.session.timeout.ms", Kind::Int, Some("1800000")),
     b("group.max.size", Kind::Int, Some("2147483647")),
+    // KIP-848 consumer groups: the defaults, and the bounds a group's own configs must keep.
     b(
         "group.consumer.session.timeout.ms",
         Kind::Int,
         Some("45000"),
     ),
     b(
+        "group.consumer.min.session.timeout.ms",
+        Kind::Int,
+        Some("45000"),
+    ),
+    b(
+        "group.consumer.max.session.timeout.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b(
         "group.consumer.heartbeat.interval.ms",
         Kind::Int,
         Some("5000"),
     ),
+    b(
+        "group.consumer.min.heartbeat.interval.ms",
+        Kind::Int,
+        Some("5000"),
+    ),
+    b(
+        "group.consumer.max.heartbeat.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.consumer.assignment.interval.ms",
+        Kind::Int,
+        Some("1000"),
+    ),
+    b(
+        "group.consumer.min.assignment.interval.ms",
+        Kind::Int,
+        Some("0"),
+    ),
+    b(
+        "group.consumer.max.assignment.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.consumer.assignor.offload.enable",
+        Kind::Bool,
+        Some("true"),
+    ),
+    b("group.consumer.max.size", Kind::Int, Some("2147483647")),
+    b(
+        "group.consumer.regex.refresh.interval.ms",
+        Kind::Int,
+        Some("600000"),
+    ),
+    // Share and streams groups do not exist in skua; their keys bound group configs.
+    b("group.share.session.timeout.ms", Kind::Int, Some("45000")),
+    b(
+        "group.share.min.session.timeout.ms",
+        Kind::Int,
+        Some("45000"),
+    ),
+    b(
+        "group.share.max.session.timeout.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b("group.share.heartbeat.interval.ms", Kind::Int, Some("5000")),
+    b(
+        "group.share.min.heartbeat.interval.ms",
+        Kind::Int,
+        Some("5000"),
+    ),
+    b(
+        "group.share.max.heartbeat.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.share.assignment.interval.ms",
+        Kind::Int,
+        Some("1000"),
+    ),
+    b(
+        "group.share.min.assignment.interval.ms",
+        Kind::Int,
+        Some("0"),
+    ),
+    b(
+        "group.share.max.assignment.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.share.assignor.offload.enable",
+        Kind::Bool,
+        Some("true"),
+    ),
+    b(
+        "group.share.record.lock.duration.ms",
+        Kind::Int,
+        Some("30000"),
+    ),
+    b(
+        "group.share.min.record.lock.duration.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.share.max.record.lock.duration.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b("group.share.delivery.count.limit", Kind::Int, Some("5")),
+    b("group.share.min.delivery.count.limit", Kind::Int, Some("2")),
+    b(
+        "group.share.max.delivery.count.limit",
+        Kind::Int,
+        Some("10"),
+    ),
+    b(
+        "group.share.partition.max.record.locks",
+        Kind::Int,
+        Some("2000"),
+    ),
+    b(
+        "group.share.min.partition.max.record.locks",
+        Kind::Int,
+        Some("100"),
+    ),
+    b(
+        "group.share.max.partition.max.record.locks",
+        Kind::Int,
+        Some("4000"),
+    ),
+    b("group.streams.session.timeout.ms", Kind::Int, Some("45000")),
+    b(
+        "group.streams.min.session.timeout.ms",
+        Kind::Int,
+        Some("45000"),
+    ),
+    b(
+        "group.streams.max.session.timeout.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b(
+        "group.streams.heartbeat.interval.ms",
+        Kind::Int,
+        Some("5000"),
+    ),
+    b(
+        "group.streams.min.heartbeat.interval.ms",
+        Kind::Int,
+        Some("5000"),
+    ),
+    b(
+        "group.streams.max.heartbeat.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.streams.assignment.interval.ms",
+        Kind::Int,
+        Some("1000"),
+    ),
+    b(
+        "group.streams.min.assignment.interval.ms",
+        Kind::Int,
+        Some("0"),
+    ),
+    b(
+        "group.streams.max.assignment.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b(
+        "group.streams.assignor.offload.enable",
+        Kind::Bool,
+        Some("true"),
+    ),
+    b("group.streams.num.standby.replicas", Kind::Int, Some("0")),
+    b("group.streams.max.standby.replicas", Kind::Int, Some("2")),
+    b(
+        "group.streams.initial.rebalance.delay.ms",
+        Kind::Int,
+        Some("3000"),
+    ),
+    b(
+        "group.streams.task.offset.interval.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b(
+        "group.streams.min.task.offset.interval.ms",
+        Kind::Int,
+        Some("15000"),
+    ),
+    b("group.streams.num.warmup.replicas", Kind::Int, Some("2")),
+    b("group.streams.max.warmup.replicas", Kind::Int, Some("20")),
+    b(
+        "group.streams.acceptable.recovery.lag",
+        Kind::Long,
+        Some("10000"),
+    ),
+    b(
+        "group.streams.rack.aware.assignment.tags",
+        Kind::List,
+        Some(""),
+    ),
+    b("group.streams.assignors", Kind::List, Some("sticky")),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
     b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
     b(
@@ -531,6 +836,249 @@ pub static TOPIC_KEYS: &[TopicKey] = &[
         "false",
     ),
 ];
+
+/// The broker keys that bound a group key's value (Kafka 4.4's `GroupConfig.validateValues`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupBound {
+    None,
+    /// Between the values of these two broker keys, inclusive.
+    Range(&'static str, &'static str),
+    AtLeast(&'static str),
+    AtMost(&'static str),
+}
+
+/// A group key (resource type GROUP): its kind, the broker key it falls back to, its
+/// default when it has none, whether Kafka hides it until it is set (`defineInternal`),
+/// and the broker keys bounding it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct GroupKey {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub broker_synonym: Option<&'static str>,
+    pub default: &'static str,
+    pub internal: bool,
+    pub bound: GroupBound,
+}
+
+const fn g(
+    name: &'static str,
+    kind: Kind,
+    broker_synonym: Option<&'static str>,
+    bound: GroupBound,
+) -> GroupKey {
+    GroupKey {
+        name,
+        kind,
+        broker_synonym,
+        default: "",
+        internal: false,
+        bound,
+    }
+}
+
+const fn internal(key: GroupKey) -> GroupKey {
+    GroupKey {
+        internal: true,
+        ..key
+    }
+}
+
+const fn no_synonym(name: &'static str, kind: Kind, default: &'static str) -> GroupKey {
+    GroupKey {
+        name,
+        kind,
+        broker_synonym: None,
+        default,
+        internal: false,
+        bound: GroupBound::None,
+    }
+}
+
+/// Kafka 4.4's group configs, in its definition order (which is the order it checks them).
+pub static GROUP_KEYS: &[GroupKey] = &[
+    g(
+        "consumer.session.timeout.ms",
+        Kind::Int,
+        Some("group.consumer.session.timeout.ms"),
+        GroupBound::Range(
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ),
+    ),
+    g(
+        "consumer.heartbeat.interval.ms",
+        Kind::Int,
+        Some("group.consumer.heartbeat.interval.ms"),
+        GroupBound::Range(
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+    ),
+    g(
+        "consumer.assignment.interval.ms",
+        Kind::Int,
+        Some("group.consumer.assignment.interval.ms"),
+        GroupBound::Range(
+            "group.consumer.min.assignment.interval.ms",
+            "group.consumer.max.assignment.interval.ms",
+        ),
+    ),
+    internal(g(
+        "consumer.assignor.offload.enable",
+        Kind::Bool,
+        Some("group.consumer.assignor.offload.enable"),
+        GroupBound::None,
+    )),
+    g(
+        "share.session.timeout.ms",
+        Kind::Int,
+        Some("group.share.session.timeout.ms"),
+        GroupBound::Range(
+            "group.share.min.session.timeout.ms",
+            "group.share.max.session.timeout.ms",
+        ),
+    ),
+    g(
+        "share.heartbeat.interval.ms",
+        Kind::Int,
+        Some("group.share.heartbeat.interval.ms"),
+        GroupBound::Range(
+            "group.share.min.heartbeat.interval.ms",
+            "group.share.max.heartbeat.interval.ms",
+        ),
+    ),
+    g(
+        "share.record.lock.duration.ms",
+        Kind::Int,
+        Some("group.share.record.lock.duration.ms"),
+        GroupBound::Range(
+            "group.share.min.record.lock.duration.ms",
+            "group.share.max.record.lock.duration.ms",
+        ),
+    ),
+    g(
+        "share.delivery.count.limit",
+        Kind::Int,
+        Some("group.share.delivery.count.limit"),
+        GroupBound::Range(
+            "group.share.min.delivery.count.limit",
+            "group.share.max.delivery.count.limit",
+        ),
+    ),
+    g(
+        "share.partition.max.record.locks",
+        Kind::Int,
+        Some("group.share.partition.max.record.locks"),
+        GroupBound::Range(
+            "group.share.min.partition.max.record.locks",
+            "group.share.max.partition.max.record.locks",
+        ),
+    ),
+    no_synonym("share.auto.offset.reset", Kind::String, "latest"),
+    no_synonym("share.isolation.level", Kind::String, "read_uncommitted"),
+    no_synonym("share.renew.acknowledge.enable", Kind::Bool, "true"),
+    g(
+        "share.assignment.interval.ms",
+        Kind::Int,
+        Some("group.share.assignment.interval.ms"),
+        GroupBound::Range(
+            "group.share.min.assignment.interval.ms",
+            "group.share.max.assignment.interval.ms",
+        ),
+    ),
+    internal(g(
+        "share.assignor.offload.enable",
+        Kind::Bool,
+        Some("group.share.assignor.offload.enable"),
+        GroupBound::None,
+    )),
+    g(
+        "streams.session.timeout.ms",
+        Kind::Int,
+        Some("group.streams.session.timeout.ms"),
+        GroupBound::Range(
+            "group.streams.min.session.timeout.ms",
+            "group.streams.max.session.timeout.ms",
+        ),
+    ),
+    g(
+        "streams.heartbeat.interval.ms",
+        Kind::Int,
+        Some("group.streams.heartbeat.interval.ms"),
+        GroupBound::Range(
+            "group.streams.min.heartbeat.interval.ms",
+            "group.streams.max.heartbeat.interval.ms",
+        ),
+    ),
+    g(
+        "streams.num.standby.replicas",
+        Kind::Int,
+        Some("group.streams.num.standby.replicas"),
+        GroupBound::AtMost("group.streams.max.standby.replicas"),
+    ),
+    g(
+        "streams.initial.rebalance.delay.ms",
+        Kind::Int,
+        Some("group.streams.initial.rebalance.delay.ms"),
+        GroupBound::None,
+    ),
+    g(
+        "streams.assignment.interval.ms",
+        Kind::Int,
+        Some("group.streams.assignment.interval.ms"),
+        GroupBound::Range(
+            "group.streams.min.assignment.interval.ms",
+            "group.streams.max.assignment.interval.ms",
+        ),
+    ),
+    internal(g(
+        "streams.assignor.offload.enable",
+        Kind::Bool,
+        Some("group.streams.assignor.offload.enable"),
+        GroupBound::None,
+    )),
+    internal(g(
+        "streams.task.offset.interval.ms",
+        Kind::Int,
+        Some("group.streams.task.offset.interval.ms"),
+        GroupBound::AtLeast("group.streams.min.task.offset.interval.ms"),
+    )),
+    internal(g(
+        "streams.num.warmup.replicas",
+        Kind::Int,
+        Some("group.streams.num.warmup.replicas"),
+        GroupBound::AtMost("group.streams.max.warmup.replicas"),
+    )),
+    g(
+        "streams.rack.aware.assignment.tags",
+        Kind::List,
+        Some("group.streams.rack.aware.assignment.tags"),
+        GroupBound::None,
+    ),
+    internal(g(
+        "streams.acceptable.recovery.lag",
+        Kind::Long,
+        Some("group.streams.acceptable.recovery.lag"),
+        GroupBound::None,
+    )),
+    // Its default is the first of `group.streams.assignors`.
+    g(
+        "streams.assignor.name",
+        Kind::String,
+        Some("group.streams.assignors"),
+        GroupBound::None,
+    ),
+    no_synonym("errors.deadletterqueue.topic.name", Kind::String, ""),
+    no_synonym(
+        "errors.deadletterqueue.copy.record.enable",
+        Kind::Bool,
+        "false",
+    ),
+];
+
+pub fn group_key(name: &str) -> Option<&'static GroupKey> {
+    GROUP_KEYS.iter().find(|k| k.name == name)
+}
 
 pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
     BROKER_KEYS.iter().find(|k| k.name == name)

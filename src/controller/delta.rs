@@ -5,11 +5,11 @@
 //! same. A delta names what changed between two images; the listener reads the new state
 //! from the image it is handed with it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::image::{Change, MetadataImage};
-use super::TopicInfo;
+use super::{ConfigResource, TopicInfo};
 
 /// What happened to one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,10 +20,14 @@ pub enum TopicDelta {
     Removed(Arc<TopicInfo>),
 }
 
-/// The topics one change (or a whole image, at subscription) touched.
+/// The topics and config resources one change (or a whole image, at subscription)
+/// touched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetadataDelta {
     pub topics: BTreeMap<String, TopicDelta>,
+    /// Resources other than topics whose configs changed; their configs are read from
+    /// the image.
+    pub configs: BTreeSet<ConfigResource>,
 }
 
 impl MetadataDelta {
@@ -34,6 +38,7 @@ impl MetadataDelta {
                 .topics()
                 .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
                 .collect(),
+            configs: image.config_resources().cloned().collect(),
         }
     }
 
@@ -52,6 +57,9 @@ impl MetadataDelta {
                     }
                 }
                 Change::TopicRemoved(t) => removed.push(t.clone()),
+                Change::Configs(resource) => {
+                    delta.configs.insert(resource.clone());
+                }
                 Change::None => {}
             }
         }
@@ -65,7 +73,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty()
+        self.topics.is_empty() && self.configs.is_empty()
     }
 }
 

@@ -88,6 +88,23 @@ impl TopicInfo {
     }
 }
 
+/// A resource other than a topic that configs are kept for, as Kafka's `ConfigResource`
+/// names it (type code, name). Topic configs live with their topic ([`TopicInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConfigResource {
+    pub resource_type: i8,
+    pub name: String,
+}
+
+impl ConfigResource {
+    pub fn group(name: impl Into<String>) -> Self {
+        ConfigResource {
+            resource_type: records::CONFIG_RESOURCE_GROUP,
+            name: name.into(),
+        }
+    }
+}
+
 /// What CreateTopics asks for, after defaults are applied by the caller.
 #[derive(Clone, Debug)]
 pub struct NewTopic {
@@ -189,5 +206,27 @@ pub trait Controller: Send + Sync {
     /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
     fn zk(&self) -> Option<&zk::ZkController> {
         None
+    }
+
+    /// The configs kept for a resource other than a topic (a group), empty when none.
+    fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
+        let _ = resource;
+        BTreeMap::new()
+    }
+    /// Replaces the configs of a resource other than a topic. A backend that does not
+    /// keep such configs refuses.
+    async fn set_resource_configs(
+        &self,
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let _ = configs;
+        Err(ControllerError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "configs of resource type {} are not kept by this controller",
+                resource.resource_type
+            ),
+        ))
     }
 }

@@ -1,4 +1,4 @@
-//! AlterConfigs: replace a topic's config overrides with the given set.
+//! AlterConfigs: replace a topic's or a group's config overrides with the given set.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use crate::router::RequestContext;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -41,6 +42,7 @@ pub async fn handle(
                     .await
             }
             BROKER => Err(static_broker_configs()),
+            GROUP => super::group_configs::alter(&broker, &r, req.validate_only).await,
             other => Err(ControllerError::new(
                 ResponseError::InvalidRequest,
                 format!("resource type {other} is not supported"),
@@ -50,7 +52,7 @@ pub async fn handle(
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name);
         responses.push(match result {
-            Ok(()) => resp,
+            Ok(()) => resp.with_error_message(None),
             Err(e) => resp
                 .with_error_code(e.code())
                 .with_error_message(Some(str_bytes(e.message))),

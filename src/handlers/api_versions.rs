@@ -13,7 +13,7 @@ pub async fn handle(
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    response(0, broker.config.zookeeper_connect.is_some())
+    response(0, broker.config().zookeeper_connect.is_some())
 }
 
 /// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and

@@ -1,4 +1,5 @@
-//! DescribeConfigs: topic and broker configs with their values in force and sources.
+//! DescribeConfigs: topic, broker and group configs with their values in force and
+//! sources.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::str_bytes;
+use super::{group_configs, str_bytes};
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
 use crate::config::defs::Kind;
@@ -18,6 +19,8 @@ use crate::router::RequestContext;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -36,6 +39,9 @@ pub async fn handle(
             let configs = match r.resource_type {
                 TOPIC => topic_configs(&broker, &r, req.include_synonyms),
                 BROKER => broker_configs(&broker, &r, req.include_synonyms),
+                GROUP => group_configs::describe(&broker, &r, req.include_synonyms, |key| {
+                    wanted(&r, key)
+                }),
                 _ => Err((
                     ResponseError::InvalidRequest,
                     format!("resource type {} is not supported", r.resource_type),
@@ -70,7 +76,8 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
                 format!("Topic {} does not exist", r.resource_name.as_str()),
             )
         })?;
-    Ok(topic::describe(&broker.config, &info.configs)
+    let config = broker.config();
+    Ok(topic::describe(&config, &info.configs)
         .into_iter()
         .filter(|(key, _, _)| wanted(r, key.name))
         .map(|(key, value, source)| {
@@ -85,7 +92,7 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
                     list.push(synonym(key.name, &value, TopicSource::DynamicTopic as i8));
                 }
                 if let Some(b) = key.broker_synonym {
-                    if let Some((v, BrokerSource::Static)) = broker.config.topic_fallback(b) {
+                    if let Some((v, BrokerSource::Static)) = config.topic_fallback(b) {
                         list.push(synonym(b, &v, SOURCE_STATIC_BROKER));
                     }
                     let default = crate::config::defs::broker_key(b)
@@ -102,23 +109,24 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -
 
 fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, synonyms: bool) -> Described {
     let name = r.resource_name.as_str();
-    if !name.is_empty() && name != broker.config.broker_id.to_string() {
+    let config = broker.config();
+    if !name.is_empty() && name != config.broker_id.to_string() {
         return Err((
             ResponseError::InvalidRequest,
             format!(
                 "Unexpected broker id, expected {} but received {name}",
-                broker.config.broker_id
+                config.broker_id
             ),
         ));
     }
-    Ok(broker
-        .config
+    Ok(config
         .describe()
         .into_iter()
         .filter(|(key, _, _, _)| wanted(r, key))
         .map(|(key, value, source, kind)| {
             let sensitive = kind == Kind::Password;
             let source_code = match source {
+                BrokerSource::Dynamic => SOURCE_DYNAMIC_BROKER,
                 BrokerSource::Static => SOURCE_STATIC_BROKER,
                 BrokerSource::Default => SOURCE_DEFAULT,
             };

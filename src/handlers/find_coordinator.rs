@@ -87,7 +87,7 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
         .replicas
         .leader(&TopicPartition::new(OFFSETS_TOPIC, partition), -1)
         .is_ok();
-    let node = node.filter(|b| b.id != broker.config.broker_id || hosted_here);
+    let node = node.filter(|b| b.id != broker.config().broker_id || hosted_here);
     match node {
         Some(b) => Coordinator::default()
             .with_key(key)
@@ -110,7 +110,7 @@ async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     if broker.controller.topic(OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
-    let cfg = &broker.groups.offsets_topic;
+    let cfg = broker.config().offsets_topic.clone();
     let live = broker.controller.brokers().len().max(1) as i16;
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),

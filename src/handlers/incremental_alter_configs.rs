@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs: set, delete, append to or subtract from topic configs.
+//! IncrementalAlterConfigs: set, delete, append to or subtract from topic configs; set
+//! or delete group configs.
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use crate::router::RequestContext;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
@@ -32,7 +34,7 @@ pub async fn handle(
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
         responses.push(match result {
-            Ok(()) => resp,
+            Ok(()) => resp.with_error_message(None),
             Err(e) => resp
                 .with_error_code(e.code())
                 .with_error_message(Some(str_bytes(e.message))),
@@ -49,6 +51,7 @@ async fn alter(
     match r.resource_type {
         TOPIC => {}
         BROKER => return Err(super::alter_configs::static_broker_configs()),
+        GROUP => return super::group_configs::alter_incremental(broker, r, validate_only).await,
         other => {
             return Err(ControllerError::new(
                 ResponseError::InvalidRequest,

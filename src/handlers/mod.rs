@@ -19,6 +19,7 @@ pub mod describe_groups;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod group_configs;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;

@@ -64,7 +64,7 @@ pub fn dispatch(
         cancel_on_disconnect: api_key == ApiKey::Fetch,
         memory,
     };
-    let zk_mode = broker.config.zookeeper_connect.is_some();
+    let zk_mode = broker.config().zookeeper_connect.is_some();
     let lookup = |k, v| router::lookup_in(k, v, zk_mode);
     if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it

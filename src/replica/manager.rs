@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use kafka_protocol::error::ResponseError;
 
 use super::Partition;
-use crate::config::{topic, BrokerConfig};
+use crate::config::{topic, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
@@ -19,7 +19,7 @@ use crate::log::{now_ms, LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
-    config: Arc<BrokerConfig>,
+    config: Arc<SharedConfig>,
     pub logs: LogManager,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
     /// The partition count of every topic in the metadata, to tell a partition led by
@@ -28,7 +28,7 @@ pub struct ReplicaManager {
 }
 
 impl ReplicaManager {
-    pub fn new(broker_id: i32, config: Arc<BrokerConfig>, logs: LogManager) -> Self {
+    pub fn new(broker_id: i32, config: Arc<SharedConfig>, logs: LogManager) -> Self {
         ReplicaManager {
             broker_id,
             config,
@@ -45,7 +45,7 @@ impl ReplicaManager {
     fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         self.topics
             .insert(topic.name.clone(), topic.partitions.len());
-        let log_config = topic::log_config(&self.config, &topic.configs);
+        let log_config = topic::log_config(&self.config.current(), &topic.configs);
         for p in topic
             .partitions
             .iter()

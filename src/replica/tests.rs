@@ -335,7 +335,7 @@ mod manager {
         )
         .unwrap();
         let config = crate::config::from_args(&[]).unwrap();
-        ReplicaManager::new(ME, Arc::new(config), logs)
+        ReplicaManager::new(ME, crate::config::SharedConfig::new(config), logs)
     }
 
     /// Topic `t` with one partition per entry: (replicas, leader, leader epoch).
@@ -363,6 +363,7 @@ mod manager {
     fn apply(m: &ReplicaManager, change: TopicDelta) {
         let delta = MetadataDelta {
             topics: BTreeMap::from([("t".to_string(), change)]),
+            ..Default::default()
         };
         assert!(m.on_delta(&MetadataImage::default(), &delta).is_empty());
     }

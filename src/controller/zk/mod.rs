@@ -85,13 +85,13 @@ impl Settings {
         let Some(connect) = &config.zookeeper_connect else {
             return Ok(None);
         };
+        let long = |key: &str| config.get(key).and_then(|v| v.trim().parse::<i64>().ok());
         let ms = |key: &str, default: i64| {
-            Duration::from_millis(config.long(key).unwrap_or(default).max(1) as u64)
+            Duration::from_millis(long(key).unwrap_or(default).max(1) as u64)
         };
         let session_timeout = ms("zookeeper.session.timeout.ms", 18_000);
-        let connection_timeout = config
-            .long("zookeeper.connection.timeout.ms")
-            .map(|v| Duration::from_millis(v.max(1) as u64));
+        let connection_timeout =
+            long("zookeeper.connection.timeout.ms").map(|v| Duration::from_millis(v.max(1) as u64));
         let zk = ZkConfig::new(connect, session_timeout, connection_timeout)?;
         let protocol_map = parse_protocol_map(config.get("listener.security.protocol.map"));
         let endpoints = config
@@ -122,8 +122,8 @@ impl Settings {
             endpoints,
             inter_broker_listener,
             rack: config.rack.clone(),
-            num_partitions: config.num_partitions,
-            default_replication_factor: config.default_replication_factor,
+            num_partitions: config.log.num_partitions,
+            default_replication_factor: config.replication.default_replication_factor,
             unclean_leader_election: flag("unclean.leader.election.enable"),
             delete_topic_enable: config.delete_topic_enable,
             controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),

@@ -10,37 +10,28 @@
 //! `BrokerMetadataPublisher` drives its group coordinator.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 
-use super::classic::{GroupConfig, JoinRequest, JoinResult, Outcome, SyncResult};
+use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
-use super::records::{partition_for, OffsetValue};
+use super::records::{partition_for, OffsetValue, OFFSETS_TOPIC};
+use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, ShardConfig, SyncRequest,
+    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
-use super::OFFSETS_TOPIC;
-use crate::config::BrokerConfig;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
 
-/// The `__consumer_offsets` settings, from the broker config.
-#[derive(Clone, Debug)]
-pub struct OffsetsTopicConfig {
-    pub partitions: i32,
-    pub replication_factor: i16,
-    pub segment_bytes: i32,
-}
-
 pub struct GroupCoordinator {
-    /// `group.consumer.heartbeat.interval.ms`.
-    pub consumer_heartbeat_interval_ms: i32,
-    pub offsets_topic: OffsetsTopicConfig,
+    settings: Arc<GroupSettings>,
+    /// The partition count of `__consumer_offsets`, fixed once the topic is seen.
+    offsets_partitions: OnceLock<i32>,
     runtime: CoordinatorRuntime<GroupShard>,
     topics: Arc<dyn TopicSource>,
     /// This broker's id: the partitions it leads are the ones served here.
@@ -51,63 +42,50 @@ pub struct GroupCoordinator {
     started: AtomicBool,
 }
 
-fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
-    config.long(key).unwrap_or(default)
-}
-
 impl GroupCoordinator {
+    /// `settings` should follow the metadata (subscribed to the controller), so group
+    /// configs reach the groups.
     pub fn new(
-        config: &BrokerConfig,
+        settings: Arc<GroupSettings>,
         log: Arc<dyn PartitionLog>,
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
-        let classic = GroupConfig {
-            min_session_timeout_ms: int(config, "group.min.session.timeout.ms", 6000) as i32,
-            max_session_timeout_ms: int(config, "group.max.session.timeout.ms", 1_800_000) as i32,
-            initial_rebalance_delay_ms: int(config, "group.initial.rebalance.delay.ms", 3000)
-                as i32,
-            max_size: int(config, "group.max.size", i32::MAX as i64) as i32,
-        };
-        let shard_config = Arc::new(ShardConfig {
-            classic,
-            consumer_session_timeout_ms: int(config, "group.consumer.session.timeout.ms", 45_000)
-                as i32,
-            offsets_retention_ms: int(config, "offsets.retention.minutes", 10080)
-                .saturating_mul(60_000),
-            offsets_retention_check_interval_ms: int(
-                config,
-                "offsets.retention.check.interval.ms",
-                600_000,
-            )
-            .max(1) as u64,
-            offset_metadata_max_bytes: int(config, "offset.metadata.max.bytes", 4096).max(0)
-                as usize,
-        });
-        let offsets_topic = OffsetsTopicConfig {
-            partitions: int(config, "offsets.topic.num.partitions", 50).max(1) as i32,
-            replication_factor: int(config, "offsets.topic.replication.factor", 3) as i16,
-            segment_bytes: int(config, "offsets.topic.segment.bytes", 104_857_600) as i32,
-        };
-        let shard_topics = topics.clone();
+        let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
         let runtime = CoordinatorRuntime::new("group coordinator", log, move |_| {
-            GroupShard::new(shard_config.clone(), shard_topics.clone())
+            GroupShard::new(shard_settings.clone(), shard_topics.clone())
         });
+        let broker_id = settings.broker().broker_id;
         GroupCoordinator {
-            consumer_heartbeat_interval_ms: int(
-                config,
-                "group.consumer.heartbeat.interval.ms",
-                5000,
-            ) as i32,
-            offsets_topic,
+            settings,
+            offsets_partitions: OnceLock::new(),
             runtime,
             topics,
-            broker_id: config.broker_id,
+            broker_id,
             started: AtomicBool::new(false),
         }
     }
 
+    /// The heartbeat interval KIP-848 members of `group_id` are given.
+    pub fn consumer_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        self.settings.consumer(group_id).heartbeat_interval_ms
+    }
+
+    /// `__consumer_offsets` partitions, which place every group: the topic's own count
+    /// once it exists (a data dir adopted from Kafka may have another count than
+    /// `offsets.topic.num.partitions`), fixed from then on as Kafka fixes it; the
+    /// configured count, which creates the topic, until then.
+    fn partitions(&self) -> i32 {
+        if let Some(n) = self.offsets_partitions.get() {
+            return *n;
+        }
+        match self.topics.image().partitions(OFFSETS_TOPIC) {
+            Some(n) if n > 0 => *self.offsets_partitions.get_or_init(|| n),
+            _ => self.settings.broker().offsets_topic.partitions.max(1),
+        }
+    }
+
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        partition_for(group_id, self.offsets_topic.partitions)
+        partition_for(group_id, self.partitions())
     }
 
     /// Whether this broker serves `group_id` now; the error to answer otherwise.

@@ -17,6 +17,8 @@ use crate::coordinator::group::consumer::{Heartbeat, HeartbeatResult};
 use crate::coordinator::runtime::memory_log::MemoryLog;
 use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
 
+mod kafka_records;
+
 type Runtime = CoordinatorRuntime<GroupShard>;
 
 /// Kafka's defaults, but no initial rebalance delay.

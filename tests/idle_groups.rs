@@ -59,8 +59,16 @@ async fn ten_thousand_idle_groups_leave_the_broker_idle() {
                                     .with_committed_offset(i as i64),
                             ]),
                     ]);
-                let resp = c.send(&req, 8).await;
-                assert_eq!(resp.topics[0].partitions[0].error_code, 0);
+                // The offsets topic was just created: its partitions load in the
+                // background, and a commit meanwhile gets COORDINATOR_LOAD_IN_PROGRESS
+                // (14), which a client retries.
+                loop {
+                    let resp = c.send(&req, 8).await;
+                    match resp.topics[0].partitions[0].error_code {
+                        14 => tokio::time::sleep(Duration::from_millis(20)).await,
+                        code => break assert_eq!(code, 0),
+                    }
+                }
             }
         }));
     }

@@ -25,7 +25,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use uuid::Uuid;
 
@@ -79,16 +81,20 @@ pub async fn handle(
         return (refused, Vec::new());
     }
     let plan = plan(&broker, req.topics, ctx.api_version);
-    let replica_id = match ctx.api_version >= REPLICA_STATE_VERSION {
-        true => req.replica_state.replica_id.0,
-        false => req.replica_id.0,
+    let (replica_id, replica_epoch) = match ctx.api_version >= REPLICA_STATE_VERSION {
+        true => (
+            req.replica_state.replica_id.0,
+            req.replica_state.replica_epoch,
+        ),
+        false => (req.replica_id.0, -1),
     };
     let params = FetchParams::new(
         replica_id,
         Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
         usize::try_from(req.min_bytes).unwrap_or(0),
         usize::try_from(req.max_bytes).unwrap_or(0),
-    );
+    )
+    .with_replica_epoch(replica_epoch);
     let read_committed = req.isolation_level == READ_COMMITTED;
     let partitions: Vec<Arc<Partition>> = plan
         .iter()
@@ -235,7 +241,7 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams, read_committed: bool) -> R
 }
 
 fn read_one(
-    p: &Partition,
+    p: &Arc<Partition>,
     fp: &FetchPartition,
     params: &FetchParams,
     budget: usize,
@@ -261,6 +267,30 @@ fn read_one(
             .with_log_start_offset(p.log_start_offset())
             .with_records(Some(Bytes::new()))
     };
+    // A follower naming the epoch of its last batch (v12+) learns first whether its log
+    // parts from this one; if so it gets no records, and its fetch is not recorded.
+    if params.is_from_follower() {
+        match p.diverging_epoch(fp.last_fetched_epoch, fp.fetch_offset) {
+            Ok(None) => {}
+            Ok(Some((epoch, end_offset))) => {
+                let diverging = EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end_offset);
+                let answer = base
+                    .with_log_start_offset(p.log_start_offset())
+                    .with_diverging_epoch(diverging)
+                    .with_records(Some(Bytes::new()));
+                return (answer, None);
+            }
+            Err(e) => {
+                let answer = base
+                    .with_error_code(e.code())
+                    .with_log_start_offset(p.log_start_offset())
+                    .with_records(Some(Bytes::new()));
+                return (answer, None);
+            }
+        }
+    }
     let read = p.fetch_records(
         params,
         fp.fetch_offset,

@@ -62,7 +62,8 @@ pub async fn handle(
                     internal_topic(p.index, name)
                 }
                 (None, Ok(name)) => {
-                    let (resp, appended) = append(&broker, name, p, ctx.api_version).await;
+                    let (resp, appended) =
+                        append(&broker, name, p, ctx.api_version, req.acks).await;
                     if let (-1, Some((partition, last_offset))) = (req.acks, appended) {
                         acks.watch(partition, last_offset);
                         watched.push((responses.len(), partitions.len()));
@@ -115,6 +116,7 @@ async fn append(
     topic: &str,
     p: PartitionProduceData,
     version: i16,
+    acks: i16,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
     let tp = TopicPartition::new(topic, p.index);
     let partition = match broker.replicas.leader(&tp, -1) {
@@ -131,7 +133,7 @@ async fn append(
         );
     };
     let appended = match check_produce_records(version, &records) {
-        Ok(()) => partition.append(records, now_ms()).await,
+        Ok(()) => partition.append_records(records, now_ms(), acks).await,
         Err(e) => Err(AppendError::Log(e)),
     };
     match appended {

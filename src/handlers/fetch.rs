@@ -26,11 +26,13 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::leader_hint::LeaderHints;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::log::{FileSlice, LogError, TopicPartition};
@@ -43,6 +45,8 @@ use crate::router::RequestContext;
 const TOPIC_ID_VERSION: i16 = 13;
 /// From this version the follower's id is in `replica_state` (KIP-903).
 const REPLICA_STATE_VERSION: i16 = 15;
+/// KIP-951's current leader and node endpoints are answered from this version on.
+const CURRENT_LEADER_VERSION: i16 = 16;
 /// Clients may ask to wait at most this long; a larger value is clamped.
 const MAX_WAIT_MS_CAP: i32 = 60_000;
 const READ_COMMITTED: i8 = 1;
@@ -110,8 +114,45 @@ pub async fn handle(
         }
     })
     .await;
-    let response = FetchResponse::default().with_responses(read.responses);
+    let mut response = FetchResponse::default().with_responses(read.responses);
+    if ctx.api_version >= CURRENT_LEADER_VERSION {
+        name_current_leaders(&broker, &plan, &mut response);
+    }
     (response, read.file_slices)
+}
+
+/// KIP-951: each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names
+/// its current leader, and the response carries those leaders' endpoints.
+fn name_current_leaders(broker: &Broker, plan: &[TopicPlan], response: &mut FetchResponse) {
+    let moved = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+    ];
+    let mut hints = LeaderHints::default();
+    for (t, topic) in response.responses.iter_mut().zip(plan) {
+        let Some(name) = topic.resolved.as_deref() else {
+            continue;
+        };
+        for p in &mut t.partitions {
+            if !moved.contains(&p.error_code) {
+                continue;
+            }
+            let (leader, epoch) = hints.current_leader(broker, name, p.partition_index);
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch);
+        }
+    }
+    response.node_endpoints = hints
+        .endpoints()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
 }
 
 /// The partitions to read, each once, grouped by topic as Kafka answers them: a

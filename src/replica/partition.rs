@@ -635,7 +635,9 @@ impl Partition {
         if self.is_leader() {
             return;
         }
-        let hw = leader_high_watermark.min(self.log.log_end_offset()).max(0);
+        let hw = leader_high_watermark
+            .min(self.log.log_end_offset())
+            .max(self.log.log_start_offset());
         let old = self.high_watermark.swap(hw, Ordering::AcqRel);
         if hw > old {
             self.high_watermark_advanced.notify_waiters();

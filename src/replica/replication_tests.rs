@@ -610,3 +610,88 @@ async fn acknowledged_writes_survive_the_leader_and_producers_keep_their_offsets
     assert_eq!(retry.first_offset, acked[19].1);
     assert_eq!(new_leader.log_end_offset(), 20);
 }
+
+/// Rounds of failover in `acks_all_writes_survive_leaders_failing_over_again_and_again`;
+/// `SKUA_FAILOVER_ROUNDS` sets more for a long run.
+fn failover_rounds() -> usize {
+    std::env::var("SKUA_FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
+
+#[tokio::test]
+async fn acks_all_writes_survive_leaders_failing_over_again_and_again() {
+    let c = Cluster::new(&[1, 2]);
+    let min_isr = [("min.insync.replicas", "2")];
+    let batch = |seq: i32| batch_bytes(&[format!("v{seq}").as_bytes()], 1_000, Some((7, 0, seq)));
+    let (mut leader, mut epoch) = (1, 1);
+    c.announce(&[1, 2], &[1, 2], leader, epoch, &[1, 2], &min_isr);
+    // (sequence, offset) of every acknowledged write.
+    let mut acked: Vec<(i32, i64)> = Vec::new();
+    let mut seq = 0;
+    for _ in 0..failover_rounds() {
+        // An idempotent producer with acks=all writes ten records, retrying each until
+        // it is acknowledged.
+        let target = seq + 10;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while seq < target {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "write {seq} never acknowledged"
+            );
+            let p = c.p(leader);
+            if let Ok(info) = p.append_records(batch(seq), now_ms(), -1).await {
+                let mut acks = DelayedProduce::new();
+                acks.watch(p.clone(), info.last_offset);
+                if acks.complete(Duration::from_secs(2)).await == vec![None] {
+                    acked.push((seq, info.first_offset));
+                    seq += 1;
+                    continue;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The leader stops answering its follower, takes one more write that is never
+        // acknowledged, and the controller elects the follower without it.
+        let (old, new) = (leader, 3 - leader);
+        c.set_unreachable(old, true);
+        let unacked = c.p(old).append_records(batch(seq), now_ms(), -1).await;
+        epoch += 1;
+        c.announce(&[new], &[1, 2], new, epoch, &[new], &min_isr);
+        if let Ok(info) = unacked {
+            let mut acks = DelayedProduce::new();
+            acks.watch(c.p(old), info.last_offset);
+            // Its follower is gone: the paused leader cannot acknowledge the write.
+            assert_ne!(acks.complete(Duration::from_millis(50)).await, vec![None]);
+        }
+        // The old leader comes back as a follower, drops what the new leader does not
+        // have, catches up and rejoins the ISR.
+        c.announce(&[old], &[1, 2], new, epoch, &[new], &min_isr);
+        c.set_unreachable(old, false);
+        leader = new;
+        eventually("the old leader rejoined the ISR", || {
+            c.p(leader).isr().len() == 2
+        })
+        .await;
+    }
+    let p = c.p(leader);
+    eventually("every write committed on both", || {
+        p.high_watermark() == p.log_end_offset()
+            && c.p(3 - leader).log_end_offset() == p.log_end_offset()
+    })
+    .await;
+    let sets = crate::log::test_util::decode_all(&committed_bytes(&p));
+    let stored: Vec<(i32, i64)> = sets
+        .iter()
+        .flat_map(|s| s.records.iter())
+        .map(|r| {
+            let value = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
+            (value[1..].parse().unwrap(), r.offset)
+        })
+        .collect();
+    // Every acknowledged record, once, at the offset it was acknowledged with, in order;
+    // and nothing else (each unacknowledged write was retried under its own sequence).
+    assert_eq!(stored, acked);
+    assert_eq!(committed_bytes(&c.p(3 - leader)), committed_bytes(&p));
+}

@@ -125,6 +125,9 @@ pub async fn run(
     };
     while !fetcher.shared.is_stopped() {
         fetcher.round().await;
+        // A leader that answers at once (errors, divergences) must not keep this task
+        // from giving the runtime back.
+        tokio::task::yield_now().await;
     }
 }
 
@@ -308,6 +311,13 @@ impl Fetcher {
         let diverging = &data.diverging_epoch;
         if diverging.epoch >= 0 || diverging.end_offset >= 0 {
             let offset = truncation_offset(p, diverging.epoch, diverging.end_offset);
+            if offset >= p.log_end_offset() {
+                // Nothing to cut, so the next fetch would be answered the same: wait.
+                return Err(format!(
+                    "the leader reports a divergence at epoch {} ending at {}, past this log's end",
+                    diverging.epoch, diverging.end_offset
+                ));
+            }
             return p.truncate_to(epoch, offset).map_err(|e| e.to_string());
         }
         if let Some(records) = data.records.as_ref() {

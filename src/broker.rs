@@ -160,6 +160,7 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
+        replicas.start_network_replication();
         let controller: Arc<dyn Controller> = local.clone();
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
@@ -179,6 +180,7 @@ impl Broker {
         controller.subscribe(groups.metadata_listener());
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
+        crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
         Ok(Arc::new(Broker {
             shared_config,
             controller,
@@ -239,6 +241,7 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
+        replicas.start_network_replication();
         let zk = Arc::new(zk);
         let controller: Arc<dyn Controller> = zk.clone();
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
@@ -256,8 +259,10 @@ impl Broker {
         controller.subscribe(groups.metadata_listener());
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
+        crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
+        replicas.cluster.set_broker_epoch(zk.broker_epoch());
         Ok(Arc::new(Broker {
             shared_config,
             controller,

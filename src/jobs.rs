@@ -53,6 +53,21 @@ pub fn schedule_log_jobs(
     });
 }
 
+/// Schedules the replica layer's jobs: ISR expiry (Kafka's `isr-expiration`), every half
+/// `replica.lag.time.max.ms`, proposes dropping followers that stopped catching up.
+pub fn schedule_replica_jobs(
+    scheduler: &Scheduler,
+    config: &BrokerConfig,
+    replicas: &Arc<ReplicaManager>,
+) {
+    if let Some(every) = period_ms(config.replication.replica_lag_time_max_ms / 2) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("isr-expiration", every, move || {
+            with(&replicas, |r| r.maybe_shrink_isrs(now_ms()))
+        });
+    }
+}
+
 /// Runs `job` on the replica manager while the broker still has it.
 fn with(replicas: &Weak<ReplicaManager>, job: impl FnOnce(&ReplicaManager)) {
     if let Some(r) = replicas.upgrade() {

@@ -632,6 +632,18 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     ),
     b("group.streams.assignors", Kind::List, Some("sticky")),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
+    // The replica fetchers: connections per source broker, and their Fetch requests.
+    b("num.replica.fetchers", Kind::Int, Some("1")),
+    b("replica.fetch.max.bytes", Kind::Int, Some("1048576")),
+    b(
+        "replica.fetch.response.max.bytes",
+        Kind::Int,
+        Some("10485760"),
+    ),
+    b("replica.fetch.min.bytes", Kind::Int, Some("1")),
+    b("replica.fetch.wait.max.ms", Kind::Int, Some("500")),
+    b("replica.fetch.backoff.ms", Kind::Int, Some("1000")),
+    b("replica.socket.timeout.ms", Kind::Int, Some("30000")),
     b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
     b(
         "producer.id.expiration.check.interval.ms",

@@ -87,6 +87,18 @@ pub struct ReplicationConfig {
     pub default_replication_factor: i16,
     /// `replica.lag.time.max.ms`: how long a follower may lag before it leaves the ISR.
     pub replica_lag_time_max_ms: i64,
+    /// `num.replica.fetchers`: fetcher connections per source broker.
+    pub num_replica_fetchers: usize,
+    /// `replica.fetch.max.bytes`: the most bytes asked of one partition per fetch.
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: the most bytes asked of one fetch.
+    pub replica_fetch_response_max_bytes: i32,
+    pub replica_fetch_min_bytes: i32,
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.backoff.ms`: the pause after a failed fetch.
+    pub replica_fetch_backoff_ms: u64,
+    /// `replica.socket.timeout.ms`: how long a fetch waits for its response.
+    pub replica_socket_timeout_ms: u64,
 }
 
 impl ReplicationConfig {
@@ -96,6 +108,13 @@ impl ReplicationConfig {
             default_replication_factor: i16::try_from(factor)
                 .map_err(|_| invalid("default.replication.factor", "out of range"))?,
             replica_lag_time_max_ms: keys.long("replica.lag.time.max.ms")?,
+            num_replica_fetchers: keys.positive("num.replica.fetchers")?,
+            replica_fetch_max_bytes: keys.int("replica.fetch.max.bytes")?.max(0),
+            replica_fetch_response_max_bytes: keys.int("replica.fetch.response.max.bytes")?.max(0),
+            replica_fetch_min_bytes: keys.int("replica.fetch.min.bytes")?.max(0),
+            replica_fetch_wait_max_ms: keys.int("replica.fetch.wait.max.ms")?.max(0),
+            replica_fetch_backoff_ms: keys.int("replica.fetch.backoff.ms")?.max(0) as u64,
+            replica_socket_timeout_ms: keys.int("replica.socket.timeout.ms")?.max(0) as u64,
         })
     }
 }

@@ -113,6 +113,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         file_delete_delay_ms: num("file.delete.delay.ms").max(0) as u64,
         flush_ms: flush_ms(broker, overrides, num("flush.ms")),
         producer_id_expiration_ms: broker.log.producer_id_expiration_ms,
+        min_insync_replicas: num("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
     }
 }
 

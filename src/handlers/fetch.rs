@@ -25,10 +25,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::leader_hint::LeaderHints;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::log::{FileSlice, LogError, TopicPartition};
@@ -41,6 +45,8 @@ use crate::router::RequestContext;
 const TOPIC_ID_VERSION: i16 = 13;
 /// From this version the follower's id is in `replica_state` (KIP-903).
 const REPLICA_STATE_VERSION: i16 = 15;
+/// KIP-951's current leader and node endpoints are answered from this version on.
+const CURRENT_LEADER_VERSION: i16 = 16;
 /// Clients may ask to wait at most this long; a larger value is clamped.
 const MAX_WAIT_MS_CAP: i32 = 60_000;
 const READ_COMMITTED: i8 = 1;
@@ -79,16 +85,20 @@ pub async fn handle(
         return (refused, Vec::new());
     }
     let plan = plan(&broker, req.topics, ctx.api_version);
-    let replica_id = match ctx.api_version >= REPLICA_STATE_VERSION {
-        true => req.replica_state.replica_id.0,
-        false => req.replica_id.0,
+    let (replica_id, replica_epoch) = match ctx.api_version >= REPLICA_STATE_VERSION {
+        true => (
+            req.replica_state.replica_id.0,
+            req.replica_state.replica_epoch,
+        ),
+        false => (req.replica_id.0, -1),
     };
     let params = FetchParams::new(
         replica_id,
         Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
         usize::try_from(req.min_bytes).unwrap_or(0),
         usize::try_from(req.max_bytes).unwrap_or(0),
-    );
+    )
+    .with_replica_epoch(replica_epoch);
     let read_committed = req.isolation_level == READ_COMMITTED;
     let partitions: Vec<Arc<Partition>> = plan
         .iter()
@@ -104,8 +114,45 @@ pub async fn handle(
         }
     })
     .await;
-    let response = FetchResponse::default().with_responses(read.responses);
+    let mut response = FetchResponse::default().with_responses(read.responses);
+    if ctx.api_version >= CURRENT_LEADER_VERSION {
+        name_current_leaders(&broker, &plan, &mut response);
+    }
     (response, read.file_slices)
+}
+
+/// KIP-951: each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names
+/// its current leader, and the response carries those leaders' endpoints.
+fn name_current_leaders(broker: &Broker, plan: &[TopicPlan], response: &mut FetchResponse) {
+    let moved = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+    ];
+    let mut hints = LeaderHints::default();
+    for (t, topic) in response.responses.iter_mut().zip(plan) {
+        let Some(name) = topic.resolved.as_deref() else {
+            continue;
+        };
+        for p in &mut t.partitions {
+            if !moved.contains(&p.error_code) {
+                continue;
+            }
+            let (leader, epoch) = hints.current_leader(broker, name, p.partition_index);
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch);
+        }
+    }
+    response.node_endpoints = hints
+        .endpoints()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
 }
 
 /// The partitions to read, each once, grouped by topic as Kafka answers them: a
@@ -235,7 +282,7 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams, read_committed: bool) -> R
 }
 
 fn read_one(
-    p: &Partition,
+    p: &Arc<Partition>,
     fp: &FetchPartition,
     params: &FetchParams,
     budget: usize,
@@ -261,6 +308,30 @@ fn read_one(
             .with_log_start_offset(p.log_start_offset())
             .with_records(Some(Bytes::new()))
     };
+    // A follower naming the epoch of its last batch (v12+) learns first whether its log
+    // parts from this one; if so it gets no records, and its fetch is not recorded.
+    if params.is_from_follower() {
+        match p.diverging_epoch(fp.last_fetched_epoch, fp.fetch_offset) {
+            Ok(None) => {}
+            Ok(Some((epoch, end_offset))) => {
+                let diverging = EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end_offset);
+                let answer = base
+                    .with_log_start_offset(p.log_start_offset())
+                    .with_diverging_epoch(diverging)
+                    .with_records(Some(Bytes::new()));
+                return (answer, None);
+            }
+            Err(e) => {
+                let answer = base
+                    .with_error_code(e.code())
+                    .with_log_start_offset(p.log_start_offset())
+                    .with_records(Some(Bytes::new()));
+                return (answer, None);
+            }
+        }
+    }
     let read = p.fetch_records(
         params,
         fp.fetch_offset,

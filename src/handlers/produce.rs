@@ -12,10 +12,12 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 
+use super::leader_hint::LeaderHints;
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
 use crate::coordinator::is_internal_topic;
@@ -25,6 +27,8 @@ use crate::router::RequestContext;
 
 /// Produce requests carry topic ids instead of names from this version on.
 const TOPIC_ID_VERSION: i16 = 13;
+/// KIP-951's current leader and node endpoints exist from this version on.
+const CURRENT_LEADER_VERSION: i16 = 10;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -62,7 +66,8 @@ pub async fn handle(
                     internal_topic(p.index, name)
                 }
                 (None, Ok(name)) => {
-                    let (resp, appended) = append(&broker, name, p, ctx.api_version).await;
+                    let (resp, appended) =
+                        append(&broker, name, p, ctx.api_version, req.acks).await;
                     if let (-1, Some((partition, last_offset))) = (req.acks, appended) {
                         acks.watch(partition, last_offset);
                         watched.push((responses.len(), partitions.len()));
@@ -89,7 +94,49 @@ pub async fn handle(
             }
         }
     }
-    ProduceResponse::default().with_responses(responses)
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if ctx.api_version >= CURRENT_LEADER_VERSION {
+        name_current_leaders(&broker, &mut response);
+    }
+    response
+}
+
+/// KIP-951: each partition answered NOT_LEADER_OR_FOLLOWER names its current leader, and
+/// the response carries those leaders' endpoints.
+fn name_current_leaders(broker: &Broker, response: &mut ProduceResponse) {
+    let mut hints = LeaderHints::default();
+    for t in &mut response.responses {
+        // From v13 topics are named by id only.
+        let name = match t.name.0.is_empty() {
+            true => broker
+                .controller
+                .topic_by_id(t.topic_id)
+                .map(|i| i.name.clone()),
+            false => Some(t.name.0.to_string()),
+        };
+        for p in &mut t.partition_responses {
+            if p.error_code != ResponseError::NotLeaderOrFollower.code() {
+                continue;
+            }
+            let (leader, epoch) = match &name {
+                Some(name) => hints.current_leader(broker, name, p.index),
+                None => (-1, -1),
+            };
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch);
+        }
+    }
+    response.node_endpoints = hints
+        .endpoints()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(str_bytes(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect();
 }
 
 fn resolve_name(
@@ -115,6 +162,7 @@ async fn append(
     topic: &str,
     p: PartitionProduceData,
     version: i16,
+    acks: i16,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
     let tp = TopicPartition::new(topic, p.index);
     let partition = match broker.replicas.leader(&tp, -1) {
@@ -131,7 +179,7 @@ async fn append(
         );
     };
     let appended = match check_produce_records(version, &records) {
-        Ok(()) => partition.append(records, now_ms()).await,
+        Ok(()) => partition.append_records(records, now_ms(), acks).await,
         Err(e) => Err(AppendError::Log(e)),
     };
     match appended {

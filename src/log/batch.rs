@@ -181,6 +181,29 @@ impl RecordBatchHeader {
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from i32::MAX to 0.
+/// The length of the whole batches at the start of `buf`: a fetch response may end in a
+/// batch cut at its size limit, which is fetched again whole.
+pub fn whole_batches_len(buf: &[u8]) -> usize {
+    let mut position = 0usize;
+    while let Some(rest) = buf.get(position..) {
+        let Some(length) = rest.get(8..LOG_OVERHEAD) else {
+            break;
+        };
+        let length = i32::from_be_bytes([length[0], length[1], length[2], length[3]]);
+        let Some(size) = usize::try_from(length)
+            .ok()
+            .and_then(|l| l.checked_add(LOG_OVERHEAD))
+        else {
+            break;
+        };
+        if size > rest.len() {
+            break;
+        }
+        position += size;
+    }
+    position
+}
+
 pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
     if sequence > i32::MAX - increment {
         increment - (i32::MAX - sequence) - 1

@@ -626,6 +626,65 @@ impl Log {
             .map_err(|e| self.on_failure("truncation", e))
     }
 
+    /// Moves the log start offset up to `offset` (at most the log end), as a follower does
+    /// when its leader's log start moved (Kafka's `maybeIncrementLogStartOffset`): offsets
+    /// below it are no longer read; the segments wholly below it go with retention.
+    /// Returns whether it moved.
+    pub fn maybe_increment_log_start_offset(&self, offset: i64) -> Result<bool, LogError> {
+        self.check_online()?;
+        let mut inner = self.inner.lock();
+        let offset = offset.min(self.log_end_offset());
+        if offset <= self.log_start_offset() {
+            return Ok(false);
+        }
+        self.log_start_offset.store(offset, Ordering::Release);
+        inner
+            .leader_epoch_cache
+            .truncate_from_start(offset)
+            .map_err(|e| self.on_failure("leader epoch checkpoint", e))?;
+        Ok(true)
+    }
+
+    /// Empties the log and makes it start at `offset` (Kafka's `truncateFullyAndStartAt`):
+    /// a follower whose log end is below its leader's log start copies nothing it has.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), LogError> {
+        self.check_online()?;
+        if offset < 0 {
+            return Err(LogError::InvalidRecord(format!(
+                "a log cannot start at offset {offset}"
+            )));
+        }
+        let _snapshots = self.snapshot_lock.lock();
+        let mut inner = self.inner.lock();
+        self.truncations.fetch_add(1, Ordering::AcqRel);
+        self.start_empty_at(&mut inner, offset)
+            .map_err(|e| self.on_failure("truncation", e))
+    }
+
+    fn start_empty_at(&self, inner: &mut LogInner, offset: i64) -> Result<(), LogError> {
+        let config = self.config();
+        let bases: Vec<i64> = inner.segments.keys().copied().collect();
+        for base in bases {
+            if let Some(s) = inner.segments.remove(&base) {
+                s.delete(&self.dir)?;
+            }
+        }
+        inner.segments.insert(
+            offset,
+            LogSegment::open(&self.dir, offset, &config, true, now_ms())?,
+        );
+        self.dir_dirty.store(true, Ordering::Release);
+        self.log_start_offset.store(offset, Ordering::Release);
+        self.log_end_offset.store(offset, Ordering::Release);
+        self.recovery_point.store(offset, Ordering::Release);
+        self.unflushed_messages.store(0, Ordering::Release);
+        inner.leader_epoch_cache.truncate_from_end(i64::MIN)?;
+        inner.producer_state.delete_snapshots_above(-1)?;
+        let (state, _) = ProducerStateManager::load(&self.dir, offset, offset)?;
+        inner.producer_state = state;
+        Ok(())
+    }
+
     fn truncate_locked(&self, inner: &mut LogInner, offset: i64) -> Result<(), LogError> {
         let leo = self.log_end_offset();
         if offset >= leo {

@@ -46,7 +46,7 @@ use std::fmt;
 
 use kafka_protocol::error::ResponseError;
 
-pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+pub use self::batch::{whole_batches_len, RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
@@ -146,6 +146,8 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker setting): a producer whose last batch is this
     /// old, with no open transaction, is forgotten.
     pub producer_id_expiration_ms: i64,
+    /// `min.insync.replicas`: the in-sync replicas an acks=all append needs.
+    pub min_insync_replicas: i32,
 }
 
 impl Default for LogConfig {
@@ -165,6 +167,7 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             flush_ms: i64::MAX,
             producer_id_expiration_ms: 86_400_000,
+            min_insync_replicas: 1,
         }
     }
 }

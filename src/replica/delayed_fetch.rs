@@ -32,6 +32,8 @@ pub struct FetchParams {
     pub min_bytes: usize,
     pub max_bytes: usize,
     pub isolation: FetchIsolation,
+    /// The follower's broker epoch (Fetch v15+ `ReplicaState`); -1 when not sent.
+    pub replica_epoch: i64,
 }
 
 impl FetchParams {
@@ -47,7 +49,13 @@ impl FetchParams {
             min_bytes,
             max_bytes,
             isolation,
+            replica_epoch: -1,
         }
+    }
+
+    pub fn with_replica_epoch(mut self, replica_epoch: i64) -> Self {
+        self.replica_epoch = replica_epoch;
+        self
     }
 
     pub fn is_from_follower(&self) -> bool {

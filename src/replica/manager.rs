@@ -2,14 +2,23 @@
 //! following its deltas (Kafka's `ReplicaManager.applyDelta`): each partition assigned
 //! here is created, and takes the role, leader epoch and ISR the metadata announces.
 //! Handlers reach a partition only through `leader`.
+//!
+//! Once replication is started (`start_replication`), every partition this broker
+//! follows is replicated by a fetcher from its leader, and every partition it leads sends
+//! its ISR changes to the controller.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 
 use kafka_protocol::error::ResponseError;
 
-use super::Partition;
+use super::cluster_view::ClusterView;
+use super::fetcher::endpoint::{EndpointFactory, NetworkEndpoints};
+use super::fetcher::{FetcherSettings, ReplicaFetcherManager};
+use super::isr::{self, ControllerChannel, IsrChanges, NetworkControllerChannel};
+use super::{Partition, Role};
+use crate::client::ClientConfig;
 use crate::config::{topic, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
@@ -25,6 +34,16 @@ pub struct ReplicaManager {
     /// The partition count of every topic in the metadata, to tell a partition led by
     /// another broker (NOT_LEADER_OR_FOLLOWER) from one that does not exist.
     topics: DashMap<String, usize>,
+    /// The other brokers, the controller and this broker's epoch, from the metadata.
+    pub cluster: Arc<ClusterView>,
+    replication: OnceLock<Replication>,
+}
+
+/// The fetchers and the ISR-change queue, once started.
+struct Replication {
+    fetchers: ReplicaFetcherManager,
+    isr_changes: IsrChanges,
+    isr_task: tokio::task::JoinHandle<()>,
 }
 
 impl ReplicaManager {
@@ -35,6 +54,117 @@ impl ReplicaManager {
             logs,
             partitions: DashMap::new(),
             topics: DashMap::new(),
+            cluster: Arc::new(ClusterView::new(broker_id)),
+            replication: OnceLock::new(),
+        }
+    }
+
+    /// Starts replicating: followers fetch from their leaders through `endpoints`, leaders
+    /// send ISR changes through `controller`. Partitions hosted already take their places
+    /// at once. Runs inside a tokio runtime; a second call changes nothing.
+    pub fn start_replication(
+        &self,
+        endpoints: Arc<dyn EndpointFactory>,
+        controller: Arc<dyn ControllerChannel>,
+    ) {
+        let settings = FetcherSettings::from_config(&self.config.current().replication);
+        if self.replication.get().is_some() {
+            return;
+        }
+        let (isr_changes, isr_task) = isr::start(controller, self.cluster.clone());
+        let started = self.replication.set(Replication {
+            fetchers: ReplicaFetcherManager::new(settings, endpoints, self.cluster.clone()),
+            isr_changes,
+            isr_task,
+        });
+        if let Err(unused) = started {
+            unused.isr_task.abort();
+            return;
+        }
+        let hosted: Vec<Arc<Partition>> = self.partitions.iter().map(|p| p.clone()).collect();
+        for p in hosted {
+            self.take_place(&p);
+        }
+    }
+
+    /// `start_replication` over the network: fetchers connect to the leaders' advertised
+    /// addresses, ISR changes go to the active controller.
+    pub fn start_network_replication(&self) {
+        let config = self.config.current();
+        let r = &config.replication;
+        let fetch = ClientConfig {
+            client_id: Some(format!("broker-{}-fetcher", self.broker_id)),
+            request_timeout: std::time::Duration::from_millis(r.replica_socket_timeout_ms),
+            reconnect_backoff: std::time::Duration::from_millis(r.replica_fetch_backoff_ms),
+            reconnect_backoff_max: std::time::Duration::from_millis(
+                r.replica_fetch_backoff_ms.max(1_000),
+            ),
+            ..ClientConfig::default()
+        };
+        let endpoints = Arc::new(NetworkEndpoints {
+            local_id: self.broker_id,
+            config: fetch,
+        });
+        let to_controller = ClientConfig {
+            client_id: Some(format!("broker-{}-alter-partition", self.broker_id)),
+            ..ClientConfig::default()
+        };
+        let controller = Arc::new(NetworkControllerChannel::new(
+            self.cluster.clone(),
+            to_controller,
+        ));
+        self.start_replication(endpoints, controller);
+    }
+
+    /// Puts a partition where its role says, once replication runs: a follower with a
+    /// leader in a fetcher from that leader, any other out of the fetchers; a leader sends
+    /// its ISR changes to the controller.
+    fn take_place(&self, p: &Arc<Partition>) {
+        let Some(replication) = self.replication.get() else {
+            return;
+        };
+        p.send_isr_changes_to(replication.isr_changes.clone());
+        match p.role() {
+            Role::Follower { leader } if leader >= 0 => match self.cluster.address(leader) {
+                Some(addr) => replication.fetchers.add_partition(
+                    p.clone(),
+                    p.topic_id,
+                    leader,
+                    addr,
+                    p.leader_epoch(),
+                ),
+                None => {
+                    tracing::warn!(partition = %p.tp, leader, "the leader's address is not known; not fetching");
+                    replication.fetchers.remove_partition(&p.tp);
+                }
+            },
+            _ => replication.fetchers.remove_partition(&p.tp),
+        }
+    }
+
+    fn stop_fetching(&self, tp: &TopicPartition) {
+        if let Some(replication) = self.replication.get() {
+            replication.fetchers.remove_partition(tp);
+        }
+    }
+
+    /// The leader epoch `tp` is replicated at, if a fetcher replicates it.
+    pub fn fetching(&self, tp: &TopicPartition) -> Option<i32> {
+        self.replication.get()?.fetchers.fetching(tp)
+    }
+
+    /// Proposes ISR shrinks for every partition led here whose followers have not caught
+    /// up for `replica.lag.time.max.ms` (Kafka's `isr-expiration` job).
+    pub fn maybe_shrink_isrs(&self, now_ms: i64) {
+        let max_lag_ms = self.config.current().replication.replica_lag_time_max_ms;
+        let led: Vec<Arc<Partition>> = self
+            .partitions
+            .iter()
+            .filter(|p| p.is_leader())
+            .map(|p| p.clone())
+            .collect();
+        for p in led {
+            p.maybe_shrink_isr(now_ms, max_lag_ms);
         }
     }
 
@@ -65,10 +195,12 @@ impl ReplicaManager {
                         &p.state,
                         now_ms(),
                     );
+                    self.take_place(&existing);
                     continue;
                 }
                 Some(older) => {
                     self.partitions.remove(&tp);
+                    self.stop_fetching(&tp);
                     older.resign();
                     self.logs.delete_log(&tp)?;
                 }
@@ -80,7 +212,9 @@ impl ReplicaManager {
             log.update_config(log_config.clone());
             let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch);
             partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
-            self.partitions.insert(tp, Arc::new(partition));
+            let partition = Arc::new(partition);
+            self.take_place(&partition);
+            self.partitions.insert(tp, partition);
         }
         Ok(())
     }
@@ -101,6 +235,7 @@ impl ReplicaManager {
                 continue;
             }
             if let Some((_, removed)) = self.partitions.remove(&tp) {
+                self.stop_fetching(&tp);
                 removed.resign();
             }
             if self
@@ -162,6 +297,10 @@ impl ReplicaManager {
 
     /// Clean shutdown of every log: flush, indexes trimmed, checkpoints, marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
+        if let Some(replication) = self.replication.get() {
+            replication.fetchers.shutdown();
+            replication.isr_task.abort();
+        }
         self.logs.shutdown()
     }
 }
@@ -169,7 +308,8 @@ impl ReplicaManager {
 impl MetadataListener for ReplicaManager {
     /// Creates the logs of partitions assigned here, applies topic configs, and deletes
     /// the logs of deleted topics.
-    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        self.cluster.update(image);
         let mut failed = Vec::new();
         for (name, change) in &delta.topics {
             let applied = match change {

@@ -9,9 +9,15 @@
 //!   pure state.
 //! - `delayed_produce.rs`, `delayed_fetch.rs`: acks=all produce and long-poll fetch,
 //!   waiting on those notifications (Kafka's purgatory).
+//! - `fetcher/`: followers replicating from their leaders (Kafka's replica fetchers).
+//! - `isr.rs`: leaders' ISR changes sent to the controller with AlterPartition.
+//! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
 
+pub mod cluster_view;
 pub mod delayed_fetch;
 pub mod delayed_produce;
+pub mod fetcher;
+pub mod isr;
 pub mod manager;
 pub mod partition;
 pub mod state;
@@ -22,5 +28,7 @@ pub use manager::ReplicaManager;
 pub use partition::{AppendError, Partition};
 pub use state::Role;
 
+#[cfg(test)]
+mod replication_tests;
 #[cfg(test)]
 mod tests;

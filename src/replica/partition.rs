@@ -9,7 +9,7 @@
 //! advances as their fetches report their log ends.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -19,7 +19,8 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::delayed_fetch::{FetchIsolation, FetchParams};
-use super::state::{PartitionState, Role};
+use super::isr::{IsrChange, IsrChanges};
+use super::state::{IsrOutcome, PartitionState, Role};
 use crate::controller::LeaderAndIsr;
 use crate::error::ApiError;
 use crate::log::{
@@ -48,6 +49,12 @@ pub struct Partition {
     high_watermark: AtomicI64,
     log_end_advanced: Notify,
     high_watermark_advanced: Notify,
+    /// As leader: the log end offset when this leader epoch began (Kafka's
+    /// `leaderEpochStartOffsetOpt`); a follower joins the ISR only once it has reached it.
+    leader_epoch_start_offset: AtomicI64,
+    /// Where ISR changes go to reach the controller (`isr.rs`); without it (a broker
+    /// alone) no change is proposed.
+    isr_changes: OnceLock<IsrChanges>,
 }
 
 /// Why an append to a leader failed: this broker may not append, or the log refused.
@@ -101,7 +108,14 @@ impl Partition {
             high_watermark,
             log_end_advanced: Notify::new(),
             high_watermark_advanced: Notify::new(),
+            leader_epoch_start_offset: AtomicI64::new(0),
+            isr_changes: OnceLock::new(),
         }
+    }
+
+    /// Sends this partition's ISR changes to `changes` (set once, by the replica manager).
+    pub fn send_isr_changes_to(&self, changes: IsrChanges) {
+        let _ = self.isr_changes.set(changes);
     }
 
     /// Takes the leadership and ISR that metadata announces for this broker (`local_id`).
@@ -114,10 +128,15 @@ impl Partition {
         announced: &LeaderAndIsr,
         now_ms: i64,
     ) -> bool {
-        let changed = self
-            .state
-            .write()
-            .apply(local_id, replicas, announced, now_ms);
+        let changed = {
+            let mut state = self.state.write();
+            let changed = state.apply(local_id, replicas, announced, now_ms);
+            if changed && state.is_leader() {
+                self.leader_epoch_start_offset
+                    .store(self.log.log_end_offset(), Ordering::Release);
+            }
+            changed
+        };
         self.maybe_increment_high_watermark();
         self.wake_all();
         changed
@@ -225,12 +244,35 @@ impl Partition {
     /// A retried duplicate is acknowledged only once its original is as durable as a
     /// fresh append would be: its flush may still be running, or may have failed.
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, AppendError> {
+        self.append_records(records, now_ms, 1).await
+    }
+
+    /// `append` for a producer asking `required_acks`: with acks=all (-1) an ISR smaller
+    /// than `min.insync.replicas` refuses the append with NOT_ENOUGH_REPLICAS (Kafka's
+    /// `appendRecordsToLeader`).
+    pub async fn append_records(
+        &self,
+        records: Bytes,
+        now_ms: i64,
+        required_acks: i16,
+    ) -> Result<AppendInfo, AppendError> {
         let info = {
             let state = self.state.read();
             if !state.is_leader() {
                 return Err(AppendError::Refused(ApiError::new(
                     ResponseError::NotLeaderOrFollower,
                     format!("Leader not local for partition {}", self.tp),
+                )));
+            }
+            let min_isr = self.log.config().min_insync_replicas;
+            let isr_size = state.isr_size();
+            if required_acks == -1 && isr_size < min_isr as usize {
+                return Err(AppendError::Refused(ApiError::new(
+                    ResponseError::NotEnoughReplicas,
+                    format!(
+                        "The size of the current ISR {isr_size} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
+                        self.tp
+                    ),
                 )));
             }
             self.log
@@ -285,10 +327,20 @@ impl Partition {
         &self,
         required_offset: i64,
     ) -> Option<Result<(), ResponseError>> {
-        if !self.is_leader() {
-            return Some(Err(ResponseError::NotLeaderOrFollower));
+        let isr_size = {
+            let state = self.state.read();
+            if !state.is_leader() {
+                return Some(Err(ResponseError::NotLeaderOrFollower));
+            }
+            state.isr_size()
+        };
+        if self.high_watermark() < required_offset {
+            return None;
         }
-        (self.high_watermark() >= required_offset).then_some(Ok(()))
+        match isr_size < self.log.config().min_insync_replicas as usize {
+            true => Some(Err(ResponseError::NotEnoughReplicasAfterAppend)),
+            false => Some(Ok(())),
+        }
     }
 
     /// Reads committed records (below the high watermark) from `offset`.
@@ -319,7 +371,7 @@ impl Partition {
     /// fetch offset is its log end offset: it is recorded (with its log start offset) and
     /// may move the high watermark.
     pub fn fetch_records(
-        &self,
+        self: &Arc<Self>,
         params: &FetchParams,
         offset: i64,
         max_bytes: usize,
@@ -334,15 +386,23 @@ impl Partition {
             .log
             .read_slice(offset, max_bytes, max_offset, min_one_message)?;
         if params.is_from_follower() {
-            let recorded = self.state.write().update_follower(
-                params.replica_id,
-                offset,
-                follower_log_start_offset,
-                data.log_end_offset,
-                crate::log::now_ms(),
-            );
+            let recorded = {
+                let mut state = self.state.write();
+                let recorded = state.update_follower(
+                    params.replica_id,
+                    offset,
+                    follower_log_start_offset,
+                    data.log_end_offset,
+                    crate::log::now_ms(),
+                );
+                if recorded.is_ok() && params.replica_epoch >= 0 {
+                    state.set_follower_broker_epoch(params.replica_id, params.replica_epoch);
+                }
+                recorded
+            };
             match recorded {
                 Ok(()) => {
+                    self.maybe_expand_isr(params.replica_id);
                     self.maybe_increment_high_watermark();
                 }
                 Err(e) => {
@@ -416,6 +476,211 @@ impl Partition {
     /// ended (the log end for the latest); `None` when no such epoch is known.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         self.log.end_offset_for_epoch(epoch)
+    }
+
+    /// As leader, for a follower's fetch that names the epoch of its last batch (Fetch
+    /// v12+, KIP-320; Kafka's `validateFetchOffsetAndMaybeGetDivergingEpoch`): where its
+    /// log diverges from this one, as `(epoch, end offset)`, when this log's
+    /// `last_fetched_epoch` ends before `fetch_offset` or is older. OFFSET_OUT_OF_RANGE
+    /// when this log knows no epoch at or below it (the follower then asks ListOffsets).
+    pub fn diverging_epoch(
+        &self,
+        last_fetched_epoch: i32,
+        fetch_offset: i64,
+    ) -> Result<Option<(i32, i64)>, ResponseError> {
+        if last_fetched_epoch < 0 {
+            return Ok(None);
+        }
+        let (epoch, end_offset) = self
+            .log
+            .end_offset_for_epoch(last_fetched_epoch)
+            .ok_or(ResponseError::OffsetOutOfRange)?;
+        if epoch < 0 || end_offset < 0 {
+            return Err(ResponseError::OffsetOutOfRange);
+        }
+        Ok(
+            (end_offset < fetch_offset || epoch < last_fetched_epoch)
+                .then_some((epoch, end_offset)),
+        )
+    }
+
+    /// Proposes adding `replica_id` to the ISR once it has caught up (see
+    /// `PartitionState::propose_expand`).
+    fn maybe_expand_isr(self: &Arc<Self>, replica_id: i32) {
+        let Some(changes) = self.isr_changes.get() else {
+            return;
+        };
+        let hw = self.high_watermark();
+        let epoch_start = self.leader_epoch_start_offset.load(Ordering::Acquire);
+        let proposal = self
+            .state
+            .write()
+            .propose_expand(replica_id, hw, epoch_start);
+        if let Some(proposal) = proposal {
+            tracing::info!(partition = %self.tp, replica = replica_id, isr = ?proposal.new_isr, "expanding the ISR");
+            let _ = changes.send(IsrChange {
+                partition: self.clone(),
+                proposal,
+            });
+        }
+    }
+
+    /// Proposes dropping the followers in the ISR that have not caught up for
+    /// `max_lag_ms` (`replica.lag.time.max.ms`); run periodically on every leader.
+    pub fn maybe_shrink_isr(self: &Arc<Self>, now_ms: i64, max_lag_ms: i64) {
+        let Some(changes) = self.isr_changes.get() else {
+            return;
+        };
+        let leo = self.log.log_end_offset();
+        let proposal = self.state.write().propose_shrink(leo, now_ms, max_lag_ms);
+        if let Some(proposal) = proposal {
+            tracing::info!(partition = %self.tp, isr = ?proposal.new_isr, max_lag_ms, "shrinking the ISR");
+            let _ = changes.send(IsrChange {
+                partition: self.clone(),
+                proposal,
+            });
+        }
+    }
+
+    /// Takes the controller's answer to an ISR change proposed at `proposed_at` (leader
+    /// epoch). A committed shrink may let the high watermark move; everything waiting is
+    /// woken to look again.
+    pub fn complete_isr_change(&self, proposed_at: i32, outcome: &IsrOutcome) {
+        let changed = self.state.write().complete_isr_change(proposed_at, outcome);
+        if changed {
+            tracing::info!(partition = %self.tp, isr = ?self.isr(), "ISR updated");
+        }
+        if let IsrOutcome::Refused(e) = outcome {
+            tracing::info!(partition = %self.tp, error = ?e, "ISR change refused; waiting for metadata");
+        }
+        self.maybe_increment_high_watermark();
+        self.wake_all();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn state_for_tests(&self) -> PartitionState {
+        self.state.read().clone()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn log_for_tests(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// Whether an ISR change is waiting for the controller.
+    pub fn isr_change_pending(&self) -> bool {
+        self.state.read().pending_isr.is_some()
+    }
+
+    /// The leader epoch the partition is at, if this broker follows `leader` in it.
+    fn check_follower_of(&self, leader_epoch: i32) -> Result<(), AppendError> {
+        let state = self.state.read();
+        match state.role {
+            Role::Follower { leader } if leader >= 0 && state.leader_epoch == leader_epoch => {
+                Ok(())
+            }
+            _ => Err(AppendError::Refused(ApiError::new(
+                ResponseError::NotLeaderOrFollower,
+                format!(
+                    "{} is no longer a follower at leader epoch {leader_epoch}",
+                    self.tp
+                ),
+            ))),
+        }
+    }
+
+    /// Where a follower fetches from (Kafka's `PartitionFetchState`): its log end offset,
+    /// the epoch of its last batch (-1: none known) and its log start offset.
+    pub fn follower_fetch_position(&self) -> (i64, i32, i64) {
+        (
+            self.log.log_end_offset(),
+            self.log.latest_epoch().unwrap_or(-1),
+            self.log.log_start_offset(),
+        )
+    }
+
+    /// As follower at `leader_epoch`: appends the leader's batches as they are (offsets,
+    /// epochs and CRCs untouched; the epoch cache learns the epochs they begin). Refused
+    /// once the partition left that epoch or role, so a fetch answered by an old leader
+    /// never lands after a newer leader's truncation.
+    pub async fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        records: Bytes,
+    ) -> Result<AppendInfo, AppendError> {
+        let info = {
+            let _state = self.state.read();
+            self.check_follower_of(leader_epoch)?;
+            self.log.append_as_follower(records)?
+        };
+        if info.last_offset >= info.first_offset {
+            self.log_end_advanced.notify_waiters();
+        }
+        if self.log.has_pending_roll() {
+            let log = self.log.clone();
+            tokio::task::spawn_blocking(move || log.complete_roll());
+        }
+        if self.log.flush_needed() {
+            let log = self.log.clone();
+            let upto = info.last_offset + 1;
+            tokio::task::spawn_blocking(move || log.flush_to(upto))
+                .await
+                .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))??;
+        }
+        Ok(info)
+    }
+
+    /// As follower: the high watermark is the leader's, bounded by what this log holds.
+    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+        if self.is_leader() {
+            return;
+        }
+        let hw = leader_high_watermark
+            .min(self.log.log_end_offset())
+            .max(self.log.log_start_offset());
+        let old = self.high_watermark.swap(hw, Ordering::AcqRel);
+        if hw > old {
+            self.high_watermark_advanced.notify_waiters();
+        }
+    }
+
+    /// As follower: the log start follows the leader's.
+    pub fn update_follower_log_start_offset(
+        &self,
+        leader_log_start_offset: i64,
+    ) -> Result<(), LogError> {
+        if self.is_leader() {
+            return Ok(());
+        }
+        self.log
+            .maybe_increment_log_start_offset(leader_log_start_offset)
+            .map(|_| ())
+    }
+
+    /// As follower at `leader_epoch`: removes every offset from `offset` on (the log
+    /// diverged from the leader's); the high watermark follows it down.
+    pub fn truncate_to(&self, leader_epoch: i32, offset: i64) -> Result<(), AppendError> {
+        let _state = self.state.read();
+        self.check_follower_of(leader_epoch)?;
+        tracing::info!(partition = %self.tp, offset, log_end = self.log.log_end_offset(), "truncating a divergent tail");
+        self.log.truncate_to(offset)?;
+        self.high_watermark.fetch_min(offset, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// As follower at `leader_epoch`: empties the log and starts it at `offset` (below
+    /// the leader's log start, nothing here can be fetched onto).
+    pub fn truncate_fully_and_start_at(
+        &self,
+        leader_epoch: i32,
+        offset: i64,
+    ) -> Result<(), AppendError> {
+        let _state = self.state.read();
+        self.check_follower_of(leader_epoch)?;
+        tracing::info!(partition = %self.tp, offset, "emptying the log to start at the leader's log start");
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.high_watermark.store(offset, Ordering::Release);
+        Ok(())
     }
 }
 

@@ -30,6 +30,10 @@ pub struct ReplicaState {
     /// When it last fetched up to the leader's log end offset (Kafka's
     /// `lastCaughtUpTimeMs`), what `replica.lag.time.max.ms` is measured against.
     pub last_caught_up_ms: i64,
+    /// The leader's log end offset when this follower fetched last.
+    pub last_fetch_leader_leo: i64,
+    /// The follower's broker epoch as its fetches carry it (-1: not known).
+    pub broker_epoch: i64,
 }
 
 impl ReplicaState {
@@ -41,6 +45,8 @@ impl ReplicaState {
             log_start_offset: -1,
             last_fetch_ms: -1,
             last_caught_up_ms: if in_sync { now_ms } else { -1 },
+            last_fetch_leader_leo: -1,
+            broker_epoch: -1,
         }
     }
 }
@@ -59,6 +65,32 @@ pub struct PartitionState {
     pub isr: Vec<i32>,
     /// As leader: every other replica, as its fetches showed it.
     followers: BTreeMap<i32, ReplicaState>,
+    /// As leader: an ISR change sent to the controller and not yet answered (Kafka's
+    /// `PendingExpandIsr` / `PendingShrinkIsr`). While it is out no other is proposed.
+    pub pending_isr: Option<Vec<i32>>,
+}
+
+/// An ISR change a leader proposes to the controller (one partition of AlterPartition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// The proposed ISR with each member's broker epoch (-1: not known).
+    pub new_isr: Vec<(i32, i64)>,
+}
+
+/// What the controller answered to an ISR proposal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IsrOutcome {
+    /// Accepted: the partition's state as the controller now has it.
+    Committed {
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
+    /// Refused for good (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH, ...): the proposal
+    /// is dropped and the leader waits for the metadata to say what holds.
+    Refused(ResponseError),
 }
 
 impl PartitionState {
@@ -72,11 +104,21 @@ impl PartitionState {
             replicas: Vec::new(),
             isr: Vec::new(),
             followers: BTreeMap::new(),
+            pending_isr: None,
         }
     }
 
     pub fn is_leader(&self) -> bool {
         self.role == Role::Leader
+    }
+
+    /// The committed ISR's size, what `min.insync.replicas` is checked against (a
+    /// partition led alone, with no metadata naming replicas, is its own ISR).
+    pub fn isr_size(&self) -> usize {
+        match self.replicas.is_empty() {
+            true => 1,
+            false => self.isr.len(),
+        }
     }
 
     pub fn follower(&self, replica_id: i32) -> Option<&ReplicaState> {
@@ -105,6 +147,9 @@ impl PartitionState {
         self.partition_epoch = announced.partition_epoch;
         self.replicas = replicas.to_vec();
         self.isr = announced.isr.clone();
+        // What the controller announces is committed: a proposal still out is either in
+        // it or was overtaken by it.
+        self.pending_isr = None;
         if role != Role::Leader {
             self.followers.clear();
             return changed;
@@ -143,11 +188,128 @@ impl PartitionState {
             .ok_or(ResponseError::NotLeaderOrFollower)?;
         follower.log_end_offset = fetch_offset;
         follower.log_start_offset = log_start_offset;
-        follower.last_fetch_ms = now_ms;
+        // Kafka's rule: caught up now when the fetch reached the leader's log end; caught
+        // up as of the previous fetch when it reached the log end the leader had then (a
+        // busy partition's log end never stands still for a follower to reach it).
         if fetch_offset >= leader_log_end_offset {
-            follower.last_caught_up_ms = now_ms;
+            follower.last_caught_up_ms = follower.last_caught_up_ms.max(now_ms);
+        } else if fetch_offset >= follower.last_fetch_leader_leo {
+            follower.last_caught_up_ms = follower.last_caught_up_ms.max(follower.last_fetch_ms);
         }
+        follower.last_fetch_ms = now_ms;
+        follower.last_fetch_leader_leo = leader_log_end_offset;
         Ok(())
+    }
+
+    /// Records the broker epoch a follower's fetch carried (Fetch v15+), which the leader
+    /// sends with its ISR proposals.
+    pub fn set_follower_broker_epoch(&mut self, replica_id: i32, broker_epoch: i64) {
+        if let Some(f) = self.followers.get_mut(&replica_id) {
+            f.broker_epoch = broker_epoch;
+        }
+    }
+
+    /// The ISR the high watermark and acks=all wait for: the committed ISR, and while a
+    /// change is pending, every replica in either (Kafka's `maximalIsr`), so a replica
+    /// joining already counts and one leaving still does until the controller agrees.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.isr.clone();
+        for r in self.pending_isr.iter().flatten() {
+            if !isr.contains(r) {
+                isr.push(*r);
+            }
+        }
+        isr
+    }
+
+    /// A proposal adding `replica_id` to the ISR (Kafka's `maybeExpandIsr`): as leader,
+    /// with no change pending, for a replica not in the ISR whose log end reached both the
+    /// high watermark and the start of the current leader epoch.
+    pub fn propose_expand(
+        &mut self,
+        replica_id: i32,
+        high_watermark: i64,
+        epoch_start_offset: i64,
+    ) -> Option<IsrProposal> {
+        if !self.is_leader() || self.pending_isr.is_some() || self.isr.contains(&replica_id) {
+            return None;
+        }
+        let f = self.followers.get(&replica_id)?;
+        if f.log_end_offset < high_watermark || f.log_end_offset < epoch_start_offset {
+            return None;
+        }
+        let mut isr = self.isr.clone();
+        isr.push(replica_id);
+        Some(self.propose(isr))
+    }
+
+    /// A proposal dropping the followers in the ISR that have not caught up for
+    /// `max_lag_ms` (Kafka's `maybeShrinkIsr`); the leader always stays.
+    pub fn propose_shrink(
+        &mut self,
+        leader_log_end_offset: i64,
+        now_ms: i64,
+        max_lag_ms: i64,
+    ) -> Option<IsrProposal> {
+        if !self.is_leader() || self.pending_isr.is_some() {
+            return None;
+        }
+        let lagging = |id: &i32| {
+            self.followers.get(id).is_some_and(|f| {
+                f.log_end_offset != leader_log_end_offset
+                    && now_ms - f.last_caught_up_ms > max_lag_ms
+            })
+        };
+        let kept: Vec<i32> = self.isr.iter().copied().filter(|r| !lagging(r)).collect();
+        if kept.len() == self.isr.len() {
+            return None;
+        }
+        Some(self.propose(kept))
+    }
+
+    fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
+        let new_isr = isr
+            .iter()
+            .map(|&id| {
+                let epoch = self.followers.get(&id).map_or(-1, |f| f.broker_epoch);
+                (id, epoch)
+            })
+            .collect();
+        self.pending_isr = Some(isr);
+        IsrProposal {
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr,
+        }
+    }
+
+    /// Takes the controller's answer to the proposal made at `leader_epoch` (Kafka's
+    /// `handleAlterPartitionUpdate`). An answer for an older leader epoch, or a partition
+    /// epoch older than ours, is stale and ignored. Returns whether the ISR changed.
+    pub fn complete_isr_change(&mut self, proposed_at: i32, outcome: &IsrOutcome) -> bool {
+        if !self.is_leader() || self.leader_epoch != proposed_at || self.pending_isr.is_none() {
+            return false;
+        }
+        match outcome {
+            IsrOutcome::Committed {
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                if *leader_epoch != self.leader_epoch || *partition_epoch < self.partition_epoch {
+                    return false;
+                }
+                self.pending_isr = None;
+                self.partition_epoch = *partition_epoch;
+                let changed = self.isr != *isr;
+                self.isr = isr.clone();
+                changed
+            }
+            IsrOutcome::Refused(_) => {
+                self.pending_isr = None;
+                false
+            }
+        }
     }
 
     /// Whether a fetch from `replica_id` may be served here: a consumer's (negative id)
@@ -168,10 +330,11 @@ impl PartitionState {
         if !self.is_leader() {
             return None;
         }
+        let isr = self.maximal_isr();
         let in_sync = self
             .followers
             .iter()
-            .filter(|(id, _)| self.isr.contains(id))
+            .filter(|(id, _)| isr.contains(id))
             .map(|(_, f)| f.log_end_offset);
         Some(in_sync.fold(leader_log_end_offset, i64::min))
     }

@@ -66,14 +66,14 @@ fn consumer() -> FetchParams {
 }
 
 /// A follower's fetch from `offset`: the bytes it got.
-fn follower_fetch(p: &Partition, replica_id: i32, offset: i64) -> usize {
+fn follower_fetch(p: &Arc<Partition>, replica_id: i32, offset: i64) -> usize {
     let params = FetchParams::new(replica_id, Duration::ZERO, 0, 1 << 20);
     p.check_fetch(-1, replica_id).unwrap();
     let data = p.fetch_records(&params, offset, 1 << 20, true, 0).unwrap();
     data.records.map_or(0, |s| s.len())
 }
 
-fn consumer_bytes(p: &Partition) -> usize {
+fn consumer_bytes(p: &Arc<Partition>) -> usize {
     let data = p.fetch_records(&consumer(), 0, 1 << 20, true, 0).unwrap();
     data.records.map_or(0, |s| s.len())
 }

@@ -1,0 +1,390 @@
+//! One fetcher (Kafka's `ReplicaFetcherThread`): a task that replicates a set of
+//! partitions from one leader over one connection, in a loop of Fetch requests.
+//!
+//! Each round asks every partition not backing off from its log end offset, naming the
+//! epoch of its last batch (KIP-320). Per partition, the answer is one of:
+//! - records: appended as they are (`Partition::append_as_follower`), then the high
+//!   watermark and log start offset follow the leader's;
+//! - a diverging epoch: the log is cut where it parts from the leader's (Kafka's
+//!   `getOffsetTruncationState`), and the next round fetches from there;
+//! - OFFSET_OUT_OF_RANGE: the leader's log end and start (ListOffsets) say whether to
+//!   cut the tail or to start afresh at the leader's log start;
+//! - any other error: the partition waits `replica.fetch.backoff.ms` (new metadata
+//!   usually moves it elsewhere meanwhile).
+//!
+//! A round whose request failed as a whole (connection, timeout) backs every partition
+//! off. Nothing a fetch brings back is applied to a partition that left the fetcher or
+//! changed leader epoch in between.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::endpoint::LeaderEndpoint;
+use super::FetcherSettings;
+use crate::log::{whole_batches_len, TopicPartition};
+use crate::replica::cluster_view::ClusterView;
+use crate::replica::Partition;
+
+/// ListOffsets' special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+/// Fetch requests name topics by id from this version on.
+const TOPIC_ID_VERSION: i16 = 13;
+/// From this version the follower's id and epoch are in `replica_state` (KIP-903).
+const REPLICA_STATE_VERSION: i16 = 15;
+
+/// A partition this fetcher replicates.
+#[derive(Clone)]
+pub struct FetchState {
+    pub partition: Arc<Partition>,
+    pub topic_id: Uuid,
+    /// The leader epoch it follows in; fetches carry it so a stale leader refuses them.
+    pub leader_epoch: i32,
+    /// Not fetched before this instant (after an error).
+    pub delayed_until: Option<Instant>,
+}
+
+/// What the fetcher's task and its manager share.
+pub struct Shared {
+    pub partitions: Mutex<BTreeMap<TopicPartition, FetchState>>,
+    /// Woken when partitions are added or the fetcher is stopped.
+    pub changed: Notify,
+    pub stopped: AtomicBool,
+}
+
+impl Shared {
+    pub fn new() -> Self {
+        Shared {
+            partitions: Mutex::new(BTreeMap::new()),
+            changed: Notify::new(),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+        self.changed.notify_one();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// The state of `tp` if it is still fetched here at `leader_epoch`.
+    fn current(&self, tp: &TopicPartition, leader_epoch: i32) -> Option<FetchState> {
+        self.partitions
+            .lock()
+            .get(tp)
+            .filter(|s| s.leader_epoch == leader_epoch)
+            .cloned()
+    }
+
+    fn delay(&self, tp: &TopicPartition, leader_epoch: i32, backoff: Duration) {
+        if let Some(s) = self
+            .partitions
+            .lock()
+            .get_mut(tp)
+            .filter(|s| s.leader_epoch == leader_epoch)
+        {
+            s.delayed_until = Some(Instant::now() + backoff);
+        }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared::new()
+    }
+}
+
+/// The fetcher's task: rounds of Fetch until stopped.
+pub async fn run(
+    shared: Arc<Shared>,
+    endpoint: Arc<dyn LeaderEndpoint>,
+    settings: FetcherSettings,
+    cluster: Arc<ClusterView>,
+) {
+    let fetcher = Fetcher {
+        shared,
+        endpoint,
+        settings,
+        cluster,
+    };
+    while !fetcher.shared.is_stopped() {
+        fetcher.round().await;
+        // A leader that answers at once (errors, divergences) must not keep this task
+        // from giving the runtime back.
+        tokio::task::yield_now().await;
+    }
+}
+
+struct Fetcher {
+    shared: Arc<Shared>,
+    endpoint: Arc<dyn LeaderEndpoint>,
+    settings: FetcherSettings,
+    cluster: Arc<ClusterView>,
+}
+
+/// One partition of a request, as it was when the request was built.
+struct Asked {
+    tp: TopicPartition,
+    state: FetchState,
+    fetch_offset: i64,
+}
+
+impl Fetcher {
+    /// One Fetch round, or a wait when no partition is ready.
+    async fn round(&self) {
+        let changed = self.shared.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let now = Instant::now();
+        let (ready, next_ready) = {
+            let partitions = self.shared.partitions.lock();
+            let mut ready = Vec::new();
+            let mut next_ready: Option<Instant> = None;
+            for (tp, s) in partitions.iter() {
+                match s.delayed_until {
+                    Some(until) if until > now => {
+                        next_ready = Some(next_ready.map_or(until, |n| n.min(until)));
+                    }
+                    _ => ready.push((tp.clone(), s.clone())),
+                }
+            }
+            (ready, next_ready)
+        };
+        if self.shared.is_stopped() {
+            return;
+        }
+        if ready.is_empty() {
+            let wait = next_ready.unwrap_or(now + Duration::from_secs(60));
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep_until(wait) => {}
+            }
+            return;
+        }
+        if let Err(e) = self.fetch(ready).await {
+            tracing::info!(error = %e, "replica fetch failed; backing off");
+            let backoff = self.settings.backoff;
+            let mut partitions = self.shared.partitions.lock();
+            for s in partitions.values_mut() {
+                s.delayed_until = Some(Instant::now() + backoff);
+            }
+        }
+    }
+
+    async fn fetch(&self, ready: Vec<(TopicPartition, FetchState)>) -> Result<(), String> {
+        let version = self
+            .endpoint
+            .fetch_version()
+            .await
+            .map_err(|e| e.to_string())?;
+        let asked: Vec<Asked> = ready
+            .into_iter()
+            .map(|(tp, state)| {
+                let (fetch_offset, _, _) = state.partition.follower_fetch_position();
+                Asked {
+                    tp,
+                    state,
+                    fetch_offset,
+                }
+            })
+            .collect();
+        let request = self.request(version, &asked);
+        let response = self
+            .endpoint
+            .fetch(&request, version)
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.error_code != 0 {
+            return Err(format!("fetch answered error {}", response.error_code));
+        }
+        for t in &response.responses {
+            for p in &t.partitions {
+                let found = asked.iter().find(|a| {
+                    a.tp.partition == p.partition_index
+                        && match version >= TOPIC_ID_VERSION {
+                            true => a.state.topic_id == t.topic_id,
+                            false => a.tp.topic == t.topic.0.as_str(),
+                        }
+                });
+                if let Some(a) = found {
+                    self.process(a, p).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The Fetch request for `asked` at `version`, as a Kafka 3.9 follower sends it: a
+    /// sessionless full fetch (session id 0, epoch -1) with the follower's id.
+    fn request(&self, version: i16, asked: &[Asked]) -> FetchRequest {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for a in asked {
+            let (fetch_offset, last_fetched_epoch, log_start_offset) =
+                a.state.partition.follower_fetch_position();
+            let fp = FetchPartition::default()
+                .with_partition(a.tp.partition)
+                .with_current_leader_epoch(a.state.leader_epoch)
+                .with_fetch_offset(fetch_offset)
+                .with_last_fetched_epoch(last_fetched_epoch)
+                .with_log_start_offset(log_start_offset)
+                .with_partition_max_bytes(self.settings.partition_max_bytes);
+            let same = |t: &FetchTopic| match version >= TOPIC_ID_VERSION {
+                true => t.topic_id == a.state.topic_id,
+                false => t.topic.0.as_str() == a.tp.topic,
+            };
+            match topics.iter_mut().find(|t| same(t)) {
+                Some(t) => t.partitions.push(fp),
+                None => {
+                    let t = match version >= TOPIC_ID_VERSION {
+                        true => FetchTopic::default().with_topic_id(a.state.topic_id),
+                        false => FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(a.tp.topic.clone()))),
+                    };
+                    topics.push(t.with_partitions(vec![fp]));
+                }
+            }
+        }
+        let replica_id = self.cluster.local_id();
+        let request = FetchRequest::default()
+            .with_max_wait_ms(self.settings.max_wait_ms)
+            .with_min_bytes(self.settings.min_bytes)
+            .with_max_bytes(self.settings.max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        match version >= REPLICA_STATE_VERSION {
+            true => request.with_replica_id(BrokerId(-1)).with_replica_state(
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(replica_id))
+                    .with_replica_epoch(self.cluster.broker_epoch()),
+            ),
+            false => request.with_replica_id(BrokerId(replica_id)),
+        }
+    }
+
+    /// Applies one partition's answer.
+    async fn process(&self, a: &Asked, data: &PartitionData) {
+        let epoch = a.state.leader_epoch;
+        // Only while the partition is still fetched here, in the same leader epoch, from
+        // the same offset (no truncation in between).
+        let Some(state) = self.shared.current(&a.tp, epoch) else {
+            return;
+        };
+        let p = &state.partition;
+        if p.log_end_offset() != a.fetch_offset {
+            return;
+        }
+        let outcome = match ResponseError::try_from_code(data.error_code) {
+            None => self.apply_fetched(p, epoch, data).await,
+            Some(ResponseError::OffsetOutOfRange) => self.out_of_range(a, p, epoch).await,
+            Some(e) => Err(format!("leader answered {e:?}")),
+        };
+        if let Err(e) = outcome {
+            tracing::debug!(partition = %a.tp, leader_epoch = epoch, error = %e, "partition backs off");
+            self.shared.delay(&a.tp, epoch, self.settings.backoff);
+        }
+    }
+
+    async fn apply_fetched(
+        &self,
+        p: &Arc<Partition>,
+        epoch: i32,
+        data: &PartitionData,
+    ) -> Result<(), String> {
+        let diverging = &data.diverging_epoch;
+        if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+            let offset = truncation_offset(p, diverging.epoch, diverging.end_offset);
+            if offset >= p.log_end_offset() {
+                // Nothing to cut, so the next fetch would be answered the same: wait.
+                return Err(format!(
+                    "the leader reports a divergence at epoch {} ending at {}, past this log's end",
+                    diverging.epoch, diverging.end_offset
+                ));
+            }
+            return p.truncate_to(epoch, offset).map_err(|e| e.to_string());
+        }
+        if let Some(records) = data.records.as_ref() {
+            let whole = whole_batches_len(records);
+            if whole > 0 {
+                p.append_as_follower(epoch, records.slice(..whole))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else if !records.is_empty()
+                && records.len() >= self.settings.partition_max_bytes_usize()
+            {
+                // One batch larger than what a fetch may return: it can never come whole.
+                return Err(format!(
+                    "a batch larger than replica.fetch.max.bytes ({}) at offset {}",
+                    self.settings.partition_max_bytes,
+                    p.log_end_offset()
+                ));
+            }
+        }
+        p.update_follower_high_watermark(data.high_watermark);
+        if data.log_start_offset >= 0 {
+            p.update_follower_log_start_offset(data.log_start_offset)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The fetch offset is outside the leader's log (Kafka's `fetchOffsetAndTruncate`):
+    /// past the leader's log end, the tail goes; below its log start, the log starts
+    /// again there.
+    async fn out_of_range(&self, a: &Asked, p: &Arc<Partition>, epoch: i32) -> Result<(), String> {
+        let local_id = self.cluster.local_id();
+        let ask = |ts| self.endpoint.list_offset(&a.tp, local_id, epoch, ts);
+        let leader_end = ask(LATEST)
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|code| format!("ListOffsets latest answered {code}"))?;
+        let leo = p.log_end_offset();
+        if leader_end < leo {
+            return p.truncate_to(epoch, leader_end).map_err(|e| e.to_string());
+        }
+        let leader_start = ask(EARLIEST)
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|code| format!("ListOffsets earliest answered {code}"))?;
+        if leader_start > leo {
+            return p
+                .truncate_fully_and_start_at(epoch, leader_start)
+                .map_err(|e| e.to_string());
+        }
+        Err(format!(
+            "offset {leo} out of range though the leader holds {leader_start}..{leader_end}"
+        ))
+    }
+}
+
+/// Where a follower's log parts from its leader's, given the leader's end offset of the
+/// diverging epoch (Kafka's `getOffsetTruncationState`): when the follower has that epoch,
+/// the smaller end; when its own latest epoch below it is older, the end of that one (the
+/// next fetch looks again); never past its own log end.
+pub fn truncation_offset(p: &Partition, leader_epoch: i32, leader_end_offset: i64) -> i64 {
+    let leo = p.log_end_offset();
+    if leader_end_offset < 0 {
+        return p.high_watermark().min(leo);
+    }
+    match p.end_offset_for_epoch(leader_epoch) {
+        Some((epoch, end)) if epoch != leader_epoch => end.min(leo),
+        _ => leader_end_offset.min(leo),
+    }
+}

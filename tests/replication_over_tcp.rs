@@ -1,0 +1,159 @@
+//! Replication between two skua brokers over TCP: broker 2's fetcher replicates from
+//! broker 1 with real Fetch requests (v17, as Kafka 3.9's followers send) answered by
+//! broker 1's Fetch handler. Roles come from metadata deltas handed to each replica
+//! manager, as the cluster's controller would announce them.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{batch, values, TestBroker};
+use kafka_protocol::records::Compression;
+use skua::controller::delta::{MetadataDelta, MetadataListener, TopicDelta};
+use skua::controller::image::MetadataImage;
+use skua::controller::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
+use skua::replica::Partition;
+use uuid::Uuid;
+
+fn announce(
+    b: &TestBroker,
+    topic_id: Uuid,
+    replicas: &[i32],
+    leader: i32,
+    epoch: i32,
+    isr: &[i32],
+) {
+    let topic = Arc::new(TopicInfo {
+        name: "r".into(),
+        topic_id,
+        partitions: vec![PartitionInfo {
+            partition: 0,
+            assignment: PartitionAssignment {
+                replicas: replicas.to_vec(),
+                directories: vec![Uuid::nil(); replicas.len()],
+            },
+            state: LeaderAndIsr {
+                leader,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
+                isr: isr.to_vec(),
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
+                leader_recovery_state: 0,
+            },
+        }],
+        configs: BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]),
+    });
+    let delta = MetadataDelta {
+        topics: BTreeMap::from([("r".to_string(), TopicDelta::Changed(topic))]),
+        ..Default::default()
+    };
+    let failed = b
+        .broker
+        .replicas
+        .on_delta(&MetadataImage::default(), &delta);
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+fn info(id: i32, b: &TestBroker) -> BrokerInfo {
+    BrokerInfo {
+        id,
+        host: b.addr.ip().to_string(),
+        port: i32::from(b.addr.port()),
+        rack: None,
+    }
+}
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn committed(p: &Partition) -> Bytes {
+    p.read(0, 1 << 20, true).unwrap().records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_replicates_over_tcp_and_takes_over_with_every_acknowledged_record() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let fast = [
+        ("replica.fetch.backoff.ms", "50"),
+        ("replica.fetch.wait.max.ms", "100"),
+    ];
+    let b1 = TestBroker::start(d1.path(), &[&[("broker.id", "1")][..], &fast].concat()).await;
+    let b2 = TestBroker::start(d2.path(), &[&[("broker.id", "2")][..], &fast].concat()).await;
+    let mut c1 = b1.client().await;
+    assert_eq!(c1.create_topic("r", 1).await, 0);
+    let topic_id = b1.broker.controller.topic("r").unwrap().topic_id;
+    let epoch = b1.broker.replicas.partition("r", 0).unwrap().leader_epoch();
+    for b in [&b1, &b2] {
+        b.broker
+            .replicas
+            .cluster
+            .set_brokers(vec![info(1, &b1), info(2, &b2)], 1);
+    }
+    announce(&b1, topic_id, &[1, 2], 1, epoch, &[1, 2]);
+    announce(&b2, topic_id, &[1, 2], 1, epoch, &[1, 2]);
+    let (leader, follower) = (
+        b1.broker.replicas.partition("r", 0).unwrap(),
+        b2.broker.replicas.partition("r", 0).unwrap(),
+    );
+    assert!(!follower.is_leader());
+
+    // acks=all with min.insync.replicas=2: each answer means broker 2 has the batch.
+    let mut acked = Vec::new();
+    for i in 0..30 {
+        let v = format!("v{i}");
+        let (err, offset) = c1
+            .produce("r", 0, batch(&[&v], Some((9, 0, i)), Compression::None), -1)
+            .await;
+        assert_eq!(err, 0, "record {i}");
+        assert!(
+            follower.log_end_offset() > offset,
+            "acknowledged before replicated"
+        );
+        acked.push((offset, v));
+    }
+    eventually("the follower's high watermark follows", || {
+        follower.high_watermark() == 30
+    })
+    .await;
+    assert_eq!(leader.high_watermark(), 30);
+    assert_eq!(committed(&follower), committed(&leader), "the same batches");
+    assert_eq!(follower.end_offset_for_epoch(epoch), Some((epoch, 30)));
+
+    // Broker 1 goes away; broker 2 is elected and serves every acknowledged record once.
+    b1.stop().await;
+    announce(&b2, topic_id, &[1, 2], 2, epoch + 1, &[2]);
+    let mut c2 = b2.client().await;
+    let fetched = c2.fetch("r", 0, 0, 0, 1).await;
+    assert_eq!(fetched.error_code, 0);
+    let got: Vec<(i64, String)> = values(fetched.records.as_ref().unwrap());
+    assert_eq!(got, acked);
+    // ISR below min.insync.replicas: acks=all refused before the append, acks=1 works.
+    let (err, _) = c2
+        .produce("r", 0, batch(&["x"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 19, "NOT_ENOUGH_REPLICAS");
+    let (err, offset) = c2
+        .produce("r", 0, batch(&["y"], None, Compression::None), 1)
+        .await;
+    assert_eq!((err, offset), (0, 30));
+    // The producer's retry of its last batch gets its original offset from the new leader.
+    let (err, offset) = c2
+        .produce(
+            "r",
+            0,
+            batch(&["v29"], Some((9, 0, 29)), Compression::None),
+            1,
+        )
+        .await;
+    assert_eq!((err, offset), (0, 29));
+    b2.stop().await;
+}

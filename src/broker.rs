@@ -256,6 +256,14 @@ impl Broker {
         controller.subscribe(groups.metadata_listener());
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
+        // LeaderAndIsr checks a request's topic id against the log's on disk.
+        let logs = replicas.clone();
+        zk.shared()
+            .broker
+            .set_log_topic_ids(Arc::new(move |topic: &str, partition: i32| {
+                logs.logs
+                    .topic_id_of(&TopicPartition::new(topic, partition))
+            }));
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
         Ok(Arc::new(Broker {
@@ -396,6 +404,14 @@ impl Broker {
             .await?;
         tracing::info!(group = group_id, ?configs, "group configs changed");
         Ok(())
+    }
+
+    /// ZooKeeper mode: asks the controller to move this broker's leaderships away
+    /// (`controlled.shutdown.enable`), before the listeners close.
+    pub async fn controlled_shutdown(&self) {
+        if let Some(zk) = self.controller.zk() {
+            zk.controlled_shutdown().await;
+        }
     }
 
     /// Tells waiting requests that the broker is going down.

@@ -300,8 +300,9 @@ impl Broker {
         self.controller.delete_topic(name).await
     }
 
-    /// Creates several topics as auto-creation does: one metadata write for all of them.
-    /// Each succeeds or fails on its own; results are in request order.
+    /// Creates several topics as auto-creation does: one metadata write for all of them
+    /// (in ZooKeeper mode, from any broker, as Kafka's). Each succeeds or fails on its
+    /// own; results are in request order.
     pub async fn create_topics(
         &self,
         topics: Vec<NewTopic>,
@@ -326,7 +327,7 @@ impl Broker {
                 Err(e) => out.push(Some(Err(e))),
             }
         }
-        let created = self.controller.create_topics(valid).await;
+        let created = self.controller.auto_create_topics(valid).await;
         for (slot, result) in slots.into_iter().zip(created) {
             out[slot] = Some(result);
         }

@@ -718,12 +718,40 @@ fn skua_brokers_follow_a_kafka_controller_and_take_over() {
             || (c.describe("on-skua", broker) == expected).then_some(()),
         );
     }
-    // Produced through the skua brokers, read back by a consumer that found the leaders
-    // through the Kafka broker.
+    // Produced by a producer that found the skua leaders through the Kafka broker, read
+    // back by a consumer group bootstrapped from the skua brokers only: its
+    // FindCoordinator has a skua broker (not the controller) create __consumer_offsets
+    // in ZooKeeper, as Kafka's brokers do.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let coordinator = rt.block_on(async {
+        use kafka_protocol::messages::FindCoordinatorRequest;
+        use kafka_protocol::protocol::StrBytes;
+        let client = skua::client::Client::new(c.broker(2).parse().unwrap(), Default::default());
+        let find =
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("mixed-group"));
+        let start = Instant::now();
+        loop {
+            let r = client.send(&find, 3).await.unwrap();
+            if r.error_code == 0 {
+                break r.node_id.0;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "FindCoordinator on skua broker 2 keeps answering {}",
+                r.error_code
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    assert!((1..=3).contains(&coordinator), "coordinator {coordinator}");
+    assert!(
+        c.log(2).contains("created __consumer_offsets"),
+        "skua broker 2 created the offsets topic"
+    );
     let records: Vec<String> = (0..40).map(|i| format!("mixed-{i}")).collect();
     let skua_bootstrap = format!("{},{}", c.broker(2), c.broker(3));
-    c.produce_via(&skua_bootstrap, "on-skua", &records);
-    let mut got = c.consume_via(c.broker(1), "on-skua", records.len());
+    c.produce_via(c.broker(1), "on-skua", &records);
+    let mut got = c.consume_via(&skua_bootstrap, "on-skua", records.len());
     got.sort();
     let mut want = records.clone();
     want.sort();

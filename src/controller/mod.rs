@@ -186,6 +186,14 @@ pub trait Controller: Send + Sync {
         }
         out
     }
+    /// Creates topics a client asked for by using them (Metadata, FindCoordinator):
+    /// unlike CreateTopics, any member of a ZooKeeper-mode cluster may.
+    async fn auto_create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        self.create_topics(topics).await
+    }
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError>;
     /// Grows a topic to `count` partitions.
     async fn create_partitions(

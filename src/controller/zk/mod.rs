@@ -603,6 +603,17 @@ impl Controller for ZkController {
         admin::create_topic(self, topic, validate_only).await
     }
 
+    async fn auto_create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            out.push(admin::auto_create_topic(self, t).await);
+        }
+        out
+    }
+
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
         admin::delete_topic(self, name).await
     }

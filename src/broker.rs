@@ -260,6 +260,14 @@ impl Broker {
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
+        // LeaderAndIsr checks a request's topic id against the log's on disk.
+        let logs = replicas.clone();
+        zk.shared()
+            .broker
+            .set_log_topic_ids(Arc::new(move |topic: &str, partition: i32| {
+                logs.logs
+                    .topic_id_of(&TopicPartition::new(topic, partition))
+            }));
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
         replicas.cluster.set_broker_epoch(zk.broker_epoch());
@@ -297,8 +305,9 @@ impl Broker {
         self.controller.delete_topic(name).await
     }
 
-    /// Creates several topics as auto-creation does: one metadata write for all of them.
-    /// Each succeeds or fails on its own; results are in request order.
+    /// Creates several topics as auto-creation does: one metadata write for all of them
+    /// (in ZooKeeper mode, from any broker, as Kafka's). Each succeeds or fails on its
+    /// own; results are in request order.
     pub async fn create_topics(
         &self,
         topics: Vec<NewTopic>,
@@ -323,7 +332,7 @@ impl Broker {
                 Err(e) => out.push(Some(Err(e))),
             }
         }
-        let created = self.controller.create_topics(valid).await;
+        let created = self.controller.auto_create_topics(valid).await;
         for (slot, result) in slots.into_iter().zip(created) {
             out[slot] = Some(result);
         }
@@ -401,6 +410,14 @@ impl Broker {
             .await?;
         tracing::info!(group = group_id, ?configs, "group configs changed");
         Ok(())
+    }
+
+    /// ZooKeeper mode: asks the controller to move this broker's leaderships away
+    /// (`controlled.shutdown.enable`), before the listeners close.
+    pub async fn controlled_shutdown(&self) {
+        if let Some(zk) = self.controller.zk() {
+            zk.controlled_shutdown().await;
+        }
     }
 
     /// Tells waiting requests that the broker is going down.

@@ -80,7 +80,15 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         "skua started"
     );
     handle_log_dir_failures(&broker);
-    server.run(stop_signal()).await;
+    // A cluster member asks its controller to move its leaderships away while it still
+    // serves requests (the controller may be this very broker).
+    let stopping = broker.clone();
+    server
+        .run(async move {
+            stop_signal().await;
+            stopping.controlled_shutdown().await;
+        })
+        .await;
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");

@@ -5,9 +5,10 @@
 //! is not installed. `SKUA_CLUSTER_LONG=1` adds the long scenarios (topic deletion,
 //! partition additions, repeated failovers).
 //!
-//! skua's broker side (hosting replicas) does not exist yet: skua answers the
-//! controller's LeaderAndIsr with KAFKA_STORAGE_ERROR, so partitions are led and served
-//! by the Kafka brokers only.
+//! skua hosts the replicas the controller assigns it (LeaderAndIsr), answers Metadata
+//! from its UpdateMetadata cache, and deletes logs on StopReplica. Its followers do not
+//! fetch yet, so produced data goes to topics whose replicas are all of one kind of
+//! broker or of replication factor 1.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -42,13 +43,18 @@ impl Cluster {
 
     /// `scripts/cluster start 3 --skua 1` with more options.
     fn start_with(extra: &[&str]) -> Option<Cluster> {
+        Cluster::start_kinds("1", extra)
+    }
+
+    /// `scripts/cluster start 3 --skua SKUA` with more options.
+    fn start_kinds(skua: &str, extra: &[&str]) -> Option<Cluster> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so scripts/cluster cannot start Kafka");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(script())
-            .args(["start", "3", "--skua", "1", "--dir"])
+            .args(["start", "3", "--skua", skua, "--dir"])
             .arg(dir.path())
             .args([
                 "--override",
@@ -153,13 +159,18 @@ impl Cluster {
 
     /// Sends `lines` with Kafka's console producer (acks=all) through the Kafka brokers.
     fn produce(&self, topic: &str, lines: &[String]) {
+        self.produce_via(&self.kafka_bootstrap(), topic, lines)
+    }
+
+    /// Sends `lines` with Kafka's console producer (acks=all) through `bootstrap`.
+    fn produce_via(&self, bootstrap: &str, topic: &str, lines: &[String]) {
         let mut child = Command::new(script())
             .args(["tool"])
             .arg(self.dir.path())
             .args([
                 "kafka.tools.ConsoleProducer",
                 "--bootstrap-server",
-                &self.kafka_bootstrap(),
+                bootstrap,
                 "--topic",
                 topic,
                 "--producer-property",
@@ -185,12 +196,17 @@ impl Cluster {
 
     /// Reads `n` records from the beginning with Kafka's console consumer.
     fn consume(&self, topic: &str, n: usize) -> Vec<String> {
+        self.consume_via(&self.kafka_bootstrap(), topic, n)
+    }
+
+    /// Reads `n` records from the beginning, bootstrapping from `bootstrap`.
+    fn consume_via(&self, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
         let out = self.run(
             "tool",
             &[
                 "org.apache.kafka.tools.consumer.ConsoleConsumer",
                 "--bootstrap-server",
-                &self.kafka_bootstrap(),
+                bootstrap,
                 "--topic",
                 topic,
                 "--from-beginning",
@@ -360,8 +376,9 @@ fn skua_controls_kafka_brokers_and_hands_over() {
         r#"{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":0,"isr":[3,2]}"#
     );
 
-    // Without an assignment: Kafka's algorithm over the live brokers 1..3; skua's own
-    // replicas answer KAFKA_STORAGE_ERROR, so the Kafka brokers lead every partition.
+    // Without an assignment: Kafka's algorithm over the live brokers 1..3; each
+    // partition is led by its first replica, skua (1) included, and every broker
+    // describes it so.
     c.topics(&[
         "--create",
         "--topic",
@@ -379,14 +396,24 @@ fn skua_controls_kafka_brokers_and_hands_over() {
         "{:?} is an assignment Kafka's algorithm makes",
         spread.partitions.0
     );
-    eventually(
-        "every partition of spread led by a Kafka broker",
-        Duration::from_secs(30),
-        || {
-            let d = c.describe("spread", 2);
-            (d.len() == 6 && d.values().all(|(l, _, isr)| *l >= 2 && !isr.contains(&1)))
-                .then_some(())
-        },
+    for broker in 1..=3 {
+        eventually(
+            &format!(
+                "broker {broker} describes every partition of spread led by its first replica"
+            ),
+            Duration::from_secs(30),
+            || {
+                let d = c.describe("spread", broker);
+                let preferred = d.iter().all(|(p, (l, r, _))| {
+                    spread.partitions.0.get(p) == Some(r) && r.first() == Some(l)
+                });
+                (d.len() == 6 && preferred).then_some(())
+            },
+        );
+    }
+    assert!(
+        spread.partitions.0.values().any(|r| r[0] == 1),
+        "skua leads some partition of spread"
     );
 
     let records: Vec<String> = (0..30).map(|i| format!("record-{i}")).collect();
@@ -414,11 +441,11 @@ fn skua_controls_kafka_brokers_and_hands_over() {
     assert_eq!(grown.partitions.0.get(&4), Some(&vec![3, 2]));
     assert_eq!(grown.partitions.0.get(&5), Some(&vec![1, 3]));
     eventually(
-        "the new partitions led by Kafka brokers",
+        "the new partitions led by their first replicas, skua's by skua",
         Duration::from_secs(30),
         || {
             let d = c.describe("served", 3);
-            (d.len() == 6 && d[&4].0 == 3 && d[&5].0 == 3).then_some(())
+            (d.len() == 6 && d[&4].0 == 3 && d[&5].0 == 1).then_some(())
         },
     );
 
@@ -449,16 +476,25 @@ fn skua_controls_kafka_brokers_and_hands_over() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        // skua's own replicas of `spread` are offline (it declined to host them), and
-        // Kafka's rule halts a deletion while a replica is offline.
-        assert!(s.get("/brokers/topics/spread").await.unwrap().is_some());
-        assert!(s
-            .get("/admin/delete_topics/spread")
-            .await
-            .unwrap()
-            .is_some());
+        // spread has replicas on skua: skua's StopReplica answers complete its deletion.
+        for path in ["/brokers/topics/spread", "/admin/delete_topics/spread"] {
+            while s.get(path).await.unwrap().is_some() {
+                assert!(start.elapsed() < Duration::from_secs(30), "{path} removed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     });
-    assert!(c.log(1).contains("deletion halted: offline replicas"));
+    // skua renamed its logs of spread for deletion (removed after file.delete.delay.ms).
+    let skua_dirs: Vec<String> = std::fs::read_dir(c.dir.path().join("broker-1/data"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("spread-"))
+        .collect();
+    assert!(
+        skua_dirs.iter().all(|n| n.ends_with("-delete")),
+        "{skua_dirs:?}"
+    );
     for broker in [2, 3] {
         eventually(
             &format!("broker {broker} has no log of doomed left"),
@@ -485,7 +521,7 @@ fn skua_controls_kafka_brokers_and_hands_over() {
     );
     assert!(c.log(1).contains("controlled shutdown broker=2"));
     let d = c.describe("served", 1);
-    assert!(d.values().all(|(l, _, _)| *l == 3), "{d:?}");
+    assert!(d.values().all(|(l, _, _)| *l != 2) && d[&5].0 == 1, "{d:?}");
     c.signal("restart", 2);
     eventually(
         "broker 2 back in every ISR",
@@ -614,8 +650,8 @@ fn skua_controls_kafka_brokers_and_hands_over() {
         );
     });
 
-    // skua holds replicas (served-5, __consumer_offsets): the Kafka controller tells
-    // it, and skua declines to host them.
+    // skua holds replicas (served-5, __consumer_offsets): the Kafka controller tells it,
+    // and skua hosts them again.
     let told = format!("controller={new_controller}");
     eventually(
         "the Kafka controller's LeaderAndIsr reaches skua",
@@ -627,6 +663,233 @@ fn skua_controls_kafka_brokers_and_hands_over() {
                 .then_some(())
         },
     );
+}
+
+/// The mixed cluster the other way round (`scripts/cluster start 3 --skua 2,3
+/// --kafka-first`): Apache Kafka 3.9's broker 1 is the controller and the two skua
+/// brokers follow its LeaderAndIsr and UpdateMetadata: they lead what it assigns them,
+/// serve a real client's produce and fetch, and describe every topic as Kafka does; when
+/// the Kafka controller is killed a skua broker takes over and creates topics.
+#[test]
+fn skua_brokers_follow_a_kafka_controller_and_take_over() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Coordinator partitions of RF 1 and Kafka leaders that drop a non-fetching skua
+    // follower from the ISR within seconds: skua's followers do not fetch yet.
+    let Some(c) = Cluster::start_kinds(
+        "2,3",
+        &[
+            "--kafka-first",
+            "--override",
+            "offsets.topic.replication.factor=1",
+            "--override",
+            "replica.lag.time.max.ms=5000",
+        ],
+    ) else {
+        return;
+    };
+    let controller: ControllerRegistration =
+        znodes::decode(c.zk_shell_get("/controller").as_bytes()).expect("/controller JSON");
+    assert_eq!(
+        controller.brokerid, 1,
+        "the Kafka broker started first and won"
+    );
+
+    // (a) RF 1 partitions on the skua brokers, created through the Kafka controller.
+    let created = c
+        .topics(&[
+            "--create",
+            "--topic",
+            "on-skua",
+            "--replica-assignment",
+            "2,3,2,3",
+            "--bootstrap-server",
+            c.broker(1),
+        ])
+        .expect("kafka-topics.sh --create through the Kafka controller");
+    assert!(created.contains("Created topic on-skua"), "{created}");
+    let expected: Described = [(0, 2), (1, 3), (2, 2), (3, 3)]
+        .into_iter()
+        .map(|(p, l)| (p, (l, vec![l], vec![l])))
+        .collect();
+    for broker in 1..=3 {
+        eventually(
+            &format!("broker {broker} describes on-skua led by the skua brokers"),
+            Duration::from_secs(30),
+            || (c.describe("on-skua", broker) == expected).then_some(()),
+        );
+    }
+    // Produced by a producer that found the skua leaders through the Kafka broker, read
+    // back by a consumer group bootstrapped from the skua brokers only: its
+    // FindCoordinator has a skua broker (not the controller) create __consumer_offsets
+    // in ZooKeeper, as Kafka's brokers do.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let coordinator = rt.block_on(async {
+        use kafka_protocol::messages::FindCoordinatorRequest;
+        use kafka_protocol::protocol::StrBytes;
+        let client = skua::client::Client::new(c.broker(2).parse().unwrap(), Default::default());
+        let find =
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("mixed-group"));
+        let start = Instant::now();
+        loop {
+            let r = client.send(&find, 3).await.unwrap();
+            if r.error_code == 0 {
+                break r.node_id.0;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "FindCoordinator on skua broker 2 keeps answering {}",
+                r.error_code
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    assert!((1..=3).contains(&coordinator), "coordinator {coordinator}");
+    assert!(
+        c.log(2).contains("created __consumer_offsets"),
+        "skua broker 2 created the offsets topic"
+    );
+    let records: Vec<String> = (0..40).map(|i| format!("mixed-{i}")).collect();
+    let skua_bootstrap = format!("{},{}", c.broker(2), c.broker(3));
+    c.produce_via(c.broker(1), "on-skua", &records);
+    let mut got = c.consume_via(&skua_bootstrap, "on-skua", records.len());
+    got.sort();
+    let mut want = records.clone();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "every record produced to the skua leaders is read back"
+    );
+    for broker in [2, 3] {
+        let data = c.dir.path().join(format!("broker-{broker}/data"));
+        let hosted: BTreeSet<String> = std::fs::read_dir(data)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("on-skua-"))
+            .collect();
+        let mine: BTreeSet<String> = (0..4)
+            .filter(|p| expected[p].0 == broker)
+            .map(|p| format!("on-skua-{p}"))
+            .collect();
+        assert_eq!(hosted, mine, "broker {broker} hosts the logs it leads");
+    }
+
+    // RF 3 over both kinds: every broker describes the same leaders, replicas and ISR.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "everywhere",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--bootstrap-server",
+        c.broker(1),
+    ])
+    .expect("create with RF 3");
+    eventually(
+        "every broker describes everywhere alike",
+        Duration::from_secs(30),
+        || {
+            let all: Vec<Described> = (1..=3).map(|b| c.describe("everywhere", b)).collect();
+            let led = all[0]
+                .values()
+                .all(|(l, r, _)| r.len() == 3 && r.first() == Some(l));
+            (all[0].len() == 3 && led && all[1] == all[0] && all[2] == all[0]).then_some(())
+        },
+    );
+
+    // Controlled shutdown of skua broker 3 (SIGTERM): it asks the Kafka controller to
+    // move its leaderships away before it stops, so no partition of RF 3 is led by it.
+    let led_by_3 = c
+        .describe("everywhere", 1)
+        .values()
+        .filter(|(l, _, _)| *l == 3)
+        .count();
+    assert!(led_by_3 > 0, "broker 3 leads a partition of everywhere");
+    c.signal("term", 3);
+    assert!(
+        c.log(3)
+            .contains("Controlled shutdown request returned successfully"),
+        "skua's ControlledShutdown answered by the Kafka controller with nothing left"
+    );
+    eventually(
+        "every partition of everywhere led by a broker other than 3",
+        Duration::from_secs(30),
+        || {
+            let d = c.describe("everywhere", 1);
+            (d.len() == 3 && d.values().all(|(l, _, _)| *l != 3 && *l >= 0)).then_some(())
+        },
+    );
+    c.signal("restart", 3);
+    eventually(
+        "broker 3 leads its partitions of on-skua again",
+        Duration::from_secs(60),
+        || {
+            let d = c.describe("on-skua", 2);
+            (d.len() == 4 && d[&1].0 == 3 && d[&3].0 == 3).then_some(())
+        },
+    );
+
+    // (c) kill -9 the Kafka controller: a skua broker takes over and creates topics.
+    c.signal("kill", 1);
+    let new_controller = eventually(
+        "a skua broker is elected controller",
+        failover_limit(),
+        || {
+            let json = c.zk_shell_get("/controller");
+            let r: ControllerRegistration = znodes::decode(json.as_bytes()).ok()?;
+            (r.brokerid != 1).then_some(r.brokerid)
+        },
+    );
+    assert!([2, 3].contains(&new_controller));
+    let created = c
+        .topics(&[
+            "--create",
+            "--topic",
+            "after-kafka",
+            "--replica-assignment",
+            "3",
+            "--bootstrap-server",
+            &skua_bootstrap,
+        ])
+        .expect("topic creation through the skua controller");
+    assert!(created.contains("Created topic after-kafka"), "{created}");
+    let expected: Described = [(0, (3, vec![3], vec![3]))].into_iter().collect();
+    for broker in [2, 3] {
+        eventually(
+            &format!("broker {broker} describes after-kafka"),
+            Duration::from_secs(30),
+            || (c.describe("after-kafka", broker) == expected).then_some(()),
+        );
+    }
+    let more: Vec<String> = (0..10).map(|i| format!("after-{i}")).collect();
+    c.produce_via(&skua_bootstrap, "after-kafka", &more);
+    // Read from the partition itself: the coordinator partitions the dead Kafka broker
+    // held are offline.
+    let out = c.run(
+        "tool",
+        &[
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            "--bootstrap-server",
+            &skua_bootstrap,
+            "--topic",
+            "after-kafka",
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "10",
+            "--timeout-ms",
+            "60000",
+        ],
+    );
+    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, more, "read back in order from skua");
 }
 
 /// Every znode outside `/brokers/ids` and `/zookeeper`: path → (data, mzxid).

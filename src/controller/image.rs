@@ -114,6 +114,25 @@ impl MetadataImage {
         self.controller_id = controller_id;
     }
 
+    /// Puts `topic` in place of any topic of that name: a ZooKeeper-mode broker's
+    /// metadata cache has no records to replay, only the controller's UpdateMetadata.
+    pub fn put_topic(&mut self, topic: Arc<TopicInfo>) {
+        if let Some(old) = self.topics.get(&topic.name) {
+            self.names_by_id.remove(&old.topic_id);
+        }
+        if !topic.topic_id.is_nil() {
+            self.names_by_id.insert(topic.topic_id, topic.name.clone());
+        }
+        self.topics.insert(topic.name.clone(), topic);
+    }
+
+    /// Removes a topic put with [`MetadataImage::put_topic`], returning it.
+    pub fn remove_topic(&mut self, name: &str) -> Option<Arc<TopicInfo>> {
+        let removed = self.topics.remove(name)?;
+        self.names_by_id.remove(&removed.topic_id);
+        Some(removed)
+    }
+
     /// Applies one record.
     pub fn replay(&mut self, record: &MetadataRecord) -> Result<Change, String> {
         match record {

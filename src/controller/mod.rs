@@ -6,9 +6,9 @@
 //! image (with `zk`, in what the controller's event loop publishes). With `local`,
 //! changes reach the rest of the broker as [`delta::MetadataDelta`]s, handed to every
 //! [`delta::MetadataListener`] (the replica manager creates and removes this broker's
-//! logs from them); with `zk` no delta is produced yet: the controller tells brokers
-//! with LeaderAndIsr and StopReplica, and the broker side that turns those into deltas
-//! is still to come.
+//! logs from them); with `zk` the controller tells brokers with LeaderAndIsr,
+//! UpdateMetadata and StopReplica, and the broker side (`zk::broker`) turns those into
+//! the same deltas.
 
 pub mod adopt;
 pub mod delta;
@@ -157,6 +157,11 @@ pub trait Controller: Send + Sync {
     fn topics(&self) -> Vec<Arc<TopicInfo>>;
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// The replicas of a partition the cluster reports offline (ZooKeeper mode).
+    fn offline_replicas(&self, topic: &str, partition: i32) -> Vec<i32> {
+        let _ = (topic, partition);
+        Vec::new()
+    }
     /// This broker's epoch as the cluster registered it, -1 if never registered.
     fn broker_epoch(&self) -> i64 {
         -1
@@ -180,6 +185,14 @@ pub trait Controller: Send + Sync {
             out.push(self.create_topic(t, false).await);
         }
         out
+    }
+    /// Creates topics a client asked for by using them (Metadata, FindCoordinator):
+    /// unlike CreateTopics, any member of a ZooKeeper-mode cluster may.
+    async fn auto_create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        self.create_topics(topics).await
     }
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError>;
     /// Grows a topic to `count` partitions.

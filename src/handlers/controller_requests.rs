@@ -1,6 +1,6 @@
-//! LeaderAndIsr, UpdateMetadata and StopReplica (ZooKeeper mode), answered by the
-//! internal seam `controller::zk::self_requests` until skua's broker side exists: it
-//! fences by controller and broker epoch and hosts nothing (see there).
+//! LeaderAndIsr, UpdateMetadata and StopReplica (ZooKeeper mode): the controller's
+//! requests, answered by the broker side `controller::zk::broker` (metadata cache,
+//! hosted replicas). A broker outside a cluster answers UNSUPPORTED_VERSION.
 
 use std::sync::Arc;
 
@@ -18,15 +18,25 @@ pub async fn leader_and_isr(
     ctx: RequestContext,
     req: LeaderAndIsrRequest,
 ) -> LeaderAndIsrResponse {
-    match broker.controller.zk() {
-        Some(zk) => zk.shared().self_requests.leader_and_isr(
-            &req,
-            ctx.api_version,
-            zk.shared().broker_epoch(),
-        ),
-        None => LeaderAndIsrResponse::default()
-            .with_error_code(ResponseError::UnsupportedVersion.code()),
-    }
+    let Some(zk) = broker.controller.zk() else {
+        return LeaderAndIsrResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    };
+    // The topics' config overrides, read before the logs are created with them.
+    let topics: std::collections::BTreeSet<String> = req
+        .topic_states
+        .iter()
+        .map(|t| t.topic_name.0.to_string())
+        .chain(
+            req.ungrouped_partition_states
+                .iter()
+                .map(|p| p.topic_name.0.to_string()),
+        )
+        .collect();
+    let configs = zk.read_topic_configs(topics).await;
+    zk.shared()
+        .broker
+        .leader_and_isr(&req, ctx.api_version, zk.shared().broker_epoch(), &configs)
 }
 
 pub async fn update_metadata(
@@ -35,10 +45,14 @@ pub async fn update_metadata(
     req: UpdateMetadataRequest,
 ) -> UpdateMetadataResponse {
     match broker.controller.zk() {
-        Some(zk) => zk
-            .shared()
-            .self_requests
-            .update_metadata(&req, zk.shared().broker_epoch()),
+        Some(zk) => {
+            let r = zk
+                .shared()
+                .broker
+                .update_metadata(&req, zk.shared().broker_epoch());
+            zk.metadata_changed();
+            r
+        }
         None => UpdateMetadataResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code()),
     }
@@ -52,7 +66,7 @@ pub async fn stop_replica(
     match broker.controller.zk() {
         Some(zk) => zk
             .shared()
-            .self_requests
+            .broker
             .stop_replica(&req, zk.shared().broker_epoch()),
         None => {
             StopReplicaResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())

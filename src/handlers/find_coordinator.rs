@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::controller::NewTopic;
+use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
@@ -124,7 +124,9 @@ async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
         assignments: BTreeMap::new(),
         configs,
     };
-    match broker.create_topic(topic, false).await {
+    // Auto-creation: any broker of a ZooKeeper-mode cluster may create it, as Kafka's.
+    let created = broker.create_topics(vec![topic]).await.pop();
+    match created.unwrap_or_else(|| Err(ControllerError::unknown_topic(OFFSETS_TOPIC))) {
         Ok(_) => {
             tracing::info!(partitions = cfg.partitions, "created {OFFSETS_TOPIC}");
             Ok(())

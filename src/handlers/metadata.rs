@@ -38,7 +38,11 @@ pub async fn handle(
         _ => None,
     };
     let topics = match wanted {
-        None => c.topics().iter().map(|t| describe(t, ops)).collect(),
+        None => c
+            .topics()
+            .iter()
+            .map(|t| describe(&broker, t, ops))
+            .collect(),
         Some(requested) => {
             let auto_create = (ctx.api_version < 4 || req.allow_auto_topic_creation)
                 && broker.config().log.auto_create_topics_enable;
@@ -95,7 +99,7 @@ fn error_for(name: &str, e: ResponseError, ops: i32) -> MetadataResponseTopic {
 
 fn by_name(broker: &Broker, name: &str, auto_create: bool, ops: i32) -> Lookup {
     if let Some(t) = broker.controller.topic(name) {
-        return Lookup::Found(describe(&t, ops));
+        return Lookup::Found(describe(broker, &t, ops));
     }
     if names::validate(name).is_err() {
         return Lookup::Found(error_for(name, ResponseError::InvalidTopicException, ops));
@@ -156,12 +160,12 @@ async fn auto_create_topics(
                     partitions = t.partitions.len(),
                     "auto-created topic"
                 );
-                describe(&t, ops)
+                describe(broker, &t, ops)
             }
             // Another request created it first.
             Err(e) if e.error == ResponseError::TopicAlreadyExists => {
                 match broker.controller.topic(&name) {
-                    Some(t) => describe(&t, ops),
+                    Some(t) => describe(broker, &t, ops),
                     None => error_for(&name, ResponseError::LeaderNotAvailable, ops),
                 }
             }
@@ -170,14 +174,14 @@ async fn auto_create_topics(
     }
     for (slot, name) in repeated {
         if let Some(t) = broker.controller.topic(&name) {
-            out[slot] = describe(&t, ops);
+            out[slot] = describe(broker, &t, ops);
         }
     }
 }
 
 fn by_id(broker: &Broker, id: Uuid, ops: i32) -> MetadataResponseTopic {
     match broker.controller.topic_by_id(id) {
-        Some(t) => describe(&t, ops),
+        Some(t) => describe(broker, &t, ops),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())
@@ -186,7 +190,12 @@ fn by_id(broker: &Broker, id: Uuid, ops: i32) -> MetadataResponseTopic {
     }
 }
 
-fn describe(t: &TopicInfo, ops: i32) -> MetadataResponseTopic {
+/// A topic's entry. A partition whose leader is not a live broker (none elected, or its
+/// broker gone) is LEADER_NOT_AVAILABLE with leader -1, as Kafka answers it; offline
+/// replicas are the ones the cluster reports (ZooKeeper mode).
+fn describe(broker: &Broker, t: &TopicInfo, ops: i32) -> MetadataResponseTopic {
+    let c = &broker.controller;
+    let live: std::collections::BTreeSet<i32> = c.brokers().iter().map(|b| b.id).collect();
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
         .with_topic_id(t.topic_id)
@@ -196,9 +205,14 @@ fn describe(t: &TopicInfo, ops: i32) -> MetadataResponseTopic {
             t.partitions
                 .iter()
                 .map(|p| {
+                    let led = live.contains(&p.state.leader);
                     MetadataResponsePartition::default()
+                        .with_error_code(match led {
+                            true => 0,
+                            false => ResponseError::LeaderNotAvailable.code(),
+                        })
                         .with_partition_index(p.partition)
-                        .with_leader_id(BrokerId(p.state.leader))
+                        .with_leader_id(BrokerId(if led { p.state.leader } else { -1 }))
                         .with_leader_epoch(p.state.leader_epoch)
                         .with_replica_nodes(
                             p.assignment
@@ -209,6 +223,12 @@ fn describe(t: &TopicInfo, ops: i32) -> MetadataResponseTopic {
                                 .collect(),
                         )
                         .with_isr_nodes(p.state.isr.iter().copied().map(BrokerId).collect())
+                        .with_offline_replicas(
+                            c.offline_replicas(&t.name, p.partition)
+                                .into_iter()
+                                .map(BrokerId)
+                                .collect(),
+                        )
                 })
                 .collect(),
         )

@@ -96,6 +96,24 @@ pub async fn create_topic(
     if !zk.is_active() {
         return Err(not_controller());
     }
+    write_topic(zk, topic, validate_only).await
+}
+
+/// Auto-creation (Metadata, FindCoordinator) from any broker, as Kafka 3.9's
+/// ZooKeeper-mode brokers create topics: written to ZooKeeper by the broker itself, then
+/// awaited in its metadata cache once the controller has elected the leaders.
+pub async fn auto_create_topic(
+    zk: &ZkController,
+    topic: NewTopic,
+) -> Result<Arc<TopicInfo>, ControllerError> {
+    write_topic(zk, topic, false).await
+}
+
+async fn write_topic(
+    zk: &ZkController,
+    topic: NewTopic,
+    validate_only: bool,
+) -> Result<Arc<TopicInfo>, ControllerError> {
     topic_name::validate(&topic.name)
         .map_err(|m| ControllerError::new(ResponseError::InvalidTopicException, m))?;
     let existing = zk.topics();

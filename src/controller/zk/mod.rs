@@ -16,14 +16,17 @@
 //! - `admin`: CreateTopics, CreatePartitions, DeleteTopics and topic configs as Kafka's
 //!   `AdminZkClient` writes them, with Kafka's `assignment`; only the active controller
 //!   answers them (NOT_CONTROLLER elsewhere, as Kafka 3.9 does).
-//! - `self_requests`: what this broker answers to LeaderAndIsr, UpdateMetadata and
-//!   StopReplica until skua's broker side exists (see there).
+//! - `broker`: the broker side, on every member: the metadata cache UpdateMetadata
+//!   fills, LeaderAndIsr and StopReplica turned into metadata deltas for the replica
+//!   manager and the group coordinator, and controlled shutdown.
 //!
 //! [`ZkController`] is the seam with the rest of the broker: it implements
-//! [`Controller`] from what the event loop publishes.
+//! [`Controller`] from the broker side's metadata cache (the same answer on every
+//! broker), and administration through the event loop when this broker is controller.
 
 pub mod admin;
 pub mod assignment;
+pub mod broker;
 mod broker_apis;
 mod channel;
 mod cluster_events;
@@ -39,7 +42,6 @@ pub mod producer_ids;
 pub mod registration;
 mod replica_machine;
 pub mod requests;
-pub mod self_requests;
 pub mod states;
 pub mod store;
 
@@ -78,6 +80,8 @@ pub struct Settings {
     pub controller_socket_timeout: Duration,
     /// How long admin requests wait for the controller to act on what they wrote.
     pub admin_timeout: Duration,
+    /// `controlled.shutdown.*`.
+    pub shutdown: broker::controlled_shutdown::ShutdownSettings,
 }
 
 impl Settings {
@@ -128,6 +132,7 @@ impl Settings {
             delete_topic_enable: config.delete_topic_enable,
             controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),
             admin_timeout: ms("request.timeout.ms", 30_000),
+            shutdown: broker::controlled_shutdown::ShutdownSettings::from_config(config),
         }))
     }
 
@@ -174,7 +179,8 @@ pub struct Shared {
     topic_configs: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
     /// Producer ids: next to hand out, end of the claimed block.
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
-    pub self_requests: self_requests::SelfRequests,
+    /// This broker's side of the cluster protocol: the metadata cache, hosted replicas.
+    pub broker: broker::BrokerSide,
 }
 
 impl Shared {
@@ -310,6 +316,7 @@ impl ZkController {
         proposed_cluster_id: String,
     ) -> anyhow::Result<ZkController> {
         let settings = Arc::new(settings);
+        let settings_broker_id = settings.broker_id;
         let session = Arc::new(ZkSession::connect(&settings.zk).await?);
         registration::create_top_level_paths(&session).await?;
         let cluster_id =
@@ -328,7 +335,7 @@ impl ZkController {
             changed: tokio::sync::watch::Sender::new(0),
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
-            self_requests: self_requests::SelfRequests::default(),
+            broker: broker::BrokerSide::new(settings_broker_id),
         });
         Ok(ZkController {
             shared,
@@ -397,6 +404,86 @@ impl ZkController {
         tokio::task::block_in_place(|| handle.block_on(wait));
     }
 
+    /// A topic of the metadata cache with its config overrides: what this broker wrote
+    /// last, else what the controller (if this broker is it) read.
+    fn with_configs(&self, t: &Arc<TopicInfo>) -> Arc<TopicInfo> {
+        let configs = self
+            .shared
+            .topic_configs
+            .lock()
+            .get(&t.name)
+            .cloned()
+            .or_else(|| {
+                let s = self.shared.snapshot.read();
+                s.topics.get(&t.name).map(|c| c.configs.clone())
+            });
+        match configs {
+            Some(configs) if configs != t.configs => Arc::new(TopicInfo {
+                configs,
+                ..(**t).clone()
+            }),
+            _ => t.clone(),
+        }
+    }
+
+    /// The config overrides ZooKeeper holds for `topics` (`/config/topics/<t>`), for the
+    /// logs LeaderAndIsr creates; a topic whose configs cannot be read gets none.
+    pub async fn read_topic_configs(
+        &self,
+        topics: impl IntoIterator<Item = String>,
+    ) -> BTreeMap<String, BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        let Ok(session) = self.shared.session() else {
+            return out;
+        };
+        for t in topics {
+            let path = crate::zk::znodes::paths::entity_config(&format!("topics/{t}"));
+            match session.get(&path).await {
+                Ok(Some((data, _))) => {
+                    match crate::zk::znodes::decode::<crate::zk::znodes::EntityConfig>(&data) {
+                        Ok(c) => {
+                            out.insert(t, c.config.0);
+                        }
+                        Err(e) => {
+                            tracing::warn!(topic = %t, error = %e, "unreadable topic config znode")
+                        }
+                    }
+                }
+                Ok(None) => {
+                    out.insert(t, BTreeMap::new());
+                }
+                Err(e) => tracing::warn!(topic = %t, error = %e, "cannot read topic configs"),
+            }
+        }
+        out
+    }
+
+    /// Asks the controller to move this broker's leaderships away (controlled shutdown).
+    pub async fn controlled_shutdown(&self) -> bool {
+        let settings = &self.shared.settings;
+        let find = || {
+            let id = self.controller_id();
+            if id < 0 {
+                return None;
+            }
+            let b = self.brokers().into_iter().find(|b| b.id == id)?;
+            Some((id, format!("{}:{}", b.host, b.port)))
+        };
+        broker::controlled_shutdown::run(
+            &settings.shutdown,
+            settings.broker_id,
+            self.shared.broker_epoch(),
+            &find,
+        )
+        .await
+    }
+
+    /// Wakes whoever waits on the published metadata (admin requests waiting for the
+    /// cache to show what they wrote).
+    pub fn metadata_changed(&self) {
+        self.shared.changed.send_modify(|n| *n += 1);
+    }
+
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
@@ -447,12 +534,24 @@ impl Controller for ZkController {
         self.shared.cluster_id.clone()
     }
 
+    /// The controller the last UpdateMetadata named (as every broker of the cluster
+    /// answers), or before any, the one `/controller` names.
     fn controller_id(&self) -> i32 {
-        self.shared.snapshot.read().controller_id
+        let cache = self.shared.broker.cache();
+        match cache.received() {
+            true => cache.controller_id(),
+            false => self.shared.snapshot.read().controller_id,
+        }
     }
 
+    /// The live brokers of the metadata cache, or before any UpdateMetadata, the ones
+    /// registered in ZooKeeper (the controller's view).
     fn brokers(&self) -> Vec<BrokerInfo> {
         let listener = &self.shared.settings.inter_broker_listener;
+        let cache = self.shared.broker.cache();
+        if cache.received() {
+            return cache.brokers().filter_map(|b| b.info(listener)).collect();
+        }
         self.shared
             .snapshot
             .read()
@@ -471,27 +570,29 @@ impl Controller for ZkController {
     }
 
     fn topics(&self) -> Vec<Arc<TopicInfo>> {
-        self.shared
-            .snapshot
-            .read()
-            .topics
-            .values()
-            .cloned()
+        let cache = self.shared.broker.cache();
+        cache
+            .image()
+            .topics()
+            .map(|t| self.with_configs(t))
             .collect()
     }
 
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
-        self.shared.snapshot.read().topics.get(name).cloned()
+        let cache = self.shared.broker.cache();
+        cache.topic(name).map(|t| self.with_configs(t))
     }
 
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        let cache = self.shared.broker.cache();
+        cache.image().topic_by_id(id).map(|t| self.with_configs(t))
+    }
+
+    fn offline_replicas(&self, topic: &str, partition: i32) -> Vec<i32> {
         self.shared
-            .snapshot
-            .read()
-            .topics
-            .values()
-            .find(|t| t.topic_id == id)
-            .cloned()
+            .broker
+            .cache()
+            .offline_replicas(topic, partition)
     }
 
     async fn create_topic(
@@ -500,6 +601,17 @@ impl Controller for ZkController {
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         admin::create_topic(self, topic, validate_only).await
+    }
+
+    async fn auto_create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            out.push(admin::auto_create_topic(self, t).await);
+        }
+        out
     }
 
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
@@ -544,14 +656,13 @@ impl Controller for ZkController {
         self.shared.broker_epoch()
     }
 
-    /// No delta is produced in ZooKeeper mode yet: the broker side that turns the
-    /// controller's LeaderAndIsr and StopReplica into deltas is still to come, so the
-    /// listener (the replica manager) is handed nothing and this broker hosts nothing.
+    /// Deltas come from the controller's LeaderAndIsr, UpdateMetadata and StopReplica
+    /// (see `broker`).
     fn subscribe(
         &self,
-        _listener: Arc<dyn super::delta::MetadataListener>,
+        listener: Arc<dyn super::delta::MetadataListener>,
     ) -> Vec<super::delta::ApplyError> {
-        Vec::new()
+        self.shared.broker.subscribe(listener)
     }
 
     fn shutdown(&self) {

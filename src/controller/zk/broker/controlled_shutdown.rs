@@ -1,0 +1,138 @@
+//! Controlled shutdown from the broker's side (Kafka's `KafkaServer.controlledShutdown`):
+//! before a ZooKeeper-mode broker closes its session it asks the controller with
+//! ControlledShutdown to move its leaderships away, so clients switch leaders without
+//! waiting for the session to expire. It retries, `controlled.shutdown.retry.backoff.ms`
+//! apart, until the controller answers that nothing is left to move, at most
+//! `controlled.shutdown.max.retries` times; then the broker goes down anyway (as Kafka,
+//! an unclean shutdown from the cluster's point of view: the session's end moves what
+//! is left).
+
+use std::time::Duration;
+
+use kafka_protocol::messages::{BrokerId, ControlledShutdownRequest};
+
+use crate::client::{Client, ClientConfig};
+use crate::config::BrokerConfig;
+
+/// The version Kafka 3.9 brokers send.
+pub const CONTROLLED_SHUTDOWN_VERSION: i16 = 3;
+
+#[derive(Clone, Debug)]
+pub struct ShutdownSettings {
+    /// `controlled.shutdown.enable` (default true).
+    pub enable: bool,
+    /// `controlled.shutdown.max.retries` (default 3).
+    pub max_retries: u32,
+    /// `controlled.shutdown.retry.backoff.ms` (default 5000).
+    pub retry_backoff: Duration,
+    /// `request.timeout.ms` (default 30000), for each attempt.
+    pub request_timeout: Duration,
+}
+
+impl ShutdownSettings {
+    pub fn from_config(config: &BrokerConfig) -> ShutdownSettings {
+        let long = |key: &str| config.get(key).and_then(|v| v.trim().parse::<i64>().ok());
+        ShutdownSettings {
+            enable: config
+                .get("controlled.shutdown.enable")
+                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false")),
+            max_retries: long("controlled.shutdown.max.retries")
+                .unwrap_or(3)
+                .clamp(0, 1000) as u32,
+            retry_backoff: Duration::from_millis(
+                long("controlled.shutdown.retry.backoff.ms")
+                    .unwrap_or(5000)
+                    .clamp(0, 600_000) as u64,
+            ),
+            request_timeout: Duration::from_millis(
+                long("request.timeout.ms")
+                    .unwrap_or(30_000)
+                    .clamp(1, 600_000) as u64,
+            ),
+        }
+    }
+}
+
+/// Where the controller is now: its id and address, None while no controller is known.
+pub type FindController<'a> = dyn Fn() -> Option<(i32, String)> + Send + Sync + 'a;
+
+/// Asks the controller until it has moved every leadership away, within the retries.
+/// Returns whether it succeeded.
+pub async fn run(
+    settings: &ShutdownSettings,
+    broker_id: i32,
+    broker_epoch: i64,
+    find_controller: &FindController<'_>,
+) -> bool {
+    if !settings.enable {
+        return false;
+    }
+    tracing::info!(broker_id, "starting controlled shutdown");
+    let request = ControlledShutdownRequest::default()
+        .with_broker_id(BrokerId(broker_id))
+        .with_broker_epoch(broker_epoch);
+    for attempt in 0..=settings.max_retries {
+        if attempt > 0 {
+            tokio::time::sleep(settings.retry_backoff).await;
+            tracing::info!(
+                attempt,
+                "retrying controlled shutdown after the previous attempt failed"
+            );
+        }
+        let Some((controller, address)) = find_controller() else {
+            tracing::warn!("no controller known for controlled shutdown");
+            continue;
+        };
+        let Some(addr) = tokio::net::lookup_host(&address)
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+        else {
+            tracing::warn!(controller, %address, "cannot resolve the controller's address");
+            continue;
+        };
+        let client = Client::new(
+            addr,
+            ClientConfig {
+                client_id: Some(broker_id.to_string()),
+                request_timeout: settings.request_timeout,
+                ..ClientConfig::default()
+            },
+        );
+        match client.send(&request, CONTROLLED_SHUTDOWN_VERSION).await {
+            Ok(r) if r.error_code == 0 && r.remaining_partitions.is_empty() => {
+                tracing::info!(
+                    controller,
+                    "Controlled shutdown request returned successfully"
+                );
+                return true;
+            }
+            Ok(r) if r.error_code == 0 => {
+                let remaining: Vec<String> = r
+                    .remaining_partitions
+                    .iter()
+                    .map(|p| format!("{}-{}", p.topic_name.0, p.partition_index))
+                    .collect();
+                tracing::info!(
+                    controller,
+                    ?remaining,
+                    "partitions still to move before shutdown"
+                );
+            }
+            Ok(r) => {
+                tracing::warn!(
+                    controller,
+                    error_code = r.error_code,
+                    "controlled shutdown refused"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(controller, error = %e, "controlled shutdown request failed");
+            }
+        }
+    }
+    tracing::warn!(
+        "proceeding with an unclean shutdown after the controlled shutdown attempts failed"
+    );
+    false
+}

@@ -1,0 +1,207 @@
+//! LeaderAndIsr (v0–7) on the broker, as Kafka 3.9's `ReplicaManager.becomeLeaderOrFollower`
+//! decides it: after the broker- and controller-epoch checks, each partition is taken
+//! when its leader epoch is newer than the one hosted here (an equal or older one is
+//! answered STALE_CONTROLLER_EPOCH, a request whose topic id contradicts the log's
+//! INCONSISTENT_TOPIC_ID, a partition not assigned here UNKNOWN_TOPIC_OR_PARTITION).
+//! The partitions taken reach the listeners as one delta: the replica manager creates
+//! their logs and gives each its role, leader epoch and ISR; the group coordinator loads
+//! or unloads the `__consumer_offsets` partitions this broker now leads or follows.
+//! A topic the listeners could not apply is answered KAFKA_STORAGE_ERROR.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
+use kafka_protocol::messages::leader_and_isr_response::{
+    LeaderAndIsrPartitionError, LeaderAndIsrTopicError,
+};
+use kafka_protocol::messages::{LeaderAndIsrRequest, LeaderAndIsrResponse};
+use uuid::Uuid;
+
+use super::{BrokerSide, HostedTopic};
+use crate::controller::delta::{MetadataDelta, TopicDelta};
+use crate::controller::{LeaderAndIsr, PartitionAssignment, PartitionInfo};
+
+/// LeaderAndIsr v5 groups its answer by topic id.
+const TOPIC_ID_RESPONSE_VERSION: i16 = 5;
+
+impl BrokerSide {
+    /// `topic_configs`: the config overrides of the request's topics, as ZooKeeper has
+    /// them, applied to the logs created here.
+    pub fn leader_and_isr(
+        &self,
+        req: &LeaderAndIsrRequest,
+        version: i16,
+        broker_epoch: i64,
+        topic_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> LeaderAndIsrResponse {
+        let mut state = self.state.lock();
+        if let Some(e) = self.fence(
+            &mut state,
+            req.controller_epoch,
+            req.broker_epoch,
+            broker_epoch,
+        ) {
+            tracing::warn!(controller = req.controller_id.0, controller_epoch = req.controller_epoch, error = ?e, "LeaderAndIsr refused");
+            return LeaderAndIsrResponse::default().with_error_code(e.code());
+        }
+        let requested = partition_states(req);
+        tracing::info!(
+            controller = req.controller_id.0,
+            controller_epoch = req.controller_epoch,
+            partitions = requested.len(),
+            "handling LeaderAndIsr"
+        );
+        let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
+        let mut taken: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
+        let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
+        for (topic_id, p) in &requested {
+            let topic = p.topic_name.0.to_string();
+            ids.insert(topic.clone(), *topic_id);
+            let hosted = state.hosted.get(&topic).and_then(|h| {
+                h.partitions
+                    .get(&p.partition_index)
+                    .map(|x| (h.topic_id, x))
+            });
+            let current_epoch = hosted.map_or(-1, |(_, x)| x.state.leader_epoch);
+            let log_id = match hosted {
+                Some((id, _)) => Some(id),
+                None => self.log_topic_id(&topic, p.partition_index),
+            }
+            .filter(|id| !id.is_nil());
+            let key = (topic.clone(), p.partition_index);
+            if !topic_id.is_nil() && log_id.is_some_and(|id| id != *topic_id) {
+                tracing::error!(topic = %topic, partition = p.partition_index, request_topic_id = %topic_id, log_topic_id = ?log_id, "LeaderAndIsr names another topic id than the log");
+                errors.insert(key, ResponseError::InconsistentTopicId);
+            } else if p.leader_epoch <= current_epoch {
+                tracing::info!(topic = %topic, partition = p.partition_index, leader_epoch = p.leader_epoch, current_epoch, "LeaderAndIsr ignored for a partition: its leader epoch is not newer");
+                errors.insert(key, ResponseError::StaleControllerEpoch);
+            } else if !p.replicas.iter().any(|b| b.0 == self.broker_id) {
+                tracing::warn!(topic = %topic, partition = p.partition_index, replicas = ?p.replicas, "LeaderAndIsr ignored for a partition not assigned here");
+                errors.insert(key, ResponseError::UnknownTopicOrPartition);
+            } else {
+                taken.entry(topic).or_default().push(partition_info(p));
+            }
+        }
+        let mut delta = MetadataDelta::default();
+        for (topic, partitions) in &taken {
+            let request_id = ids.get(topic).copied().unwrap_or_default();
+            let hosted = state.hosted.entry(topic.clone()).or_insert(HostedTopic {
+                topic_id: request_id,
+                partitions: BTreeMap::new(),
+                configs: BTreeMap::new(),
+            });
+            if !request_id.is_nil() {
+                hosted.topic_id = request_id;
+            }
+            if let Some(configs) = topic_configs.get(topic) {
+                hosted.configs = configs.clone();
+            }
+            for p in partitions {
+                tracing::info!(
+                    topic = %topic,
+                    partition = p.partition,
+                    leader = p.state.leader,
+                    leader_epoch = p.state.leader_epoch,
+                    isr = ?p.state.isr,
+                    role = if p.state.leader == self.broker_id { "leader" } else { "follower" },
+                    "partition hosted by LeaderAndIsr"
+                );
+                hosted.partitions.insert(p.partition, p.clone());
+            }
+            if let Some(t) = self.view(&state, topic) {
+                delta.topics.insert(topic.clone(), TopicDelta::Changed(t));
+            }
+        }
+        for failed in self.publish(&state, &delta) {
+            tracing::error!(topic = %failed.topic, error = %failed.message, "cannot host the partitions LeaderAndIsr assigned");
+            if let Some(partitions) = taken.get(&failed.topic) {
+                for p in partitions {
+                    errors.insert(
+                        (failed.topic.clone(), p.partition),
+                        ResponseError::KafkaStorageError,
+                    );
+                }
+            }
+        }
+        let codes = requested.iter().map(|(id, p)| {
+            let topic = p.topic_name.0.to_string();
+            let code = errors
+                .get(&(topic.clone(), p.partition_index))
+                .map_or(0, |e| e.code());
+            (*id, topic, p.partition_index, code)
+        });
+        response(codes, version, &req.topic_states)
+    }
+}
+
+/// Every partition state of the request, with its topic's id (nil before v5).
+fn partition_states(req: &LeaderAndIsrRequest) -> Vec<(Uuid, LeaderAndIsrPartitionState)> {
+    let grouped = req.topic_states.iter().flat_map(|t| {
+        t.partition_states.iter().map(move |p| {
+            // Grouped states leave the topic name to their topic.
+            let mut p = p.clone();
+            p.topic_name = t.topic_name.clone();
+            (t.topic_id, p)
+        })
+    });
+    let ungrouped = req
+        .ungrouped_partition_states
+        .iter()
+        .map(|p| (Uuid::nil(), p.clone()));
+    grouped.chain(ungrouped).collect()
+}
+
+fn partition_info(p: &LeaderAndIsrPartitionState) -> PartitionInfo {
+    let replicas: Vec<i32> = p.replicas.iter().map(|b| b.0).collect();
+    PartitionInfo {
+        partition: p.partition_index,
+        assignment: PartitionAssignment {
+            directories: vec![Uuid::nil(); replicas.len()],
+            replicas,
+        },
+        state: LeaderAndIsr {
+            leader: p.leader.0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.iter().map(|b| b.0).collect(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: p.leader_recovery_state,
+        },
+    }
+}
+
+/// The answer: per partition before v5, per topic id from v5.
+fn response(
+    codes: impl Iterator<Item = (Uuid, String, i32, i16)>,
+    version: i16,
+    topic_states: &[kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrTopicState],
+) -> LeaderAndIsrResponse {
+    if version < TOPIC_ID_RESPONSE_VERSION {
+        let errors = codes
+            .map(|(_, topic, p, code)| {
+                LeaderAndIsrPartitionError::default()
+                    .with_topic_name(crate::handlers::topic_name(&topic))
+                    .with_partition_index(p)
+                    .with_error_code(code)
+            })
+            .collect();
+        return LeaderAndIsrResponse::default().with_partition_errors(errors);
+    }
+    let mut topics: Vec<LeaderAndIsrTopicError> = Vec::with_capacity(topic_states.len());
+    for (id, _, p, code) in codes {
+        let error = LeaderAndIsrPartitionError::default()
+            .with_partition_index(p)
+            .with_error_code(code);
+        match topics.iter_mut().find(|t| t.topic_id == id) {
+            Some(t) => t.partition_errors.push(error),
+            None => topics.push(
+                LeaderAndIsrTopicError::default()
+                    .with_topic_id(id)
+                    .with_partition_errors(vec![error]),
+            ),
+        }
+    }
+    LeaderAndIsrResponse::default().with_topics(topics)
+}

@@ -1,0 +1,425 @@
+//! The broker's metadata cache in ZooKeeper mode (Kafka's `ZkMetadataCache`): what the
+//! controller's UpdateMetadata requests said about live brokers, the controller and
+//! every partition. Metadata, DescribeCluster and FindCoordinator answer from it, so
+//! every broker of the cluster gives the same answer.
+//!
+//! As Kafka's: the live brokers are replaced by every request; partition states are
+//! merged (the controller sends partial updates), a partition whose leader is -2
+//! (`LeaderDuringDelete`) is removed, and a topic goes with its last partition. A topic
+//! id of zero in a topic state forgets the topic's id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionState;
+use kafka_protocol::messages::UpdateMetadataRequest;
+use uuid::Uuid;
+
+use crate::controller::image::MetadataImage;
+use crate::controller::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
+
+/// The leader of a partition whose topic is being deleted.
+pub const LEADER_DURING_DELETE: i32 = -2;
+
+/// One endpoint of a live broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedEndpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: i32,
+    pub security_protocol: i16,
+}
+
+/// A live broker as UpdateMetadata announced it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CachedBroker {
+    pub id: i32,
+    pub endpoints: Vec<CachedEndpoint>,
+    pub rack: Option<String>,
+}
+
+impl CachedBroker {
+    /// The broker as clients reach it through `listener` (else its first endpoint).
+    pub fn info(&self, listener: &str) -> Option<BrokerInfo> {
+        let e = self
+            .endpoints
+            .iter()
+            .find(|e| e.listener == listener)
+            .or_else(|| self.endpoints.first())?;
+        Some(BrokerInfo {
+            id: self.id,
+            host: e.host.clone(),
+            port: e.port,
+            rack: self.rack.clone(),
+        })
+    }
+}
+
+/// What one UpdateMetadata changed, for the broker's metadata listeners.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CacheUpdate {
+    /// Topics that appeared, got new partitions or a new topic id.
+    pub reshaped: BTreeSet<String>,
+    /// Topics whose last partition was removed (deleted), as they were.
+    pub removed: Vec<Arc<TopicInfo>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MetadataCache {
+    /// Whether any UpdateMetadata was applied: before that the cache knows nothing.
+    received: bool,
+    controller_id: i32,
+    brokers: BTreeMap<i32, CachedBroker>,
+    /// Topics (without configs, which UpdateMetadata does not carry).
+    image: MetadataImage,
+    /// Offline replicas by partition (UpdateMetadata v4+); absent when none.
+    offline: BTreeMap<(String, i32), Vec<i32>>,
+    /// The ids of topics removed by a deletion, for a StopReplica that comes later
+    /// (StopReplica names topics without ids).
+    deleted_ids: BTreeMap<String, Uuid>,
+}
+
+impl Default for MetadataCache {
+    fn default() -> Self {
+        MetadataCache {
+            received: false,
+            controller_id: -1,
+            brokers: BTreeMap::new(),
+            image: MetadataImage::default(),
+            offline: BTreeMap::new(),
+            deleted_ids: BTreeMap::new(),
+        }
+    }
+}
+
+impl MetadataCache {
+    pub fn received(&self) -> bool {
+        self.received
+    }
+
+    pub fn controller_id(&self) -> i32 {
+        self.controller_id
+    }
+
+    pub fn brokers(&self) -> impl Iterator<Item = &CachedBroker> {
+        self.brokers.values()
+    }
+
+    pub fn is_alive(&self, id: i32) -> bool {
+        self.brokers.contains_key(&id)
+    }
+
+    pub fn broker(&self, id: i32) -> Option<&CachedBroker> {
+        self.brokers.get(&id)
+    }
+
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
+        self.image.topic(name)
+    }
+
+    pub fn offline_replicas(&self, topic: &str, partition: i32) -> Vec<i32> {
+        self.offline
+            .get(&(topic.to_string(), partition))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The id a topic had when a deletion removed it from the cache.
+    pub fn deleted_topic_id(&self, name: &str) -> Option<Uuid> {
+        self.deleted_ids.get(name).copied()
+    }
+
+    /// Applies one UpdateMetadata request (any version).
+    pub fn apply(&mut self, req: &UpdateMetadataRequest) -> CacheUpdate {
+        self.received = true;
+        self.controller_id = req.controller_id.0;
+        self.brokers = req
+            .live_brokers
+            .iter()
+            .map(|b| {
+                let endpoints = if b.endpoints.is_empty() && !b.v0_host.is_empty() {
+                    // v0: one PLAINTEXT endpoint.
+                    vec![CachedEndpoint {
+                        listener: "PLAINTEXT".into(),
+                        host: b.v0_host.to_string(),
+                        port: b.v0_port,
+                        security_protocol: 0,
+                    }]
+                } else {
+                    b.endpoints
+                        .iter()
+                        .map(|e| CachedEndpoint {
+                            // Before v3 the listener is named after its security protocol.
+                            listener: if e.listener.is_empty() {
+                                protocol_name(e.security_protocol).to_string()
+                            } else {
+                                e.listener.to_string()
+                            },
+                            host: e.host.to_string(),
+                            port: e.port,
+                            security_protocol: e.security_protocol,
+                        })
+                        .collect()
+                };
+                let broker = CachedBroker {
+                    id: b.id.0,
+                    endpoints,
+                    rack: b.rack.as_ref().map(|r| r.to_string()),
+                };
+                (broker.id, broker)
+            })
+            .collect();
+        let brokers = self.brokers.values().filter_map(|b| b.info("")).collect();
+        self.image.set_cluster(brokers, self.controller_id);
+
+        let mut update = CacheUpdate::default();
+        let mut touched: BTreeMap<String, (Option<Uuid>, Vec<&UpdateMetadataPartitionState>)> =
+            BTreeMap::new();
+        for t in &req.topic_states {
+            let entry = touched.entry(t.topic_name.0.to_string()).or_default();
+            // v5 and v6 group by topic without ids: nothing to say about the id then.
+            entry.0 = (!t.topic_id.is_nil() || entry.0.is_some()).then_some(t.topic_id);
+            entry.1.extend(t.partition_states.iter());
+        }
+        for p in &req.ungrouped_partition_states {
+            touched
+                .entry(p.topic_name.0.to_string())
+                .or_default()
+                .1
+                .push(p);
+        }
+        for (name, (id, states)) in touched {
+            self.apply_topic(&name, id, &states, &mut update);
+        }
+        update
+    }
+
+    fn apply_topic(
+        &mut self,
+        name: &str,
+        id: Option<Uuid>,
+        states: &[&UpdateMetadataPartitionState],
+        update: &mut CacheUpdate,
+    ) {
+        let old = self.image.topic(name).cloned();
+        let mut topic = old.as_deref().cloned().unwrap_or_else(|| TopicInfo {
+            name: name.to_string(),
+            topic_id: Uuid::nil(),
+            partitions: Vec::new(),
+            configs: BTreeMap::new(),
+        });
+        if let Some(id) = id {
+            topic.topic_id = id;
+        }
+        for s in states {
+            let key = (name.to_string(), s.partition_index);
+            let at = topic
+                .partitions
+                .binary_search_by_key(&s.partition_index, |p| p.partition);
+            if s.leader.0 == LEADER_DURING_DELETE {
+                if let Ok(i) = at {
+                    topic.partitions.remove(i);
+                }
+                self.offline.remove(&key);
+                continue;
+            }
+            let info = partition_info(s);
+            match at {
+                Ok(i) => topic.partitions[i] = info,
+                Err(i) => topic.partitions.insert(i, info),
+            }
+            match s.offline_replicas.is_empty() {
+                true => self.offline.remove(&key),
+                false => self
+                    .offline
+                    .insert(key, s.offline_replicas.iter().map(|b| b.0).collect()),
+            };
+        }
+        if topic.partitions.is_empty() {
+            if let Some(old) = old {
+                if !old.topic_id.is_nil() {
+                    self.deleted_ids.insert(name.to_string(), old.topic_id);
+                }
+                self.image.remove_topic(name);
+                update.removed.push(old);
+            }
+            return;
+        }
+        self.deleted_ids.remove(name);
+        let reshaped = old.as_ref().is_none_or(|o| {
+            o.topic_id != topic.topic_id || o.partitions.len() != topic.partitions.len()
+        });
+        if reshaped {
+            update.reshaped.insert(name.to_string());
+        }
+        self.image.put_topic(Arc::new(topic));
+    }
+}
+
+fn partition_info(s: &UpdateMetadataPartitionState) -> PartitionInfo {
+    let replicas: Vec<i32> = s.replicas.iter().map(|b| b.0).collect();
+    PartitionInfo {
+        partition: s.partition_index,
+        assignment: PartitionAssignment {
+            directories: vec![Uuid::nil(); replicas.len()],
+            replicas,
+        },
+        state: LeaderAndIsr {
+            leader: s.leader.0,
+            leader_epoch: s.leader_epoch,
+            partition_epoch: s.zk_version,
+            isr: s.isr.iter().map(|b| b.0).collect(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
+        },
+    }
+}
+
+/// Kafka's `SecurityProtocol` names by id.
+fn protocol_name(id: i16) -> &'static str {
+    match id {
+        1 => "SSL",
+        2 => "SASL_PLAINTEXT",
+        3 => "SASL_SSL",
+        _ => "PLAINTEXT",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::update_metadata_request::{
+        UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataTopicState,
+    };
+    use kafka_protocol::messages::{BrokerId, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    fn state(p: i32, leader: i32, epoch: i32, replicas: &[i32]) -> UpdateMetadataPartitionState {
+        UpdateMetadataPartitionState::default()
+            .with_partition_index(p)
+            .with_leader(BrokerId(leader))
+            .with_leader_epoch(epoch)
+            .with_isr(replicas.iter().copied().map(BrokerId).collect())
+            .with_replicas(replicas.iter().copied().map(BrokerId).collect())
+    }
+
+    fn broker(id: i32, port: i32) -> UpdateMetadataBroker {
+        UpdateMetadataBroker::default()
+            .with_id(BrokerId(id))
+            .with_endpoints(vec![UpdateMetadataEndpoint::default()
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(port)
+                .with_listener(StrBytes::from_static_str("PLAINTEXT"))])
+    }
+
+    fn request(
+        controller: i32,
+        brokers: Vec<UpdateMetadataBroker>,
+        topics: Vec<(&str, Uuid, Vec<UpdateMetadataPartitionState>)>,
+    ) -> UpdateMetadataRequest {
+        UpdateMetadataRequest::default()
+            .with_controller_id(BrokerId(controller))
+            .with_live_brokers(brokers)
+            .with_topic_states(
+                topics
+                    .into_iter()
+                    .map(|(name, id, states)| {
+                        UpdateMetadataTopicState::default()
+                            .with_topic_name(TopicName(StrBytes::from_string(name.into())))
+                            .with_topic_id(id)
+                            .with_partition_states(states)
+                    })
+                    .collect(),
+            )
+    }
+
+    #[test]
+    fn partial_updates_merge_and_deletions_remove() {
+        let id = Uuid::from_u128(9);
+        let mut c = MetadataCache::default();
+        assert!(!c.received());
+        let u = c.apply(&request(
+            2,
+            vec![broker(1, 9091), broker(2, 9092)],
+            vec![(
+                "t",
+                id,
+                vec![state(0, 1, 0, &[1, 2]), state(1, 2, 0, &[2, 1])],
+            )],
+        ));
+        assert_eq!(u.reshaped, BTreeSet::from(["t".to_string()]));
+        assert_eq!(c.controller_id(), 2);
+        assert_eq!(c.brokers().count(), 2);
+        let t = c.topic("t").unwrap().clone();
+        assert_eq!((t.topic_id, t.partitions.len()), (id, 2));
+
+        // A partial update: only partition 1 changes, broker 1 is gone.
+        let mut moved = state(1, 2, 1, &[2, 1]);
+        moved.isr = vec![BrokerId(2)];
+        moved.offline_replicas = vec![BrokerId(1)];
+        let u = c.apply(&request(
+            2,
+            vec![broker(2, 9092)],
+            vec![("t", id, vec![moved])],
+        ));
+        assert!(u.reshaped.is_empty() && u.removed.is_empty());
+        assert!(!c.is_alive(1));
+        let t = c.topic("t").unwrap();
+        assert_eq!(t.partitions[0].state.leader, 1, "partition 0 kept");
+        assert_eq!(
+            (
+                t.partitions[1].state.leader_epoch,
+                t.partitions[1].state.isr.clone()
+            ),
+            (1, vec![2])
+        );
+        assert_eq!(c.offline_replicas("t", 1), vec![1]);
+        assert_eq!(c.image().topic_by_id(id).unwrap().name, "t");
+
+        // Deletion: leader -2 for every partition.
+        let u = c.apply(&request(
+            2,
+            vec![broker(2, 9092)],
+            vec![(
+                "t",
+                id,
+                vec![
+                    state(0, LEADER_DURING_DELETE, 0, &[1, 2]),
+                    state(1, LEADER_DURING_DELETE, 1, &[2, 1]),
+                ],
+            )],
+        ));
+        assert_eq!(u.removed.len(), 1);
+        assert!(c.topic("t").is_none());
+        assert!(c.image().topic_by_id(id).is_none());
+        assert_eq!(c.deleted_topic_id("t"), Some(id));
+        assert!(c.offline_replicas("t", 1).is_empty());
+    }
+
+    #[test]
+    fn v0_brokers_and_ungrouped_states() {
+        let mut c = MetadataCache::default();
+        let mut req = UpdateMetadataRequest::default()
+            .with_controller_id(BrokerId(1))
+            .with_live_brokers(vec![UpdateMetadataBroker::default()
+                .with_id(BrokerId(1))
+                .with_v0_host(StrBytes::from_static_str("h"))
+                .with_v0_port(9)]);
+        let mut s = state(0, 1, 3, &[1]);
+        s.topic_name = TopicName(StrBytes::from_static_str("old"));
+        req.ungrouped_partition_states = vec![s];
+        c.apply(&req);
+        let b = c.broker(1).unwrap().info("PLAINTEXT").unwrap();
+        assert_eq!((b.host.as_str(), b.port), ("h", 9));
+        let t = c.topic("old").unwrap();
+        assert_eq!(
+            (t.topic_id, t.partitions[0].state.leader_epoch),
+            (Uuid::nil(), 3)
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! The broker side of ZooKeeper mode: what a skua broker does with the controller's
+//! requests, whichever broker (skua or Apache Kafka 3.9) is the controller.
+//!
+//! - UpdateMetadata fills the `metadata_cache`, which Metadata, DescribeCluster and
+//!   FindCoordinator answer from.
+//! - LeaderAndIsr (`leader_and_isr`) decides which partitions this broker hosts, with
+//!   which role, leader epoch and ISR; StopReplica (`stop_replica`) stops hosting them
+//!   and, when asked, deletes their logs.
+//!
+//! Both reach the rest of the broker as [`MetadataDelta`]s handed to every
+//! [`MetadataListener`] (the replica manager, the group coordinator), in the order the
+//! controller's requests arrived: one lock (Kafka's `replicaStateChangeLock`) orders
+//! them. The topics a delta carries are the partitions as this broker follows them: the
+//! ones it hosts with the state LeaderAndIsr gave, the others as the cache has them.
+//! A partition assigned here that no LeaderAndIsr made hosted yet is left out, so a
+//! listener never starts hosting from UpdateMetadata alone.
+
+pub mod controlled_shutdown;
+mod leader_and_isr;
+pub mod metadata_cache;
+mod stop_replica;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{UpdateMetadataRequest, UpdateMetadataResponse};
+use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
+
+use self::metadata_cache::MetadataCache;
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::{PartitionInfo, TopicInfo};
+
+/// How the broker side finds the topic id of a log on disk (None: no log, or no id).
+pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
+
+/// A topic's partitions hosted here, as LeaderAndIsr made them.
+#[derive(Clone, Debug)]
+struct HostedTopic {
+    topic_id: Uuid,
+    partitions: BTreeMap<i32, PartitionInfo>,
+    /// The topic's config overrides as ZooKeeper had them when LeaderAndIsr came.
+    configs: BTreeMap<String, String>,
+}
+
+/// What the lock guards.
+struct State {
+    /// The highest controller epoch seen (Kafka's `ReplicaManager.controllerEpoch`).
+    controller_epoch: i32,
+    cache: MetadataCache,
+    hosted: BTreeMap<String, HostedTopic>,
+}
+
+pub struct BrokerSide {
+    broker_id: i32,
+    state: Mutex<State>,
+    /// The cache as last applied, for request handlers (never waits on `state`).
+    published: RwLock<Arc<MetadataCache>>,
+    listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
+    log_topic_ids: RwLock<Option<LogTopicIds>>,
+}
+
+impl BrokerSide {
+    pub fn new(broker_id: i32) -> BrokerSide {
+        BrokerSide {
+            broker_id,
+            state: Mutex::new(State {
+                controller_epoch: -1,
+                cache: MetadataCache::default(),
+                hosted: BTreeMap::new(),
+            }),
+            published: RwLock::new(Arc::new(MetadataCache::default())),
+            listeners: Mutex::new(Vec::new()),
+            log_topic_ids: RwLock::new(None),
+        }
+    }
+
+    /// The metadata cache as the last UpdateMetadata left it.
+    pub fn cache(&self) -> Arc<MetadataCache> {
+        self.published.read().clone()
+    }
+
+    /// Where the topic ids of logs on disk are read (the broker's log manager).
+    pub fn set_log_topic_ids(&self, f: LogTopicIds) {
+        *self.log_topic_ids.write() = Some(f);
+    }
+
+    fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid> {
+        let f = self.log_topic_ids.read().clone();
+        f.and_then(|f| f(topic, partition))
+    }
+
+    /// Adds a listener and hands it every topic as this broker follows it now.
+    pub fn subscribe(&self, listener: Arc<dyn MetadataListener>) -> Vec<ApplyError> {
+        let state = self.state.lock();
+        let names: BTreeSet<String> = state
+            .cache
+            .image()
+            .topics()
+            .map(|t| t.name.clone())
+            .chain(state.hosted.keys().cloned())
+            .collect();
+        let delta = MetadataDelta {
+            topics: names
+                .into_iter()
+                .filter_map(|n| Some((n.clone(), TopicDelta::Changed(self.view(&state, &n)?))))
+                .collect(),
+            configs: BTreeSet::new(),
+        };
+        let errors = listener.on_delta(state.cache.image(), &delta);
+        self.listeners.lock().push(listener);
+        errors
+    }
+
+    /// Kafka's checks of every control request: a registration of this broker older than
+    /// the current one (STALE_BROKER_EPOCH), then a controller older than one already
+    /// heard from (STALE_CONTROLLER_EPOCH). None to go on; the epoch is then remembered.
+    fn fence(
+        &self,
+        state: &mut State,
+        controller_epoch: i32,
+        request_broker_epoch: i64,
+        broker_epoch: i64,
+    ) -> Option<ResponseError> {
+        // -1: a controller that does not know the epoch (Kafka before KIP-380) is trusted.
+        if request_broker_epoch != -1 && request_broker_epoch < broker_epoch {
+            return Some(ResponseError::StaleBrokerEpoch);
+        }
+        if controller_epoch < state.controller_epoch {
+            return Some(ResponseError::StaleControllerEpoch);
+        }
+        state.controller_epoch = controller_epoch;
+        None
+    }
+
+    pub fn update_metadata(
+        &self,
+        req: &UpdateMetadataRequest,
+        broker_epoch: i64,
+    ) -> UpdateMetadataResponse {
+        let mut state = self.state.lock();
+        if let Some(e) = self.fence(
+            &mut state,
+            req.controller_epoch,
+            req.broker_epoch,
+            broker_epoch,
+        ) {
+            tracing::warn!(controller = req.controller_id.0, controller_epoch = req.controller_epoch, error = ?e, "UpdateMetadata refused");
+            return UpdateMetadataResponse::default().with_error_code(e.code());
+        }
+        let update = state.cache.apply(req);
+        *self.published.write() = Arc::new(state.cache.clone());
+        let mut delta = MetadataDelta::default();
+        for name in &update.reshaped {
+            if let Some(t) = self.view(&state, name) {
+                delta.topics.insert(name.clone(), TopicDelta::Changed(t));
+            }
+        }
+        for t in update.removed {
+            // The topic is gone from the cluster's metadata; the logs hosted here go
+            // only when StopReplica asks (listeners learn of the deletion, nothing else).
+            tracing::info!(topic = %t.name, "topic deleted from the metadata cache");
+            let gone = TopicInfo {
+                partitions: Vec::new(),
+                ..(*t).clone()
+            };
+            delta
+                .topics
+                .insert(t.name.clone(), TopicDelta::Removed(Arc::new(gone)));
+        }
+        for e in self.publish(&state, &delta) {
+            tracing::error!(topic = %e.topic, error = %e.message, "UpdateMetadata not applied");
+        }
+        UpdateMetadataResponse::default()
+    }
+
+    /// Hands `delta` to every listener; what they could not apply.
+    fn publish(&self, state: &State, delta: &MetadataDelta) -> Vec<ApplyError> {
+        if delta.is_empty() {
+            return Vec::new();
+        }
+        let listeners = self.listeners.lock().clone();
+        listeners
+            .iter()
+            .flat_map(|l| l.on_delta(state.cache.image(), delta))
+            .collect()
+    }
+
+    /// A topic as this broker follows it: hosted partitions as LeaderAndIsr made them,
+    /// the others as the cache has them, less those assigned here but not yet hosted.
+    fn view(&self, state: &State, name: &str) -> Option<Arc<TopicInfo>> {
+        let cached = state.cache.topic(name);
+        let hosted = state.hosted.get(name);
+        let topic_id = match (hosted, cached) {
+            (Some(h), _) => h.topic_id,
+            (None, Some(c)) => c.topic_id,
+            (None, None) => return None,
+        };
+        let mut partitions: BTreeMap<i32, PartitionInfo> = BTreeMap::new();
+        if let Some(c) = cached.filter(|c| c.topic_id == topic_id || c.topic_id.is_nil()) {
+            for p in &c.partitions {
+                if !p.assignment.replicas.contains(&self.broker_id) {
+                    partitions.insert(p.partition, p.clone());
+                }
+            }
+        }
+        if let Some(h) = hosted {
+            partitions.extend(h.partitions.iter().map(|(&i, p)| (i, p.clone())));
+        }
+        Some(Arc::new(TopicInfo {
+            name: name.to_string(),
+            topic_id,
+            partitions: partitions.into_values().collect(),
+            configs: hosted.map(|h| h.configs.clone()).unwrap_or_default(),
+        }))
+    }
+}
+
+/// The image the broker side hands listeners, for tests.
+#[cfg(test)]
+impl BrokerSide {
+    fn image(&self) -> crate::controller::image::MetadataImage {
+        self.state.lock().cache.image().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,323 @@
+//! The broker side's answers and the deltas it hands listeners, request by request.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::leader_and_isr_request::{
+    LeaderAndIsrPartitionState, LeaderAndIsrTopicState,
+};
+use kafka_protocol::messages::stop_replica_request::{
+    StopReplicaPartitionState, StopReplicaTopicState,
+};
+use kafka_protocol::messages::update_metadata_request::{
+    UpdateMetadataBroker, UpdateMetadataPartitionState, UpdateMetadataTopicState,
+};
+use kafka_protocol::messages::{
+    BrokerId, LeaderAndIsrRequest, StopReplicaRequest, TopicName, UpdateMetadataRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+use super::BrokerSide;
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::image::MetadataImage;
+
+const ME: i32 = 1;
+const EPOCH: i64 = 100;
+
+#[derive(Default)]
+struct Recorder {
+    deltas: Mutex<Vec<MetadataDelta>>,
+    /// Topics whose deltas fail, as a replica manager's would on a broken log dir.
+    failing: Mutex<Vec<String>>,
+}
+
+impl MetadataListener for Recorder {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        self.deltas.lock().push(delta.clone());
+        let failing = self.failing.lock();
+        delta
+            .topics
+            .keys()
+            .filter(|t| failing.contains(t))
+            .map(|t| ApplyError {
+                topic: t.clone(),
+                message: "log dir offline".into(),
+            })
+            .collect()
+    }
+}
+
+impl Recorder {
+    fn last(&self) -> MetadataDelta {
+        self.deltas.lock().last().cloned().unwrap_or_default()
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.into()))
+}
+
+fn ids(v: &[i32]) -> Vec<BrokerId> {
+    v.iter().copied().map(BrokerId).collect()
+}
+
+fn update(
+    controller_epoch: i32,
+    topic: &str,
+    id: Uuid,
+    parts: &[(i32, i32, &[i32])],
+) -> UpdateMetadataRequest {
+    UpdateMetadataRequest::default()
+        .with_controller_id(BrokerId(2))
+        .with_controller_epoch(controller_epoch)
+        .with_broker_epoch(EPOCH)
+        .with_live_brokers(vec![
+            UpdateMetadataBroker::default().with_id(BrokerId(1)),
+            UpdateMetadataBroker::default().with_id(BrokerId(2)),
+        ])
+        .with_topic_states(vec![UpdateMetadataTopicState::default()
+            .with_topic_name(name(topic))
+            .with_topic_id(id)
+            .with_partition_states(
+                parts
+                    .iter()
+                    .map(|&(p, leader, replicas)| {
+                        UpdateMetadataPartitionState::default()
+                            .with_partition_index(p)
+                            .with_leader(BrokerId(leader))
+                            .with_replicas(ids(replicas))
+                            .with_isr(ids(replicas))
+                    })
+                    .collect(),
+            )])
+}
+
+fn leader_and_isr(
+    controller_epoch: i32,
+    broker_epoch: i64,
+    topic: &str,
+    id: Uuid,
+    parts: &[(i32, i32, i32, &[i32])],
+) -> LeaderAndIsrRequest {
+    LeaderAndIsrRequest::default()
+        .with_controller_id(BrokerId(2))
+        .with_controller_epoch(controller_epoch)
+        .with_broker_epoch(broker_epoch)
+        .with_topic_states(vec![LeaderAndIsrTopicState::default()
+            .with_topic_name(name(topic))
+            .with_topic_id(id)
+            .with_partition_states(
+                parts
+                    .iter()
+                    .map(|&(p, leader, leader_epoch, replicas)| {
+                        LeaderAndIsrPartitionState::default()
+                            .with_partition_index(p)
+                            .with_leader(BrokerId(leader))
+                            .with_leader_epoch(leader_epoch)
+                            .with_replicas(ids(replicas))
+                            .with_isr(ids(replicas))
+                    })
+                    .collect(),
+            )])
+}
+
+fn stop(
+    controller_epoch: i32,
+    topic: &str,
+    p: i32,
+    leader_epoch: i32,
+    delete: bool,
+) -> StopReplicaRequest {
+    StopReplicaRequest::default()
+        .with_controller_epoch(controller_epoch)
+        .with_broker_epoch(EPOCH)
+        .with_topic_states(vec![StopReplicaTopicState::default()
+            .with_topic_name(name(topic))
+            .with_partition_states(vec![StopReplicaPartitionState::default()
+                .with_partition_index(p)
+                .with_leader_epoch(leader_epoch)
+                .with_delete_partition(delete)])])
+}
+
+fn codes(r: &kafka_protocol::messages::LeaderAndIsrResponse) -> Vec<(i32, i16)> {
+    r.topics
+        .iter()
+        .flat_map(|t| {
+            t.partition_errors
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+        })
+        .collect()
+}
+
+fn side() -> (BrokerSide, Arc<Recorder>) {
+    let side = BrokerSide::new(ME);
+    let recorder = Arc::new(Recorder::default());
+    assert!(side.subscribe(recorder.clone()).is_empty());
+    (side, recorder)
+}
+
+#[test]
+fn update_metadata_alone_hosts_nothing() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    let r = side.update_metadata(&update(1, "t", id, &[(0, 1, &[1, 2]), (1, 2, &[2])]), EPOCH);
+    assert_eq!(r.error_code, 0);
+    let cache = side.cache();
+    assert_eq!(cache.topic("t").unwrap().partitions.len(), 2);
+    assert_eq!(cache.controller_id(), 2);
+    // Listeners see the topic, without partition 0 (assigned here, not yet hosted).
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    assert_eq!(
+        t.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(),
+        vec![1]
+    );
+    assert_eq!(side.image().topic("t").unwrap().partitions.len(), 2);
+}
+
+#[test]
+fn leader_and_isr_hosts_with_kafkas_checks() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    let r = side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 1, 0, &[1, 2]), (1, 2, 0, &[2, 3])]),
+        7,
+        EPOCH,
+        &BTreeMap::from([(
+            "t".to_string(),
+            BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]),
+        )]),
+    );
+    assert_eq!(r.error_code, 0);
+    assert_eq!(
+        codes(&r),
+        vec![(0, 0), (1, 3)],
+        "partition 1 is not assigned here: UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    assert_eq!(r.topics[0].topic_id, id);
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    let p0 = t.partitions.iter().find(|p| p.partition == 0).unwrap();
+    assert_eq!((p0.state.leader, p0.state.leader_epoch), (1, 0));
+    assert_eq!(t.configs["cleanup.policy"], "compact");
+
+    // The same leader epoch again, or an older one: STALE_CONTROLLER_EPOCH, as Kafka 3.9.
+    let deltas = rec.deltas.lock().len();
+    let r = side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 2, 0, &[1, 2])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(codes(&r), vec![(0, 11)]);
+    assert_eq!(rec.deltas.lock().len(), deltas, "nothing published");
+    // A newer epoch makes this broker a follower.
+    let r = side.leader_and_isr(
+        &leader_and_isr(2, EPOCH, "t", id, &[(0, 2, 1, &[1, 2])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(codes(&r), vec![(0, 0)]);
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    assert_eq!(t.partitions[0].state.leader, 2);
+
+    // Another topic id than the hosted log's.
+    let r = side.leader_and_isr(
+        &leader_and_isr(2, EPOCH, "t", Uuid::from_u128(6), &[(0, 1, 5, &[1, 2])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(codes(&r), vec![(0, 103)], "INCONSISTENT_TOPIC_ID");
+
+    // Fencing: an older controller, an older registration of this broker.
+    let r = side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 1, 9, &[1])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(
+        (r.error_code, r.topics.len()),
+        (11, 0),
+        "STALE_CONTROLLER_EPOCH"
+    );
+    let r = side.leader_and_isr(
+        &leader_and_isr(2, EPOCH - 1, "t", id, &[(0, 1, 9, &[1])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(r.error_code, 77, "STALE_BROKER_EPOCH");
+    assert_eq!(
+        side.update_metadata(&update(1, "t", id, &[]), EPOCH)
+            .error_code,
+        11
+    );
+}
+
+#[test]
+fn old_versions_answer_per_partition_and_storage_failures_are_reported() {
+    let (side, rec) = side();
+    rec.failing.lock().push("bad".into());
+    let r = side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "bad", Uuid::nil(), &[(0, 1, 0, &[1])]),
+        4,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert!(r.topics.is_empty());
+    let p = &r.partition_errors[0];
+    assert_eq!(
+        (p.topic_name.0.as_str(), p.partition_index, p.error_code),
+        ("bad", 0, 56)
+    );
+}
+
+#[test]
+fn stop_replica_fences_by_leader_epoch_and_deletes_when_asked() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 1, 3, &[1]), (1, 1, 3, &[1])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    let deltas = rec.deltas.lock().len();
+    let r = side.stop_replica(&stop(1, "t", 0, 2, true), EPOCH);
+    assert_eq!(r.partition_errors[0].error_code, 74, "FENCED_LEADER_EPOCH");
+    // Without deletion: acknowledged, still hosted, nothing published.
+    let r = side.stop_replica(&stop(1, "t", 0, 3, false), EPOCH);
+    assert_eq!(r.partition_errors[0].error_code, 0);
+    assert_eq!(rec.deltas.lock().len(), deltas);
+    // A deletion (-2): the partition is removed for the listeners, with the topic's id.
+    let r = side.stop_replica(&stop(1, "t", 0, -2, true), EPOCH);
+    assert_eq!(r.partition_errors[0].error_code, 0);
+    let removal = rec.deltas.lock()[deltas].clone();
+    let TopicDelta::Removed(t) = &removal.topics["t"] else {
+        panic!("a removal")
+    };
+    assert_eq!(
+        (t.topic_id, t.partitions.len(), t.partitions[0].partition),
+        (id, 1, 0)
+    );
+    // Partition 1 is still hosted and shown again.
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    assert_eq!(
+        t.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(),
+        vec![1]
+    );
+    let r = side.stop_replica(&stop(0, "t", 1, -2, true), EPOCH);
+    assert_eq!(r.error_code, 11, "STALE_CONTROLLER_EPOCH");
+}

@@ -18,7 +18,8 @@
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
-//!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry)
+//!                scheduler   periodic jobs; jobs.rs schedules the broker's (checkpoints,
+//!                            flushes, retention, delayed deletes, producer expiry)
 //! ```
 
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod config;
 pub mod controller;
 pub mod coordinator;
 pub mod handlers;
+pub mod jobs;
 pub mod log;
 pub mod network;
 pub mod protocol;

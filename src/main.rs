@@ -11,7 +11,7 @@ use skua::broker::Broker;
 use skua::config::BrokerConfig;
 use skua::network::Server;
 use skua::protocol::decode_budget::MeteredAllocator;
-use skua::scheduler::{period_ms, Scheduler};
+use skua::scheduler::Scheduler;
 
 /// Measures what each request's decode allocates, so it can be bounded (see
 /// `protocol::decode_budget`).
@@ -82,40 +82,13 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     );
     handle_log_dir_failures(&broker);
     let scheduler = Scheduler::new();
-    schedule_log_jobs(&scheduler, &broker);
+    skua::jobs::schedule_log_jobs(&scheduler, &broker);
     server.run(stop_signal()).await;
     scheduler.shutdown().await;
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");
     Ok(())
-}
-
-/// The log layer's periodic jobs, with Kafka's names and config keys.
-fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
-    let config = &broker.config;
-    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
-    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
-        let replicas = broker.replicas.clone();
-        scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
-            replicas.checkpoint()
-        });
-    }
-    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
-        let replicas = broker.replicas.clone();
-        scheduler.schedule_blocking("kafka-log-flusher", every, move || {
-            replicas.logs.flush_dirty_logs(skua::log::now_ms())
-        });
-    }
-    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
-        let replicas = broker.replicas.clone();
-        scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
-            let removed = replicas.logs.remove_expired_producers(skua::log::now_ms());
-            if removed > 0 {
-                tracing::info!(removed, "expired idle producer ids");
-            }
-        });
-    }
 }
 
 /// Kafka's `LogDirFailureHandler`: each log dir that goes offline is logged (its partitions

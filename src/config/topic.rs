@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, BrokerSource};
 use super::defs::{check_value, topic_key, TopicKey, TOPIC_KEYS};
-use crate::log::{LogConfig, TimestampType};
+use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 
 /// Where a topic value came from, with Kafka's DescribeConfigs source codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +100,17 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             .long("producer.id.expiration.ms")
             .unwrap_or(defaults.producer_id_expiration_ms)
             .max(1),
+        retention_ms: num("retention.ms", defaults.retention_ms).max(-1),
+        retention_bytes: num("retention.bytes", -1),
+        cleanup_policy: CleanupPolicy::parse(&get("cleanup.policy")),
+        delete_retention_ms: num("delete.retention.ms", defaults.delete_retention_ms).max(0),
+        min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(defaults.min_cleanable_dirty_ratio)
+            .clamp(0.0, 1.0),
+        min_compaction_lag_ms: num("min.compaction.lag.ms", 0).max(0),
+        max_compaction_lag_ms: num("max.compaction.lag.ms", i64::MAX).max(1),
     }
 }
 

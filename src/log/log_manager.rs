@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -17,7 +18,7 @@ use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::meta_properties::ensure_meta_properties;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
-use super::{Log, LogConfig, LogError, TopicPartition};
+use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
 /// down cleanly and its logs need no recovery scan. Deleted before logs are loaded, so a
@@ -30,6 +31,9 @@ const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 struct LogDir {
     path: PathBuf,
     health: Arc<LogDirHealth>,
+    /// Held while the dir's checkpoint files are written: the periodic jobs and a
+    /// DeleteRecords may write them at the same time.
+    checkpoints: Mutex<()>,
     _lock: DirLock,
 }
 
@@ -51,6 +55,10 @@ pub struct LogManager {
     dirs: Vec<LogDir>,
     logs: RwLock<HashMap<TopicPartition, Hosted>>,
     dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
+    /// Deleted segments and partition directories waiting out `file.delete.delay.ms`.
+    delayed_deletes: Arc<DelayedDeletes>,
+    /// The broker's `log.segment.delete.delay.ms`, which deleted partitions wait.
+    file_delete_delay: Duration,
 }
 
 /// One log dir as DescribeLogDirs will report it.
@@ -73,7 +81,9 @@ impl LogManager {
         default_config: LogConfig,
         topic_configs: impl Fn(&str) -> LogConfig,
     ) -> Result<LogManager, LogError> {
-        let _ = default_config; // topic_configs already overlays the broker defaults
+        // topic_configs already overlays the broker defaults.
+        let file_delete_delay = Duration::from_millis(default_config.file_delete_delay_ms);
+        let delayed_deletes = Arc::new(DelayedDeletes::new());
         let mut dirs = Vec::new();
         let mut logs = HashMap::new();
         let mut directory_ids = Vec::new();
@@ -101,7 +111,9 @@ impl LogManager {
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                let Some(tp) = partition_dir(&entry.path(), &name)? else {
+                let Some(tp) =
+                    partition_dir(&entry.path(), &name, &delayed_deletes, file_delete_delay)?
+                else {
                     continue;
                 };
                 if logs.contains_key(&tp) {
@@ -114,7 +126,8 @@ impl LogManager {
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
                 let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?
-                    .in_log_dir(health.clone());
+                    .in_log_dir(health.clone())
+                    .with_delayed_deletes(delayed_deletes.clone());
                 let topic_id = read_partition_metadata(&entry.path()).unwrap_or_else(|e| {
                     tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
                     None
@@ -132,6 +145,7 @@ impl LogManager {
             dirs.push(LogDir {
                 path: path.clone(),
                 health,
+                checkpoints: Mutex::new(()),
                 _lock: lock,
             });
         }
@@ -139,6 +153,8 @@ impl LogManager {
             dirs,
             logs: RwLock::new(logs),
             dir_failures: Mutex::new(Some(failures_rx)),
+            delayed_deletes,
+            file_delete_delay,
         })
     }
 
@@ -236,7 +252,8 @@ impl LogManager {
         });
         let log = created
             .map_err(|e| self.on_dir_failure(dir_index, &format!("creating the log of {tp}"), e))?
-            .in_log_dir(self.dirs[dir_index].health.clone());
+            .in_log_dir(self.dirs[dir_index].health.clone())
+            .with_delayed_deletes(self.delayed_deletes.clone());
         let log = Arc::new(log);
         logs.insert(
             tp.clone(),
@@ -256,8 +273,9 @@ impl LogManager {
         super::fd_limit::check_headroom()
     }
 
-    /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` (so a crash
-    /// mid-delete leaves a directory the next startup removes) and deletes it.
+    /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` at once (so
+    /// a restart never brings it back) and removes it `log.segment.delete.delay.ms` later,
+    /// with the deleted segments (`DelayedDeletes`).
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
@@ -267,8 +285,20 @@ impl LogManager {
         let doomed = parent.join(delete_dir_name(tp));
         fs::rename(&dir, &doomed)?;
         sync_dir(&parent)?;
-        fs::remove_dir_all(&doomed)?;
+        self.delayed_deletes
+            .schedule([doomed], self.file_delete_delay);
         Ok(())
+    }
+
+    /// Removes the deleted segments and partition directories whose delay has passed
+    /// (Kafka's `kafka-delete-logs` task and its segments' `delete-file` tasks). Blocking.
+    pub fn remove_due_deletions(&self, now: Instant) -> usize {
+        self.delayed_deletes.remove_due(now)
+    }
+
+    /// Files and directories renamed for deletion and not yet removed.
+    pub fn pending_deletions(&self) -> Vec<PathBuf> {
+        self.delayed_deletes.pending()
     }
 
     /// The scheduler's log flusher: flushes each online log whose `flush.ms` has passed.
@@ -312,9 +342,39 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Writes each online log dir's `log-start-offset-checkpoint` (Kafka's
+    /// `kafka-log-start-offset-checkpoint` task; also right after a DeleteRecords).
+    pub fn checkpoint_log_start_offsets(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for i in 0..self.dirs.len() {
+            if self.dirs[i].health.is_offline() {
+                continue;
+            }
+            if let Err(e) = self.checkpoint_log_starts_of_dir(i) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn checkpoint_log_starts_of_dir(&self, i: usize) -> Result<(), LogError> {
+        let dir = &self.dirs[i];
+        let _writing = dir.checkpoints.lock();
+        let mut starts: Vec<(TopicPartition, i64)> = self
+            .logs
+            .read()
+            .iter()
+            .filter(|(_, h)| h.dir_index == i)
+            .map(|(tp, h)| (tp.clone(), h.log.log_start_offset()))
+            .collect();
+        starts.sort();
+        write_offset_checkpoint(&dir.path.join(LOG_START_OFFSET_CHECKPOINT), &starts)
+    }
+
     fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
         let logs = self.logs.read();
         let dir = &self.dirs[i];
+        let _writing = dir.checkpoints.lock();
         // Rolls whose background flush has not run yet are flushed first, so their
         // segments' recovery points go into this checkpoint.
         for h in logs.values().filter(|h| h.dir_index == i) {
@@ -391,11 +451,16 @@ fn read_checkpoint_or_empty(path: &Path) -> HashMap<TopicPartition, i64> {
 }
 
 /// The partition a directory holds, or `None` for directories LogManager does not load.
-/// Leftover `-delete` directories are removed here.
-fn partition_dir(path: &Path, name: &str) -> Result<Option<TopicPartition>, LogError> {
+/// Leftover `-delete` directories (deleted before a restart) are scheduled for removal.
+fn partition_dir(
+    path: &Path,
+    name: &str,
+    deletes: &DelayedDeletes,
+    delay: Duration,
+) -> Result<Option<TopicPartition>, LogError> {
     if name.ends_with("-delete") {
-        tracing::info!(dir = %path.display(), "removing partition directory pending deletion");
-        fs::remove_dir_all(path)?;
+        tracing::info!(dir = %path.display(), "partition directory pending deletion; removing it after the delay");
+        deletes.schedule([path.to_path_buf()], delay);
         return Ok(None);
     }
     if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
@@ -542,7 +607,7 @@ mod tests {
     }
 
     #[test]
-    fn delete_log_and_leftover_delete_dirs() {
+    fn delete_log_renames_at_once_and_removes_after_the_delay() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("d")];
         let lm = start(&dirs);
@@ -552,14 +617,36 @@ mod tests {
         lm.delete_log(&tp).unwrap();
         assert!(lm.get_log(&tp).is_none());
         assert!(!dirs[0].join("gone-0").exists());
+        let pending = lm.pending_deletions();
+        assert_eq!(pending.len(), 1);
+        let name = pending[0].file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with("gone-0.") && name.ends_with("-delete"),
+            "{name}"
+        );
+        assert!(pending[0].join("00000000000000000000.log").exists());
+        assert_eq!(lm.remove_due_deletions(Instant::now()), 0, "not due yet");
+        let due = Instant::now() + Duration::from_millis(config().file_delete_delay_ms + 1);
+        assert_eq!(lm.remove_due_deletions(due), 1);
+        assert!(!pending[0].exists());
+        assert!(lm.pending_deletions().is_empty());
+    }
+
+    #[test]
+    fn leftover_delete_dirs_wait_for_the_delay_after_a_restart() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        drop(start(&dirs));
         let leftover = dirs[0].join(format!("gone-0.{}-delete", Uuid::new_v4().simple()));
         fs::create_dir_all(&leftover).unwrap();
         fs::create_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
         fs::create_dir_all(dirs[0].join("not_a_partition")).unwrap();
-        drop(lm);
         let lm = start(&dirs);
-        assert!(!leftover.exists());
         assert!(lm.all_logs().is_empty());
+        assert_eq!(lm.pending_deletions(), vec![leftover.clone()]);
+        assert!(leftover.exists());
+        lm.remove_due_deletions(Instant::now() + Duration::from_secs(61));
+        assert!(!leftover.exists());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 mod batch;
 mod checkpoint;
+mod delayed_delete;
 mod dir_lock;
 pub(crate) mod faults;
 mod fd_limit;
@@ -43,6 +44,7 @@ pub use self::checkpoint::{
     write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
+pub use self::delayed_delete::DelayedDeletes;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::{now_ms, Log};
@@ -118,6 +120,54 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker setting): a producer whose last batch is this
     /// old, with no open transaction, is forgotten.
     pub producer_id_expiration_ms: i64,
+    /// `retention.ms`: segments whose largest timestamp is older than this are deleted
+    /// (-1: kept forever).
+    pub retention_ms: i64,
+    /// `retention.bytes`: the oldest segments are deleted while the log is larger than
+    /// this (-1: no limit).
+    pub retention_bytes: i64,
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms`: how long the cleaner keeps tombstones (and transaction
+    /// markers) once the segment holding them has been cleaned.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log cleanable
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+}
+
+/// `cleanup.policy`: a list of `delete` and `compact`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Parses Kafka's list value (`compact,delete`); unknown entries are ignored (the
+    /// config validators refuse them before they get here).
+    pub fn parse(value: &str) -> Self {
+        let has = |p: &str| value.split(',').any(|e| e.trim() == p);
+        CleanupPolicy {
+            delete: has("delete"),
+            compact: has("compact"),
+        }
+    }
+}
+
+impl LogConfig {
+    /// Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by `max.compaction.lag.ms`
+    /// too, so its records can be cleaned within that lag.
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -133,6 +183,16 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             flush_ms: i64::MAX,
             producer_id_expiration_ms: 86_400_000,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            cleanup_policy: CleanupPolicy {
+                delete: true,
+                compact: false,
+            },
+            delete_retention_ms: 86_400_000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
@@ -193,6 +253,10 @@ pub enum LogError {
         log_start: i64,
         log_end: i64,
     },
+    /// The topic's `cleanup.policy` forbids the operation (DeleteRecords on a log
+    /// without `delete`).
+    #[error("{0}")]
+    PolicyViolation(String),
     #[error("topic id {found} in partition.metadata differs from {expected}")]
     InconsistentTopicId {
         expected: uuid::Uuid,
@@ -227,6 +291,7 @@ impl LogError {
             LogError::InvalidProducerEpoch { .. } => 47,
             LogError::UnknownProducerId => 59,
             LogError::OffsetOutOfRange { .. } => 1,
+            LogError::PolicyViolation(_) => 44,
             LogError::InconsistentTopicId { .. } => 103,
             LogError::CorruptFile { .. }
             | LogError::KafkaStorage(_)

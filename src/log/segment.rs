@@ -14,6 +14,8 @@ pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// Appended to a file scheduled for deletion (Kafka's `LogFileUtils.DELETED_FILE_SUFFIX`).
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// Kafka's `LogSegment`. The `.log` file (`FileRecords`) is a plain concatenation of record
 /// batches, named by the segment's base offset; every batch's offsets are >= the base offset
@@ -166,7 +168,7 @@ impl LogSegment {
             _ => now_ms.saturating_sub(self.created_ms),
         };
         self.size > config.segment_bytes.saturating_sub(size)
-            || (self.size > 0 && waited > config.segment_ms)
+            || (self.size > 0 && waited > config.max_segment_ms())
             || self.offset_index.is_full()
             || self.time_index.is_full()
             || !self.fits_relative(last_offset)
@@ -467,6 +469,44 @@ impl LogSegment {
             target.sync()?;
         }
         Ok(())
+    }
+
+    /// Kafka's `LogSegment.largestTimestamp`, which time retention goes by: the largest
+    /// record timestamp, or the `.log` file's modification time when no batch carries one.
+    pub fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp_and_offset.0 >= 0 {
+            return self.max_timestamp_and_offset.0;
+        }
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    /// The first step of Kafka's asynchronous delete: every file of the segment gets the
+    /// `.deleted` suffix, so a restart's loader removes it instead of loading it. Returns
+    /// the renamed paths, to be removed after `file.delete.delay.ms`. Open handles (a
+    /// reader's `FileSlice`) keep reading the same file.
+    pub fn rename_to_deleted(self, dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+        let mut renamed = Vec::new();
+        for path in [
+            self.log_path.clone(),
+            Self::index_path(dir, self.base_offset),
+            Self::time_index_path(dir, self.base_offset),
+            dir.join(offset_file_name(self.base_offset, TXN_INDEX_SUFFIX)),
+        ] {
+            let mut deleted = path.clone().into_os_string();
+            deleted.push(DELETED_SUFFIX);
+            let deleted = PathBuf::from(deleted);
+            match fs::rename(&path, &deleted) {
+                Ok(()) => renamed.push(deleted),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(renamed)
     }
 
     /// Deletes the segment's files (open handles stay readable until dropped).

@@ -92,6 +92,38 @@ impl ReplicaManager {
         self.partitions.get(&tp).map(|p| p.clone())
     }
 
+    /// The retention check (Kafka's `kafka-log-retention` task, every
+    /// `log.retention.check.interval.ms`): in every online log, rolls an idle active
+    /// segment that `segment.ms` says is due and deletes the segments retention lets go.
+    /// The log-start checkpoint is written when any log start moved. Blocking.
+    pub fn delete_old_segments(&self, now_ms: i64) -> usize {
+        let partitions: Vec<Arc<Partition>> =
+            self.partitions.iter().map(|p| p.value().clone()).collect();
+        let mut deleted = 0;
+        for p in partitions.iter().filter(|p| !p.log.is_offline()) {
+            if let Err(e) = p.log.roll_if_idle(now_ms) {
+                tracing::error!(partition = %p.tp, error = %e, "cannot roll an idle segment");
+            }
+            match p.log.delete_old_segments(now_ms, p.high_watermark()) {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    tracing::error!(partition = %p.tp, error = %e, "retention check failed")
+                }
+            }
+        }
+        if deleted > 0 {
+            self.checkpoint_log_start_offsets();
+        }
+        deleted
+    }
+
+    /// Writes the log-start-offset checkpoints; run periodically and after DeleteRecords.
+    pub fn checkpoint_log_start_offsets(&self) {
+        if let Err(e) = self.logs.checkpoint_log_start_offsets() {
+            tracing::error!(error = %e, "cannot write log start offset checkpoints");
+        }
+    }
+
     /// Writes recovery-point checkpoints; run periodically.
     pub fn checkpoint(&self) {
         if let Err(e) = self.logs.checkpoint_recovery_points() {

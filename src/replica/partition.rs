@@ -122,6 +122,32 @@ impl Partition {
             .read_slice(offset, max_bytes, self.high_watermark(), min_one_message)
     }
 
+    /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
+    /// offset to `offset` (-1: the high watermark) and deletes the segments below it.
+    /// Returns the low watermark. A log whose `cleanup.policy` lacks `delete` refuses with
+    /// POLICY_VIOLATION; an offset past the high watermark is OFFSET_OUT_OF_RANGE.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, LogError> {
+        /// DeleteRecordsRequest.HIGH_WATERMARK.
+        const HIGH_WATERMARK: i64 = -1;
+        if !self.log.config().cleanup_policy.delete {
+            return Err(LogError::PolicyViolation(format!(
+                "Records of partition {} can not be deleted due to the configured policy",
+                self.tp
+            )));
+        }
+        let high_watermark = self.high_watermark();
+        let offset = match offset {
+            HIGH_WATERMARK => high_watermark,
+            o => o,
+        };
+        let log = self.log.clone();
+        tokio::task::spawn_blocking(move || {
+            log.delete_records_before(offset, high_watermark, crate::log::now_ms())
+        })
+        .await
+        .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))?
+    }
+
     /// Resolves at the next advance of the high watermark. Create it (and `enable` it)
     /// before reading, so an append between the read and the wait is not missed.
     pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {

@@ -1,0 +1,58 @@
+//! The broker's periodic jobs on the scheduler, with Kafka's names and config keys.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::broker::Broker;
+use crate::log::now_ms;
+use crate::scheduler::{period_ms, Scheduler};
+
+/// Schedules every periodic job of the log layer. Must be called inside a tokio runtime.
+pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
+    let config = &broker.config;
+    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
+    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
+            replicas.checkpoint()
+        });
+    }
+    if let Some(every) = period_ms(ms("log.flush.start.offset.checkpoint.interval.ms", 60_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-log-start-offset-checkpoint", every, move || {
+            replicas.checkpoint_log_start_offsets()
+        });
+    }
+    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-log-flusher", every, move || {
+            replicas.logs.flush_dirty_logs(now_ms())
+        });
+    }
+    if let Some(every) = period_ms(ms("log.retention.check.interval.ms", 300_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("kafka-log-retention", every, move || {
+            replicas.delete_old_segments(now_ms());
+        });
+    }
+    // Each deleted segment or partition waits `file.delete.delay.ms` from its own deletion;
+    // this job removes those whose wait is over, so it ticks often (at most a second late).
+    let delete_tick = ms("log.segment.delete.delay.ms", 60_000).clamp(100, 1_000) as u64;
+    let replicas = broker.replicas.clone();
+    scheduler.schedule_blocking(
+        "kafka-delete-logs",
+        Duration::from_millis(delete_tick),
+        move || {
+            replicas.logs.remove_due_deletions(Instant::now());
+        },
+    );
+    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
+        let replicas = broker.replicas.clone();
+        scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
+            let removed = replicas.logs.remove_expired_producers(now_ms());
+            if removed > 0 {
+                tracing::info!(removed, "expired idle producer ids");
+            }
+        });
+    }
+}

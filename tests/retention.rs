@@ -1,6 +1,7 @@
-//! Retention as a client sees it over TCP: expired segments leave the
+//! Retention and DeleteRecords as a client sees them over TCP: expired segments leave the
 //! log on the scheduled check while the rest stays readable, `retention.bytes` bounds the
-//! log.
+//! log, and DeleteRecords moves the low watermark for fetches and ListOffsets, across a
+//! crash too.
 
 mod common;
 
@@ -98,6 +99,21 @@ async fn list_offset(c: &mut Client, topic: &str, timestamp: i64) -> i64 {
     let p = &resp.topics[0].partitions[0];
     assert_eq!(p.error_code, 0);
     p.offset
+}
+
+async fn delete_records(c: &mut Client, topic: &str, offset: i64, version: i16) -> (i16, i64) {
+    let req = DeleteRecordsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![
+                delete_records_request::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(offset),
+            ])]);
+    let resp = c.send(&req, version).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
 }
 
 async fn wait_for<F: std::future::Future<Output = bool>>(
@@ -227,5 +243,67 @@ async fn retention_bytes_bounds_the_log() {
     let rest = c.fetch("bounded", 0, start, 0, 1).await;
     assert_eq!(rest.error_code, 0);
     assert_eq!(values(rest.records.as_ref().unwrap())[0].0, start);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_low_watermark_and_survives_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    create(&mut c, "purged", &[]).await;
+    create(&mut c, "compacted", &[("cleanup.policy", "compact")]).await;
+    for _ in 0..4 {
+        assert_eq!(
+            c.produce("purged", 0, batch_at("r", 5, now_ms(), 2), 1)
+                .await
+                .0,
+            0
+        );
+    }
+    for version in 0..=2 {
+        let (err, low) = delete_records(&mut c, "purged", 3 + version as i64, version).await;
+        assert_eq!((err, low), (0, 3 + version as i64), "v{version}");
+    }
+    assert_eq!(list_offset(&mut c, "purged", -2).await, 5);
+    let below = c.fetch("purged", 0, 4, 0, 1).await;
+    assert_eq!(below.error_code, ResponseError::OffsetOutOfRange.code());
+    assert_eq!(below.log_start_offset, 5);
+    // The batch holding offset 5 starts at 5 here: the answer starts at the low watermark.
+    let at = c.fetch("purged", 0, 5, 0, 1).await;
+    assert_eq!(values(at.records.as_ref().unwrap())[0].0, 5);
+    assert_eq!(
+        delete_records(&mut c, "purged", 21, 2).await,
+        (ResponseError::OffsetOutOfRange.code(), -1),
+        "past the high watermark"
+    );
+    assert_eq!(
+        delete_records(&mut c, "compacted", 0, 2).await,
+        (ResponseError::PolicyViolation.code(), -1)
+    );
+    assert_eq!(
+        delete_records(&mut c, "nosuch", 0, 2).await,
+        (ResponseError::UnknownTopicOrPartition.code(), -1)
+    );
+    assert_eq!(delete_records(&mut c, "purged", 7, 2).await, (0, 7));
+
+    // A crash right after the answer: no clean shutdown, no periodic checkpoint.
+    b.stop_serving().await;
+    b.scheduler.shutdown().await;
+    drop(c);
+    drop(b);
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    assert_eq!(list_offset(&mut c, "purged", -2).await, 7);
+    assert_eq!(list_offset(&mut c, "purged", -1).await, 20);
+    // -1 means the high watermark.
+    assert_eq!(delete_records(&mut c, "purged", -1, 2).await, (0, 20));
+    let empty = c.fetch("purged", 0, 20, 0, 1).await;
+    assert_eq!(empty.error_code, 0);
+    assert_eq!(
+        c.produce("purged", 0, batch_at("r", 1, now_ms(), 2), 1)
+            .await,
+        (0, 20)
+    );
     b.stop().await;
 }

@@ -122,6 +122,13 @@ c_delete_records() {
   "$BIN/kafka-delete-records.sh" --bootstrap-server "$B" --offset-json-file "$CASE_TMP/del.json" || return 1
   "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time earliest >"$CASE_TMP/out" || return 1
   grep -qx "$C:0:5" "$CASE_TMP/out" || fail "earliest after delete-records: want $C:0:5, got $(cat "$CASE_TMP/out")"
+  # A consumer positioned at 0, now below the low watermark, is reset to it
+  # (OFFSET_OUT_OF_RANGE, then auto.offset.reset=earliest).
+  "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$C" --partition 0 --offset 0 \
+    --consumer-property auto.offset.reset=earliest --max-messages 15 --timeout-ms 30000 \
+    --property print.offset=true >"$CASE_TMP/reset" || return 1
+  head -n1 "$CASE_TMP/reset" | grep -q '^Offset:5' || fail "consumer from 0 not reset to 5: $(head -n1 "$CASE_TMP/reset")"
+  [[ $(wc -l <"$CASE_TMP/reset") -eq 15 ]] || fail "want 15 records after the reset, got $(wc -l <"$CASE_TMP/reset")"
 }
 c_api_versions() {
   "$BIN/kafka-broker-api-versions.sh" --bootstrap-server "$B" >"$CASE_TMP/out" || return 1

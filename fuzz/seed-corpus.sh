@@ -3,7 +3,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 fixtures=$here/../protocol-tests/fixtures
-mkdir -p "$here/corpus/decode_request" "$here/corpus/frame_check" "$here/corpus/validate_records"
+mkdir -p "$here/corpus/decode_request" "$here/corpus/frame_check" "$here/corpus/validate_records" \
+  "$here/corpus/stored_batch"
 for f in $(find "$fixtures" -name '*.bin' ! -name '*.resp.bin'); do
   name=$(echo "${f#$fixtures/}" | tr '/' '_')
   cp "$f" "$here/corpus/decode_request/$name"
@@ -33,4 +34,27 @@ for root, _, files in os.walk(src):
                     continue
             i += 1
 print(f"{n} record batches", file=sys.stderr)
+PY
+# stored_batch reads the same batches as they come back from a segment.
+cp "$here/corpus/validate_records/"* "$here/corpus/stored_batch/"
+# offsets_records wants a u16 key length, a __consumer_offsets key, then its value: one
+# record of the common types (an offset commit v3 and its tombstone, group metadata v3,
+# a KIP-848 group epoch).
+mkdir -p "$here/corpus/offsets_records"
+python3 - "$here/corpus/offsets_records" <<'PY'
+import os, struct, sys
+dst = sys.argv[1]
+def s(x): return struct.pack(">h", len(x)) + x
+offset_key = struct.pack(">h", 1) + s(b"group") + s(b"orders") + struct.pack(">i", 3)
+offset_v3 = struct.pack(">hqi", 3, 42, 5) + s(b"meta") + struct.pack(">q", 1700000000000)
+group_key = struct.pack(">h", 2) + s(b"group")
+group_v3 = (struct.pack(">h", 3) + s(b"consumer") + struct.pack(">i", 4) + s(b"range") + s(b"m1")
+            + struct.pack(">qi", 123, 1) + s(b"m1") + struct.pack(">h", -1) + s(b"c") + s(b"/127.0.0.1")
+            + struct.pack(">ii", 300000, 45000) + struct.pack(">i", 3) + b"sub" + struct.pack(">i", 2) + b"as")
+epoch_key = struct.pack(">h", 3) + s(b"group")
+epoch_v0 = struct.pack(">hi", 0, 7) + b"\0"
+seeds = {"offset": (offset_key, offset_v3), "offset-tombstone": (offset_key, b""),
+         "group": (group_key, group_v3), "consumer-epoch": (epoch_key, epoch_v0)}
+for name, (k, v) in seeds.items():
+    open(os.path.join(dst, name), "wb").write(struct.pack(">H", len(k)) + k + v)
 PY

@@ -2,16 +2,23 @@
 //! the replica manager.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use uuid::Uuid;
 
 use crate::config::{topic, BrokerConfig};
-use crate::controller::local::LocalController;
+use crate::controller::adopt::{self, SkuaMetadataFile};
+use crate::controller::image::MetadataImage;
+use crate::controller::local::{self, ControllerConfig, LocalController};
+use crate::controller::metadata_log::MetadataLog;
+use crate::controller::records::MetadataRecord;
 use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 use crate::coordinator::group::topics::ControllerTopics;
-use crate::coordinator::group::{load, GroupCoordinator};
-use crate::log::{LogError, LogManager};
+use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
+use crate::coordinator::partition_log::ReplicaPartitionLog;
+use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
 
 pub struct Broker {
@@ -19,14 +26,77 @@ pub struct Broker {
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
+    local: Arc<LocalController>,
+    /// The lock of `metadata.log.dir` when it is not one of the log dirs.
+    _metadata_dir_lock: Option<crate::log::DirLock>,
     /// Set once shutdown begins, so long waits (fetch long polls) end early.
     stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
-    /// Opens the metadata store and every log (recovering after a crash) and starts
-    /// hosting the partitions metadata assigns here.
+    /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
+    /// data already in the dirs, on a first start), opens every log the metadata assigns
+    /// here (recovering after a crash), sets aside the ones it does not know as strays,
+    /// and starts hosting the partitions. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        let mut config = config;
+        if config.zookeeper_connect.is_some() {
+            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
+        }
+        let explicit_node_id = ["node.id", "broker.id"]
+            .iter()
+            .any(|k| config.source(k) == crate::config::broker::BrokerSource::Static);
+        let identity = Identity {
+            configured_node_id: explicit_node_id.then_some(config.broker_id),
+            default_node_id: config.broker_id,
+            configured_cluster_id: config.get("cluster.id"),
+        };
+        let metadata_log_dir = config.get("metadata.log.dir").map(PathBuf::from);
+        let mut dirs = LogDirs::check(&config.log_dirs, metadata_log_dir.as_deref(), &identity)?;
+        config.broker_id = dirs.node_id;
+
+        // Everything below runs only once every dir passed its checks.
+        let new_store = !MetadataLog::exists(&dirs.metadata_dir);
+        let skua_file = if new_store {
+            SkuaMetadataFile::read(&config.log_dirs[0])?
+        } else {
+            None
+        };
+        if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
+            if file.cluster_id != *id {
+                anyhow::bail!(
+                    "{} names cluster {} but meta.properties names {id}",
+                    adopt::SKUA_METADATA_FILE,
+                    file.cluster_id
+                );
+            }
+        }
+        let cluster_id = dirs
+            .cluster_id
+            .clone()
+            .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
+            .unwrap_or_else(new_cluster_id);
+        let had_meta_properties: Vec<bool> =
+            dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
+        let zookeeper_mode = dirs.versions().contains(&0);
+        let directory_ids = dirs.assign_directory_ids(&cluster_id);
+        let initial = if new_store {
+            let located: Vec<(PathBuf, Uuid)> = dirs
+                .log_dirs
+                .iter()
+                .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
+                .collect();
+            Some(initial_records(
+                dirs.node_id,
+                skua_file,
+                &located,
+                zookeeper_mode || !had_meta_properties.contains(&true),
+            )?)
+        } else {
+            None
+        };
+        dirs.write_meta_properties()?;
+
         let config = Arc::new(config);
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
@@ -35,64 +105,64 @@ impl Broker {
             port: advertised.port as i32,
             rack: config.rack.clone(),
         };
-        if config.zookeeper_connect.is_some() {
-            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
-        }
-        let controller = Arc::new(LocalController::open(
-            &config.log_dirs[0],
-            me,
-            config.get("cluster.id"),
-            config.num_partitions,
-            config.default_replication_factor,
+        let local = Arc::new(local::open(
+            &dirs.metadata_dir,
+            ControllerConfig {
+                broker: me,
+                cluster_id,
+                directory_ids,
+                num_partitions: config.num_partitions,
+                default_replication_factor: config.default_replication_factor,
+            },
+            initial,
         )?);
-        let topics = controller.topics();
+        let image = local.image();
         let topic_configs = {
             let config = config.clone();
-            let topics = topics.clone();
+            let image = image.clone();
             move |name: &str| {
-                let overrides = topics
-                    .iter()
-                    .find(|t| t.name == name)
+                let overrides = image
+                    .topic(name)
                     .map(|t| t.configs.clone())
                     .unwrap_or_default();
                 topic::log_config(&config, &overrides)
             }
         };
-        let logs = LogManager::startup(
-            &config.log_dirs,
-            config.broker_id,
-            &controller.cluster_id(),
-            topic::log_config(&config, &Default::default()),
-            topic_configs,
-        )?;
+        let node_id = config.broker_id;
+        let assigned = {
+            let image = image.clone();
+            move |tp: &TopicPartition, id: Option<Uuid>| assigned_here(&image, node_id, tp, id)
+        };
+        let delete_delay_ms = config
+            .long("log.segment.delete.delay.ms")
+            .unwrap_or(60_000)
+            .max(0) as u64;
+        let log_dirs = dirs
+            .log_dirs
+            .into_iter()
+            .map(|d| (d.path, d.lock))
+            .collect();
+        let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
+        let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
+        logs.set_broker_epoch(local.broker_epoch());
         let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
-        replicas.remove_strays(&topics);
-        for t in &topics {
-            replicas.apply_topic(t)?;
+        let controller: Arc<dyn Controller> = local.clone();
+        if let Some(e) = controller.subscribe(replicas.clone()).first() {
+            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
-        let controller: Arc<dyn Controller> = controller;
         let groups = Arc::new(GroupCoordinator::new(
             &config,
-            replicas.clone(),
-            controller.clone(),
+            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+            Arc::new(ControllerTopics::new(controller.clone())),
         ));
-        let loaded = load::load_all(
-            &replicas,
-            groups.offsets_topic.partitions,
-            &ControllerTopics(controller.as_ref()),
-        );
-        tracing::info!(
-            groups = loaded.groups.len(),
-            records = loaded.records,
-            "consumer groups loaded"
-        );
-        groups.install(loaded.groups);
-        groups.start();
+        groups.load_led_partitions();
         Ok(Arc::new(Broker {
             config,
             controller,
             replicas,
             groups,
+            local,
+            _metadata_dir_lock: metadata_lock,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
@@ -105,17 +175,46 @@ impl Broker {
         check_partition_count(topic.num_partitions.max(topic.assignments.len() as i32))?;
         // Before the controller records anything: a refusal leaves no topic behind.
         self.replicas.logs.check_capacity().map_err(storage)?;
-        let info = self.controller.create_topic(topic, validate_only).await?;
-        if !validate_only {
-            self.replicas.apply_topic(&info).map_err(storage)?;
-        }
-        Ok(info)
+        self.controller.create_topic(topic, validate_only).await
     }
 
+    /// Deletes a topic. The replica manager follows the deletion: each of the topic's logs
+    /// is renamed for deletion at once and removed after `file.delete.delay.ms`.
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
-        let info = self.controller.delete_topic(name).await?;
-        self.replicas.remove_topic(&info).map_err(storage)?;
-        Ok(info)
+        self.controller.delete_topic(name).await
+    }
+
+    /// Creates several topics as auto-creation does: one metadata write for all of them.
+    /// Each succeeds or fails on its own; results are in request order.
+    pub async fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        // Before the controller records anything: a refusal leaves no topic behind.
+        let capacity = self.replicas.logs.check_capacity().map_err(storage);
+        let mut out = Vec::with_capacity(topics.len());
+        let mut slots = Vec::new();
+        let mut valid = Vec::new();
+        for t in topics {
+            let checked = capacity
+                .as_ref()
+                .map_err(|e| ControllerError::new(e.error, e.message.clone()));
+            match checked.and_then(|()| {
+                check_partition_count(t.num_partitions.max(t.assignments.len() as i32))
+            }) {
+                Ok(()) => {
+                    slots.push(out.len());
+                    out.push(None);
+                    valid.push(t);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        let created = self.controller.create_topics(valid).await;
+        for (slot, result) in slots.into_iter().zip(created) {
+            out[slot] = Some(result);
+        }
+        out.into_iter().flatten().collect()
     }
 
     pub async fn create_partitions(
@@ -131,14 +230,9 @@ impl Broker {
             .map_or(0, |t| t.partitions.len() as i32);
         check_partition_count(count.saturating_sub(existing))?;
         self.replicas.logs.check_capacity().map_err(storage)?;
-        let info = self
-            .controller
+        self.controller
             .create_partitions(name, count, assignments, validate_only)
-            .await?;
-        if !validate_only {
-            self.replicas.apply_topic(&info).map_err(storage)?;
-        }
-        Ok(info)
+            .await
     }
 
     /// Changes a topic's config overrides with `edit`, validates the result, and (unless
@@ -161,7 +255,6 @@ impl Broker {
             return Ok(());
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
-        self.replicas.apply_topic(&info).map_err(storage)?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
         Ok(())
     }
@@ -176,7 +269,8 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker.
+    /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker, and
+    /// the metadata log closed.
     pub fn shutdown(&self) {
         self.groups.shutdown();
         match self.replicas.shutdown() {
@@ -185,7 +279,62 @@ impl Broker {
                 tracing::error!(error = %e, "clean shutdown of the logs failed; recovery will run at next start")
             }
         }
+        self.local.shutdown();
     }
+}
+
+/// Whether the metadata image assigns a partition directory found on disk to this broker:
+/// its topic exists with that partition, this broker is one of its replicas, and the
+/// directory's topic id (if it has one) is the topic's.
+fn assigned_here(image: &MetadataImage, me: i32, tp: &TopicPartition, id: Option<Uuid>) -> bool {
+    let Some(t) = image.topic(&tp.topic) else {
+        return false;
+    };
+    id.is_none_or(|id| id == t.topic_id)
+        && t.partitions
+            .iter()
+            .any(|p| p.partition == tp.partition && p.assignment.replicas.contains(&me))
+}
+
+/// The records a new metadata log starts with: an older skua's `skua-metadata.json`; the
+/// partition directories already in the dirs when they come from a ZooKeeper-mode Kafka
+/// broker (or carry no `meta.properties`); otherwise nothing but the finalized features.
+/// KRaft dirs that hold partitions but no metadata log are refused: their metadata is
+/// elsewhere, and adopting the partitions without it would lose topic configs and ids.
+fn initial_records(
+    node_id: i32,
+    skua_file: Option<SkuaMetadataFile>,
+    log_dirs: &[(PathBuf, Uuid)],
+    adopt_partitions: bool,
+) -> anyhow::Result<Vec<MetadataRecord>> {
+    if let Some(file) = skua_file {
+        tracing::info!(
+            "importing {} into the metadata log; the file is left in place and no longer read",
+            adopt::SKUA_METADATA_FILE
+        );
+        return Ok(file.records());
+    }
+    let found = adopt::scan_partition_dirs(log_dirs)?;
+    if found.is_empty() {
+        return Ok(local::bootstrap_records());
+    }
+    if !adopt_partitions {
+        anyhow::bail!(
+            "{} holds {} partition directories but no metadata log ({METADATA_LOG_DIR}); if Apache Kafka kept its metadata log in another directory, set metadata.log.dir to it",
+            log_dirs.first().map_or_else(String::new, |d| d.0.display().to_string()),
+            found.len()
+        );
+    }
+    tracing::info!(
+        partitions = found.len(),
+        "adopting the partition directories of a ZooKeeper-mode Kafka broker; per-topic configs stayed in ZooKeeper, so topics start with the broker's defaults"
+    );
+    adopt::zookeeper_mode_records(node_id, &found)
+}
+
+/// A cluster id as Kafka writes one: a random UUID in unpadded base64url (22 chars).
+fn new_cluster_id() -> String {
+    crate::log::uuid_to_kafka_string(Uuid::new_v4())
 }
 
 /// Partitions one request may create, as Kafka's controller bounds a single operation:
@@ -202,7 +351,7 @@ fn check_partition_count(n: i32) -> Result<(), ControllerError> {
     Ok(())
 }
 
-fn storage(e: LogError) -> ControllerError {
+fn storage(e: crate::log::LogError) -> ControllerError {
     tracing::error!(error = %e, "log operation failed");
     ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
 }

@@ -36,8 +36,8 @@ pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
         });
     }
     // Each deleted segment or partition waits `file.delete.delay.ms` from its own deletion;
-    // this job removes those whose wait is over, so it ticks often (at most a second late).
-    let delete_tick = ms("log.segment.delete.delay.ms", 60_000).clamp(100, 1_000) as u64;
+    // this job removes those whose wait is over, a few times per delay (at most a second late).
+    let delete_tick = (ms("log.segment.delete.delay.ms", 60_000) / 4).clamp(50, 1_000) as u64;
     let replicas = broker.replicas.clone();
     scheduler.schedule_blocking(
         "kafka-delete-logs",

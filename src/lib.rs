@@ -12,8 +12,12 @@
 //!              ▶ replica/    the partitions this broker hosts, high watermark, long polls
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
-//!                controller/ cluster metadata (topics, partitions, ids) behind one trait
-//!                coordinator/ consumer groups and committed offsets (__consumer_offsets)
+//!                controller/ cluster metadata behind one trait: the KRaft metadata log
+//!                            (Kafka's records), the image replaying it gives, and the
+//!                            deltas the replica manager follows
+//!                coordinator/ runtime/: one owner per internal-topic partition, records
+//!                            replayed once written; group/: consumer groups and
+//!                            committed offsets in __consumer_offsets
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)

@@ -563,3 +563,116 @@ async fn offsets_topic_records(c: &mut Client) -> Vec<(i16, bool)> {
         })
         .collect()
 }
+
+/// A ConsumerGroupHeartbeat v1 of a static member (`group.instance.id`).
+fn static_heartbeat(
+    member: &str,
+    instance: &str,
+    epoch: i32,
+    owned: Option<Vec<TopicPartitions>>,
+) -> ConsumerGroupHeartbeatRequest {
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("static")))
+        .with_member_id(s(member))
+        .with_instance_id(Some(s(instance)))
+        .with_member_epoch(epoch)
+        .with_topic_partitions(owned);
+    if epoch == 0 {
+        req = req
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![]));
+    }
+    req
+}
+
+async fn describe_static(c: &mut Client) -> (i32, Vec<(String, i32)>) {
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("static"))]);
+    let g = c.send(&describe, 1).await.groups.remove(0);
+    assert_eq!(g.error_code, 0);
+    let members = g
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.member_epoch))
+        .collect();
+    (g.group_epoch, members)
+}
+
+/// KIP-848 static membership as Kafka 4.x's GroupMetadataManager enforces it: an
+/// instance id held by an active member is UNRELEASED_INSTANCE_ID for anyone else; the
+/// member leaving with epoch -2 keeps its place and partitions for its next instance,
+/// which takes over without a rebalance; a member that never comes back is removed
+/// when its session expires.
+#[tokio::test]
+async fn static_members_hand_their_place_to_their_next_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = &[
+        ("offsets.topic.num.partitions", "1"),
+        ("group.consumer.session.timeout.ms", "1000"),
+    ];
+    let b = TestBroker::start(dir.path(), config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", 2).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("static")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    let r = c.send(&static_heartbeat("a1", "app-1", 0, None), 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let a1_owned = owned(&r);
+    assert_eq!(count(&a1_owned), 2);
+
+    // Another member with the same instance id while a1 is active.
+    let r = c.send(&static_heartbeat("a2", "app-1", 0, None), 1).await;
+    assert_eq!(r.error_code, ResponseError::UnreleasedInstanceId.code());
+    // Heartbeating as the instance under another member id is fenced.
+    let r = c
+        .send(
+            &static_heartbeat("a2", "app-1", 1, Some(a1_owned.clone())),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, ResponseError::FencedInstanceId.code());
+
+    // a1 leaves for now: epoch -2, still a member, nothing moves.
+    let r = c.send(&static_heartbeat("a1", "app-1", -2, None), 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -2));
+    assert_eq!(
+        describe_static(&mut c).await,
+        (1, vec![("a1".to_string(), -2)])
+    );
+
+    // Its next instance takes over at once, with the same partitions, no rebalance.
+    let r = c.send(&static_heartbeat("a2", "app-1", 0, None), 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert_eq!(flat(&owned(&r)), flat(&a1_owned));
+    assert_eq!(
+        describe_static(&mut c).await,
+        (1, vec![("a2".to_string(), 1)])
+    );
+    let r = c
+        .send(
+            &static_heartbeat("a1", "app-1", 1, Some(a1_owned.clone())),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, ResponseError::FencedInstanceId.code());
+
+    // a2 leaves for now and never comes back: its session expires and it is removed.
+    let r = c.send(&static_heartbeat("a2", "app-1", -2, None), 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -2));
+    let mut expired = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if describe_static(&mut c).await == (2, vec![]) {
+            expired = true;
+            break;
+        }
+    }
+    assert!(expired, "the static member's session expired");
+    // The instance id is free: a new member joins at a new group epoch.
+    let r = c.send(&static_heartbeat("a3", "app-1", 0, None), 1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, 3));
+    assert_eq!(count(&owned(&r)), 2);
+    b.stop().await;
+}

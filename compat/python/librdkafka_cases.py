@@ -121,6 +121,48 @@ def produce_consume(codec, idempotent=False, n=500):
         delete_topic(t)
 
 
+def topic_compression(codec):
+    """A topic whose compression.type differs from the producer's codec: the broker re-encodes
+    each batch, and librdkafka reads back exactly what was sent."""
+    t = topic_name(f"rdk-topic-{codec}")
+    create_topic(t, config={"compression.type": codec})
+    try:
+        # Current timestamps: Kafka's retention would delete records as old as BASE_TS
+        # whenever its periodic check happens to run during the case.
+        now = int(time.time() * 1000)
+        sent = [{**r, "timestamp": now + i} for i, r in enumerate(records(300))]
+        producer_codec = "none" if codec != "uncompressed" else "lz4"
+        produce(t, sent[:150], **{"compression.type": producer_codec})
+        produce(t, sent[150:], **{"compression.type": "gzip" if codec != "gzip" else "zstd"})
+        verify(sent, consume_all(t, 0, len(sent)))
+    finally:
+        delete_topic(t)
+
+
+def timestamp_out_of_range():
+    """A CreateTime two hours ahead is beyond message.timestamp.after.max.ms (Kafka 4: one
+    hour): the delivery fails with INVALID_TIMESTAMP and nothing is stored."""
+    t = topic_name("rdk-future")
+    create_topic(t)
+    try:
+        errors = []
+        p = Producer({"bootstrap.servers": B, "linger.ms": 5, "compression.type": "zstd",
+                      "message.send.max.retries": 0})
+        p.produce(t, value=b"from the future", partition=0, timestamp=int(time.time() * 1000) + 7_200_000,
+                  on_delivery=lambda err, msg: errors.append(err))
+        check(p.flush(30) == 0, "not delivered")
+        check(errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP,
+              f"delivery error {errors}")
+        c = Consumer({"bootstrap.servers": B, "group.id": "unused-assign-only"})
+        try:
+            lo, hi = c.get_watermark_offsets(TopicPartition(t, 0), timeout=15)
+            check((lo, hi) == (0, 0), f"watermarks {(lo, hi)}")
+        finally:
+            c.close()
+    finally:
+        delete_topic(t)
+
+
 def keyed(partitioner, expect):
     parts = 6
     t = topic_name(f"rdk-keyed-{partitioner}")
@@ -481,6 +523,9 @@ if __name__ == "__main__":
     run("librdkafka.large_message", large_message)
     run("librdkafka.admin.topics", admin_topics)
     run("librdkafka.offsets_for_times", offsets_for_times)
+    for codec in ("uncompressed", "gzip", "snappy", "lz4", "zstd"):
+        run(f"librdkafka.topic_compression.{codec}", topic_compression, codec)
+    run("librdkafka.timestamp_out_of_range", timestamp_out_of_range)
     run("librdkafka.group.subscribe_commit", group_subscribe)
     run("librdkafka.group.failover_kill9", group_failover_kill9)
     run("librdkafka.group.cooperative_sticky", group_cooperative_sticky)

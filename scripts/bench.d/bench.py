@@ -144,8 +144,9 @@ KAFKA_JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 
 
 class Broker:
-    def __init__(self, kind, opts, workdir):
+    def __init__(self, kind, opts, workdir, binary=None):
         self.kind, self.opts, self.workdir = kind, opts, workdir
+        self.binary = binary or getattr(opts, "skua", None)
         self.proc = None
         self.port = None
 
@@ -161,7 +162,7 @@ class Broker:
         self.port = free_port()
         out = open(f"{d}/stdout.log", "w")
         if self.kind == "skua":
-            argv = [self.opts.skua,
+            argv = [self.binary,
                     "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                     "--override", f"log.dirs={d}/data"]
         else:
@@ -905,6 +906,127 @@ def profile(opts):
     return out
 
 
+# --------------------------------------------------------------------------- validation
+
+VALIDATION_HEADING = "## Validating compressed batches on produce"
+VALIDATION_SIZE = 1000
+VALIDATION_CODECS = ["none", "lz4", "zstd"]
+
+
+def validation_payload(workdir):
+    """Text records of random words, one per line: kafka-producer-perf-test's default payload
+    repeats one record, which compresses far better than real data and would make
+    decompression look cheaper than it is."""
+    import random
+    rnd = random.Random(7)
+    words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
+             for _ in range(2000)]
+    path = f"{workdir}/validation-payload.txt"
+    with open(path, "w") as f:
+        for i in range(20_000):
+            line = f"{i:08d} level=info "
+            while len(line) < VALIDATION_SIZE:
+                line += rnd.choice(words) + " "
+            f.write(line[:VALIDATION_SIZE] + "\n")
+    return path
+
+
+def run_payload_producer(opts, broker, topic, codec, records, payload):
+    c0, l0 = broker.cpu(), loadavg()
+    props = ["acks=1", "enable.idempotence=false", f"compression.type={codec}",
+             f"linger.ms={LINGER_MS}", f"batch.size={BATCH_SIZE}"]
+    out = tool(opts, "org.apache.kafka.tools.ProducerPerformance",
+               ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records),
+                "--payload-file", payload, "--payload-delimiter", "\n", "--throughput", "-1",
+                "--producer-props", *props])
+    cpu = broker.cpu() - c0
+    m = PRODUCER_RE.findall(out)
+    if not m:
+        raise RuntimeError(f"no summary line from ProducerPerformance: {out[-500:]}")
+    total, rps = int(m[-1][0]), float(m[-1][1])
+    gb = total * VALIDATION_SIZE / 1e9
+    return {"records": total, "rps": rps, "cpu_s": cpu, "cpu_s_per_gb": cpu / gb,
+            "load_before": l0, "load_after": loadavg()}
+
+
+def stored_ratio(broker, codec, records):
+    """Record bytes sent per byte stored in the codec's topic (its .log files)."""
+    d = f"{broker.dir}/data/v-{codec}-0"
+    stored = sum(os.path.getsize(f"{d}/{f}") for f in os.listdir(d) if f.endswith(".log"))
+    return records * VALIDATION_SIZE / stored if stored else None
+
+
+def validation(opts):
+    """One produce cell per codec on Kafka, skua before (the baseline) and skua now."""
+    payload = validation_payload(opts.workdir)
+    records = 60_000 if opts.quick else 250_000
+    brokers = [("kafka", f"Apache Kafka {opts.kafka_version}", None),
+               ("baseline", f"skua before (`{opts.baseline_rev}`)", opts.skua_baseline),
+               ("skua", "skua", opts.skua)]
+    results = {}
+    for key, label, binary in brokers:
+        b = Broker("kafka" if key == "kafka" else "skua", opts, opts.workdir, binary)
+        b.start()
+        try:
+            topics = [f"v-{c}:1" for c in VALIDATION_CODECS] + ["warmup:1"]
+            tool(opts, "BenchClient", ["create", b.bootstrap, *topics])
+            run_payload_producer(opts, b, "warmup", "lz4", records // 2, payload)
+            R = results[key] = {"label": label, "codecs": {}}
+            for c in VALIDATION_CODECS:
+                runs = [run_payload_producer(opts, b, f"v-{c}", c, records, payload)
+                        for _ in range(opts.reps)]
+                R["codecs"][c] = runs
+            if key == "skua":
+                R["stored_ratio"] = {c: stored_ratio(b, c, records * opts.reps) for c in VALIDATION_CODECS}
+                log(f"{label} {c}: {statistics.median(r['cpu_s_per_gb'] for r in runs):.2f} CPU s/GB, "
+                    f"{statistics.median(r['rps'] for r in runs):,.0f} rec/s")
+        finally:
+            b.stop()
+    return results
+
+
+def render_validation(opts, results, meta):
+    lines = [VALIDATION_HEADING, ""]
+    w = lines.append
+    w(f"`{meta['command']}`, {meta['date']}, {meta['machine']['cores']} cores, {meta['machine']['cpu']}; "
+      f"load {meta['load_start']:.2f} before the run{' (shared machine)' if meta['load_start'] > 1.0 else ''}. "
+      f"{'`--quick`: ' if opts.quick else ''}{opts.reps} runs of "
+      f"{results['kafka']['codecs']['none'][0]['records']:,} records per cell, median shown.")
+    w("")
+    ratios = results["skua"].get("stored_ratio") or {}
+    stored = ", ".join(f"{ratios[c]:.2f}:1 under {c}" for c in VALIDATION_CODECS if c != "none" and ratios.get(c))
+    w(f"kafka-producer-perf-test, {VALIDATION_SIZE}-byte records of random words"
+      f"{f' (stored at {stored})' if stored else ''}, 1 partition, acks=1, linger.ms={LINGER_MS}, "
+      f"batch.size={BATCH_SIZE}, one producer at a time. Broker CPU is the broker process's user + "
+      "system time over the run, per GB of uncompressed record bytes. The baseline stored compressed "
+      "batches after checking header and CRC only; skua now decompresses and walks every record, as "
+      "Kafka does, so the difference between the two skua columns is what that costs.")
+    w("")
+    K, B, S = results["kafka"], results["baseline"], results["skua"]
+    w(f"| compression | {K['label']} CPU s/GB | {B['label']} CPU s/GB | skua CPU s/GB | skua / Kafka | "
+      "rec/s Kafka / before / skua |")
+    w("|---|---:|---:|---:|---:|---|")
+    for c in VALIDATION_CODECS:
+        k, b, s = (med(R["codecs"][c], "cpu_s_per_gb") for R in (K, B, S))
+        rps = " / ".join(f"{med(R['codecs'][c], 'rps'):,.0f}" for R in (K, B, S))
+        w(f"| {c} | {fmt(k)} | {fmt(b)} | {fmt(s)} | {rfmt(ratio(s, k))} | {rps} |")
+    w("")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path, heading, text):
+    """Replace the section under `heading` (up to the next `## `), or append it."""
+    old = open(path).read() if os.path.exists(path) else ""
+    i = old.find(heading)
+    if i < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        j = old.find("\n## ", i + len(heading))
+        new = old[:i] + text + (old[j + 1:] if j >= 0 else "")
+    with open(path, "w") as f:
+        f.write(new)
+
+
 # --------------------------------------------------------------------------- main
 
 def shared_machine(meta):
@@ -928,6 +1050,9 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--from-json", help="re-render docs from a results.json of an earlier run")
     ap.add_argument("--consumer-method", choices=["auto", "consumer-perf-test", "groupless"], default="auto")
+    ap.add_argument("--validation", action="store_true")
+    ap.add_argument("--skua-baseline")
+    ap.add_argument("--baseline-rev")
     opts = ap.parse_args()
 
     if opts.quick:
@@ -948,6 +1073,15 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     os.makedirs(opts.workdir, exist_ok=True)
+
+    if opts.validation:
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = validation(opts)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/validation.json", "w"), indent=1)
+        write_section(opts.out, VALIDATION_HEADING, render_validation(opts, results, meta))
+        log(f"wrote the validation section of {opts.out}; raw results in {opts.workdir}/validation.json")
+        return
 
     if opts.profile:
         r = profile(opts)

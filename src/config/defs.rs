@@ -344,6 +344,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("controller.quorum.voters", Kind::List, None),
     b("controller.quorum.bootstrap.servers", Kind::List, None),
     b("controller.listener.names", Kind::List, None),
+    // Where the KRaft metadata log lives; the first log dir when unset.
+    b("metadata.log.dir", Kind::String, None),
     b(
         "share.coordinator.state.topic.replication.factor",
         Kind::Short,
@@ -427,6 +429,12 @@ pub static TOPIC_KEYS: &[TopicKey] = &[
         Some("log.cleaner.max.compaction.lag.ms"),
         Kind::Long,
         LONG_MAX,
+    ),
+    t(
+        "max.decompressed.message.bytes",
+        None,
+        Kind::Int,
+        "2147483639",
     ),
     t(
         "max.message.bytes",

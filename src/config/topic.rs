@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, BrokerSource};
 use super::defs::{check_value, topic_key, TopicKey, TOPIC_KEYS};
+use crate::log::compression::CompressionType;
 use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 
 /// Where a topic value came from, with Kafka's DescribeConfigs source codes.
@@ -93,6 +94,11 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         } else {
             TimestampType::CreateTime
         },
+        message_timestamp_before_max_ms: num("message.timestamp.before.max.ms", i64::MAX).max(0),
+        message_timestamp_after_max_ms: num("message.timestamp.after.max.ms", 3_600_000).max(0),
+        compression_type: CompressionType::parse(&get("compression.type")),
+        max_decompressed_message_bytes: num("max.decompressed.message.bytes", i32::MAX as i64 - 8)
+            .clamp(0, i32::MAX as i64) as u32,
         flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
         file_delete_delay_ms: num("file.delete.delay.ms", 60_000).max(0) as u64,
         flush_ms: flush_ms(broker, overrides, num("flush.ms", i64::MAX)),

@@ -1,182 +1,388 @@
-//! The single-node controller: metadata kept in memory and persisted as one JSON
-//! file in the first log dir, rewritten atomically (tmp, fsync, rename) on each change.
+//! The single-node controller: the metadata image in memory, every change appended to the
+//! KRaft metadata log (`metadata_log.rs`) before it is applied.
+//!
+//! Readers never wait on a write: they clone the published image (an `Arc`) under a lock
+//! held for that clone only. Writers queue their change and one blocking thread drains the
+//! queue: it checks each change against the image as the earlier ones in the same drain
+//! leave it, appends every accepted change as its own batch in one write, fsyncs once,
+//! then publishes the new image and answers. Concurrent creations (an 800-topic
+//! auto-create) so share fsyncs, and no runtime worker blocks on disk.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use kafka_protocol::error::ResponseError;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::log::{read_bounded, write_atomic};
+use super::delta::{ApplyError, MetadataDelta, MetadataListener};
+use super::image::MetadataImage;
+use super::metadata_log::MetadataLog;
+use super::plan::config_changes;
+pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
+use super::records::{partition_record_version, MetadataRecord};
+use super::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 
-use super::{
-    topic_name, BrokerInfo, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo,
-};
-
-/// File name of the metadata store inside the first log dir.
-pub const METADATA_FILE: &str = "skua-metadata.json";
-
-/// Producer ids are reserved on disk in blocks, so handing one out rarely costs an fsync
-/// and an id is never reused after a crash (the whole reserved block is skipped).
+/// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
+/// rarely costs a write, and ids below a reserved block's end are never reused, also
+/// after a crash. Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 
-/// A metadata file larger than this is refused rather than read into memory.
-const MAX_METADATA_BYTES: u64 = 256 * 1024 * 1024;
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Persisted {
-    version: u32,
-    cluster_id: String,
-    /// First producer id not yet reserved.
-    producer_id_block_end: i64,
-    topics: Vec<TopicInfo>,
+/// One change waiting for the writer.
+enum Op {
+    Create(NewTopic),
+    Delete(String),
+    CreatePartitions {
+        name: String,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+    },
+    SetConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    ReserveProducerIds,
 }
 
-struct State {
-    cluster_id: String,
-    topics: BTreeMap<String, Arc<TopicInfo>>,
-    next_producer_id: i64,
-    producer_id_block_end: i64,
+/// What a committed change answers with, resolved against the new image.
+enum Planned {
+    Topic(String),
+    Removed(Arc<TopicInfo>),
+    ProducerIds { first: i64, end: i64 },
+}
+
+enum Outcome {
+    Topic(Arc<TopicInfo>),
+    ProducerIds { first: i64, end: i64 },
+}
+
+struct Pending {
+    op: Op,
+    reply: oneshot::Sender<Result<Outcome, ControllerError>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    draining: bool,
+}
+
+struct Inner {
+    config: ControllerConfig,
+    image: RwLock<Arc<MetadataImage>>,
+    queue: Mutex<Queue>,
+    /// `None` once an append failed: the log can no longer be trusted to hold what the
+    /// image says, so every later change is refused until a restart replays it.
+    log: Mutex<Option<MetadataLog>>,
+    partition_version: u32,
+    /// Followers of the metadata, each handed every change's delta in order, on the
+    /// writer thread, before the change is answered.
+    listeners: RwLock<Vec<Arc<dyn MetadataListener>>>,
 }
 
 pub struct LocalController {
-    path: PathBuf,
-    broker: BrokerInfo,
-    num_partitions: i32,
-    default_replication_factor: i16,
-    // A std-style lock, not a tokio one: nothing awaits while it is held.
-    state: Mutex<State>,
+    inner: Arc<Inner>,
+    /// The producer-id block handed out from: [next, end).
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
 }
 
 impl LocalController {
-    /// Loads the store from `dir`, or starts an empty cluster with a new id.
-    pub fn open(
-        dir: &Path,
-        broker: BrokerInfo,
-        configured_cluster_id: Option<String>,
-        num_partitions: i32,
-        default_replication_factor: i16,
-    ) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(METADATA_FILE);
-        let stored = read_bounded(&path, MAX_METADATA_BYTES).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let state = match stored {
-            Some(bytes) => {
-                let p: Persisted = serde_json::from_slice(&bytes)
-                    .map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))?;
-                State {
-                    cluster_id: p.cluster_id,
-                    topics: p
-                        .topics
-                        .into_iter()
-                        .map(|t| (t.name.clone(), Arc::new(t)))
-                        .collect(),
-                    // Everything below the persisted block end may have been handed out.
-                    next_producer_id: p.producer_id_block_end,
-                    producer_id_block_end: p.producer_id_block_end,
-                }
+    /// Starts on an opened metadata log: `image` is what replaying it gave. Partitions
+    /// assigned here whose leadership or ISR says otherwise (Kafka's controlled shutdown
+    /// leaves them leaderless) are taken over with a new leader epoch, as Kafka's
+    /// controller does when the broker returns.
+    pub fn start(
+        config: ControllerConfig,
+        log: MetadataLog,
+        image: MetadataImage,
+        open_transaction: bool,
+    ) -> anyhow::Result<LocalController> {
+        let partition_version = partition_record_version(image.metadata_version().unwrap_or(7));
+        let mut image = image;
+        image.set_cluster(vec![config.broker.clone()], config.broker.id);
+        if open_transaction {
+            // Kafka's new active controller aborts a transaction its predecessor left open.
+            log.append(&[vec![MetadataRecord::AbortTransaction]], partition_version)?;
+        }
+        let takeover = take_leadership(&image, config.broker.id);
+        if !takeover.is_empty() {
+            tracing::info!(
+                partitions = takeover.len(),
+                epoch = log.epoch(),
+                "taking leadership of the partitions assigned to this broker"
+            );
+            log.append_each(takeover.clone(), partition_version)?;
+            for r in &takeover {
+                image.replay(r).map_err(anyhow::Error::msg)?;
             }
-            None => State {
-                cluster_id: configured_cluster_id.unwrap_or_else(new_cluster_id),
-                topics: BTreeMap::new(),
-                next_producer_id: 0,
-                producer_id_block_end: 0,
-            },
-        };
-        let controller = LocalController {
-            path,
-            broker,
-            num_partitions,
-            default_replication_factor,
-            state: Mutex::new(state),
-        };
-        controller.persist(&controller.state.lock())?;
-        Ok(controller)
+        }
+        Ok(LocalController {
+            inner: Arc::new(Inner {
+                config,
+                image: RwLock::new(Arc::new(image)),
+                queue: Mutex::new(Queue::default()),
+                log: Mutex::new(Some(log)),
+                partition_version,
+                listeners: RwLock::new(Vec::new()),
+            }),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+        })
     }
 
-    fn persist(&self, state: &State) -> std::io::Result<()> {
-        let p = Persisted {
-            version: 1,
-            cluster_id: state.cluster_id.clone(),
-            producer_id_block_end: state.producer_id_block_end,
-            topics: state.topics.values().map(|t| (**t).clone()).collect(),
-        };
-        let bytes = serde_json::to_vec_pretty(&p).map_err(std::io::Error::other)?;
-        write_atomic(&self.path, &bytes).map_err(|e| std::io::Error::other(e.to_string()))
+    /// The published image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.inner.image.read().clone()
     }
 
-    fn single_node_assignment(
+    /// Closes the metadata log cleanly.
+    pub fn shutdown(&self) {
+        if let Some(log) = self.inner.log.lock().as_ref() {
+            if let Err(e) = log.close() {
+                tracing::error!(error = %e, "cannot close the metadata log cleanly");
+            }
+        }
+    }
+
+    /// Every write goes through here: queued, committed by the writer thread, answered.
+    async fn submit(&self, op: Op) -> Result<Outcome, ControllerError> {
+        let (reply, answer) = oneshot::channel();
+        let start_writer = {
+            let mut q = self.inner.queue.lock();
+            q.pending.push(Pending { op, reply });
+            !std::mem::replace(&mut q.draining, true)
+        };
+        if start_writer {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || inner.drain());
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(ControllerError::new(
+                ResponseError::UnknownServerError,
+                "the metadata writer stopped",
+            ))
+        })
+    }
+
+    async fn submit_topic(&self, op: Op) -> Result<Arc<TopicInfo>, ControllerError> {
+        match self.submit(op).await? {
+            Outcome::Topic(t) => Ok(t),
+            Outcome::ProducerIds { .. } => Err(internal("unexpected producer-id answer")),
+        }
+    }
+}
+
+impl Inner {
+    fn drain(&self) {
+        loop {
+            let batch = {
+                let mut q = self.queue.lock();
+                if q.pending.is_empty() {
+                    q.draining = false;
+                    return;
+                }
+                std::mem::take(&mut q.pending)
+            };
+            self.commit(batch);
+        }
+    }
+
+    /// Plans each change against the image as the earlier ones leave it, writes them all
+    /// with one fsync, then publishes the image and answers.
+    fn commit(&self, batch: Vec<Pending>) {
+        let mut guard = self.log.lock();
+        let Some(log) = guard.as_ref() else {
+            for p in batch {
+                let _ = p.reply.send(Err(log_failed()));
+            }
+            return;
+        };
+        let mut image = (**self.image.read()).clone();
+        let mut writes = Vec::new();
+        let mut answers: Vec<(oneshot::Sender<Result<Outcome, ControllerError>>, Planned)> =
+            Vec::new();
+        let mut changes = Vec::new();
+        for p in batch {
+            let (records, planned) = match self.plan(&image, p.op) {
+                Ok(planned) => planned,
+                Err(e) => {
+                    let _ = p.reply.send(Err(e));
+                    continue;
+                }
+            };
+            let replayed: Result<Vec<_>, String> =
+                records.iter().map(|r| image.replay(r)).collect();
+            let replayed = match replayed {
+                Ok(c) => c,
+                Err(e) => {
+                    // Planned records always apply; if one does not, nothing of this drain
+                    // is written and the image stays as it was.
+                    tracing::error!(error = %e, "a planned metadata change does not apply");
+                    let _ = p.reply.send(Err(internal(&e)));
+                    for (reply, _) in answers {
+                        let _ = reply.send(Err(internal(&e)));
+                    }
+                    return;
+                }
+            };
+            writes.push(records);
+            changes.push(replayed);
+            answers.push((p.reply, planned));
+        }
+        if let Err(e) = log.append(&writes, self.partition_version) {
+            tracing::error!(error = %e, "cannot append to the metadata log; metadata changes are refused until a restart");
+            *guard = None;
+            for (reply, _) in answers {
+                let _ = reply.send(Err(storage(&e)));
+            }
+            return;
+        }
+        let image = Arc::new(image);
+        *self.image.write() = image.clone();
+        for ((reply, planned), changes) in answers.into_iter().zip(changes) {
+            let delta = MetadataDelta::from_changes(&changes, &image);
+            let failed = self.publish(&image, &delta);
+            let outcome = match planned {
+                _ if !failed.is_empty() => Err(storage(&failed.join("; "))),
+                Planned::Topic(name) => image
+                    .topic(&name)
+                    .cloned()
+                    .map(Outcome::Topic)
+                    .ok_or_else(|| ControllerError::unknown_topic(&name)),
+                Planned::Removed(t) => Ok(Outcome::Topic(t)),
+                Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
+            };
+            let _ = reply.send(outcome);
+        }
+    }
+
+    /// Hands `delta` to every listener; returns what they could not apply.
+    fn publish(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<String> {
+        if delta.is_empty() {
+            return Vec::new();
+        }
+        let mut failed = Vec::new();
+        for listener in self.listeners.read().iter() {
+            for e in listener.on_delta(image, delta) {
+                tracing::error!(topic = %e.topic, error = %e.message, "metadata change not applied");
+                failed.push(format!("{}: {}", e.topic, e.message));
+            }
+        }
+        failed
+    }
+
+    fn plan(
         &self,
-        rf: i16,
-        partitions: std::ops::Range<i32>,
-    ) -> Result<Vec<PartitionInfo>, ControllerError> {
-        if rf != 1 {
-            return Err(ControllerError::new(
-                ResponseError::InvalidReplicationFactor,
-                format!("Replication factor: {rf} larger than available brokers: 1."),
-            ));
+        image: &MetadataImage,
+        op: Op,
+    ) -> Result<(Vec<MetadataRecord>, Planned), ControllerError> {
+        match op {
+            Op::Create(topic) => {
+                let (records, info) = self.config.plan_create(image, topic)?;
+                Ok((records, Planned::Topic(info.name.clone())))
+            }
+            Op::Delete(name) => {
+                let t = image
+                    .topic(&name)
+                    .cloned()
+                    .ok_or_else(|| ControllerError::unknown_topic(&name))?;
+                let records = vec![MetadataRecord::RemoveTopic {
+                    topic_id: t.topic_id,
+                }];
+                Ok((records, Planned::Removed(t)))
+            }
+            Op::CreatePartitions {
+                name,
+                count,
+                assignments,
+            } => {
+                let (records, _) = self
+                    .config
+                    .plan_partitions(image, &name, count, assignments)?;
+                Ok((records, Planned::Topic(name)))
+            }
+            Op::SetConfigs { name, configs } => {
+                let t = image
+                    .topic(&name)
+                    .ok_or_else(|| ControllerError::unknown_topic(&name))?;
+                Ok((
+                    config_changes(&name, &t.configs, &configs),
+                    Planned::Topic(name),
+                ))
+            }
+            Op::ReserveProducerIds => {
+                let first = image.next_producer_id();
+                let end = first + PRODUCER_ID_BLOCK;
+                let record = MetadataRecord::ProducerIds {
+                    broker_id: self.config.broker.id,
+                    broker_epoch: image.broker_epoch(self.config.broker.id).unwrap_or(-1),
+                    next_producer_id: end,
+                };
+                Ok((vec![record], Planned::ProducerIds { first, end }))
+            }
         }
-        Ok(partitions.map(|p| self.partition_on_self(p)).collect())
     }
+}
 
-    fn partition_on_self(&self, partition: i32) -> PartitionInfo {
-        PartitionInfo {
-            partition,
-            leader: self.broker.id,
-            leader_epoch: 0,
-            replicas: vec![self.broker.id],
-            isr: vec![self.broker.id],
-        }
-    }
+fn internal(why: &str) -> ControllerError {
+    ControllerError::new(ResponseError::UnknownServerError, why)
+}
 
-    fn check_assignment(&self, replicas: &[i32]) -> Result<(), ControllerError> {
-        if replicas.is_empty() || replicas.iter().any(|&b| b != self.broker.id) {
-            return Err(ControllerError::new(
-                ResponseError::InvalidReplicaAssignment,
-                format!("Replica assignment {replicas:?} names brokers that are not live"),
-            ));
-        }
-        Ok(())
-    }
+fn storage(e: &dyn std::fmt::Display) -> ControllerError {
+    ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
+}
 
-    fn storage_error(e: std::io::Error) -> ControllerError {
-        tracing::error!(error = %e, "cannot persist cluster metadata");
-        ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
-    }
+fn log_failed() -> ControllerError {
+    ControllerError::new(
+        ResponseError::KafkaStorageError,
+        "the metadata log failed; restart the broker",
+    )
 }
 
 #[async_trait]
 impl Controller for LocalController {
     fn cluster_id(&self) -> String {
-        self.state.lock().cluster_id.clone()
+        self.inner.config.cluster_id.clone()
     }
 
     fn controller_id(&self) -> i32 {
-        self.broker.id
+        self.inner.image.read().controller_id()
     }
 
     fn brokers(&self) -> Vec<BrokerInfo> {
-        vec![self.broker.clone()]
+        self.inner.image.read().brokers().to_vec()
     }
 
     fn topics(&self) -> Vec<Arc<TopicInfo>> {
-        self.state.lock().topics.values().cloned().collect()
+        self.image().topics().cloned().collect()
     }
 
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
-        self.state.lock().topics.get(name).cloned()
+        self.inner.image.read().topic(name).cloned()
     }
 
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
-        self.state
-            .lock()
-            .topics
-            .values()
-            .find(|t| t.topic_id == id)
-            .cloned()
+        self.inner.image.read().topic_by_id(id).cloned()
+    }
+
+    fn subscribe(&self, listener: Arc<dyn MetadataListener>) -> Vec<ApplyError> {
+        // Under the log lock, so no change commits between the image it is handed and
+        // the first delta it is sent.
+        let _no_commit = self.inner.log.lock();
+        let image = self.image();
+        let failed = listener.on_delta(&image, &MetadataDelta::everything(&image));
+        self.inner.listeners.write().push(listener);
+        failed
+    }
+
+    fn broker_epoch(&self) -> i64 {
+        self.inner
+            .image
+            .read()
+            .broker_epoch(self.inner.config.broker.id)
+            .unwrap_or(-1)
     }
 
     async fn create_topic(
@@ -184,96 +390,31 @@ impl Controller for LocalController {
         topic: NewTopic,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
-        topic_name::validate(&topic.name)
-            .map_err(|m| ControllerError::new(ResponseError::InvalidTopicException, m))?;
-        let partitions = if topic.assignments.is_empty() {
-            let n = if topic.num_partitions == -1 {
-                self.num_partitions
-            } else {
-                topic.num_partitions
-            };
-            let rf = if topic.replication_factor == -1 {
-                self.default_replication_factor
-            } else {
-                topic.replication_factor
-            };
-            if n <= 0 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidPartitions,
-                    "Number of partitions must be larger than 0.",
-                ));
-            }
-            if rf <= 0 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidReplicationFactor,
-                    "Replication factor must be larger than 0.",
-                ));
-            }
-            self.single_node_assignment(rf, 0..n)?
-        } else {
-            if topic.num_partitions != -1 || topic.replication_factor != -1 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidRequest,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-                ));
-            }
-            let expected: Vec<i32> = (0..topic.assignments.len() as i32).collect();
-            if topic.assignments.keys().copied().collect::<Vec<_>>() != expected {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    "Partitions should be a consecutive 0-based integer sequence",
-                ));
-            }
-            for replicas in topic.assignments.values() {
-                self.check_assignment(replicas)?;
-            }
-            topic
-                .assignments
-                .keys()
-                .map(|&p| self.partition_on_self(p))
-                .collect()
-        };
-        let mut state = self.state.lock();
-        if state.topics.contains_key(&topic.name) {
-            return Err(ControllerError::new(
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{}' already exists.", topic.name),
-            ));
+        if validate_only {
+            let image = self.image();
+            return self
+                .inner
+                .config
+                .plan_create(&image, topic)
+                .map(|(_, info)| Arc::new(info));
         }
-        if let Some(other) = state
-            .topics
-            .keys()
-            .find(|t| topic_name::collides(t, &topic.name))
-        {
-            return Err(ControllerError::new(
-                ResponseError::InvalidTopicException,
-                format!(
-                    "Topic '{}' collides with existing topic: {other}",
-                    topic.name
-                ),
-            ));
-        }
-        let info = Arc::new(TopicInfo {
-            name: topic.name.clone(),
-            topic_id: Uuid::new_v4(),
-            partitions,
-            configs: topic.configs,
-        });
-        if !validate_only {
-            state.topics.insert(topic.name, info.clone());
-            self.persist(&state).map_err(Self::storage_error)?;
-        }
-        Ok(info)
+        self.submit_topic(Op::Create(topic)).await
+    }
+
+    async fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        // Queued together, so one drain commits them with one fsync.
+        let pending: Vec<_> = topics
+            .into_iter()
+            .map(|t| self.submit_topic(Op::Create(t)))
+            .collect();
+        futures::future::join_all(pending).await
     }
 
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
-        let mut state = self.state.lock();
-        let removed = state
-            .topics
-            .remove(name)
-            .ok_or_else(|| ControllerError::unknown_topic(name))?;
-        self.persist(&state).map_err(Self::storage_error)?;
-        Ok(removed)
+        self.submit_topic(Op::Delete(name.to_string())).await
     }
 
     async fn create_partitions(
@@ -283,56 +424,20 @@ impl Controller for LocalController {
         assignments: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
-        let mut state = self.state.lock();
-        let current = state
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ControllerError::unknown_topic(name))?;
-        let existing = current.partitions.len() as i32;
-        if count < existing {
-            return Err(ControllerError::new(
-                ResponseError::InvalidPartitions,
-                format!("Topic currently has {existing} partitions, which is higher than the requested {count}."),
-            ));
+        if validate_only {
+            let image = self.image();
+            return self
+                .inner
+                .config
+                .plan_partitions(&image, name, count, assignments)
+                .map(|(_, info)| Arc::new(info));
         }
-        if count == existing {
-            return Err(ControllerError::new(
-                ResponseError::InvalidPartitions,
-                format!("Topic already has {existing} partitions."),
-            ));
-        }
-        let rf = current
-            .partitions
-            .first()
-            .map_or(1, |p| p.replicas.len() as i16);
-        let mut added = self.single_node_assignment(rf, existing..count)?;
-        if let Some(assignments) = assignments {
-            if assignments.len() as i32 != count - existing {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!(
-                        "Increasing the number of partitions by {} but {} assignments provided.",
-                        count - existing,
-                        assignments.len()
-                    ),
-                ));
-            }
-            for replicas in &assignments {
-                self.check_assignment(replicas)?;
-            }
-            added = (existing..count)
-                .map(|p| self.partition_on_self(p))
-                .collect();
-        }
-        let mut info = (*current).clone();
-        info.partitions.extend(added);
-        let info = Arc::new(info);
-        if !validate_only {
-            state.topics.insert(name.to_string(), info.clone());
-            self.persist(&state).map_err(Self::storage_error)?;
-        }
-        Ok(info)
+        self.submit_topic(Op::CreatePartitions {
+            name: name.to_string(),
+            count,
+            assignments,
+        })
+        .await
     }
 
     async fn set_topic_configs(
@@ -340,121 +445,89 @@ impl Controller for LocalController {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
-        let mut state = self.state.lock();
-        let current = state
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ControllerError::unknown_topic(name))?;
-        let info = Arc::new(TopicInfo {
+        self.submit_topic(Op::SetConfigs {
+            name: name.to_string(),
             configs,
-            ..(*current).clone()
-        });
-        state.topics.insert(name.to_string(), info.clone());
-        self.persist(&state).map_err(Self::storage_error)?;
-        Ok(info)
+        })
+        .await
     }
 
     async fn next_producer_id(&self) -> Result<i64, ControllerError> {
-        let mut state = self.state.lock();
-        if state.next_producer_id >= state.producer_id_block_end {
-            state.producer_id_block_end = state.next_producer_id + PRODUCER_ID_BLOCK;
-            if let Err(e) = self.persist(&state) {
-                state.producer_id_block_end = state.next_producer_id;
-                return Err(Self::storage_error(e));
+        let mut block = self.producer_ids.lock().await;
+        if block.0 >= block.1 {
+            match self.submit(Op::ReserveProducerIds).await? {
+                Outcome::ProducerIds { first, end } => *block = (first, end),
+                Outcome::Topic(_) => return Err(internal("unexpected topic answer")),
             }
         }
-        let id = state.next_producer_id;
-        state.next_producer_id += 1;
+        let id = block.0;
+        block.0 += 1;
         Ok(id)
     }
 }
 
-/// A cluster id as Kafka writes one: a random UUID in unpadded base64url (22 chars).
-fn new_cluster_id() -> String {
-    crate::log::uuid_to_kafka_string(Uuid::new_v4())
+/// Whether the metadata describes this node alone: a dir from a multi-broker Kafka
+/// cluster (other brokers registered, replicas elsewhere) is not taken over, since
+/// becoming the leader of every partition would rewrite that cluster's view of them.
+fn single_node(image: &MetadataImage, me: i32) -> Result<(), String> {
+    if let Some(other) = image.registered_brokers().find(|&b| b != me) {
+        return Err(format!(
+            "broker {other} is registered in it, besides node {me}"
+        ));
+    }
+    for t in image.topics() {
+        for p in &t.partitions {
+            if let Some(other) = p.assignment.replicas.iter().find(|&&b| b != me) {
+                return Err(format!(
+                    "partition {}-{} has a replica on broker {other}",
+                    t.name, p.partition
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens the controller on the metadata log under `metadata_dir`. When there is none yet
+/// it is first created holding `initial_records` (see `adopt.rs`; the caller computes them
+/// only when `MetadataLog::exists` says there is no log).
+pub fn open(
+    metadata_dir: &Path,
+    config: ControllerConfig,
+    initial_records: Option<Vec<MetadataRecord>>,
+) -> anyhow::Result<LocalController> {
+    super::metadata_log::remove_unfinished(metadata_dir)?;
+    if !MetadataLog::exists(metadata_dir) {
+        let records = initial_records.unwrap_or_else(bootstrap_records);
+        let mut scratch = MetadataImage::default();
+        for r in &records {
+            scratch.replay(r).map_err(anyhow::Error::msg)?;
+        }
+        let version = partition_record_version(scratch.metadata_version().unwrap_or(7));
+        MetadataLog::create(metadata_dir, config.broker.id, &records, version)?;
+        tracing::info!(
+            dir = %metadata_dir.display(),
+            topics = scratch.topic_count(),
+            "created the metadata log"
+        );
+    }
+    let (mut log, replayed) = MetadataLog::open(metadata_dir, config.broker.id)?;
+    if let Err(why) = single_node(&replayed.image, config.broker.id) {
+        anyhow::bail!(
+            "{}: {why}; skua runs a single node until cluster mode exists, so it leaves this metadata log as it is",
+            log.dir().display()
+        );
+    }
+    log.begin_epoch()?;
+    tracing::info!(
+        records = replayed.records,
+        topics = replayed.image.topic_count(),
+        epoch = log.epoch(),
+        "metadata log replayed"
+    );
+    LocalController::start(config, log, replayed.image, replayed.open_transaction)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn broker() -> BrokerInfo {
-        BrokerInfo {
-            id: 1,
-            host: "localhost".into(),
-            port: 9092,
-            rack: None,
-        }
-    }
-
-    fn new_topic(name: &str, n: i32, rf: i16) -> NewTopic {
-        NewTopic {
-            name: name.into(),
-            num_partitions: n,
-            replication_factor: rf,
-            assignments: BTreeMap::new(),
-            configs: BTreeMap::new(),
-        }
-    }
-
-    #[tokio::test]
-    async fn topics_and_producer_ids_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = LocalController::open(dir.path(), broker(), None, 1, 1).unwrap();
-        let t = c
-            .create_topic(new_topic("orders", 3, 1), false)
-            .await
-            .unwrap();
-        assert_eq!(t.partitions.len(), 3);
-        let id1 = c.next_producer_id().await.unwrap();
-        let id2 = c.next_producer_id().await.unwrap();
-        assert_eq!(id2, id1 + 1);
-        let cluster = c.cluster_id();
-        assert_eq!(cluster.len(), 22);
-        drop(c);
-        let c = LocalController::open(dir.path(), broker(), None, 1, 1).unwrap();
-        assert_eq!(c.cluster_id(), cluster);
-        assert_eq!(c.topic("orders").unwrap().topic_id, t.topic_id);
-        assert!(c.next_producer_id().await.unwrap() > id2);
-    }
-
-    #[tokio::test]
-    async fn refusals_carry_kafka_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = LocalController::open(dir.path(), broker(), None, 2, 1).unwrap();
-        let e = c
-            .create_topic(new_topic("x", 1, 3), false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.error, ResponseError::InvalidReplicationFactor);
-        let e = c
-            .create_topic(new_topic("bad name", 1, 1), false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.error, ResponseError::InvalidTopicException);
-        let t = c.create_topic(new_topic("d", -1, -1), true).await.unwrap();
-        assert_eq!(t.partitions.len(), 2);
-        assert!(c.topic("d").is_none(), "validate_only must not create");
-        c.create_topic(new_topic("a.b", 1, 1), false).await.unwrap();
-        let e = c
-            .create_topic(new_topic("a.b", 1, 1), false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.error, ResponseError::TopicAlreadyExists);
-        let e = c
-            .create_topic(new_topic("a_b", 1, 1), false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.error, ResponseError::InvalidTopicException);
-        let e = c
-            .create_partitions("a.b", 1, None, false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.error, ResponseError::InvalidPartitions);
-        let t = c.create_partitions("a.b", 4, None, false).await.unwrap();
-        assert_eq!(t.partitions.len(), 4);
-        let e = c.delete_topic("nope").await.unwrap_err();
-        assert_eq!(e.error, ResponseError::UnknownTopicOrPartition);
-    }
-}
+#[path = "local_tests.rs"]
+mod tests;

@@ -1,11 +1,22 @@
 //! Cluster metadata: brokers, topics, partition assignments, topic ids, producer ids.
 //!
 //! Handlers talk to a [`Controller`] and never know which backend answers: `local`
-//! (one node, persisted in the data dir) today, ZooKeeper for clusters later. After a
-//! change the caller hands the new [`TopicInfo`] to the replica manager, which creates
-//! or removes this broker's logs; a ZooKeeper watch will feed the same entry point.
+//! (one node, persisted in the data dir's KRaft metadata log) today, ZooKeeper for
+//! clusters later. Reads are synchronous lookups in the metadata image. Changes reach
+//! the rest of the broker as [`delta::MetadataDelta`]s, handed to every
+//! [`delta::MetadataListener`] (the replica manager creates and removes this broker's
+//! logs from them); the single-node controller is one producer of deltas, the ZooKeeper
+//! controller's requests will be another.
 
+pub mod adopt;
+pub mod delta;
+pub mod image;
 pub mod local;
+pub mod metadata_log;
+pub mod plan;
+pub mod quorum_state;
+pub mod records;
+pub mod snapshot;
 pub mod topic_name;
 
 use std::collections::BTreeMap;
@@ -24,18 +35,42 @@ pub struct BrokerInfo {
     pub rack: Option<String>,
 }
 
-/// One partition's assignment and leadership.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PartitionInfo {
-    pub partition: i32,
-    pub leader: i32,
-    pub leader_epoch: i32,
+/// Where a partition's replicas live. Changes only when replicas are reassigned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionAssignment {
     pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
+    /// The log dir (`directory.id`) of each replica, in `replicas` order; the nil uuid when
+    /// not yet assigned.
+    pub directories: Vec<Uuid>,
 }
 
-/// A topic: its id, partitions and config overrides.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Who leads a partition and who is in sync, with the epochs a compare-and-set on them
+/// needs: the leader epoch moves with every leader election, the partition epoch with
+/// every change to the partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderAndIsr {
+    /// -1 when the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+    /// KIP-966: replicas that may still be elected though not in the ISR.
+    pub eligible_leader_replicas: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
+    /// 1 while a leader elected uncleanly is recovering.
+    pub leader_recovery_state: i8,
+}
+
+/// One partition, as Kafka's `PartitionRegistration` holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub partition: i32,
+    pub assignment: PartitionAssignment,
+    pub state: LeaderAndIsr,
+}
+
+/// A topic: its id, partitions (ordered by partition id) and config overrides.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicInfo {
     pub name: String,
     pub topic_id: Uuid,
@@ -64,7 +99,7 @@ pub struct NewTopic {
 }
 
 /// A refused metadata change, carrying the Kafka error it is answered with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{error:?}: {message}")]
 pub struct ControllerError {
     pub error: ResponseError,
@@ -102,12 +137,30 @@ pub trait Controller: Send + Sync {
     fn topics(&self) -> Vec<Arc<TopicInfo>>;
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;
+    /// This broker's epoch as the cluster registered it, -1 if never registered.
+    fn broker_epoch(&self) -> i64 {
+        -1
+    }
+    /// Hands `listener` the whole current image as one delta (returning what it could not
+    /// apply), then every later change.
+    fn subscribe(&self, listener: Arc<dyn delta::MetadataListener>) -> Vec<delta::ApplyError>;
     /// Creates a topic, or with `validate_only` only checks it could be created.
     async fn create_topic(
         &self,
         topic: NewTopic,
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError>;
+    /// Creates several topics, each on its own (one failing does not stop the others).
+    async fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+    ) -> Vec<Result<Arc<TopicInfo>, ControllerError>> {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            out.push(self.create_topic(t, false).await);
+        }
+        out
+    }
     async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError>;
     /// Grows a topic to `count` partitions.
     async fn create_partitions(

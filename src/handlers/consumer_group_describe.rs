@@ -23,16 +23,15 @@ pub async fn handle(
     ctx: RequestContext,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let groups = req
-        .group_ids
-        .into_iter()
-        .map(|id| describe(&broker, id, ctx.api_version))
-        .collect();
+    let mut groups = Vec::with_capacity(req.group_ids.len());
+    for id in req.group_ids {
+        groups.push(describe(&broker, id, ctx.api_version).await);
+    }
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
-fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
-    let g = match broker.groups.describe_consumer_group(&id) {
+async fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
+    let g = match broker.groups.describe_consumer_group(&id).await {
         Ok(g) => g,
         Err(e) => {
             let message = format!("Group {} not found or not a consumer group.", id.0);

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::coordinator::group::consumer::{self, Heartbeat};
+use crate::coordinator::group::consumer::Heartbeat;
 use crate::router::RequestContext;
 
 /// Server assignors a member may ask for; both are served by the uniform assignor.
@@ -41,20 +41,6 @@ pub async fn handle(
             );
         }
     }
-    let controller = broker.controller.clone();
-    let owned = req.topic_partitions.map(|tps| {
-        let mut owned = consumer::Assignment::new();
-        for tp in tps {
-            // Partitions of topics deleted meanwhile are simply no longer owned.
-            if let Some(t) = controller.topic_by_id(tp.topic_id) {
-                owned
-                    .entry(t.name.clone())
-                    .or_default()
-                    .extend(tp.partitions);
-            }
-        }
-        owned
-    });
     let hb = Heartbeat {
         member_id,
         member_epoch: req.member_epoch,
@@ -67,7 +53,11 @@ pub async fn handle(
             .subscribed_topic_names
             .map(|ts| ts.into_iter().map(|t| t.to_string()).collect()),
         subscribed_regex: req.subscribed_topic_regex.map(|r| r.to_string()),
-        owned,
+        owned: req.topic_partitions.map(|tps| {
+            tps.into_iter()
+                .map(|tp| (tp.topic_id, tp.partitions))
+                .collect()
+        }),
     };
     match broker.groups.consumer_heartbeat(&req.group_id, hb).await {
         Err(e) => refuse(e, &format!("{e:?}")),
@@ -75,13 +65,10 @@ pub async fn handle(
             let assignment = r.assignment.map(|a| {
                 Assignment::default().with_topic_partitions(
                     a.into_iter()
-                        .filter_map(|(topic, ps)| {
-                            let id = controller.topic(&topic)?.topic_id;
-                            Some(
-                                TopicPartitions::default()
-                                    .with_topic_id(id)
-                                    .with_partitions(ps.into_iter().collect()),
-                            )
+                        .map(|(id, partitions)| {
+                            TopicPartitions::default()
+                                .with_topic_id(id)
+                                .with_partitions(partitions)
                         })
                         .collect(),
                 )

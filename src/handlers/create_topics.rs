@@ -103,7 +103,7 @@ fn success(broker: &Broker, info: Arc<TopicInfo>) -> CreatableTopicResult {
         .with_replication_factor(
             info.partitions
                 .first()
-                .map_or(1, |p| p.replicas.len() as i16),
+                .map_or(1, |p| p.assignment.replicas.len() as i16),
         )
         .with_configs(Some(configs))
 }

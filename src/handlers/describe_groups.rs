@@ -26,22 +26,19 @@ pub async fn handle(
         req.include_authorized_operations && v >= 3,
         ResourceType::Group,
     );
-    let groups = req
-        .groups
-        .into_iter()
-        .map(|id| describe(&broker, id, v))
-        .map(|g| {
-            if g.error_code == 0 {
-                g.with_authorized_operations(ops)
-            } else {
-                g
-            }
-        })
-        .collect();
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for id in req.groups {
+        let g = describe(&broker, id, v).await;
+        groups.push(if g.error_code == 0 {
+            g.with_authorized_operations(ops)
+        } else {
+            g
+        });
+    }
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
+async fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
     let error = |id: GroupId, e: ResponseError, message: String| {
         let g = DescribedGroup::default()
             .with_group_id(id)
@@ -53,7 +50,7 @@ fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {
             g
         }
     };
-    match broker.groups.describe_group(&id) {
+    match broker.groups.describe_group(&id).await {
         Err(e) => error(id, e, format!("{e:?}")),
         Ok(None) if v >= NOT_FOUND_VERSION => {
             let message = format!("Group {} not found.", id.0);

@@ -102,10 +102,17 @@ fn describe(
         partitions.push(
             DescribeTopicPartitionsResponsePartition::default()
                 .with_partition_index(p.partition)
-                .with_leader_id(BrokerId(p.leader))
-                .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_leader_id(BrokerId(p.state.leader))
+                .with_leader_epoch(p.state.leader_epoch)
+                .with_replica_nodes(
+                    p.assignment
+                        .replicas
+                        .iter()
+                        .copied()
+                        .map(BrokerId)
+                        .collect(),
+                )
+                .with_isr_nodes(p.state.isr.iter().copied().map(BrokerId).collect())
                 .with_eligible_leader_replicas(Some(Vec::new()))
                 .with_last_known_elr(Some(Vec::new())),
         );

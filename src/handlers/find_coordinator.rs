@@ -2,6 +2,7 @@
 //! asks for many keys. Transactions do not exist yet, so transaction keys (type 1) and
 //! share keys are refused with a non-retriable error.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -11,7 +12,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::coordinator::group::{ensure_offsets_topic, OFFSETS_TOPIC};
+use crate::controller::NewTopic;
+use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
@@ -71,7 +73,7 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
         t.partitions
             .iter()
             .find(|p| p.partition == partition)
-            .map(|p| p.leader)
+            .map(|p| p.state.leader)
     });
     let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
     // While the offsets topic is being created its metadata is visible before this
@@ -94,5 +96,45 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
             ResponseError::CoordinatorNotAvailable,
             "the coordinator's partition has no live leader",
         ),
+    }
+}
+
+/// Creates `__consumer_offsets` if it does not exist yet, as the first FindCoordinator
+/// for a group does in Kafka, and serves the partitions this broker leads (those loaded
+/// already are left as they are).
+async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
+    if broker.controller.topic(OFFSETS_TOPIC).is_some() {
+        // Created by an admin request, say: its partitions are served from now on.
+        broker.groups.elect_led_partitions().await;
+        return Ok(());
+    }
+    let cfg = &broker.groups.offsets_topic;
+    let live = broker.controller.brokers().len().max(1) as i16;
+    let configs = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), cfg.segment_bytes.to_string()),
+        ("compression.type".to_string(), "producer".to_string()),
+    ]);
+    let topic = NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions: cfg.partitions,
+        replication_factor: cfg.replication_factor.clamp(1, live),
+        assignments: BTreeMap::new(),
+        configs,
+    };
+    match broker.create_topic(topic, false).await {
+        Ok(_) => {
+            tracing::info!(partitions = cfg.partitions, "created {OFFSETS_TOPIC}");
+            broker.groups.elect_led_partitions().await;
+            Ok(())
+        }
+        Err(e) if e.error == ResponseError::TopicAlreadyExists => {
+            broker.groups.elect_led_partitions().await;
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
+            Err(ResponseError::CoordinatorNotAvailable)
+        }
     }
 }

@@ -11,7 +11,7 @@ use kafka_protocol::error::ResponseError;
 
 use super::{shutdown_begun, str_bytes};
 use crate::broker::Broker;
-use crate::coordinator::group::state::{JoinRequest, JoinResult};
+use crate::coordinator::group::classic::{JoinRequest, JoinResult};
 use crate::router::RequestContext;
 
 pub async fn handle(

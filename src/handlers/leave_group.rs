@@ -31,7 +31,7 @@ pub async fn handle(
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    match broker.groups.leave(&req.group_id, &members).await {
+    match broker.groups.leave(&req.group_id, members.clone()).await {
         Err(e) => LeaveGroupResponse::default().with_error_code(e.code()),
         Ok(errors) if !batched => LeaveGroupResponse::default()
             .with_error_code(errors.first().copied().flatten().map_or(0, |e| e.code())),

@@ -19,9 +19,11 @@ pub async fn handle(
     let matches = |filter: &[kafka_protocol::protocol::StrBytes], value: &str| {
         filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
     };
-    let groups = broker
-        .groups
-        .list_groups()
+    let listed = match broker.groups.list_groups().await {
+        Ok(listed) => listed,
+        Err(e) => return ListGroupsResponse::default().with_error_code(e.code()),
+    };
+    let groups = listed
         .into_iter()
         .filter(|g| {
             matches(&req.types_filter, g.group_type) && matches(&req.states_filter, g.state)

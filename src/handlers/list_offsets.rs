@@ -10,6 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::broker::Broker;
+use crate::log::TimestampAndOffset;
 use crate::replica::Partition;
 use crate::router::RequestContext;
 
@@ -57,25 +58,39 @@ fn lookup(p: &Partition, lp: &ListOffsetsPartition, version: i16) -> ListOffsets
         return error(lp.partition_index, e);
     }
     let hw = p.high_watermark();
+    let at = |offset| TimestampAndOffset {
+        timestamp: -1,
+        offset,
+        leader_epoch: Some(epoch),
+    };
     let found = match lp.timestamp {
-        EARLIEST | EARLIEST_LOCAL => Some((-1, p.log.log_start_offset())),
-        LATEST => Some((-1, hw)),
+        EARLIEST | EARLIEST_LOCAL => Some(at(p.log.log_start_offset())),
+        LATEST => Some(at(hw)),
         // No tiered storage: nothing is tiered or pending upload.
-        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Some((-1, -1)),
-        MAX_TIMESTAMP => p.log.max_timestamp_and_offset().filter(|&(_, o)| o < hw),
-        ts if ts >= 0 => p.log.fetch_offset_by_timestamp(ts).filter(|&(_, o)| o < hw),
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Some(TimestampAndOffset {
+            leader_epoch: None,
+            ..at(-1)
+        }),
+        MAX_TIMESTAMP => p.log.max_timestamp_and_offset().filter(|f| f.offset < hw),
+        ts if ts >= 0 => p
+            .log
+            .fetch_offset_by_timestamp(ts)
+            .filter(|f| f.offset < hw),
         _ => return error(lp.partition_index, ResponseError::InvalidRequest),
     };
-    let (timestamp, offset) = found.unwrap_or((-1, -1));
+    let found = found.unwrap_or(TimestampAndOffset {
+        leader_epoch: None,
+        ..at(-1)
+    });
     ListOffsetsPartitionResponse::default()
         .with_partition_index(lp.partition_index)
-        .with_timestamp(timestamp)
-        .with_offset(offset)
+        .with_timestamp(found.timestamp)
+        .with_offset(found.offset)
         // The epoch exists from v4 on; the codec refuses to drop a set value silently.
-        .with_leader_epoch(if offset >= 0 && version >= LEADER_EPOCH_VERSION {
-            epoch
-        } else {
-            -1
+        // Lookups by time answer with the epoch of the batch holding the record, as Kafka.
+        .with_leader_epoch(match found.leader_epoch {
+            Some(e) if found.offset >= 0 && version >= LEADER_EPOCH_VERSION => e,
+            _ => -1,
         })
 }
 

@@ -43,13 +43,21 @@ pub async fn handle(
             let auto_create = (ctx.api_version < 4 || req.allow_auto_topic_creation)
                 && broker.config.auto_create_topics_enable;
             let mut out = Vec::with_capacity(requested.len());
+            let mut to_create = Vec::new();
             for t in requested {
                 let entry = match (t.name, t.topic_id) {
-                    (Some(name), _) => by_name(&broker, name.0.as_str(), auto_create, ops).await,
+                    (Some(name), _) => match by_name(&broker, name.0.as_str(), auto_create, ops) {
+                        Lookup::Found(entry) => entry,
+                        Lookup::Create(name) => {
+                            to_create.push((out.len(), name.clone()));
+                            error_for(&name, ResponseError::LeaderNotAvailable, ops)
+                        }
+                    },
                     (None, id) => by_id(&broker, id, ops),
                 };
                 out.push(entry);
             }
+            auto_create_topics(&broker, to_create, ops, &mut out).await;
             out
         }
     };
@@ -72,51 +80,98 @@ pub async fn handle(
         .with_topics(topics)
 }
 
-async fn by_name(
-    broker: &Broker,
-    name: &str,
-    auto_create: bool,
-    ops: i32,
-) -> MetadataResponseTopic {
+/// What a named topic's entry will be: known (or refused) now, or to be auto-created.
+enum Lookup {
+    Found(MetadataResponseTopic),
+    Create(String),
+}
+
+fn error_for(name: &str, e: ResponseError, ops: i32) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(e.code())
+        .with_topic_authorized_operations(ops)
+}
+
+fn by_name(broker: &Broker, name: &str, auto_create: bool, ops: i32) -> Lookup {
     if let Some(t) = broker.controller.topic(name) {
-        return describe(&t, ops);
+        return Lookup::Found(describe(&t, ops));
     }
-    let error = |e: ResponseError| {
-        MetadataResponseTopic::default()
-            .with_name(Some(topic_name(name)))
-            .with_error_code(e.code())
-            .with_topic_authorized_operations(ops)
-    };
     if names::validate(name).is_err() {
-        return error(ResponseError::InvalidTopicException);
+        return Lookup::Found(error_for(name, ResponseError::InvalidTopicException, ops));
     }
     if !auto_create || name == "__consumer_offsets" || name == "__transaction_state" {
-        return error(ResponseError::UnknownTopicOrPartition);
+        return Lookup::Found(error_for(name, ResponseError::UnknownTopicOrPartition, ops));
     }
-    let new = NewTopic {
-        name: name.to_string(),
-        num_partitions: -1,
-        replication_factor: -1,
-        assignments: BTreeMap::new(),
-        configs: BTreeMap::new(),
-    };
-    match broker.create_topic(new, false).await {
-        Ok(t) => {
-            tracing::info!(
-                topic = name,
-                partitions = t.partitions.len(),
-                "auto-created topic"
-            );
-            describe(&t, ops)
+    Lookup::Create(name.to_string())
+}
+
+/// Partitions one Metadata request may create. Kafka creates only the topics a request
+/// names and its controller bounds each operation; skua bounds each request so that one
+/// request cannot make the broker create thousands of logs at once: topics are created in
+/// request order while their partitions fit, and the rest are answered
+/// LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created), which clients retry,
+/// creating the next ones. The first topic is always created.
+pub const MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST: i32 = 100;
+
+/// Creates the named topics (their entries in `out` answer LEADER_NOT_AVAILABLE until
+/// then) with one metadata write, within the per-request bound.
+async fn auto_create_topics(
+    broker: &Broker,
+    wanted: Vec<(usize, String)>,
+    ops: i32,
+    out: &mut [MetadataResponseTopic],
+) {
+    let mut budget = MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST;
+    let mut seen = std::collections::HashSet::new();
+    let mut slots = Vec::new();
+    let mut creating = Vec::new();
+    let mut repeated = Vec::new();
+    for (slot, name) in wanted {
+        if !seen.insert(name.clone()) {
+            repeated.push((slot, name));
+            continue;
         }
-        // Another request created it first.
-        Err(e) if e.error == ResponseError::TopicAlreadyExists => {
-            match broker.controller.topic(name) {
-                Some(t) => describe(&t, ops),
-                None => error(ResponseError::LeaderNotAvailable),
+        let cost = broker.config.num_partitions;
+        if !creating.is_empty() && cost > budget {
+            continue;
+        }
+        budget -= cost;
+        slots.push(slot);
+        creating.push(NewTopic {
+            name,
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: BTreeMap::new(),
+            configs: BTreeMap::new(),
+        });
+    }
+    let names: Vec<String> = creating.iter().map(|t| t.name.clone()).collect();
+    let results = broker.create_topics(creating).await;
+    for ((slot, name), result) in slots.into_iter().zip(names).zip(results) {
+        out[slot] = match result {
+            Ok(t) => {
+                tracing::info!(
+                    topic = %name,
+                    partitions = t.partitions.len(),
+                    "auto-created topic"
+                );
+                describe(&t, ops)
             }
+            // Another request created it first.
+            Err(e) if e.error == ResponseError::TopicAlreadyExists => {
+                match broker.controller.topic(&name) {
+                    Some(t) => describe(&t, ops),
+                    None => error_for(&name, ResponseError::LeaderNotAvailable, ops),
+                }
+            }
+            Err(e) => error_for(&name, e.error, ops),
+        };
+    }
+    for (slot, name) in repeated {
+        if let Some(t) = broker.controller.topic(&name) {
+            out[slot] = describe(&t, ops);
         }
-        Err(e) => error(e.error),
     }
 }
 
@@ -143,10 +198,17 @@ fn describe(t: &TopicInfo, ops: i32) -> MetadataResponseTopic {
                 .map(|p| {
                     MetadataResponsePartition::default()
                         .with_partition_index(p.partition)
-                        .with_leader_id(BrokerId(p.leader))
-                        .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
-                        .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                        .with_leader_id(BrokerId(p.state.leader))
+                        .with_leader_epoch(p.state.leader_epoch)
+                        .with_replica_nodes(
+                            p.assignment
+                                .replicas
+                                .iter()
+                                .copied()
+                                .map(BrokerId)
+                                .collect(),
+                        )
+                        .with_isr_nodes(p.state.isr.iter().copied().map(BrokerId).collect())
                 })
                 .collect(),
         )

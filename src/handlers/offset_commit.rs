@@ -11,7 +11,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::now_ms;
 use crate::broker::Broker;
-use crate::coordinator::group::coordinator::{CommitRequest, Committer};
+use crate::coordinator::group::shard::{CommitRequest, Committer};
 use crate::router::RequestContext;
 
 /// The last version carrying `retention_time_ms`.
@@ -56,8 +56,8 @@ pub async fn handle(
         .commit_offsets(
             &req.group_id,
             Committer {
-                member_id: &req.member_id,
-                instance: req.group_instance_id.as_deref(),
+                member_id: req.member_id.to_string(),
+                instance: req.group_instance_id.as_ref().map(|s| s.to_string()),
                 generation_id_or_member_epoch: req.generation_id_or_member_epoch,
                 api_version: ctx.api_version,
             },

@@ -26,7 +26,7 @@ pub async fn handle(
         .collect();
     let errors = match broker
         .groups
-        .delete_offsets(&req.group_id, &partitions)
+        .delete_offsets(&req.group_id, partitions)
         .await
     {
         Ok(errors) => errors,

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::coordinator::group::offsets_topic::OffsetValue;
+use crate::coordinator::group::records::OffsetValue;
 use crate::router::RequestContext;
 
 const MULTI_GROUP_VERSION: i16 = 8;
@@ -29,25 +29,25 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     let v = ctx.api_version;
     if v >= MULTI_GROUP_VERSION {
-        let groups = req
-            .groups
-            .into_iter()
-            .map(|g| {
-                let wanted = g.topics.map(|ts| {
-                    ts.into_iter()
-                        .flat_map(|t| {
-                            let name = t.name.to_string();
-                            t.partition_indexes
-                                .into_iter()
-                                .map(move |p| (name.clone(), p))
-                        })
-                        .collect()
-                });
-                let member = (g.member_id.as_deref(), g.member_epoch);
-                let fetched = broker.groups.fetch_offsets(&g.group_id, member, wanted);
-                group_response(g.group_id, fetched)
-            })
-            .collect();
+        let mut groups = Vec::with_capacity(req.groups.len());
+        for g in req.groups {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .flat_map(|t| {
+                        let name = t.name.to_string();
+                        t.partition_indexes
+                            .into_iter()
+                            .map(move |p| (name.clone(), p))
+                    })
+                    .collect()
+            });
+            let member = (g.member_id.map(|m| m.to_string()), g.member_epoch);
+            let fetched = broker
+                .groups
+                .fetch_offsets(&g.group_id, member, wanted)
+                .await;
+            groups.push(group_response(g.group_id, fetched));
+        }
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let wanted = req.topics.map(|ts| {
@@ -62,7 +62,8 @@ pub async fn handle(
     });
     let fetched = broker
         .groups
-        .fetch_offsets(&req.group_id, (None, -1), wanted.clone());
+        .fetch_offsets(&req.group_id, (None, -1), wanted.clone())
+        .await;
     single_group_response(fetched, wanted, v)
 }
 

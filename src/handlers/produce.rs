@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
+use crate::coordinator::is_internal_topic;
+use crate::log::{check_produce_records, LogError};
 use crate::router::RequestContext;
 
 /// Produce requests carry topic ids instead of names from this version on.
@@ -43,7 +47,12 @@ pub async fn handle(
             let resp = match (refusal, &name) {
                 (Some((e, why)), _) => error(p.index, e, why),
                 (None, Err(e)) => error(p.index, *e, "unknown topic"),
-                (None, Ok(name)) => append(&broker, name, p).await,
+                (None, Ok(name))
+                    if is_internal_topic(name) && broker.controller.topic(name).is_some() =>
+                {
+                    internal_topic(p.index, name)
+                }
+                (None, Ok(name)) => append(&broker, name, p, ctx.api_version).await,
             };
             partitions.push(resp);
         }
@@ -73,7 +82,12 @@ fn resolve_name(
     }
 }
 
-async fn append(broker: &Broker, topic: &str, p: PartitionProduceData) -> PartitionProduceResponse {
+async fn append(
+    broker: &Broker,
+    topic: &str,
+    p: PartitionProduceData,
+    version: i16,
+) -> PartitionProduceResponse {
     let Some(partition) = broker.replicas.partition(topic, p.index) else {
         let e = if broker
             .controller
@@ -93,7 +107,12 @@ async fn append(broker: &Broker, topic: &str, p: PartitionProduceData) -> Partit
     let Some(records) = p.records else {
         return error(p.index, ResponseError::InvalidRecord, "no records");
     };
-    match partition.append(records, now_ms()).await {
+    let checked = check_produce_records(version, &records);
+    let appended = match checked {
+        Ok(()) => partition.append(records, now_ms()).await,
+        Err(e) => Err(e),
+    };
+    match appended {
         Ok(info) => PartitionProduceResponse::default()
             .with_index(p.index)
             .with_base_offset(info.first_offset)
@@ -112,9 +131,39 @@ async fn append(broker: &Broker, topic: &str, p: PartitionProduceData) -> Partit
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(partition.log.log_start_offset())
+                .with_record_errors(record_errors(&e))
                 .with_error_message(Some(str_bytes(e.to_string())))
         }
     }
+}
+
+/// Which records of the batch were refused and why (Produce v8+; older versions drop them).
+fn record_errors(e: &LogError) -> Vec<BatchIndexAndErrorMessage> {
+    e.record_errors()
+        .iter()
+        .map(|r| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(r.batch_index)
+                .with_batch_index_error_message(Some(str_bytes(r.message.clone())))
+        })
+        .collect()
+}
+
+/// Only the coordinators write their internal topics: a client's batch there could
+/// make their partitions unloadable. Kafka answers INVALID_TOPIC_EXCEPTION with no
+/// message ("Cannot append to internal topic" is its exception's text, not sent).
+fn internal_topic(index: i32, topic: &str) -> PartitionProduceResponse {
+    tracing::debug!(
+        topic,
+        partition = index,
+        "Cannot append to internal topic {topic}"
+    );
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(ResponseError::InvalidTopicException.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
 }
 
 fn error(index: i32, e: ResponseError, message: &str) -> PartitionProduceResponse {

@@ -8,7 +8,8 @@ use kafka_protocol::error::ResponseError;
 
 use super::{shutdown_begun, str_bytes};
 use crate::broker::Broker;
-use crate::coordinator::group::state::SyncResult;
+use crate::coordinator::group::classic::SyncResult;
+use crate::coordinator::group::shard::SyncRequest;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -21,14 +22,15 @@ pub async fn handle(
         .into_iter()
         .map(|a| (a.member_id.to_string(), a.assignment))
         .collect();
-    let sync = broker.groups.sync(
-        &req.group_id,
-        &req.member_id,
-        req.group_instance_id.as_deref(),
-        req.generation_id,
-        (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+    let sync = SyncRequest {
+        member_id: req.member_id.to_string(),
+        instance: req.group_instance_id.map(|s| s.to_string()),
+        generation_id: req.generation_id,
+        protocol_type: req.protocol_type.map(|s| s.to_string()),
+        protocol_name: req.protocol_name.map(|s| s.to_string()),
         assignments,
-    );
+    };
+    let sync = broker.groups.sync(&req.group_id, sync);
     // At shutdown the member goes looking for the coordinator again.
     let r = tokio::select! {
         r = sync => r,

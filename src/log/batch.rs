@@ -234,16 +234,45 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 }
 
 /// Kafka's `DefaultRecordBatch.setMaxTimestamp`: sets the timestamp-type bit and
-/// `maxTimestamp`, then recomputes the CRC. `baseTimestamp` and the records are untouched;
-/// readers of a LogAppendTime batch take every record's timestamp from `maxTimestamp`.
-pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
-    if batch.len() < HEADER_SIZE {
+/// `maxTimestamp`, then recomputes the CRC; nothing is written when both already hold.
+/// `baseTimestamp` and the records are untouched; readers of a LogAppendTime batch take
+/// every record's timestamp from `maxTimestamp`.
+pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: super::TimestampType, timestamp: i64) {
+    let Ok(header) = RecordBatchHeader::parse(batch) else {
+        return;
+    };
+    if header.timestamp_type() == timestamp_type && header.max_timestamp() == timestamp {
         return;
     }
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_OFFSET], batch[ATTRIBUTES_OFFSET + 1]])
-        | TIMESTAMP_TYPE_MASK;
+    let attributes = match timestamp_type {
+        super::TimestampType::LogAppendTime => header.attributes() | TIMESTAMP_TYPE_MASK,
+        super::TimestampType::CreateTime => header.attributes() & !TIMESTAMP_TYPE_MASK,
+    };
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&timestamp.to_be_bytes());
+    write_crc(batch);
+}
+
+/// Stamps a batch with the broker's time (LogAppendTime).
+pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
+    set_max_timestamp(batch, super::TimestampType::LogAppendTime, timestamp)
+}
+
+/// After the records of a whole batch were replaced (recompressed): sets the codec bits and
+/// `batchLength` to the batch's new size, and recomputes the CRC.
+pub fn set_codec_and_length(batch: &mut [u8], codec: u8) {
+    let Ok(header) = RecordBatchHeader::parse(batch) else {
+        return;
+    };
+    let attributes =
+        (header.attributes() & !COMPRESSION_MASK) | (i16::from(codec) & COMPRESSION_MASK);
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    let length = i32::try_from(batch.len() - LOG_OVERHEAD).unwrap_or(i32::MAX);
+    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+    write_crc(batch);
+}
+
+fn write_crc(batch: &mut [u8]) {
     let crc = compute_crc(batch);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::batch::{RecordBatchHeader, HEADER_SIZE};
 use super::checkpoint::sync_dir;
 use super::faults::{self, Fault};
 use super::leader_epoch::LeaderEpochFileCache;
@@ -17,10 +16,8 @@ use super::loader::{self, replay_producer_state};
 use super::log_dir_health::LogDirHealth;
 use super::producer_state::ProducerStateManager;
 use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
-use super::validation::first_record_at_or_after;
-use super::{
-    DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TimestampType, TopicPartition,
-};
+use super::timestamp_search::{self, TimestampAndOffset};
+use super::{DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TopicPartition};
 
 mod append;
 mod retention;
@@ -439,84 +436,116 @@ impl Log {
         Ok(None)
     }
 
-    /// ListOffsets by timestamp: the first record (batch-level for compressed batches)
-    /// with timestamp >= `ts`, as (timestamp, offset).
-    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Option<(i64, i64)> {
+    /// ListOffsets by timestamp (Kafka's `searchOffsetInLocalLog`): the first record with a
+    /// timestamp >= `ts` and an offset >= the log start offset, searched in the first segment
+    /// whose max timestamp reaches `ts`, from the time index's entry below `ts`.
+    ///
+    /// Only the index lookups hold the lock. Batch headers and the candidate batch are then
+    /// read below the segment size seen under it (bytes there never change), and the batch's
+    /// records are searched, decompressing if need be, with no lock held. A batch whose
+    /// records cannot be read is answered at batch level: its max timestamp and first offset.
+    pub fn fetch_offset_by_timestamp(&self, ts: i64) -> Option<TimestampAndOffset> {
         let log_start = self.log_start_offset();
-        let inner = self.inner.lock();
-        let segment = inner
-            .segments
-            .values()
-            .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
-        let (_, ts_offset) = segment.time_index().lookup(ts);
-        let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
-        let mut position = u64::from(start);
-        let file = segment.log_file();
-        while let Ok(Some(h)) = read_header(file, position, segment.size()) {
-            let size = h
-                .check_length(usize::try_from(segment.size() - position).ok()?)
-                .ok()?;
+        let (file, mut position, end) = {
+            let inner = self.inner.lock();
+            let segment = inner
+                .segments
+                .values()
+                .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
+            let (_, ts_offset) = segment.time_index().lookup(ts);
+            let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
+            (segment.log_file().clone(), u64::from(start), segment.size())
+        };
+        while let Ok(Some(h)) = read_header(&file, position, end) {
+            let size = h.check_length(usize::try_from(end - position).ok()?).ok()?;
             if h.max_timestamp() >= ts && h.last_offset() >= log_start {
-                return Some(self.first_match_in_batch(file, position, size, &h, ts, log_start));
+                let found = self
+                    .read_stored_batch(&file, position, size)
+                    .and_then(|b| timestamp_search::first_at_or_after(&b, ts, log_start));
+                match found {
+                    Ok(Some(found)) => return Some(found),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = %self.topic_partition, offset = h.base_offset(), error = %e,
+                            "cannot read the records of a stored batch; answering at batch level");
+                        return Some(TimestampAndOffset {
+                            timestamp: h.max_timestamp(),
+                            offset: h.base_offset().max(log_start),
+                            leader_epoch: Some(h.partition_leader_epoch()).filter(|&e| e >= 0),
+                        });
+                    }
+                }
             }
             position += size as u64;
         }
         None
     }
 
-    fn first_match_in_batch(
+    /// ListOffsets MAX_TIMESTAMP (Kafka ≥ 3.8, KAFKA-16310): the record with the largest
+    /// timestamp, the earliest such. The segment and the time index know the batch carrying
+    /// it (by its last offset, as Kafka's time index does); its records give the record.
+    pub fn max_timestamp_and_offset(&self) -> Option<TimestampAndOffset> {
+        let (file, mut position, end, max_ts) = {
+            let inner = self.inner.lock();
+            let mut best: Option<&LogSegment> = None;
+            for s in inner.segments.values() {
+                let ts = s.max_timestamp_and_offset().0;
+                if ts >= 0 && best.is_none_or(|b| ts > b.max_timestamp_and_offset().0) {
+                    best = Some(s);
+                }
+            }
+            let segment = best?;
+            let (ts, offset) = segment.max_timestamp_and_offset();
+            let (_, start) = segment.offset_index().lookup(offset);
+            (
+                segment.log_file().clone(),
+                u64::from(start),
+                segment.size(),
+                ts,
+            )
+        };
+        while let Ok(Some(h)) = read_header(&file, position, end) {
+            let size = h.check_length(usize::try_from(end - position).ok()?).ok()?;
+            if h.max_timestamp() == max_ts {
+                let found = self
+                    .read_stored_batch(&file, position, size)
+                    .and_then(|b| timestamp_search::offset_of_max_timestamp(&b));
+                if let Ok(Some(found)) = found {
+                    return Some(found);
+                }
+                // A header whose max timestamp no record carries (or unreadable records):
+                // the batch's last offset, as the time index has it.
+                tracing::warn!(partition = %self.topic_partition, offset = h.base_offset(),
+                    "no record of a stored batch carries its max timestamp; answering at batch level");
+                return Some(TimestampAndOffset {
+                    timestamp: max_ts,
+                    offset: h.last_offset(),
+                    leader_epoch: Some(h.partition_leader_epoch()).filter(|&e| e >= 0),
+                });
+            }
+            position += size as u64;
+        }
+        None
+    }
+
+    /// The bytes of one stored batch for a record-level lookup. `size` was checked against
+    /// the bytes present; past `max.message.bytes` (at least 1 MiB) a lookup reads nothing,
+    /// so a forged length cannot make it read a whole segment into memory.
+    fn read_stored_batch(
         &self,
         file: &File,
         position: u64,
         size: usize,
-        h: &RecordBatchHeader,
-        ts: i64,
-        log_start: i64,
-    ) -> (i64, i64) {
-        // Record-level answers need the records in memory; past this size, batch level.
-        const MAX_SCAN_BYTES: usize = 16 * 1024 * 1024;
-        let batch_level = (h.max_timestamp(), h.base_offset().max(log_start));
-        if h.timestamp_type() == TimestampType::LogAppendTime || size > MAX_SCAN_BYTES {
-            return batch_level;
+    ) -> Result<Vec<u8>, LogError> {
+        let read_max = (self.config.read().max_message_bytes as usize).max(1 << 20);
+        if size > read_max {
+            return Err(LogError::CorruptMessage(format!(
+                "stored batch of {size} bytes exceeds the {read_max} bytes a lookup reads"
+            )));
         }
         let mut buf = vec![0u8; size];
-        if std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position).is_err() {
-            return batch_level;
-        }
-        if h.compression_codec() != 0 {
-            // A lookup by time is rare enough to pay for decompressing this one batch.
-            let mut bytes = Bytes::from(buf);
-            return kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
-                .ok()
-                .and_then(|set| {
-                    set.records
-                        .iter()
-                        .find(|r| r.timestamp >= ts && r.offset >= log_start)
-                        .map(|r| (r.timestamp, r.offset))
-                })
-                .unwrap_or(batch_level);
-        }
-        let records = buf.get(HEADER_SIZE..).unwrap_or(&[]);
-        match first_record_at_or_after(records, h.records_count(), h.base_timestamp(), ts) {
-            Some((t, delta)) if h.base_offset() + i64::from(delta) >= log_start => {
-                (t, h.base_offset() + i64::from(delta))
-            }
-            _ => batch_level,
-        }
-    }
-
-    /// ListOffsets MAX_TIMESTAMP: the largest batch max timestamp and the offset of the batch
-    /// carrying it (the earliest such batch).
-    pub fn max_timestamp_and_offset(&self) -> Option<(i64, i64)> {
-        let inner = self.inner.lock();
-        let mut best: Option<(i64, i64)> = None;
-        for s in inner.segments.values() {
-            let (ts, offset) = s.max_timestamp_and_offset();
-            if ts >= 0 && best.is_none_or(|(b, _)| ts > b) {
-                best = Some((ts, offset));
-            }
-        }
-        best
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, position)?;
+        Ok(buf)
     }
 
     pub fn latest_epoch(&self) -> Option<i32> {

@@ -1,4 +1,10 @@
 //! `LogManager`: every partition log in the broker's `log.dirs`.
+//!
+//! It never removes a partition directory on its own. A deleted partition's directory is
+//! renamed `<topic>-<partition>.<uuid>-delete` at once (so a restart cannot bring it back)
+//! and removed `file.delete.delay.ms` later by `remove_due_deletions`; a directory the
+//! metadata does not assign here is a stray, renamed `<topic>-<partition>.<uuid>-stray`,
+//! kept byte for byte and never served.
 
 use std::collections::HashMap;
 use std::fs;
@@ -16,17 +22,18 @@ use super::checkpoint::{
 };
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
-use super::meta_properties::ensure_meta_properties;
+use super::log_dirs::METADATA_LOG_DIR;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
 use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
 /// down cleanly and its logs need no recovery scan. Deleted before logs are loaded, so a
 /// crash while loading counts as unclean; written (fsynced JSON
-/// `{"version":0,"brokerEpoch":-1}`) as the last step of a clean shutdown.
+/// `{"version":0,"brokerEpoch":<epoch>}`) as the last step of a clean shutdown.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-/// KRaft's metadata log: LogManager never loads it.
-const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+const DELETE_SUFFIX: &str = "-delete";
+const STRAY_SUFFIX: &str = "-stray";
+const FUTURE_SUFFIX: &str = "-future";
 
 struct LogDir {
     path: PathBuf,
@@ -43,6 +50,11 @@ struct Hosted {
     topic_id: Option<Uuid>,
 }
 
+/// Whether metadata assigns a partition directory found on disk to this broker: its
+/// partition and its topic id (from `partition.metadata`, if it has one).
+pub trait Assignment: Fn(&TopicPartition, Option<Uuid>) -> bool {}
+impl<F: Fn(&TopicPartition, Option<Uuid>) -> bool> Assignment for F {}
+
 /// Owns the log directories, each locked (`.lock`). Layout of each: `meta.properties`, the checkpoint files
 /// (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`), the clean-shutdown
 /// marker, and one `<topic>-<partition>` directory per hosted partition.
@@ -57,8 +69,9 @@ pub struct LogManager {
     dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
     /// Deleted segments and partition directories waiting out `file.delete.delay.ms`.
     delayed_deletes: Arc<DelayedDeletes>,
-    /// The broker's `log.segment.delete.delay.ms`, which deleted partitions wait.
     file_delete_delay: Duration,
+    /// The broker epoch the clean-shutdown marker records (-1: not registered).
+    broker_epoch: std::sync::atomic::AtomicI64,
 }
 
 /// One log dir as DescribeLogDirs will report it.
@@ -70,40 +83,29 @@ pub struct LogDirStatus {
 }
 
 impl LogManager {
-    /// Opens every log dir: creates it if missing, writes or validates `meta.properties`,
-    /// reads the recovery-point and log-start checkpoints, notes and deletes the
-    /// clean-shutdown marker, removes `-delete` directories, and loads every partition
-    /// directory (recovering after its recovery point if the shutdown was unclean).
+    /// Opens every log dir (already checked and locked, see `log_dirs`): reads the
+    /// recovery-point and log-start checkpoints, notes and deletes the clean-shutdown
+    /// marker, schedules leftover `-delete` directories for removal, renames partition
+    /// directories that `assigned` does not know to `-stray`, and loads every other
+    /// partition directory (recovering after its recovery point if the shutdown was
+    /// unclean). Strays are set aside before they are opened, so recovery never touches them.
     pub fn startup(
-        log_dirs: &[PathBuf],
-        node_id: i32,
-        cluster_id: &str,
-        default_config: LogConfig,
+        log_dirs: Vec<(PathBuf, DirLock)>,
+        assigned: impl Assignment,
         topic_configs: impl Fn(&str) -> LogConfig,
+        file_delete_delay_ms: u64,
     ) -> Result<LogManager, LogError> {
-        // topic_configs already overlays the broker defaults.
-        let file_delete_delay = Duration::from_millis(default_config.file_delete_delay_ms);
+        let file_delete_delay = Duration::from_millis(file_delete_delay_ms);
         let delayed_deletes = Arc::new(DelayedDeletes::new());
         let mut dirs = Vec::new();
         let mut logs = HashMap::new();
-        let mut directory_ids = Vec::new();
         let (failures_tx, failures_rx) = unbounded_channel();
-        for (dir_index, path) in log_dirs.iter().enumerate() {
-            let health = Arc::new(LogDirHealth::new(path, Some(failures_tx.clone())));
-            fs::create_dir_all(path)?;
-            let lock = DirLock::acquire(path)?;
-            let id = ensure_meta_properties(path, node_id, cluster_id)?;
-            if directory_ids.contains(&id) {
-                return Err(LogError::corrupt_file(
-                    path,
-                    "directory.id duplicates another log dir's",
-                ));
-            }
-            directory_ids.push(id);
-            let clean = take_clean_shutdown_marker(path)?;
+        for (dir_index, (path, lock)) in log_dirs.into_iter().enumerate() {
+            let health = Arc::new(LogDirHealth::new(&path, Some(failures_tx.clone())));
+            let clean = take_clean_shutdown_marker(&path)?;
             let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
             let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
-            for entry in fs::read_dir(path)? {
+            for entry in fs::read_dir(&path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
                     continue;
@@ -111,27 +113,31 @@ impl LogManager {
                 let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                let Some(tp) =
-                    partition_dir(&entry.path(), &name, &delayed_deletes, file_delete_delay)?
+                let dir = entry.path();
+                let Some(tp) = partition_dir(&dir, &name, &delayed_deletes, file_delete_delay)
                 else {
                     continue;
                 };
+                let topic_id = read_partition_metadata(&dir).unwrap_or_else(|e| {
+                    tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
+                    None
+                });
+                if !assigned(&tp, topic_id) {
+                    set_aside_stray(&path, &dir, &tp, topic_id)?;
+                    continue;
+                }
                 if logs.contains_key(&tp) {
                     return Err(LogError::corrupt_file(
-                        &entry.path(),
+                        &dir,
                         format!("{tp} is present in more than one log dir"),
                     ));
                 }
                 let config = topic_configs(&tp.topic);
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
-                let log = Log::open(&entry.path(), tp.clone(), config, rp, log_start, clean)?
+                let log = Log::open(&dir, tp.clone(), config, rp, log_start, clean)?
                     .in_log_dir(health.clone())
                     .with_delayed_deletes(delayed_deletes.clone());
-                let topic_id = read_partition_metadata(&entry.path()).unwrap_or_else(|e| {
-                    tracing::warn!(partition = %tp, error = %e, "unreadable partition.metadata");
-                    None
-                });
                 logs.insert(
                     tp,
                     Hosted {
@@ -143,7 +149,7 @@ impl LogManager {
             }
             tracing::info!(dir = %path.display(), clean, "loaded log dir");
             dirs.push(LogDir {
-                path: path.clone(),
+                path,
                 health,
                 checkpoints: Mutex::new(()),
                 _lock: lock,
@@ -155,7 +161,15 @@ impl LogManager {
             dir_failures: Mutex::new(Some(failures_rx)),
             delayed_deletes,
             file_delete_delay,
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
         })
+    }
+
+    /// The broker epoch written into the clean-shutdown marker: Kafka started on these
+    /// dirs compares it with the epoch its metadata registered, to tell a clean shutdown.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch
+            .store(epoch, std::sync::atomic::Ordering::Release);
     }
 
     /// The receiver of log dirs going offline, for the broker's failure handler (once).
@@ -273,18 +287,20 @@ impl LogManager {
         super::fd_limit::check_headroom()
     }
 
-    /// Removes `tp`'s log: renames its directory to `topic-P.<uuid hex>-delete` at once (so
-    /// a restart never brings it back) and removes it `log.segment.delete.delay.ms` later,
-    /// with the deleted segments (`DelayedDeletes`).
+    /// Deletes `tp`'s log as Kafka does: stops hosting it and renames its directory to
+    /// `topic-P.<uuid>-delete` at once (fsynced, so a restart never brings it back); the
+    /// directory is removed `file.delete.delay.ms` later, in the queue deleted segments
+    /// wait in (`DelayedDeletes`, emptied by `remove_due_deletions`).
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
         let dir = hosted.log.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        let doomed = parent.join(delete_dir_name(tp));
+        let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
         fs::rename(&dir, &doomed)?;
         sync_dir(&parent)?;
+        tracing::info!(partition = %tp, dir = %doomed.display(), delay_ms = self.file_delete_delay.as_millis() as u64, "log renamed for deletion");
         self.delayed_deletes
             .schedule([doomed], self.file_delete_delay);
         Ok(())
@@ -417,10 +433,11 @@ impl LogManager {
             if dir.health.is_offline() || failed_dirs.contains(&i) {
                 continue;
             }
+            let epoch = self.broker_epoch.load(std::sync::atomic::Ordering::Acquire);
             let closed = self.checkpoint_dir(i).and_then(|()| {
                 write_atomic(
                     &dir.path.join(CLEAN_SHUTDOWN_FILE),
-                    br#"{"version":0,"brokerEpoch":-1}"#,
+                    format!(r#"{{"version":0,"brokerEpoch":{epoch}}}"#).as_bytes(),
                 )
             });
             if let Err(e) = closed {
@@ -451,32 +468,62 @@ fn read_checkpoint_or_empty(path: &Path) -> HashMap<TopicPartition, i64> {
 }
 
 /// The partition a directory holds, or `None` for directories LogManager does not load.
-/// Leftover `-delete` directories (deleted before a restart) are scheduled for removal.
+/// Leftover `-delete` directories (a deletion asked for before a restart) are scheduled
+/// for removal after the delay; `-stray` and `-future` ones are left as they are.
 fn partition_dir(
     path: &Path,
     name: &str,
     deletes: &DelayedDeletes,
     delay: Duration,
-) -> Result<Option<TopicPartition>, LogError> {
-    if name.ends_with("-delete") {
+) -> Option<TopicPartition> {
+    if name.ends_with(DELETE_SUFFIX) {
         tracing::info!(dir = %path.display(), "partition directory pending deletion; removing it after the delay");
         deletes.schedule([path.to_path_buf()], delay);
-        return Ok(None);
+        return None;
     }
-    if name.ends_with("-future") || name.ends_with("-stray") || name == METADATA_LOG_DIR {
-        return Ok(None);
+    if name.ends_with(STRAY_SUFFIX) {
+        tracing::warn!(dir = %path.display(), "stray partition directory kept, not served (see the warning given when it was set aside)");
+        return None;
+    }
+    if name.ends_with(FUTURE_SUFFIX) || name.starts_with(METADATA_LOG_DIR) {
+        return None;
     }
     let tp = TopicPartition::from_dir_name(name);
     if tp.is_none() {
         tracing::warn!(dir = %path.display(), "ignoring directory that is not a partition");
     }
-    Ok(tp)
+    tp
 }
 
-/// Kafka's `LocalLog.logDeleteDirName`: `topic-P.<32 hex>-delete`, the topic shortened so
-/// the name fits in 255 bytes.
-fn delete_dir_name(tp: &TopicPartition) -> String {
-    let suffix = format!("-{}.{}-delete", tp.partition, Uuid::new_v4().simple());
+/// Renames a partition directory that metadata does not assign here to Kafka's stray name,
+/// keeping every byte, and says what it is and what can be done with it.
+fn set_aside_stray(
+    parent: &Path,
+    dir: &Path,
+    tp: &TopicPartition,
+    topic_id: Option<Uuid>,
+) -> Result<(), LogError> {
+    let stray = parent.join(suffixed_dir_name(tp, STRAY_SUFFIX));
+    fs::rename(dir, &stray)?;
+    sync_dir(parent)?;
+    let id = topic_id.map_or_else(|| "none".to_string(), super::uuid_to_kafka_string);
+    tracing::warn!(
+        "partition directory {} (topic id {id}) is not in the cluster metadata: kept as {} and not served. \
+         To serve it again, stop the broker, make sure topic {} exists with partition {} (CreateTopics or CreatePartitions), \
+         replace that partition's directory with this one renamed back to {tp} and without its partition.metadata, and start the broker. \
+         To discard it, delete the directory.",
+        dir.display(),
+        stray.display(),
+        tp.topic,
+        tp.partition,
+    );
+    Ok(())
+}
+
+/// Kafka's `LocalLog.logDirNameWithSuffixCappedLength`: `topic-P.<32 hex><suffix>`, the
+/// topic shortened so the name fits in 255 bytes.
+fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+    let suffix = format!("-{}.{}{suffix}", tp.partition, Uuid::new_v4().simple());
     let keep = 255usize.saturating_sub(suffix.len()).min(tp.topic.len());
     let mut cut = keep;
     while !tp.topic.is_char_boundary(cut) {
@@ -500,8 +547,48 @@ mod tests {
         }
     }
 
+    fn locked(dirs: &[PathBuf]) -> Vec<(PathBuf, DirLock)> {
+        dirs.iter()
+            .map(|d| {
+                fs::create_dir_all(d).unwrap();
+                (d.clone(), DirLock::acquire(d).unwrap())
+            })
+            .collect()
+    }
+
+    /// Starts with every partition on disk assigned here.
     fn start(dirs: &[PathBuf]) -> LogManager {
-        LogManager::startup(dirs, 1, "cluster-a", config(), |_| config()).unwrap()
+        start_knowing(dirs, |_: &TopicPartition, _: Option<Uuid>| true)
+    }
+
+    fn start_knowing(dirs: &[PathBuf], assigned: impl Assignment) -> LogManager {
+        LogManager::startup(locked(dirs), assigned, |_| config(), 60_000).unwrap()
+    }
+
+    /// Every file under `dir` with its bytes, for byte-for-byte comparisons.
+    fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(snapshot_tree(&path));
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn dirs_ending(parent: &Path, suffix: &str) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = fs::read_dir(parent)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        out.sort();
+        out
     }
 
     /// Appends producer 9's batches with sequences `from..from + n`.
@@ -537,7 +624,6 @@ mod tests {
                 fs::read_to_string(d.join(CLEAN_SHUTDOWN_FILE)).unwrap(),
                 r#"{"version":0,"brokerEpoch":-1}"#
             );
-            assert!(d.join("meta.properties").exists());
         }
         let a_dir = a.dir().parent().unwrap().to_path_buf();
         assert_eq!(
@@ -614,48 +700,120 @@ mod tests {
         let tp = TopicPartition::new("gone", 0);
         let log = lm.get_or_create_log(&tp, Uuid::new_v4(), config()).unwrap();
         fill(&log, 0, 2);
+        let bytes = snapshot_tree(log.dir());
+        drop(log);
         lm.delete_log(&tp).unwrap();
         assert!(lm.get_log(&tp).is_none());
-        assert!(!dirs[0].join("gone-0").exists());
-        let pending = lm.pending_deletions();
-        assert_eq!(pending.len(), 1);
-        let name = pending[0].file_name().unwrap().to_str().unwrap();
+        assert!(!dirs[0].join("gone-0").exists(), "renamed at once");
+        let doomed = dirs_ending(&dirs[0], "-delete");
+        assert_eq!(doomed.len(), 1);
+        let name = doomed[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(
-            name.starts_with("gone-0.") && name.ends_with("-delete"),
+            name.starts_with("gone-0.") && name.len() == "gone-0.".len() + 32 + 7,
             "{name}"
         );
-        assert!(pending[0].join("00000000000000000000.log").exists());
+        assert_eq!(
+            snapshot_tree(&doomed[0]),
+            bytes,
+            "kept whole until the delay"
+        );
         assert_eq!(lm.remove_due_deletions(Instant::now()), 0, "not due yet");
-        let due = Instant::now() + Duration::from_millis(config().file_delete_delay_ms + 1);
-        assert_eq!(lm.remove_due_deletions(due), 1);
-        assert!(!pending[0].exists());
+        assert!(doomed[0].exists());
+        let later = Instant::now() + Duration::from_millis(60_001);
+        assert_eq!(lm.remove_due_deletions(later), 1);
+        assert!(!doomed[0].exists());
         assert!(lm.pending_deletions().is_empty());
+        // Deleting what is not hosted touches nothing.
+        lm.delete_log(&TopicPartition::new("never", 0)).unwrap();
     }
 
     #[test]
     fn leftover_delete_dirs_wait_for_the_delay_after_a_restart() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("d")];
-        drop(start(&dirs));
         let leftover = dirs[0].join(format!("gone-0.{}-delete", Uuid::new_v4().simple()));
         fs::create_dir_all(&leftover).unwrap();
+        fs::write(leftover.join("00000000000000000000.log"), b"data").unwrap();
         fs::create_dir_all(dirs[0].join("__cluster_metadata-0")).unwrap();
         fs::create_dir_all(dirs[0].join("not_a_partition")).unwrap();
         let lm = start(&dirs);
-        assert!(lm.all_logs().is_empty());
+        assert!(leftover.exists(), "a restart does not shorten the delay");
+        assert!(lm.all_logs().is_empty(), "never loaded, never served");
         assert_eq!(lm.pending_deletions(), vec![leftover.clone()]);
-        assert!(leftover.exists());
-        lm.remove_due_deletions(Instant::now() + Duration::from_secs(61));
+        assert_eq!(
+            lm.remove_due_deletions(Instant::now() + Duration::from_secs(61)),
+            1
+        );
         assert!(!leftover.exists());
+        assert!(dirs[0].join("not_a_partition").exists());
+        assert!(dirs[0].join("__cluster_metadata-0").exists());
     }
 
     #[test]
-    fn rejects_another_clusters_dir() {
+    fn strays_are_set_aside_whole_and_never_deleted() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("d")];
-        drop(start(&dirs));
-        assert!(LogManager::startup(&dirs, 1, "cluster-b", config(), |_| config()).is_err());
-        assert!(LogManager::startup(&dirs, 2, "cluster-a", config(), |_| config()).is_err());
+        let known_id = Uuid::new_v4();
+        let lm = start(&dirs);
+        for (tp, id) in [
+            (TopicPartition::new("known", 0), known_id),
+            (TopicPartition::new("unknown", 3), Uuid::new_v4()),
+            (TopicPartition::new("known", 1), Uuid::new_v4()),
+        ] {
+            let log = lm.get_or_create_log(&tp, id, config()).unwrap();
+            fill(&log, 0, 3);
+        }
+        lm.shutdown().unwrap();
+        drop(lm);
+        // A torn tail in a stray: recovery would cut it, so a stray must never be opened.
+        let seg = dirs[0].join("unknown-3/00000000000000000000.log");
+        let mut torn = fs::read(&seg).unwrap();
+        torn.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9, 0, 0]);
+        fs::write(&seg, &torn).unwrap();
+        let unknown = snapshot_tree(&dirs[0].join("unknown-3"));
+        let recreated = snapshot_tree(&dirs[0].join("known-1"));
+
+        // Metadata knows known-0 with its id; known-1 has another topic id (the topic was
+        // deleted and created again while this broker was away); unknown-3 not at all.
+        let assigned = move |tp: &TopicPartition, id: Option<Uuid>| {
+            tp.topic == "known" && tp.partition <= 1 && id.is_none_or(|id| id == known_id)
+        };
+        for _ in 0..3 {
+            let lm = start_knowing(&dirs, assigned);
+            assert_eq!(lm.all_logs().len(), 1);
+            assert!(lm.get_log(&TopicPartition::new("known", 0)).is_some());
+            let strays = dirs_ending(&dirs[0], "-stray");
+            assert_eq!(strays.len(), 2, "{strays:?}");
+            let of = |prefix: &str| {
+                strays
+                    .iter()
+                    .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+                    .unwrap()
+                    .clone()
+            };
+            assert_eq!(snapshot_tree(&of("unknown-3.")), unknown, "every byte kept");
+            assert_eq!(snapshot_tree(&of("known-1.")), recreated);
+            let hour = Instant::now() + Duration::from_secs(3600);
+            assert_eq!(lm.remove_due_deletions(hour), 0);
+            lm.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_shutdown_marker_carries_the_broker_epoch() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        lm.set_broker_epoch(13);
+        lm.shutdown().unwrap();
+        assert_eq!(
+            fs::read_to_string(dirs[0].join(CLEAN_SHUTDOWN_FILE)).unwrap(),
+            r#"{"version":0,"brokerEpoch":13}"#
+        );
     }
 
     #[test]
@@ -739,8 +897,12 @@ mod tests {
     #[test]
     fn delete_dir_names_fit() {
         let long = TopicPartition::new("x".repeat(249), 12);
-        let name = delete_dir_name(&long);
+        let name = suffixed_dir_name(&long, DELETE_SUFFIX);
         assert!(name.len() <= 255 && name.ends_with("-delete"), "{name}");
-        assert!(delete_dir_name(&TopicPartition::new("t", 0)).starts_with("t-0."));
+        let stray = suffixed_dir_name(&TopicPartition::new("t", 0), STRAY_SUFFIX);
+        assert!(
+            stray.starts_with("t-0.") && stray.ends_with("-stray"),
+            "{stray}"
+        );
     }
 }

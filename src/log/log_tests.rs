@@ -7,6 +7,7 @@ use super::*;
 use crate::log::batch::RecordBatchHeader;
 use crate::log::test_util::*;
 use crate::log::AppendInfo;
+use crate::log::TimestampType;
 
 fn tp() -> TopicPartition {
     TopicPartition::new("t", 0)
@@ -24,6 +25,12 @@ fn small_config() -> LogConfig {
         producer_id_expiration_ms: i64::MAX,
         ..LogConfig::default()
     }
+}
+
+/// ListOffsets by timestamp, as (timestamp, offset).
+fn by_time(log: &Log, ts: i64) -> Option<(i64, i64)> {
+    log.fetch_offset_by_timestamp(ts)
+        .map(|f| (f.timestamp, f.offset))
 }
 
 fn headers(bytes: &Bytes) -> Vec<RecordBatchHeader> {
@@ -53,10 +60,22 @@ fn append_assigns_offsets_and_reads_back() {
         }
     );
     assert_eq!(append(&log, &[b"d"]).first_offset, 3);
+    // A client's append holds exactly one batch; two are refused and nothing is written.
     let mut two = batch_bytes(&[b"e", b"f"], 1, None).to_vec();
     two.extend_from_slice(&batch_bytes(&[b"g"], 2, None));
-    let info = log.append_as_leader(Bytes::from(two), 7, 5_000).unwrap();
-    assert_eq!((info.first_offset, info.last_offset), (4, 6));
+    let refused = log
+        .append_as_leader(Bytes::from(two), 7, 5_000)
+        .unwrap_err();
+    assert_eq!(refused.error_code(), 87);
+    assert_eq!(log.log_end_offset(), 4);
+    let info = log
+        .append_as_leader(batch_bytes(&[b"e", b"f"], 1, None), 7, 5_000)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (4, 5));
+    let info = log
+        .append_as_leader(batch_bytes(&[b"g"], 2, None), 7, 5_000)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (6, 6));
     assert_eq!(log.log_end_offset(), 7);
 
     let data = log.read(0, 1 << 20, i64::MAX, false).unwrap();
@@ -418,14 +437,18 @@ fn clean_reopen_keeps_indexes_and_timestamps() {
         .unwrap();
     }
     let expect = |log: &Log| {
-        assert_eq!(log.fetch_offset_by_timestamp(0), Some((1_000, 0)));
-        assert_eq!(log.fetch_offset_by_timestamp(1_000), Some((1_000, 0)));
-        assert_eq!(log.fetch_offset_by_timestamp(1_001), Some((1_001, 1)));
-        assert_eq!(log.fetch_offset_by_timestamp(1_003), Some((2_000, 3)));
-        assert_eq!(log.fetch_offset_by_timestamp(7_002), Some((7_002, 20)));
-        assert_eq!(log.fetch_offset_by_timestamp(10_002), Some((10_002, 29)));
-        assert_eq!(log.fetch_offset_by_timestamp(10_003), None);
-        assert_eq!(log.max_timestamp_and_offset(), Some((10_002, 29)));
+        assert_eq!(by_time(log, 0), Some((1_000, 0)));
+        assert_eq!(by_time(log, 1_000), Some((1_000, 0)));
+        assert_eq!(by_time(log, 1_001), Some((1_001, 1)));
+        assert_eq!(by_time(log, 1_003), Some((2_000, 3)));
+        assert_eq!(by_time(log, 7_002), Some((7_002, 20)));
+        assert_eq!(by_time(log, 10_002), Some((10_002, 29)));
+        assert_eq!(by_time(log, 10_003), None);
+        assert_eq!(
+            log.max_timestamp_and_offset()
+                .map(|f| (f.timestamp, f.offset)),
+            Some((10_002, 29))
+        );
     };
     expect(&log);
     log.close().unwrap();
@@ -675,7 +698,7 @@ fn damaged_files_never_panic() {
         if let Ok(log) = Log::open(dir.path(), tp(), small_config(), 0, 0, clean) {
             let leo = log.log_end_offset();
             let _ = log.read(0, 1 << 20, i64::MAX, true);
-            let _ = log.fetch_offset_by_timestamp(1_002);
+            let _ = by_time(&log, 1_002);
             let info = log
                 .append_as_leader(batch_bytes(&[b"after"], 1, None), 0, 0)
                 .unwrap();
@@ -753,8 +776,8 @@ fn compressed_batches_round_trip() {
     assert!(headers(&data.records)
         .iter()
         .all(|h| h.max_timestamp() == 77 && h.partition_leader_epoch() == 2));
-    // Compressed batches answer ListOffsets at batch level.
-    assert_eq!(log.fetch_offset_by_timestamp(50), Some((77, 0)));
+    // Under LogAppendTime every record has its batch's timestamp: the batch's first offset.
+    assert_eq!(by_time(&log, 50), Some((77, 0)));
 }
 
 #[test]
@@ -919,9 +942,9 @@ fn offset_by_timestamp_inside_a_compressed_batch() {
     )
     .unwrap();
     // Record timestamps are 5_000.. one per record: the answer is the record, not the batch.
-    assert_eq!(log.fetch_offset_by_timestamp(5_002), Some((5_002, 2)));
-    assert_eq!(log.fetch_offset_by_timestamp(0), Some((5_000, 0)));
-    assert_eq!(log.fetch_offset_by_timestamp(5_004), None);
+    assert_eq!(by_time(&log, 5_002), Some((5_002, 2)));
+    assert_eq!(by_time(&log, 0), Some((5_000, 0)));
+    assert_eq!(by_time(&log, 5_004), None);
 }
 
 #[test]

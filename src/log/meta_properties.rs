@@ -1,4 +1,5 @@
-//! `meta.properties`: the identity of a log directory (KRaft `version=1` form).
+//! `meta.properties`: the identity of a log directory (KRaft `version=1`, ZooKeeper-mode
+//! `version=0`). Checked and completed at startup by `log_dirs.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,47 +78,10 @@ impl MetaProperties {
     }
 }
 
-/// Creates or validates `meta.properties` in `dir` and returns its directory id (adding
-/// one if the file had none, as Kafka does at startup).
-pub fn ensure_meta_properties(
-    dir: &Path,
-    node_id: i32,
-    cluster_id: &str,
-) -> Result<Uuid, LogError> {
-    let path = dir.join(META_PROPERTIES_FILE);
-    let mut meta = match MetaProperties::read(dir)? {
-        Some(meta) => meta,
-        None => MetaProperties {
-            version: 1,
-            node_id,
-            cluster_id: cluster_id.to_string(),
-            directory_id: None,
-        },
-    };
-    if meta.cluster_id != cluster_id {
-        return Err(LogError::corrupt_file(
-            &path,
-            format!("cluster.id {} does not match {cluster_id}", meta.cluster_id),
-        ));
-    }
-    if meta.node_id != node_id {
-        return Err(LogError::corrupt_file(
-            &path,
-            format!("node id {} does not match {node_id}", meta.node_id),
-        ));
-    }
-    if let Some(id) = meta.directory_id {
-        return Ok(id);
-    }
-    let id = new_directory_id();
-    meta.directory_id = Some(id);
-    meta.write(dir)?;
-    Ok(id)
-}
-
-/// A random Uuid that is not one of Kafka's reserved ids (0, 1, 2…) and whose text does
-/// not start with `-` (it would read as a command-line flag).
-fn new_directory_id() -> Uuid {
+/// A random Uuid as Kafka's `Uuid.randomUuid` makes one: not one of the reserved ids
+/// (0, 1, 2…) and with a text form that does not start with `-` (it would read as a
+/// command-line flag). Used for directory ids and topic ids.
+pub fn new_kafka_uuid() -> Uuid {
     loop {
         let id = Uuid::new_v4();
         if id.as_u128() >= 100 && !uuid_to_kafka_string(id).starts_with('-') {
@@ -221,9 +185,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn creates_then_validates() {
+    fn writes_kafka_s_layout_and_reads_it_back() {
         let dir = tempfile::tempdir().unwrap();
-        let id = ensure_meta_properties(dir.path(), 3, "MkU3OEVBNTcwNTJENDM2Qk").unwrap();
+        let id = new_kafka_uuid();
+        let meta = MetaProperties {
+            version: 1,
+            node_id: 3,
+            cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
+            directory_id: Some(id),
+        };
+        meta.write(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "#");
@@ -232,26 +203,45 @@ mod tests {
         assert!(lines.contains(&"node.id=3"));
         assert!(lines.contains(&"cluster.id=MkU3OEVBNTcwNTJENDM2Qk"));
         assert!(lines.contains(&format!("directory.id={}", uuid_to_kafka_string(id)).as_str()));
-        assert_eq!(
-            ensure_meta_properties(dir.path(), 3, "MkU3OEVBNTcwNTJENDM2Qk").unwrap(),
-            id
-        );
-        assert!(ensure_meta_properties(dir.path(), 4, "MkU3OEVBNTcwNTJENDM2Qk").is_err());
-        assert!(ensure_meta_properties(dir.path(), 3, "other").is_err());
+        assert_eq!(MetaProperties::read(dir.path()).unwrap(), Some(meta));
     }
 
     #[test]
-    fn reads_a_kafka_written_file_and_adds_directory_id() {
+    fn reads_kafka_written_files_of_both_versions() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join(META_PROPERTIES_FILE),
             "#\n#Thu Jan 01 00:00:00 UTC 2026\nnode.id=1\nversion=1\ncluster.id=abc\\:d\n",
         )
         .unwrap();
-        let id = ensure_meta_properties(dir.path(), 1, "abc:d").unwrap();
         let meta = MetaProperties::read(dir.path()).unwrap().unwrap();
-        assert_eq!(meta.directory_id, Some(id));
+        assert_eq!(
+            (meta.version, meta.node_id, meta.directory_id),
+            (1, 1, None)
+        );
         assert_eq!(meta.cluster_id, "abc:d");
+        std::fs::write(
+            dir.path().join(META_PROPERTIES_FILE),
+            "#\nversion=0\nbroker.id=7\ncluster.id=zk\n",
+        )
+        .unwrap();
+        let meta = MetaProperties::read(dir.path()).unwrap().unwrap();
+        assert_eq!((meta.version, meta.node_id), (0, 7));
+        std::fs::write(
+            dir.path().join(META_PROPERTIES_FILE),
+            "version=1\ncluster.id=x\n",
+        )
+        .unwrap();
+        assert!(MetaProperties::read(dir.path()).is_err(), "node.id missing");
+    }
+
+    #[test]
+    fn kafka_uuids_avoid_reserved_ids_and_dashes() {
+        for _ in 0..1000 {
+            let id = new_kafka_uuid();
+            assert!(id.as_u128() >= 100);
+            assert!(!uuid_to_kafka_string(id).starts_with('-'));
+        }
     }
 
     #[test]

@@ -9,12 +9,16 @@
 //!        └─ partition.metadata     topic id
 //! ```
 //!
-//! Record batches are stored exactly as producers sent them; only `baseOffset` and
-//! `partitionLeaderEpoch` (both outside the CRC) are patched on append, so appending never
-//! re-encodes. Every file format is described in the doc comment of the type that owns it.
+//! Record batches are stored as producers sent them; `baseOffset` and
+//! `partitionLeaderEpoch` (both outside the CRC) are patched on append, and only a batch's
+//! max timestamp (with its CRC) is rewritten when it is wrong or the topic stamps
+//! LogAppendTime. A batch is re-encoded only when the topic's `compression.type` names
+//! another codec. Every file format is described in the doc comment of the type that owns
+//! it; the records inside a batch are read by `records` (bounded by `compression`).
 
 mod batch;
 mod checkpoint;
+pub mod compression;
 mod delayed_delete;
 mod dir_lock;
 pub(crate) mod faults;
@@ -26,18 +30,23 @@ mod loader;
 #[allow(clippy::module_inception)]
 mod log;
 mod log_dir_health;
+mod log_dirs;
 mod log_manager;
 mod meta_properties;
 mod offset_index;
 mod partition_metadata;
 mod producer_state;
+pub mod records;
 mod segment;
+mod snappy;
 mod time_index;
+mod timestamp_search;
 mod validation;
 
 use std::fmt;
 
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
     read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
@@ -45,14 +54,21 @@ pub use self::checkpoint::{
     LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 };
 pub use self::delayed_delete::DelayedDeletes;
+pub use self::dir_lock::DirLock;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::{now_ms, Log};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
-pub use self::log_manager::{LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
-pub use self::meta_properties::{ensure_meta_properties, MetaProperties};
-pub use self::partition_metadata::{kafka_string_to_uuid, uuid_to_kafka_string};
+pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
+pub use self::log_manager::{Assignment, LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
+pub use self::partition_metadata::{
+    kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
+    write_partition_metadata as write_partition_metadata_file,
+};
 pub use self::producer_state::parse_producer_snapshot;
+pub use self::timestamp_search::TimestampAndOffset;
+pub use self::validation::check_produce_records;
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,6 +125,16 @@ pub struct LogConfig {
     /// `max.message.bytes`: the largest batch accepted.
     pub max_message_bytes: u32,
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: how far behind the broker's clock a CreateTime
+    /// record may be.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far ahead of the broker's clock a CreateTime
+    /// record may be.
+    pub message_timestamp_after_max_ms: i64,
+    /// `compression.type`: the codec batches are stored with.
+    pub compression_type: compression::CompressionType,
+    /// `max.decompressed.message.bytes`: the largest record read out of a compressed batch.
+    pub max_decompressed_message_bytes: u32,
     /// `flush.messages`: fsync once this many messages are unflushed (`u64::MAX`-like
     /// default leaves durability to replication and the page cache).
     pub flush_interval_messages: u64,
@@ -179,6 +205,10 @@ impl Default for LogConfig {
             max_index_size: 10 * 1024 * 1024,
             max_message_bytes: 1024 * 1024 + 12,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
+            compression_type: compression::CompressionType::Producer,
+            max_decompressed_message_bytes: i32::MAX as u32 - 8,
             flush_interval_messages: i64::MAX as u64,
             file_delete_delay_ms: 60_000,
             flush_ms: i64::MAX,
@@ -218,6 +248,13 @@ pub struct FetchData<R> {
     pub log_start_offset: i64,
 }
 
+/// One refused record of a batch: its index in the batch and why (Kafka's `RecordError`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
 /// Storage errors. `error_code` maps each to Kafka's wire error code in one place.
 #[derive(thiserror::Error, Debug)]
 pub enum LogError {
@@ -227,10 +264,15 @@ pub enum LogError {
     MessageTooLarge { size: usize, max: usize },
     #[error("record list exceeds the segment size")]
     RecordListTooLarge,
-    #[error("invalid record: {0}")]
+    /// Kafka's `InvalidRecordException`; the message is what Kafka says.
+    #[error("{0}")]
     InvalidRecord(String),
-    #[error("invalid timestamp")]
-    InvalidTimestamp,
+    /// Kafka's `RecordValidationException` around an `InvalidTimestampException`: which
+    /// records, and why, go back in the produce response's `record_errors`.
+    #[error("One or more records have been rejected due to invalid timestamp")]
+    InvalidTimestamp { record_errors: Vec<RecordError> },
+    #[error("{0}")]
+    UnsupportedCompressionType(String),
     #[error("out of order sequence for producer {producer_id}: expected after {last_sequence}, got {first_sequence}")]
     OutOfOrderSequence {
         producer_id: i64,
@@ -286,7 +328,8 @@ impl LogError {
             LogError::MessageTooLarge { .. } => 10,
             LogError::RecordListTooLarge => 18,
             LogError::InvalidRecord(_) => 87,
-            LogError::InvalidTimestamp => 32,
+            LogError::InvalidTimestamp { .. } => 32,
+            LogError::UnsupportedCompressionType(_) => 76,
             LogError::OutOfOrderSequence { .. } => 45,
             LogError::InvalidProducerEpoch { .. } => 47,
             LogError::UnknownProducerId => 59,
@@ -296,6 +339,14 @@ impl LogError {
             LogError::CorruptFile { .. }
             | LogError::KafkaStorage(_)
             | LogError::LogDirOffline { .. } => 56,
+        }
+    }
+
+    /// The per-record errors of a batch refused for its records' content.
+    pub fn record_errors(&self) -> &[RecordError] {
+        match self {
+            LogError::InvalidTimestamp { record_errors } => record_errors,
+            _ => &[],
         }
     }
 

@@ -1,8 +1,23 @@
-//! Validation of a produce request's records before they are appended (Kafka's `LogValidator`
-//! for magic v2, in-place path: offsets are assigned by patching, never by re-encoding).
+//! Validation of a produce request's records before they are appended: Kafka's
+//! `ProduceRequest.validateRecords`, `UnifiedLog.analyzeAndValidateRecords` and
+//! `LogValidator` for magic v2.
+//!
+//! One batch per partition. Its header, size and CRC are checked, then every inner record is
+//! walked (decompressed as a bounded stream when the batch is compressed: one code path for
+//! both): record framing, offset deltas 0..n-1, a count that matches the records present, and
+//! CreateTime timestamps within `message.timestamp.before/after.max.ms`. Offsets are assigned
+//! later by patching the header; the header's max timestamp is corrected when it is wrong
+//! (or stamped under LogAppendTime). Only when `compression.type` names another codec are the
+//! records re-encoded (`rebuild`). All of it runs before the log's lock is taken.
+
+use std::io::{self, BufRead, Read, Write};
+
+use bytes::BytesMut;
 
 use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
-use super::{LogConfig, LogError, TimestampType};
+use super::compression::{self, CappedBuf, Codec, Compressor};
+use super::records::{Keep, RecordWalk};
+use super::{LogConfig, LogError, RecordError, TimestampType};
 
 /// One batch of a validated blob.
 #[derive(Clone, Copy, Debug)]
@@ -16,33 +31,121 @@ pub struct ValidatedBatch {
 /// Validated batches plus what the append needs to know about them.
 #[derive(Debug)]
 pub struct ValidatedRecords {
+    /// Exactly one batch (a client's append), with its max timestamp corrected.
     pub batches: Vec<ValidatedBatch>,
-    /// Sum of `records_count` over the batches.
     pub records_count: u64,
     /// The broker time stamped in, or -1 under CreateTime.
     pub log_append_time: i64,
 }
 
-/// Checks every batch of `buf` (magic, lengths, size limit, CRC, record count, and for
-/// uncompressed batches each record's framing and offset delta). Under LogAppendTime the
-/// batches are stamped with `now_ms` and their CRC recomputed. Several batches are allowed.
+/// Produce requests from this version on may use zstd.
+const ZSTD_MIN_PRODUCE_VERSION: i16 = 7;
+/// The smallest batch length Kafka's batch iterator accepts (`RECORD_OVERHEAD_V0`).
+const BATCH_LENGTH_MIN: i32 = 14;
+
+/// Kafka's `ProduceRequest.validateRecords` (v3+), run on each partition's records before
+/// anything else: exactly one record batch, of magic 2, and zstd only from v7. Like Kafka's
+/// batch iterator, a trailing partial batch is not counted here; the log refuses it.
+pub fn check_produce_records(version: i16, records: &[u8]) -> Result<(), LogError> {
+    let mut batches = 0;
+    let mut position = 0usize;
+    while let Some(rest) = records.get(position..).filter(|r| r.len() >= 17) {
+        let length = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        if length < BATCH_LENGTH_MIN {
+            return Err(LogError::CorruptMessage(format!(
+                "Record size {length} is less than the minimum record overhead ({BATCH_LENGTH_MIN})"
+            )));
+        }
+        let size = length as usize + batch::LOG_OVERHEAD;
+        if size > rest.len() {
+            break;
+        }
+        if batches == 0 {
+            let magic = rest[16] as i8;
+            if magic != MAGIC_V2 {
+                return Err(LogError::InvalidRecord(format!(
+                    "Produce requests with version {version} are only allowed to contain record batches with magic version 2"
+                )));
+            }
+            let zstd = rest.len() >= 23 && rest[22] & 0x07 == Codec::Zstd.id();
+            if version < ZSTD_MIN_PRODUCE_VERSION && zstd {
+                return Err(LogError::UnsupportedCompressionType(format!(
+                    "Produce requests with version {version} are not allowed to use ZStandard compression"
+                )));
+            }
+        }
+        batches += 1;
+        position += size;
+    }
+    match batches {
+        0 => Err(LogError::InvalidRecord(format!(
+            "Produce requests with version {version} must have at least one record batch per partition"
+        ))),
+        1 => Ok(()),
+        _ => Err(LogError::InvalidRecord(format!(
+            "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+        ))),
+    }
+}
+
+/// Validates a client's records for appending (see the module doc). `buf` is patched in
+/// place, or replaced by a rebuilt batch when `compression.type` asks for another codec.
 pub fn validate_records(
-    buf: &mut [u8],
+    buf: &mut BytesMut,
     config: &LogConfig,
     now_ms: i64,
 ) -> Result<ValidatedRecords, LogError> {
-    let mut batches = Vec::new();
-    let mut records_count = 0u64;
-    let mut position = 0usize;
-    while position < buf.len() {
-        let rest = &buf[position..];
-        let header = RecordBatchHeader::parse(rest)?;
-        let size = header.check_length(rest.len())?;
-        if size > config.max_message_bytes as usize {
-            return Err(LogError::MessageTooLarge {
-                size,
-                max: config.max_message_bytes as usize,
-            });
+    let (header, size) = analyze(buf, config)?;
+    validate_batch(&header)?;
+    let source = Codec::from_id(header.compression_codec()).ok_or_else(|| {
+        LogError::InvalidRecord(format!(
+            "Unknown compression type id: {}",
+            header.compression_codec()
+        ))
+    })?;
+    let target = config.compression_type.target(source);
+    let walked = if target == source {
+        walk_in_place(&buf[..size], &header, config, now_ms)?
+    } else {
+        let (rebuilt, walked) = rebuild(&buf[..size], &header, source, target, config, now_ms)?;
+        *buf = BytesMut::from(&rebuilt[..]);
+        walked
+    };
+    let size = buf.len();
+    let bytes = &mut buf[..size];
+    let log_append_time = match config.message_timestamp_type {
+        TimestampType::LogAppendTime => {
+            batch::set_log_append_time(bytes, now_ms);
+            now_ms
+        }
+        TimestampType::CreateTime => {
+            batch::set_max_timestamp(bytes, TimestampType::CreateTime, walked.max_timestamp);
+            -1
+        }
+    };
+    let header = RecordBatchHeader::parse(bytes)?;
+    Ok(ValidatedRecords {
+        batches: vec![ValidatedBatch {
+            position: 0,
+            size,
+            header,
+        }],
+        records_count: header.records_count() as u64,
+        log_append_time,
+    })
+}
+
+/// `analyzeAndValidateRecords`: every batch whole, at base offset 0, of magic 2, within
+/// `max.message.bytes`, with a valid CRC; then `LogValidator`'s one-batch rule.
+fn analyze(buf: &[u8], config: &LogConfig) -> Result<(RecordBatchHeader, usize), LogError> {
+    let mut first = None;
+    for item in batch::BatchIter::new(buf) {
+        let (position, header) = item?;
+        if header.base_offset() != 0 {
+            return Err(LogError::InvalidRecord(format!(
+                "The baseOffset of the record batch in the append should be 0, but it is {}",
+                header.base_offset()
+            )));
         }
         if header.magic() != MAGIC_V2 {
             return Err(LogError::InvalidRecord(format!(
@@ -50,380 +153,247 @@ pub fn validate_records(
                 header.magic()
             )));
         }
-        let bytes = &rest[..size];
-        batch::verify_crc(bytes)?;
-        check_counts(&header)?;
-        if header.compression_codec() == 0 {
-            check_records(&bytes[HEADER_SIZE..], header.records_count())?;
-        } else if header.compression_codec() > 4 {
-            return Err(LogError::InvalidRecord(format!(
-                "unknown compression codec {}",
-                header.compression_codec()
-            )));
+        let size = header.size_in_bytes();
+        if size > config.max_message_bytes as usize {
+            return Err(LogError::MessageTooLarge {
+                size,
+                max: config.max_message_bytes as usize,
+            });
         }
-        records_count += header.records_count() as u64;
-        batches.push(ValidatedBatch {
-            position,
-            size,
-            header,
-        });
-        position += size;
+        batch::verify_crc(&buf[position..position + size])?;
+        first.get_or_insert((header, size));
     }
-    if batches.is_empty() {
-        return Err(LogError::InvalidRecord("no record batches".into()));
+    let (header, size) = first
+        .ok_or_else(|| LogError::InvalidRecord("Record batch has no batches at all".into()))?;
+    if size != buf.len() {
+        return Err(LogError::InvalidRecord(
+            "Compressed outer record has more than one batch".into(),
+        ));
     }
-    let mut log_append_time = -1;
-    if config.message_timestamp_type == TimestampType::LogAppendTime {
-        log_append_time = now_ms;
-        for b in &mut batches {
-            let bytes = &mut buf[b.position..b.position + b.size];
-            batch::set_log_append_time(bytes, now_ms);
-            b.header = RecordBatchHeader::parse(bytes)?;
-        }
-    }
-    Ok(ValidatedRecords {
-        batches,
-        records_count,
-        log_append_time,
-    })
+    Ok((header, size))
 }
 
-/// Kafka's `validateBatch`: a positive count that matches the offset range.
-fn check_counts(header: &RecordBatchHeader) -> Result<(), LogError> {
+/// `LogValidator.validateBatch` for a client's v2 batch.
+fn validate_batch(header: &RecordBatchHeader) -> Result<(), LogError> {
+    let (base, last) = (header.base_offset(), header.last_offset());
     let count = header.records_count();
+    if header.last_offset_delta() < 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "Batch has an invalid offset range: [{base}, {last}]"
+        )));
+    }
     if count <= 0 {
         return Err(LogError::InvalidRecord(format!(
-            "invalid record count {count}"
+            "Invalid reported count for record batch: {count}"
         )));
     }
-    if header.last_offset_delta() < 0
-        || i64::from(header.last_offset_delta()) + 1 != i64::from(count)
-    {
+    if i64::from(header.last_offset_delta()) + 1 != i64::from(count) {
         return Err(LogError::InvalidRecord(format!(
-            "record count {count} does not match last offset delta {}",
-            header.last_offset_delta()
+            "Inconsistent batch offset range [{base}, {last}] and count of records {count}"
+        )));
+    }
+    if header.is_control() {
+        return Err(LogError::InvalidRecord(
+            "Clients are not allowed to write control records".into(),
+        ));
+    }
+    if header.producer_id() >= 0 && header.base_sequence() < 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "Invalid sequence number {} in record batch with producerId {}",
+            header.base_sequence(),
+            header.producer_id()
         )));
     }
     Ok(())
 }
 
-/// Walks `count` uncompressed v2 records: each length must fit, each record must parse to
-/// exactly its length, offset deltas must run 0..count, and no bytes may be left over.
-pub fn check_records(records: &[u8], count: i32) -> Result<(), LogError> {
-    let mut cursor = Cursor {
-        buf: records,
-        pos: 0,
-    };
-    for expected_delta in 0..count {
-        let record = cursor.record()?;
-        if record.offset_delta != expected_delta {
+/// What the walk over a batch's records found.
+struct Walked {
+    max_timestamp: i64,
+}
+
+/// Walks the records of a batch that is stored as it came.
+fn walk_in_place(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Walked, LogError> {
+    if header.compression_codec() == 0 {
+        // The uncompressed records are read straight from the request's bytes.
+        let walk = RecordWalk::new(*header, &batch[HEADER_SIZE..], None)?;
+        return walk_records(walk, config, now_ms).map(|(walked, _)| walked);
+    }
+    let walk = RecordWalk::open(batch, Some(config.max_decompressed_message_bytes as usize))?;
+    walk_records(walk, config, now_ms).map(|(walked, _)| walked)
+}
+
+/// Kafka's record loop: offset deltas in order, every record's timestamp checked (all of
+/// them, so the response lists each refused record), the max timestamp taken.
+fn walk_records<R: BufRead>(
+    mut walk: RecordWalk<R>,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(Walked, R), LogError> {
+    let log_append_batch = walk.header.timestamp_type() == TimestampType::LogAppendTime;
+    let mut max_timestamp = -1i64;
+    let mut record_errors = Vec::new();
+    let mut index = 0i32;
+    while let Some(r) = walk.next(Keep::Positions)? {
+        if r.offset_delta != index {
             return Err(LogError::InvalidRecord(format!(
-                "record offset delta {} where {expected_delta} was expected",
-                record.offset_delta
+                "Inner record offset delta {} where {index} was expected",
+                r.offset_delta
             )));
         }
+        let timestamp_ok = match config.message_timestamp_type {
+            TimestampType::CreateTime if r.timestamp != -1 => {
+                check_timestamp(r.timestamp, r.offset, config, now_ms)
+            }
+            _ if log_append_batch => Err(format!(
+                "Invalid timestamp type in message DefaultRecord(offset={}, timestamp={}, key={} bytes, value={} bytes). Producer should not set timestamp type to LogAppendTime.",
+                r.offset,
+                r.timestamp,
+                r.key_size.max(0),
+                r.value_size.max(0)
+            )),
+            _ => Ok(()),
+        };
+        if let Err(message) = timestamp_ok {
+            record_errors.push(RecordError {
+                batch_index: index,
+                message,
+            });
+        }
+        max_timestamp = max_timestamp.max(r.timestamp);
+        index += 1;
     }
-    if cursor.pos != records.len() {
-        return Err(LogError::InvalidRecord(format!(
-            "{} bytes after the last record",
-            records.len() - cursor.pos
-        )));
+    if !record_errors.is_empty() {
+        return Err(LogError::InvalidTimestamp { record_errors });
     }
-    Ok(())
+    Ok((Walked { max_timestamp }, walk.into_source()))
 }
 
-/// The first record of an uncompressed batch whose timestamp is >= `target`, as
-/// `(timestamp, offset_delta)`. Used by ListOffsets; `None` if the records do not parse.
-pub fn first_record_at_or_after(
-    records: &[u8],
-    count: i32,
-    base_timestamp: i64,
-    target: i64,
-) -> Option<(i64, i32)> {
-    let mut cursor = Cursor {
-        buf: records,
-        pos: 0,
-    };
-    for _ in 0..count {
-        let record = cursor.record().ok()?;
-        let timestamp = base_timestamp.saturating_add(record.timestamp_delta);
-        if timestamp >= target {
-            return Some((timestamp, record.offset_delta));
+/// `LogValidator.validateTimestamp` for one CreateTime record; the message is Kafka's,
+/// bounds computed with Java's wrapping arithmetic.
+fn check_timestamp(
+    timestamp: i64,
+    offset: i64,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(), String> {
+    let (before, after) = (
+        config.message_timestamp_before_max_ms,
+        config.message_timestamp_after_max_ms,
+    );
+    let diff = i128::from(now_ms) - i128::from(timestamp);
+    if diff <= i128::from(before) && -diff <= i128::from(after) {
+        return Ok(());
+    }
+    Err(format!(
+        "Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{}, {}]",
+        now_ms.wrapping_sub(before),
+        now_ms.wrapping_add(after)
+    ))
+}
+
+/// Kafka's `buildRecordsAndAssignOffsets` for a codec change: the records are decompressed
+/// (if they were compressed), walked and validated as they stream through, and written to
+/// the target codec; the new batch keeps the header's producer fields, offsets and base
+/// timestamp. The output is refused once it exceeds `max.message.bytes`.
+fn rebuild(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    source: Codec,
+    target: Codec,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(Vec<u8>, Walked), LogError> {
+    let max = config.max_message_bytes as usize;
+    let mut out = Vec::with_capacity(batch.len().min(max));
+    out.extend_from_slice(&batch[..HEADER_SIZE]);
+    let sink = Compressor::new(target, CappedBuf::new(out, max)).map_err(storage)?;
+    let payload = &batch[HEADER_SIZE..];
+    let src = compression::decompress(
+        source,
+        payload,
+        compression::decompressed_bytes_max(batch.len()),
+    )
+    .map_err(|e| LogError::InvalidRecord(format!("Failed to decompress record stream: {e}")))?;
+    let record_bytes_max =
+        (source != Codec::None).then_some(config.max_decompressed_message_bytes as usize);
+    let walk = RecordWalk::new(*header, Tee::new(src, sink), record_bytes_max)?;
+    let (walked, tee) = walk_records(walk, config, now_ms)?;
+    let out = tee.finish().map_err(storage)?;
+    if out.overflowed() {
+        return Err(LogError::MessageTooLarge {
+            size: out.written(),
+            max,
+        });
+    }
+    let mut rebuilt = out.buf;
+    batch::set_codec_and_length(&mut rebuilt, target.id());
+    Ok((rebuilt, walked))
+}
+
+fn storage(e: io::Error) -> LogError {
+    LogError::KafkaStorage(e)
+}
+
+/// A reader that copies every byte its consumer takes into a writer: the record walk reads
+/// the records once, and the compressor gets exactly those bytes. A write error (none
+/// is expected from an in-memory compressor) is kept and reported by `finish`.
+struct Tee<R, W: Write> {
+    src: R,
+    sink: Compressor<W>,
+    error: Option<io::Error>,
+}
+
+impl<R: BufRead, W: Write> Tee<R, W> {
+    fn new(src: R, sink: Compressor<W>) -> Self {
+        Tee {
+            src,
+            sink,
+            error: None,
         }
     }
-    None
+
+    fn finish(self) -> io::Result<W> {
+        match self.error {
+            Some(e) => Err(e),
+            None => self.sink.finish(),
+        }
+    }
 }
 
-struct RecordSummary {
-    timestamp_delta: i64,
-    offset_delta: i32,
+impl<R: BufRead, W: Write> Read for Tee<R, W> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-fn invalid(what: &str) -> LogError {
-    LogError::InvalidRecord(format!("malformed record: {what}"))
-}
-
-impl Cursor<'_> {
-    fn byte(&mut self) -> Result<u8, LogError> {
-        let b = *self.buf.get(self.pos).ok_or_else(|| invalid("truncated"))?;
-        self.pos += 1;
-        Ok(b)
+impl<R: BufRead, W: Write> BufRead for Tee<R, W> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.src.fill_buf()
     }
 
-    /// Protobuf-style zigzag varint of at most `max_bytes` bytes.
-    fn zigzag(&mut self, max_bytes: u32) -> Result<i64, LogError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let b = self.byte()?;
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
+    fn consume(&mut self, n: usize) {
+        // `fill_buf` again returns the same, not yet consumed, bytes.
+        if self.error.is_none() {
+            if let Ok(taken) = self.src.fill_buf() {
+                if let Err(e) = self.sink.write_all(&taken[..n.min(taken.len())]) {
+                    self.error = Some(e);
+                }
             }
         }
-        Err(invalid("varint too long"))
-    }
-
-    fn varint(&mut self) -> Result<i32, LogError> {
-        let v = self.zigzag(5)?;
-        i32::try_from(v).map_err(|_| invalid("varint out of range"))
-    }
-
-    fn skip(&mut self, len: i32, nullable: bool) -> Result<(), LogError> {
-        if len == -1 && nullable {
-            return Ok(());
-        }
-        let len = usize::try_from(len).map_err(|_| invalid("negative length"))?;
-        if len > self.buf.len() - self.pos {
-            return Err(invalid("length past the end"));
-        }
-        self.pos += len;
-        Ok(())
-    }
-
-    /// One record (DefaultRecord): length, attributes, timestampDelta, offsetDelta, key,
-    /// value, headers. The record must consume exactly its declared length.
-    fn record(&mut self) -> Result<RecordSummary, LogError> {
-        let length = self.varint()?;
-        let length = usize::try_from(length).map_err(|_| invalid("negative record length"))?;
-        if length > self.buf.len() - self.pos {
-            return Err(invalid("record length past the end"));
-        }
-        let end = self.pos + length;
-        let mut body = Cursor {
-            buf: &self.buf[..end],
-            pos: self.pos,
-        };
-        body.byte()?; // attributes: unused in v2
-        let timestamp_delta = body.zigzag(10)?;
-        let offset_delta = body.varint()?;
-        let key_len = body.varint()?;
-        body.skip(key_len, true)?;
-        let value_len = body.varint()?;
-        body.skip(value_len, true)?;
-        let headers = body.varint()?;
-        if headers < 0 {
-            return Err(invalid("negative header count"));
-        }
-        for _ in 0..headers {
-            let key_len = body.varint()?;
-            body.skip(key_len, false)?;
-            let value_len = body.varint()?;
-            body.skip(value_len, true)?;
-        }
-        if body.pos != end {
-            return Err(invalid("record length does not match its content"));
-        }
-        self.pos = end;
-        Ok(RecordSummary {
-            timestamp_delta,
-            offset_delta,
-        })
+        self.src.consume(n);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::log::test_util::*;
-    use kafka_protocol::records::Compression;
-
-    fn cfg() -> LogConfig {
-        LogConfig::default()
-    }
-
-    #[test]
-    fn accepts_several_real_batches() {
-        let mut blob = batch_bytes(&[b"a", b"b"], 10, None).to_vec();
-        blob.extend_from_slice(&batch_bytes(&[b"c"], 20, Some((5, 0, 0))));
-        let v = validate_records(&mut blob, &cfg(), 0).unwrap();
-        assert_eq!(v.batches.len(), 2);
-        assert_eq!(v.records_count, 3);
-        assert_eq!(v.log_append_time, -1);
-        assert_eq!(v.batches[1].header.producer_id(), 5);
-    }
-
-    #[test]
-    fn accepts_compressed_batches() {
-        for c in [
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
-            let mut blob = encode(&records(&[b"aaaa", b"bbbb", b"cccc"], 1, None), c).to_vec();
-            let v = validate_records(&mut blob, &cfg(), 0).unwrap();
-            assert_eq!(v.batches[0].header.compression_codec(), c as u8);
-            assert_eq!(v.records_count, 3);
-        }
-    }
-
-    #[test]
-    fn bad_crc_is_corrupt_message() {
-        let mut blob = batch_bytes(&[b"hello"], 1, None).to_vec();
-        let last = blob.len() - 1;
-        blob[last] ^= 1;
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::CorruptMessage(_))
-        ));
-    }
-
-    #[test]
-    fn bad_magic_is_invalid_record() {
-        let mut blob = batch_bytes(&[b"hello"], 1, None).to_vec();
-        blob[16] = 1;
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-    }
-
-    #[test]
-    fn every_truncation_is_rejected() {
-        let blob = batch_bytes(&[b"hello", b"world"], 1, None).to_vec();
-        for len in 1..blob.len() {
-            let mut cut = blob[..len].to_vec();
-            let err = validate_records(&mut cut, &cfg(), 0).unwrap_err();
-            assert_eq!(err.error_code(), 2, "len {len}: {err}");
-        }
-        assert!(matches!(
-            validate_records(&mut [], &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-    }
-
-    #[test]
-    fn too_large_batch() {
-        let mut blob = batch_bytes(&[&[0u8; 200]], 1, None).to_vec();
-        let config = LogConfig {
-            max_message_bytes: 100,
-            ..cfg()
-        };
-        match validate_records(&mut blob, &config, 0) {
-            Err(LogError::MessageTooLarge { size, max }) => {
-                assert_eq!((size, max), (blob.len(), 100))
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// Re-signs a batch after a test edits it, so only the edited property is wrong.
-    fn resign(blob: &mut [u8]) {
-        let crc = batch::compute_crc(blob);
-        blob[17..21].copy_from_slice(&crc.to_be_bytes());
-    }
-
-    #[test]
-    fn count_must_match_last_offset_delta() {
-        let mut blob = batch_bytes(&[b"a", b"b"], 1, None).to_vec();
-        blob[57..61].copy_from_slice(&3i32.to_be_bytes());
-        resign(&mut blob);
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-        let mut blob = batch_bytes(&[b"a"], 1, None).to_vec();
-        blob[57..61].copy_from_slice(&(-1i32).to_be_bytes());
-        resign(&mut blob);
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-    }
-
-    #[test]
-    fn record_offset_deltas_must_be_in_order() {
-        // Two one-byte values; the second record's offset delta varint is rewritten to 0.
-        let mut blob = batch_bytes(&[b"a", b"b"], 1, None).to_vec();
-        let second = HEADER_SIZE + 1 + usize::from(blob[HEADER_SIZE]) / 2;
-        // length, attributes, timestampDelta (1 byte each for small values), then offsetDelta.
-        assert_eq!(blob[second + 3], 2, "zigzag(1)");
-        blob[second + 3] = 0;
-        resign(&mut blob);
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-    }
-
-    #[test]
-    fn trailing_bytes_inside_batch_rejected() {
-        let mut blob = batch_bytes(&[b"a"], 1, None).to_vec();
-        blob.push(0);
-        let len = (blob.len() - 12) as i32;
-        blob[8..12].copy_from_slice(&len.to_be_bytes());
-        resign(&mut blob);
-        assert!(matches!(
-            validate_records(&mut blob, &cfg(), 0),
-            Err(LogError::InvalidRecord(_))
-        ));
-    }
-
-    #[test]
-    fn log_append_time_rewrites_header_with_valid_crc() {
-        for c in [Compression::None, Compression::Lz4] {
-            let mut blob = encode(&records(&[b"a", b"b"], 1_000, None), c).to_vec();
-            let config = LogConfig {
-                message_timestamp_type: TimestampType::LogAppendTime,
-                ..cfg()
-            };
-            let v = validate_records(&mut blob, &config, 99_999).unwrap();
-            assert_eq!(v.log_append_time, 99_999);
-            let h = v.batches[0].header;
-            assert_eq!(h.max_timestamp(), 99_999);
-            assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
-            batch::verify_crc(&blob).unwrap();
-            // An independent decoder agrees that the CRC holds.
-            let sets = decode_all(&bytes::Bytes::from(blob));
-            assert_eq!(sets[0].records.len(), 2);
-            assert_eq!(
-                sets[0].records[0].timestamp_type,
-                kafka_protocol::records::TimestampType::LogAppend
-            );
-        }
-    }
-
-    #[test]
-    fn finds_first_record_by_timestamp() {
-        let blob = batch_bytes(&[b"a", b"b", b"c"], 100, None);
-        let h = RecordBatchHeader::parse(&blob).unwrap();
-        let recs = &blob[HEADER_SIZE..];
-        assert_eq!(
-            first_record_at_or_after(recs, 3, h.base_timestamp(), 101),
-            Some((101, 1))
-        );
-        assert_eq!(
-            first_record_at_or_after(recs, 3, h.base_timestamp(), 0),
-            Some((100, 0))
-        );
-        assert_eq!(
-            first_record_at_or_after(recs, 3, h.base_timestamp(), 103),
-            None
-        );
-    }
-}
+#[path = "validation_tests.rs"]
+mod tests;

@@ -1,4 +1,5 @@
-//! ReplicaManager: the table of partitions hosted here, kept in step with metadata.
+//! ReplicaManager: the table of partitions hosted here, kept in step with metadata by
+//! following its deltas (Kafka's `ReplicaManager.applyDelta`).
 
 use std::sync::Arc;
 
@@ -6,6 +7,8 @@ use dashmap::DashMap;
 
 use super::Partition;
 use crate::config::{topic, BrokerConfig};
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::log::{LogError, LogManager, TopicPartition};
 
@@ -27,61 +30,65 @@ impl ReplicaManager {
     }
 
     /// Makes this broker host the partitions of `topic` assigned to it, creating their
-    /// logs, and applies the topic's config to them. Called after every metadata change.
-    pub fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
+    /// logs, and applies the topic's config to them. A hosted partition of an older topic
+    /// of the same name (deleted and created again) is deleted first.
+    fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         let log_config = topic::log_config(&self.config, &topic.configs);
         for p in topic
             .partitions
             .iter()
-            .filter(|p| p.replicas.contains(&self.broker_id))
+            .filter(|p| p.assignment.replicas.contains(&self.broker_id))
         {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: p.partition,
             };
-            if let Some(existing) = self.partitions.get(&tp) {
-                existing.log.update_config(log_config.clone());
-                continue;
+            let hosted = self.partitions.get(&tp).map(|e| e.clone());
+            match hosted {
+                Some(existing) if existing.topic_id == topic.topic_id => {
+                    existing.log.update_config(log_config.clone());
+                    continue;
+                }
+                Some(_) => {
+                    self.partitions.remove(&tp);
+                    self.logs.delete_log(&tp)?;
+                }
+                None => {}
             }
             let log = self
                 .logs
                 .get_or_create_log(&tp, topic.topic_id, log_config.clone())?;
             log.update_config(log_config.clone());
-            let partition = Partition::new(tp.clone(), topic.topic_id, log, p.leader_epoch);
+            let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch);
             self.partitions.insert(tp, Arc::new(partition));
         }
         Ok(())
     }
 
-    /// Stops hosting every partition of a deleted topic and removes its files.
-    pub fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
+    /// Stops hosting every partition of a deleted topic; each log's directory is renamed
+    /// for deletion at once and removed after `file.delete.delay.ms`.
+    fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: p.partition,
             };
-            if self.partitions.remove(&tp).is_some() || self.logs.get_log(&tp).is_some() {
+            // A newer topic of the same name may be hosted already: only this topic's
+            // logs go.
+            let hosted = self.partitions.get(&tp).map(|p| p.topic_id);
+            if hosted.is_some_and(|id| id != topic.topic_id) {
+                continue;
+            }
+            self.partitions.remove(&tp);
+            if self
+                .logs
+                .topic_id_of(&tp)
+                .is_none_or(|id| id == topic.topic_id)
+            {
                 self.logs.delete_log(&tp)?;
             }
         }
         Ok(())
-    }
-
-    /// Deletes logs found on disk that no topic in metadata assigns here (for example a
-    /// topic deleted while this broker was down).
-    pub fn remove_strays(&self, topics: &[Arc<TopicInfo>]) {
-        for log in self.logs.all_logs() {
-            let tp = log.topic_partition().clone();
-            let known = topics.iter().any(|t| {
-                t.name == tp.topic && t.partitions.iter().any(|p| p.partition == tp.partition)
-            });
-            if !known {
-                tracing::info!(partition = %tp, "removing log of a partition no longer in metadata");
-                if let Err(e) = self.logs.delete_log(&tp) {
-                    tracing::error!(partition = %tp, error = %e, "cannot remove stray log");
-                }
-            }
-        }
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -134,5 +141,26 @@ impl ReplicaManager {
     /// Clean shutdown of every log: flush, indexes trimmed, checkpoints, marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
         self.logs.shutdown()
+    }
+}
+
+impl MetadataListener for ReplicaManager {
+    /// Creates the logs of partitions assigned here, applies topic configs, and deletes
+    /// the logs of deleted topics.
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        let mut failed = Vec::new();
+        for (name, change) in &delta.topics {
+            let applied = match change {
+                TopicDelta::Changed(t) => self.apply_topic(t),
+                TopicDelta::Removed(t) => self.remove_topic(t),
+            };
+            if let Err(e) = applied {
+                failed.push(ApplyError {
+                    topic: name.clone(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        failed
     }
 }

@@ -236,7 +236,13 @@ pub fn batch(
             producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if seq < 0 { -1 } else { seq + i as i32 },
+            // The encoder starts a new batch wherever offset - sequence changes; a
+            // non-idempotent batch still needs a stepping value (its base sequence is -1).
+            sequence: if seq < 0 {
+                i as i32 - 1
+            } else {
+                seq + i as i32
+            },
             timestamp: 1_700_000_000_000 + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),

@@ -66,7 +66,7 @@ mod tests {
     use super::*;
 
     fn group_with_member_at(epoch: i32) -> ConsumerGroup {
-        let mut g = ConsumerGroup::new(45_000);
+        let mut g = ConsumerGroup::default();
         g.members.insert(
             "a".into(),
             ConsumerMember {
@@ -104,7 +104,7 @@ mod tests {
             Err(ResponseError::UnsupportedVersion)
         );
         // An empty group takes commits from outside.
-        let empty = ConsumerGroup::new(45_000);
+        let empty = ConsumerGroup::default();
         assert_eq!(empty.validate_commit("", -1, 8), Ok(()));
         assert_eq!(
             empty.validate_commit("a", 3, 9),

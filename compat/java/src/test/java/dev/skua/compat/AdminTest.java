@@ -6,10 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
@@ -19,7 +22,9 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.acl.AclOperation;
@@ -170,6 +175,45 @@ class AdminTest {
             assertEquals(base + 9000, r.timestamp());
         } finally {
             Support.deleteTopicQuietly(t);
+        }
+    }
+
+    @Test @DisplayName("java.admin.max_timestamp_in_a_batch")
+    void maxTimestampInABatch() throws Exception {
+        // KAFKA-16310 (Kafka 3.8+): OffsetSpec.maxTimestamp() names the record with the largest
+        // timestamp, which inside one batch need not be the last; also in a compressed batch.
+        // Current timestamps: Kafka's retention check would delete older ones mid-case.
+        long base = System.currentTimeMillis() - 60_000;
+        for (String codec : List.of("none", "zstd")) {
+            String t = Support.topicName("adm-maxts-" + codec);
+            Support.createTopic(t, 1);
+            TopicPartition tp = new TopicPartition(t, 0);
+            Properties props = Support.producerProps();
+            // Held back until flush(), so the three records share one batch.
+            props.put(ProducerConfig.LINGER_MS_CONFIG, 10_000);
+            props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 60_000);
+            props.put(ProducerConfig.BATCH_SIZE_CONFIG, 1 << 20);
+            props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+            try (Admin admin = Admin.create(Support.adminProps());
+                 KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(props)) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (long delta : new long[] {0, 10, 5}) {
+                    sent.add(p.send(new ProducerRecord<>(t, 0, base + delta, null,
+                            ("v" + delta).getBytes(StandardCharsets.UTF_8))));
+                }
+                p.flush();
+                for (int i = 0; i < sent.size(); i++) {
+                    assertEquals(i, sent.get(i).get(30, TimeUnit.SECONDS).offset(), "one batch, in order");
+                }
+                ListOffsetsResult.ListOffsetsResultInfo r =
+                        get(admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).partitionResult(tp));
+                assertEquals(1, r.offset(), codec);
+                assertEquals(base + 10, r.timestamp(), codec);
+                r = get(admin.listOffsets(Map.of(tp, OffsetSpec.forTimestamp(base + 6))).partitionResult(tp));
+                assertEquals(1, r.offset(), codec);
+            } finally {
+                Support.deleteTopicQuietly(t);
+            }
         }
     }
 

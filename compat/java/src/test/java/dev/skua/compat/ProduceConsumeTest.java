@@ -45,8 +45,21 @@ class ProduceConsumeTest {
      * then reads them back and checks offsets, order, key, value, headers and timestamps exactly.
      */
     private void roundTrip(String what, int n, int valueSize, Map<String, Object> producerExtra) throws Exception {
+        roundTrip(what, n, valueSize, producerExtra, Map.of());
+    }
+
+    /** As above, on a topic created with {@code topicConfigs}. */
+    private void roundTrip(String what, int n, int valueSize, Map<String, Object> producerExtra,
+                           Map<String, String> topicConfigs) throws Exception {
         String topic = Support.topicName(what);
-        Support.createTopic(topic, 1);
+        if (topicConfigs.isEmpty()) {
+            Support.createTopic(topic, 1);
+        } else {
+            try (var admin = org.apache.kafka.clients.admin.Admin.create(Support.adminProps())) {
+                admin.createTopics(List.of(new org.apache.kafka.clients.admin.NewTopic(topic, 1, (short) 1)
+                        .configs(topicConfigs))).all().get(30, TimeUnit.SECONDS);
+            }
+        }
         try {
             Properties p = Support.producerProps();
             p.putAll(producerExtra);
@@ -122,6 +135,18 @@ class ProduceConsumeTest {
     @Test @DisplayName("java.client.produce_consume.zstd")
     void codecZstd() throws Exception {
         roundTrip("zstd", 500, 100, Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd"));
+    }
+
+    @Test @DisplayName("java.client.topic_compression_type")
+    void topicCompressionType() throws Exception {
+        // The topic's compression.type differs from the producer's: the broker re-encodes each
+        // batch (Kafka's LogValidator does the same) and the consumer reads what was sent.
+        for (String codec : List.of("gzip", "snappy", "lz4", "zstd")) {
+            roundTrip("topic-" + codec, 300, 100, Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none"),
+                    Map.of("compression.type", codec));
+        }
+        roundTrip("topic-uncompressed", 300, 100, Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4"),
+                Map.of("compression.type", "uncompressed"));
     }
 
     @Test @DisplayName("java.client.acks_all_idempotent")

@@ -1,0 +1,123 @@
+//! Metadata changes as deltas, and who follows them.
+//!
+//! Kafka's brokers follow the metadata log through `MetadataDelta`s that publishers (the
+//! replica manager, the group coordinator, the authorizer) apply in order; skua's do the
+//! same. A delta names what changed between two images; the listener reads the new state
+//! from the image it is handed with it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::image::{Change, MetadataImage};
+use super::TopicInfo;
+
+/// What happened to one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicDelta {
+    /// Created or changed (partitions added, leadership, configs): its new state.
+    Changed(Arc<TopicInfo>),
+    /// Deleted: what it was.
+    Removed(Arc<TopicInfo>),
+}
+
+/// The topics one change (or a whole image, at subscription) touched.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataDelta {
+    pub topics: BTreeMap<String, TopicDelta>,
+}
+
+impl MetadataDelta {
+    /// Every topic of `image`, as a new subscriber first sees it.
+    pub fn everything(image: &MetadataImage) -> MetadataDelta {
+        MetadataDelta {
+            topics: image
+                .topics()
+                .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
+                .collect(),
+        }
+    }
+
+    /// The delta of `changes` (from replaying records), resolved against the image they
+    /// produced. A topic removed and created again in one delta is both: removed first.
+    pub fn from_changes(changes: &[Change], image: &MetadataImage) -> MetadataDelta {
+        let mut delta = MetadataDelta::default();
+        let mut removed = Vec::new();
+        for change in changes {
+            match change {
+                Change::Topic(name) => {
+                    if let Some(t) = image.topic(name) {
+                        delta
+                            .topics
+                            .insert(name.clone(), TopicDelta::Changed(t.clone()));
+                    }
+                }
+                Change::TopicRemoved(t) => removed.push(t.clone()),
+                Change::None => {}
+            }
+        }
+        for t in removed {
+            delta
+                .topics
+                .entry(t.name.clone())
+                .or_insert(TopicDelta::Removed(t));
+        }
+        delta
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+}
+
+/// A failure to apply part of a delta: the topic it hit and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyError {
+    pub topic: String,
+    pub message: String,
+}
+
+/// Something that follows metadata: it applies each delta, in order, before the change
+/// that produced it is answered.
+pub trait MetadataListener: Send + Sync {
+    /// Applies `delta`; `image` is the image it leads to. Returns what could not be
+    /// applied (the change itself stands: it is in the metadata log).
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::records::MetadataRecord;
+    use uuid::Uuid;
+
+    #[test]
+    fn a_topic_deleted_and_created_again_is_a_change() {
+        let mut image = MetadataImage::default();
+        let topic = |id| MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: Uuid::from_u128(id),
+        };
+        let mut changes = vec![image.replay(&topic(1)).unwrap()];
+        assert!(matches!(
+            MetadataDelta::from_changes(&changes, &image).topics["t"],
+            TopicDelta::Changed(_)
+        ));
+        changes.push(
+            image
+                .replay(&MetadataRecord::RemoveTopic {
+                    topic_id: Uuid::from_u128(1),
+                })
+                .unwrap(),
+        );
+        let delta = MetadataDelta::from_changes(&changes, &image);
+        assert!(
+            matches!(&delta.topics["t"], TopicDelta::Removed(t) if t.topic_id == Uuid::from_u128(1))
+        );
+        changes.push(image.replay(&topic(2)).unwrap());
+        let delta = MetadataDelta::from_changes(&changes, &image);
+        assert!(
+            matches!(&delta.topics["t"], TopicDelta::Changed(t) if t.topic_id == Uuid::from_u128(2))
+        );
+        assert_eq!(MetadataDelta::everything(&image).topics.len(), 1);
+    }
+}

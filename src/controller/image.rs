@@ -1,0 +1,403 @@
+//! The metadata image: what replaying the metadata log's records gives, as Kafka's
+//! `MetadataImage` (topics with partitions and configs, finalized features, the producer-id
+//! high-water mark, broker registrations).
+//!
+//! Replay follows Kafka's controller: a `PartitionChangeRecord` naming a leader bumps the
+//! leader epoch, any change bumps the partition epoch, `RemoveTopicRecord` takes the topic's
+//! configs with it. A record that contradicts the image (a partition of an unknown topic) is
+//! an error: the log is not what Kafka or skua would have written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::records::{
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+};
+use super::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
+
+pub const METADATA_VERSION: &str = "metadata.version";
+
+/// What one record changed, for whoever follows the image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The topic was created or changed (partitions, leaders, configs).
+    Topic(String),
+    /// The topic is gone; this is what it was.
+    TopicRemoved(Arc<TopicInfo>),
+    None,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MetadataImage {
+    topics: BTreeMap<String, Arc<TopicInfo>>,
+    names_by_id: HashMap<Uuid, String>,
+    /// Topic configs by topic name (Kafka keys configs by resource, not by topic id).
+    topic_configs: HashMap<String, BTreeMap<String, String>>,
+    features: BTreeMap<String, i16>,
+    /// The first producer id of the next block to hand out (0 before any block).
+    next_producer_id: i64,
+    /// Brokers registered in the log and their broker epochs.
+    broker_epochs: BTreeMap<i32, i64>,
+    /// The live brokers clients are told about, and the active controller.
+    brokers: Vec<BrokerInfo>,
+    controller_id: i32,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicInfo>> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: Uuid) -> Option<&Arc<TopicInfo>> {
+        self.names_by_id.get(&id).and_then(|n| self.topics.get(n))
+    }
+
+    pub fn topics(&self) -> impl Iterator<Item = &Arc<TopicInfo>> {
+        self.topics.values()
+    }
+
+    pub fn topic_count(&self) -> usize {
+        self.topics.len()
+    }
+
+    pub fn feature(&self, name: &str) -> Option<i16> {
+        self.features.get(name).copied()
+    }
+
+    pub fn metadata_version(&self) -> Option<i16> {
+        self.feature(METADATA_VERSION)
+    }
+
+    pub fn next_producer_id(&self) -> i64 {
+        self.next_producer_id
+    }
+
+    pub fn broker_epoch(&self, broker_id: i32) -> Option<i64> {
+        self.broker_epochs.get(&broker_id).copied()
+    }
+
+    /// Ids of the brokers registered in the metadata log.
+    pub fn registered_brokers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.broker_epochs.keys().copied()
+    }
+
+    pub fn brokers(&self) -> &[BrokerInfo] {
+        &self.brokers
+    }
+
+    pub fn controller_id(&self) -> i32 {
+        self.controller_id
+    }
+
+    /// Sets the live brokers and the controller: the single-node controller knows them
+    /// from its own configuration, not from records.
+    pub fn set_cluster(&mut self, brokers: Vec<BrokerInfo>, controller_id: i32) {
+        self.brokers = brokers;
+        self.controller_id = controller_id;
+    }
+
+    /// Applies one record.
+    pub fn replay(&mut self, record: &MetadataRecord) -> Result<Change, String> {
+        match record {
+            MetadataRecord::Topic { name, topic_id } => {
+                if let Some(old) = self.topics.get(name) {
+                    if old.topic_id != *topic_id {
+                        return Err(format!(
+                            "TopicRecord for {name} with id {topic_id} while the topic has id {}",
+                            old.topic_id
+                        ));
+                    }
+                }
+                let configs = self.topic_configs.get(name).cloned().unwrap_or_default();
+                self.names_by_id.insert(*topic_id, name.clone());
+                self.topics.insert(
+                    name.clone(),
+                    Arc::new(TopicInfo {
+                        name: name.clone(),
+                        topic_id: *topic_id,
+                        partitions: Vec::new(),
+                        configs,
+                    }),
+                );
+                Ok(Change::Topic(name.clone()))
+            }
+            MetadataRecord::Partition(p) => {
+                let topic = self.topic_mut(p.topic_id, "PartitionRecord")?;
+                let info = partition_info(p);
+                match topic
+                    .partitions
+                    .binary_search_by_key(&p.partition_id, |x| x.partition)
+                {
+                    Ok(i) => topic.partitions[i] = info,
+                    Err(i) => topic.partitions.insert(i, info),
+                }
+                Ok(Change::Topic(topic.name.clone()))
+            }
+            MetadataRecord::PartitionChange(c) => {
+                let topic = self.topic_mut(c.topic_id, "PartitionChangeRecord")?;
+                let name = topic.name.clone();
+                let p = topic
+                    .partitions
+                    .iter_mut()
+                    .find(|p| p.partition == c.partition_id)
+                    .ok_or_else(|| {
+                        format!(
+                            "PartitionChangeRecord for unknown partition {name}-{}",
+                            c.partition_id
+                        )
+                    })?;
+                merge(p, c);
+                Ok(Change::Topic(name))
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } if *resource_type == CONFIG_RESOURCE_TOPIC => {
+                let configs = self.topic_configs.entry(resource_name.clone()).or_default();
+                match value {
+                    Some(v) => configs.insert(name.clone(), v.clone()),
+                    None => configs.remove(name),
+                };
+                let configs = configs.clone();
+                match self.topics.get_mut(resource_name) {
+                    Some(t) => {
+                        Arc::make_mut(t).configs = configs;
+                        Ok(Change::Topic(resource_name.clone()))
+                    }
+                    None => Ok(Change::None),
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                let name = self
+                    .names_by_id
+                    .remove(topic_id)
+                    .ok_or_else(|| format!("RemoveTopicRecord for unknown topic id {topic_id}"))?;
+                self.topic_configs.remove(&name);
+                let removed = self
+                    .topics
+                    .remove(&name)
+                    .ok_or_else(|| format!("RemoveTopicRecord for unknown topic {name}"))?;
+                Ok(Change::TopicRemoved(removed))
+            }
+            MetadataRecord::FeatureLevel { name, level } => {
+                self.features.insert(name.clone(), *level);
+                Ok(Change::None)
+            }
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                if *next_producer_id <= self.next_producer_id {
+                    return Err(format!(
+                        "ProducerIdsRecord {next_producer_id} does not advance past {}",
+                        self.next_producer_id
+                    ));
+                }
+                self.next_producer_id = *next_producer_id;
+                Ok(Change::None)
+            }
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                self.broker_epochs.insert(*broker_id, *broker_epoch);
+                Ok(Change::None)
+            }
+            MetadataRecord::UnregisterBroker { broker_id } => {
+                self.broker_epochs.remove(broker_id);
+                Ok(Change::None)
+            }
+            MetadataRecord::Config { .. }
+            | MetadataRecord::BeginTransaction
+            | MetadataRecord::EndTransaction
+            | MetadataRecord::AbortTransaction
+            | MetadataRecord::Other { .. } => Ok(Change::None),
+        }
+    }
+
+    fn topic_mut(&mut self, id: Uuid, record: &str) -> Result<&mut TopicInfo, String> {
+        let name = self
+            .names_by_id
+            .get(&id)
+            .ok_or_else(|| format!("{record} for unknown topic id {id}"))?;
+        let topic = self
+            .topics
+            .get_mut(name)
+            .ok_or_else(|| format!("{record} for unknown topic {name}"))?;
+        Ok(Arc::make_mut(topic))
+    }
+}
+
+fn partition_info(p: &PartitionRecord) -> PartitionInfo {
+    PartitionInfo {
+        partition: p.partition_id,
+        assignment: PartitionAssignment {
+            replicas: p.replicas.clone(),
+            directories: p.directories.clone(),
+        },
+        state: LeaderAndIsr {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+            eligible_leader_replicas: p.eligible_leader_replicas.clone(),
+            last_known_elr: p.last_known_elr.clone(),
+            leader_recovery_state: p.leader_recovery_state,
+        },
+    }
+}
+
+/// Kafka's `PartitionRegistration.merge`.
+fn merge(p: &mut PartitionInfo, c: &PartitionChangeRecord) {
+    if let Some(replicas) = &c.replicas {
+        p.assignment.replicas = replicas.clone();
+    }
+    if let Some(dirs) = &c.directories {
+        p.assignment.directories = dirs.clone();
+    }
+    let s = &mut p.state;
+    if let Some(isr) = &c.isr {
+        s.isr = isr.clone();
+    }
+    if c.leader != NO_LEADER_CHANGE {
+        s.leader = c.leader;
+        s.leader_epoch += 1;
+    }
+    if c.leader_recovery_state >= 0 {
+        s.leader_recovery_state = c.leader_recovery_state;
+    }
+    if let Some(elr) = &c.eligible_leader_replicas {
+        s.eligible_leader_replicas = elr.clone();
+    }
+    if let Some(lke) = &c.last_known_elr {
+        s.last_known_elr = lke.clone();
+    }
+    s.partition_epoch += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, id: u128) -> MetadataRecord {
+        MetadataRecord::Topic {
+            name: name.into(),
+            topic_id: Uuid::from_u128(id),
+        }
+    }
+
+    fn partition(id: u128, p: i32) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: p,
+            topic_id: Uuid::from_u128(id),
+            replicas: vec![1],
+            isr: vec![1],
+            removing_replicas: vec![],
+            adding_replicas: vec![],
+            leader: 1,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: vec![],
+            eligible_leader_replicas: vec![],
+            last_known_elr: vec![],
+        })
+    }
+
+    fn config(topic: &str, key: &str, value: Option<&str>) -> MetadataRecord {
+        MetadataRecord::Config {
+            resource_type: CONFIG_RESOURCE_TOPIC,
+            resource_name: topic.into(),
+            name: key.into(),
+            value: value.map(str::to_string),
+        }
+    }
+
+    fn replay_all(image: &mut MetadataImage, records: &[MetadataRecord]) {
+        for r in records {
+            image.replay(r).unwrap();
+        }
+    }
+
+    #[test]
+    fn topics_partitions_and_configs() {
+        let mut image = MetadataImage::default();
+        replay_all(
+            &mut image,
+            &[
+                topic("t", 7),
+                config("t", "cleanup.policy", Some("compact")),
+                partition(7, 1),
+                partition(7, 0),
+            ],
+        );
+        let t = image.topic("t").unwrap();
+        assert_eq!(
+            t.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(t.configs["cleanup.policy"], "compact");
+        assert_eq!(image.topic_by_id(Uuid::from_u128(7)).unwrap().name, "t");
+
+        // Kafka's controlled shutdown with ELR, then a leader elected again.
+        let change = |leader, isr: Vec<i32>, elr: Vec<i32>| {
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: Uuid::from_u128(7),
+                isr: Some(isr),
+                leader,
+                leader_recovery_state: -1,
+                eligible_leader_replicas: Some(elr.clone()),
+                last_known_elr: Some(elr),
+                ..Default::default()
+            })
+        };
+        replay_all(&mut image, &[change(-1, vec![], vec![1])]);
+        let p = image.topic("t").unwrap().partitions[0].state.clone();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (-1, 1, 1));
+        assert_eq!(
+            (p.isr.clone(), p.eligible_leader_replicas),
+            (vec![], vec![1])
+        );
+        replay_all(&mut image, &[change(1, vec![1], vec![])]);
+        let p = &image.topic("t").unwrap().partitions[0].state;
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 2, 2));
+
+        replay_all(&mut image, &[config("t", "cleanup.policy", None)]);
+        assert!(image.topic("t").unwrap().configs.is_empty());
+        let removed = image
+            .replay(&MetadataRecord::RemoveTopic {
+                topic_id: Uuid::from_u128(7),
+            })
+            .unwrap();
+        assert!(matches!(removed, Change::TopicRemoved(t) if t.name == "t"));
+        assert!(image.topic("t").is_none());
+        // Configs went with the topic: a new topic of the same name starts clean.
+        replay_all(&mut image, &[topic("t", 8)]);
+        assert!(image.topic("t").unwrap().configs.is_empty());
+    }
+
+    #[test]
+    fn contradictions_are_errors() {
+        let mut image = MetadataImage::default();
+        assert!(image.replay(&partition(1, 0)).is_err());
+        assert!(image
+            .replay(&MetadataRecord::RemoveTopic {
+                topic_id: Uuid::from_u128(1)
+            })
+            .is_err());
+        replay_all(&mut image, &[topic("t", 1)]);
+        assert!(image.replay(&topic("t", 2)).is_err());
+        let pid = |n| MetadataRecord::ProducerIds {
+            broker_id: 1,
+            broker_epoch: -1,
+            next_producer_id: n,
+        };
+        replay_all(&mut image, &[pid(1000)]);
+        assert_eq!(image.next_producer_id(), 1000);
+        assert!(image.replay(&pid(1000)).is_err());
+    }
+}

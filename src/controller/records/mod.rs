@@ -1,0 +1,623 @@
+//! Kafka's KRaft metadata records (apache/kafka `metadata/src/main/resources/common/metadata/`),
+//! the ones skua reads and writes, and the frame every record value carries.
+//!
+//! A record value is `frameVersion` (unsigned varint, 1), `apiKey` (unsigned varint),
+//! `version` (unsigned varint), then the record in Kafka's flexible encoding. Keys are null.
+//! Records skua does not interpret (broker registrations, ACLs, quotas, SCRAM, delegation
+//! tokens, no-ops) are kept as [`MetadataRecord::Other`]: they stay in the log untouched. A
+//! record skua interprets in a version newer than it knows is an error: guessing at its
+//! fields could misread the cluster.
+
+pub mod batch;
+pub mod control;
+pub mod wire;
+
+use uuid::Uuid;
+
+use wire::{encoded, Reader, WireError, Writer};
+
+/// The only frame version Kafka writes (`AbstractApiMessageSerde.DEFAULT_FRAME_VERSION`).
+const FRAME_VERSION: u32 = 1;
+
+/// `ConfigRecord.resourceType` for a topic (`ConfigResource.Type.TOPIC`).
+pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
+
+/// `PartitionChangeRecord.leader`: the leader did not change.
+pub const NO_LEADER_CHANGE: i32 = -2;
+pub const NO_LEADER: i32 = -1;
+
+mod api_key {
+    pub const REGISTER_BROKER: u32 = 0;
+    pub const UNREGISTER_BROKER: u32 = 1;
+    pub const TOPIC: u32 = 2;
+    pub const PARTITION: u32 = 3;
+    pub const CONFIG: u32 = 4;
+    pub const PARTITION_CHANGE: u32 = 5;
+    pub const REMOVE_TOPIC: u32 = 9;
+    pub const FEATURE_LEVEL: u32 = 12;
+    pub const PRODUCER_IDS: u32 = 15;
+    pub const BEGIN_TRANSACTION: u32 = 23;
+    pub const END_TRANSACTION: u32 = 24;
+    pub const ABORT_TRANSACTION: u32 = 25;
+}
+
+/// `PartitionRecord` (apiKey 3), versions 0–2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionRecord {
+    pub partition_id: i32,
+    pub topic_id: Uuid,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
+    pub adding_replicas: Vec<i32>,
+    pub leader: i32,
+    /// Tag 0: 1 while a leader elected uncleanly is recovering.
+    pub leader_recovery_state: i8,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// v1+: the log dir (directory.id) of each replica, in `replicas` order.
+    pub directories: Vec<Uuid>,
+    /// v2+ tag 1 and tag 2 (KIP-966); empty when absent.
+    pub eligible_leader_replicas: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
+}
+
+/// `PartitionChangeRecord` (apiKey 5), versions 0–2: every field but the ids is optional
+/// and `None` means unchanged. Replaying one that names a leader (even the same one) bumps
+/// the leader epoch; any change bumps the partition epoch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionChangeRecord {
+    pub partition_id: i32,
+    pub topic_id: Uuid,
+    pub isr: Option<Vec<i32>>,
+    /// `NO_LEADER_CHANGE` (-2) when unchanged.
+    pub leader: i32,
+    pub replicas: Option<Vec<i32>>,
+    pub removing_replicas: Option<Vec<i32>>,
+    pub adding_replicas: Option<Vec<i32>>,
+    /// -1 when unchanged.
+    pub leader_recovery_state: i8,
+    pub directories: Option<Vec<Uuid>>,
+    pub eligible_leader_replicas: Option<Vec<i32>>,
+    pub last_known_elr: Option<Vec<i32>>,
+}
+
+/// One record of the metadata log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetadataRecord {
+    Topic {
+        name: String,
+        topic_id: Uuid,
+    },
+    Partition(PartitionRecord),
+    PartitionChange(PartitionChangeRecord),
+    /// A config of any resource; `value: None` deletes the key.
+    Config {
+        resource_type: i8,
+        resource_name: String,
+        name: String,
+        value: Option<String>,
+    },
+    /// Removes a topic, its partitions and its configs.
+    RemoveTopic {
+        topic_id: Uuid,
+    },
+    FeatureLevel {
+        name: String,
+        level: i16,
+    },
+    /// The first producer id of the next block to hand out.
+    ProducerIds {
+        broker_id: i32,
+        broker_epoch: i64,
+        next_producer_id: i64,
+    },
+    RegisterBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    UnregisterBroker {
+        broker_id: i32,
+    },
+    /// KIP-868 metadata transactions: the records between Begin and End apply together;
+    /// Abort (or a log ending before End) discards them.
+    BeginTransaction,
+    EndTransaction,
+    AbortTransaction,
+    /// A record skua keeps but does not interpret.
+    Other {
+        api_key: u32,
+        version: u32,
+    },
+}
+
+impl MetadataRecord {
+    /// Decodes one record value (frame included).
+    pub fn decode(value: &[u8]) -> Result<MetadataRecord, WireError> {
+        let mut r = Reader::new(value);
+        let frame = r.uvarint()?;
+        if frame != FRAME_VERSION {
+            return Err(WireError(format!("unknown metadata frame version {frame}")));
+        }
+        let api_key = r.uvarint()?;
+        let version = r.uvarint()?;
+        let too_new = |max: u32, name: &str| {
+            (version > max).then(|| {
+                WireError(format!(
+                    "{name} version {version} is newer than the versions skua reads (0-{max})"
+                ))
+            })
+        };
+        use api_key::*;
+        let record = match api_key {
+            TOPIC => {
+                too_new(0, "TopicRecord").map_or(Ok(()), Err)?;
+                let name = r.string()?;
+                let topic_id = r.uuid()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::Topic { name, topic_id }
+            }
+            PARTITION => {
+                too_new(2, "PartitionRecord").map_or(Ok(()), Err)?;
+                MetadataRecord::Partition(decode_partition(&mut r, version)?)
+            }
+            PARTITION_CHANGE => {
+                too_new(2, "PartitionChangeRecord").map_or(Ok(()), Err)?;
+                MetadataRecord::PartitionChange(decode_partition_change(&mut r, version)?)
+            }
+            CONFIG => {
+                too_new(0, "ConfigRecord").map_or(Ok(()), Err)?;
+                let resource_type = r.i8()?;
+                let resource_name = r.string()?;
+                let name = r.string()?;
+                let value = r.nullable_string()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::Config {
+                    resource_type,
+                    resource_name,
+                    name,
+                    value,
+                }
+            }
+            REMOVE_TOPIC => {
+                too_new(0, "RemoveTopicRecord").map_or(Ok(()), Err)?;
+                let topic_id = r.uuid()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::RemoveTopic { topic_id }
+            }
+            FEATURE_LEVEL => {
+                too_new(0, "FeatureLevelRecord").map_or(Ok(()), Err)?;
+                let name = r.string()?;
+                let level = r.i16()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::FeatureLevel { name, level }
+            }
+            PRODUCER_IDS => {
+                too_new(0, "ProducerIdsRecord").map_or(Ok(()), Err)?;
+                let broker_id = r.i32()?;
+                let broker_epoch = r.i64()?;
+                let next_producer_id = r.i64()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::ProducerIds {
+                    broker_id,
+                    broker_epoch,
+                    next_producer_id,
+                }
+            }
+            // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
+            REGISTER_BROKER if version <= 4 => {
+                let broker_id = r.i32()?;
+                if version >= 2 {
+                    r.bool()?; // isMigratingZkBroker
+                }
+                r.uuid()?; // incarnationId
+                let broker_epoch = r.i64()?;
+                MetadataRecord::RegisterBroker {
+                    broker_id,
+                    broker_epoch,
+                }
+            }
+            UNREGISTER_BROKER if version == 0 => MetadataRecord::UnregisterBroker {
+                broker_id: r.i32()?,
+            },
+            BEGIN_TRANSACTION if version == 0 => MetadataRecord::BeginTransaction,
+            END_TRANSACTION if version == 0 => MetadataRecord::EndTransaction,
+            ABORT_TRANSACTION if version == 0 => MetadataRecord::AbortTransaction,
+            BEGIN_TRANSACTION | END_TRANSACTION | ABORT_TRANSACTION => {
+                return Err(WireError(format!(
+                    "metadata transaction record {api_key} version {version} is newer than skua reads"
+                )))
+            }
+            _ => MetadataRecord::Other { api_key, version },
+        };
+        Ok(record)
+    }
+
+    /// Encodes the record (frame included). `partition_version` is the PartitionRecord and
+    /// PartitionChangeRecord version the cluster's metadata.version calls for (0, 1 or 2).
+    pub fn encode(&self, partition_version: u32) -> Vec<u8> {
+        use api_key::*;
+        let mut w = Writer::default();
+        w.uvarint(FRAME_VERSION);
+        match self {
+            MetadataRecord::Topic { name, topic_id } => {
+                header(&mut w, TOPIC, 0);
+                w.string(name);
+                w.uuid(*topic_id);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::Partition(p) => {
+                header(&mut w, PARTITION, partition_version);
+                encode_partition(&mut w, p, partition_version);
+            }
+            MetadataRecord::PartitionChange(c) => {
+                header(&mut w, PARTITION_CHANGE, partition_version);
+                encode_partition_change(&mut w, c, partition_version);
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                header(&mut w, CONFIG, 0);
+                w.i8(*resource_type);
+                w.string(resource_name);
+                w.string(name);
+                w.nullable_string(value.as_deref());
+                w.no_tagged_fields();
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                header(&mut w, REMOVE_TOPIC, 0);
+                w.uuid(*topic_id);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::FeatureLevel { name, level } => {
+                header(&mut w, FEATURE_LEVEL, 0);
+                w.string(name);
+                w.i16(*level);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::ProducerIds {
+                broker_id,
+                broker_epoch,
+                next_producer_id,
+            } => {
+                header(&mut w, PRODUCER_IDS, 0);
+                w.i32(*broker_id);
+                w.i64(*broker_epoch);
+                w.i64(*next_producer_id);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::BeginTransaction => {
+                header(&mut w, BEGIN_TRANSACTION, 0);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::EndTransaction => {
+                header(&mut w, END_TRANSACTION, 0);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::AbortTransaction => {
+                header(&mut w, ABORT_TRANSACTION, 0);
+                w.no_tagged_fields();
+            }
+            // Never written by skua: these come from Kafka and stay where Kafka put them.
+            MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::UnregisterBroker { .. }
+            | MetadataRecord::Other { .. } => {
+                unreachable!("skua does not write {self:?}")
+            }
+        }
+        w.buf
+    }
+}
+
+fn header(w: &mut Writer, api_key: u32, version: u32) {
+    w.uvarint(api_key);
+    w.uvarint(version);
+}
+
+fn decode_partition(r: &mut Reader<'_>, version: u32) -> Result<PartitionRecord, WireError> {
+    let mut p = PartitionRecord {
+        partition_id: r.i32()?,
+        topic_id: r.uuid()?,
+        replicas: r.i32_array()?,
+        isr: r.i32_array()?,
+        removing_replicas: r.i32_array()?,
+        adding_replicas: r.i32_array()?,
+        leader: r.i32()?,
+        leader_recovery_state: 0,
+        leader_epoch: r.i32()?,
+        partition_epoch: r.i32()?,
+        directories: Vec::new(),
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
+    };
+    if version >= 1 {
+        p.directories = r.uuid_array()?;
+    }
+    r.tagged_fields(|tag, body| {
+        match tag {
+            0 => p.leader_recovery_state = body.i8()?,
+            1 if version >= 2 => {
+                p.eligible_leader_replicas =
+                    body.nullable_array(4, Reader::i32)?.unwrap_or_default()
+            }
+            2 if version >= 2 => {
+                p.last_known_elr = body.nullable_array(4, Reader::i32)?.unwrap_or_default()
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    Ok(p)
+}
+
+fn encode_partition(w: &mut Writer, p: &PartitionRecord, version: u32) {
+    w.i32(p.partition_id);
+    w.uuid(p.topic_id);
+    w.i32_array(&p.replicas);
+    w.i32_array(&p.isr);
+    w.i32_array(&p.removing_replicas);
+    w.i32_array(&p.adding_replicas);
+    w.i32(p.leader);
+    w.i32(p.leader_epoch);
+    w.i32(p.partition_epoch);
+    if version >= 1 {
+        w.uuid_array(&p.directories);
+    }
+    // Tagged fields at their defaults are left out, as Kafka's generated code does.
+    let mut tags = Vec::new();
+    if p.leader_recovery_state != 0 {
+        tags.push((0, encoded(|w| w.i8(p.leader_recovery_state))));
+    }
+    if version >= 2 && !p.eligible_leader_replicas.is_empty() {
+        tags.push((1, encoded(|w| w.i32_array(&p.eligible_leader_replicas))));
+    }
+    if version >= 2 && !p.last_known_elr.is_empty() {
+        tags.push((2, encoded(|w| w.i32_array(&p.last_known_elr))));
+    }
+    w.tagged_fields(&tags);
+}
+
+fn decode_partition_change(
+    r: &mut Reader<'_>,
+    version: u32,
+) -> Result<PartitionChangeRecord, WireError> {
+    let mut c = PartitionChangeRecord {
+        partition_id: r.i32()?,
+        topic_id: r.uuid()?,
+        leader: NO_LEADER_CHANGE,
+        leader_recovery_state: -1,
+        ..Default::default()
+    };
+    r.tagged_fields(|tag, body| {
+        let ints = |body: &mut Reader<'_>| body.nullable_array(4, Reader::i32);
+        match tag {
+            0 => c.isr = ints(body)?,
+            1 => c.leader = body.i32()?,
+            2 => c.replicas = ints(body)?,
+            3 => c.removing_replicas = ints(body)?,
+            4 => c.adding_replicas = ints(body)?,
+            5 => c.leader_recovery_state = body.i8()?,
+            6 if version >= 2 => c.eligible_leader_replicas = ints(body)?,
+            7 if version >= 2 => c.last_known_elr = ints(body)?,
+            8 if version >= 1 => c.directories = body.nullable_array(16, Reader::uuid)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    Ok(c)
+}
+
+fn encode_partition_change(w: &mut Writer, c: &PartitionChangeRecord, version: u32) {
+    w.i32(c.partition_id);
+    w.uuid(c.topic_id);
+    let mut tags = Vec::new();
+    let ints = |v: &Vec<i32>| encoded(|w| w.i32_array(v));
+    if let Some(isr) = &c.isr {
+        tags.push((0, ints(isr)));
+    }
+    if c.leader != NO_LEADER_CHANGE {
+        tags.push((1, encoded(|w| w.i32(c.leader))));
+    }
+    if let Some(v) = &c.replicas {
+        tags.push((2, ints(v)));
+    }
+    if let Some(v) = &c.removing_replicas {
+        tags.push((3, ints(v)));
+    }
+    if let Some(v) = &c.adding_replicas {
+        tags.push((4, ints(v)));
+    }
+    if c.leader_recovery_state != -1 {
+        tags.push((5, encoded(|w| w.i8(c.leader_recovery_state))));
+    }
+    if version >= 2 {
+        if let Some(v) = &c.eligible_leader_replicas {
+            tags.push((6, ints(v)));
+        }
+        if let Some(v) = &c.last_known_elr {
+            tags.push((7, ints(v)));
+        }
+    }
+    if version >= 1 {
+        if let Some(v) = &c.directories {
+            tags.push((8, encoded(|w| w.uuid_array(v))));
+        }
+    }
+    w.tagged_fields(&tags);
+}
+
+/// The PartitionRecord / PartitionChangeRecord version Kafka writes at a metadata.version
+/// feature level (`MetadataVersion.partitionRecordVersion`): directories from 3.7-IV2 (17),
+/// eligible leader replicas from 4.0-IV1 (23).
+pub fn partition_record_version(metadata_version: i16) -> u32 {
+    match metadata_version {
+        v if v >= 23 => 2,
+        v if v >= 17 => 1,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(record: MetadataRecord, version: u32) {
+        let bytes = record.encode(version);
+        assert_eq!(MetadataRecord::decode(&bytes).unwrap(), record);
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let id = Uuid::from_u128(0x1234);
+        round_trip(
+            MetadataRecord::Topic {
+                name: "orders".into(),
+                topic_id: id,
+            },
+            0,
+        );
+        for version in 0..=2 {
+            round_trip(
+                MetadataRecord::Partition(PartitionRecord {
+                    partition_id: 3,
+                    topic_id: id,
+                    replicas: vec![1],
+                    isr: vec![1],
+                    removing_replicas: vec![],
+                    adding_replicas: vec![],
+                    leader: 1,
+                    leader_recovery_state: 0,
+                    leader_epoch: 4,
+                    partition_epoch: 5,
+                    directories: if version >= 1 {
+                        vec![Uuid::from_u128(9)]
+                    } else {
+                        vec![]
+                    },
+                    eligible_leader_replicas: vec![],
+                    last_known_elr: if version >= 2 { vec![1] } else { vec![] },
+                }),
+                version,
+            );
+        }
+        round_trip(
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: id,
+                isr: Some(vec![1]),
+                leader: 1,
+                leader_recovery_state: -1,
+                eligible_leader_replicas: Some(vec![]),
+                last_known_elr: Some(vec![]),
+                ..Default::default()
+            }),
+            2,
+        );
+        round_trip(
+            MetadataRecord::Config {
+                resource_type: CONFIG_RESOURCE_TOPIC,
+                resource_name: "orders".into(),
+                name: "cleanup.policy".into(),
+                value: None,
+            },
+            0,
+        );
+        round_trip(
+            MetadataRecord::ProducerIds {
+                broker_id: 1,
+                broker_epoch: -1,
+                next_producer_id: 2000,
+            },
+            0,
+        );
+        round_trip(MetadataRecord::AbortTransaction, 0);
+    }
+
+    /// Bytes Apache Kafka 4.4 wrote (DumpLogSegments shows them as
+    /// `{"type":"TOPIC_RECORD","version":0,"data":{"name":"t1","topicId":"LoMLgq0bRtyNmD97KBQrkg"}}`
+    /// and a FeatureLevelRecord metadata.version=33).
+    #[test]
+    fn decodes_kafka_written_values() {
+        let topic = [
+            1, 2, 0, 3, b't', b'1', 0x2e, 0x83, 0x0b, 0x82, 0xad, 0x1b, 0x46, 0xdc, 0x8d, 0x98,
+            0x3f, 0x7b, 0x28, 0x14, 0x2b, 0x92, 0,
+        ];
+        assert_eq!(
+            MetadataRecord::decode(&topic).unwrap(),
+            MetadataRecord::Topic {
+                name: "t1".into(),
+                topic_id: crate::log::kafka_string_to_uuid("LoMLgq0bRtyNmD97KBQrkg").unwrap(),
+            }
+        );
+        let mut feature = vec![1, 12, 0, 17];
+        feature.extend_from_slice(b"metadata.version");
+        feature.extend_from_slice(&[0, 33, 0]);
+        assert_eq!(
+            MetadataRecord::decode(&feature).unwrap(),
+            MetadataRecord::FeatureLevel {
+                name: "metadata.version".into(),
+                level: 33
+            }
+        );
+        let mut partition = vec![1, 3, 2, 0, 0, 0, 0];
+        partition.extend_from_slice(&topic[6..22]);
+        partition.extend_from_slice(&[2, 0, 0, 0, 1, 2, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1]);
+        partition.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        let dir = crate::log::kafka_string_to_uuid("ADWL50JYHS6Ie6C6nQ0zeQ").unwrap();
+        partition.extend_from_slice(dir.as_bytes());
+        partition.push(0);
+        let MetadataRecord::Partition(p) = MetadataRecord::decode(&partition).unwrap() else {
+            panic!("not a PartitionRecord");
+        };
+        assert_eq!(
+            (
+                p.partition_id,
+                p.replicas.clone(),
+                p.isr.clone(),
+                p.leader,
+                p.leader_epoch
+            ),
+            (0, vec![1], vec![1], 1, 0)
+        );
+        assert_eq!(p.directories, vec![dir]);
+        assert_eq!(MetadataRecord::Partition(p.clone()).encode(2), partition);
+        // BeginTransactionRecord with its tagged name "Bootstrap records".
+        let mut begin = vec![1, 23, 0, 1, 0, 18, 18];
+        begin.extend_from_slice(b"Bootstrap records");
+        assert_eq!(
+            MetadataRecord::decode(&begin).unwrap(),
+            MetadataRecord::BeginTransaction
+        );
+    }
+
+    #[test]
+    fn newer_versions_of_interpreted_records_are_refused() {
+        let mut bytes = MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: Uuid::nil(),
+        }
+        .encode(0);
+        bytes[2] = 1; // TopicRecord v1 does not exist yet
+        let err = MetadataRecord::decode(&bytes).unwrap_err();
+        assert!(err.0.contains("TopicRecord version 1"), "{err}");
+        // Records skua does not interpret are kept whatever their version.
+        assert_eq!(
+            MetadataRecord::decode(&[1, 20, 7, 0]).unwrap(),
+            MetadataRecord::Other {
+                api_key: 20,
+                version: 7
+            }
+        );
+    }
+
+    #[test]
+    fn partition_versions_follow_metadata_version() {
+        assert_eq!(partition_record_version(7), 0);
+        assert_eq!(partition_record_version(17), 1);
+        assert_eq!(partition_record_version(25), 2);
+        assert_eq!(partition_record_version(33), 2);
+    }
+}

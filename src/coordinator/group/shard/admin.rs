@@ -1,0 +1,103 @@
+//! What ListGroups, DescribeGroups and ConsumerGroupDescribe read from a shard.
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+use super::{Group, GroupShard};
+use crate::coordinator::group::classic::GroupState;
+use crate::coordinator::group::consumer::ConsumerGroup;
+
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: &'static str,
+    pub group_type: &'static str,
+}
+
+/// What DescribeGroups reports for a member.
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+impl GroupShard {
+    pub fn list_groups(&self) -> Vec<ListedGroup> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| !matches!(g, Group::Classic(c) if c.state == GroupState::Dead))
+            .map(|(id, g)| ListedGroup {
+                group_id: id.clone(),
+                protocol_type: match g {
+                    Group::Consumer(_) => "consumer".to_string(),
+                    Group::Classic(c) => c.protocol_type.clone().unwrap_or_default(),
+                },
+                state: g.state_name(),
+                group_type: g.group_type(),
+            })
+            .collect()
+    }
+
+    /// A classic group for DescribeGroups; None when there is none.
+    pub fn describe_group(
+        &self,
+        group_id: &str,
+    ) -> Result<Option<GroupDescription>, ResponseError> {
+        let g = match self.groups.get(group_id) {
+            None => return Ok(None),
+            // Kafka describes consumer groups with ConsumerGroupDescribe only.
+            Some(Group::Consumer(_)) => return Err(ResponseError::GroupIdNotFound),
+            Some(Group::Classic(g)) => g,
+        };
+        // Members' metadata and assignments are reported for a Stable group only.
+        let stable = g.state == GroupState::Stable;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        Ok(Some(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
+            members: g
+                .members
+                .values()
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable {
+                        m.metadata(&protocol)
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
+        }))
+    }
+
+    /// A KIP-848 group for ConsumerGroupDescribe.
+    pub fn describe_consumer_group(&self, group_id: &str) -> Result<ConsumerGroup, ResponseError> {
+        match self.groups.get(group_id) {
+            Some(Group::Consumer(c)) => Ok(c.clone()),
+            _ => Err(ResponseError::GroupIdNotFound),
+        }
+    }
+}

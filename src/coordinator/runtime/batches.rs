@@ -1,0 +1,192 @@
+//! Record batches of an internal topic: the one batch an operation writes, and the
+//! stored batches read back when a partition loads.
+//!
+//! `decode_stored` is the only place where the coordinators decode stored batches:
+//! every batch is checked (length, magic, CRC) before its records are decoded, and a
+//! count that the bytes present cannot hold is refused before anything is allocated.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use crate::log::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+
+/// The only record batch format the coordinators read (v2).
+const MAGIC_V2: i8 = 2;
+/// The CRC covers a batch from its attributes (byte 21) to its end.
+const CRC_FROM: usize = 21;
+
+/// One record read back from the log.
+#[derive(Debug)]
+pub struct StoredRecord {
+    pub offset: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+}
+
+/// One batch read back: control batches (transaction markers) carry no coordinator
+/// records; `next_offset` is where the next batch starts, also for an emptied batch.
+#[derive(Debug)]
+pub struct StoredBatch {
+    pub control: bool,
+    pub next_offset: i64,
+    pub records: Vec<StoredRecord>,
+}
+
+/// Bytes an uncompressed record takes at least (length, attributes, timestamp delta,
+/// offset delta, key length, value length, header count: one byte each).
+const MIN_RECORD_BYTES: usize = 7;
+/// Records a compressed batch may claim per byte it holds: no codec Kafka uses
+/// compresses a record below this.
+const MAX_COMPRESSED_RECORDS_PER_BYTE: usize = 64;
+
+/// Encodes key/value records (None: a tombstone) as one uncompressed v2 batch with
+/// CreateTime `now_ms`, as Kafka's coordinators write them.
+pub fn encode(records: Vec<(Bytes, Option<Bytes>)>, now_ms: i64) -> Result<Bytes, String> {
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder starts a new batch wherever offset - sequence changes; a
+            // sequence one behind the offset keeps every record in one batch whose base
+            // sequence is -1 (no producer), as Kafka's coordinators write.
+            sequence: i as i32 - 1,
+            timestamp: now_ms,
+            key: Some(key),
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
+}
+
+/// Decodes the whole batches in `bytes` (a trailing partial batch, as a size-limited
+/// read may end with, is left for the next read). An error names the offset of the
+/// first batch that is not sound.
+pub fn decode_stored(bytes: &Bytes) -> Result<Vec<StoredBatch>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while bytes.len() - pos >= HEADER_SIZE {
+        let header = RecordBatchHeader::parse(&bytes[pos..]).map_err(|e| e.to_string())?;
+        let at = header.base_offset();
+        if header.batch_length() < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
+            return Err(format!(
+                "batch at offset {at}: length {} is smaller than a header",
+                header.batch_length()
+            ));
+        }
+        let size = header.size_in_bytes();
+        if pos + size > bytes.len() {
+            break;
+        }
+        let raw = bytes.slice(pos..pos + size);
+        pos += size;
+        if header.magic() != MAGIC_V2 {
+            return Err(format!("batch at offset {at}: magic {}", header.magic()));
+        }
+        if crc32c::crc32c(&raw[CRC_FROM..]) != header.crc() {
+            return Err(format!("batch at offset {at}: CRC mismatch"));
+        }
+        let count = usize::try_from(header.records_count())
+            .map_err(|_| format!("batch at offset {at}: negative record count"))?;
+        let room = size - HEADER_SIZE;
+        let plausible = match header.compression_codec() {
+            0 => room / MIN_RECORD_BYTES,
+            _ => room.saturating_mul(MAX_COMPRESSED_RECORDS_PER_BYTE),
+        };
+        if count > plausible {
+            return Err(format!(
+                "batch at offset {at}: {count} records cannot fit in {size} bytes"
+            ));
+        }
+        let mut buf = raw;
+        let set = RecordBatchDecoder::decode(&mut buf)
+            .map_err(|e| format!("batch at offset {at}: {e}"))?;
+        out.push(StoredBatch {
+            control: header.is_control(),
+            next_offset: header.next_offset(),
+            records: set
+                .records
+                .into_iter()
+                .map(|r| StoredRecord {
+                    offset: r.offset,
+                    key: r.key,
+                    value: r.value,
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize) -> Bytes {
+        let records = (0..n)
+            .map(|i| (Bytes::from(format!("k{i}")), Some(Bytes::from("v"))))
+            .collect();
+        encode(records, 1_700_000_000_000).unwrap()
+    }
+
+    #[test]
+    fn written_batches_read_back_with_their_offsets() {
+        let mut two = BytesMut::from(&batch(3)[..]);
+        let mut second = BytesMut::from(&batch(1)[..]);
+        second[..8].copy_from_slice(&3i64.to_be_bytes());
+        two.extend_from_slice(&second);
+        let decoded = decode_stored(&two.freeze()).unwrap();
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[0].next_offset, 3);
+        assert_eq!(decoded[1].records[0].offset, 3);
+        assert_eq!(decoded[1].next_offset, 4);
+        assert_eq!(decoded[0].records[2].key.as_deref(), Some(&b"k2"[..]));
+    }
+
+    #[test]
+    fn a_trailing_partial_batch_waits_for_the_next_read() {
+        let whole = batch(2);
+        let mut bytes = BytesMut::from(&whole[..]);
+        bytes.extend_from_slice(&whole[..whole.len() - 5]);
+        assert_eq!(decode_stored(&bytes.freeze()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn corrupt_batches_are_errors_not_panics() {
+        let good = batch(2);
+        // A flipped payload byte: the CRC no longer matches.
+        let mut flipped = BytesMut::from(&good[..]);
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0xff;
+        assert!(decode_stored(&flipped.freeze()).is_err());
+        // A record count far beyond the bytes, under a recomputed CRC.
+        let mut forged = BytesMut::from(&good[..]);
+        forged[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+        let crc = crc32c::crc32c(&forged[21..]);
+        forged[17..21].copy_from_slice(&crc.to_be_bytes());
+        let err = decode_stored(&forged.freeze()).unwrap_err();
+        assert!(err.contains("cannot fit"), "{err}");
+        // Marked gzip, but not gzip.
+        let mut gzip = BytesMut::from(&good[..]);
+        gzip[22] |= 1;
+        let crc = crc32c::crc32c(&gzip[21..]);
+        gzip[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(decode_stored(&gzip.freeze()).is_err());
+    }
+}

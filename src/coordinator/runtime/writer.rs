@@ -1,0 +1,43 @@
+//! How the runtime reaches the log of its internal topic: append a batch as leader,
+//! learn when the high watermark passes it, and read the partition back for loading.
+//! The replica layer implements it (`coordinator::partition_log`); tests use a fake.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+/// Where an appended batch landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+#[async_trait]
+pub trait PartitionLog: Send + Sync + 'static {
+    /// Appends one record batch (v2, as `batches::encode` builds it) to a partition this
+    /// broker leads.
+    async fn append(
+        &self,
+        partition: i32,
+        batch: Bytes,
+        now_ms: i64,
+    ) -> Result<Appended, ResponseError>;
+
+    /// The leader epoch when this broker leads `partition`; None when it does not.
+    fn leader_epoch(&self, partition: i32) -> Option<i32>;
+
+    /// The high watermark: offsets below it are committed.
+    fn high_watermark(&self, partition: i32) -> Option<i64>;
+
+    /// Resolves once the high watermark passes `offset`, or with NOT_COORDINATOR when
+    /// the partition is no longer led here.
+    async fn committed(&self, partition: i32, offset: i64) -> Result<(), ResponseError>;
+
+    /// The first offset of the partition's log, where loading starts.
+    fn log_start_offset(&self, partition: i32) -> Result<i64, String>;
+
+    /// Whole batches from `offset`, at most `max_bytes` unless the first batch is larger;
+    /// empty at the end of the log.
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, String>;
+}

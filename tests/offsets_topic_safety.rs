@@ -1,0 +1,175 @@
+//! `__consumer_offsets` belongs to the group coordinator: clients cannot append to it,
+//! and a partition whose records cannot be read back is not served rather than served
+//! empty, so committed offsets never silently vanish.
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+
+const CONFIG: &[(&str, &str)] = &[("offsets.topic.num.partitions", "1")];
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+async fn find_coordinator(c: &mut Client, group: &str) -> i16 {
+    let req = FindCoordinatorRequest::default().with_key(s(group));
+    c.send(&req, 3).await.error_code
+}
+
+/// Commits `offset` for orders-0 from outside any generation; the partition's error.
+async fn commit(c: &mut Client, group: &str, offset: i64) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ]);
+    c.send(&req, 8).await.topics[0].partitions[0].error_code
+}
+
+/// OffsetFetch v8 of every offset of `group`: the group's error and what it returned.
+async fn fetch(c: &mut Client, group: &str) -> (i16, Vec<i64>) {
+    let req = OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(None),
+    ]);
+    let g = c.send(&req, 8).await.groups.remove(0);
+    let offsets = g
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+        .collect();
+    (g.error_code, offsets)
+}
+
+/// The offsets of every record in `__consumer_offsets` partition 0.
+async fn offsets_topic(c: &mut Client) -> Vec<i64> {
+    let data = c.fetch("__consumer_offsets", 0, 0, 100, 1).await;
+    let mut records = data.records.unwrap_or_default();
+    let mut out = Vec::new();
+    while !records.is_empty() {
+        let Ok(set) = RecordBatchDecoder::decode(&mut records) else {
+            break;
+        };
+        out.extend(set.records.iter().map(|r| r.offset));
+    }
+    out
+}
+
+#[tokio::test]
+async fn client_appends_to_internal_topics_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), CONFIG).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("orders", 1).await, 0);
+    assert_eq!(find_coordinator(&mut c, "billing").await, 0);
+    assert_eq!(commit(&mut c, "billing", 42).await, 0);
+    let written = offsets_topic(&mut c).await;
+    assert_eq!(written.len(), 1);
+
+    // What a client would append: a well-formed batch Kafka's loader could not replay.
+    let batch = batch(&["not a group record"], None, Compression::None);
+    let req = produce_request("__consumer_offsets", 0, batch, -1);
+    for version in [3, 9] {
+        let resp = c.send(&req, version).await;
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(
+            p.error_code,
+            ResponseError::InvalidTopicException.code(),
+            "v{version}"
+        );
+        assert_eq!((p.base_offset, p.error_message.as_ref()), (-1, None));
+    }
+    assert_eq!(offsets_topic(&mut c).await, written, "nothing was appended");
+    // Ordinary topics are unaffected.
+    let (code, _) = c
+        .produce(
+            "orders",
+            0,
+            common::batch(&["x"], None, Compression::None),
+            -1,
+        )
+        .await;
+    assert_eq!(code, 0);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), CONFIG).await;
+    let mut c = b.client().await;
+    assert_eq!(fetch(&mut c, "billing").await, (0, vec![42]));
+    b.stop().await;
+}
+
+/// A batch marked gzip whose payload is not gzip, with a valid CRC: log recovery keeps
+/// it (its framing and checksum are sound), and the coordinator cannot read it.
+fn corrupt_batch(base_offset: i64) -> Bytes {
+    let good = batch(&["garbage"], None, Compression::None);
+    let mut bad = BytesMut::from(&good[..]);
+    bad[..8].copy_from_slice(&base_offset.to_be_bytes());
+    bad[22] |= 1;
+    let crc = crc32c::crc32c(&bad[21..]);
+    bad[17..21].copy_from_slice(&crc.to_be_bytes());
+    bad.freeze()
+}
+
+#[tokio::test]
+async fn a_corrupt_batch_in_the_offsets_topic_never_makes_committed_offsets_vanish() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), CONFIG).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("orders", 1).await, 0);
+    assert_eq!(find_coordinator(&mut c, "billing").await, 0);
+    assert_eq!(commit(&mut c, "billing", 42).await, 0);
+    assert_eq!(commit(&mut c, "billing", 43).await, 0);
+    let written = offsets_topic(&mut c).await;
+    let log_end = written.last().unwrap() + 1;
+    drop(c);
+    b.stop().await;
+
+    // Written straight into the segment, after the last batch.
+    let segment = dir
+        .path()
+        .join("__consumer_offsets-0")
+        .join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&corrupt_batch(log_end));
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let b = TestBroker::start(dir.path(), CONFIG).await;
+    let mut c = b.client().await;
+    // The partition is not served: its groups answer NOT_COORDINATOR, never an empty
+    // group whose offsets are gone.
+    let not_coordinator = ResponseError::NotCoordinator.code();
+    assert_eq!(fetch(&mut c, "billing").await, (not_coordinator, vec![]));
+    assert_eq!(commit(&mut c, "billing", 44).await, not_coordinator);
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(s("billing")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))]);
+    assert_eq!(c.send(&join, 9).await.error_code, not_coordinator);
+    // The coordinator still names this broker: it leads the partition.
+    assert_eq!(find_coordinator(&mut c, "billing").await, 0);
+    // Nothing was dropped from the log: the commits are there to load once the batch
+    // is dealt with.
+    let mut kept = offsets_topic(&mut c).await;
+    kept.truncate(written.len());
+    assert_eq!(kept, written);
+    b.stop().await;
+}

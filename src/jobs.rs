@@ -46,6 +46,19 @@ pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
             replicas.logs.remove_due_deletions(Instant::now());
         },
     );
+    let cleaner = broker.replicas.cleaner.config();
+    if cleaner.enable {
+        // Kafka's cleaner threads: each cleans until no log is due, then waits
+        // `log.cleaner.backoff.ms`. The names live as long as the broker (a handful).
+        for i in 0..cleaner.threads {
+            let name: &'static str = Box::leak(format!("kafka-log-cleaner-thread-{i}").into());
+            let replicas = broker.replicas.clone();
+            let every = Duration::from_millis(cleaner.backoff_ms);
+            scheduler.schedule_blocking(name, every, move || {
+                while !replicas.cleaner.is_stopped() && replicas.clean_filthiest(now_ms()) {}
+            });
+        }
+    }
     if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
         let replicas = broker.replicas.clone();
         scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {

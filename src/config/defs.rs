@@ -138,6 +138,9 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "log.roll.jitter.hours"
         | "log.flush.offset.checkpoint.interval.ms"
         | "log.flush.start.offset.checkpoint.interval.ms"
+        | "log.cleaner.threads"
+        | "log.cleaner.io.buffer.size"
+        | "log.cleaner.backoff.ms"
         | "max.connections" => AtLeast(0),
         "min.cleanable.dirty.ratio" | "log.cleaner.min.cleanable.ratio" => Between(0.0, 1.0),
         "cleanup.policy" | "log.cleanup.policy" => ListOf(CLEANUP_POLICIES),
@@ -274,6 +277,23 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("log.cleanup.policy", Kind::List, Some("delete")),
     b("log.cleaner.enable", Kind::Bool, Some("true")),
     b("log.cleaner.threads", Kind::Int, Some("1")),
+    b(
+        "log.cleaner.dedupe.buffer.size",
+        Kind::Long,
+        Some("134217728"),
+    ),
+    b("log.cleaner.io.buffer.size", Kind::Int, Some("524288")),
+    b(
+        "log.cleaner.io.buffer.load.factor",
+        Kind::Double,
+        Some("0.9"),
+    ),
+    b(
+        "log.cleaner.io.max.bytes.per.second",
+        Kind::Double,
+        Some("1.7976931348623157E308"),
+    ),
+    b("log.cleaner.backoff.ms", Kind::Long, Some("15000")),
     b(
         "log.cleaner.delete.retention.ms",
         Kind::Long,

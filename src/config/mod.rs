@@ -1,6 +1,7 @@
 //! Configuration with Kafka's key names and defaults.
 
 pub mod broker;
+pub mod cleaner;
 pub mod defs;
 pub mod listener;
 pub mod properties;

@@ -20,7 +20,10 @@ use super::timestamp_search::{self, TimestampAndOffset};
 use super::{DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TopicPartition};
 
 mod append;
+mod cleaning;
 mod retention;
+
+pub use cleaning::{delete_cleaned, CleanerView, SegmentView};
 
 /// One partition's log: a directory of segments plus the leader epoch cache and producer
 /// state.
@@ -61,6 +64,13 @@ pub struct Log {
     pending_roll: Mutex<Option<PendingSnapshot>>,
     /// Where segments leaving the log wait out `file.delete.delay.ms`.
     delayed_deletes: Arc<DelayedDeletes>,
+    /// `cleaner-offset-checkpoint`: the first offset the cleaner has not cleaned; -1 before
+    /// the first cleaning.
+    cleaner_checkpoint: AtomicI64,
+    /// Held by the cleaner while it cleans this log.
+    cleaning: Mutex<()>,
+    /// Set when the log is being deleted: the cleaner stops and does not come back.
+    cleaning_aborted: AtomicBool,
 }
 
 /// A producer snapshot serialised under the lock, to be written after it is released.
@@ -134,6 +144,9 @@ impl Log {
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
             delayed_deletes: Arc::new(DelayedDeletes::new()),
+            cleaner_checkpoint: AtomicI64::new(-1),
+            cleaning: Mutex::new(()),
+            cleaning_aborted: AtomicBool::new(false),
         })
     }
 

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::checkpoint::{
     read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
-    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
@@ -105,6 +105,7 @@ impl LogManager {
             let clean = take_clean_shutdown_marker(&path)?;
             let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
             let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
+            let cleaner_offsets = read_checkpoint_or_empty(&path.join(CLEANER_OFFSET_CHECKPOINT));
             for entry in fs::read_dir(&path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
@@ -138,6 +139,9 @@ impl LogManager {
                 let log = Log::open(&dir, tp.clone(), config, rp, log_start, clean)?
                     .in_log_dir(health.clone())
                     .with_delayed_deletes(delayed_deletes.clone());
+                if let Some(&offset) = cleaner_offsets.get(&tp) {
+                    log.set_cleaner_checkpoint(offset);
+                }
                 logs.insert(
                     tp,
                     Hosted {
@@ -295,6 +299,8 @@ impl LogManager {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
+        // The cleaner writes into the log's directory: it stops first.
+        hosted.log.abort_cleaning();
         let dir = hosted.log.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
@@ -367,6 +373,31 @@ impl LogManager {
                 continue;
             }
             if let Err(e) = self.checkpoint_log_starts_of_dir(i) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Writes each online log dir's `cleaner-offset-checkpoint`: where the next cleaning of
+    /// each compacted log starts (logs never cleaned have no entry).
+    pub fn checkpoint_cleaner_offsets(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for (i, dir) in self.dirs.iter().enumerate() {
+            if dir.health.is_offline() {
+                continue;
+            }
+            let _writing = dir.checkpoints.lock();
+            let mut offsets: Vec<(TopicPartition, i64)> = self
+                .logs
+                .read()
+                .iter()
+                .filter(|(_, h)| h.dir_index == i)
+                .filter_map(|(tp, h)| h.log.cleaner_checkpoint().map(|o| (tp.clone(), o)))
+                .collect();
+            offsets.sort();
+            let path = dir.path.join(CLEANER_OFFSET_CHECKPOINT);
+            if let Err(e) = write_offset_checkpoint(&path, &offsets) {
                 first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
             }
         }

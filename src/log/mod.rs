@@ -18,6 +18,7 @@
 
 mod batch;
 mod checkpoint;
+pub mod cleaner;
 pub mod compression;
 mod delayed_delete;
 mod dir_lock;
@@ -50,14 +51,15 @@ pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
     read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
-    write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+    write_leader_epoch_checkpoint, write_offset_checkpoint, CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
 };
 pub use self::delayed_delete::DelayedDeletes;
 pub use self::dir_lock::DirLock;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
-pub use self::log::{now_ms, Log};
+pub use self::log::{delete_cleaned, now_ms, CleanerView, Log, SegmentView};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
 pub use self::log_manager::{Assignment, LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
@@ -271,6 +273,10 @@ pub enum LogError {
     /// records, and why, go back in the produce response's `record_errors`.
     #[error("One or more records have been rejected due to invalid timestamp")]
     InvalidTimestamp { record_errors: Vec<RecordError> },
+    /// Kafka's `RecordValidationException` around an `InvalidRecordException` (a compacted
+    /// topic's record without a key); its message lists at most three of the records.
+    #[error("One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]", record_errors.len(), record_errors.iter().take(3).map(|e| format!("RecordError(batchIndex={}, message='{}')", e.batch_index, e.message)).collect::<Vec<_>>().join(", "))]
+    InvalidRecords { record_errors: Vec<RecordError> },
     #[error("{0}")]
     UnsupportedCompressionType(String),
     #[error("out of order sequence for producer {producer_id}: expected after {last_sequence}, got {first_sequence}")]
@@ -329,6 +335,7 @@ impl LogError {
             LogError::RecordListTooLarge => 18,
             LogError::InvalidRecord(_) => 87,
             LogError::InvalidTimestamp { .. } => 32,
+            LogError::InvalidRecords { .. } => 87,
             LogError::UnsupportedCompressionType(_) => 76,
             LogError::OutOfOrderSequence { .. } => 45,
             LogError::InvalidProducerEpoch { .. } => 47,
@@ -345,7 +352,8 @@ impl LogError {
     /// The per-record errors of a batch refused for its records' content.
     pub fn record_errors(&self) -> &[RecordError] {
         match self {
-            LogError::InvalidTimestamp { record_errors } => record_errors,
+            LogError::InvalidTimestamp { record_errors }
+            | LogError::InvalidRecords { record_errors } => record_errors,
             _ => &[],
         }
     }

@@ -6,25 +6,32 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use super::Partition;
+use crate::config::cleaner::cleaner_config;
 use crate::config::{topic, BrokerConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
+use crate::log::cleaner::{Candidate, LogCleaner};
 use crate::log::{LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
     config: Arc<BrokerConfig>,
     pub logs: LogManager,
+    /// Compaction of the logs with `cleanup.policy=compact` (run by the scheduler's
+    /// cleaner jobs, see `clean_filthiest`).
+    pub cleaner: Arc<LogCleaner>,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
 }
 
 impl ReplicaManager {
     pub fn new(broker_id: i32, config: Arc<BrokerConfig>, logs: LogManager) -> Self {
+        let cleaner = Arc::new(LogCleaner::new(cleaner_config(&config)));
         ReplicaManager {
             broker_id,
             config,
             logs,
+            cleaner,
             partitions: DashMap::new(),
         }
     }
@@ -111,6 +118,15 @@ impl ReplicaManager {
             if let Err(e) = p.log.roll_if_idle(now_ms) {
                 tracing::error!(partition = %p.tp, error = %e, "cannot roll an idle segment");
             }
+            // A compacted log is not changed under its cleaner: its retention waits for the
+            // cleaner, which applies it after each cleaning.
+            let _cleaning = match p.log.config().cleanup_policy.compact {
+                true => match p.log.try_lock_cleaning() {
+                    Some(guard) => Some(guard),
+                    None => continue,
+                },
+                false => None,
+            };
             match p.log.delete_old_segments(now_ms, p.high_watermark()) {
                 Ok(n) => deleted += n,
                 Err(e) => {
@@ -122,6 +138,28 @@ impl ReplicaManager {
             self.checkpoint_log_start_offsets();
         }
         deleted
+    }
+
+    /// One cleaner thread's turn (see `LogCleaner::clean_filthiest`): cleans the filthiest
+    /// compacted log, if one is due, and writes the cleaner checkpoints. Returns whether
+    /// a log was cleaned. Blocking.
+    pub fn clean_filthiest(&self, now_ms: i64) -> bool {
+        let candidates: Vec<Candidate> = self
+            .partitions
+            .iter()
+            .filter(|p| p.log.config().cleanup_policy.compact)
+            .map(|p| Candidate {
+                log: p.log.clone(),
+                high_watermark: p.high_watermark(),
+            })
+            .collect();
+        let cleaned = self.cleaner.clean_filthiest(&candidates, now_ms);
+        if cleaned.is_some() {
+            if let Err(e) = self.logs.checkpoint_cleaner_offsets() {
+                tracing::error!(error = %e, "cannot write the cleaner offset checkpoints");
+            }
+        }
+        cleaned.is_some()
     }
 
     /// Writes the log-start-offset checkpoints; run periodically and after DeleteRecords.

@@ -28,10 +28,12 @@ fn open(dir: &Path, config: LogConfig) -> Log {
     Log::open(dir, TopicPartition::new("t", 0), config, 0, 0, false).unwrap()
 }
 
-/// Appends one 80-byte batch (one record) stamped `ts`.
+/// Appends one 80-byte batch (one record, keyed so compacted logs take it) stamped `ts`.
 fn append_at(log: &Log, ts: i64) -> i64 {
-    let value = [b'v'; 12];
-    let batch = batch_bytes(&[&value], ts, None);
+    let value = [b'v'; 11];
+    let mut record = records(&[&value], ts, None);
+    record[0].key = Some(Bytes::from_static(b"k"));
+    let batch = encode(&record, kafka_protocol::records::Compression::None);
     assert_eq!(batch.len(), 80);
     log.append_as_leader(batch, 0, ts).unwrap().first_offset
 }

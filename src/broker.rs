@@ -8,7 +8,8 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use crate::config::{topic, BrokerConfig};
+use crate::config::broker::DynamicConfigs;
+use crate::config::{dynamic, topic, BrokerConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
@@ -117,6 +118,10 @@ impl Broker {
             initial,
         )?);
         let image = local.image();
+        config.set_dynamic(DynamicConfigs {
+            broker: image.broker_configs(&config.broker_id.to_string()),
+            default: image.broker_configs(""),
+        });
         let topic_configs = {
             let config = config.clone();
             let image = image.clone();
@@ -256,6 +261,40 @@ impl Broker {
         }
         let info = self.controller.set_topic_configs(name, configs).await?;
         tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
+        Ok(())
+    }
+
+    /// Changes the dynamic configs of broker `entity` (this broker's id, or "" for the
+    /// cluster default) with `edit`, validates the result as Kafka does, and (unless
+    /// `validate_only`) stores it in the metadata log; every hosted log and the cleaner
+    /// take it at once.
+    pub async fn alter_broker_configs(
+        &self,
+        entity: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let invalid = |m: String| ControllerError::new(ResponseError::InvalidRequest, m);
+        if !entity.is_empty() {
+            let id: i32 = entity
+                .parse()
+                .map_err(|_| invalid(format!("Node id must be an integer, but it is: {entity}")))?;
+            if id != self.config.broker_id {
+                return Err(invalid(format!(
+                    "Unexpected broker id, expected {}, but received {entity}",
+                    self.config.broker_id
+                )));
+            }
+        }
+        let mut configs = self.controller.broker_configs(entity);
+        edit(&mut configs)?;
+        let threads = self.replicas.cleaner.config().threads;
+        dynamic::validate(&configs, !entity.is_empty(), threads).map_err(invalid)?;
+        if validate_only {
+            return Ok(());
+        }
+        self.controller.set_broker_configs(entity, configs).await?;
+        tracing::info!(broker = entity, configs = ?self.controller.broker_configs(entity), "dynamic broker configs changed");
         Ok(())
     }
 

@@ -7,6 +7,9 @@ use crate::broker::Broker;
 use crate::log::now_ms;
 use crate::scheduler::{period_ms, Scheduler};
 
+/// Cleaner jobs scheduled at least, so `log.cleaner.threads` can grow at runtime.
+const MIN_CLEANER_JOBS: usize = 4;
+
 /// Schedules every periodic job of the log layer. Must be called inside a tokio runtime.
 pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
     let config = &broker.config;
@@ -49,13 +52,20 @@ pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
     let cleaner = broker.replicas.cleaner.config();
     if cleaner.enable {
         // Kafka's cleaner threads: each cleans until no log is due, then waits
-        // `log.cleaner.backoff.ms`. The names live as long as the broker (a handful).
-        for i in 0..cleaner.threads {
+        // `log.cleaner.backoff.ms`. `log.cleaner.threads` may double at runtime, so
+        // jobs stand ready beyond it; those past the current count do nothing.
+        let jobs = (cleaner.threads * 2).max(MIN_CLEANER_JOBS);
+        for i in 0..jobs {
+            // The names live as long as the broker (a handful).
             let name: &'static str = Box::leak(format!("kafka-log-cleaner-thread-{i}").into());
             let replicas = broker.replicas.clone();
             let every = Duration::from_millis(cleaner.backoff_ms);
             scheduler.schedule_blocking(name, every, move || {
-                while !replicas.cleaner.is_stopped() && replicas.clean_filthiest(now_ms()) {}
+                let cleaner = &replicas.cleaner;
+                while i < cleaner.config().threads
+                    && !cleaner.is_stopped()
+                    && replicas.clean_filthiest(now_ms())
+                {}
             });
         }
     }

@@ -2,8 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
+use parking_lot::RwLock;
+
+use super::catalog::{broker_key, broker_keys, ConfigKey};
+use super::defs::check_value;
 use super::listener::Listener;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +28,26 @@ fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Where a broker value came from, as DescribeConfigs reports it.
+/// Where a broker value came from, as DescribeConfigs reports it (Kafka's
+/// `ConfigSource` codes), highest precedence first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrokerSource {
-    /// Set in server.properties or by --override (Kafka: STATIC_BROKER_CONFIG).
-    Static,
-    /// Kafka's default (Kafka: DEFAULT_CONFIG).
-    Default,
+    /// Set for this broker at runtime (`--entity-name <id>`): DYNAMIC_BROKER_CONFIG.
+    DynamicBroker = 2,
+    /// Set for every broker at runtime (`--entity-default`): DYNAMIC_DEFAULT_BROKER_CONFIG.
+    DynamicDefault = 3,
+    /// Set in server.properties or by --override: STATIC_BROKER_CONFIG.
+    Static = 4,
+    /// Kafka's default (skua's where they differ): DEFAULT_CONFIG.
+    Default = 5,
+}
+
+/// Dynamic broker configs, as the metadata log holds them: this broker's own and the
+/// cluster-wide defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DynamicConfigs {
+    pub broker: BTreeMap<String, String>,
+    pub default: BTreeMap<String, String>,
 }
 
 /// Typed view of the keys the broker acts on; `values` keeps every key that was set.
@@ -55,6 +72,9 @@ pub struct BrokerConfig {
     pub rack: Option<String>,
     /// Keys set explicitly, after validation.
     values: BTreeMap<String, String>,
+    /// Keys set at runtime, shared by every copy of this config so that all holders see
+    /// a change (`set_dynamic`). They override `values` for the keys Kafka lets change.
+    dynamic: Arc<RwLock<DynamicConfigs>>,
 }
 
 impl BrokerConfig {
@@ -65,7 +85,7 @@ impl BrokerConfig {
         for (k, v) in props {
             match broker_key(&k) {
                 Some(def) => {
-                    check_value(&k, def.kind, &v).map_err(|why| invalid(&k, why))?;
+                    check_value(def, &v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
                 }
                 None if k.starts_with("listener.name.")
@@ -95,6 +115,7 @@ impl BrokerConfig {
             zookeeper_connect: None,
             rack: None,
             values,
+            dynamic: Arc::default(),
         };
         cfg.broker_id = match cfg.values.get("node.id") {
             Some(v) => parse_num("node.id", v)?,
@@ -151,19 +172,71 @@ impl BrokerConfig {
         Ok(cfg)
     }
 
-    /// The value in force for `key`: set explicitly, else Kafka's default.
+    /// The value in force for `key`: set at runtime for this broker, or for all brokers,
+    /// or in server.properties; else the default.
     pub fn get(&self, key: &str) -> Option<String> {
-        self.values
-            .get(key)
-            .cloned()
-            .or_else(|| broker_key(key).and_then(|d| d.default.map(str::to_string)))
+        self.explicit(key)
+            .map(|(v, _)| v)
+            .or_else(|| broker_key(key).and_then(|d| d.default.clone()))
     }
 
     pub fn source(&self, key: &str) -> BrokerSource {
-        if self.values.contains_key(key) {
-            BrokerSource::Static
-        } else {
-            BrokerSource::Default
+        self.explicit(key)
+            .map_or(BrokerSource::Default, |(_, source)| source)
+    }
+
+    /// The value of `key` where one was set (not the default), and where.
+    fn explicit(&self, key: &str) -> Option<(String, BrokerSource)> {
+        let dynamic = self.dynamic.read();
+        if let Some(v) = dynamic.broker.get(key) {
+            return Some((v.clone(), BrokerSource::DynamicBroker));
+        }
+        if let Some(v) = dynamic.default.get(key) {
+            return Some((v.clone(), BrokerSource::DynamicDefault));
+        }
+        self.values
+            .get(key)
+            .map(|v| (v.clone(), BrokerSource::Static))
+    }
+
+    /// Takes the dynamic configs the metadata holds now (at startup and on every change).
+    pub fn set_dynamic(&self, configs: DynamicConfigs) {
+        *self.dynamic.write() = configs;
+    }
+
+    pub fn dynamic(&self) -> DynamicConfigs {
+        self.dynamic.read().clone()
+    }
+
+    /// Kafka's `configSynonyms`: each of `names` that is set, from every source in
+    /// precedence order (dynamic for this broker, dynamic default, static, default),
+    /// starting at the first entry for `primary`. The first entry is where the value in
+    /// force came from; none means the default.
+    pub fn synonyms_of(
+        &self,
+        primary: &str,
+        names: &[&'static str],
+    ) -> Vec<(&'static str, String, BrokerSource)> {
+        let dynamic = self.dynamic.read();
+        let mut out = Vec::new();
+        for (map, source) in [
+            (&dynamic.broker, BrokerSource::DynamicBroker),
+            (&dynamic.default, BrokerSource::DynamicDefault),
+            (&self.values, BrokerSource::Static),
+        ] {
+            out.extend(
+                names
+                    .iter()
+                    .filter_map(|&n| map.get(n).map(|v| (n, v.clone(), source))),
+            );
+        }
+        out.extend(names.iter().filter_map(|&n| {
+            let default = broker_key(n)?.default.clone()?;
+            Some((n, default, BrokerSource::Default))
+        }));
+        match out.iter().position(|(n, _, _)| *n == primary) {
+            Some(i) => out.split_off(i),
+            None => Vec::new(),
         }
     }
 
@@ -183,22 +256,15 @@ impl BrokerConfig {
         self.string(key).eq_ignore_ascii_case("true")
     }
 
-    /// Every broker key with its value in force, its source and kind, for DescribeConfigs.
-    pub fn describe(&self) -> Vec<(&'static str, Option<String>, BrokerSource, Kind)> {
-        BROKER_KEYS
-            .iter()
-            .map(|k| (k.name, self.get(k.name), self.source(k.name), k.kind))
-            .collect()
+    /// Every broker key with its value in force, for DescribeConfigs.
+    pub fn describe(&self) -> Vec<(&'static ConfigKey, Option<String>)> {
+        broker_keys().map(|k| (k, self.get(k.name))).collect()
     }
 
     /// The broker-level value a topic key falls back to, resolving Kafka's derived keys
     /// (`log.retention.ms` from minutes or hours, `log.roll.ms` from hours).
     pub fn topic_fallback(&self, broker_key: &str) -> Option<(String, BrokerSource)> {
-        let explicit = |k: &str| {
-            self.values
-                .get(k)
-                .map(|v| (v.clone(), BrokerSource::Static))
-        };
+        let explicit = |k: &str| self.explicit(k);
         match broker_key {
             "log.retention.ms" => explicit("log.retention.ms")
                 .or_else(|| scaled(explicit("log.retention.minutes"), 60_000))

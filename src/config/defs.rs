@@ -1,9 +1,10 @@
-//! Kafka's configuration keys that skua knows, their types and Kafka's defaults.
-//!
-//! One table for broker keys and one for topic keys, so parsing, validation and
-//! DescribeConfigs all read the same source of truth.
+//! How config values are written and checked (Kafka's `ConfigDef` types and validators),
+//! and what skua lays over Kafka's catalog of keys (`catalog`): its own defaults and the
+//! few keys Kafka does not have.
 
-/// How a value is written and checked.
+use super::catalog::{ConfigKey, Scope, UpdateMode};
+
+/// How a value is written and checked (Kafka's `ConfigDef.Type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Int,
@@ -13,10 +14,27 @@ pub enum Kind {
     Bool,
     String,
     List,
+    Class,
     Password,
 }
 
 impl Kind {
+    /// From Kafka's type name (`ConfigDef.Type.name()`).
+    pub fn from_kafka(name: &str) -> Option<Kind> {
+        Some(match name {
+            "INT" => Kind::Int,
+            "LONG" => Kind::Long,
+            "SHORT" => Kind::Short,
+            "DOUBLE" => Kind::Double,
+            "BOOLEAN" => Kind::Bool,
+            "STRING" => Kind::String,
+            "LIST" => Kind::List,
+            "CLASS" => Kind::Class,
+            "PASSWORD" => Kind::Password,
+            _ => return None,
+        })
+    }
+
     /// Checks that `value` is well formed for this kind; returns why not, in the words of
     /// Kafka's `ConfigDef.parseType`.
     pub fn check(self, value: &str) -> Result<(), String> {
@@ -32,7 +50,7 @@ impl Kind {
                     .then_some(())
                     .ok_or_else(|| "Expected value to be either true or false".into());
             }
-            Kind::String | Kind::List | Kind::Password => (true, ""),
+            Kind::String | Kind::List | Kind::Class | Kind::Password => (true, ""),
         };
         match ok {
             true => Ok(()),
@@ -40,7 +58,7 @@ impl Kind {
         }
     }
 
-    /// The name DescribeConfigs v3+ reports for this kind (ConfigType in Kafka's protocol).
+    /// The type DescribeConfigs v3+ reports (`ConfigType` in Kafka's protocol).
     pub fn describe_type(self) -> i8 {
         match self {
             Kind::Bool => 1,
@@ -50,40 +68,100 @@ impl Kind {
             Kind::Long => 5,
             Kind::Double => 6,
             Kind::List => 7,
+            Kind::Class => 8,
             Kind::Password => 9,
+        }
+    }
+
+    /// Kafka's `ConfigDef.Type` name, for messages.
+    pub fn kafka_name(self) -> &'static str {
+        match self {
+            Kind::Bool => "BOOLEAN",
+            Kind::String => "STRING",
+            Kind::Int => "INT",
+            Kind::Short => "SHORT",
+            Kind::Long => "LONG",
+            Kind::Double => "DOUBLE",
+            Kind::List => "LIST",
+            Kind::Class => "CLASS",
+            Kind::Password => "PASSWORD",
         }
     }
 }
 
-/// A constraint on a key's value beyond its kind (Kafka's `ConfigDef.Validator`s).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A constraint on a key's value beyond its kind (Kafka's `ConfigDef.Validator`s that skua
+/// checks; others are left to the kind).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Validator {
-    /// `Range.atLeast`.
-    AtLeast(i64),
-    /// `Range.between` (inclusive), as used for ratios.
-    Between(f64, f64),
+    /// `Range`: bounds as Kafka prints them (`Value must be at least 1048576`).
+    Range {
+        min: Option<&'static str>,
+        max: Option<&'static str>,
+    },
     /// `ValidString.in`.
-    OneOf(&'static [&'static str]),
+    OneOf(Vec<&'static str>),
     /// `ValidList.in`: a comma-separated list of these.
-    ListOf(&'static [&'static str]),
+    ListOf(Vec<&'static str>),
 }
 
 impl Validator {
+    pub const fn at_least(min: &'static str) -> Validator {
+        Validator::Range {
+            min: Some(min),
+            max: None,
+        }
+    }
+
+    /// Reads Kafka's `toString` of a validator: `[1,...]`, `[0,...,1]`, `[a, b]`. Anything
+    /// else (custom validators) is not checked beyond the kind.
+    pub fn from_kafka(text: &'static str, kind: Kind) -> Option<Validator> {
+        let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+        if let Some((min, max)) = inner.split_once(",...,") {
+            return Some(Validator::Range {
+                min: (min != "...").then_some(min),
+                max: Some(max),
+            });
+        }
+        if let Some(min) = inner.strip_suffix(",...") {
+            return Some(Validator::at_least(min));
+        }
+        if let Some(max) = inner.strip_prefix("...,") {
+            return Some(Validator::Range {
+                min: None,
+                max: Some(max),
+            });
+        }
+        if inner.contains('[') || inner.contains(':') {
+            return None;
+        }
+        let items: Vec<&'static str> = inner.split(", ").collect();
+        match kind {
+            Kind::List => Some(Validator::ListOf(items)),
+            Kind::String => Some(Validator::OneOf(items)),
+            _ => None,
+        }
+    }
+
     /// Checks a well-formed value; returns why not in Kafka's words (what follows
     /// "Invalid value V for configuration K: ").
-    pub fn check(self, value: &str) -> Result<(), String> {
+    pub fn check(&self, value: &str) -> Result<(), String> {
         let v = value.trim();
         match self {
-            Validator::AtLeast(min) => match v.parse::<i64>() {
-                Ok(n) if n < min => Err(format!("Value must be at least {min}")),
-                _ => Ok(()),
-            },
-            Validator::Between(min, max) => match v.parse::<f64>() {
-                // Kafka declares these bounds as integers, so they print without a fraction.
-                Ok(n) if n < min => Err(format!("Value must be at least {min}")),
-                Ok(n) if n > max => Err(format!("Value must be no more than {max}")),
-                _ => Ok(()),
-            },
+            Validator::Range { min, max } => {
+                let Ok(n) = v.parse::<f64>() else {
+                    return Ok(());
+                };
+                let bound = |b: Option<&'static str>| {
+                    b.and_then(|s| s.parse::<f64>().ok().map(|f| (f, s)))
+                };
+                if let Some((_, text)) = bound(*min).filter(|(m, _)| n < *m) {
+                    return Err(format!("Value must be at least {text}"));
+                }
+                if let Some((_, text)) = bound(*max).filter(|(m, _)| n > *m) {
+                    return Err(format!("Value must be no more than {text}"));
+                }
+                Ok(())
+            }
             Validator::OneOf(allowed) => one_of(allowed, v),
             Validator::ListOf(allowed) => v
                 .split(',')
@@ -101,447 +179,78 @@ fn one_of(allowed: &[&str], v: &str) -> Result<(), String> {
     }
 }
 
-/// `BrokerCompressionType.names()`, in Kafka's order.
-const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
-const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
-const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 /// KIP-1030 (Kafka 4.0): segments of at least 1 MiB.
 pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
 
-/// Kafka 4's validator for a broker or topic key, where it has one.
+/// Validators of skua's own keys (Kafka's keys take theirs from the catalog).
 pub fn validator(name: &str) -> Option<Validator> {
-    use Validator::*;
     Some(match name {
-        // Topic keys (LogConfig) and their broker synonyms.
-        "segment.bytes" | "log.segment.bytes" => AtLeast(SEGMENT_BYTES_MIN),
-        "segment.ms" | "max.compaction.lag.ms" | "log.cleaner.max.compaction.lag.ms" => AtLeast(1),
-        "segment.index.bytes" | "log.index.size.max.bytes" => AtLeast(4),
-        "flush.messages" | "log.flush.interval.messages" => AtLeast(1),
-        "min.insync.replicas" => AtLeast(1),
-        "retention.ms" => AtLeast(-1),
-        "segment.jitter.ms"
-        | "flush.ms"
-        | "max.message.bytes"
-        | "message.max.bytes"
-        | "index.interval.bytes"
-        | "log.index.interval.bytes"
-        | "delete.retention.ms"
-        | "log.cleaner.delete.retention.ms"
-        | "min.compaction.lag.ms"
-        | "log.cleaner.min.compaction.lag.ms"
-        | "file.delete.delay.ms"
-        | "log.segment.delete.delay.ms"
-        | "message.timestamp.before.max.ms"
-        | "message.timestamp.after.max.ms"
-        | "log.message.timestamp.before.max.ms"
-        | "log.message.timestamp.after.max.ms"
-        | "log.roll.jitter.hours"
-        | "log.flush.offset.checkpoint.interval.ms"
-        | "log.flush.start.offset.checkpoint.interval.ms"
-        | "log.cleaner.threads"
-        | "log.cleaner.io.buffer.size"
-        | "log.cleaner.backoff.ms"
-        | "max.connections" => AtLeast(0),
-        "min.cleanable.dirty.ratio" | "log.cleaner.min.cleanable.ratio" => Between(0.0, 1.0),
-        "cleanup.policy" | "log.cleanup.policy" => ListOf(CLEANUP_POLICIES),
-        "compression.type" => OneOf(COMPRESSION_TYPES),
-        "message.timestamp.type" | "log.message.timestamp.type" => OneOf(TIMESTAMP_TYPES),
-        // Broker-only keys.
-        "num.partitions"
-        | "log.roll.hours"
-        | "log.retention.check.interval.ms"
-        | "num.recovery.threads.per.data.dir"
-        | "socket.request.max.bytes"
-        | "queued.max.requests"
-        | "num.network.threads"
-        | "num.io.threads"
-        | "offsets.topic.num.partitions"
-        | "offsets.topic.replication.factor"
-        | "offsets.topic.segment.bytes"
-        | "offsets.retention.minutes"
-        | "offsets.retention.check.interval.ms"
-        | "transaction.state.log.num.partitions"
-        | "transaction.state.log.replication.factor"
-        | "transaction.state.log.min.isr"
-        | "producer.id.expiration.ms"
-        | "producer.id.expiration.check.interval.ms" => AtLeast(1),
+        "producer.id.expiration.check.interval.ms" => Validator::at_least("1"),
+        "max.decompressed.message.bytes" => Validator::at_least("0"),
         _ => return None,
     })
 }
 
-/// Checks `value` for key `name` as Kafka's `ConfigDef` does (kind, then validator); the
-/// error is Kafka's reason, which its messages put after
+/// Checks `value` for the key `name` as Kafka's `ConfigDef` does (kind, then validator);
+/// the error is Kafka's reason, which its messages put after
 /// `Invalid value V for configuration K: `.
-pub fn check_value(name: &str, kind: Kind, value: &str) -> Result<(), String> {
-    kind.check(value)
-        .and_then(|()| validator(name).map_or(Ok(()), |v| v.check(value)))
-}
-
-/// A broker key: name, kind, Kafka's default (None when Kafka's default is null).
-pub struct BrokerKey {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub default: Option<&'static str>,
-}
-
-const fn b(name: &'static str, kind: Kind, default: Option<&'static str>) -> BrokerKey {
-    BrokerKey {
-        name,
-        kind,
-        default,
-    }
+pub fn check_value(key: &ConfigKey, value: &str) -> Result<(), String> {
+    key.kind
+        .check(value)
+        .and_then(|()| key.validator.as_ref().map_or(Ok(()), |v| v.check(value)))
 }
 
 pub const LONG_MAX: &str = "9223372036854775807";
 
-/// Broker keys with Kafka 4's defaults, except `log.dirs` (skua's quickstart uses ./data)
-/// and `broker.id` (1, as Kafka's quickstart `node.id`).
-pub static BROKER_KEYS: &[BrokerKey] = &[
-    b("broker.id", Kind::Int, Some("1")),
-    b("node.id", Kind::Int, None),
-    b("listeners", Kind::List, Some("PLAINTEXT://:9092")),
-    b("advertised.listeners", Kind::List, None),
-    b(
-        "listener.security.protocol.map",
-        Kind::List,
-        Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
-    ),
-    b("inter.broker.listener.name", Kind::String, None),
-    b("log.dirs", Kind::List, None),
-    b("log.dir", Kind::String, Some("./data")),
-    b("num.partitions", Kind::Int, Some("1")),
-    b("default.replication.factor", Kind::Int, Some("1")),
-    b("auto.create.topics.enable", Kind::Bool, Some("true")),
-    b("delete.topic.enable", Kind::Bool, Some("true")),
-    b("log.segment.bytes", Kind::Int, Some("1073741824")),
-    b("log.roll.hours", Kind::Int, Some("168")),
-    b("log.roll.ms", Kind::Long, None),
-    b("log.roll.jitter.hours", Kind::Int, Some("0")),
-    b("log.roll.jitter.ms", Kind::Long, None),
-    b("log.index.interval.bytes", Kind::Int, Some("4096")),
-    b("log.index.size.max.bytes", Kind::Int, Some("10485760")),
-    b("message.max.bytes", Kind::Int, Some("1048588")),
-    b("socket.request.max.bytes", Kind::Int, Some("104857600")),
-    b("socket.send.buffer.bytes", Kind::Int, Some("102400")),
-    b("socket.receive.buffer.bytes", Kind::Int, Some("102400")),
-    b("log.flush.interval.messages", Kind::Long, Some(LONG_MAX)),
-    b("log.flush.interval.ms", Kind::Long, None),
-    b(
-        "log.flush.scheduler.interval.ms",
-        Kind::Long,
-        Some(LONG_MAX),
-    ),
-    b(
-        "log.flush.offset.checkpoint.interval.ms",
-        Kind::Int,
-        Some("60000"),
-    ),
-    b(
-        "log.flush.start.offset.checkpoint.interval.ms",
-        Kind::Int,
-        Some("60000"),
-    ),
-    b("connections.max.idle.ms", Kind::Long, Some("600000")),
-    b("max.connections", Kind::Int, Some("2147483647")),
-    b("queued.max.requests", Kind::Int, Some("500")),
-    // Kafka's default is -1 (unbounded); skua bounds the bytes of requests read but not
-    // yet answered, broker-wide, at 256 MiB by default (<= 0 turns the bound off).
-    b("queued.max.request.bytes", Kind::Long, Some("268435456")),
-    b("num.network.threads", Kind::Int, Some("3")),
-    b("num.io.threads", Kind::Int, Some("8")),
-    b("num.recovery.threads.per.data.dir", Kind::Int, Some("2")),
-    b(
-        "log.message.timestamp.type",
-        Kind::String,
-        Some("CreateTime"),
-    ),
-    b(
-        "log.message.timestamp.before.max.ms",
-        Kind::Long,
-        Some(LONG_MAX),
-    ),
-    b(
-        "log.message.timestamp.after.max.ms",
-        Kind::Long,
-        Some("3600000"),
-    ),
-    b("log.retention.hours", Kind::Int, Some("168")),
-    b("log.retention.minutes", Kind::Int, None),
-    b("log.retention.ms", Kind::Long, None),
-    b("log.retention.bytes", Kind::Long, Some("-1")),
-    b(
-        "log.retention.check.interval.ms",
-        Kind::Long,
-        Some("300000"),
-    ),
-    b("log.cleanup.policy", Kind::List, Some("delete")),
-    b("log.cleaner.enable", Kind::Bool, Some("true")),
-    b("log.cleaner.threads", Kind::Int, Some("1")),
-    b(
-        "log.cleaner.dedupe.buffer.size",
-        Kind::Long,
-        Some("134217728"),
-    ),
-    b("log.cleaner.io.buffer.size", Kind::Int, Some("524288")),
-    b(
-        "log.cleaner.io.buffer.load.factor",
-        Kind::Double,
-        Some("0.9"),
-    ),
-    b(
-        "log.cleaner.io.max.bytes.per.second",
-        Kind::Double,
-        Some("1.7976931348623157E308"),
-    ),
-    b("log.cleaner.backoff.ms", Kind::Long, Some("15000")),
-    b(
-        "log.cleaner.delete.retention.ms",
-        Kind::Long,
-        Some("86400000"),
-    ),
-    b("log.cleaner.min.compaction.lag.ms", Kind::Long, Some("0")),
-    b(
-        "log.cleaner.max.compaction.lag.ms",
-        Kind::Long,
-        Some(LONG_MAX),
-    ),
-    b("log.cleaner.min.cleanable.ratio", Kind::Double, Some("0.5")),
-    b("log.segment.delete.delay.ms", Kind::Long, Some("60000")),
-    b("log.preallocate", Kind::Bool, Some("false")),
-    b("compression.type", Kind::String, Some("producer")),
-    b("min.insync.replicas", Kind::Int, Some("1")),
-    b("unclean.leader.election.enable", Kind::Bool, Some("false")),
-    b("offset.metadata.max.bytes", Kind::Int, Some("4096")),
-    b("offsets.topic.num.partitions", Kind::Int, Some("50")),
-    b("offsets.topic.replication.factor", Kind::Short, Some("3")),
-    b("offsets.topic.segment.bytes", Kind::Int, Some("104857600")),
-    b("offsets.retention.minutes", Kind::Int, Some("10080")),
-    b(
-        "offsets.retention.check.interval.ms",
-        Kind::Long,
-        Some("600000"),
-    ),
-    b(
-        "transaction.state.log.num.partitions",
-        Kind::Int,
-        Some("50"),
-    ),
-    b(
-        "transaction.state.log.replication.factor",
-        Kind::Short,
-        Some("3"),
-    ),
-    b("transaction.state.log.min.isr", Kind::Int, Some("2")),
-    b("group.initial.rebalance.delay.ms", Kind::Int, Some("3000")),
-    b("group.min.session.timeout.ms", Kind::Int, Some("6000")),
-    b("group.max.session.timeout.ms", Kind::Int, Some("1800000")),
-    b("group.max.size", Kind::Int, Some("2147483647")),
-    b(
-        "group.consumer.session.timeout.ms",
-        Kind::Int,
-        Some("45000"),
-    ),
-    b(
-        "group.consumer.heartbeat.interval.ms",
-        Kind::Int,
-        Some("5000"),
-    ),
-    b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
-    b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
-    b(
-        "producer.id.expiration.check.interval.ms",
-        Kind::Int,
-        Some("600000"),
-    ),
-    b("zookeeper.connect", Kind::String, None),
-    b("zookeeper.session.timeout.ms", Kind::Int, Some("18000")),
-    b("zookeeper.connection.timeout.ms", Kind::Int, None),
-    b("broker.rack", Kind::String, None),
-    b("cluster.id", Kind::String, None),
-    // KRaft-era keys found in Kafka 4's sample server.properties; accepted so such a file
-    // starts skua unchanged, and reported by DescribeConfigs like any other key.
-    b("process.roles", Kind::List, None),
-    b("controller.quorum.voters", Kind::List, None),
-    b("controller.quorum.bootstrap.servers", Kind::List, None),
-    b("controller.listener.names", Kind::List, None),
-    // Where the KRaft metadata log lives; the first log dir when unset.
-    b("metadata.log.dir", Kind::String, None),
-    b(
-        "share.coordinator.state.topic.replication.factor",
-        Kind::Short,
-        Some("3"),
-    ),
-    b(
-        "share.coordinator.state.topic.min.isr",
-        Kind::Short,
-        Some("2"),
-    ),
+/// Where skua's defaults differ from Kafka's: the quickstart's `broker.id` (as its
+/// `node.id`), data under `./data`, and a bound on request memory Kafka leaves unbounded
+/// (`queued.max.request.bytes` <= 0 turns it off).
+pub const SKUA_BROKER_DEFAULTS: &[(&str, &str)] = &[
+    ("broker.id", "1"),
+    ("log.dir", "./data"),
+    ("queued.max.request.bytes", "268435456"),
 ];
 
-/// A topic key, the broker key it falls back to, and its kind.
-pub struct TopicKey {
-    pub name: &'static str,
-    pub broker_synonym: Option<&'static str>,
-    pub kind: Kind,
-    /// Used when the broker synonym has no value either (e.g. `retention.ms`, derived from hours).
-    pub default: &'static str,
-}
-
-const fn t(
-    name: &'static str,
-    broker_synonym: Option<&'static str>,
-    kind: Kind,
-    default: &'static str,
-) -> TopicKey {
-    TopicKey {
+/// Keys skua has and Kafka does not define (or keeps internal).
+pub fn skua_keys() -> Vec<ConfigKey> {
+    let key = |scope, name, kind, default: &str, documentation: &str| ConfigKey {
+        scope,
         name,
-        broker_synonym,
         kind,
-        default,
-    }
-}
-
-pub static TOPIC_KEYS: &[TopicKey] = &[
-    t(
-        "cleanup.policy",
-        Some("log.cleanup.policy"),
-        Kind::List,
-        "delete",
-    ),
-    t(
-        "compression.type",
-        Some("compression.type"),
-        Kind::String,
-        "producer",
-    ),
-    t(
-        "delete.retention.ms",
-        Some("log.cleaner.delete.retention.ms"),
-        Kind::Long,
-        "86400000",
-    ),
-    t(
-        "file.delete.delay.ms",
-        Some("log.segment.delete.delay.ms"),
-        Kind::Long,
-        "60000",
-    ),
-    t(
-        "flush.messages",
-        Some("log.flush.interval.messages"),
-        Kind::Long,
-        LONG_MAX,
-    ),
-    t(
-        "flush.ms",
-        Some("log.flush.interval.ms"),
-        Kind::Long,
-        LONG_MAX,
-    ),
-    t(
-        "index.interval.bytes",
-        Some("log.index.interval.bytes"),
-        Kind::Int,
-        "4096",
-    ),
-    t(
-        "max.compaction.lag.ms",
-        Some("log.cleaner.max.compaction.lag.ms"),
-        Kind::Long,
-        LONG_MAX,
-    ),
-    t(
-        "max.decompressed.message.bytes",
-        None,
-        Kind::Int,
-        "2147483639",
-    ),
-    t(
-        "max.message.bytes",
-        Some("message.max.bytes"),
-        Kind::Int,
-        "1048588",
-    ),
-    t(
-        "message.timestamp.after.max.ms",
-        Some("log.message.timestamp.after.max.ms"),
-        Kind::Long,
-        "3600000",
-    ),
-    t(
-        "message.timestamp.before.max.ms",
-        Some("log.message.timestamp.before.max.ms"),
-        Kind::Long,
-        LONG_MAX,
-    ),
-    t(
-        "message.timestamp.type",
-        Some("log.message.timestamp.type"),
-        Kind::String,
-        "CreateTime",
-    ),
-    t(
-        "min.cleanable.dirty.ratio",
-        Some("log.cleaner.min.cleanable.ratio"),
-        Kind::Double,
-        "0.5",
-    ),
-    t(
-        "min.compaction.lag.ms",
-        Some("log.cleaner.min.compaction.lag.ms"),
-        Kind::Long,
-        "0",
-    ),
-    t(
-        "min.insync.replicas",
-        Some("min.insync.replicas"),
-        Kind::Int,
-        "1",
-    ),
-    t("preallocate", Some("log.preallocate"), Kind::Bool, "false"),
-    t(
-        "retention.bytes",
-        Some("log.retention.bytes"),
-        Kind::Long,
-        "-1",
-    ),
-    t(
-        "retention.ms",
-        Some("log.retention.ms"),
-        Kind::Long,
-        "604800000",
-    ),
-    t(
-        "segment.bytes",
-        Some("log.segment.bytes"),
-        Kind::Int,
-        "1073741824",
-    ),
-    t(
-        "segment.index.bytes",
-        Some("log.index.size.max.bytes"),
-        Kind::Int,
-        "10485760",
-    ),
-    t(
-        "segment.jitter.ms",
-        Some("log.roll.jitter.ms"),
-        Kind::Long,
-        "0",
-    ),
-    t("segment.ms", Some("log.roll.ms"), Kind::Long, "604800000"),
-    t(
-        "unclean.leader.election.enable",
-        Some("unclean.leader.election.enable"),
-        Kind::Bool,
-        "false",
-    ),
-];
-
-pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
-    BROKER_KEYS.iter().find(|k| k.name == name)
-}
-
-pub fn topic_key(name: &str) -> Option<&'static TopicKey> {
-    TOPIC_KEYS.iter().find(|k| k.name == name)
+        default: Some(default.to_string()),
+        mode: UpdateMode::ReadOnly,
+        validator: None,
+        synonyms: vec![name],
+        documentation: documentation.to_string(),
+        only_in_3_9: false,
+    };
+    vec![
+        key(
+            Scope::Broker,
+            "producer.id.expiration.check.interval.ms",
+            Kind::Int,
+            "600000",
+            "How often idle producer ids are looked for and forgotten (see producer.id.expiration.ms).",
+        ),
+        ConfigKey {
+            default: None,
+            ..key(
+                Scope::Broker,
+                "cluster.id",
+                Kind::String,
+                "",
+                "The cluster id to use when the data dirs name none yet (a new cluster).",
+            )
+        },
+        ConfigKey {
+            synonyms: vec![],
+            ..key(
+                Scope::Topic,
+                "max.decompressed.message.bytes",
+                Kind::Int,
+                "2147483639",
+                "The largest record a compressed batch of this topic may decompress to; larger ones are refused on produce.",
+            )
+        },
+    ]
 }

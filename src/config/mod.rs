@@ -1,8 +1,10 @@
 //! Configuration with Kafka's key names and defaults.
 
 pub mod broker;
+pub mod catalog;
 pub mod cleaner;
 pub mod defs;
+pub mod dynamic;
 pub mod listener;
 pub mod properties;
 pub mod topic;

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, BrokerSource};
-use super::defs::{check_value, topic_key, TopicKey, TOPIC_KEYS};
+use super::catalog::{topic_key, topic_keys, ConfigKey};
+use super::defs::check_value;
 use crate::log::compression::CompressionType;
 use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 
@@ -11,8 +12,21 @@ use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TopicSource {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+}
+
+impl From<BrokerSource> for TopicSource {
+    fn from(source: BrokerSource) -> Self {
+        match source {
+            BrokerSource::DynamicBroker => TopicSource::DynamicBroker,
+            BrokerSource::DynamicDefault => TopicSource::DynamicDefaultBroker,
+            BrokerSource::Static => TopicSource::StaticBroker,
+            BrokerSource::Default => TopicSource::Default,
+        }
+    }
 }
 
 /// Checks topic config overrides as CreateTopics and AlterConfigs receive them, with Kafka
@@ -21,7 +35,7 @@ pub enum TopicSource {
 pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in overrides {
         let def = topic_key(k).ok_or_else(|| format!("Unknown topic config name: {k}"))?;
-        check_value(def.name, def.kind, v)
+        check_value(def, v)
             .map_err(|why| format!("Invalid value {v} for configuration {k}: {why}"))?;
     }
     // LogConfig.validateValues: the compaction lags must not cross.
@@ -47,15 +61,15 @@ pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
 pub fn effective(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
-    key: &TopicKey,
+    key: &ConfigKey,
 ) -> (String, TopicSource) {
     if let Some(v) = overrides.get(key.name) {
         return (v.clone(), TopicSource::DynamicTopic);
     }
-    match key.broker_synonym.and_then(|b| broker.topic_fallback(b)) {
-        Some((v, BrokerSource::Static)) => (v, TopicSource::StaticBroker),
-        Some((v, BrokerSource::Default)) => (v, TopicSource::Default),
-        None => (key.default.to_string(), TopicSource::Default),
+    let primary = key.synonyms.first().copied();
+    match primary.and_then(|b| broker.topic_fallback(b)) {
+        Some((v, source)) => (v, source.into()),
+        None => (key.default.clone().unwrap_or_default(), TopicSource::Default),
     }
 }
 
@@ -63,9 +77,8 @@ pub fn effective(
 pub fn describe(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
-) -> Vec<(&'static TopicKey, String, TopicSource)> {
-    TOPIC_KEYS
-        .iter()
+) -> Vec<(&'static ConfigKey, String, TopicSource)> {
+    topic_keys()
         .map(|k| {
             let (v, s) = effective(broker, overrides, k);
             (k, v, s)

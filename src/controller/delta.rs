@@ -24,6 +24,8 @@ pub enum TopicDelta {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetadataDelta {
     pub topics: BTreeMap<String, TopicDelta>,
+    /// Dynamic broker configs changed: read them from the image.
+    pub broker_configs: bool,
 }
 
 impl MetadataDelta {
@@ -34,6 +36,7 @@ impl MetadataDelta {
                 .topics()
                 .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
                 .collect(),
+            broker_configs: true,
         }
     }
 
@@ -52,6 +55,7 @@ impl MetadataDelta {
                     }
                 }
                 Change::TopicRemoved(t) => removed.push(t.clone()),
+                Change::BrokerConfigs => delta.broker_configs = true,
                 Change::None => {}
             }
         }
@@ -65,7 +69,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty()
+        self.topics.is_empty() && !self.broker_configs
     }
 }
 

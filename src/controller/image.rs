@@ -13,7 +13,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
 use super::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
 
@@ -26,6 +27,8 @@ pub enum Change {
     Topic(String),
     /// The topic is gone; this is what it was.
     TopicRemoved(Arc<TopicInfo>),
+    /// Dynamic broker configs changed (for a broker, or the cluster default).
+    BrokerConfigs,
     None,
 }
 
@@ -35,6 +38,8 @@ pub struct MetadataImage {
     names_by_id: HashMap<Uuid, String>,
     /// Topic configs by topic name (Kafka keys configs by resource, not by topic id).
     topic_configs: HashMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker configs by resource name: a broker id, or "" for the cluster default.
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     features: BTreeMap<String, i16>,
     /// The first producer id of the next block to hand out (0 before any block).
     next_producer_id: i64,
@@ -56,6 +61,11 @@ impl MetadataImage {
 
     pub fn topics(&self) -> impl Iterator<Item = &Arc<TopicInfo>> {
         self.topics.values()
+    }
+
+    /// The dynamic configs of broker `name` ("" for the cluster default).
+    pub fn broker_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.broker_configs.get(name).cloned().unwrap_or_default()
     }
 
     pub fn topic_count(&self) -> usize {
@@ -170,6 +180,19 @@ impl MetadataImage {
                     }
                     None => Ok(Change::None),
                 }
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } if *resource_type == CONFIG_RESOURCE_BROKER => {
+                let configs = self.broker_configs.entry(resource_name.clone()).or_default();
+                match value {
+                    Some(v) => configs.insert(name.clone(), v.clone()),
+                    None => configs.remove(name),
+                };
+                Ok(Change::BrokerConfigs)
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 let name = self

@@ -21,9 +21,9 @@ use uuid::Uuid;
 use super::delta::{ApplyError, MetadataDelta, MetadataListener};
 use super::image::MetadataImage;
 use super::metadata_log::MetadataLog;
-use super::plan::config_changes;
+use super::plan::{config_changes, resource_config_changes};
 pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
-use super::records::{partition_record_version, MetadataRecord};
+use super::records::{partition_record_version, MetadataRecord, CONFIG_RESOURCE_BROKER};
 use super::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
@@ -44,6 +44,10 @@ enum Op {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    SetBrokerConfigs {
+        entity: String,
+        configs: BTreeMap<String, String>,
+    },
     ReserveProducerIds,
 }
 
@@ -52,11 +56,13 @@ enum Planned {
     Topic(String),
     Removed(Arc<TopicInfo>),
     ProducerIds { first: i64, end: i64 },
+    Done,
 }
 
 enum Outcome {
     Topic(Arc<TopicInfo>),
     ProducerIds { first: i64, end: i64 },
+    Done,
 }
 
 struct Pending {
@@ -169,7 +175,9 @@ impl LocalController {
     async fn submit_topic(&self, op: Op) -> Result<Arc<TopicInfo>, ControllerError> {
         match self.submit(op).await? {
             Outcome::Topic(t) => Ok(t),
-            Outcome::ProducerIds { .. } => Err(internal("unexpected producer-id answer")),
+            Outcome::ProducerIds { .. } | Outcome::Done => {
+                Err(internal("unexpected producer-id answer"))
+            }
         }
     }
 }
@@ -253,6 +261,7 @@ impl Inner {
                     .ok_or_else(|| ControllerError::unknown_topic(&name)),
                 Planned::Removed(t) => Ok(Outcome::Topic(t)),
                 Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
+                Planned::Done => Ok(Outcome::Done),
             };
             let _ = reply.send(outcome);
         }
@@ -311,6 +320,15 @@ impl Inner {
                     config_changes(&name, &t.configs, &configs),
                     Planned::Topic(name),
                 ))
+            }
+            Op::SetBrokerConfigs { entity, configs } => {
+                let records = resource_config_changes(
+                    CONFIG_RESOURCE_BROKER,
+                    &entity,
+                    &image.broker_configs(&entity),
+                    &configs,
+                );
+                Ok((records, Planned::Done))
             }
             Op::ReserveProducerIds => {
                 let first = image.next_producer_id();
@@ -452,12 +470,31 @@ impl Controller for LocalController {
         .await
     }
 
+    fn broker_configs(&self, entity: &str) -> BTreeMap<String, String> {
+        self.image().broker_configs(entity)
+    }
+
+    async fn set_broker_configs(
+        &self,
+        entity: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        self.submit(Op::SetBrokerConfigs {
+            entity: entity.to_string(),
+            configs,
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn next_producer_id(&self) -> Result<i64, ControllerError> {
         let mut block = self.producer_ids.lock().await;
         if block.0 >= block.1 {
             match self.submit(Op::ReserveProducerIds).await? {
                 Outcome::ProducerIds { first, end } => *block = (first, end),
-                Outcome::Topic(_) => return Err(internal("unexpected topic answer")),
+                Outcome::Topic(_) | Outcome::Done => {
+                    return Err(internal("unexpected topic answer"))
+                }
             }
         }
         let id = block.0;

@@ -178,4 +178,22 @@ pub trait Controller: Send + Sync {
     ) -> Result<Arc<TopicInfo>, ControllerError>;
     /// A producer id never handed out before, also across restarts.
     async fn next_producer_id(&self) -> Result<i64, ControllerError>;
+    /// The dynamic configs of broker `entity` (its id, or "" for the cluster default).
+    fn broker_configs(&self, entity: &str) -> BTreeMap<String, String> {
+        let _ = entity;
+        BTreeMap::new()
+    }
+    /// Replaces the dynamic configs of broker `entity` (its id, or "" for the cluster
+    /// default); every broker's listeners see the change as a delta.
+    async fn set_broker_configs(
+        &self,
+        entity: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let _ = (entity, configs);
+        Err(ControllerError::new(
+            ResponseError::InvalidRequest,
+            "this controller does not store dynamic broker configs",
+        ))
+    }
 }

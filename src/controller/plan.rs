@@ -253,10 +253,20 @@ pub fn config_changes(
     from: &BTreeMap<String, String>,
     to: &BTreeMap<String, String>,
 ) -> Vec<MetadataRecord> {
-    let record = |name: &str, value: Option<&String>| MetadataRecord::Config {
-        resource_type: CONFIG_RESOURCE_TOPIC,
-        resource_name: topic.to_string(),
-        name: name.to_string(),
+    resource_config_changes(CONFIG_RESOURCE_TOPIC, topic, from, to)
+}
+
+/// The ConfigRecords that take resource `name`'s configs from `from` to `to`.
+pub fn resource_config_changes(
+    resource_type: i8,
+    name: &str,
+    from: &BTreeMap<String, String>,
+    to: &BTreeMap<String, String>,
+) -> Vec<MetadataRecord> {
+    let record = |key: &str, value: Option<&String>| MetadataRecord::Config {
+        resource_type,
+        resource_name: name.to_string(),
+        name: key.to_string(),
         value: value.cloned(),
     };
     let mut out: Vec<MetadataRecord> = to

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use super::Partition;
+use crate::config::broker::DynamicConfigs;
 use crate::config::cleaner::cleaner_config;
 use crate::config::{topic, BrokerConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
@@ -70,6 +71,24 @@ impl ReplicaManager {
             self.partitions.insert(tp, Arc::new(partition));
         }
         Ok(())
+    }
+
+    /// Takes the dynamic broker configs of `image`: the config every log's defaults come
+    /// from sees them at once, each hosted log gets its config again, and the cleaner its
+    /// settings (Kafka's `DynamicLogConfig` and `LogCleaner.reconfigure`).
+    fn apply_broker_configs(&self, image: &MetadataImage) {
+        self.config.set_dynamic(DynamicConfigs {
+            broker: image.broker_configs(&self.broker_id.to_string()),
+            default: image.broker_configs(""),
+        });
+        for p in self.partitions.iter() {
+            let overrides = image
+                .topic(&p.tp.topic)
+                .map(|t| t.configs.clone())
+                .unwrap_or_default();
+            p.log.update_config(topic::log_config(&self.config, &overrides));
+        }
+        self.cleaner.update_config(cleaner_config(&self.config));
     }
 
     /// Stops hosting every partition of a deleted topic; each log's directory is renamed
@@ -185,8 +204,11 @@ impl ReplicaManager {
 impl MetadataListener for ReplicaManager {
     /// Creates the logs of partitions assigned here, applies topic configs, and deletes
     /// the logs of deleted topics.
-    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
         let mut failed = Vec::new();
+        if delta.broker_configs {
+            self.apply_broker_configs(image);
+        }
         for (name, change) in &delta.topics {
             let applied = match change {
                 TopicDelta::Changed(t) => self.apply_topic(t),

@@ -21,6 +21,8 @@ const FRAME_VERSION: u32 = 1;
 
 /// `ConfigRecord.resourceType` for a topic (`ConfigResource.Type.TOPIC`).
 pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
+/// `ConfigRecord.resourceType` for a broker, or (empty name) all brokers.
+pub const CONFIG_RESOURCE_BROKER: i8 = 4;
 
 /// `PartitionChangeRecord.leader`: the leader did not change.
 pub const NO_LEADER_CHANGE: i32 = -2;

@@ -8,28 +8,37 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use crate::config::broker::DynamicConfigs;
-use crate::config::{dynamic, topic, BrokerConfig};
+use crate::config::publisher::DynamicConfigPublisher;
+use crate::config::{dynamic, group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
-use crate::controller::records::MetadataRecord;
-use crate::controller::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::controller::records::{MetadataRecord, CONFIG_RESOURCE_BROKER};
+use crate::controller::{
+    BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo,
+};
+use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
+use crate::error::ApiError;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
+use crate::scheduler::Scheduler;
 
 pub struct Broker {
-    pub config: Arc<BrokerConfig>,
+    /// The config in force; read it with [`Broker::config`].
+    pub shared_config: Arc<SharedConfig>,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
-    local: Arc<LocalController>,
+    /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
+    local: Option<Arc<LocalController>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
     _metadata_dir_lock: Option<crate::log::DirLock>,
+    /// The periodic jobs (checkpoints, flushes, expiry, removal of deleted logs).
+    scheduler: Scheduler,
     /// Set once shutdown begins, so long waits (fetch long polls) end early.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -38,25 +47,28 @@ impl Broker {
     /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
     /// data already in the dirs, on a first start), opens every log the metadata assigns
     /// here (recovering after a crash), sets aside the ones it does not know as strays,
-    /// and starts hosting the partitions. Must run inside a tokio runtime.
+    /// starts hosting the partitions and loading the coordinators' partitions it leads,
+    /// and schedules the periodic jobs. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let mut config = config;
-        if config.zookeeper_connect.is_some() {
-            tracing::warn!("zookeeper.connect is set but cluster mode is not available yet; running as a single node");
-        }
-        let explicit_node_id = ["node.id", "broker.id"]
-            .iter()
-            .any(|k| config.source(k) == crate::config::broker::BrokerSource::Static);
+        // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
+        let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let identity = Identity {
-            configured_node_id: explicit_node_id.then_some(config.broker_id),
+            configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
-            configured_cluster_id: config.get("cluster.id"),
+            configured_cluster_id: config.cluster_id.clone(),
         };
-        let metadata_log_dir = config.get("metadata.log.dir").map(PathBuf::from);
-        let mut dirs = LogDirs::check(&config.log_dirs, metadata_log_dir.as_deref(), &identity)?;
+        let mut dirs = LogDirs::check(
+            &config.log_dirs,
+            config.metadata_log_dir.as_deref(),
+            &identity,
+        )?;
         config.broker_id = dirs.node_id;
 
         // Everything below runs only once every dir passed its checks.
+        if let Some(settings) = zk_settings {
+            return Broker::open_zookeeper_mode(config, dirs, settings);
+        }
         let new_store = !MetadataLog::exists(&dirs.metadata_dir);
         let skua_file = if new_store {
             SkuaMetadataFile::read(&config.log_dirs[0])?
@@ -98,7 +110,8 @@ impl Broker {
         };
         dirs.write_meta_properties()?;
 
-        let config = Arc::new(config);
+        let shared_config = SharedConfig::new(config);
+        let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
             id: config.broker_id,
@@ -112,25 +125,21 @@ impl Broker {
                 broker: me,
                 cluster_id,
                 directory_ids,
-                num_partitions: config.num_partitions,
-                default_replication_factor: config.default_replication_factor,
+                num_partitions: config.log.num_partitions,
+                default_replication_factor: config.replication.default_replication_factor,
             },
             initial,
         )?);
         let image = local.image();
-        config.set_dynamic(DynamicConfigs {
-            broker: image.broker_configs(&config.broker_id.to_string()),
-            default: image.broker_configs(""),
-        });
         let topic_configs = {
-            let config = config.clone();
+            let config = shared_config.clone();
             let image = image.clone();
             move |name: &str| {
                 let overrides = image
                     .topic(name)
                     .map(|t| t.configs.clone())
                     .unwrap_or_default();
-                topic::log_config(&config, &overrides)
+                topic::log_config(&config.current(), &overrides)
             }
         };
         let node_id = config.broker_id;
@@ -138,10 +147,7 @@ impl Broker {
             let image = image.clone();
             move |tp: &TopicPartition, id: Option<Uuid>| assigned_here(&image, node_id, tp, id)
         };
-        let delete_delay_ms = config
-            .long("log.segment.delete.delay.ms")
-            .unwrap_or(60_000)
-            .max(0) as u64;
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
         let log_dirs = dirs
             .log_dirs
             .into_iter()
@@ -150,26 +156,134 @@ impl Broker {
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
         let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
         logs.set_broker_epoch(local.broker_epoch());
-        let replicas = Arc::new(ReplicaManager::new(config.broker_id, config.clone(), logs));
+        let replicas = Arc::new(ReplicaManager::new(
+            config.broker_id,
+            shared_config.clone(),
+            logs,
+        ));
         let controller: Arc<dyn Controller> = local.clone();
+        // Before the logs are opened, so they start with the dynamic configs in force.
+        controller.subscribe(DynamicConfigPublisher::new(
+            shared_config.clone(),
+            replicas.clone(),
+        ));
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
+        // The coordinator's view of the topics and of group configs follows the metadata.
+        let topics = ControllerTopics::new();
+        controller.subscribe(topics.clone());
+        let group_settings = GroupSettings::new(shared_config.clone());
+        controller.subscribe(group_settings.clone());
         let groups = Arc::new(GroupCoordinator::new(
-            &config,
+            group_settings,
             Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            Arc::new(ControllerTopics::new(controller.clone())),
+            topics,
         ));
-        groups.load_led_partitions();
+        // After the replica manager, so the partitions it loads are hosted; the ones led
+        // now load before this returns, so no request finds them loading.
+        controller.subscribe(groups.metadata_listener());
+        let scheduler = Scheduler::new();
+        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         Ok(Arc::new(Broker {
-            config,
+            shared_config,
             controller,
             replicas,
             groups,
-            local,
+            local: Some(local),
             _metadata_dir_lock: metadata_lock,
+            scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// A member of a Kafka 3.9 ZooKeeper-mode cluster (`controller::zk`): the cluster id
+    /// is ZooKeeper's (a log dir of another cluster stops startup), there is no metadata
+    /// log, every partition directory found is loaded (as Kafka's ZooKeeper-mode broker
+    /// does; none is set aside as a stray, since which partitions are hosted here is the
+    /// controller's to say), and the broker registers once its logs are open.
+    fn open_zookeeper_mode(
+        config: BrokerConfig,
+        mut dirs: LogDirs,
+        settings: crate::controller::zk::Settings,
+    ) -> anyhow::Result<Arc<Broker>> {
+        let proposed = dirs
+            .cluster_id
+            .clone()
+            .or_else(|| config.cluster_id.clone())
+            .unwrap_or_else(new_cluster_id);
+        let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
+        let cluster_id = zk.cluster_id();
+        if let Some(id) = dirs.cluster_id.as_ref().filter(|id| **id != cluster_id) {
+            anyhow::bail!(
+                "the log dirs belong to cluster {id}, but ZooKeeper's /cluster/id is {cluster_id}"
+            );
+        }
+        dirs.assign_directory_ids(&cluster_id);
+        dirs.write_meta_properties()?;
+        let shared_config = SharedConfig::new(config);
+        let config = shared_config.current();
+        let defaults = {
+            let config = shared_config.clone();
+            move |_: &str| topic::log_config(&config.current(), &BTreeMap::new())
+        };
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
+        let log_dirs = dirs
+            .log_dirs
+            .into_iter()
+            .map(|d| (d.path, d.lock))
+            .collect();
+        let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
+        let logs = LogManager::startup(
+            log_dirs,
+            |_: &TopicPartition, _| true,
+            defaults,
+            delete_delay_ms,
+        )?;
+        let replicas = Arc::new(ReplicaManager::new(
+            config.broker_id,
+            shared_config.clone(),
+            logs,
+        ));
+        let zk = Arc::new(zk);
+        let controller: Arc<dyn Controller> = zk.clone();
+        // Before the logs are opened, so they start with the dynamic configs in force.
+        controller.subscribe(DynamicConfigPublisher::new(
+            shared_config.clone(),
+            replicas.clone(),
+        ));
+        if let Some(e) = controller.subscribe(replicas.clone()).first() {
+            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
+        }
+        let topics = ControllerTopics::new();
+        controller.subscribe(topics.clone());
+        let group_settings = GroupSettings::new(shared_config.clone());
+        controller.subscribe(group_settings.clone());
+        let groups = Arc::new(GroupCoordinator::new(
+            group_settings,
+            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+            topics,
+        ));
+        controller.subscribe(groups.metadata_listener());
+        let scheduler = Scheduler::new();
+        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
+        zk.start_blocking()?;
+        replicas.logs.set_broker_epoch(zk.broker_epoch());
+        Ok(Arc::new(Broker {
+            shared_config,
+            controller,
+            replicas,
+            groups,
+            local: None,
+            _metadata_dir_lock: metadata_lock,
+            scheduler,
+            stopping: tokio::sync::watch::Sender::new(false),
+        }))
+    }
+
+    /// The config in force. Take it once per request: a dynamic change swaps in a new one.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.shared_config.current()
     }
 
     pub async fn create_topic(
@@ -265,9 +379,10 @@ impl Broker {
     }
 
     /// Changes the dynamic configs of broker `entity` (this broker's id, or "" for the
-    /// cluster default) with `edit`, validates the result as Kafka does, and (unless
-    /// `validate_only`) stores it in the metadata log; every hosted log and the cleaner
-    /// take it at once.
+    /// cluster default) with `edit`, checks the result as Kafka does (the keys Kafka lets
+    /// change, at the level it lets them change, and the whole config built with them),
+    /// and (unless `validate_only`) stores it in the metadata log as ConfigRecords of
+    /// resource type BROKER; `DynamicConfigPublisher` puts it in force from there.
     pub async fn alter_broker_configs(
         &self,
         entity: &str,
@@ -275,26 +390,71 @@ impl Broker {
         edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
     ) -> Result<(), ControllerError> {
         let invalid = |m: String| ControllerError::new(ResponseError::InvalidRequest, m);
+        let config = self.config();
         if !entity.is_empty() {
             let id: i32 = entity
                 .parse()
                 .map_err(|_| invalid(format!("Node id must be an integer, but it is: {entity}")))?;
-            if id != self.config.broker_id {
+            if id != config.broker_id {
                 return Err(invalid(format!(
                     "Unexpected broker id, expected {}, but received {entity}",
-                    self.config.broker_id
+                    config.broker_id
                 )));
             }
         }
-        let mut configs = self.controller.broker_configs(entity);
+        let resource = ConfigResource {
+            resource_type: CONFIG_RESOURCE_BROKER,
+            name: entity.to_string(),
+        };
+        let mut configs = self.controller.resource_configs(&resource);
         edit(&mut configs)?;
-        let threads = self.replicas.cleaner.config().threads;
-        dynamic::validate(&configs, !entity.is_empty(), threads).map_err(invalid)?;
+        dynamic::validate(&configs, !entity.is_empty(), config.cleaner.threads).map_err(invalid)?;
+        let mut in_force = config.dynamic().clone();
+        match entity.is_empty() {
+            true => in_force.default = configs.clone(),
+            false => in_force.broker = configs.clone(),
+        }
+        config
+            .reconfigured(&in_force)
+            .map_err(|e| invalid(e.to_string()))?;
         if validate_only {
             return Ok(());
         }
-        self.controller.set_broker_configs(entity, configs).await?;
-        tracing::info!(broker = entity, configs = ?self.controller.broker_configs(entity), "dynamic broker configs changed");
+        self.controller
+            .set_resource_configs(resource, configs.clone())
+            .await?;
+        tracing::info!(broker = entity, ?configs, "dynamic broker configs changed");
+        Ok(())
+    }
+
+    /// Changes a group's configs with `edit`, checks the result as Kafka does (the whole
+    /// set, against the broker's bounds), and (unless `validate_only`) stores it in the
+    /// metadata log, from where the group coordinator follows it.
+    pub async fn alter_group_configs(
+        &self,
+        group_id: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let resource = ConfigResource::group(group_id);
+        let mut configs = self.controller.resource_configs(&resource);
+        edit(&mut configs)?;
+        group::validate(&configs, &self.config().group.group_config_limits)
+            .map_err(|m| ControllerError::new(ResponseError::InvalidConfig, m))?;
+        if validate_only {
+            return Ok(());
+        }
+        let configs: BTreeMap<String, String> = configs
+            .into_iter()
+            .map(|(k, v)| {
+                let v = group::normalize(&k, &v);
+                (k, v)
+            })
+            .collect();
+        self.controller
+            .set_resource_configs(resource, configs.clone())
+            .await?;
+        tracing::info!(group = group_id, ?configs, "group configs changed");
         Ok(())
     }
 
@@ -310,9 +470,17 @@ impl Broker {
         self.stopping.subscribe()
     }
 
-    /// Clean shutdown of the storage: flush, checkpoints, the clean-shutdown marker, and
-    /// the metadata log closed.
+    /// Where periodic jobs are registered.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Clean shutdown of the storage: the periodic jobs stopped (a run in progress
+    /// finishes first), then flush, checkpoints, the clean-shutdown marker, and the
+    /// metadata log closed.
     pub fn shutdown(&self) {
+        self.scheduler.stop();
+        self.controller.shutdown();
         self.groups.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),
@@ -320,7 +488,9 @@ impl Broker {
                 tracing::error!(error = %e, "clean shutdown of the logs failed; recovery will run at next start")
             }
         }
-        self.local.shutdown();
+        if let Some(local) = &self.local {
+            local.shutdown();
+        }
     }
 }
 
@@ -394,5 +564,5 @@ fn check_partition_count(n: i32) -> Result<(), ControllerError> {
 
 fn storage(e: crate::log::LogError) -> ControllerError {
     tracing::error!(error = %e, "log operation failed");
-    ControllerError::new(ResponseError::KafkaStorageError, e.to_string())
+    ControllerError::from(ApiError::from(e))
 }

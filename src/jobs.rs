@@ -1,81 +1,100 @@
-//! The broker's periodic jobs on the scheduler, with Kafka's names and config keys.
+//! The broker's periodic jobs on its scheduler, with Kafka's names and config keys. Each
+//! holds the replica manager weakly: the log dirs' locks go with the broker, not with a
+//! job that happens to be between runs.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::log::now_ms;
+use crate::replica::ReplicaManager;
 use crate::scheduler::{period_ms, Scheduler};
 
 /// Cleaner jobs scheduled at least, so `log.cleaner.threads` can grow at runtime.
 const MIN_CLEANER_JOBS: usize = 4;
 
-/// Schedules every periodic job of the log layer. Must be called inside a tokio runtime.
-pub fn schedule_log_jobs(scheduler: &Scheduler, broker: &Arc<Broker>) {
-    let config = &broker.config;
-    let ms = |key: &str, default: i64| config.long(key).unwrap_or(default);
-    if let Some(every) = period_ms(ms("log.flush.offset.checkpoint.interval.ms", 60_000)) {
-        let replicas = broker.replicas.clone();
+/// Schedules the log layer's jobs: recovery-point and log-start checkpoints, the flusher,
+/// retention, the log cleaner's threads, producer-id expiry, and the removal of deleted
+/// logs once `log.segment.delete.delay.ms` has passed. Must be called inside a tokio
+/// runtime.
+pub fn schedule_log_jobs(
+    scheduler: &Scheduler,
+    config: &BrokerConfig,
+    replicas: &Arc<ReplicaManager>,
+) {
+    if let Some(every) = period_ms(config.log.flush_offset_checkpoint_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-recovery-point-checkpoint", every, move || {
-            replicas.checkpoint()
+            with(&replicas, ReplicaManager::checkpoint)
         });
     }
-    if let Some(every) = period_ms(ms("log.flush.start.offset.checkpoint.interval.ms", 60_000)) {
-        let replicas = broker.replicas.clone();
+    if let Some(every) = period_ms(config.log.flush_start_offset_checkpoint_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-log-start-offset-checkpoint", every, move || {
-            replicas.checkpoint_log_start_offsets()
+            with(&replicas, ReplicaManager::checkpoint_log_start_offsets)
         });
     }
-    if let Some(every) = period_ms(ms("log.flush.scheduler.interval.ms", i64::MAX)) {
-        let replicas = broker.replicas.clone();
+    if let Some(every) = period_ms(config.log.flush_scheduler_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-log-flusher", every, move || {
-            replicas.logs.flush_dirty_logs(now_ms())
+            with(&replicas, |r| r.logs.flush_dirty_logs(now_ms()))
         });
     }
-    if let Some(every) = period_ms(ms("log.retention.check.interval.ms", 300_000)) {
-        let replicas = broker.replicas.clone();
+    if let Some(every) = period_ms(config.log.retention_check_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-log-retention", every, move || {
-            replicas.delete_old_segments(now_ms());
+            with(&replicas, |r| {
+                r.delete_old_segments(now_ms());
+            })
         });
     }
-    // Each deleted segment or partition waits `file.delete.delay.ms` from its own deletion;
-    // this job removes those whose wait is over, a few times per delay (at most a second late).
-    let delete_tick = (ms("log.segment.delete.delay.ms", 60_000) / 4).clamp(50, 1_000) as u64;
-    let replicas = broker.replicas.clone();
-    scheduler.schedule_blocking(
-        "kafka-delete-logs",
-        Duration::from_millis(delete_tick),
-        move || {
-            replicas.logs.remove_due_deletions(Instant::now());
-        },
-    );
-    let cleaner = broker.replicas.cleaner.config();
-    if cleaner.enable {
+    if config.cleaner.enable {
         // Kafka's cleaner threads: each cleans until no log is due, then waits
-        // `log.cleaner.backoff.ms`. `log.cleaner.threads` may double at runtime, so
-        // jobs stand ready beyond it; those past the current count do nothing.
-        let jobs = (cleaner.threads * 2).max(MIN_CLEANER_JOBS);
+        // `log.cleaner.backoff.ms`. `log.cleaner.threads` may double at runtime (each
+        // change at most doubles it), so jobs stand ready beyond it; those past the count
+        // in force do nothing. The names live as long as the broker (a handful).
+        let jobs = (config.cleaner.threads * 2).max(MIN_CLEANER_JOBS);
         for i in 0..jobs {
-            // The names live as long as the broker (a handful).
             let name: &'static str = Box::leak(format!("kafka-log-cleaner-thread-{i}").into());
-            let replicas = broker.replicas.clone();
-            let every = Duration::from_millis(cleaner.backoff_ms);
+            let replicas = Arc::downgrade(replicas);
+            let every = Duration::from_millis(config.cleaner.backoff_ms);
             scheduler.schedule_blocking(name, every, move || {
-                let cleaner = &replicas.cleaner;
-                while i < cleaner.config().threads
-                    && !cleaner.is_stopped()
-                    && replicas.clean_filthiest(now_ms())
-                {}
+                with(&replicas, |r| {
+                    while i < r.cleaner.config().threads
+                        && !r.cleaner.is_stopped()
+                        && r.clean_filthiest(now_ms())
+                    {}
+                })
             });
         }
     }
-    if let Some(every) = period_ms(ms("producer.id.expiration.check.interval.ms", 600_000)) {
-        let replicas = broker.replicas.clone();
+    if let Some(every) = period_ms(config.log.producer_id_expiration_check_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("PeriodicProducerExpirationCheck", every, move || {
-            let removed = replicas.logs.remove_expired_producers(now_ms());
-            if removed > 0 {
-                tracing::info!(removed, "expired idle producer ids");
-            }
+            with(&replicas, |r| {
+                let removed = r.logs.remove_expired_producers(now_ms());
+                if removed > 0 {
+                    tracing::info!(removed, "expired idle producer ids");
+                }
+            })
         });
+    }
+    // Each deleted log or segment waits the delay from its own deletion; checking a few
+    // times per delay (at least every second, at most every 50 ms) removes it at most
+    // that late.
+    let delete_delay_ms = config.log.segment_delete_delay_ms;
+    let every = Duration::from_millis((delete_delay_ms / 4).clamp(50, 1000));
+    let replicas = Arc::downgrade(replicas);
+    scheduler.schedule_blocking("kafka-delete-logs", every, move || {
+        with(&replicas, |r| {
+            r.logs.remove_due_deletions(Instant::now());
+        })
+    });
+}
+
+/// Runs `job` on the replica manager while the broker still has it.
+fn with(replicas: &Weak<ReplicaManager>, job: impl FnOnce(&ReplicaManager)) {
+    if let Some(r) = replicas.upgrade() {
+        job(&r);
     }
 }

@@ -8,22 +8,28 @@
 //!                             answered in order, request memory bounded (muting)
 //!              ▶ protocol/   request header + body codec (kafka-protocol crate)
 //!              ▶ router      ApiKey → handler table; ApiVersions is derived from it
-//!              ▶ handlers/   one file per API
-//!              ▶ replica/    the partitions this broker hosts, high watermark, long polls
+//!              ▶ handlers/   one file per API; errors reach the client as one type (error.rs)
+//!              ▶ replica/    the partitions this broker hosts as leader or follower: ISR,
+//!                            high watermark, delayed produce (acks=all) and delayed fetch
+//!                            (long polls); handlers reach a partition through
+//!                            `ReplicaManager::leader`
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
 //! beside them:
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
 //!                            (Kafka's records), the image replaying it gives, and the
-//!                            deltas the replica manager follows
+//!                            deltas the replica manager and the group coordinator follow;
+//!                            or zk/, Kafka 3.9's ZooKeeper-mode controller
 //!                coordinator/ runtime/: one owner per internal-topic partition, records
 //!                            replayed once written; group/: consumer groups and
-//!                            committed offsets in __consumer_offsets
+//!                            committed offsets in __consumer_offsets, loaded and unloaded
+//!                            as the partitions' leadership changes
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
-//!                zk/         Kafka's znodes and a ZooKeeper session (for cluster mode)
+//!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
-//!                scheduler   periodic jobs; jobs.rs schedules the broker's (checkpoints,
-//!                            flushes, retention, delayed deletes, producer expiry)
+//!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the
+//!                            log cleaner, expiry, removal of deleted logs), owned by the
+//!                            broker; jobs.rs lists them
 //! ```
 
 pub mod auth;
@@ -32,6 +38,7 @@ pub mod client;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
+pub mod error;
 pub mod handlers;
 pub mod jobs;
 pub mod log;

@@ -11,7 +11,6 @@ use skua::broker::Broker;
 use skua::config::BrokerConfig;
 use skua::network::Server;
 use skua::protocol::decode_budget::MeteredAllocator;
-use skua::scheduler::Scheduler;
 
 /// Measures what each request's decode allocates, so it can be bounded (see
 /// `protocol::decode_budget`).
@@ -72,19 +71,16 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let server = Server::new(listeners, broker.clone());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        broker_id = broker.config.broker_id,
+        broker_id = broker.config().broker_id,
         listeners = ?server.local_addrs(),
-        advertised = ?broker.config.advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
-        log_dirs = ?broker.config.log_dirs,
+        advertised = ?broker.config().advertised_listeners.iter().map(|l| format!("{}://{}:{}", l.name, l.host, l.port)).collect::<Vec<_>>(),
+        log_dirs = ?broker.config().log_dirs,
         cluster_id = %broker.controller.cluster_id(),
         startup_ms = started.elapsed().as_millis() as u64,
         "skua started"
     );
     handle_log_dir_failures(&broker);
-    let scheduler = Scheduler::new();
-    skua::jobs::schedule_log_jobs(&scheduler, &broker);
     server.run(stop_signal()).await;
-    scheduler.shutdown().await;
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");

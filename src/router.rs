@@ -133,10 +133,31 @@ pub static ROUTES: &[Route] = &[
     ),
 ];
 
-/// The route for `api_key` when it handles `version`.
+/// The APIs only a member of a ZooKeeper-mode cluster handles (and so advertises):
+/// broker → controller requests, and the controller's requests to brokers.
+pub static ZK_ROUTES: &[Route] = &[
+    route!(AlterPartition, 0, 3, alter_partition::handle),
+    route!(ControlledShutdown, 0, 3, controlled_shutdown::handle),
+    route!(AllocateProducerIds, 0, 0, allocate_producer_ids::handle),
+    route!(LeaderAndIsr, 0, 7, controller_requests::leader_and_isr),
+    route!(UpdateMetadata, 0, 8, controller_requests::update_metadata),
+    route!(StopReplica, 0, 4, controller_requests::stop_replica),
+];
+
+/// Every route of a broker, with the ZooKeeper-mode ones when `zk_mode`.
+pub fn routes(zk_mode: bool) -> impl Iterator<Item = &'static Route> {
+    let zk: &'static [Route] = if zk_mode { ZK_ROUTES } else { &[] };
+    ROUTES.iter().chain(zk)
+}
+
+/// The route for `api_key` when it handles `version` (single-node routes).
 pub fn lookup(api_key: ApiKey, version: i16) -> Option<&'static Route> {
-    ROUTES
-        .iter()
+    lookup_in(api_key, version, false)
+}
+
+/// The route for `api_key` when it handles `version`, in the given mode.
+pub fn lookup_in(api_key: ApiKey, version: i16, zk_mode: bool) -> Option<&'static Route> {
+    routes(zk_mode)
         .find(|r| r.api_key == api_key && (r.min_version..=r.max_version).contains(&version))
 }
 
@@ -154,7 +175,7 @@ mod tests {
     /// Every advertised range lies within what the codec can decode (Produce v0–2 aside).
     #[test]
     fn routes_within_codec_versions() {
-        for r in ROUTES {
+        for r in routes(true) {
             let codec = r.api_key.valid_versions();
             let min = if r.api_key == ApiKey::Produce {
                 codec.min
@@ -172,5 +193,29 @@ mod tests {
         assert!(lookup(ApiKey::Fetch, 18).is_some());
         assert!(lookup(ApiKey::JoinGroup, 0).is_some());
         assert!(lookup(ApiKey::OffsetCommit, 1).is_none());
+    }
+
+    /// The cluster APIs are handled, and so advertised, only in ZooKeeper mode.
+    #[test]
+    fn cluster_apis_only_in_zookeeper_mode() {
+        for key in [
+            ApiKey::AlterPartition,
+            ApiKey::ControlledShutdown,
+            ApiKey::AllocateProducerIds,
+            ApiKey::LeaderAndIsr,
+            ApiKey::UpdateMetadata,
+            ApiKey::StopReplica,
+        ] {
+            assert!(lookup(key, 0).is_none(), "{key:?} single-node");
+            assert!(lookup_in(key, 0, true).is_some(), "{key:?} ZooKeeper mode");
+            let advertised = |zk| {
+                crate::handlers::api_versions::response(0, zk)
+                    .api_keys
+                    .iter()
+                    .any(|k| k.api_key == key as i16)
+            };
+            assert!(!advertised(false) && advertised(true), "{key:?}");
+        }
+        assert!(lookup_in(ApiKey::Produce, 13, true).is_some());
     }
 }

@@ -6,9 +6,15 @@
 //! (`schedule_blocking`), so an fsync never stalls a runtime worker; jobs that only touch
 //! memory or await other tasks run on the runtime (`schedule`). `shutdown` stops every
 //! job between runs and waits for runs in progress, so nothing is left writing when the
-//! logs close.
+//! logs close; `stop` does the same from synchronous code (the broker's shutdown), where
+//! it waits for blocking runs only and drops the others at their next await.
+//!
+//! The broker owns one scheduler (`Broker::scheduler`); whatever needs periodic work
+//! registers it there when the broker opens.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -19,6 +25,10 @@ use tokio::time::MissedTickBehavior;
 pub struct Scheduler {
     stop: watch::Sender<bool>,
     jobs: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
+    /// Set by `stop`: a blocking run that had not started yet does not start.
+    stopped: Arc<AtomicBool>,
+    /// One per blocking job, held while it runs, so `stop` can wait for a run in progress.
+    running: Mutex<Vec<Arc<Mutex<()>>>>,
 }
 
 impl Default for Scheduler {
@@ -32,6 +42,8 @@ impl Scheduler {
         Scheduler {
             stop: watch::channel(false).0,
             jobs: Mutex::new(Vec::new()),
+            stopped: Arc::new(AtomicBool::new(false)),
+            running: Mutex::new(Vec::new()),
         }
     }
 
@@ -69,11 +81,20 @@ impl Scheduler {
     where
         F: Fn() + Send + Sync + 'static,
     {
-        let job = std::sync::Arc::new(job);
+        let job = Arc::new(job);
+        let run = Arc::new(Mutex::new(()));
+        self.running.lock().push(run.clone());
+        let stopped = self.stopped.clone();
         self.schedule(name, period, move || {
-            let job = job.clone();
+            let (job, run, stopped) = (job.clone(), run.clone(), stopped.clone());
             async move {
-                if let Err(e) = tokio::task::spawn_blocking(move || job()).await {
+                let blocking = tokio::task::spawn_blocking(move || {
+                    let _running = run.lock();
+                    if !stopped.load(Ordering::Acquire) {
+                        job();
+                    }
+                });
+                if let Err(e) = blocking.await {
                     tracing::error!(job = name, error = %e, "scheduled job panicked");
                 }
             }
@@ -85,6 +106,19 @@ impl Scheduler {
         self.jobs.lock().iter().map(|(n, _)| *n).collect()
     }
 
+    /// Stops every job from synchronous code: none starts again, and a blocking run in
+    /// progress is waited for; jobs on the runtime are dropped at their next await.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+        self.stopped.store(true, Ordering::Release);
+        for (_, task) in self.jobs.lock().drain(..) {
+            task.abort();
+        }
+        for run in self.running.lock().iter() {
+            drop(run.lock());
+        }
+    }
+
     /// Stops every job: none starts again, and runs in progress are waited for.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
@@ -93,6 +127,17 @@ impl Scheduler {
             if let Err(e) = task.await {
                 tracing::error!(job = name, error = %e, "scheduled job failed at shutdown");
             }
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    /// Jobs end with their scheduler, even when nobody stopped it.
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        self.stopped.store(true, Ordering::Release);
+        for (_, task) in self.jobs.get_mut().drain(..) {
+            task.abort();
         }
     }
 }
@@ -163,6 +208,45 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(finished.load(Ordering::SeqCst), done);
+    }
+
+    #[test]
+    fn stop_from_synchronous_code_waits_for_a_blocking_run() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let finished = Arc::new(AtomicUsize::new(0));
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let scheduler = runtime.block_on(async {
+            let scheduler = Scheduler::new();
+            let f = finished.clone();
+            let started_tx = Mutex::new(started_tx);
+            scheduler.schedule_blocking("slow", Duration::from_millis(1), move || {
+                let _ = started_tx.lock().send(());
+                std::thread::sleep(Duration::from_millis(200));
+                f.fetch_add(1, Ordering::SeqCst);
+            });
+            scheduler
+        });
+        // The runtime ticks the job on another thread while this one waits for it.
+        let ticking = std::thread::spawn(move || {
+            runtime.block_on(async { tokio::time::sleep(Duration::from_millis(600)).await });
+            runtime
+        });
+        started_rx.recv().unwrap();
+        scheduler.stop();
+        let done = finished.load(Ordering::SeqCst);
+        assert!(
+            done >= 1,
+            "the run in progress finished before stop returned"
+        );
+        let _runtime = ticking.join().unwrap();
+        assert_eq!(
+            finished.load(Ordering::SeqCst),
+            done,
+            "nothing ran after stop"
+        );
     }
 
     #[test]

@@ -177,15 +177,7 @@ async fn records_without_a_key_are_refused_by_a_compacted_topic() {
         errors,
         vec![(1, message.to_string()), (2, message.to_string())]
     );
-    assert_eq!(
-        b.broker
-            .replicas
-            .partition("keyed", 0)
-            .unwrap()
-            .log
-            .log_end_offset(),
-        0
-    );
+    assert_eq!(log_of(&b, "keyed").log_end_offset(), 0);
     produce(&mut c, "keyed", &entries[..1]).await;
     b.stop().await;
 }
@@ -229,13 +221,7 @@ async fn a_million_updates_over_a_thousand_keys_shrink_to_a_record_per_key() {
     }
     let tombstones: Vec<_> = (900..1000).map(|k| (Some(format!("k{k}")), None)).collect();
     produce(&mut c, "compacted", &tombstones).await;
-    let log = b
-        .broker
-        .replicas
-        .partition("compacted", 0)
-        .unwrap()
-        .log
-        .clone();
+    let log = log_of(&b, "compacted");
     let written = log.size_bytes();
     wait_for("the log is compacted", Duration::from_secs(120), || {
         let size = log.size_bytes();
@@ -333,13 +319,7 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     for i in 0..12_000i64 {
         commit(&mut c, &format!("g{}", i % 10), i).await;
     }
-    let offsets = b
-        .broker
-        .replicas
-        .partition("__consumer_offsets", 0)
-        .unwrap()
-        .log
-        .clone();
+    let offsets = log_of(&b, "__consumer_offsets");
     assert!(offsets.log_end_offset() >= 12_000);
     wait_for(
         "__consumer_offsets is compacted",
@@ -363,17 +343,19 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     for g in 0..10 {
         assert_eq!(committed(&mut c, &format!("g{g}")).await, 11_990 + g);
     }
-    let offsets = b
-        .broker
-        .replicas
-        .partition("__consumer_offsets", 0)
-        .unwrap()
-        .log
-        .clone();
+    let offsets = log_of(&b, "__consumer_offsets");
     assert!(
         offsets.size_bytes() < (1 << 20) + 64 * 1024,
         "loaded from the compacted log"
     );
     drop(offsets);
     b.stop().await;
+}
+
+fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
+    let tp = skua::log::TopicPartition {
+        topic: topic.into(),
+        partition: 0,
+    };
+    b.broker.replicas.logs.get_log(&tp).unwrap()
 }

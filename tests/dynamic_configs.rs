@@ -16,6 +16,7 @@ use kafka_protocol::records::{
 };
 
 use common::{produce_request, Client, TestBroker};
+use skua::controller::ConfigResource;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -49,14 +50,19 @@ async fn describe(
     let req = DescribeConfigsRequest::default()
         .with_include_synonyms(true)
         .with_include_documentation(true)
-        .with_resources(vec![describe_configs_request::DescribeConfigsResource::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(s(name))
-            .with_configuration_keys(keys.map(|k| k.iter().map(|k| s(k)).collect()))]);
+        .with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(name))
+                .with_configuration_keys(keys.map(|k| k.iter().map(|k| s(k)).collect())),
+        ]);
     let resp = c.send(&req, 4).await;
     let r = &resp.results[0];
     if r.error_code != 0 {
-        return Err((r.error_code, r.error_message.as_ref().map(|m| m.to_string())));
+        return Err((
+            r.error_code,
+            r.error_message.as_ref().map(|m| m.to_string()),
+        ));
     }
     Ok(r.configs
         .iter()
@@ -70,7 +76,13 @@ async fn describe(
                     synonyms: e
                         .synonyms
                         .iter()
-                        .map(|y| (y.name.to_string(), y.value.as_ref().map(|v| v.to_string()), y.source))
+                        .map(|y| {
+                            (
+                                y.name.to_string(),
+                                y.value.as_ref().map(|v| v.to_string()),
+                                y.source,
+                            )
+                        })
                         .collect(),
                     documentation: e.documentation.as_ref().map(|d| d.to_string()),
                     config_type: e.config_type,
@@ -81,7 +93,9 @@ async fn describe(
 }
 
 async fn entry(c: &mut Client, resource_type: i8, name: &str, key: &str) -> Entry {
-    let mut got = describe(c, resource_type, name, Some(&[key])).await.unwrap();
+    let mut got = describe(c, resource_type, name, Some(&[key]))
+        .await
+        .unwrap();
     assert_eq!(got.len(), 1, "{key}");
     got.remove(0).1
 }
@@ -114,7 +128,10 @@ async fn alter(
     ]);
     let resp = c.send(&req, 1).await;
     let r = &resp.responses[0];
-    (r.error_code, r.error_message.as_ref().map(|m| m.to_string()))
+    (
+        r.error_code,
+        r.error_message.as_ref().map(|m| m.to_string()),
+    )
 }
 
 const SET: i8 = 0;
@@ -130,18 +147,42 @@ async fn describe_reports_every_kafka_key_with_where_it_came_from() {
     assert!(all.len() > 350, "{} broker keys", all.len());
     let get = |name: &str| &all.iter().find(|(n, _)| n == name).unwrap().1;
     let hours = get("log.retention.hours");
-    assert_eq!((hours.value.as_deref(), hours.source, hours.read_only), (Some("1"), STATIC, false));
+    assert_eq!(
+        (hours.value.as_deref(), hours.source, hours.read_only),
+        (Some("1"), STATIC, false)
+    );
     assert_eq!(
         hours.synonyms,
-        vec![syn("log.retention.hours", "1", STATIC), syn("log.retention.hours", "168", DEFAULT)]
+        vec![
+            syn("log.retention.hours", "1", STATIC),
+            syn("log.retention.hours", "168", DEFAULT)
+        ]
     );
     assert_eq!(hours.config_type, 3, "INT");
-    assert!(hours.documentation.as_deref().unwrap().contains("hours to keep a log file"));
+    assert!(hours
+        .documentation
+        .as_deref()
+        .unwrap()
+        .contains("hours to keep a log file"));
     let partitions = get("num.partitions");
-    assert_eq!((partitions.value.as_deref(), partitions.source, partitions.read_only), (Some("1"), DEFAULT, true));
-    assert!(all.iter().any(|(n, _)| n == "zookeeper.connect"), "Kafka 3.9's keys too");
+    assert_eq!(
+        (
+            partitions.value.as_deref(),
+            partitions.source,
+            partitions.read_only
+        ),
+        (Some("1"), DEFAULT, true)
+    );
+    assert!(
+        all.iter().any(|(n, _)| n == "zookeeper.connect"),
+        "Kafka 3.9's keys too"
+    );
     let ms = get("log.retention.ms");
-    assert_eq!((ms.value.as_deref(), ms.source), (None, DEFAULT), "unset, no default");
+    assert_eq!(
+        (ms.value.as_deref(), ms.source),
+        (None, DEFAULT),
+        "unset, no default"
+    );
 
     c.create_topic("described", 1).await;
     let topic = describe(&mut c, TOPIC, "described", None).await.unwrap();
@@ -152,7 +193,10 @@ async fn describe_reports_every_kafka_key_with_where_it_came_from() {
     assert_eq!(retention.value.as_deref(), Some("3600000"));
     assert_eq!((retention.source, retention.read_only), (DEFAULT, false));
     let segment = &topic.iter().find(|(n, _)| n == "segment.bytes").unwrap().1;
-    assert_eq!(segment.synonyms, vec![syn("log.segment.bytes", "1073741824", DEFAULT)]);
+    assert_eq!(
+        segment.synonyms,
+        vec![syn("log.segment.bytes", "1073741824", DEFAULT)]
+    );
     assert_eq!(
         describe(&mut c, TOPIC, "nosuch", None).await.unwrap_err(),
         (ResponseError::UnknownTopicOrPartition.code(), None)
@@ -173,18 +217,52 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
     c.create_topic("follows", 1).await;
-    assert_eq!(alter(&mut c, BROKER, "1", &[(SET, "log.retention.ms", Some("5000"))]).await, (0, None));
+    assert_eq!(
+        alter(
+            &mut c,
+            BROKER,
+            "1",
+            &[(SET, "log.retention.ms", Some("5000"))]
+        )
+        .await,
+        (0, None)
+    );
     let e = entry(&mut c, BROKER, "1", "log.retention.ms").await;
-    assert_eq!((e.value.as_deref(), e.source), (Some("5000"), DYNAMIC_BROKER));
+    assert_eq!(
+        (e.value.as_deref(), e.source),
+        (Some("5000"), DYNAMIC_BROKER)
+    );
     let t = entry(&mut c, TOPIC, "follows", "retention.ms").await;
-    assert_eq!((t.value.as_deref(), t.source), (Some("5000"), DYNAMIC_BROKER));
-    assert_eq!(t.synonyms, vec![syn("log.retention.ms", "5000", DYNAMIC_BROKER)]);
-    let log = b.broker.replicas.partition("follows", 0).unwrap().log.clone();
-    assert_eq!(log.config().retention_ms, 5000, "the hosted log takes it at once");
+    assert_eq!(
+        (t.value.as_deref(), t.source),
+        (Some("5000"), DYNAMIC_BROKER)
+    );
+    assert_eq!(
+        t.synonyms,
+        vec![
+            syn("log.retention.ms", "5000", DYNAMIC_BROKER),
+            syn("log.retention.hours", "168", DEFAULT),
+        ]
+    );
+    let log = log_of(&b, "follows");
+    assert_eq!(
+        log.config().retention_ms,
+        5000,
+        "the hosted log takes it at once"
+    );
 
     // The cluster default, beneath this broker's own value.
     assert_eq!(
-        alter(&mut c, BROKER, "", &[(SET, "message.max.bytes", Some("2000000")), (SET, "log.retention.ms", Some("7000"))]).await,
+        alter(
+            &mut c,
+            BROKER,
+            "",
+            &[
+                (SET, "message.max.bytes", Some("2000000")),
+                (SET, "log.retention.ms", Some("7000"))
+            ]
+        )
+        .await,
         (0, None)
     );
     let defaults = describe(&mut c, BROKER, "", None).await.unwrap();
@@ -192,24 +270,65 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
     assert_eq!(names, vec!["log.retention.ms", "message.max.bytes"]);
     assert!(defaults.iter().all(|(_, e)| e.source == DYNAMIC_DEFAULT));
     let e = entry(&mut c, BROKER, "1", "message.max.bytes").await;
-    assert_eq!((e.value.as_deref(), e.source), (Some("2000000"), DYNAMIC_DEFAULT));
+    assert_eq!(
+        (e.value.as_deref(), e.source),
+        (Some("2000000"), DYNAMIC_DEFAULT)
+    );
     assert_eq!(log.config().max_message_bytes, 2_000_000);
     let e = entry(&mut c, BROKER, "1", "log.retention.ms").await;
     assert_eq!(
         e.synonyms,
-        vec![syn("log.retention.ms", "5000", DYNAMIC_BROKER), syn("log.retention.ms", "7000", DYNAMIC_DEFAULT)]
+        vec![
+            syn("log.retention.ms", "5000", DYNAMIC_BROKER),
+            syn("log.retention.ms", "7000", DYNAMIC_DEFAULT),
+            syn("log.retention.hours", "168", DEFAULT),
+        ]
     );
     // A topic override still wins.
-    assert_eq!(alter(&mut c, TOPIC, "follows", &[(SET, "retention.ms", Some("9000"))]).await, (0, None));
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "follows",
+            &[(SET, "retention.ms", Some("9000"))]
+        )
+        .await,
+        (0, None)
+    );
     let t = entry(&mut c, TOPIC, "follows", "retention.ms").await;
-    assert_eq!((t.value.as_deref(), t.source), (Some("9000"), DYNAMIC_TOPIC));
+    assert_eq!(
+        (t.value.as_deref(), t.source),
+        (Some("9000"), DYNAMIC_TOPIC)
+    );
     assert_eq!(t.synonyms[0], syn("retention.ms", "9000", DYNAMIC_TOPIC));
     // Deleting this broker's value uncovers the default.
-    assert_eq!(alter(&mut c, BROKER, "1", &[(DELETE, "log.retention.ms", None)]).await, (0, None));
-    assert_eq!(entry(&mut c, BROKER, "1", "log.retention.ms").await.source, DYNAMIC_DEFAULT);
+    assert_eq!(
+        alter(&mut c, BROKER, "1", &[(DELETE, "log.retention.ms", None)]).await,
+        (0, None)
+    );
+    assert_eq!(
+        entry(&mut c, BROKER, "1", "log.retention.ms").await.source,
+        DYNAMIC_DEFAULT
+    );
     // The cleaner follows its dynamic settings too.
-    assert_eq!(alter(&mut c, BROKER, "", &[(SET, "log.cleaner.io.max.bytes.per.second", Some("5000000.0"))]).await, (0, None));
-    assert_eq!(b.broker.replicas.cleaner.config().io_max_bytes_per_second, 5e6);
+    assert_eq!(
+        alter(
+            &mut c,
+            BROKER,
+            "",
+            &[(
+                SET,
+                "log.cleaner.io.max.bytes.per.second",
+                Some("5000000.0")
+            )]
+        )
+        .await,
+        (0, None)
+    );
+    assert_eq!(
+        b.broker.replicas.cleaner.config().io_max_bytes_per_second,
+        5e6
+    );
     drop(log);
     b.stop().await;
 
@@ -217,10 +336,19 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
     let e = entry(&mut c, BROKER, "1", "message.max.bytes").await;
-    assert_eq!((e.value.as_deref(), e.source), (Some("2000000"), DYNAMIC_DEFAULT));
-    let log = b.broker.replicas.partition("follows", 0).unwrap().log.clone();
-    assert_eq!((log.config().max_message_bytes, log.config().retention_ms), (2_000_000, 9000));
-    assert_eq!(b.broker.replicas.cleaner.config().io_max_bytes_per_second, 5e6);
+    assert_eq!(
+        (e.value.as_deref(), e.source),
+        (Some("2000000"), DYNAMIC_DEFAULT)
+    );
+    let log = log_of(&b, "follows");
+    assert_eq!(
+        (log.config().max_message_bytes, log.config().retention_ms),
+        (2_000_000, 9000)
+    );
+    assert_eq!(
+        b.broker.replicas.cleaner.config().io_max_bytes_per_second,
+        5e6
+    );
     drop(log);
     b.stop().await;
 }
@@ -232,7 +360,7 @@ async fn changes_are_checked_as_kafka_checks_them() {
     let mut c = b.client().await;
     c.create_topic("checked", 1).await;
     let invalid_request = ResponseError::InvalidRequest.code();
-    let cases: Vec<(i8, &str, Vec<(i8, &str, Option<&str>)>, i16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (BROKER, "1", vec![(SET, "num.partitions", Some("3"))], invalid_request,
             "Cannot update these configs dynamically: Set(num.partitions)"),
         (BROKER, "", vec![(SET, "listeners", Some("PLAINTEXT://:1"))], invalid_request,
@@ -255,15 +383,46 @@ async fn changes_are_checked_as_kafka_checks_them() {
             "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576"),
     ];
     for (kind, name, ops, code, message) in cases {
-        assert_eq!(alter(&mut c, kind, name, &ops).await, (code, Some(message.to_string())), "{ops:?}");
+        assert_eq!(
+            alter(&mut c, kind, name, &ops).await,
+            (code, Some(message.to_string())),
+            "{ops:?}"
+        );
     }
     // cleanup.policy is a list: APPEND adds to it.
-    assert_eq!(alter(&mut c, TOPIC, "checked", &[(APPEND, "cleanup.policy", Some("compact"))]).await, (0, None));
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "checked",
+            &[(APPEND, "cleanup.policy", Some("compact"))]
+        )
+        .await,
+        (0, None)
+    );
     let e = entry(&mut c, TOPIC, "checked", "cleanup.policy").await;
     assert_eq!(e.value.as_deref(), Some("compact"));
-    assert!(b.broker.controller.broker_configs("1").is_empty(), "nothing refused was stored");
+    assert!(
+        b.broker
+            .controller
+            .resource_configs(&ConfigResource {
+                resource_type: BROKER,
+                name: "1".into(),
+            })
+            .is_empty(),
+        "nothing refused was stored"
+    );
     b.stop().await;
 }
+
+/// A resource type and name, the operations, and the error code and message expected.
+type Case<'a> = (
+    i8,
+    &'a str,
+    Vec<(i8, &'a str, Option<&'a str>)>,
+    i16,
+    &'a str,
+);
 
 fn batch(n: usize, value_len: usize) -> Bytes {
     let now = skua::log::now_ms();
@@ -304,34 +463,74 @@ async fn a_live_topics_segment_bytes_and_retention_ms_take_effect() {
     let dir = tempfile::tempdir().unwrap();
     let b = TestBroker::start(
         dir.path(),
-        &[("log.retention.check.interval.ms", "200"), ("log.segment.delete.delay.ms", "0")],
+        &[
+            ("log.retention.check.interval.ms", "200"),
+            ("log.segment.delete.delay.ms", "0"),
+        ],
     )
     .await;
     let mut c = b.client().await;
     c.create_topic("live", 1).await;
-    let log = b.broker.replicas.partition("live", 0).unwrap().log.clone();
-    let produce = |c: &mut Client| {
-        let req = produce_request("live", 0, batch(100, 1000), 1);
-        async move { assert_eq!(c.send(&req, 9).await.responses[0].partition_responses[0].error_code, 0) }
-    };
+    let log = log_of(&b, "live");
     for _ in 0..15 {
         produce(&mut c).await;
     }
     assert_eq!(log.segment_count(), 1, "1 GiB segments by default");
-    assert_eq!(alter(&mut c, TOPIC, "live", &[(SET, "segment.bytes", Some("1048576"))]).await, (0, None));
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "live",
+            &[(SET, "segment.bytes", Some("1048576"))]
+        )
+        .await,
+        (0, None)
+    );
     for _ in 0..15 {
         produce(&mut c).await;
     }
     // The next append rolls (1.5 MB is past 1 MiB), and each new segment takes 10
     // batches of about 100 KB.
-    assert_eq!(log.segment_count(), 3, "the next roll obeys the new segment.bytes");
+    assert_eq!(
+        log.segment_count(),
+        3,
+        "the next roll obeys the new segment.bytes"
+    );
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(alter(&mut c, TOPIC, "live", &[(SET, "retention.ms", Some("1000"))]).await, (0, None));
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "live",
+            &[(SET, "retention.ms", Some("1000"))]
+        )
+        .await,
+        (0, None)
+    );
     let start = Instant::now();
     while log.log_start_offset() < 3000 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the next retention check did not act");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the next retention check did not act"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(log);
     b.stop().await;
+}
+
+fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
+    let tp = skua::log::TopicPartition {
+        topic: topic.into(),
+        partition: 0,
+    };
+    b.broker.replicas.logs.get_log(&tp).unwrap()
+}
+
+async fn produce(c: &mut Client) {
+    let req = produce_request("live", 0, batch(100, 1000), 1);
+    assert_eq!(
+        c.send(&req, 9).await.responses[0].partition_responses[0].error_code,
+        0
+    )
 }

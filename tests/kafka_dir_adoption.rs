@@ -77,7 +77,7 @@ async fn serves_a_kafka_4_4_data_dir_as_it_is() {
     let meta_before = std::fs::read_to_string(dir.path().join("meta.properties")).unwrap();
     let b = TestBroker::start(dir.path(), KAFKA_CONFIG).await;
     assert_eq!(b.broker.controller.cluster_id(), "awONihrhQeyT27RNaPqDig");
-    assert_eq!(b.broker.config.broker_id, 1);
+    assert_eq!(b.broker.config().broker_id, 1);
     let mut c = b.client().await;
 
     // Topics, ids and configs from Kafka's metadata log.

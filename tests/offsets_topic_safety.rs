@@ -173,3 +173,39 @@ async fn a_corrupt_batch_in_the_offsets_topic_never_makes_committed_offsets_vani
     assert_eq!(kept, written);
     b.stop().await;
 }
+
+/// A data dir whose `__consumer_offsets` has another partition count than
+/// `offsets.topic.num.partitions` (say, adopted from a Kafka configured otherwise): groups
+/// are placed by the topic's own count, as Kafka does, so their offsets are still found.
+#[tokio::test]
+async fn an_existing_offsets_topic_keeps_its_partition_count() {
+    use skua::coordinator::group::records::partition_for;
+    // A group the configured count would place on another partition.
+    let group = (0..)
+        .map(|i| format!("group-{i}"))
+        .find(|g| partition_for(g, 3) != partition_for(g, 50))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "3")]).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("orders", 1).await, 0);
+    assert_eq!(find_coordinator(&mut c, &group).await, 0);
+    assert_eq!(commit(&mut c, &group, 42).await, 0);
+    drop(c);
+    b.stop().await;
+
+    // Kafka's default, 50 partitions, in the config now.
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    assert_eq!(find_coordinator(&mut c, &group).await, 0);
+    assert_eq!(fetch(&mut c, &group).await, (0, vec![42]));
+    assert_eq!(commit(&mut c, &group, 43).await, 0);
+    assert_eq!(fetch(&mut c, &group).await, (0, vec![43]));
+    let offsets = b.broker.controller.topic("__consumer_offsets").unwrap();
+    assert_eq!(
+        offsets.partitions.len(),
+        3,
+        "the topic keeps its partitions"
+    );
+    b.stop().await;
+}

@@ -351,7 +351,6 @@ async fn shutdown_ends_every_connection_task_before_the_logs_close() {
     );
     let late = b.broker.replicas.partition("late", 0).unwrap();
     assert_eq!(late.high_watermark(), 0, "the produce requests were behind");
-    b.scheduler.shutdown().await;
     b.broker.shutdown();
     // The broker's own tasks end with its shutdown; a connection task blocked on its
     // socket would not. (The runtime counts a task out a moment after it ends.)

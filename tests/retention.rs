@@ -167,7 +167,7 @@ async fn expired_segments_go_within_one_check_while_the_rest_stays_readable() {
         "the expired segment is deleted",
         Duration::from_secs(10),
         || {
-            let start = partition.log.log_start_offset();
+            let start = partition.log_start_offset();
             async move { start == 50 }
         },
     )
@@ -183,7 +183,7 @@ async fn expired_segments_go_within_one_check_while_the_rest_stays_readable() {
     assert_eq!(got[0], (50, "new-0000".to_string()));
     assert_eq!(got[29], (79, "new-0009".to_string()));
     // The files are gone from disk, not just from the log.
-    let part_dir = partition.log.dir().to_path_buf();
+    let part_dir = log_of(&b, "expiring").dir().to_path_buf();
     wait_for(
         "the deleted files are removed",
         Duration::from_secs(10),
@@ -224,13 +224,7 @@ async fn retention_bytes_bounds_the_log() {
             .await;
         assert_eq!(err, 0, "batch {i}");
     }
-    let log = b
-        .broker
-        .replicas
-        .partition("bounded", 0)
-        .unwrap()
-        .log
-        .clone();
+    let log = log_of(&b, "bounded");
     assert_eq!(log.log_end_offset(), 6000);
     wait_for("the log shrinks", Duration::from_secs(10), || {
         let size = log.size_bytes() as i64;
@@ -290,7 +284,7 @@ async fn delete_records_moves_the_low_watermark_and_survives_a_crash() {
 
     // A crash right after the answer: no clean shutdown, no periodic checkpoint.
     b.stop_serving().await;
-    b.scheduler.shutdown().await;
+    b.broker.scheduler().shutdown().await;
     drop(c);
     drop(b);
     let b = TestBroker::start(dir.path(), &[]).await;
@@ -307,4 +301,12 @@ async fn delete_records_moves_the_low_watermark_and_survives_a_crash() {
         (0, 20)
     );
     b.stop().await;
+}
+
+fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
+    let tp = skua::log::TopicPartition {
+        topic: topic.into(),
+        partition: 0,
+    };
+    b.broker.replicas.logs.get_log(&tp).unwrap()
 }

@@ -111,6 +111,21 @@ c_configs_alter() {
   retry_until 10 bash -c "'$BIN/kafka-configs.sh' --bootstrap-server '$B' --entity-type topics --entity-name '$C' --describe \
     | grep -q 'retention.ms=86400000'" || fail "retention.ms=86400000 not shown after --alter"
 }
+# Group configs (resource type GROUP): set, shown, refused beyond the broker's bounds.
+c_configs_group() {
+  "$BIN/kafka-configs.sh" --bootstrap-server "$B" --entity-type groups --entity-name "$G-cfg" \
+    --alter --add-config consumer.session.timeout.ms=50000 || return 1
+  "$BIN/kafka-configs.sh" --bootstrap-server "$B" --entity-type groups --entity-name "$G-cfg" --describe \
+    >"$CASE_TMP/out" || return 1
+  grep -q "consumer.session.timeout.ms=50000" "$CASE_TMP/out" \
+    || fail "consumer.session.timeout.ms=50000 not shown: $(head -c 300 "$CASE_TMP/out")"
+  if "$BIN/kafka-configs.sh" --bootstrap-server "$B" --entity-type groups --entity-name "$G-cfg" \
+    --alter --add-config consumer.session.timeout.ms=1 >"$CASE_TMP/bad" 2>&1; then
+    fail "a session timeout below group.consumer.min.session.timeout.ms was accepted"
+  fi
+  grep -qi "InvalidConfigurationException\|InvalidRequestException\|must be\|not in" "$CASE_TMP/bad" \
+    || fail "unexpected refusal: $(head -c 300 "$CASE_TMP/bad")"
+}
 c_get_offsets() {
   "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time latest >"$CASE_TMP/out" || return 1
   grep -qx "$C:0:20" "$CASE_TMP/out" || fail "latest: want $C:0:20, got $(cat "$CASE_TMP/out")"
@@ -168,6 +183,7 @@ run_case java.consumer_groups.list c_groups_list
 run_case java.consumer_groups.describe c_groups_describe
 run_case java.configs.describe_topic c_configs_describe
 run_case java.configs.alter_topic c_configs_alter
+run_case java.configs.group c_configs_group
 run_case java.tools.get_offsets c_get_offsets
 run_case java.tools.delete_records c_delete_records
 run_case java.perf.producer c_producer_perf

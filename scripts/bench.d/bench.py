@@ -403,12 +403,13 @@ def summarize(runs, key):
             "spread_pct": (max(vals) - min(vals)) / med * 100 if med else 0.0}
 
 
-def bench_broker(opts, kind, plan, results):
+def bench_broker(opts, kind, plan, results, binary=None):
     """One broker's whole run. plan carries the record counts and fixed rates (decided
-    during Kafka's run and reused for skua so both do the same work)."""
+    during Kafka's run and reused for skua so both do the same work). kind "baseline" is
+    skua built from another revision (`binary`)."""
     cells, rate_cells, cons_cells, e2e_cells = matrix(opts)
     R = results[kind] = {"ready_s": [], "producer": {}, "rate": {}, "consumer": {}, "e2e": {}}
-    b = Broker(kind, opts, opts.workdir)
+    b = Broker("kafka" if kind == "kafka" else "skua", opts, opts.workdir, binary)
     # start-to-ready: start/stop on fresh dirs; the last start is the one benchmarked
     nstarts = opts.starts
     for i in range(nstarts):
@@ -865,9 +866,10 @@ def write_doc(path, text):
         f.write(text + keep)
 
 
-def print_ratios(results):
-    K, S = results["kafka"], results["skua"]
-    print(f"\n{'cell':44} {'rec/s':>7} {'MB/s':>7} {'p99':>7} {'CPU/GB':>7}")
+def print_ratios(results, against="kafka"):
+    K, S = results[against], results["skua"]
+    print(f"\nskua / {against}")
+    print(f"{'cell':44} {'rec/s':>7} {'MB/s':>7} {'p99':>7} {'CPU/GB':>7}")
     for sec in ("producer", "rate", "consumer", "e2e"):
         for name, k in K[sec].items():
             s = S[sec].get(name, {"runs": []})
@@ -1124,8 +1126,11 @@ def main():
     log(f"loopback: {meta['loopback_Bps'] / 1e6:,.0f} MB/s via {meta['loopback_method']}")
 
     results, plan = {}, {}
-    for kind in ("kafka", "skua"):
-        bench_broker(opts, kind, plan, results)
+    kinds = [("kafka", None), ("skua", opts.skua)]
+    if opts.skua_baseline:
+        kinds.insert(1, ("baseline", opts.skua_baseline))
+    for kind, binary in kinds:
+        bench_broker(opts, kind, plan, results, binary)
         json.dump({"results": results, "plan": plan, "meta": meta},
                   open(f"{opts.workdir}/results.json", "w"), indent=1, default=str)
 
@@ -1140,6 +1145,8 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(opts.out)), exist_ok=True)
     write_doc(opts.out, render(opts, results, plan, meta))
     print_ratios(results)
+    if "baseline" in results:
+        print_ratios(results, "baseline")
     print()
     for t in meta["targets"]:
         print(f"  {t['what']:55} {t['goal']:9} {t['value']:55} {t['verdict']}")

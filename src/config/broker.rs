@@ -2,13 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use parking_lot::RwLock;
-
-use super::catalog::{broker_key, broker_keys, ConfigKey};
-use super::defs::check_value;
+use super::catalog::{broker_key, broker_keys, ConfigKey, UpdateMode};
+use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
+use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
+use crate::log::cleaner::CleanerConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -21,7 +20,7 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
         why: why.into(),
@@ -42,39 +41,57 @@ pub enum BrokerSource {
     Default = 5,
 }
 
-/// Dynamic broker configs, as the metadata log holds them: this broker's own and the
-/// cluster-wide defaults.
+/// Dynamic broker configs as the metadata log holds them (ConfigRecords of resource type
+/// BROKER): this broker's own (named by its id) and the cluster default (empty name).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DynamicConfigs {
     pub broker: BTreeMap<String, String>,
     pub default: BTreeMap<String, String>,
 }
 
-/// Typed view of the keys the broker acts on; `values` keeps every key that was set.
+/// The broker's configuration, typed: built and validated once from the properties (a
+/// malformed or refused value of a known key is an error naming the key), then only read.
+/// Defaults live in `defs.rs` alone; every typed field is read through them.
+///
+/// Identity fields (id, listeners, dirs) never change while the broker runs; the
+/// sections may, by a dynamic change that builds a whole new config
+/// ([`BrokerConfig::reconfigured`]) and swaps it in ([`super::SharedConfig`]).
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     pub broker_id: i32,
+    /// Whether `node.id` or `broker.id` was set (else the id comes from `meta.properties`,
+    /// or is the default).
+    pub broker_id_set: bool,
+    /// `cluster.id`: when set, the log dirs must belong to this cluster.
+    pub cluster_id: Option<String>,
+    /// `metadata.log.dir`: where the metadata log lives (the first log dir when unset).
+    pub metadata_log_dir: Option<PathBuf>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
     pub log_dirs: Vec<PathBuf>,
-    pub num_partitions: i32,
-    pub default_replication_factor: i16,
-    pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
-    pub message_max_bytes: i32,
-    pub socket_request_max_bytes: usize,
-    pub connections_max_idle_ms: u64,
-    pub max_connections: usize,
-    pub queued_max_requests: usize,
-    /// `queued.max.request.bytes`; `None` when unbounded (a value <= 0).
-    pub queued_max_request_bytes: Option<usize>,
     pub zookeeper_connect: Option<String>,
     pub rack: Option<String>,
-    /// Keys set explicitly, after validation.
+    pub log: LogManagerConfig,
+    pub network: NetworkConfig,
+    pub replication: ReplicationConfig,
+    pub group: GroupCoordinatorConfig,
+    pub offsets_topic: OffsetsTopicConfig,
+    /// The log cleaner (`log.cleaner.*`).
+    pub cleaner: CleanerConfig,
+    /// Keys set in server.properties or by --override, after validation.
     values: BTreeMap<String, String>,
-    /// Keys set at runtime, shared by every copy of this config so that all holders see
-    /// a change (`set_dynamic`). They override `values` for the keys Kafka lets change.
-    dynamic: Arc<RwLock<DynamicConfigs>>,
+    /// Keys set at runtime, over `values` (only keys Kafka lets change).
+    dynamic: DynamicConfigs,
+}
+
+impl Default for BrokerConfig {
+    /// Kafka's defaults (with skua's quickstart `log.dirs`), as an empty `server.properties`
+    /// gives them.
+    fn default() -> Self {
+        BrokerConfig::from_properties(BTreeMap::new())
+            .expect("the defaults in defs.rs pass their own validation")
+    }
 }
 
 impl BrokerConfig {
@@ -85,7 +102,7 @@ impl BrokerConfig {
         for (k, v) in props {
             match broker_key(&k) {
                 Some(def) => {
-                    check_value(def, &v).map_err(|why| invalid(&k, why))?;
+                    def.check(&v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
                 }
                 None if k.starts_with("listener.name.")
@@ -97,79 +114,104 @@ impl BrokerConfig {
                 None => tracing::warn!(key = %k, "unknown configuration key; ignored"),
             }
         }
-        let mut cfg = BrokerConfig {
-            broker_id: 0,
-            listeners: Vec::new(),
-            advertised_listeners: Vec::new(),
-            log_dirs: Vec::new(),
-            num_partitions: 0,
-            default_replication_factor: 0,
-            auto_create_topics_enable: false,
-            delete_topic_enable: false,
-            message_max_bytes: 0,
-            socket_request_max_bytes: 0,
-            connections_max_idle_ms: 0,
-            max_connections: 0,
-            queued_max_requests: 0,
-            queued_max_request_bytes: None,
-            zookeeper_connect: None,
-            rack: None,
-            values,
-            dynamic: Arc::default(),
-        };
-        cfg.broker_id = match cfg.values.get("node.id") {
+        Self::build(values, DynamicConfigs::default())
+    }
+
+    /// Types and checks every section from `values` with `dynamic` over them (keys
+    /// already checked one by one).
+    fn build(
+        values: BTreeMap<String, String>,
+        dynamic: DynamicConfigs,
+    ) -> Result<Self, ConfigError> {
+        let mut in_force = values.clone();
+        in_force.extend(dynamic.default.clone());
+        in_force.extend(dynamic.broker.clone());
+        let keys = Keys(&in_force);
+        let broker_id = match values.get("node.id") {
             Some(v) => parse_num("node.id", v)?,
-            None => cfg.int("broker.id")?,
+            None => keys.int("broker.id")?,
         };
-        if cfg.broker_id < 0 {
+        if broker_id < 0 {
             return Err(invalid("broker.id", "must be >= 0"));
         }
-        cfg.listeners = Listener::parse_list("listeners", &cfg.string("listeners"))?;
-        cfg.advertised_listeners = match cfg.get("advertised.listeners") {
+        let listeners = Listener::parse_list("listeners", &keys.string("listeners"))?;
+        let advertised_listeners = match keys.get("advertised.listeners") {
             Some(v) => Listener::parse_list("advertised.listeners", &v)?,
-            None => cfg
-                .listeners
-                .iter()
-                .map(Listener::advertised_default)
-                .collect(),
+            None => listeners.iter().map(Listener::advertised_default).collect(),
         };
-        cfg.log_dirs = cfg
+        let log_dirs: Vec<PathBuf> = keys
             .get("log.dirs")
-            .unwrap_or_else(|| cfg.string("log.dir"))
+            .unwrap_or_else(|| keys.string("log.dir"))
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
             .collect();
-        if cfg.log_dirs.is_empty() {
+        if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "no directory given"));
         }
-        cfg.num_partitions = cfg.int("num.partitions")?;
-        if cfg.num_partitions < 1 {
-            return Err(invalid("num.partitions", "must be >= 1"));
-        }
-        cfg.default_replication_factor = parse_num(
-            "default.replication.factor",
-            &cfg.string("default.replication.factor"),
-        )?;
-        cfg.auto_create_topics_enable = cfg.bool("auto.create.topics.enable");
-        cfg.delete_topic_enable = cfg.bool("delete.topic.enable");
-        cfg.message_max_bytes = cfg.int("message.max.bytes")?;
-        cfg.socket_request_max_bytes = positive(&cfg, "socket.request.max.bytes")?;
-        cfg.connections_max_idle_ms = parse_num(
-            "connections.max.idle.ms",
-            &cfg.string("connections.max.idle.ms"),
-        )?;
-        cfg.max_connections = positive(&cfg, "max.connections")?;
-        cfg.queued_max_requests = positive(&cfg, "queued.max.requests")?;
-        let queued_bytes: i64 = parse_num(
-            "queued.max.request.bytes",
-            &cfg.string("queued.max.request.bytes"),
-        )?;
-        cfg.queued_max_request_bytes = usize::try_from(queued_bytes).ok().filter(|n| *n > 0);
-        cfg.zookeeper_connect = cfg.get("zookeeper.connect").filter(|s| !s.is_empty());
-        cfg.rack = cfg.get("broker.rack");
-        Ok(cfg)
+        Ok(BrokerConfig {
+            broker_id,
+            broker_id_set: keys.is_set("node.id") || keys.is_set("broker.id"),
+            cluster_id: keys.get("cluster.id"),
+            metadata_log_dir: keys.get("metadata.log.dir").map(PathBuf::from),
+            listeners,
+            advertised_listeners,
+            log_dirs,
+            delete_topic_enable: keys.bool("delete.topic.enable"),
+            zookeeper_connect: keys.get("zookeeper.connect").filter(|s| !s.is_empty()),
+            rack: keys.get("broker.rack"),
+            log: LogManagerConfig::build(&keys)?,
+            network: NetworkConfig::build(&keys)?,
+            replication: ReplicationConfig::build(&keys)?,
+            group: GroupCoordinatorConfig::build(&keys)?,
+            offsets_topic: OffsetsTopicConfig::build(&keys)?,
+            cleaner: super::cleaner::build(&keys)?,
+            values,
+            dynamic,
+        })
+    }
+
+    /// A new config with `dynamic` (every dynamic config in force, not only the changed
+    /// ones) over the static properties, checked as at startup; identity fields resolved
+    /// at startup (the node id from `meta.properties`, ports bound for port 0) are kept.
+    /// Keys Kafka does not let change at runtime are ignored, as Kafka ignores them in
+    /// stored dynamic configs (`--entity-default` cannot set per-broker keys either).
+    /// This is what a dynamic change swaps in.
+    pub fn reconfigured(&self, dynamic: &DynamicConfigs) -> Result<Self, ConfigError> {
+        let take = |map: &BTreeMap<String, String>, per_broker: bool| {
+            let mut kept = BTreeMap::new();
+            for (k, v) in map {
+                let allowed = broker_key(k).filter(|def| match def.mode {
+                    UpdateMode::ReadOnly => false,
+                    UpdateMode::PerBroker => per_broker,
+                    UpdateMode::ClusterWide => true,
+                });
+                let Some(def) = allowed else {
+                    tracing::warn!(key = %k, "dynamic broker config ignored: it cannot change at runtime");
+                    continue;
+                };
+                def.check(v).map_err(|why| invalid(k, why))?;
+                kept.insert(k.clone(), v.trim().to_string());
+            }
+            Ok::<_, ConfigError>(kept)
+        };
+        let dynamic = DynamicConfigs {
+            broker: take(&dynamic.broker, true)?,
+            default: take(&dynamic.default, false)?,
+        };
+        let mut next = Self::build(self.values.clone(), dynamic)?;
+        next.broker_id = self.broker_id;
+        next.broker_id_set = self.broker_id_set;
+        next.listeners = self.listeners.clone();
+        next.advertised_listeners = self.advertised_listeners.clone();
+        next.log_dirs = self.log_dirs.clone();
+        Ok(next)
+    }
+
+    /// The dynamic configs in force.
+    pub fn dynamic(&self) -> &DynamicConfigs {
+        &self.dynamic
     }
 
     /// The value in force for `key`: set at runtime for this broker, or for all brokers,
@@ -187,11 +229,10 @@ impl BrokerConfig {
 
     /// The value of `key` where one was set (not the default), and where.
     fn explicit(&self, key: &str) -> Option<(String, BrokerSource)> {
-        let dynamic = self.dynamic.read();
-        if let Some(v) = dynamic.broker.get(key) {
+        if let Some(v) = self.dynamic.broker.get(key) {
             return Some((v.clone(), BrokerSource::DynamicBroker));
         }
-        if let Some(v) = dynamic.default.get(key) {
+        if let Some(v) = self.dynamic.default.get(key) {
             return Some((v.clone(), BrokerSource::DynamicDefault));
         }
         self.values
@@ -199,29 +240,19 @@ impl BrokerConfig {
             .map(|v| (v.clone(), BrokerSource::Static))
     }
 
-    /// Takes the dynamic configs the metadata holds now (at startup and on every change).
-    pub fn set_dynamic(&self, configs: DynamicConfigs) {
-        *self.dynamic.write() = configs;
-    }
-
-    pub fn dynamic(&self) -> DynamicConfigs {
-        self.dynamic.read().clone()
-    }
-
     /// Kafka's `configSynonyms`: each of `names` that is set, from every source in
     /// precedence order (dynamic for this broker, dynamic default, static, default),
     /// starting at the first entry for `primary`. The first entry is where the value in
-    /// force came from; none means the default.
+    /// force came from; none means the key has no value.
     pub fn synonyms_of(
         &self,
         primary: &str,
         names: &[&'static str],
     ) -> Vec<(&'static str, String, BrokerSource)> {
-        let dynamic = self.dynamic.read();
         let mut out = Vec::new();
         for (map, source) in [
-            (&dynamic.broker, BrokerSource::DynamicBroker),
-            (&dynamic.default, BrokerSource::DynamicDefault),
+            (&self.dynamic.broker, BrokerSource::DynamicBroker),
+            (&self.dynamic.default, BrokerSource::DynamicDefault),
             (&self.values, BrokerSource::Static),
         ] {
             out.extend(
@@ -242,18 +273,6 @@ impl BrokerConfig {
 
     fn string(&self, key: &str) -> String {
         self.get(key).unwrap_or_default()
-    }
-
-    fn int(&self, key: &str) -> Result<i32, ConfigError> {
-        parse_num(key, &self.string(key))
-    }
-
-    pub fn long(&self, key: &str) -> Option<i64> {
-        self.get(key).and_then(|v| v.trim().parse().ok())
-    }
-
-    fn bool(&self, key: &str) -> bool {
-        self.string(key).eq_ignore_ascii_case("true")
     }
 
     /// Every broker key with its value in force, for DescribeConfigs.
@@ -297,6 +316,53 @@ impl BrokerConfig {
     }
 }
 
+/// Typed reads of the keys set, falling back to Kafka's defaults in `defs.rs`: the only
+/// way a section reads a value, so no default is written twice.
+pub(super) struct Keys<'a>(&'a BTreeMap<String, String>);
+
+impl Keys<'_> {
+    pub(super) fn get(&self, key: &str) -> Option<String> {
+        self.0
+            .get(key)
+            .cloned()
+            .or_else(|| broker_key(key).and_then(|d| d.default.clone()))
+    }
+
+    /// Whether `key` was set explicitly (statically or dynamically).
+    pub(super) fn is_set(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    pub(super) fn string(&self, key: &str) -> String {
+        self.get(key).unwrap_or_default()
+    }
+
+    pub(super) fn int(&self, key: &str) -> Result<i32, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn long(&self, key: &str) -> Result<i64, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn double(&self, key: &str) -> Result<f64, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn bool(&self, key: &str) -> bool {
+        self.string(key).eq_ignore_ascii_case("true")
+    }
+
+    /// A count or size that must be above zero.
+    pub(super) fn positive(&self, key: &str) -> Result<usize, ConfigError> {
+        let n = self.int(key)?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid(key, "must be > 0"))
+    }
+}
+
 /// Multiplies a numeric value (minutes, hours) into milliseconds; -1 stays -1 (unlimited).
 fn scaled(v: Option<(String, BrokerSource)>, factor: i64) -> Option<(String, BrokerSource)> {
     let (s, src) = v?;
@@ -305,18 +371,10 @@ fn scaled(v: Option<(String, BrokerSource)>, factor: i64) -> Option<(String, Bro
     Some((ms.to_string(), src))
 }
 
-fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
+pub(super) fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
     v.trim()
         .parse()
         .map_err(|_| invalid(key, format!("{v:?} is not a number in range")))
-}
-
-fn positive(cfg: &BrokerConfig, key: &str) -> Result<usize, ConfigError> {
-    let n = cfg.int(key)?;
-    usize::try_from(n)
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| invalid(key, "must be > 0"))
 }
 
 #[cfg(test)]
@@ -339,17 +397,18 @@ mod tests {
         assert_eq!(c.listeners[0].port, 9092);
         assert_eq!(c.advertised_listeners[0].host, "localhost");
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
-        assert_eq!(c.message_max_bytes, 1048588);
-        assert_eq!(c.socket_request_max_bytes, 104857600);
-        assert_eq!(c.queued_max_request_bytes, Some(256 << 20));
+        assert_eq!(c.log.message_max_bytes, 1048588);
+        assert_eq!(c.network.socket_request_max_bytes, 104857600);
+        assert_eq!(c.network.queued_max_request_bytes, Some(256 << 20));
         assert_eq!(
             cfg(&[("queued.max.request.bytes", "-1")])
                 .unwrap()
+                .network
                 .queued_max_request_bytes,
             None,
             "unbounded, as in Kafka"
         );
-        assert!(c.auto_create_topics_enable);
+        assert!(c.log.auto_create_topics_enable);
         assert_eq!(c.source("num.partitions"), BrokerSource::Default);
     }
 

@@ -1,7 +1,9 @@
 //! Every broker and topic config key Apache Kafka 4.1 has (and those only 3.9 still has),
 //! from Kafka's own definitions (`kafka_catalog.tsv`, written by `scripts/config-catalog`):
 //! type, default, whether and how it may change at runtime, validator, synonyms and
-//! documentation. skua's own defaults and keys are laid over it in `defs`.
+//! documentation. What skua acts on is laid over it from `defs.rs`: its keys' kinds and
+//! defaults win, and its own keys (which Kafka does not define) are added, so `defs.rs`
+//! stays the one place a skua default is written.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -9,7 +11,7 @@ use std::sync::LazyLock;
 use super::defs::{self, Kind, Validator};
 
 /// Whether a broker key may change while the broker runs (Kafka's
-/// `DynamicBrokerConfig.dynamicConfigUpdateModes`).
+/// `DynamicBrokerConfig` update modes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpdateMode {
     ReadOnly,
@@ -34,6 +36,7 @@ pub struct ConfigKey {
     /// The default in force (skua's where it differs from Kafka's); `None`: none.
     pub default: Option<String>,
     pub mode: UpdateMode,
+    /// Kafka's validator (skua's from `defs::validator` where it names one).
     pub validator: Option<Validator>,
     /// Broker keys: the keys that set the same value (Kafka's `brokerConfigSynonyms`,
     /// the key itself first). Topic keys: the broker keys they fall back to, in order.
@@ -41,6 +44,16 @@ pub struct ConfigKey {
     pub documentation: String,
     /// Kafka 4 removed it; Kafka 3.9 brokers still report it.
     pub only_in_3_9: bool,
+}
+
+impl ConfigKey {
+    /// Checks `value` as Kafka's `ConfigDef` does (kind, then validator); the error is
+    /// Kafka's reason, which its messages put after `Invalid value V for configuration K: `.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        self.kind
+            .check(value)
+            .and_then(|()| self.validator.map_or(Ok(()), |v| v.check(value)))
+    }
 }
 
 struct Catalog {
@@ -66,26 +79,53 @@ fn load() -> Catalog {
             Scope::Topic => catalog.topic.insert(key.name, key),
         };
     }
-    for key in defs::skua_keys() {
-        let map = match key.scope {
-            Scope::Broker => &mut catalog.broker,
-            Scope::Topic => &mut catalog.topic,
-        };
-        map.insert(key.name, key);
+    for k in defs::BROKER_KEYS {
+        let entry = catalog
+            .broker
+            .entry(k.name)
+            .or_insert_with(|| skua_key(Scope::Broker, k.name, k.kind, vec![k.name]));
+        entry.kind = k.kind;
+        entry.default = k.default.map(str::to_string);
     }
-    for (name, default) in defs::SKUA_BROKER_DEFAULTS {
-        if let Some(k) = catalog.broker.get_mut(name) {
-            k.default = Some(default.to_string());
-        }
+    for k in defs::TOPIC_KEYS {
+        let synonyms = k.broker_synonym.into_iter().collect();
+        let entry = catalog
+            .topic
+            .entry(k.name)
+            .or_insert_with(|| skua_key(Scope::Topic, k.name, k.kind, synonyms));
+        entry.kind = k.kind;
+        entry.default = Some(k.default.to_string());
     }
-    for map in [&mut catalog.broker, &mut catalog.topic] {
-        for key in map.values_mut() {
-            if let Some(v) = defs::validator(key.name) {
-                key.validator = Some(v);
-            }
+    for key in catalog
+        .broker
+        .values_mut()
+        .chain(catalog.topic.values_mut())
+    {
+        if let Some(v) = defs::validator(key.name) {
+            key.validator = Some(v);
         }
     }
     catalog
+}
+
+/// A key skua has that Kafka does not define: read-only, documented in `defs.rs`'s words.
+fn skua_key(
+    scope: Scope,
+    name: &'static str,
+    kind: Kind,
+    synonyms: Vec<&'static str>,
+) -> ConfigKey {
+    ConfigKey {
+        scope,
+        name,
+        kind,
+        default: None,
+        mode: UpdateMode::ReadOnly,
+        validator: None,
+        synonyms,
+        documentation: defs::skua_documentation(name).to_string(),
+        only_in_3_9: false,
+    }
 }
 
 fn parse_line(line: &'static str) -> Option<ConfigKey> {
@@ -107,11 +147,24 @@ fn parse_line(line: &'static str) -> Option<ConfigKey> {
             "cluster-wide" => UpdateMode::ClusterWide,
             _ => UpdateMode::ReadOnly,
         },
-        validator: Validator::from_kafka(validator, kind),
+        validator: kafka_validator(validator),
         synonyms: synonyms.split(',').filter(|s| !s.is_empty()).collect(),
         documentation: unescape(doc),
         only_in_3_9: only_in == "3.9",
     })
+}
+
+/// Reads Kafka's `toString` of a range validator: `[1,...]`, `[0,...,1]`. The `toString`
+/// of a list or custom validator does not say what it accepts (`inter.broker.protocol.version`
+/// takes prefixes of what it prints), so those are only checked where `defs::validator`
+/// names them.
+fn kafka_validator(text: &str) -> Option<Validator> {
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+    if let Some((min, max)) = inner.split_once(",...,") {
+        return Some(Validator::Between(min.parse().ok()?, max.parse().ok()?));
+    }
+    let min = inner.strip_suffix(",...")?;
+    Some(Validator::AtLeast(min.parse().ok()?))
 }
 
 fn unescape(s: &str) -> String {
@@ -164,20 +217,47 @@ mod tests {
         assert_eq!(retention.mode, UpdateMode::ClusterWide);
         assert_eq!(
             retention.synonyms,
-            vec!["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+            vec![
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours"
+            ]
         );
         assert!(retention.documentation.contains("milliseconds"));
         assert_eq!(broker_key("listeners").unwrap().mode, UpdateMode::PerBroker);
-        assert_eq!(broker_key("num.partitions").unwrap().mode, UpdateMode::ReadOnly);
-        assert_eq!(broker_key("log.dir").unwrap().default.as_deref(), Some("./data"));
+        assert_eq!(
+            broker_key("num.partitions").unwrap().mode,
+            UpdateMode::ReadOnly
+        );
+        assert_eq!(
+            broker_key("log.dir").unwrap().default.as_deref(),
+            Some("./data")
+        );
         assert!(broker_key("zookeeper.connect").unwrap().only_in_3_9);
         let segment = topic_key("segment.bytes").unwrap();
         assert_eq!(segment.synonyms, vec!["log.segment.bytes"]);
-        assert_eq!(segment.validator, Some(Validator::at_least("1048576")));
         assert_eq!(
-            topic_key("cleanup.policy").unwrap().validator,
-            Some(Validator::ListOf(vec!["compact", "delete"]))
+            segment.check("1000").unwrap_err(),
+            "Value must be at least 1048576"
         );
-        assert!(topic_key("max.decompressed.message.bytes").is_some(), "skua's own");
+        assert_eq!(
+            topic_key("cleanup.policy")
+                .unwrap()
+                .check("compact,bogus")
+                .unwrap_err(),
+            "String must be one of: compact, delete"
+        );
+        // From Kafka's catalog alone: a validator defs.rs does not name.
+        assert_eq!(
+            broker_key("log.cleaner.io.buffer.load.factor")
+                .unwrap()
+                .check("x")
+                .unwrap_err(),
+            "Not a number of type DOUBLE"
+        );
+        let own = topic_key("max.decompressed.message.bytes").unwrap();
+        assert_eq!(own.default.as_deref(), Some("2147483639"));
+        assert_eq!(own.mode, UpdateMode::ReadOnly);
+        assert!(!own.documentation.is_empty(), "skua documents its own keys");
     }
 }

@@ -1,43 +1,33 @@
-//! The log cleaner's broker settings (`log.cleaner.*`).
+//! The log cleaner's broker settings (`log.cleaner.*`), a typed section of the broker
+//! config read through `defs.rs`'s defaults.
 
-use super::BrokerConfig;
+use super::broker::{ConfigError, Keys};
 use crate::log::cleaner::CleanerConfig;
 
-/// The cleaner settings in force, Kafka's defaults for keys not set.
-pub fn cleaner_config(broker: &BrokerConfig) -> CleanerConfig {
-    let defaults = CleanerConfig::default();
-    let long = |key: &str, default: i64| broker.long(key).unwrap_or(default);
-    let double = |key: &str, default: f64| {
-        broker
-            .get(key)
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(default)
-    };
-    CleanerConfig {
-        enable: broker
-            .get("log.cleaner.enable")
-            .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
-        threads: long("log.cleaner.threads", 1).clamp(0, 64) as usize,
-        dedupe_buffer_size: long(
-            "log.cleaner.dedupe.buffer.size",
-            defaults.dedupe_buffer_size as i64,
-        )
-        .max(0) as u64,
-        io_buffer_size: long("log.cleaner.io.buffer.size", defaults.io_buffer_size as i64)
-            .clamp(4096, i32::MAX as i64) as usize,
-        io_buffer_load_factor: double("log.cleaner.io.buffer.load.factor", 0.9),
-        io_max_bytes_per_second: double("log.cleaner.io.max.bytes.per.second", f64::MAX),
-        backoff_ms: long("log.cleaner.backoff.ms", 15_000).max(1) as u64,
-    }
+pub(super) fn build(keys: &Keys<'_>) -> Result<CleanerConfig, ConfigError> {
+    Ok(CleanerConfig {
+        enable: keys.bool("log.cleaner.enable"),
+        threads: keys.int("log.cleaner.threads")?.clamp(0, 64) as usize,
+        dedupe_buffer_size: keys.long("log.cleaner.dedupe.buffer.size")?.max(0) as u64,
+        io_buffer_size: keys
+            .int("log.cleaner.io.buffer.size")?
+            .clamp(4096, i32::MAX) as usize,
+        io_buffer_load_factor: keys.double("log.cleaner.io.buffer.load.factor")?,
+        io_max_bytes_per_second: keys.double("log.cleaner.io.max.bytes.per.second")?,
+        backoff_ms: keys.long("log.cleaner.backoff.ms")?.max(1) as u64,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::BrokerConfig;
     use super::*;
 
     #[test]
     fn kafkas_defaults_and_overrides() {
-        let c = cleaner_config(&BrokerConfig::from_properties(Default::default()).unwrap());
+        let c = BrokerConfig::from_properties(Default::default())
+            .unwrap()
+            .cleaner;
         assert_eq!(c, CleanerConfig::default());
         let props = [
             ("log.cleaner.threads", "2"),
@@ -48,7 +38,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let c = cleaner_config(&BrokerConfig::from_properties(props).unwrap());
+        let c = BrokerConfig::from_properties(props).unwrap().cleaner;
         assert_eq!(
             (c.threads, c.offset_map_bytes(), c.enable),
             (2, 524288, false)

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use super::catalog::{broker_key, UpdateMode};
-use super::defs::check_value;
 
 /// Checks `configs`, the whole new set of dynamic configs for a broker (`per_broker`) or
 /// for the cluster default. `cleaner_threads` is the number of cleaner threads running
@@ -26,9 +25,9 @@ pub fn validate(
     refuse(&not_dynamic, "Cannot update these configs dynamically")?;
     for (name, value) in configs {
         if let Some(key) = known(name) {
-            key.kind.check(value).map_err(|why| {
-                format!("Invalid value {value} for configuration {name}: {why}")
-            })?;
+            key.kind
+                .check(value)
+                .map_err(|why| format!("Invalid value {value} for configuration {name}: {why}"))?;
         }
     }
     if !per_broker {
@@ -44,9 +43,8 @@ pub fn validate(
     }
     for (name, value) in configs {
         if let Some(key) = known(name) {
-            check_value(key, value).map_err(|why| {
-                format!("Invalid value {value} for configuration {name}: {why}")
-            })?;
+            key.check(value)
+                .map_err(|why| format!("Invalid value {value} for configuration {name}: {why}"))?;
         }
     }
     if let Some(threads) = configs.get("log.cleaner.threads") {
@@ -96,7 +94,12 @@ mod tests {
 
     #[test]
     fn kafkas_rules_and_messages() {
-        assert!(validate(&map(&[("log.retention.ms", "1000"), ("message.max.bytes", "2000")]), false, 1).is_ok());
+        assert!(validate(
+            &map(&[("log.retention.ms", "1000"), ("message.max.bytes", "2000")]),
+            false,
+            1
+        )
+        .is_ok());
         assert_eq!(
             validate(&map(&[("num.partitions", "3")]), true, 1).unwrap_err(),
             "Cannot update these configs dynamically: Set(num.partitions)"

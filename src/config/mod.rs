@@ -1,16 +1,29 @@
 //! Configuration with Kafka's key names and defaults.
+//!
+//! `defs.rs` is the one table of keys, kinds and defaults; `broker.rs` types the broker's
+//! config once at startup into sections (`sections.rs`: log, network, replication;
+//! `group_coordinator.rs`: groups and the offsets topic); `shared.rs` is the cell every
+//! component reads it from, where a dynamic change swaps in a whole new config;
+//! `topic.rs` and `group.rs` resolve per-topic and per-group configs over the broker's.
 
 pub mod broker;
 pub mod catalog;
 pub mod cleaner;
 pub mod defs;
 pub mod dynamic;
+pub mod group;
+pub mod group_coordinator;
 pub mod listener;
 pub mod properties;
+pub mod publisher;
+pub mod sections;
+pub mod shared;
 pub mod topic;
 
 pub use broker::{BrokerConfig, ConfigError};
+pub use group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 pub use listener::Listener;
+pub use shared::SharedConfig;
 
 use std::collections::BTreeMap;
 
@@ -76,7 +89,7 @@ mod tests {
         ];
         let c = from_args(&args).unwrap();
         assert_eq!(c.broker_id, 4);
-        assert_eq!(c.num_partitions, 5);
+        assert_eq!(c.log.num_partitions, 5);
         assert_eq!(c.log_dirs[0].to_str(), Some("/tmp/x"));
         assert!(from_args(&["--bogus".into()]).is_err());
         assert!(from_args(&["/no/such/file".into()]).is_err());

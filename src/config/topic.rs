@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, BrokerSource};
 use super::catalog::{topic_key, topic_keys, ConfigKey};
-use super::defs::check_value;
 use crate::log::compression::CompressionType;
 use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 
@@ -35,7 +34,7 @@ impl From<BrokerSource> for TopicSource {
 pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in overrides {
         let def = topic_key(k).ok_or_else(|| format!("Unknown topic config name: {k}"))?;
-        check_value(def, v)
+        def.check(v)
             .map_err(|why| format!("Invalid value {v} for configuration {k}: {why}"))?;
     }
     // LogConfig.validateValues: the compaction lags must not cross.
@@ -69,7 +68,10 @@ pub fn effective(
     let primary = key.synonyms.first().copied();
     match primary.and_then(|b| broker.topic_fallback(b)) {
         Some((v, source)) => (v, source.into()),
-        None => (key.default.clone().unwrap_or_default(), TopicSource::Default),
+        None => (
+            key.default.clone().unwrap_or_default(),
+            TopicSource::Default,
+        ),
     }
 }
 
@@ -88,62 +90,69 @@ pub fn describe(
 
 /// The storage settings of one topic: broker defaults overlaid by its overrides.
 pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
-    let get = |name: &str| -> String {
-        topic_key(name)
-            .map(|k| effective(broker, overrides, k).0)
+    let value = |name: &str| -> (String, &'static str) {
+        match topic_key(name) {
+            Some(k) => (
+                effective(broker, overrides, k).0,
+                k.default.as_deref().unwrap_or_default(),
+            ),
+            None => (String::new(), ""),
+        }
+    };
+    // A value that does not parse (a stored override no validator saw) takes the key's
+    // default, which always does.
+    let num = |name: &str| -> i64 {
+        let (v, default) = value(name);
+        v.trim()
+            .parse()
+            .or_else(|_| default.parse())
             .unwrap_or_default()
     };
-    let num = |name: &str, fallback: i64| -> i64 { get(name).trim().parse().unwrap_or(fallback) };
-    let defaults = LogConfig::default();
+    let ratio = |name: &str| -> f64 {
+        let (v, default) = value(name);
+        v.trim()
+            .parse::<f64>()
+            .or_else(|_| default.parse())
+            .unwrap_or_default()
+            .clamp(0.0, 1.0)
+    };
     LogConfig {
         // Below 1 MiB only from a data dir written before Kafka 4's limit: still honoured.
-        segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(14) as u64,
-        segment_ms: num("segment.ms", defaults.segment_ms).max(1),
-        index_interval_bytes: num("index.interval.bytes", 4096).clamp(0, i32::MAX as i64) as u32,
-        max_index_size: num("segment.index.bytes", 10_485_760).clamp(8, i32::MAX as i64) as u32,
-        max_message_bytes: num("max.message.bytes", 1_048_588).clamp(0, i32::MAX as i64) as u32,
-        message_timestamp_type: if get("message.timestamp.type") == "LogAppendTime" {
+        segment_bytes: num("segment.bytes").max(14) as u64,
+        segment_ms: num("segment.ms").max(1),
+        index_interval_bytes: num("index.interval.bytes").clamp(0, i32::MAX as i64) as u32,
+        max_index_size: num("segment.index.bytes").clamp(8, i32::MAX as i64) as u32,
+        max_message_bytes: num("max.message.bytes").clamp(0, i32::MAX as i64) as u32,
+        message_timestamp_type: if value("message.timestamp.type").0 == "LogAppendTime" {
             TimestampType::LogAppendTime
         } else {
             TimestampType::CreateTime
         },
-        message_timestamp_before_max_ms: num("message.timestamp.before.max.ms", i64::MAX).max(0),
-        message_timestamp_after_max_ms: num("message.timestamp.after.max.ms", 3_600_000).max(0),
-        compression_type: CompressionType::parse(&get("compression.type")),
-        max_decompressed_message_bytes: num("max.decompressed.message.bytes", i32::MAX as i64 - 8)
+        message_timestamp_before_max_ms: num("message.timestamp.before.max.ms").max(0),
+        message_timestamp_after_max_ms: num("message.timestamp.after.max.ms").max(0),
+        compression_type: CompressionType::parse(&value("compression.type").0),
+        max_decompressed_message_bytes: num("max.decompressed.message.bytes")
             .clamp(0, i32::MAX as i64) as u32,
-        flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
-        file_delete_delay_ms: num("file.delete.delay.ms", 60_000).max(0) as u64,
-        flush_ms: flush_ms(broker, overrides, num("flush.ms", i64::MAX)),
-        producer_id_expiration_ms: broker
-            .long("producer.id.expiration.ms")
-            .unwrap_or(defaults.producer_id_expiration_ms)
-            .max(1),
-        retention_ms: num("retention.ms", defaults.retention_ms).max(-1),
-        retention_bytes: num("retention.bytes", -1),
-        cleanup_policy: CleanupPolicy::parse(&get("cleanup.policy")),
-        delete_retention_ms: num("delete.retention.ms", defaults.delete_retention_ms).max(0),
-        min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
-            .trim()
-            .parse::<f64>()
-            .unwrap_or(defaults.min_cleanable_dirty_ratio)
-            .clamp(0.0, 1.0),
-        min_compaction_lag_ms: num("min.compaction.lag.ms", 0).max(0),
-        max_compaction_lag_ms: num("max.compaction.lag.ms", i64::MAX).max(1),
+        flush_interval_messages: num("flush.messages").max(1) as u64,
+        file_delete_delay_ms: num("file.delete.delay.ms").max(0) as u64,
+        flush_ms: flush_ms(broker, overrides, num("flush.ms")),
+        producer_id_expiration_ms: broker.log.producer_id_expiration_ms,
+        retention_ms: num("retention.ms").max(-1),
+        retention_bytes: num("retention.bytes"),
+        cleanup_policy: CleanupPolicy::parse(&value("cleanup.policy").0),
+        delete_retention_ms: num("delete.retention.ms").max(0),
+        min_cleanable_dirty_ratio: ratio("min.cleanable.dirty.ratio"),
+        min_compaction_lag_ms: num("min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: num("max.compaction.lag.ms").max(1),
     }
 }
 
 /// `flush.ms`, with Kafka's fallback: when neither the topic nor
 /// `log.flush.interval.ms` sets it, `log.flush.scheduler.interval.ms` does.
 fn flush_ms(broker: &BrokerConfig, overrides: &BTreeMap<String, String>, topic: i64) -> i64 {
-    let explicit = overrides.contains_key("flush.ms")
-        || broker.source("log.flush.interval.ms") == BrokerSource::Static;
-    match explicit {
+    match overrides.contains_key("flush.ms") || broker.log.flush_interval_ms_set {
         true => topic.max(0),
-        false => broker
-            .long("log.flush.scheduler.interval.ms")
-            .unwrap_or(i64::MAX)
-            .max(0),
+        false => broker.log.flush_scheduler_interval_ms,
     }
 }
 
@@ -200,5 +209,33 @@ mod tests {
         assert_eq!(src("max.message.bytes"), TopicSource::DynamicTopic);
         assert_eq!(src("segment.bytes"), TopicSource::StaticBroker);
         assert_eq!(src("retention.bytes"), TopicSource::Default);
+    }
+}
+
+#[cfg(test)]
+mod default_tests {
+    use super::*;
+    use crate::config::defs::Kind;
+
+    /// `log_config` falls back to these when a stored value does not parse.
+    #[test]
+    fn every_topic_default_is_valid_for_its_key() {
+        for k in topic_keys() {
+            let default = k.default.as_deref().unwrap_or_default();
+            k.check(default)
+                .unwrap_or_else(|why| panic!("{}={}: {why}", k.name, default));
+            if matches!(k.kind, Kind::Int | Kind::Long) {
+                assert!(default.parse::<i64>().is_ok(), "{}", k.name);
+            }
+        }
+    }
+
+    #[test]
+    fn an_unparsable_stored_value_takes_the_default() {
+        let b = BrokerConfig::default();
+        let o = BTreeMap::from([("segment.ms".to_string(), "soon".to_string())]);
+        assert_eq!(log_config(&b, &o).segment_ms, 604_800_000);
+        let o = BTreeMap::from([("max.message.bytes".to_string(), "".to_string())]);
+        assert_eq!(log_config(&b, &o).max_message_bytes, 1_048_588);
     }
 }

@@ -5,11 +5,11 @@
 //! same. A delta names what changed between two images; the listener reads the new state
 //! from the image it is handed with it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::image::{Change, MetadataImage};
-use super::TopicInfo;
+use super::{ConfigResource, TopicInfo};
 
 /// What happened to one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,12 +20,14 @@ pub enum TopicDelta {
     Removed(Arc<TopicInfo>),
 }
 
-/// The topics one change (or a whole image, at subscription) touched.
+/// The topics and config resources one change (or a whole image, at subscription)
+/// touched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetadataDelta {
     pub topics: BTreeMap<String, TopicDelta>,
-    /// Dynamic broker configs changed: read them from the image.
-    pub broker_configs: bool,
+    /// Resources other than topics whose configs changed; their configs are read from
+    /// the image.
+    pub configs: BTreeSet<ConfigResource>,
 }
 
 impl MetadataDelta {
@@ -36,7 +38,7 @@ impl MetadataDelta {
                 .topics()
                 .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
                 .collect(),
-            broker_configs: true,
+            configs: image.config_resources().cloned().collect(),
         }
     }
 
@@ -55,7 +57,9 @@ impl MetadataDelta {
                     }
                 }
                 Change::TopicRemoved(t) => removed.push(t.clone()),
-                Change::BrokerConfigs => delta.broker_configs = true,
+                Change::Configs(resource) => {
+                    delta.configs.insert(resource.clone());
+                }
                 Change::None => {}
             }
         }
@@ -69,7 +73,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && !self.broker_configs
+        self.topics.is_empty() && self.configs.is_empty()
     }
 }
 

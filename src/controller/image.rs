@@ -13,10 +13,11 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_BROKER,
-    CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
-use super::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
+use super::{
+    BrokerInfo, ConfigResource, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo,
+};
 
 pub const METADATA_VERSION: &str = "metadata.version";
 
@@ -27,8 +28,8 @@ pub enum Change {
     Topic(String),
     /// The topic is gone; this is what it was.
     TopicRemoved(Arc<TopicInfo>),
-    /// Dynamic broker configs changed (for a broker, or the cluster default).
-    BrokerConfigs,
+    /// The configs of a resource other than a topic changed.
+    Configs(ConfigResource),
     None,
 }
 
@@ -38,8 +39,8 @@ pub struct MetadataImage {
     names_by_id: HashMap<Uuid, String>,
     /// Topic configs by topic name (Kafka keys configs by resource, not by topic id).
     topic_configs: HashMap<String, BTreeMap<String, String>>,
-    /// Dynamic broker configs by resource name: a broker id, or "" for the cluster default.
-    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The configs of every other resource (groups; brokers, kept but not applied).
+    resource_configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     features: BTreeMap<String, i16>,
     /// The first producer id of the next block to hand out (0 before any block).
     next_producer_id: i64,
@@ -63,13 +64,18 @@ impl MetadataImage {
         self.topics.values()
     }
 
-    /// The dynamic configs of broker `name` ("" for the cluster default).
-    pub fn broker_configs(&self, name: &str) -> BTreeMap<String, String> {
-        self.broker_configs.get(name).cloned().unwrap_or_default()
-    }
-
     pub fn topic_count(&self) -> usize {
         self.topics.len()
+    }
+
+    /// The configs kept for a resource other than a topic.
+    pub fn resource_configs(&self, resource: &ConfigResource) -> Option<&BTreeMap<String, String>> {
+        self.resource_configs.get(resource)
+    }
+
+    /// Every resource other than a topic that has configs.
+    pub fn config_resources(&self) -> impl Iterator<Item = &ConfigResource> {
+        self.resource_configs.keys()
     }
 
     pub fn feature(&self, name: &str) -> Option<i16> {
@@ -181,19 +187,6 @@ impl MetadataImage {
                     None => Ok(Change::None),
                 }
             }
-            MetadataRecord::Config {
-                resource_type,
-                resource_name,
-                name,
-                value,
-            } if *resource_type == CONFIG_RESOURCE_BROKER => {
-                let configs = self.broker_configs.entry(resource_name.clone()).or_default();
-                match value {
-                    Some(v) => configs.insert(name.clone(), v.clone()),
-                    None => configs.remove(name),
-                };
-                Ok(Change::BrokerConfigs)
-            }
             MetadataRecord::RemoveTopic { topic_id } => {
                 let name = self
                     .names_by_id
@@ -233,8 +226,27 @@ impl MetadataImage {
                 self.broker_epochs.remove(broker_id);
                 Ok(Change::None)
             }
-            MetadataRecord::Config { .. }
-            | MetadataRecord::BeginTransaction
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                let resource = ConfigResource {
+                    resource_type: *resource_type,
+                    name: resource_name.clone(),
+                };
+                let configs = self.resource_configs.entry(resource.clone()).or_default();
+                match value {
+                    Some(v) => configs.insert(name.clone(), v.clone()),
+                    None => configs.remove(name),
+                };
+                if configs.is_empty() {
+                    self.resource_configs.remove(&resource);
+                }
+                Ok(Change::Configs(resource))
+            }
+            MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction
             | MetadataRecord::AbortTransaction
             | MetadataRecord::Other { .. } => Ok(Change::None),

@@ -21,10 +21,10 @@ use uuid::Uuid;
 use super::delta::{ApplyError, MetadataDelta, MetadataListener};
 use super::image::MetadataImage;
 use super::metadata_log::MetadataLog;
-use super::plan::{config_changes, resource_config_changes};
+use super::plan::config_changes;
 pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
-use super::records::{partition_record_version, MetadataRecord, CONFIG_RESOURCE_BROKER};
-use super::{BrokerInfo, Controller, ControllerError, NewTopic, TopicInfo};
+use super::records::{partition_record_version, MetadataRecord, CONFIG_RESOURCE_TOPIC};
+use super::{BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo};
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
 /// rarely costs a write, and ids below a reserved block's end are never reused, also
@@ -44,8 +44,8 @@ enum Op {
         name: String,
         configs: BTreeMap<String, String>,
     },
-    SetBrokerConfigs {
-        entity: String,
+    SetResourceConfigs {
+        resource: ConfigResource,
         configs: BTreeMap<String, String>,
     },
     ReserveProducerIds,
@@ -55,14 +55,14 @@ enum Op {
 enum Planned {
     Topic(String),
     Removed(Arc<TopicInfo>),
+    Configs,
     ProducerIds { first: i64, end: i64 },
-    Done,
 }
 
 enum Outcome {
     Topic(Arc<TopicInfo>),
+    Configs,
     ProducerIds { first: i64, end: i64 },
-    Done,
 }
 
 struct Pending {
@@ -175,9 +175,7 @@ impl LocalController {
     async fn submit_topic(&self, op: Op) -> Result<Arc<TopicInfo>, ControllerError> {
         match self.submit(op).await? {
             Outcome::Topic(t) => Ok(t),
-            Outcome::ProducerIds { .. } | Outcome::Done => {
-                Err(internal("unexpected producer-id answer"))
-            }
+            _ => Err(internal("unexpected answer to a topic change")),
         }
     }
 }
@@ -260,8 +258,8 @@ impl Inner {
                     .map(Outcome::Topic)
                     .ok_or_else(|| ControllerError::unknown_topic(&name)),
                 Planned::Removed(t) => Ok(Outcome::Topic(t)),
+                Planned::Configs => Ok(Outcome::Configs),
                 Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
-                Planned::Done => Ok(Outcome::Done),
             };
             let _ = reply.send(outcome);
         }
@@ -317,18 +315,16 @@ impl Inner {
                     .topic(&name)
                     .ok_or_else(|| ControllerError::unknown_topic(&name))?;
                 Ok((
-                    config_changes(&name, &t.configs, &configs),
+                    config_changes(CONFIG_RESOURCE_TOPIC, &name, &t.configs, &configs),
                     Planned::Topic(name),
                 ))
             }
-            Op::SetBrokerConfigs { entity, configs } => {
-                let records = resource_config_changes(
-                    CONFIG_RESOURCE_BROKER,
-                    &entity,
-                    &image.broker_configs(&entity),
-                    &configs,
-                );
-                Ok((records, Planned::Done))
+            Op::SetResourceConfigs { resource, configs } => {
+                let empty = BTreeMap::new();
+                let current = image.resource_configs(&resource).unwrap_or(&empty);
+                let records =
+                    config_changes(resource.resource_type, &resource.name, current, &configs);
+                Ok((records, Planned::Configs))
             }
             Op::ReserveProducerIds => {
                 let first = image.next_producer_id();
@@ -470,21 +466,27 @@ impl Controller for LocalController {
         .await
     }
 
-    fn broker_configs(&self, entity: &str) -> BTreeMap<String, String> {
-        self.image().broker_configs(entity)
+    fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
+        self.inner
+            .image
+            .read()
+            .resource_configs(resource)
+            .cloned()
+            .unwrap_or_default()
     }
 
-    async fn set_broker_configs(
+    async fn set_resource_configs(
         &self,
-        entity: &str,
+        resource: ConfigResource,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        self.submit(Op::SetBrokerConfigs {
-            entity: entity.to_string(),
-            configs,
-        })
-        .await
-        .map(|_| ())
+        match self
+            .submit(Op::SetResourceConfigs { resource, configs })
+            .await?
+        {
+            Outcome::Configs => Ok(()),
+            _ => Err(internal("unexpected answer to a config change")),
+        }
     }
 
     async fn next_producer_id(&self) -> Result<i64, ControllerError> {
@@ -492,9 +494,7 @@ impl Controller for LocalController {
         if block.0 >= block.1 {
             match self.submit(Op::ReserveProducerIds).await? {
                 Outcome::ProducerIds { first, end } => *block = (first, end),
-                Outcome::Topic(_) | Outcome::Done => {
-                    return Err(internal("unexpected topic answer"))
-                }
+                _ => return Err(internal("unexpected answer to a producer-id reservation")),
             }
         }
         let id = block.0;

@@ -1,12 +1,14 @@
 //! Cluster metadata: brokers, topics, partition assignments, topic ids, producer ids.
 //!
 //! Handlers talk to a [`Controller`] and never know which backend answers: `local`
-//! (one node, persisted in the data dir's KRaft metadata log) today, ZooKeeper for
-//! clusters later. Reads are synchronous lookups in the metadata image. Changes reach
-//! the rest of the broker as [`delta::MetadataDelta`]s, handed to every
+//! (one node, persisted in the data dir's KRaft metadata log) or `zk` (a member of a
+//! Kafka 3.9 ZooKeeper-mode cluster). Reads are synchronous lookups in the metadata
+//! image (with `zk`, in what the controller's event loop publishes). With `local`,
+//! changes reach the rest of the broker as [`delta::MetadataDelta`]s, handed to every
 //! [`delta::MetadataListener`] (the replica manager creates and removes this broker's
-//! logs from them); the single-node controller is one producer of deltas, the ZooKeeper
-//! controller's requests will be another.
+//! logs from them); with `zk` no delta is produced yet: the controller tells brokers
+//! with LeaderAndIsr and StopReplica, and the broker side that turns those into deltas
+//! is still to come.
 
 pub mod adopt;
 pub mod delta;
@@ -18,6 +20,7 @@ pub mod quorum_state;
 pub mod records;
 pub mod snapshot;
 pub mod topic_name;
+pub mod zk;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -82,6 +85,23 @@ impl TopicInfo {
     /// Kafka's internal topics: `__consumer_offsets` and `__transaction_state`.
     pub fn is_internal(&self) -> bool {
         self.name == "__consumer_offsets" || self.name == "__transaction_state"
+    }
+}
+
+/// A resource other than a topic that configs are kept for, as Kafka's `ConfigResource`
+/// names it (type code, name). Topic configs live with their topic ([`TopicInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConfigResource {
+    pub resource_type: i8,
+    pub name: String,
+}
+
+impl ConfigResource {
+    pub fn group(name: impl Into<String>) -> Self {
+        ConfigResource {
+            resource_type: records::CONFIG_RESOURCE_GROUP,
+            name: name.into(),
+        }
     }
 }
 
@@ -178,22 +198,35 @@ pub trait Controller: Send + Sync {
     ) -> Result<Arc<TopicInfo>, ControllerError>;
     /// A producer id never handed out before, also across restarts.
     async fn next_producer_id(&self) -> Result<i64, ControllerError>;
-    /// The dynamic configs of broker `entity` (its id, or "" for the cluster default).
-    fn broker_configs(&self, entity: &str) -> BTreeMap<String, String> {
-        let _ = entity;
+
+    /// Leaves the cluster at shutdown (ZooKeeper mode: closes the session, so this
+    /// broker's registration, and its controllership if it held it, go at once).
+    fn shutdown(&self) {}
+
+    /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
+    fn zk(&self) -> Option<&zk::ZkController> {
+        None
+    }
+
+    /// The configs kept for a resource other than a topic (a group), empty when none.
+    fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
+        let _ = resource;
         BTreeMap::new()
     }
-    /// Replaces the dynamic configs of broker `entity` (its id, or "" for the cluster
-    /// default); every broker's listeners see the change as a delta.
-    async fn set_broker_configs(
+    /// Replaces the configs of a resource other than a topic. A backend that does not
+    /// keep such configs refuses.
+    async fn set_resource_configs(
         &self,
-        entity: &str,
+        resource: ConfigResource,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        let _ = (entity, configs);
+        let _ = configs;
         Err(ControllerError::new(
             ResponseError::InvalidRequest,
-            "this controller does not store dynamic broker configs",
+            format!(
+                "configs of resource type {} are not kept by this controller",
+                resource.resource_type
+            ),
         ))
     }
 }

@@ -109,6 +109,7 @@ impl ControllerConfig {
             topic_id,
         }];
         records.extend(config_changes(
+            CONFIG_RESOURCE_TOPIC,
             &topic.name,
             &BTreeMap::new(),
             &topic.configs,
@@ -246,27 +247,18 @@ fn partition_record(topic_id: Uuid, p: &PartitionInfo) -> PartitionRecord {
     }
 }
 
-/// ConfigRecords turning `from` into `to`: set keys that are new or changed, null for
-/// keys that are gone.
+/// ConfigRecords turning the configs of resource `resource_name` (of `resource_type`)
+/// from `from` into `to`: set keys that are new or changed, null for keys that are gone.
 pub fn config_changes(
-    topic: &str,
-    from: &BTreeMap<String, String>,
-    to: &BTreeMap<String, String>,
-) -> Vec<MetadataRecord> {
-    resource_config_changes(CONFIG_RESOURCE_TOPIC, topic, from, to)
-}
-
-/// The ConfigRecords that take resource `name`'s configs from `from` to `to`.
-pub fn resource_config_changes(
     resource_type: i8,
-    name: &str,
+    resource_name: &str,
     from: &BTreeMap<String, String>,
     to: &BTreeMap<String, String>,
 ) -> Vec<MetadataRecord> {
-    let record = |key: &str, value: Option<&String>| MetadataRecord::Config {
+    let record = |name: &str, value: Option<&String>| MetadataRecord::Config {
         resource_type,
-        resource_name: name.to_string(),
-        name: key.to_string(),
+        resource_name: resource_name.to_string(),
+        name: name.to_string(),
         value: value.cloned(),
     };
     let mut out: Vec<MetadataRecord> = to

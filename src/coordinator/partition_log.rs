@@ -9,10 +9,9 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use super::runtime::{Appended, PartitionLog};
-use crate::log::LogError;
+use crate::error::ApiError;
+use crate::log::TopicPartition;
 use crate::replica::{Partition, ReplicaManager};
-
-const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub struct ReplicaPartitionLog {
     replicas: Arc<ReplicaManager>,
@@ -24,8 +23,26 @@ impl ReplicaPartitionLog {
         ReplicaPartitionLog { replicas, topic }
     }
 
-    fn partition(&self, partition: i32) -> Option<Arc<Partition>> {
-        self.replicas.partition(self.topic, partition)
+    /// The partition, when this broker leads it.
+    fn leader(&self, partition: i32) -> Result<Arc<Partition>, ApiError> {
+        self.replicas
+            .leader(&TopicPartition::new(self.topic, partition), -1)
+    }
+}
+
+/// What a coordinator's client is told when its records could not be written (Kafka's
+/// group coordinator does the same): a write too large for the log is an offset commit
+/// too large; anything else means the coordinator cannot serve now, and the client looks
+/// it up again.
+fn coordinator_error(e: &ApiError) -> ResponseError {
+    match e.error {
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+            ResponseError::InvalidCommitOffsetSize
+        }
+        ResponseError::NotLeaderOrFollower | ResponseError::UnknownTopicOrPartition => {
+            ResponseError::NotCoordinator
+        }
+        _ => ResponseError::CoordinatorNotAvailable,
     }
 }
 
@@ -38,8 +55,8 @@ impl PartitionLog for ReplicaPartitionLog {
         now_ms: i64,
     ) -> Result<Appended, ResponseError> {
         let p = self
-            .partition(partition)
-            .ok_or(ResponseError::NotCoordinator)?;
+            .leader(partition)
+            .map_err(|_| ResponseError::NotCoordinator)?;
         match p.append(batch, now_ms).await {
             Ok(info) => Ok(Appended {
                 first_offset: info.first_offset,
@@ -47,58 +64,59 @@ impl PartitionLog for ReplicaPartitionLog {
             }),
             Err(e) => {
                 tracing::error!(partition = %p.tp, error = %e, "cannot append to {}", self.topic);
-                Err(match e {
-                    LogError::MessageTooLarge { .. } | LogError::RecordListTooLarge => {
-                        ResponseError::InvalidCommitOffsetSize
-                    }
-                    _ => ResponseError::CoordinatorNotAvailable,
-                })
+                Err(coordinator_error(&e.error()))
             }
         }
     }
 
     fn leader_epoch(&self, partition: i32) -> Option<i32> {
-        self.partition(partition).map(|p| p.leader_epoch())
+        self.leader(partition).ok().map(|p| p.leader_epoch())
     }
 
     fn high_watermark(&self, partition: i32) -> Option<i64> {
-        self.partition(partition).map(|p| p.high_watermark())
+        self.leader(partition).ok().map(|p| p.high_watermark())
     }
 
     async fn committed(&self, partition: i32, offset: i64) -> Result<(), ResponseError> {
         let p = self
-            .partition(partition)
-            .ok_or(ResponseError::NotCoordinator)?;
+            .leader(partition)
+            .map_err(|_| ResponseError::NotCoordinator)?;
         loop {
-            // Registered before the check, so an advance in between is not missed.
-            let advanced = p.appended();
+            // Registered before the check, so an advance in between is not missed. A
+            // partition that stops being led here (deleted, or led elsewhere) wakes it too.
+            let advanced = p.high_watermark_advanced();
             tokio::pin!(advanced);
             advanced.as_mut().enable();
+            if !p.is_leader() {
+                return Err(ResponseError::NotCoordinator);
+            }
             if p.high_watermark() > offset {
                 return Ok(());
             }
-            // Checked again at least every second, so a partition no longer hosted
-            // (deleted, or led elsewhere) ends the wait.
-            let _ = tokio::time::timeout(RECHECK, advanced).await;
-            if self.partition(partition).is_none() {
-                return Err(ResponseError::NotCoordinator);
-            }
+            advanced.await;
         }
     }
 
-    fn log_start_offset(&self, partition: i32) -> Result<i64, String> {
-        let p = self
-            .partition(partition)
-            .ok_or_else(|| format!("{}-{partition} is not hosted here", self.topic))?;
-        Ok(p.log.log_start_offset())
+    fn log_start_offset(&self, partition: i32) -> Result<i64, ApiError> {
+        Ok(self.hosted(partition)?.log_start_offset())
     }
 
-    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, String> {
-        let p = self
-            .partition(partition)
-            .ok_or_else(|| format!("{}-{partition} is not hosted here", self.topic))?;
-        p.read(offset, max_bytes, true)
-            .map(|data| data.records)
-            .map_err(|e| e.to_string())
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError> {
+        let p = self.hosted(partition)?;
+        Ok(p.read(offset, max_bytes, true)?.records)
+    }
+}
+
+impl ReplicaPartitionLog {
+    /// The partition for loading: hosted here, whatever the client's epoch.
+    fn hosted(&self, partition: i32) -> Result<Arc<Partition>, ApiError> {
+        self.replicas
+            .partition(self.topic, partition)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!("{}-{partition} is not hosted here", self.topic),
+                )
+            })
     }
 }

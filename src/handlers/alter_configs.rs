@@ -9,8 +9,9 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
 
-use super::describe_configs::{BROKER, TOPIC};
+use super::describe_configs::{BROKER, GROUP, TOPIC};
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::controller::ControllerError;
@@ -21,9 +22,18 @@ pub async fn handle(
     _ctx: RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let repeated = repeated_resources(req.resources.iter().map(|r| (r.resource_type, r.resource_name.as_str())));
+    let repeated = repeated_resources(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        if r.resource_type == GROUP && !repeated.contains(&(GROUP, r.resource_name.to_string())) {
+            let result = super::group_configs::alter(&broker, r, req.validate_only).await;
+            responses.push(response(r.resource_type, &r.resource_name, result));
+            continue;
+        }
         let names: Vec<&str> = r.configs.iter().map(|c| c.name.as_str()).collect();
         let null_values: Vec<&str> = r
             .configs
@@ -34,7 +44,11 @@ pub async fn handle(
         let wanted: BTreeMap<String, String> = r
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
             .collect();
         let name = r.resource_name.as_str();
         let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
@@ -58,17 +72,25 @@ pub async fn handle(
                 }
             },
         };
-        let resp = AlterConfigsResourceResponse::default()
-            .with_resource_type(r.resource_type)
-            .with_resource_name(r.resource_name.clone());
-        responses.push(match result {
-            Ok(()) => resp,
-            Err(e) => resp
-                .with_error_code(e.code())
-                .with_error_message(Some(str_bytes(e.message))),
-        });
+        responses.push(response(r.resource_type, &r.resource_name, result));
     }
     AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn response(
+    resource_type: i8,
+    name: &StrBytes,
+    result: Result<(), ControllerError>,
+) -> AlterConfigsResourceResponse {
+    let resp = AlterConfigsResourceResponse::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(name.clone());
+    match result {
+        Ok(()) => resp.with_error_message(None),
+        Err(e) => resp
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.message))),
+    }
 }
 
 /// The resources named more than once in a request: each of them is refused.
@@ -109,7 +131,7 @@ pub(super) fn preprocess(
         ));
     }
     match resource_type {
-        TOPIC | BROKER => Ok(()),
+        TOPIC | BROKER | GROUP => Ok(()),
         other => invalid(format!("Unknown resource type {other}")),
     }
 }

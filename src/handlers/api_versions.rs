@@ -6,24 +6,24 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::broker::Broker;
-use crate::router::{RequestContext, ROUTES};
+use crate::router::{self, RequestContext};
 
 pub async fn handle(
-    _broker: Arc<Broker>,
+    broker: Arc<Broker>,
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    response(0)
+    response(0, broker.config().zookeeper_connect.is_some())
 }
 
-/// The response with every route, and `error_code` (35 when the request's version was
-/// unknown: the client then retries with a version from our range).
-pub fn response(error_code: i16) -> ApiVersionsResponse {
+/// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and
+/// `error_code` (UNSUPPORTED_VERSION when the request's version was unknown: the client then retries
+/// with a version from our range).
+pub fn response(error_code: i16, zk_mode: bool) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(
-            ROUTES
-                .iter()
+            router::routes(zk_mode)
                 .map(|r| {
                     ApiVersion::default()
                         .with_api_key(r.api_key as i16)

@@ -87,7 +87,7 @@ async fn create(
 }
 
 fn success(broker: &Broker, info: Arc<TopicInfo>) -> CreatableTopicResult {
-    let configs = topic::describe(&broker.config, &info.configs)
+    let configs = topic::describe(&broker.config(), &info.configs)
         .into_iter()
         .map(|(key, value, source)| {
             CreatableTopicConfigs::default()

@@ -44,7 +44,7 @@ async fn delete(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTop
     let Some(name) = name else {
         return result.with_error_code(ResponseError::UnknownTopicId.code());
     };
-    if !broker.config.delete_topic_enable {
+    if !broker.config().delete_topic_enable {
         return result.with_error_code(ResponseError::TopicDeletionDisabled.code());
     }
     match broker.delete_topic(&name).await {

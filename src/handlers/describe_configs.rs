@@ -1,4 +1,5 @@
-//! DescribeConfigs: every topic and broker config key Kafka has, with the value in force,
+//! DescribeConfigs: every topic and broker config key Kafka has (and group configs, see
+//! `group_configs`), with the value in force,
 //! where it came from, its synonyms and (v3+) its type and documentation, built as
 //! Kafka's `ConfigHelper` builds them.
 //!
@@ -15,7 +16,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::str_bytes;
+use super::{group_configs, str_bytes};
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
 use crate::config::catalog::{broker_key, ConfigKey, UpdateMode};
@@ -25,6 +26,7 @@ use crate::router::RequestContext;
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
+pub const GROUP: i8 = 32;
 /// The request and response fields `include_documentation` and `config_type` exist from
 /// this version on.
 const DOCUMENTATION_VERSION: i16 = 3;
@@ -56,6 +58,10 @@ pub async fn handle(
             let configs = match r.resource_type {
                 TOPIC => topic_configs(&broker, &r, &detail),
                 BROKER => broker_configs(&broker, &r, &detail),
+                GROUP => {
+                    group_configs::describe(&broker, &r, detail.synonyms, |key| wanted(&r, key))
+                        .map_err(|(e, message)| (e, Some(message)))
+                }
                 other => Err((
                     ResponseError::InvalidRequest,
                     Some(format!("Unsupported resource type: {other}")),
@@ -85,7 +91,8 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail) 
         .controller
         .topic(r.resource_name.as_str())
         .ok_or((ResponseError::UnknownTopicOrPartition, None))?;
-    Ok(topic::describe(&broker.config, &info.configs)
+    let config = broker.config();
+    Ok(topic::describe(&config, &info.configs)
         .into_iter()
         .filter(|(key, _, _)| wanted(r, key.name))
         .map(|(key, value, source)| {
@@ -97,8 +104,7 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail) 
             }
             if let Some(primary) = key.synonyms.first().copied().and_then(broker_key) {
                 synonyms.extend(
-                    broker
-                        .config
+                    config
                         .synonyms_of(primary.name, &primary.synonyms)
                         .into_iter()
                         .map(|(n, v, s)| (n, v, s as i8)),
@@ -112,10 +118,10 @@ fn topic_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail) 
 
 fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail) -> Described {
     let name = r.resource_name.as_str();
-    let config = &broker.config;
+    let config = broker.config();
     if name.is_empty() {
         // The cluster default: only what is set dynamically for every broker.
-        let defaults = config.dynamic().default;
+        let defaults = &config.dynamic().default;
         return Ok(defaults
             .iter()
             .filter(|(k, _)| wanted(r, k))
@@ -128,7 +134,14 @@ fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail)
                     .map(|(n, v, s)| (n, v, s as i8))
                     .collect();
                 let value = Some(v.clone());
-                Some(entry(key, value, BrokerSource::DynamicDefault as i8, !dynamic(key), synonyms, detail))
+                Some(entry(
+                    key,
+                    value,
+                    BrokerSource::DynamicDefault as i8,
+                    !dynamic(key),
+                    synonyms,
+                    detail,
+                ))
             })
             .collect());
     }
@@ -157,7 +170,9 @@ fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail)
                 .into_iter()
                 .map(|(n, v, s)| (n, v, s as i8))
                 .collect();
-            let source = synonyms.first().map_or(BrokerSource::Default as i8, |s| s.2);
+            let source = synonyms
+                .first()
+                .map_or(BrokerSource::Default as i8, |s| s.2);
             entry(key, value, source, !dynamic(key), synonyms, detail)
         })
         .collect())

@@ -1,8 +1,11 @@
 //! Fetch: whole record batches from each partition, as stored on disk.
 //!
-//! A long poll (`max_wait_ms`, `min_bytes`) waits on the fetched partitions' append
-//! notifications, never on a timer loop. Sessions (KIP-227) are not kept: every answer
-//! carries session id 0, which tells clients to send full fetch requests.
+//! A long poll (`max_wait_ms`, `min_bytes`) is the replica layer's delayed fetch: it
+//! waits on the fetched partitions' notifications, never on a timer loop. A fetch from a
+//! follower (replica id >= 0) reads up to the log end and reports the follower's log end
+//! offset to the leader; a consumer's reads up to the high watermark. Sessions (KIP-227)
+//! are not kept: every answer carries session id 0, which tells clients to send full
+//! fetch requests.
 //!
 //! Records are not read here: each partition's answer names the segment range that holds
 //! them, and the connection sends that range with `sendfile` (see `protocol::zero_copy`),
@@ -20,22 +23,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::broker::Broker;
-use crate::log::{FileSlice, LogError};
+use crate::error::ApiError;
+use crate::log::{FileSlice, LogError, TopicPartition};
 use crate::protocol::zero_copy;
-use crate::replica::Partition;
+use crate::replica::delayed_fetch::{self, FetchAttempt};
+use crate::replica::{FetchParams, Partition};
 use crate::router::RequestContext;
 
 /// Fetch requests name topics by id from this version on.
 const TOPIC_ID_VERSION: i16 = 13;
+/// From this version the follower's id is in `replica_state` (KIP-903).
+const REPLICA_STATE_VERSION: i16 = 15;
 /// Clients may ask to wait at most this long; a larger value is clamped.
 const MAX_WAIT_MS_CAP: i32 = 60_000;
 const READ_COMMITTED: i8 = 1;
@@ -48,7 +53,7 @@ struct TopicPlan {
     resolved: Option<String>,
     /// The error for its partitions when it does not.
     unknown: ResponseError,
-    partitions: Vec<(FetchPartition, Result<Arc<Partition>, ResponseError>)>,
+    partitions: Vec<(FetchPartition, Result<Arc<Partition>, ApiError>)>,
 }
 
 /// Record ranges shorter than this are read into the response: below it a separate
@@ -74,42 +79,33 @@ pub async fn handle(
         return (refused, Vec::new());
     }
     let plan = plan(&broker, req.topics, ctx.api_version);
-    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64);
-    let deadline = Instant::now() + max_wait;
-    let max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
-    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let replica_id = match ctx.api_version >= REPLICA_STATE_VERSION {
+        true => req.replica_state.replica_id.0,
+        false => req.replica_id.0,
+    };
+    let params = FetchParams::new(
+        replica_id,
+        Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
+        usize::try_from(req.min_bytes).unwrap_or(0),
+        usize::try_from(req.max_bytes).unwrap_or(0),
+    );
     let read_committed = req.isolation_level == READ_COMMITTED;
-    let mut stopping = broker.stopping();
-    loop {
-        // Register for wake-ups before reading, so an append in between is not missed.
-        let mut wakeups: Vec<_> = plan
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .filter_map(|(_, p)| p.as_ref().ok())
-            .map(|p| Box::pin(p.appended()))
-            .collect();
-        for w in &mut wakeups {
-            w.as_mut().enable();
+    let partitions: Vec<Arc<Partition>> = plan
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|(_, p)| p.as_ref().ok().cloned())
+        .collect();
+    let read = delayed_fetch::complete(&params, &partitions, broker.stopping(), || {
+        let read = read_all(&plan, &params, read_committed);
+        FetchAttempt {
+            bytes: read.bytes,
+            errored: read.errored,
+            response: read,
         }
-        let read = read_all(&plan, max_bytes, read_committed);
-        let done = Instant::now() >= deadline || *stopping.borrow();
-        if read.bytes >= min_bytes || read.errored || done {
-            let response = FetchResponse::default().with_responses(read.responses);
-            return (response, read.file_slices);
-        }
-        let appended = async {
-            if wakeups.is_empty() {
-                std::future::pending().await
-            } else {
-                select_all(wakeups).await;
-            }
-        };
-        tokio::select! {
-            _ = appended => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = stopping.changed() => {}
-        }
-    }
+    })
+    .await;
+    let response = FetchResponse::default().with_responses(read.responses);
+    (response, read.file_slices)
 }
 
 /// The partitions to read, each once, grouped by topic as Kafka answers them: a
@@ -138,11 +134,12 @@ fn plan(broker: &Broker, topics: Vec<FetchTopic>, version: i16) -> Vec<TopicPlan
             _ => plan.push(resolve(broker, name, topic_id, version)),
         }
         if let Some(topic) = plan.last_mut() {
-            let found = topic
-                .resolved
-                .as_deref()
-                .and_then(|n| broker.replicas.partition(n, fp.partition))
-                .ok_or(topic.unknown);
+            let found = match topic.resolved.as_deref() {
+                Some(name) => broker
+                    .replicas
+                    .leader(&TopicPartition::new(name, fp.partition), -1),
+                None => Err(ApiError::from(topic.unknown)),
+            };
             topic.partitions.push((fp, found));
         }
     }
@@ -183,7 +180,8 @@ struct ReadAll {
 }
 
 /// Reads every partition once.
-fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadAll {
+fn read_all(plan: &[TopicPlan], params: &FetchParams, read_committed: bool) -> ReadAll {
+    let max_bytes = params.max_bytes;
     let mut total = 0usize;
     // Record bytes read into memory for this response.
     let mut copied = 0usize;
@@ -196,7 +194,7 @@ fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadA
             let data = match found {
                 Err(e) => {
                     errored = true;
-                    partition_error(fp.partition, *e)
+                    partition_error(fp.partition, e.error)
                 }
                 Ok(p) => {
                     // KIP-74: the first partition with data returns at least one whole
@@ -205,7 +203,7 @@ fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadA
                     let budget = max_bytes
                         .saturating_sub(total)
                         .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
-                    let (d, slice) = read_one(p, fp, budget, min_one, &mut copied);
+                    let (d, slice) = read_one(p, fp, params, budget, min_one, &mut copied);
                     if d.error_code != 0 {
                         errored = true;
                     }
@@ -239,11 +237,12 @@ fn read_all(plan: &[TopicPlan], max_bytes: usize, read_committed: bool) -> ReadA
 fn read_one(
     p: &Partition,
     fp: &FetchPartition,
+    params: &FetchParams,
     budget: usize,
     min_one: bool,
     copied: &mut usize,
 ) -> Read {
-    if let Err(e) = p.check_leader_epoch(fp.current_leader_epoch) {
+    if let Err(e) = p.check_fetch(fp.current_leader_epoch, params.replica_id) {
         return (partition_error(fp.partition, e), None);
     }
     let hw = p.high_watermark();
@@ -253,16 +252,23 @@ fn read_one(
         .with_last_stable_offset(hw);
     if budget == 0 && !min_one {
         let empty = base
-            .with_log_start_offset(p.log.log_start_offset())
+            .with_log_start_offset(p.log_start_offset())
             .with_records(Some(Bytes::new()));
         return (empty, None);
     }
     let failed = |base: PartitionData, e: LogError| {
-        base.with_error_code(e.error_code())
-            .with_log_start_offset(p.log.log_start_offset())
+        base.with_error_code(ApiError::from(e).code())
+            .with_log_start_offset(p.log_start_offset())
             .with_records(Some(Bytes::new()))
     };
-    let data = match p.read_slice(fp.fetch_offset, budget, min_one) {
+    let read = p.fetch_records(
+        params,
+        fp.fetch_offset,
+        budget,
+        min_one,
+        fp.log_start_offset,
+    );
+    let data = match read {
         Ok(data) => data,
         Err(e @ LogError::OffsetOutOfRange { .. }) => return (failed(base, e), None),
         Err(e) => {

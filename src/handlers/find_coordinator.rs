@@ -14,6 +14,7 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::controller::NewTopic;
 use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
@@ -68,6 +69,9 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
     if let Err(e) = ensure_offsets_topic(broker).await {
         return refuse(key, e, "the offsets topic is not available");
     }
+    // A partition this broker was just elected for (the topic was just created) is loaded
+    // before the client is sent to it.
+    broker.groups.loaded(&key).await;
     let partition = broker.groups.partition_for(&key);
     let leader = broker.controller.topic(OFFSETS_TOPIC).and_then(|t| {
         t.partitions
@@ -77,13 +81,13 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
     });
     let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
     // While the offsets topic is being created its metadata is visible before this
-    // broker hosts the partitions; naming ourselves then would earn the client a
+    // broker leads the partitions; naming ourselves then would earn the client a
     // NOT_COORDINATOR on its next request, so ask it to retry instead.
     let hosted_here = broker
         .replicas
-        .partition(OFFSETS_TOPIC, partition)
-        .is_some();
-    let node = node.filter(|b| b.id != broker.config.broker_id || hosted_here);
+        .leader(&TopicPartition::new(OFFSETS_TOPIC, partition), -1)
+        .is_ok();
+    let node = node.filter(|b| b.id != broker.config().broker_id || hosted_here);
     match node {
         Some(b) => Coordinator::default()
             .with_key(key)
@@ -100,15 +104,13 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
 }
 
 /// Creates `__consumer_offsets` if it does not exist yet, as the first FindCoordinator
-/// for a group does in Kafka, and serves the partitions this broker leads (those loaded
-/// already are left as they are).
+/// for a group does in Kafka. The coordinator follows the new partitions' leadership
+/// through the metadata, as it does when an admin request creates the topic.
 async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     if broker.controller.topic(OFFSETS_TOPIC).is_some() {
-        // Created by an admin request, say: its partitions are served from now on.
-        broker.groups.elect_led_partitions().await;
         return Ok(());
     }
-    let cfg = &broker.groups.offsets_topic;
+    let cfg = broker.config().offsets_topic.clone();
     let live = broker.controller.brokers().len().max(1) as i16;
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
@@ -125,13 +127,9 @@ async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
     match broker.create_topic(topic, false).await {
         Ok(_) => {
             tracing::info!(partitions = cfg.partitions, "created {OFFSETS_TOPIC}");
-            broker.groups.elect_led_partitions().await;
             Ok(())
         }
-        Err(e) if e.error == ResponseError::TopicAlreadyExists => {
-            broker.groups.elect_led_partitions().await;
-            Ok(())
-        }
+        Err(e) if e.error == ResponseError::TopicAlreadyExists => Ok(()),
         Err(e) => {
             tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
             Err(ResponseError::CoordinatorNotAvailable)

@@ -11,7 +11,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{preprocess, repeated_resources};
-use super::describe_configs::TOPIC;
+use super::describe_configs::{GROUP, TOPIC};
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::config::catalog::{broker_key, topic_key};
@@ -46,6 +46,9 @@ pub async fn handle(
         let name = r.resource_name.as_str();
         let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
             Err(e) => Err(e),
+            Ok(()) if r.resource_type == GROUP => {
+                super::group_configs::alter_incremental(&broker, r, req.validate_only).await
+            }
             Ok(()) if r.resource_type == TOPIC => {
                 broker
                     .alter_topic_configs(name, req.validate_only, |c| apply(r, c, true))
@@ -61,7 +64,7 @@ pub async fn handle(
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
         responses.push(match result {
-            Ok(()) => resp,
+            Ok(()) => resp.with_error_message(None),
             Err(e) => resp
                 .with_error_code(e.code())
                 .with_error_message(Some(str_bytes(e.message))),

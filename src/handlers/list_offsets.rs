@@ -10,16 +10,10 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::broker::Broker;
-use crate::log::TimestampAndOffset;
+use crate::log::{TimestampAndOffset, TopicPartition};
 use crate::replica::Partition;
 use crate::router::RequestContext;
 
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const MAX_TIMESTAMP: i64 = -3;
-const EARLIEST_LOCAL: i64 = -4;
-const LATEST_TIERED: i64 = -5;
-const EARLIEST_PENDING_UPLOAD: i64 = -6;
 const LEADER_EPOCH_VERSION: i16 = 4;
 
 pub async fn handle(
@@ -35,12 +29,10 @@ pub async fn handle(
                 .partitions
                 .iter()
                 .map(|lp| {
-                    match broker
-                        .replicas
-                        .partition(t.name.0.as_str(), lp.partition_index)
-                    {
-                        Some(p) => lookup(&p, lp, ctx.api_version),
-                        None => error(lp.partition_index, ResponseError::UnknownTopicOrPartition),
+                    let tp = TopicPartition::new(t.name.0.as_str(), lp.partition_index);
+                    match broker.replicas.leader(&tp, lp.current_leader_epoch) {
+                        Ok(p) => lookup(&p, lp, ctx.api_version),
+                        Err(e) => error(lp.partition_index, e.error),
                     }
                 })
                 .collect();
@@ -53,34 +45,14 @@ pub async fn handle(
 }
 
 fn lookup(p: &Partition, lp: &ListOffsetsPartition, version: i16) -> ListOffsetsPartitionResponse {
-    let epoch = p.leader_epoch();
-    if let Err(e) = p.check_leader_epoch(lp.current_leader_epoch) {
-        return error(lp.partition_index, e);
-    }
-    let hw = p.high_watermark();
-    let at = |offset| TimestampAndOffset {
-        timestamp: -1,
-        offset,
-        leader_epoch: Some(epoch),
-    };
-    let found = match lp.timestamp {
-        EARLIEST | EARLIEST_LOCAL => Some(at(p.log.log_start_offset())),
-        LATEST => Some(at(hw)),
-        // No tiered storage: nothing is tiered or pending upload.
-        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Some(TimestampAndOffset {
-            leader_epoch: None,
-            ..at(-1)
-        }),
-        MAX_TIMESTAMP => p.log.max_timestamp_and_offset().filter(|f| f.offset < hw),
-        ts if ts >= 0 => p
-            .log
-            .fetch_offset_by_timestamp(ts)
-            .filter(|f| f.offset < hw),
-        _ => return error(lp.partition_index, ResponseError::InvalidRequest),
+    let found = match p.fetch_offset_for_timestamp(lp.timestamp) {
+        Ok(found) => found,
+        Err(e) => return error(lp.partition_index, e),
     };
     let found = found.unwrap_or(TimestampAndOffset {
+        timestamp: -1,
+        offset: -1,
         leader_epoch: None,
-        ..at(-1)
     });
     ListOffsetsPartitionResponse::default()
         .with_partition_index(lp.partition_index)

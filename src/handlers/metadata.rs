@@ -41,7 +41,7 @@ pub async fn handle(
         None => c.topics().iter().map(|t| describe(t, ops)).collect(),
         Some(requested) => {
             let auto_create = (ctx.api_version < 4 || req.allow_auto_topic_creation)
-                && broker.config.auto_create_topics_enable;
+                && broker.config().log.auto_create_topics_enable;
             let mut out = Vec::with_capacity(requested.len());
             let mut to_create = Vec::new();
             for t in requested {
@@ -132,7 +132,7 @@ async fn auto_create_topics(
             repeated.push((slot, name));
             continue;
         }
-        let cost = broker.config.num_partitions;
+        let cost = broker.config().log.num_partitions;
         if !creating.is_empty() && cost > budget {
             continue;
         }

@@ -1,10 +1,14 @@
 //! One file per API, each with the same shape:
 //! `pub async fn handle(broker, ctx, request) -> response`.
 
+pub mod allocate_producer_ids;
 pub mod alter_configs;
+pub mod alter_partition;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod controlled_shutdown;
+pub mod controller_requests;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -16,6 +20,7 @@ pub mod describe_groups;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod group_configs;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
@@ -31,7 +36,6 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
@@ -49,12 +53,6 @@ pub fn topic_name(name: &str) -> TopicName {
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
-}
-
-pub const NONE: i16 = 0;
-
-pub fn code(e: ResponseError) -> i16 {
-    e.code()
 }
 
 /// Resolves once the broker begins shutting down, so requests that wait on others

@@ -10,6 +10,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use crate::broker::Broker;
+use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -26,14 +27,12 @@ pub async fn handle(
                 .iter()
                 .map(|op| {
                     let result = EpochEndOffset::default().with_partition(op.partition);
-                    let Some(p) = broker.replicas.partition(t.topic.0.as_str(), op.partition)
-                    else {
-                        return undefined(result, ResponseError::UnknownTopicOrPartition);
+                    let tp = TopicPartition::new(t.topic.0.as_str(), op.partition);
+                    let p = match broker.replicas.leader(&tp, op.current_leader_epoch) {
+                        Ok(p) => p,
+                        Err(e) => return undefined(result, e.error),
                     };
-                    if let Err(e) = p.check_leader_epoch(op.current_leader_epoch) {
-                        return undefined(result, e);
-                    }
-                    match p.log.end_offset_for_epoch(op.leader_epoch) {
+                    match p.end_offset_for_epoch(op.leader_epoch) {
                         Some((e, offset)) => result.with_leader_epoch(e).with_end_offset(offset),
                         None => result.with_leader_epoch(-1).with_end_offset(-1),
                     }

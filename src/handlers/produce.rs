@@ -1,9 +1,13 @@
 //! Produce: append each partition's record batches and report their base offsets.
 //!
 //! The records stay the `Bytes` slice of the request frame all the way into the log;
-//! only batch headers are parsed. With acks=0 the connection sends no response at all.
+//! only batch headers are parsed. With acks=0 the connection sends no response at all;
+//! with acks=all the answer waits in the replica layer's delayed produce until each
+//! partition's high watermark passes its append (at once with one replica), or the
+//! request's timeout ends.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -15,7 +19,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
 use crate::coordinator::is_internal_topic;
-use crate::log::{check_produce_records, LogError};
+use crate::log::{check_produce_records, TopicPartition};
+use crate::replica::{AppendError, DelayedProduce, Partition};
 use crate::router::RequestContext;
 
 /// Produce requests carry topic ids instead of names from this version on.
@@ -39,6 +44,10 @@ pub async fn handle(
     } else {
         None
     };
+    // acks=all: the appends wait for their high watermarks, answered together.
+    let mut acks = DelayedProduce::new();
+    // Where each watched append's answer sits: (topic, partition) in `responses`.
+    let mut watched = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = resolve_name(&broker, &topic, ctx.api_version);
@@ -52,7 +61,14 @@ pub async fn handle(
                 {
                     internal_topic(p.index, name)
                 }
-                (None, Ok(name)) => append(&broker, name, p, ctx.api_version).await,
+                (None, Ok(name)) => {
+                    let (resp, appended) = append(&broker, name, p, ctx.api_version).await;
+                    if let (-1, Some((partition, last_offset))) = (req.acks, appended) {
+                        acks.watch(partition, last_offset);
+                        watched.push((responses.len(), partitions.len()));
+                    }
+                    resp
+                }
             };
             partitions.push(resp);
         }
@@ -62,6 +78,16 @@ pub async fn handle(
                 .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions),
         );
+    }
+    if !acks.is_empty() {
+        let timeout = Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
+        for (refused, (t, p)) in acks.complete(timeout).await.into_iter().zip(watched) {
+            if let Some(e) = refused {
+                let resp: &mut TopicProduceResponse = &mut responses[t];
+                tracing::debug!(topic = ?resp.name, partition = resp.partition_responses[p].index, error = ?e, "acks=all not satisfied");
+                resp.partition_responses[p].error_code = e.code();
+            }
+        }
     }
     ProduceResponse::default().with_responses(responses)
 }
@@ -82,63 +108,63 @@ fn resolve_name(
     }
 }
 
+/// Appends one partition's records on its leader. Also returns, for a successful append,
+/// the partition and the append's last offset, which acks=all waits for.
 async fn append(
     broker: &Broker,
     topic: &str,
     p: PartitionProduceData,
     version: i16,
-) -> PartitionProduceResponse {
-    let Some(partition) = broker.replicas.partition(topic, p.index) else {
-        let e = if broker
-            .controller
-            .topic(topic)
-            .is_some_and(|t| (p.index as usize) < t.partitions.len())
-        {
-            ResponseError::NotLeaderOrFollower
-        } else {
-            ResponseError::UnknownTopicOrPartition
-        };
-        return error(
-            p.index,
-            e,
-            "This server does not host this topic-partition.",
-        );
+) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
+    let tp = TopicPartition::new(topic, p.index);
+    let partition = match broker.replicas.leader(&tp, -1) {
+        Ok(partition) => partition,
+        Err(e) => {
+            tracing::debug!(partition = %tp, error = %e, "produce refused");
+            return (error(p.index, e.error, &e.message()), None);
+        }
     };
     let Some(records) = p.records else {
-        return error(p.index, ResponseError::InvalidRecord, "no records");
+        return (
+            error(p.index, ResponseError::InvalidRecord, "no records"),
+            None,
+        );
     };
-    let checked = check_produce_records(version, &records);
-    let appended = match checked {
+    let appended = match check_produce_records(version, &records) {
         Ok(()) => partition.append(records, now_ms()).await,
-        Err(e) => Err(e),
+        Err(e) => Err(AppendError::Log(e)),
     };
     match appended {
-        Ok(info) => PartitionProduceResponse::default()
-            .with_index(p.index)
-            .with_base_offset(info.first_offset)
-            .with_log_append_time_ms(info.log_append_time)
-            .with_log_start_offset(info.log_start_offset),
+        Ok(info) => {
+            let resp = PartitionProduceResponse::default()
+                .with_index(p.index)
+                .with_base_offset(info.first_offset)
+                .with_log_append_time_ms(info.log_append_time)
+                .with_log_start_offset(info.log_start_offset);
+            (resp, Some((partition, info.last_offset)))
+        }
         Err(e) => {
-            let code = e.error_code();
-            if code == ResponseError::KafkaStorageError.code() {
+            let refused = e.error();
+            if refused.error == ResponseError::KafkaStorageError {
                 tracing::error!(partition = %partition.tp, error = %e, "append failed");
             } else {
                 tracing::debug!(partition = %partition.tp, error = %e, "produce refused");
             }
-            PartitionProduceResponse::default()
+            let resp = PartitionProduceResponse::default()
                 .with_index(p.index)
-                .with_error_code(code)
+                .with_error_code(refused.code())
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
-                .with_log_start_offset(partition.log.log_start_offset())
+                .with_log_start_offset(partition.log_start_offset())
                 .with_record_errors(record_errors(&e))
-                .with_error_message(Some(str_bytes(e.to_string())))
+                .with_error_message(Some(str_bytes(refused.message())));
+            (resp, None)
         }
     }
 }
 
 /// Which records of the batch were refused and why (Produce v8+; older versions drop them).
-fn record_errors(e: &LogError) -> Vec<BatchIndexAndErrorMessage> {
+fn record_errors(e: &AppendError) -> Vec<BatchIndexAndErrorMessage> {
     e.record_errors()
         .iter()
         .map(|r| {

@@ -196,7 +196,8 @@ impl Log {
         self.dir_health.is_offline()
     }
 
-    fn check_online(&self) -> Result<(), LogError> {
+    /// `LogDirOffline` once the log's dir went offline.
+    pub fn check_online(&self) -> Result<(), LogError> {
         if !self.dir_health.is_offline() {
             return Ok(());
         }

@@ -46,6 +46,8 @@ mod validation;
 
 use std::fmt;
 
+use kafka_protocol::error::ResponseError;
+
 pub use self::batch::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
@@ -327,26 +329,32 @@ pub enum LogError {
 }
 
 impl LogError {
-    /// Kafka's numeric error code for this error.
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error each storage error is answered with: the one mapping from storage
+    /// errors to Kafka's (`crate::error::ApiError` carries it to the handlers).
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            LogError::CorruptMessage(_) => 2,
-            LogError::MessageTooLarge { .. } => 10,
-            LogError::RecordListTooLarge => 18,
-            LogError::InvalidRecord(_) => 87,
-            LogError::InvalidTimestamp { .. } => 32,
-            LogError::InvalidRecords { .. } => 87,
-            LogError::UnsupportedCompressionType(_) => 76,
-            LogError::OutOfOrderSequence { .. } => 45,
-            LogError::InvalidProducerEpoch { .. } => 47,
-            LogError::UnknownProducerId => 59,
-            LogError::OffsetOutOfRange { .. } => 1,
-            LogError::PolicyViolation(_) => 44,
-            LogError::InconsistentTopicId { .. } => 103,
+            LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
+            LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            LogError::RecordListTooLarge => ResponseError::RecordListTooLarge,
+            LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+            LogError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+            LogError::InvalidRecords { .. } => ResponseError::InvalidRecord,
+            LogError::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
+            LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+            LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            LogError::UnknownProducerId => ResponseError::UnknownProducerId,
+            LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::PolicyViolation(_) => ResponseError::PolicyViolation,
+            LogError::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
             LogError::CorruptFile { .. }
             | LogError::KafkaStorage(_)
-            | LogError::LogDirOffline { .. } => 56,
+            | LogError::LogDirOffline { .. } => ResponseError::KafkaStorageError,
         }
+    }
+
+    /// Kafka's numeric error code for this error.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 
     /// The per-record errors of a batch refused for its records' content.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 
@@ -63,11 +64,15 @@ pub fn dispatch(
         cancel_on_disconnect: api_key == ApiKey::Fetch,
         memory,
     };
-    if api_key == ApiKey::ApiVersions && router::lookup(api_key, version).is_none() && version >= 0
-    {
+    let zk_mode = broker.config().zookeeper_connect.is_some();
+    let lookup = |k, v| router::lookup_in(k, v, zk_mode);
+    if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
-        let body = ResponseKind::ApiVersions(api_versions::response(35));
+        let body = ResponseKind::ApiVersions(api_versions::response(
+            ResponseError::UnsupportedVersion.code(),
+            zk_mode,
+        ));
         let frame = encode(api_key, 0, correlation_id, &body, Vec::new())?;
         return Ok(job(Work::Ready(frame), true, memory));
     }
@@ -76,13 +81,13 @@ pub fn dispatch(
         let silent = matches!(work, Work::Silent);
         return Ok(job(work, !silent, memory));
     }
-    if router::lookup(api_key, version).is_none() {
+    if lookup(api_key, version).is_none() {
         return Err(format!("{api_key:?} v{version} is not supported"));
     }
     let request = decode_request_within(frame, max_decoded_bytes).map_err(|e| e.to_string())?;
     memory.grow(request.decoded_bytes);
     let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
-    let route = router::lookup(api_key, version).ok_or("route vanished")?;
+    let route = lookup(api_key, version).ok_or("route vanished")?;
     let ctx = RequestContext {
         api_version: version,
         correlation_id,

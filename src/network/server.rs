@@ -58,19 +58,20 @@ impl Server {
     /// Serves `listeners` (from [`Server::bind_listeners`], in the config's order) for
     /// `broker`.
     pub fn new(listeners: Vec<TcpListener>, broker: Arc<Broker>) -> Server {
-        let cfg = &broker.config;
+        let cfg = broker.config();
+        let net = &cfg.network;
         let limits = Limits {
-            max_frame_bytes: cfg.socket_request_max_bytes,
-            max_in_flight: cfg.queued_max_requests,
+            max_frame_bytes: net.socket_request_max_bytes,
+            max_in_flight: net.queued_max_requests,
             read_ahead_bytes: CONNECTION_READ_AHEAD_BYTES,
-            idle: Duration::from_millis(cfg.connections_max_idle_ms.max(1)),
+            idle: Duration::from_millis(net.connections_max_idle_ms.max(1)),
         };
         let names = cfg.listeners.iter().map(|l| l.name.clone());
         Server {
             listeners: names.zip(listeners).collect(),
             limits,
-            max_connections: cfg.max_connections.min(Semaphore::MAX_PERMITS),
-            memory: MemoryPool::new(cfg.queued_max_request_bytes),
+            max_connections: net.max_connections.min(Semaphore::MAX_PERMITS),
+            memory: MemoryPool::new(net.queued_max_request_bytes),
             shutdown_grace: SHUTDOWN_GRACE,
             broker,
         }

@@ -1,47 +1,57 @@
 //! ReplicaManager: the table of partitions hosted here, kept in step with metadata by
-//! following its deltas (Kafka's `ReplicaManager.applyDelta`).
+//! following its deltas (Kafka's `ReplicaManager.applyDelta`): each partition assigned
+//! here is created, and takes the role, leader epoch and ISR the metadata announces.
+//! Handlers reach a partition only through `leader`.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use kafka_protocol::error::ResponseError;
+
 use super::Partition;
-use crate::config::broker::DynamicConfigs;
-use crate::config::cleaner::cleaner_config;
-use crate::config::{topic, BrokerConfig};
+use crate::config::{topic, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
+use crate::error::ApiError;
 use crate::log::cleaner::{Candidate, LogCleaner};
-use crate::log::{LogError, LogManager, TopicPartition};
+use crate::log::{now_ms, LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
-    config: Arc<BrokerConfig>,
+    config: Arc<SharedConfig>,
     pub logs: LogManager,
     /// Compaction of the logs with `cleanup.policy=compact` (run by the scheduler's
     /// cleaner jobs, see `clean_filthiest`).
     pub cleaner: Arc<LogCleaner>,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
+    /// The partition count of every topic in the metadata, to tell a partition led by
+    /// another broker (NOT_LEADER_OR_FOLLOWER) from one that does not exist.
+    topics: DashMap<String, usize>,
 }
 
 impl ReplicaManager {
-    pub fn new(broker_id: i32, config: Arc<BrokerConfig>, logs: LogManager) -> Self {
-        let cleaner = Arc::new(LogCleaner::new(cleaner_config(&config)));
+    pub fn new(broker_id: i32, config: Arc<SharedConfig>, logs: LogManager) -> Self {
+        let cleaner = Arc::new(LogCleaner::new(config.current().cleaner.clone()));
         ReplicaManager {
             broker_id,
             config,
             logs,
             cleaner,
             partitions: DashMap::new(),
+            topics: DashMap::new(),
         }
     }
 
     /// Makes this broker host the partitions of `topic` assigned to it, creating their
-    /// logs, and applies the topic's config to them. A hosted partition of an older topic
-    /// of the same name (deleted and created again) is deleted first.
+    /// logs, applies the topic's config to them, and gives each the role, leader epoch and
+    /// ISR the metadata announces. A hosted partition of an older topic of the same name
+    /// (deleted and created again) is deleted first.
     fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
-        let log_config = topic::log_config(&self.config, &topic.configs);
+        self.topics
+            .insert(topic.name.clone(), topic.partitions.len());
+        let log_config = topic::log_config(&self.config.current(), &topic.configs);
         for p in topic
             .partitions
             .iter()
@@ -54,11 +64,18 @@ impl ReplicaManager {
             let hosted = self.partitions.get(&tp).map(|e| e.clone());
             match hosted {
                 Some(existing) if existing.topic_id == topic.topic_id => {
-                    existing.log.update_config(log_config.clone());
+                    existing.update_log_config(log_config.clone());
+                    existing.apply_leadership(
+                        self.broker_id,
+                        &p.assignment.replicas,
+                        &p.state,
+                        now_ms(),
+                    );
                     continue;
                 }
-                Some(_) => {
+                Some(older) => {
                     self.partitions.remove(&tp);
+                    older.resign();
                     self.logs.delete_log(&tp)?;
                 }
                 None => {}
@@ -68,32 +85,29 @@ impl ReplicaManager {
                 .get_or_create_log(&tp, topic.topic_id, log_config.clone())?;
             log.update_config(log_config.clone());
             let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch);
+            partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
             self.partitions.insert(tp, Arc::new(partition));
         }
         Ok(())
     }
 
-    /// Takes the dynamic broker configs of `image`: the config every log's defaults come
-    /// from sees them at once, each hosted log gets its config again, and the cleaner its
-    /// settings (Kafka's `DynamicLogConfig` and `LogCleaner.reconfigure`).
-    fn apply_broker_configs(&self, image: &MetadataImage) {
-        self.config.set_dynamic(DynamicConfigs {
-            broker: image.broker_configs(&self.broker_id.to_string()),
-            default: image.broker_configs(""),
-        });
+    /// Gives every hosted log its config again from the broker config in force and its
+    /// topic's overrides in `image`: a dynamic broker config change acts at once.
+    pub fn reconfigure_logs(&self, image: &MetadataImage) {
+        let broker = self.config.current();
         for p in self.partitions.iter() {
             let overrides = image
                 .topic(&p.tp.topic)
                 .map(|t| t.configs.clone())
                 .unwrap_or_default();
-            p.log.update_config(topic::log_config(&self.config, &overrides));
+            p.update_log_config(topic::log_config(&broker, &overrides));
         }
-        self.cleaner.update_config(cleaner_config(&self.config));
     }
 
     /// Stops hosting every partition of a deleted topic; each log's directory is renamed
     /// for deletion at once and removed after `file.delete.delay.ms`.
     fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
+        self.topics.remove(&topic.name);
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),
@@ -105,7 +119,9 @@ impl ReplicaManager {
             if hosted.is_some_and(|id| id != topic.topic_id) {
                 continue;
             }
-            self.partitions.remove(&tp);
+            if let Some((_, removed)) = self.partitions.remove(&tp) {
+                removed.resign();
+            }
             if self
                 .logs
                 .topic_id_of(&tp)
@@ -117,6 +133,37 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// The partition `tp` for requests meant for its leader (Kafka's
+    /// `getPartitionOrError` and `localLogWithEpochOrThrow`): hosted here, online, at the
+    /// client's leader epoch (-1: any), and led by this broker. Otherwise the error to
+    /// answer: UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not know,
+    /// NOT_LEADER_OR_FOLLOWER for one led elsewhere, KAFKA_STORAGE_ERROR, or
+    /// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+    pub fn leader(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ApiError> {
+        let Some(p) = self.partitions.get(tp).map(|p| p.clone()) else {
+            let known = self
+                .topics
+                .get(&tp.topic)
+                .is_some_and(|count| usize::try_from(tp.partition).is_ok_and(|i| i < *count));
+            let error = match known {
+                true => ResponseError::NotLeaderOrFollower,
+                false => ResponseError::UnknownTopicOrPartition,
+            };
+            return Err(ApiError::new(
+                error,
+                "This server does not host this topic-partition.",
+            ));
+        };
+        p.check_leader(current_leader_epoch)?;
+        Ok(p)
+    }
+
+    /// A partition hosted here, whatever its role (the broker's own bookkeeping; requests
+    /// go through `leader`).
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         let tp = TopicPartition {
             topic: topic.to_string(),
@@ -133,20 +180,8 @@ impl ReplicaManager {
         let partitions: Vec<Arc<Partition>> =
             self.partitions.iter().map(|p| p.value().clone()).collect();
         let mut deleted = 0;
-        for p in partitions.iter().filter(|p| !p.log.is_offline()) {
-            if let Err(e) = p.log.roll_if_idle(now_ms) {
-                tracing::error!(partition = %p.tp, error = %e, "cannot roll an idle segment");
-            }
-            // A compacted log is not changed under its cleaner: its retention waits for the
-            // cleaner, which applies it after each cleaning.
-            let _cleaning = match p.log.config().cleanup_policy.compact {
-                true => match p.log.try_lock_cleaning() {
-                    Some(guard) => Some(guard),
-                    None => continue,
-                },
-                false => None,
-            };
-            match p.log.delete_old_segments(now_ms, p.high_watermark()) {
+        for p in &partitions {
+            match p.delete_old_segments(now_ms) {
                 Ok(n) => deleted += n,
                 Err(e) => {
                     tracing::error!(partition = %p.tp, error = %e, "retention check failed")
@@ -166,11 +201,7 @@ impl ReplicaManager {
         let candidates: Vec<Candidate> = self
             .partitions
             .iter()
-            .filter(|p| p.log.config().cleanup_policy.compact)
-            .map(|p| Candidate {
-                log: p.log.clone(),
-                high_watermark: p.high_watermark(),
-            })
+            .filter_map(|p| p.cleaner_candidate())
             .collect();
         let cleaned = self.cleaner.clean_filthiest(&candidates, now_ms);
         if cleaned.is_some() {
@@ -204,11 +235,8 @@ impl ReplicaManager {
 impl MetadataListener for ReplicaManager {
     /// Creates the logs of partitions assigned here, applies topic configs, and deletes
     /// the logs of deleted topics.
-    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
         let mut failed = Vec::new();
-        if delta.broker_configs {
-            self.apply_broker_configs(image);
-        }
         for (name, change) in &delta.topics {
             let applied = match change {
                 TopicDelta::Changed(t) => self.apply_topic(t),

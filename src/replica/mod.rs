@@ -1,7 +1,26 @@
-//! The partitions this broker hosts: their role, high watermark and long-poll wake-ups.
+//! The partitions this broker hosts: their roles (leader or follower), ISR and high
+//! watermark, and the requests that wait on them.
+//!
+//! - `manager.rs`: the table of hosted partitions, following metadata deltas; handlers
+//!   reach a partition through `ReplicaManager::leader`.
+//! - `partition.rs`: one partition, the only owner of its log; its notifications (log end
+//!   advanced, high watermark advanced).
+//! - `state.rs`: role, ISR, followers' log end offsets and the high-watermark rule, as
+//!   pure state.
+//! - `delayed_produce.rs`, `delayed_fetch.rs`: acks=all produce and long-poll fetch,
+//!   waiting on those notifications (Kafka's purgatory).
 
+pub mod delayed_fetch;
+pub mod delayed_produce;
 pub mod manager;
 pub mod partition;
+pub mod state;
 
+pub use delayed_fetch::{FetchIsolation, FetchParams};
+pub use delayed_produce::DelayedProduce;
 pub use manager::ReplicaManager;
-pub use partition::Partition;
+pub use partition::{AppendError, Partition};
+pub use state::Role;
+
+#[cfg(test)]
+mod tests;

@@ -1,28 +1,95 @@
-//! One hosted partition: its log, leader epoch, high watermark, and the notification
-//! that wakes long-polling fetches when records are appended.
+//! One hosted partition (Kafka's `Partition`): its log, which only this type touches; its
+//! role and ISR (`state.rs`); the high watermark; and two notifications, one when the log
+//! end advances (what followers wait for) and one when the high watermark does (what
+//! consumers and acks=all producers wait for).
+//!
+//! The high watermark moves by one rule: the smallest log end offset among the leader
+//! and the followers in the ISR, never backwards. With one replica that is the leader's
+//! own log end, so it advances with every append, as it always has; with followers it
+//! advances as their fetches report their log ends.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use parking_lot::RwLock;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::log::{AppendInfo, FetchData, FileSlice, Log, LogError, TopicPartition};
+use super::delayed_fetch::{FetchIsolation, FetchParams};
+use super::state::{PartitionState, Role};
+use crate::controller::LeaderAndIsr;
+use crate::error::ApiError;
+use crate::log::cleaner::Candidate;
+use crate::log::{
+    AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError, TimestampAndOffset,
+    TopicPartition,
+};
+
+/// ListOffsets' special timestamps (Kafka's `ListOffsetsRequest`).
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 
 pub struct Partition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
-    pub log: Arc<Log>,
-    leader_epoch: AtomicI32,
-    /// Offsets below this are committed (replicated to the whole ISR) and visible to
-    /// consumers. With one replica that is every appended record.
+    log: Arc<Log>,
+    /// Role, epochs, ISR and followers. Held for reading across a leader's append (not its
+    /// fsync), so a batch carries the epoch under which it was checked; written only when
+    /// metadata changes the partition.
+    state: RwLock<PartitionState>,
+    /// Offsets below this are committed (on every replica in the ISR) and visible to
+    /// consumers.
     high_watermark: AtomicI64,
-    appended: Notify,
+    log_end_advanced: Notify,
+    high_watermark_advanced: Notify,
+}
+
+/// Why an append to a leader failed: this broker may not append, or the log refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("{0}")]
+    Refused(ApiError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl AppendError {
+    pub fn error(&self) -> ApiError {
+        match self {
+            AppendError::Refused(e) => e.clone(),
+            AppendError::Log(e) => ApiError::from(e),
+        }
+    }
+
+    pub fn error_code(&self) -> i16 {
+        self.error().code()
+    }
+
+    /// The records of the batch refused for their content, and why (Produce v8+).
+    pub fn record_errors(&self) -> &[RecordError] {
+        match self {
+            AppendError::Refused(_) => &[],
+            AppendError::Log(e) => e.record_errors(),
+        }
+    }
+}
+
+impl From<AppendError> for ApiError {
+    fn from(e: AppendError) -> Self {
+        e.error()
+    }
 }
 
 impl Partition {
+    /// A partition this broker leads alone at `leader_epoch` (it is the whole ISR) until
+    /// `apply_leadership` says otherwise.
     pub fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<Log>, leader_epoch: i32) -> Self {
         let high_watermark = AtomicI64::new(log.log_end_offset());
         // Appends run on the runtime; a roll's fsync and snapshot go to the blocking pool.
@@ -31,14 +98,68 @@ impl Partition {
             tp,
             topic_id,
             log,
-            leader_epoch: AtomicI32::new(leader_epoch),
+            state: RwLock::new(PartitionState::sole_leader(leader_epoch)),
             high_watermark,
-            appended: Notify::new(),
+            log_end_advanced: Notify::new(),
+            high_watermark_advanced: Notify::new(),
         }
     }
 
+    /// Takes the leadership and ISR that metadata announces for this broker (`local_id`).
+    /// Returns whether the role or the leader epoch changed. Everything waiting on this
+    /// partition is woken to look again: a leader that became a follower answers them.
+    pub fn apply_leadership(
+        &self,
+        local_id: i32,
+        replicas: &[i32],
+        announced: &LeaderAndIsr,
+        now_ms: i64,
+    ) -> bool {
+        let changed = self
+            .state
+            .write()
+            .apply(local_id, replicas, announced, now_ms);
+        self.maybe_increment_high_watermark();
+        self.wake_all();
+        changed
+    }
+
+    /// This broker no longer hosts the partition (its topic was deleted): it leads nothing,
+    /// and whatever waits on it is told so.
+    pub fn resign(&self) {
+        self.state.write().role = Role::Follower { leader: -1 };
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        self.log_end_advanced.notify_waiters();
+        self.high_watermark_advanced.notify_waiters();
+    }
+
     pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch.load(Ordering::Acquire)
+        self.state.read().leader_epoch
+    }
+
+    pub fn role(&self) -> Role {
+        self.state.read().role
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.state.read().is_leader()
+    }
+
+    /// The in-sync replicas as last announced.
+    pub fn isr(&self) -> Vec<i32> {
+        self.state.read().isr.clone()
+    }
+
+    /// A follower's log end offset as its fetches reported it (None: not a follower of
+    /// this leader).
+    pub fn follower_log_end_offset(&self, replica_id: i32) -> Option<i64> {
+        self.state
+            .read()
+            .follower(replica_id)
+            .map(|f| f.log_end_offset)
     }
 
     /// Checks the leader epoch a client believes current (KIP-320); -1 skips the check.
@@ -56,8 +177,47 @@ impl Partition {
         }
     }
 
+    /// Whether requests meant for the leader may be served here (Kafka's
+    /// `localLogWithEpochOrThrow` with `requireLeader`): the log is online, the client's
+    /// leader epoch is ours (or -1), and this broker leads.
+    pub fn check_leader(&self, current_leader_epoch: i32) -> Result<(), ApiError> {
+        if let Err(e) = self.log.check_online() {
+            return Err(ApiError::from(e));
+        }
+        self.check_leader_epoch(current_leader_epoch)?;
+        if !self.is_leader() {
+            return Err(ApiError::new(
+                ResponseError::NotLeaderOrFollower,
+                format!("Leader not local for partition {}", self.tp),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a fetch from `replica_id` (-1: a consumer) may be served here.
+    pub fn check_fetch(
+        &self,
+        current_leader_epoch: i32,
+        replica_id: i32,
+    ) -> Result<(), ResponseError> {
+        self.check_leader_epoch(current_leader_epoch)?;
+        self.state.read().check_fetch(replica_id)
+    }
+
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark.load(Ordering::Acquire)
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+
+    pub fn update_log_config(&self, config: LogConfig) {
+        self.log.update_config(config);
     }
 
     /// Appends a produce request's records as leader. Once `flush.messages` unflushed
@@ -65,10 +225,21 @@ impl Partition {
     /// returning; concurrent producers share one fsync (group commit in `Log::flush_to`).
     /// A retried duplicate is acknowledged only once its original is as durable as a
     /// fresh append would be: its flush may still be running, or may have failed.
-    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
-        let info = self
-            .log
-            .append_as_leader(records, self.leader_epoch(), now_ms)?;
+    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, AppendError> {
+        let info = {
+            let state = self.state.read();
+            if !state.is_leader() {
+                return Err(AppendError::Refused(ApiError::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!("Leader not local for partition {}", self.tp),
+                )));
+            }
+            self.log
+                .append_as_leader(records, state.leader_epoch, now_ms)?
+        };
+        if !info.duplicate {
+            self.log_end_advanced.notify_waiters();
+        }
         if self.log.has_pending_roll() {
             let log = self.log.clone();
             tokio::task::spawn_blocking(move || log.complete_roll());
@@ -87,16 +258,38 @@ impl Partition {
                 .await
                 .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))??;
         }
-        self.advance_high_watermark();
+        self.maybe_increment_high_watermark();
         Ok(info)
     }
 
-    /// With a single replica the high watermark follows the log end offset.
-    fn advance_high_watermark(&self) {
-        let leo = self.log.log_end_offset();
-        if self.high_watermark.fetch_max(leo, Ordering::AcqRel) < leo {
-            self.appended.notify_waiters();
+    /// Moves the high watermark to what the replicas allow, never back; wakes its
+    /// waiters when it moved.
+    fn maybe_increment_high_watermark(&self) -> bool {
+        let candidate = self
+            .state
+            .read()
+            .high_watermark_candidate(self.log.log_end_offset());
+        let Some(candidate) = candidate else {
+            return false;
+        };
+        let advanced = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
+        if advanced {
+            self.high_watermark_advanced.notify_waiters();
         }
+        advanced
+    }
+
+    /// Whether an acks=all append ending below `required_offset` is settled (Kafka's
+    /// `checkEnoughReplicasReachOffset`): `None` while the high watermark is below it,
+    /// NOT_LEADER_OR_FOLLOWER once this broker no longer leads.
+    pub fn check_enough_replicas_reach_offset(
+        &self,
+        required_offset: i64,
+    ) -> Option<Result<(), ResponseError>> {
+        if !self.is_leader() {
+            return Some(Err(ResponseError::NotLeaderOrFollower));
+        }
+        (self.high_watermark() >= required_offset).then_some(Ok(()))
     }
 
     /// Reads committed records (below the high watermark) from `offset`.
@@ -120,6 +313,34 @@ impl Partition {
     ) -> Result<FetchData<Option<FileSlice>>, LogError> {
         self.log
             .read_slice(offset, max_bytes, self.high_watermark(), min_one_message)
+    }
+
+    /// This partition's turn in the retention check: rolls an idle active segment that
+    /// `segment.ms` says is due, then deletes the segments retention lets go (never past
+    /// the high watermark). A compacted log is not changed under its cleaner: while it is
+    /// cleaned its retention waits for the cleaner, which applies it after the cleaning.
+    /// Returns how many segments went. Blocking.
+    pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, LogError> {
+        if self.log.is_offline() {
+            return Ok(0);
+        }
+        self.log.roll_if_idle(now_ms)?;
+        let _cleaning = match self.log.config().cleanup_policy.compact {
+            true => match self.log.try_lock_cleaning() {
+                Some(guard) => Some(guard),
+                None => return Ok(0),
+            },
+            false => None,
+        };
+        self.log.delete_old_segments(now_ms, self.high_watermark())
+    }
+
+    /// What the log cleaner needs of a compacted partition; None when it is not compacted.
+    pub fn cleaner_candidate(&self) -> Option<Candidate> {
+        self.log.config().cleanup_policy.compact.then(|| Candidate {
+            log: self.log.clone(),
+            high_watermark: self.high_watermark(),
+        })
     }
 
     /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
@@ -148,10 +369,108 @@ impl Partition {
         .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))?
     }
 
-    /// Resolves at the next advance of the high watermark. Create it (and `enable` it)
-    /// before reading, so an append between the read and the wait is not missed.
-    pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
-        self.appended.notified()
+    /// One partition of a Fetch, after `check_fetch`: where the records from `offset` lie,
+    /// up to the high watermark for consumers and the log end for followers. A follower's
+    /// fetch offset is its log end offset: it is recorded (with its log start offset) and
+    /// may move the high watermark.
+    pub fn fetch_records(
+        &self,
+        params: &FetchParams,
+        offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        follower_log_start_offset: i64,
+    ) -> Result<FetchData<Option<FileSlice>>, LogError> {
+        let max_offset = match params.isolation {
+            FetchIsolation::LogEnd => self.log.log_end_offset(),
+            FetchIsolation::HighWatermark => self.high_watermark(),
+        };
+        let data = self
+            .log
+            .read_slice(offset, max_bytes, max_offset, min_one_message)?;
+        if params.is_from_follower() {
+            let recorded = self.state.write().update_follower(
+                params.replica_id,
+                offset,
+                follower_log_start_offset,
+                data.log_end_offset,
+                crate::log::now_ms(),
+            );
+            match recorded {
+                Ok(()) => {
+                    self.maybe_increment_high_watermark();
+                }
+                Err(e) => {
+                    tracing::debug!(partition = %self.tp, replica = params.replica_id, error = %e, "follower fetch not recorded")
+                }
+            }
+        }
+        Ok(data)
+    }
+
+    /// Resolves at the next advance of the log end offset (or change of role). Create it
+    /// (and `enable` it) before reading, so an append between the read and the wait is not
+    /// missed.
+    pub fn log_end_advanced(&self) -> Notified<'_> {
+        self.log_end_advanced.notified()
+    }
+
+    /// Resolves at the next advance of the high watermark (or change of role); as
+    /// `log_end_advanced`, create it before looking.
+    pub fn high_watermark_advanced(&self) -> Notified<'_> {
+        self.high_watermark_advanced.notified()
+    }
+
+    /// The notification a read bounded by `isolation` waits on.
+    pub fn advanced(&self, isolation: FetchIsolation) -> Notified<'_> {
+        match isolation {
+            FetchIsolation::LogEnd => self.log_end_advanced(),
+            FetchIsolation::HighWatermark => self.high_watermark_advanced(),
+        }
+    }
+
+    /// ListOffsets for one partition (Kafka's `fetchOffsetForTimestamp`): the log start
+    /// for EARLIEST, the high watermark for LATEST, else the record with the largest
+    /// timestamp or the first at or after `timestamp`, among the committed records.
+    /// EARLIEST and LATEST carry the current leader epoch; `None` when nothing matches;
+    /// INVALID_REQUEST for an unknown special timestamp.
+    pub fn fetch_offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampAndOffset>, ResponseError> {
+        let hw = self.high_watermark();
+        let at = |offset| TimestampAndOffset {
+            timestamp: -1,
+            offset,
+            leader_epoch: Some(self.leader_epoch()),
+        };
+        let found = match timestamp {
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Some(at(self.log.log_start_offset())),
+            LATEST_TIMESTAMP => Some(at(hw)),
+            // No tiered storage: nothing is tiered or pending upload.
+            LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => {
+                Some(TimestampAndOffset {
+                    leader_epoch: None,
+                    ..at(-1)
+                })
+            }
+            MAX_TIMESTAMP => self
+                .log
+                .max_timestamp_and_offset()
+                .filter(|f| f.offset < hw),
+            ts if ts >= 0 => self
+                .log
+                .fetch_offset_by_timestamp(ts)
+                .filter(|f| f.offset < hw),
+            _ => return Err(ResponseError::InvalidRequest),
+        };
+        Ok(found)
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at most `epoch` and the offset where it
+    /// ended (the log end for the latest); `None` when no such epoch is known.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.log.end_offset_for_epoch(epoch)
     }
 }
 

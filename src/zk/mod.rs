@@ -4,8 +4,8 @@
 //! registrations, reads with watches, multi-op writes fenced by a znode version, and
 //! session expiry as a typed, terminal event.
 //!
-//! Cluster mode (controller election, metadata from ZooKeeper) builds on this module;
-//! today nothing in the broker starts a session.
+//! ZooKeeper mode (`controller::zk`) builds on this module: it opens the broker's session
+//! when `zookeeper.connect` is set.
 
 pub mod java_order;
 pub mod session;

@@ -367,6 +367,38 @@ impl ZkSession {
             .map_err(|e| ZkError::at(path, e))
     }
 
+    /// Registers an ephemeral znode as Kafka's `CheckedEphemeral` does: created empty and
+    /// filled by a version-0 set in the same multi-op, so its data version is 1 like a
+    /// Kafka broker's. Returns the stat after the set (its `czxid` is the broker epoch).
+    pub async fn register_ephemeral(&self, path: &str, data: &[u8]) -> Result<Stat, ZkError> {
+        let mut writer = self.client.new_multi_writer();
+        writer
+            .add_create(path, &[], &EPHEMERAL)
+            .map_err(|e| ZkError::at(path, e))?;
+        writer
+            .add_set_data(path, data, Some(0))
+            .map_err(|e| ZkError::at(path, e))?;
+        let results = writer.commit().await.map_err(|e| match e {
+            zk::MultiWriteError::RequestFailed { source }
+            | zk::MultiWriteError::OperationFailed { source, .. } => ZkError::at(path, source),
+        })?;
+        results
+            .into_iter()
+            .find_map(|r| match r {
+                zk::MultiWriteResult::SetData { stat } => Some(stat),
+                _ => None,
+            })
+            .ok_or_else(|| ZkError::Other(format!("no stat for {path} in the multi-op's answer")))
+    }
+
+    /// The znode's stat, or None if it does not exist.
+    pub async fn stat(&self, path: &str) -> Result<Option<Stat>, ZkError> {
+        self.client
+            .check_stat(path)
+            .await
+            .map_err(|e| ZkError::at(path, e))
+    }
+
     /// Applies `ops` atomically if and only if `check_path` is still at `check_version`:
     /// how Kafka's controller makes every write conditional on `/controller_epoch`, so a
     /// controller that lost its election changes nothing. Returns the stat of each created

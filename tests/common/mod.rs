@@ -23,15 +23,12 @@ use skua::broker::Broker;
 use skua::client::codec;
 use skua::network::memory::MemoryPool;
 use skua::network::Server;
-use skua::scheduler::Scheduler;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
     pub broker: Arc<Broker>,
     /// The broker-wide memory of requests read but not answered.
     pub request_memory: Arc<MemoryPool>,
-    /// The broker's periodic jobs (retention, checkpoints, …), as `main` schedules them.
-    pub scheduler: Scheduler,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -76,13 +73,10 @@ impl TestBroker {
         let task = tokio::spawn(server.run(async {
             let _ = rx.await;
         }));
-        let scheduler = Scheduler::new();
-        skua::jobs::schedule_log_jobs(&scheduler, &broker);
         TestBroker {
             addr,
             broker,
             request_memory,
-            scheduler,
             stop: Some(tx),
             task: Some(task),
         }
@@ -91,7 +85,6 @@ impl TestBroker {
     /// Stops serving and closes the logs cleanly, as SIGTERM does.
     pub async fn stop(mut self) {
         self.stop_serving().await;
-        self.scheduler.shutdown().await;
         self.broker.shutdown();
     }
 

@@ -21,8 +21,10 @@ const FRAME_VERSION: u32 = 1;
 
 /// `ConfigRecord.resourceType` for a topic (`ConfigResource.Type.TOPIC`).
 pub const CONFIG_RESOURCE_TOPIC: i8 = 2;
-/// `ConfigRecord.resourceType` for a broker, or (empty name) all brokers.
+/// `ConfigResource.Type.BROKER`: one broker's configs, or the cluster's defaults (name "").
 pub const CONFIG_RESOURCE_BROKER: i8 = 4;
+/// `ConfigResource.Type.GROUP`: a consumer (or share, streams) group's configs.
+pub const CONFIG_RESOURCE_GROUP: i8 = 32;
 
 /// `PartitionChangeRecord.leader`: the leader did not change.
 pub const NO_LEADER_CHANGE: i32 = -2;

@@ -59,24 +59,7 @@ impl GroupState {
 }
 
 /// The broker settings the machine enforces.
-#[derive(Clone, Copy, Debug)]
-pub struct GroupConfig {
-    pub min_session_timeout_ms: i32,
-    pub max_session_timeout_ms: i32,
-    pub initial_rebalance_delay_ms: i32,
-    pub max_size: i32,
-}
-
-impl Default for GroupConfig {
-    fn default() -> Self {
-        GroupConfig {
-            min_session_timeout_ms: 6000,
-            max_session_timeout_ms: 1_800_000,
-            initial_rebalance_delay_ms: 3000,
-            max_size: i32::MAX,
-        }
-    }
-}
+pub use crate::config::group_coordinator::ClassicGroupConfig as GroupConfig;
 
 /// A JoinGroup answer, before it is shaped for the request's version.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -2,95 +2,90 @@
 //! its `__consumer_offsets` partition (`abs(hash(group)) % partitions`); a broker not
 //! serving that partition answers NOT_COORDINATOR, one still loading it
 //! COORDINATOR_LOAD_IN_PROGRESS.
+//!
+//! Which partitions are served follows their leadership in the metadata: the coordinator
+//! is a metadata listener, and each delta that makes this broker leader of a
+//! `__consumer_offsets` partition loads it (`on_elected`), each that moves the leadership
+//! away or deletes the topic unloads it (`on_resigned`), as Kafka's
+//! `BrokerMetadataPublisher` drives its group coordinator.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 
-use super::classic::{GroupConfig, JoinRequest, JoinResult, Outcome, SyncResult};
+use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
-use super::records::{partition_for, OffsetValue};
+use super::records::{partition_for, OffsetValue, OFFSETS_TOPIC};
+use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, ShardConfig, SyncRequest,
+    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
-use crate::config::BrokerConfig;
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::image::MetadataImage;
+use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
 
-/// The `__consumer_offsets` settings, from the broker config.
-#[derive(Clone, Debug)]
-pub struct OffsetsTopicConfig {
-    pub partitions: i32,
-    pub replication_factor: i16,
-    pub segment_bytes: i32,
-}
-
 pub struct GroupCoordinator {
-    /// `group.consumer.heartbeat.interval.ms`.
-    pub consumer_heartbeat_interval_ms: i32,
-    pub offsets_topic: OffsetsTopicConfig,
+    settings: Arc<GroupSettings>,
+    /// The partition count of `__consumer_offsets`, fixed once the topic is seen.
+    offsets_partitions: OnceLock<i32>,
     runtime: CoordinatorRuntime<GroupShard>,
-    log: Arc<dyn PartitionLog>,
     topics: Arc<dyn TopicSource>,
-}
-
-fn int(config: &BrokerConfig, key: &str, default: i64) -> i64 {
-    config.long(key).unwrap_or(default)
+    /// This broker's id: the partitions it leads are the ones served here.
+    broker_id: i32,
+    /// Set once the first delta (the whole image, at subscription) was applied: the
+    /// partitions led at startup load before the broker serves anything; later ones load
+    /// in the background.
+    started: AtomicBool,
 }
 
 impl GroupCoordinator {
+    /// `settings` should follow the metadata (subscribed to the controller), so group
+    /// configs reach the groups.
     pub fn new(
-        config: &BrokerConfig,
+        settings: Arc<GroupSettings>,
         log: Arc<dyn PartitionLog>,
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
-        let classic = GroupConfig {
-            min_session_timeout_ms: int(config, "group.min.session.timeout.ms", 6000) as i32,
-            max_session_timeout_ms: int(config, "group.max.session.timeout.ms", 1_800_000) as i32,
-            initial_rebalance_delay_ms: int(config, "group.initial.rebalance.delay.ms", 3000)
-                as i32,
-            max_size: int(config, "group.max.size", i32::MAX as i64) as i32,
-        };
-        let shard_config = Arc::new(ShardConfig {
-            classic,
-            consumer_session_timeout_ms: int(config, "group.consumer.session.timeout.ms", 45_000)
-                as i32,
-            offsets_retention_ms: int(config, "offsets.retention.minutes", 10080)
-                .saturating_mul(60_000),
-            offsets_retention_check_interval_ms: int(
-                config,
-                "offsets.retention.check.interval.ms",
-                600_000,
-            )
-            .max(1) as u64,
-            offset_metadata_max_bytes: int(config, "offset.metadata.max.bytes", 4096).max(0)
-                as usize,
+        let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
+        let runtime = CoordinatorRuntime::new("group coordinator", log, move |_| {
+            GroupShard::new(shard_settings.clone(), shard_topics.clone())
         });
-        let offsets_topic = OffsetsTopicConfig {
-            partitions: int(config, "offsets.topic.num.partitions", 50).max(1) as i32,
-            replication_factor: int(config, "offsets.topic.replication.factor", 3) as i16,
-            segment_bytes: int(config, "offsets.topic.segment.bytes", 104_857_600) as i32,
-        };
-        let shard_topics = topics.clone();
-        let runtime = CoordinatorRuntime::new("group coordinator", log.clone(), move |_| {
-            GroupShard::new(shard_config.clone(), shard_topics.clone())
-        });
+        let broker_id = settings.broker().broker_id;
         GroupCoordinator {
-            consumer_heartbeat_interval_ms: int(
-                config,
-                "group.consumer.heartbeat.interval.ms",
-                5000,
-            ) as i32,
-            offsets_topic,
+            settings,
+            offsets_partitions: OnceLock::new(),
             runtime,
-            log,
             topics,
+            broker_id,
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// The heartbeat interval KIP-848 members of `group_id` are given.
+    pub fn consumer_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        self.settings.consumer(group_id).heartbeat_interval_ms
+    }
+
+    /// `__consumer_offsets` partitions, which place every group: the topic's own count
+    /// once it exists (a data dir adopted from Kafka may have another count than
+    /// `offsets.topic.num.partitions`), fixed from then on as Kafka fixes it; the
+    /// configured count, which creates the topic, until then.
+    fn partitions(&self) -> i32 {
+        if let Some(n) = self.offsets_partitions.get() {
+            return *n;
+        }
+        match self.topics.image().partitions(OFFSETS_TOPIC) {
+            Some(n) if n > 0 => *self.offsets_partitions.get_or_init(|| n),
+            _ => self.settings.broker().offsets_topic.partitions.max(1),
         }
     }
 
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        partition_for(group_id, self.offsets_topic.partitions)
+        partition_for(group_id, self.partitions())
     }
 
     /// Whether this broker serves `group_id` now; the error to answer otherwise.
@@ -106,31 +101,13 @@ impl GroupCoordinator {
         self.runtime.status(self.partition_for(group_id))
     }
 
+    /// Resolves once the partition of `group_id` is no longer loading (at once when it is
+    /// served, or not served here).
+    pub async fn loaded(&self, group_id: &str) {
+        self.runtime.loaded(self.partition_for(group_id)).await;
+    }
+
     // ---- leadership ----
-
-    /// Loads every `__consumer_offsets` partition this broker leads, before it serves
-    /// requests (startup).
-    pub fn load_led_partitions(&self) {
-        for p in 0..self.offsets_topic.partitions {
-            if let Some(epoch) = self.log.leader_epoch(p) {
-                self.runtime.load_now(p, epoch);
-            }
-        }
-    }
-
-    /// Starts serving the partitions this broker newly leads (the offsets topic was
-    /// just created); resolves once they are loaded.
-    pub async fn elect_led_partitions(&self) {
-        let mut loading = Vec::new();
-        for p in 0..self.offsets_topic.partitions {
-            if let Some(epoch) = self.log.leader_epoch(p) {
-                loading.push(self.on_elected(p, epoch));
-            }
-        }
-        for done in loading {
-            let _ = done.await;
-        }
-    }
 
     /// This broker became the leader of `__consumer_offsets` partition `partition`.
     pub fn on_elected(
@@ -144,6 +121,22 @@ impl GroupCoordinator {
     /// This broker no longer leads `partition` (None: the topic is gone).
     pub fn on_resigned(&self, partition: i32, epoch: Option<i32>) {
         self.runtime.on_resigned(partition, epoch);
+    }
+
+    /// Follows the leadership of the offsets topic's partitions in `topic` (its new
+    /// state): loads those this broker leads, unloads the others. `inline`: load in the
+    /// calling thread (startup).
+    fn follow_leadership(&self, topic: &TopicInfo, inline: bool) {
+        for p in &topic.partitions {
+            let (partition, epoch) = (p.partition, p.state.leader_epoch);
+            match p.state.leader == self.broker_id {
+                true if inline => {
+                    self.runtime.load_now(partition, epoch);
+                }
+                true => drop(self.on_elected(partition, epoch)),
+                false => self.on_resigned(partition, Some(epoch)),
+            }
+        }
     }
 
     pub fn shutdown(&self) {
@@ -375,5 +368,40 @@ impl GroupCoordinator {
     ) -> Result<Option<GroupDescription>, ResponseError> {
         let id = group_id.to_string();
         self.read(group_id, move |s| s.describe_group(&id)).await?
+    }
+}
+
+impl GroupCoordinator {
+    /// What to subscribe to the metadata. It holds the coordinator weakly: the
+    /// coordinator reads topics from the controller, and the controller holds its
+    /// listeners, so a strong reference would keep both (and the log dirs' locks) alive.
+    pub fn metadata_listener(self: &Arc<Self>) -> Arc<dyn MetadataListener> {
+        Arc::new(LeadershipListener(Arc::downgrade(self)))
+    }
+
+    /// Loads and unloads `__consumer_offsets` partitions as their leadership changes; the
+    /// replica manager, subscribed first, has the partitions' logs by then.
+    fn apply_delta(&self, delta: &MetadataDelta) {
+        let inline = !self.started.swap(true, Ordering::AcqRel);
+        match delta.topics.get(OFFSETS_TOPIC) {
+            Some(TopicDelta::Changed(topic)) => self.follow_leadership(topic, inline),
+            Some(TopicDelta::Removed(topic)) => {
+                for p in &topic.partitions {
+                    self.on_resigned(p.partition, None);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+struct LeadershipListener(Weak<GroupCoordinator>);
+
+impl MetadataListener for LeadershipListener {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        if let Some(groups) = self.0.upgrade() {
+            groups.apply_delta(delta);
+        }
+        Vec::new()
     }
 }

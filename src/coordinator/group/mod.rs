@@ -12,14 +12,16 @@
 //! - `records/`: Kafka's record schemas of `__consumer_offsets`, and the group →
 //!   partition mapping.
 //! - `topics.rs`: the topics as groups see them (partition counts, names, ids).
+//! - `settings.rs`: the broker's group settings in force, and each group's own.
 
 pub mod classic;
 pub mod consumer;
 pub mod coordinator;
 pub mod offsets;
 pub mod records;
+pub mod settings;
 pub mod shard;
 pub mod topics;
 
-pub use coordinator::{GroupCoordinator, OffsetsTopicConfig};
+pub use coordinator::GroupCoordinator;
 pub use records::OFFSETS_TOPIC;

@@ -1,15 +1,18 @@
 //! Record batches of an internal topic: the one batch an operation writes, and the
 //! stored batches read back when a partition loads.
 //!
-//! `decode_stored` is the only place where the coordinators decode stored batches:
-//! every batch is checked (length, magic, CRC) before its records are decoded, and a
-//! count that the bytes present cannot hold is refused before anything is allocated.
+//! `decode_stored` is the only place where the coordinators decode stored batches, with
+//! the log's own bounded readers (`log::records`): batches are split by `whole_batches`,
+//! every batch is checked (length, magic, CRC) and a count that the bytes present cannot
+//! hold is refused before its records are walked; a compressed batch decompresses as a
+//! stream bounded as every stored batch's is.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use crate::log::records::{self, whole_batches};
 use crate::log::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 
 /// The only record batch format the coordinators read (v2).
@@ -80,58 +83,66 @@ pub fn encode(records: Vec<(Bytes, Option<Bytes>)>, now_ms: i64) -> Result<Bytes
 /// first batch that is not sound.
 pub fn decode_stored(bytes: &Bytes) -> Result<Vec<StoredBatch>, String> {
     let mut out = Vec::new();
-    let mut pos = 0;
-    while bytes.len() - pos >= HEADER_SIZE {
-        let header = RecordBatchHeader::parse(&bytes[pos..]).map_err(|e| e.to_string())?;
-        let at = header.base_offset();
+    let mut consumed = 0;
+    for (header, raw) in whole_batches(bytes) {
+        consumed += raw.len();
+        out.push(decode_batch(&header, raw)?);
+    }
+    // `whole_batches` stops at a partial batch, and at a length no batch can have.
+    let rest = &bytes[consumed..];
+    if rest.len() >= HEADER_SIZE {
+        let header = RecordBatchHeader::parse(rest).map_err(|e| e.to_string())?;
         if header.batch_length() < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
             return Err(format!(
-                "batch at offset {at}: length {} is smaller than a header",
+                "batch at offset {}: length {} is smaller than a header",
+                header.base_offset(),
                 header.batch_length()
             ));
         }
-        let size = header.size_in_bytes();
-        if pos + size > bytes.len() {
-            break;
-        }
-        let raw = bytes.slice(pos..pos + size);
-        pos += size;
-        if header.magic() != MAGIC_V2 {
-            return Err(format!("batch at offset {at}: magic {}", header.magic()));
-        }
-        if crc32c::crc32c(&raw[CRC_FROM..]) != header.crc() {
-            return Err(format!("batch at offset {at}: CRC mismatch"));
-        }
-        let count = usize::try_from(header.records_count())
-            .map_err(|_| format!("batch at offset {at}: negative record count"))?;
-        let room = size - HEADER_SIZE;
-        let plausible = match header.compression_codec() {
-            0 => room / MIN_RECORD_BYTES,
-            _ => room.saturating_mul(MAX_COMPRESSED_RECORDS_PER_BYTE),
-        };
-        if count > plausible {
-            return Err(format!(
-                "batch at offset {at}: {count} records cannot fit in {size} bytes"
-            ));
-        }
-        let mut buf = raw;
-        let set = RecordBatchDecoder::decode(&mut buf)
-            .map_err(|e| format!("batch at offset {at}: {e}"))?;
-        out.push(StoredBatch {
-            control: header.is_control(),
-            next_offset: header.next_offset(),
-            records: set
-                .records
-                .into_iter()
-                .map(|r| StoredRecord {
-                    offset: r.offset,
-                    key: r.key,
-                    value: r.value,
-                })
-                .collect(),
-        });
     }
     Ok(out)
+}
+
+/// One whole batch: its header checked, then its records walked.
+fn decode_batch(header: &RecordBatchHeader, raw: &[u8]) -> Result<StoredBatch, String> {
+    let at = header.base_offset();
+    if header.magic() != MAGIC_V2 {
+        return Err(format!("batch at offset {at}: magic {}", header.magic()));
+    }
+    if crc32c::crc32c(&raw[CRC_FROM..]) != header.crc() {
+        return Err(format!("batch at offset {at}: CRC mismatch"));
+    }
+    let count = usize::try_from(header.records_count())
+        .map_err(|_| format!("batch at offset {at}: negative record count"))?;
+    let size = raw.len();
+    let room = size - HEADER_SIZE;
+    let plausible = match header.compression_codec() {
+        0 => room / MIN_RECORD_BYTES,
+        _ => room.saturating_mul(MAX_COMPRESSED_RECORDS_PER_BYTE),
+    };
+    if count > plausible {
+        return Err(format!(
+            "batch at offset {at}: {count} records cannot fit in {size} bytes"
+        ));
+    }
+    // Control batches (transaction markers) hold no coordinator records.
+    let mut stored = Vec::new();
+    if !header.is_control() {
+        let walk = records::records(raw).map_err(|e| format!("batch at offset {at}: {e}"))?;
+        for record in walk {
+            let r = record.map_err(|e| format!("batch at offset {at}: {e}"))?;
+            stored.push(StoredRecord {
+                offset: r.offset,
+                key: r.key,
+                value: r.value,
+            });
+        }
+    }
+    Ok(StoredBatch {
+        control: header.is_control(),
+        next_offset: header.next_offset(),
+        records: stored,
+    })
 }
 
 #[cfg(test)]
@@ -165,6 +176,21 @@ mod tests {
         let mut bytes = BytesMut::from(&whole[..]);
         bytes.extend_from_slice(&whole[..whole.len() - 5]);
         assert_eq!(decode_stored(&bytes.freeze()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn compressed_batches_read_back_through_the_bounded_reader() {
+        use crate::log::test_util;
+        let mut rs = test_util::records(&[b"v0", b"v1"], 1_000, None);
+        rs[0].key = Some(Bytes::from_static(b"k0"));
+        for codec in [Compression::Gzip, Compression::Zstd] {
+            let decoded = decode_stored(&test_util::encode(&rs, codec)).unwrap();
+            let records = &decoded[0].records;
+            assert_eq!(records.len(), 2, "{codec:?}");
+            assert_eq!(records[0].key.as_deref(), Some(&b"k0"[..]));
+            assert_eq!(records[1].value.as_deref(), Some(&b"v1"[..]));
+            assert_eq!(records[1].offset, 1);
+        }
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub fn load<S: Shard>(
     shard: &mut S,
 ) -> Result<LoadSummary, String> {
     let mut summary = LoadSummary::default();
-    let mut offset = log.log_start_offset(partition)?;
+    let mut offset = log.log_start_offset(partition).map_err(|e| e.message())?;
     loop {
-        let bytes = log.read(partition, offset, READ_BYTES)?;
+        let bytes = log
+            .read(partition, offset, READ_BYTES)
+            .map_err(|e| e.message())?;
         if bytes.is_empty() {
             return Ok(summary);
         }

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::writer::{Appended, PartitionLog};
+use crate::error::ApiError;
 use crate::log::RecordBatchHeader;
 
 #[derive(Default)]
@@ -132,11 +133,11 @@ impl PartitionLog for MemoryLog {
         }
     }
 
-    fn log_start_offset(&self, _partition: i32) -> Result<i64, String> {
+    fn log_start_offset(&self, _partition: i32) -> Result<i64, ApiError> {
         Ok(0)
     }
 
-    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, String> {
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError> {
         let parts = self.partitions.lock();
         let Some(p) = parts.get(&partition) else {
             return Ok(Bytes::new());

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 
 use owner::{Event, Owner, Pending};
@@ -82,7 +82,21 @@ pub fn now_ms() -> i64 {
 struct Handle<S: Shard> {
     epoch: i32,
     status: Arc<AtomicU8>,
+    /// Notified once loading ends (served, failed, or closed before it finished).
+    settled: Arc<Notify>,
     events: mpsc::Sender<Event<S>>,
+}
+
+/// A newly registered owner's status, load notification and queue.
+type Installed<S> = (Arc<AtomicU8>, Arc<Notify>, mpsc::Receiver<Event<S>>);
+
+impl<S: Shard> Handle<S> {
+    /// Stops serving the partition: its owner ends, and a wait for its load is over.
+    fn close(&self) {
+        self.status
+            .store(ShardStatus::Closed as u8, Ordering::Release);
+        self.settled.notify_waiters();
+    }
 }
 
 pub struct CoordinatorRuntime<S: Shard> {
@@ -119,6 +133,26 @@ impl<S: Shard> CoordinatorRuntime<S> {
         let mut out: Vec<i32> = self.owners.lock().keys().copied().collect();
         out.sort_unstable();
         out
+    }
+
+    /// Resolves once `partition` is no longer loading, with its status then (None: it is
+    /// not served here).
+    pub async fn loaded(&self, partition: i32) -> Option<ShardStatus> {
+        loop {
+            let (status, settled) = {
+                let owners = self.owners.lock();
+                let h = owners.get(&partition)?;
+                (h.status.clone(), h.settled.clone())
+            };
+            // Registered before the check, so a load ending in between is not missed.
+            let ended = settled.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            match ShardStatus::from_u8(status.load(Ordering::Acquire)) {
+                ShardStatus::Loading => ended.await,
+                other => return Some(other),
+            }
+        }
     }
 
     /// Whether operations on `partition` are served now; the error otherwise.
@@ -191,7 +225,8 @@ impl<S: Shard> CoordinatorRuntime<S> {
     /// receiver learns when the partition is served (or failed to load).
     pub fn on_elected(&self, partition: i32, epoch: i32) -> oneshot::Receiver<ShardStatus> {
         let (done, loaded) = oneshot::channel();
-        let Some((status, events)) = self.install(partition, epoch, ShardStatus::Loading) else {
+        let Some((status, settled, events)) = self.install(partition, epoch, ShardStatus::Loading)
+        else {
             let _ = done.send(self.status(partition).unwrap_or(ShardStatus::Closed));
             return loaded;
         };
@@ -211,11 +246,13 @@ impl<S: Shard> CoordinatorRuntime<S> {
                 Err(e) => {
                     tracing::error!(partition, error = %e, "{name}: loading panicked");
                     status.store(ShardStatus::Failed as u8, Ordering::Release);
+                    settled.notify_waiters();
                     let _ = done.send(ShardStatus::Failed);
                     return;
                 }
             };
             let owner = Self::finish_load(name, partition, log, status, shard, result);
+            settled.notify_waiters();
             let _ = done.send(
                 owner
                     .as_ref()
@@ -231,7 +268,8 @@ impl<S: Shard> CoordinatorRuntime<S> {
     /// `on_elected`, loading in the calling thread: a broker starting up serves no
     /// request before its coordinators are loaded.
     pub fn load_now(&self, partition: i32, epoch: i32) -> ShardStatus {
-        let Some((status, events)) = self.install(partition, epoch, ShardStatus::Loading) else {
+        let Some((status, settled, events)) = self.install(partition, epoch, ShardStatus::Loading)
+        else {
             return self.status(partition).unwrap_or(ShardStatus::Closed);
         };
         let mut shard = (self.new_shard)(partition);
@@ -244,6 +282,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
             shard,
             result,
         );
+        settled.notify_waiters();
         match owner {
             Some(owner) => {
                 tokio::spawn(owner.run(events));
@@ -255,12 +294,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
 
     /// Registers an owner for `partition` at `epoch`, unless one at that epoch or later
     /// is there already (serving, loading, or failed to load).
-    fn install(
-        &self,
-        partition: i32,
-        epoch: i32,
-        status: ShardStatus,
-    ) -> Option<(Arc<AtomicU8>, mpsc::Receiver<Event<S>>)> {
+    fn install(&self, partition: i32, epoch: i32, status: ShardStatus) -> Option<Installed<S>> {
         let mut owners = self.owners.lock();
         if let Some(h) = owners.get(&partition) {
             // The same leadership again (a failed load included: as in Kafka, only a
@@ -268,19 +302,21 @@ impl<S: Shard> CoordinatorRuntime<S> {
             if h.epoch >= epoch {
                 return None;
             }
-            h.status.store(ShardStatus::Closed as u8, Ordering::Release);
+            h.close();
         }
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let status = Arc::new(AtomicU8::new(status as u8));
+        let settled = Arc::new(Notify::new());
         owners.insert(
             partition,
             Handle {
                 epoch,
                 status: status.clone(),
+                settled: settled.clone(),
                 events: tx,
             },
         );
-        Some((status, rx))
+        Some((status, settled, rx))
     }
 
     fn finish_load(
@@ -337,7 +373,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
             .is_some_and(|h| epoch.is_none_or(|e| h.epoch <= e));
         if resign {
             if let Some(h) = owners.remove(&partition) {
-                h.status.store(ShardStatus::Closed as u8, Ordering::Release);
+                h.close();
             }
         }
     }
@@ -346,7 +382,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
     pub fn shutdown(&self) {
         let mut owners = self.owners.lock();
         for (_, h) in owners.drain() {
-            h.status.store(ShardStatus::Closed as u8, Ordering::Release);
+            h.close();
         }
     }
 }

@@ -6,6 +6,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use crate::error::ApiError;
+
 /// Where an appended batch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Appended {
@@ -35,9 +37,9 @@ pub trait PartitionLog: Send + Sync + 'static {
     async fn committed(&self, partition: i32, offset: i64) -> Result<(), ResponseError>;
 
     /// The first offset of the partition's log, where loading starts.
-    fn log_start_offset(&self, partition: i32) -> Result<i64, String>;
+    fn log_start_offset(&self, partition: i32) -> Result<i64, ApiError>;
 
     /// Whole batches from `offset`, at most `max_bytes` unless the first batch is larger;
     /// empty at the end of the log.
-    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, String>;
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError>;
 }

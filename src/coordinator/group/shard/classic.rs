@@ -71,7 +71,7 @@ impl GroupShard {
         now: Instant,
         now_ms: i64,
     ) -> Op<Outcome<JoinResult>> {
-        let cfg = self.config.classic;
+        let cfg = self.settings.broker().group.classic;
         let fail = |e, member_id: &str| {
             Ok(Written::response(Outcome::Done(JoinResult::error(
                 e, member_id,

@@ -83,7 +83,7 @@ impl GroupShard {
             sessions.remove(old);
         }
         if !beat.left {
-            let session_ms = self.config.consumer_session_timeout_ms.max(0) as u64;
+            let session_ms = self.settings.consumer(group_id).session_timeout_ms.max(0) as u64;
             let rebalance_ms = beat.rebalance_timeout_ms.max(0) as u64;
             let previous = sessions.get(&hb.member_id).copied();
             let revocation_deadline = match beat.revoking {

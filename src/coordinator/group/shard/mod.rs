@@ -32,11 +32,12 @@ pub use admin::{GroupDescription, ListedGroup, MemberDescription};
 pub use classic::SyncRequest;
 pub use offsets::{CommitRequest, Committer};
 
-use super::classic::{ClassicGroup, GroupConfig, GroupState};
+use super::classic::{ClassicGroup, GroupState};
 use super::consumer::{ConsumerGroup, RegexCache, TopicImage};
 use super::offsets::{Committed, Offsets};
 use super::records::consumer::ConsumerKey;
 use super::records::{decode_record, encode_record, GroupRecord, RecordKey, RecordValue};
+use super::settings::GroupSettings;
 use super::topics::TopicSource;
 use crate::coordinator::runtime::timers::Timers;
 use crate::coordinator::runtime::{now_ms, Shard, Written};
@@ -77,19 +78,6 @@ impl Group {
     }
 }
 
-/// The settings every shard applies.
-#[derive(Clone, Debug)]
-pub struct ShardConfig {
-    pub classic: GroupConfig,
-    /// `group.consumer.session.timeout.ms`.
-    pub consumer_session_timeout_ms: i32,
-    /// `offsets.retention.minutes`, in ms.
-    pub offsets_retention_ms: i64,
-    pub offsets_retention_check_interval_ms: u64,
-    /// `offset.metadata.max.bytes`.
-    pub offset_metadata_max_bytes: usize,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum TimerKey {
     /// A group's earliest deadline.
@@ -111,7 +99,7 @@ struct Session {
 const TIMER_RETRY: Duration = Duration::from_secs(1);
 
 pub struct GroupShard {
-    config: Arc<ShardConfig>,
+    settings: Arc<GroupSettings>,
     /// The topics as of the latest KIP-848 operation; replay maps topic ids with it.
     image: Arc<TopicImage>,
     groups: HashMap<String, Group>,
@@ -126,10 +114,10 @@ pub struct GroupShard {
 }
 
 impl GroupShard {
-    pub fn new(config: Arc<ShardConfig>, topics: Arc<dyn TopicSource>) -> Self {
+    pub fn new(settings: Arc<GroupSettings>, topics: Arc<dyn TopicSource>) -> Self {
         let image = topics.image();
         GroupShard {
-            config,
+            settings,
             image,
             groups: HashMap::new(),
             offsets: Offsets::default(),
@@ -138,6 +126,15 @@ impl GroupShard {
             regexes: RegexCache::default(),
             timers: Timers::default(),
         }
+    }
+
+    fn offsets_retention_check_interval(&self) -> Duration {
+        let ms = self
+            .settings
+            .broker()
+            .group
+            .offsets_retention_check_interval_ms;
+        Duration::from_millis(ms)
     }
 
     pub fn group(&self, group_id: &str) -> Option<&Group> {
@@ -159,7 +156,12 @@ impl GroupShard {
 
     fn new_classic(&self, group_id: &str, now_ms: i64) -> ClassicGroup {
         let mut g = ClassicGroup::new(group_id, now_ms);
-        g.initial_delay_ms = self.config.classic.initial_rebalance_delay_ms;
+        g.initial_delay_ms = self
+            .settings
+            .broker()
+            .group
+            .classic
+            .initial_rebalance_delay_ms;
         g
     }
 
@@ -270,7 +272,12 @@ impl Shard for GroupShard {
             }
             (RecordKey::Group { .. }, Some(RecordValue::Group(v))) => {
                 let mut g = ClassicGroup::restore(&group_id, v, Instant::now());
-                g.initial_delay_ms = self.config.classic.initial_rebalance_delay_ms;
+                g.initial_delay_ms = self
+                    .settings
+                    .broker()
+                    .group
+                    .classic
+                    .initial_rebalance_delay_ms;
                 self.remove_group(&group_id);
                 self.groups.insert(group_id.clone(), Group::Classic(g));
                 self.schedule(&group_id);
@@ -312,8 +319,20 @@ impl Shard for GroupShard {
             }
             (RecordKey::Consumer { kind, .. }, Some(RecordValue::Consumer(v))) => {
                 let image = self.image.clone();
+                // A joining member's session is set before its record makes it a member;
+                // its timer can only be set once the record is replayed.
+                let joining = match &kind {
+                    ConsumerKey::Member(id) => self
+                        .sessions
+                        .get(&group_id)
+                        .is_some_and(|s| s.contains_key(id)),
+                    _ => false,
+                };
                 self.consumer_for_replay(&group_id)
                     .replay(kind, Some(v), &image)?;
+                if joining {
+                    self.schedule(&group_id);
+                }
             }
             _ => return Err("value does not match its key".into()),
         }
@@ -326,8 +345,8 @@ impl Shard for GroupShard {
             if let Some(Group::Consumer(c)) = self.groups.get(id) {
                 // Every member gets a fresh session, a fresh rebalance timeout while it
                 // revokes, and its assignment once more.
-                let session =
-                    Duration::from_millis(self.config.consumer_session_timeout_ms.max(0) as u64);
+                let session_ms = self.settings.consumer(id).session_timeout_ms;
+                let session = Duration::from_millis(session_ms.max(0) as u64);
                 let sessions = c
                     .members
                     .values()
@@ -348,7 +367,7 @@ impl Shard for GroupShard {
             }
             self.schedule(id);
         }
-        let every = Duration::from_millis(self.config.offsets_retention_check_interval_ms);
+        let every = self.offsets_retention_check_interval();
         self.timers.schedule(TimerKey::OffsetExpiry, now + every);
     }
 
@@ -368,7 +387,7 @@ impl Shard for GroupShard {
         match self.timers.pop_first_due(now) {
             None => Written::response(()),
             Some(TimerKey::OffsetExpiry) => {
-                let every = Duration::from_millis(self.config.offsets_retention_check_interval_ms);
+                let every = self.offsets_retention_check_interval();
                 let (records, more) = self.expired_offsets(now_ms());
                 // A partition with more to expire than one batch takes carries on at once.
                 let next = if more { now } else { now + every };

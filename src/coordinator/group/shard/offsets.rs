@@ -58,11 +58,12 @@ impl GroupShard {
             None if who.api_version >= 9 => return Err(ResponseError::GroupIdNotFound),
             None => return Err(ResponseError::IllegalGeneration),
         }
+        let max_metadata_bytes = self.settings.broker().group.offset_metadata_max_bytes;
         let mut answers = Vec::with_capacity(commits.len());
         let mut records = Vec::new();
         for c in commits {
             let metadata = c.metadata.unwrap_or_default();
-            if metadata.len() > self.config.offset_metadata_max_bytes {
+            if metadata.len() > max_metadata_bytes {
                 answers.push(Some(ResponseError::OffsetMetadataTooLarge));
                 continue;
             }
@@ -184,7 +185,7 @@ impl GroupShard {
     /// empty group left without offsets is deleted. At most one batch's worth; the
     /// second value says whether more is due.
     pub fn expired_offsets(&self, now_ms: i64) -> (Vec<GroupRecord>, bool) {
-        let retention = self.config.offsets_retention_ms;
+        let retention = self.settings.broker().group.offsets_retention_ms;
         let mut records = Vec::new();
         for (group_id, group) in &self.groups {
             if records.len() >= EXPIRED_RECORDS_PER_BATCH {

@@ -19,17 +19,14 @@ use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
 
 type Runtime = CoordinatorRuntime<GroupShard>;
 
-fn config() -> Arc<ShardConfig> {
-    Arc::new(ShardConfig {
-        classic: GroupConfig {
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        },
-        consumer_session_timeout_ms: 45_000,
-        offsets_retention_ms: 7 * 24 * 3_600_000,
-        offsets_retention_check_interval_ms: 600_000,
-        offset_metadata_max_bytes: 4096,
-    })
+/// Kafka's defaults, but no initial rebalance delay.
+fn config() -> Arc<GroupSettings> {
+    let props = BTreeMap::from([(
+        "group.initial.rebalance.delay.ms".to_string(),
+        "0".to_string(),
+    )]);
+    let broker = crate::config::BrokerConfig::from_properties(props).unwrap();
+    GroupSettings::new(crate::config::SharedConfig::new(broker))
 }
 
 fn image(topics: &[(&str, u128, i32)]) -> Arc<TopicImage> {
@@ -411,6 +408,30 @@ async fn idle_groups_set_no_timers() {
     assert_eq!(
         rt.read(0, |s: &GroupShard| s.timer_count()).await.unwrap(),
         1
+    );
+}
+
+/// A member that joins a new consumer group and never heartbeats again (its client died)
+/// still has its session timer: set once the record making it a member is replayed.
+#[tokio::test]
+async fn a_member_that_never_heartbeats_again_has_its_session_timer() {
+    let log = Arc::new(MemoryLog::default());
+    let topics = default_image();
+    let rt = runtime(&log, topics.clone());
+    let before = Instant::now();
+    consumer(&rt, "g", join("m1", Some(&["t"]), None), &topics)
+        .await
+        .unwrap();
+    let next = rt
+        .read(0, |s: &GroupShard| s.next_deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    // The member's session (45 s), not the offset expiry (10 minutes).
+    let session = std::time::Duration::from_secs(45);
+    assert!(
+        next >= before + session && next <= Instant::now() + session,
+        "{next:?}"
     );
 }
 

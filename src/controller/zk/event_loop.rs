@@ -1,0 +1,396 @@
+//! The controller's event loop (Kafka's `KafkaController` with its `ControllerEventManager`):
+//! one task processes events one at a time: ZooKeeper watches firing, brokers'
+//! answers, and the broker → controller APIs. It owns the controller context, so
+//! nothing else changes it, and every decision it writes to ZooKeeper is fenced by the
+//! controller epoch. Every cluster member runs one: it competes for `/controller`,
+//! keeps the member's view of live brokers and of who controls, and does the
+//! controller's work only while it holds the election.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    AlterPartitionRequest, AlterPartitionResponse, LeaderAndIsrResponse, StopReplicaResponse,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::channel::ChannelManager;
+use super::context::{ControllerContext, TopicPartition};
+use super::requests::RequestBatch;
+use super::store::{self, Fence};
+use super::{election, Settings, Shared};
+use crate::zk::session::{Watch, WatchEvent, ZkError, ZkSession};
+use crate::zk::znodes::paths;
+
+pub type ZkResult<T> = Result<T, ZkError>;
+
+/// What the event loop acts on. Watch events carry the generation (election term of
+/// this member) that armed them, so a watch left from an earlier term is dropped.
+pub enum Event {
+    /// `/controller` was deleted, or the member just started: try to be elected.
+    Elect,
+    /// `/controller` was created or changed: someone else may have won.
+    ControllerChanged,
+    BrokerChange,
+    /// A live broker's registration changed (its endpoints, say).
+    BrokerModification(u64, i32),
+    TopicChange(u64),
+    PartitionModifications(u64, String),
+    TopicDeletion(u64),
+    LeaderAndIsrResponse {
+        broker: i32,
+        response: LeaderAndIsrResponse,
+    },
+    StopReplicaResponse {
+        broker: i32,
+        response: StopReplicaResponse,
+        deleting: BTreeSet<TopicPartition>,
+    },
+    AlterPartition {
+        request: AlterPartitionRequest,
+        version: i16,
+        reply: oneshot::Sender<AlterPartitionResponse>,
+    },
+    ControlledShutdown {
+        broker_id: i32,
+        broker_epoch: i64,
+        reply: oneshot::Sender<Result<Vec<TopicPartition>, kafka_protocol::error::ResponseError>>,
+    },
+    AllocateProducerIds {
+        broker_id: i32,
+        broker_epoch: i64,
+        reply: oneshot::Sender<Result<(i64, i32), kafka_protocol::error::ResponseError>>,
+    },
+}
+
+pub struct ControllerLoop {
+    pub(super) s: Arc<ZkSession>,
+    pub(super) settings: Arc<Settings>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) tx: mpsc::UnboundedSender<Event>,
+    rx: mpsc::UnboundedReceiver<Event>,
+    pub(super) ctx: ControllerContext,
+    /// Set while this member is the elected controller.
+    pub(super) fence: Option<Fence>,
+    /// Bumped on every election won or lost; watches of older terms are ignored.
+    pub(super) generation: u64,
+    pub(super) channels: ChannelManager,
+    pub(super) batch: RequestBatch,
+    /// Watches left and not yet fired, so each znode has one watcher (a second read
+    /// with a watch would make every change arrive twice).
+    pub(super) armed: Armed,
+}
+
+/// Which watches are armed.
+#[derive(Default)]
+pub struct Armed {
+    pub controller: bool,
+    pub brokers: bool,
+    pub topics: bool,
+    pub deletions: bool,
+    pub topic: std::collections::HashSet<String>,
+    pub broker: std::collections::HashSet<i32>,
+}
+
+impl ControllerLoop {
+    pub fn new(s: Arc<ZkSession>, settings: Arc<Settings>, shared: Arc<Shared>) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let channels = ChannelManager::new(
+            settings.broker_id,
+            settings.inter_broker_listener.clone(),
+            settings.controller_socket_timeout,
+            tx.clone(),
+        );
+        ControllerLoop {
+            s,
+            settings,
+            shared,
+            tx,
+            rx,
+            ctx: ControllerContext::default(),
+            fence: None,
+            generation: 0,
+            channels,
+            batch: RequestBatch::default(),
+            armed: Armed::default(),
+        }
+    }
+
+    pub fn sender(&self) -> mpsc::UnboundedSender<Event> {
+        self.tx.clone()
+    }
+
+    /// Runs until the session expires (or another terminal ZooKeeper error); the caller
+    /// then starts over on a new session. Resigns on the way out.
+    pub async fn run(mut self) -> ZkError {
+        let _ = self.tx.send(Event::Elect);
+        if let Err(e) = self.refresh_brokers().await {
+            return e;
+        }
+        while let Some(event) = self.rx.recv().await {
+            if let Err(e) = self.process(event).await {
+                match e {
+                    ZkError::SessionExpired => {
+                        self.on_resignation();
+                        self.publish();
+                        return e;
+                    }
+                    ZkError::Fenced { .. } => {
+                        tracing::warn!(
+                            "controller epoch moved on: another controller was elected; resigning"
+                        );
+                        self.on_resignation();
+                        let _ = self.tx.send(Event::ControllerChanged);
+                    }
+                    e if self.is_active() => {
+                        tracing::error!(error = %e, "controller failed on a ZooKeeper error; resigning so another broker takes over");
+                        self.trigger_controller_move().await;
+                    }
+                    e => tracing::warn!(error = %e, "ZooKeeper error"),
+                }
+            }
+            self.publish();
+        }
+        ZkError::Other("controller event queue closed".into())
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    pub(super) fn fence(&self) -> ZkResult<Fence> {
+        self.fence
+            .ok_or_else(|| ZkError::Other("not the controller".into()))
+    }
+
+    async fn process(&mut self, event: Event) -> ZkResult<()> {
+        // A fired watch is gone: the processing below leaves a new one.
+        match &event {
+            Event::Elect | Event::ControllerChanged => self.armed.controller = false,
+            Event::BrokerChange => self.armed.brokers = false,
+            Event::TopicChange(g) if *g == self.generation => self.armed.topics = false,
+            Event::TopicDeletion(g) if *g == self.generation => self.armed.deletions = false,
+            Event::PartitionModifications(g, t) if *g == self.generation => {
+                self.armed.topic.remove(t);
+            }
+            Event::BrokerModification(g, id) if *g == self.generation => {
+                self.armed.broker.remove(id);
+            }
+            _ => {}
+        }
+        match event {
+            Event::Elect => {
+                self.maybe_resign().await?;
+                self.elect().await
+            }
+            Event::ControllerChanged => self.maybe_resign().await,
+            Event::BrokerChange => self.process_broker_change().await,
+            Event::TopicChange(g) if g == self.generation && self.is_active() => {
+                self.process_topic_change().await
+            }
+            Event::PartitionModifications(g, topic) if g == self.generation && self.is_active() => {
+                self.process_partition_modifications(&topic).await
+            }
+            Event::TopicDeletion(g) if g == self.generation && self.is_active() => {
+                self.process_topic_deletion().await
+            }
+            Event::BrokerModification(g, id) if g == self.generation && self.is_active() => {
+                self.process_broker_modification(id).await
+            }
+            Event::TopicChange(_)
+            | Event::PartitionModifications(..)
+            | Event::TopicDeletion(_)
+            | Event::BrokerModification(..) => Ok(()),
+            Event::LeaderAndIsrResponse { broker, response } => {
+                self.process_leader_and_isr_response(broker, response).await
+            }
+            Event::StopReplicaResponse {
+                broker,
+                response,
+                deleting,
+            } => {
+                self.process_stop_replica_response(broker, response, deleting)
+                    .await
+            }
+            Event::AlterPartition {
+                request,
+                version,
+                reply,
+            } => {
+                let response = self.process_alter_partition(request, version).await?;
+                let _ = reply.send(response);
+                Ok(())
+            }
+            Event::ControlledShutdown {
+                broker_id,
+                broker_epoch,
+                reply,
+            } => {
+                let result = self
+                    .process_controlled_shutdown(broker_id, broker_epoch)
+                    .await?;
+                let _ = reply.send(result);
+                Ok(())
+            }
+            Event::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+                reply,
+            } => {
+                let result = self
+                    .process_allocate_producer_ids(broker_id, broker_epoch)
+                    .await?;
+                let _ = reply.send(result);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends what the state changes since the last flush decided.
+    pub(super) fn flush(&mut self) {
+        let requests = self.batch.build(
+            &self.ctx,
+            self.settings.broker_id,
+            &self.settings.inter_broker_listener,
+        );
+        for (broker, request) in requests {
+            self.channels.send(broker, request);
+        }
+    }
+
+    /// Publishes what handlers and the `Controller` adapter read.
+    fn publish(&self) {
+        self.shared.publish(self);
+    }
+
+    // ---- election ----
+
+    async fn elect(&mut self) -> ZkResult<()> {
+        let controller = self.watch_controller().await?;
+        if controller.is_some() {
+            return Ok(());
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        match election::try_elect(&self.s, self.settings.broker_id, now_ms).await? {
+            Some(fence) => {
+                tracing::info!(
+                    broker_id = self.settings.broker_id,
+                    epoch = fence.controller_epoch,
+                    epoch_zk_version = fence.epoch_zk_version,
+                    "elected controller"
+                );
+                self.shared.set_controller_id(self.settings.broker_id);
+                self.fence = Some(fence);
+                self.generation += 1;
+                self.on_controller_failover().await
+            }
+            None => {
+                self.watch_controller().await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads `/controller` and leaves a watch on it (unless one is armed); returns the
+    /// controller's id.
+    async fn watch_controller(&mut self) -> ZkResult<Option<i32>> {
+        if self.armed.controller {
+            let id = election::read_controller_id(&self.s).await?;
+            self.shared.set_controller_id(id.unwrap_or(-1));
+            return Ok(id);
+        }
+        let (found, watch) = self.s.get_and_watch(paths::CONTROLLER).await?;
+        let id = found.and_then(|(data, _)| {
+            crate::zk::znodes::decode::<crate::zk::znodes::ControllerRegistration>(&data)
+                .ok()
+                .map(|c| c.brokerid)
+        });
+        self.shared.set_controller_id(id.unwrap_or(-1));
+        self.armed.controller = true;
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let event = match watch.changed().await {
+                WatchEvent::Deleted(_) => Event::Elect,
+                WatchEvent::Session(_) => return,
+                _ => Event::ControllerChanged,
+            };
+            let _ = tx.send(event);
+        });
+        Ok(id)
+    }
+
+    async fn maybe_resign(&mut self) -> ZkResult<()> {
+        let was_active = self.is_active();
+        let id = election::read_controller_id(&self.s).await?;
+        self.shared.set_controller_id(id.unwrap_or(-1));
+        if was_active && id != Some(self.settings.broker_id) {
+            tracing::warn!(controller = ?id, "another broker is the controller now; resigning");
+            self.on_resignation();
+        }
+        Ok(())
+    }
+
+    /// Gives up the controllership: no more requests, no more watches acted on.
+    pub(super) fn on_resignation(&mut self) {
+        if self.fence.take().is_some() {
+            tracing::info!(
+                broker_id = self.settings.broker_id,
+                "resigned as controller"
+            );
+        }
+        self.generation += 1;
+        self.channels.clear();
+        self.batch = RequestBatch::default();
+        self.ctx = ControllerContext::default();
+        // The controller's watches belong to the old generation and will be ignored.
+        self.armed.topics = false;
+        self.armed.deletions = false;
+        self.armed.topic.clear();
+        self.armed.broker.clear();
+    }
+
+    /// Resigns and deletes `/controller` (if still ours) so that a healthy broker is
+    /// elected (Kafka's `triggerControllerMove`).
+    async fn trigger_controller_move(&mut self) {
+        let fence = self.fence;
+        self.on_resignation();
+        if let Some(fence) = fence {
+            if let Err(e) = election::resign(&self.s, fence).await {
+                tracing::warn!(error = %e, "could not delete /controller after resigning");
+            }
+        }
+    }
+
+    // ---- watches ----
+
+    /// Spawns a task that turns a watch into an event (nothing when the session ends).
+    pub(super) fn on_watch(&self, watch: Watch, event: Event) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            if let WatchEvent::Session(_) = watch.changed().await {
+                return;
+            }
+            let _ = tx.send(event);
+        });
+    }
+
+    /// Live brokers, re-read with a new watch; shared with the adapter on every member.
+    pub(super) async fn read_brokers_and_watch(
+        &mut self,
+    ) -> ZkResult<std::collections::BTreeMap<i32, super::context::LiveBroker>> {
+        if !self.armed.brokers {
+            let (_, watch) = self.s.children_and_watch(paths::BROKER_IDS).await?;
+            self.on_watch(watch, Event::BrokerChange);
+            self.armed.brokers = true;
+        }
+        let brokers = store::read_brokers(&self.s).await?;
+        self.shared.set_brokers(&brokers);
+        Ok(brokers)
+    }
+
+    async fn refresh_brokers(&mut self) -> ZkResult<()> {
+        self.read_brokers_and_watch().await.map(|_| ())
+    }
+}

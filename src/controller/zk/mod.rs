@@ -1,0 +1,564 @@
+//! ZooKeeper mode: skua as a member of a Kafka 3.9 ZooKeeper-mode cluster, beside Apache
+//! Kafka brokers, speaking Kafka's own cluster protocol (Kafka's `KafkaController`).
+//!
+//! The map, in the order things happen:
+//! - `registration`: on every new session, Kafka's top-level paths, `/cluster/id`, and
+//!   this broker's ephemeral `/brokers/ids/<id>` (its czxid is the broker epoch).
+//! - `event_loop`: every member's controller module. It competes for `/controller`
+//!   (`election`); while elected it owns the `context`, reacts to the cluster
+//!   (`cluster_events`) through the partition and replica state machines
+//!   (`states`, `partition_machine`, `replica_machine`, with `leader_election`'s rules),
+//!   deletes topics (`deletion`), answers brokers (`broker_apis`, `producer_ids`) and
+//!   tells them with `requests` sent through one ordered queue per broker (`channel`).
+//!   Every write is fenced by the controller epoch (`store`).
+//! - `member`: the session's supervisor: session expiry ends the loop; a new session
+//!   registers again and starts a new loop, which re-reads everything.
+//! - `admin`: CreateTopics, CreatePartitions, DeleteTopics and topic configs as Kafka's
+//!   `AdminZkClient` writes them, with Kafka's `assignment`; only the active controller
+//!   answers them (NOT_CONTROLLER elsewhere, as Kafka 3.9 does).
+//! - `self_requests`: what this broker answers to LeaderAndIsr, UpdateMetadata and
+//!   StopReplica until skua's broker side exists (see there).
+//!
+//! [`ZkController`] is the seam with the rest of the broker: it implements
+//! [`Controller`] from what the event loop publishes.
+
+pub mod admin;
+pub mod assignment;
+mod broker_apis;
+mod channel;
+mod cluster_events;
+pub mod context;
+mod deletion;
+pub mod election;
+pub mod event_loop;
+pub mod leader_and_isr;
+pub mod leader_election;
+mod member;
+mod partition_machine;
+pub mod producer_ids;
+pub mod registration;
+mod replica_machine;
+pub mod requests;
+pub mod self_requests;
+pub mod states;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kafka_protocol::error::ResponseError;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use self::context::LiveBroker;
+use self::event_loop::{ControllerLoop, Event};
+use super::{BrokerInfo, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo};
+use crate::config::BrokerConfig;
+use crate::zk::session::{ZkConfig, ZkSession};
+use crate::zk::znodes::{BrokerRegistration, EndPoint};
+
+/// What ZooKeeper mode takes from `server.properties`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub broker_id: i32,
+    pub zk: ZkConfig,
+    /// The advertised endpoints, as registered.
+    pub endpoints: Vec<EndPoint>,
+    /// The listener other brokers (and the controller) use.
+    pub inter_broker_listener: String,
+    pub rack: Option<String>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub unclean_leader_election: bool,
+    pub delete_topic_enable: bool,
+    /// `controller.socket.timeout.ms`: how long a controller request waits.
+    pub controller_socket_timeout: Duration,
+    /// How long admin requests wait for the controller to act on what they wrote.
+    pub admin_timeout: Duration,
+}
+
+impl Settings {
+    pub fn from_config(config: &BrokerConfig) -> anyhow::Result<Option<Settings>> {
+        let Some(connect) = &config.zookeeper_connect else {
+            return Ok(None);
+        };
+        let long = |key: &str| config.get(key).and_then(|v| v.trim().parse::<i64>().ok());
+        let ms = |key: &str, default: i64| {
+            Duration::from_millis(long(key).unwrap_or(default).max(1) as u64)
+        };
+        let session_timeout = ms("zookeeper.session.timeout.ms", 18_000);
+        let connection_timeout =
+            long("zookeeper.connection.timeout.ms").map(|v| Duration::from_millis(v.max(1) as u64));
+        let zk = ZkConfig::new(connect, session_timeout, connection_timeout)?;
+        let protocol_map = parse_protocol_map(config.get("listener.security.protocol.map"));
+        let endpoints = config
+            .advertised_listeners
+            .iter()
+            .map(|l| EndPoint {
+                listener: l.name.clone(),
+                security_protocol: protocol_map
+                    .get(&l.name)
+                    .cloned()
+                    .unwrap_or_else(|| l.name.clone()),
+                host: l.host.clone(),
+                port: l.port as i32,
+            })
+            .collect();
+        let inter_broker_listener = config
+            .get("inter.broker.listener.name")
+            .or_else(|| config.get("security.inter.broker.protocol"))
+            .unwrap_or_else(|| "PLAINTEXT".into());
+        let flag = |key: &str| {
+            config
+                .get(key)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        };
+        Ok(Some(Settings {
+            broker_id: config.broker_id,
+            zk,
+            endpoints,
+            inter_broker_listener,
+            rack: config.rack.clone(),
+            num_partitions: config.log.num_partitions,
+            default_replication_factor: config.replication.default_replication_factor,
+            unclean_leader_election: flag("unclean.leader.election.enable"),
+            delete_topic_enable: config.delete_topic_enable,
+            controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),
+            admin_timeout: ms("request.timeout.ms", 30_000),
+        }))
+    }
+
+    pub fn registration(&self) -> BrokerRegistration {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        BrokerRegistration::new(&self.endpoints, self.rack.clone(), now_ms)
+    }
+}
+
+/// `listener.security.protocol.map` (`NAME:PROTOCOL,...`); Kafka's default maps each
+/// protocol name to itself.
+fn parse_protocol_map(value: Option<String>) -> BTreeMap<String, String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|e| e.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// What the event loop publishes for the broker's request handlers.
+#[derive(Default)]
+struct Snapshot {
+    controller_id: i32,
+    active: bool,
+    brokers: BTreeMap<i32, LiveBroker>,
+    topics: BTreeMap<String, Arc<TopicInfo>>,
+}
+
+/// State shared between the member's tasks and the broker's request handlers.
+pub struct Shared {
+    settings: Arc<Settings>,
+    cluster_id: String,
+    snapshot: RwLock<Snapshot>,
+    /// The current event loop, None while there is no session.
+    events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+    session: Mutex<Option<Arc<ZkSession>>>,
+    broker_epoch: std::sync::atomic::AtomicI64,
+    /// Bumped after every event the loop processed (admin requests wait on it).
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Config overrides this broker wrote, by topic (newer than the controller's read).
+    topic_configs: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// Producer ids: next to hand out, end of the claimed block.
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    pub self_requests: self_requests::SelfRequests,
+}
+
+impl Shared {
+    fn set_controller_id(&self, id: i32) {
+        self.snapshot.write().controller_id = id;
+    }
+
+    fn set_brokers(&self, brokers: &BTreeMap<i32, LiveBroker>) {
+        self.snapshot.write().brokers = brokers.clone();
+    }
+
+    fn publish(&self, l: &ControllerLoop) {
+        let active = l.is_active();
+        let topics = if active {
+            topics_of(l, &self.topic_configs.lock())
+        } else {
+            BTreeMap::new()
+        };
+        {
+            let mut s = self.snapshot.write();
+            s.active = active;
+            s.topics = topics;
+            if active {
+                s.controller_id = self.settings.broker_id;
+            }
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn forget_topic_configs(&self, topic: &str) {
+        self.topic_configs.lock().remove(topic);
+    }
+
+    /// No session: nobody known to control, nothing published.
+    fn reset(&self) {
+        *self.snapshot.write() = Snapshot {
+            controller_id: -1,
+            ..Snapshot::default()
+        };
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn session(&self) -> Result<Arc<ZkSession>, ControllerError> {
+        self.session.lock().clone().ok_or_else(|| {
+            ControllerError::new(ResponseError::NotController, "no ZooKeeper session")
+        })
+    }
+
+    /// The event loop's sender when this broker is the active controller.
+    fn active_events(&self) -> Option<mpsc::UnboundedSender<Event>> {
+        if !self.snapshot.read().active {
+            return None;
+        }
+        self.events.lock().clone()
+    }
+}
+
+/// Topics as the `Controller` trait describes them, from the controller's context.
+fn topics_of(
+    l: &ControllerLoop,
+    configs: &BTreeMap<String, BTreeMap<String, String>>,
+) -> BTreeMap<String, Arc<TopicInfo>> {
+    let ctx = &l.ctx;
+    ctx.assignments
+        .iter()
+        .filter(|(t, _)| !ctx.is_topic_queued_for_deletion(t))
+        .map(|(t, parts)| {
+            let partitions = parts
+                .iter()
+                .map(|(&p, replicas)| {
+                    let tp = context::TopicPartition::new(t.clone(), p);
+                    let l = ctx.leadership.get(&tp).map(|l| &l.leader_and_isr);
+                    partition_info(p, replicas, l)
+                })
+                .collect();
+            let info = TopicInfo {
+                name: t.clone(),
+                topic_id: ctx.topic_ids.get(t).copied().unwrap_or(Uuid::nil()),
+                partitions,
+                // What this broker wrote last, else what was read at load.
+                configs: configs
+                    .get(t)
+                    .or_else(|| ctx.topic_configs.get(t))
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            (t.clone(), Arc::new(info))
+        })
+        .collect()
+}
+
+/// A partition as the `Controller` trait describes it; no leader (-1) without a
+/// leadership, and no log dirs (ZooKeeper mode does not assign them).
+pub(crate) fn partition_info(
+    partition: i32,
+    replicas: &[i32],
+    leadership: Option<&leader_and_isr::LeaderAndIsr>,
+) -> PartitionInfo {
+    PartitionInfo {
+        partition,
+        assignment: super::PartitionAssignment {
+            replicas: replicas.to_vec(),
+            directories: vec![Uuid::nil(); replicas.len()],
+        },
+        state: super::LeaderAndIsr {
+            leader: leadership.map_or(-1, |l| l.leader),
+            leader_epoch: leadership.map_or(-1, |l| l.leader_epoch),
+            partition_epoch: leadership.map_or(-1, |l| l.partition_epoch),
+            isr: leadership.map(|l| l.isr.clone()).unwrap_or_default(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: leadership.map_or(0, |l| l.recovery_state()),
+        },
+    }
+}
+
+/// The `Controller` of a ZooKeeper-mode broker.
+pub struct ZkController {
+    shared: Arc<Shared>,
+    member: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl ZkController {
+    /// Connects to ZooKeeper, agrees on the cluster id (`proposed_cluster_id`: the one in
+    /// the log dirs' `meta.properties`, if any), and returns the controller with the
+    /// cluster id. The member is not registered until [`ZkController::start`].
+    pub async fn connect(
+        settings: Settings,
+        proposed_cluster_id: String,
+    ) -> anyhow::Result<ZkController> {
+        let settings = Arc::new(settings);
+        let session = Arc::new(ZkSession::connect(&settings.zk).await?);
+        registration::create_top_level_paths(&session).await?;
+        let cluster_id =
+            registration::create_or_get_cluster_id(&session, &proposed_cluster_id).await?;
+        tracing::info!(cluster_id = %cluster_id, zookeeper = %settings.zk.servers, chroot = ?settings.zk.chroot, "connected to ZooKeeper");
+        let shared = Arc::new(Shared {
+            settings,
+            cluster_id,
+            snapshot: RwLock::new(Snapshot {
+                controller_id: -1,
+                ..Snapshot::default()
+            }),
+            events: Mutex::new(None),
+            session: Mutex::new(Some(session)),
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            changed: tokio::sync::watch::Sender::new(0),
+            topic_configs: Mutex::new(BTreeMap::new()),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            self_requests: self_requests::SelfRequests::default(),
+        });
+        Ok(ZkController {
+            shared,
+            member: Mutex::new(None),
+        })
+    }
+
+    /// `connect` from a blocking thread, or a worker of a multi-threaded tokio runtime
+    /// (`Broker::open` is synchronous), proposing `proposed_cluster_id` (the log dirs'
+    /// or `cluster.id`) for `/cluster/id`.
+    pub fn connect_blocking(
+        settings: Settings,
+        proposed_cluster_id: String,
+    ) -> anyhow::Result<ZkController> {
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| anyhow::anyhow!("ZooKeeper mode needs a tokio runtime"))?;
+        tokio::task::block_in_place(|| {
+            handle.block_on(ZkController::connect(settings, proposed_cluster_id))
+        })
+    }
+
+    /// `start` from a blocking thread or a worker of a multi-threaded tokio runtime.
+    pub fn start_blocking(&self) -> anyhow::Result<()> {
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| anyhow::anyhow!("ZooKeeper mode needs a tokio runtime"))?;
+        tokio::task::block_in_place(|| handle.block_on(self.start()))
+    }
+
+    /// Registers this broker and starts competing for the controllership; from now on
+    /// an expired session is replaced by a new one, registered again.
+    pub async fn start(&self) -> anyhow::Result<()> {
+        let session = self.shared.session()?;
+        member::register(&self.shared, &session).await?;
+        let handle = tokio::spawn(member::run(self.shared.clone(), session));
+        *self.member.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the member and closes its session (the last handle dropped sends
+    /// CloseSession), waiting up to 2 s for ZooKeeper to confirm.
+    pub fn close(&self) {
+        if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        *self.shared.events.lock() = None;
+        self.shared.reset();
+        let Some(session) = self.shared.session.lock().take() else {
+            return;
+        };
+        let mut events = session.events();
+        drop(session);
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let wait = async {
+            let closed = async { while !events.next().await.is_terminal() {} };
+            if tokio::time::timeout(Duration::from_secs(2), closed)
+                .await
+                .is_err()
+            {
+                tracing::warn!("ZooKeeper session not confirmed closed; it will expire");
+            } else {
+                tracing::info!("ZooKeeper session closed");
+            }
+        };
+        tokio::task::block_in_place(|| handle.block_on(wait));
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.shared.snapshot.read().active
+    }
+
+    /// Sends an event to the event loop of the active controller; None elsewhere.
+    pub(crate) fn submit(&self, make: impl FnOnce() -> Event) -> bool {
+        match self.shared.active_events() {
+            Some(tx) => tx.send(make()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Waits until `done` holds for the published state, or `timeout` passes.
+    async fn wait_until(&self, timeout: Duration, done: impl Fn(&ZkController) -> bool) -> bool {
+        let mut changed = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return done(self),
+            }
+        }
+    }
+}
+
+impl Drop for ZkController {
+    fn drop(&mut self) {
+        if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+    }
+}
+
+#[async_trait]
+impl Controller for ZkController {
+    fn cluster_id(&self) -> String {
+        self.shared.cluster_id.clone()
+    }
+
+    fn controller_id(&self) -> i32 {
+        self.shared.snapshot.read().controller_id
+    }
+
+    fn brokers(&self) -> Vec<BrokerInfo> {
+        let listener = &self.shared.settings.inter_broker_listener;
+        self.shared
+            .snapshot
+            .read()
+            .brokers
+            .values()
+            .filter_map(|b| {
+                let e = b.endpoint(listener).or_else(|| b.endpoints.first())?;
+                Some(BrokerInfo {
+                    id: b.id,
+                    host: e.host.clone(),
+                    port: e.port,
+                    rack: b.rack.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn topics(&self) -> Vec<Arc<TopicInfo>> {
+        self.shared
+            .snapshot
+            .read()
+            .topics
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn topic(&self, name: &str) -> Option<Arc<TopicInfo>> {
+        self.shared.snapshot.read().topics.get(name).cloned()
+    }
+
+    fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>> {
+        self.shared
+            .snapshot
+            .read()
+            .topics
+            .values()
+            .find(|t| t.topic_id == id)
+            .cloned()
+    }
+
+    async fn create_topic(
+        &self,
+        topic: NewTopic,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError> {
+        admin::create_topic(self, topic, validate_only).await
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<Arc<TopicInfo>, ControllerError> {
+        admin::delete_topic(self, name).await
+    }
+
+    async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Arc<TopicInfo>, ControllerError> {
+        admin::create_partitions(self, name, count, assignments, validate_only).await
+    }
+
+    async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicInfo>, ControllerError> {
+        admin::set_topic_configs(self, name, configs).await
+    }
+
+    async fn next_producer_id(&self) -> Result<i64, ControllerError> {
+        let mut ids = self.shared.producer_ids.lock().await;
+        if ids.0 >= ids.1 {
+            let session = self.shared.session()?;
+            let first = producer_ids::allocate_block(&session, self.shared.settings.broker_id)
+                .await
+                .map_err(|e| {
+                    ControllerError::new(ResponseError::UnknownServerError, e.to_string())
+                })?;
+            *ids = (first, first + producer_ids::PRODUCER_ID_BLOCK_SIZE);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    fn broker_epoch(&self) -> i64 {
+        self.shared.broker_epoch()
+    }
+
+    /// No delta is produced in ZooKeeper mode yet: the broker side that turns the
+    /// controller's LeaderAndIsr and StopReplica into deltas is still to come, so the
+    /// listener (the replica manager) is handed nothing and this broker hosts nothing.
+    fn subscribe(
+        &self,
+        _listener: Arc<dyn super::delta::MetadataListener>,
+    ) -> Vec<super::delta::ApplyError> {
+        Vec::new()
+    }
+
+    fn shutdown(&self) {
+        self.close();
+    }
+
+    fn zk(&self) -> Option<&ZkController> {
+        Some(self)
+    }
+}

@@ -1,0 +1,152 @@
+//! Where the group coordinator reads its settings: the broker's group coordinator config
+//! in force, taken at each operation so a dynamic change applies from the next one, and
+//! each group's own configs (resource type GROUP), which it follows through the metadata
+//! deltas as Kafka's `GroupConfigManager` does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::config::group::{clamp_to_bound, GroupConfig};
+use crate::config::{BrokerConfig, SharedConfig};
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
+use crate::controller::image::MetadataImage;
+use crate::controller::records::CONFIG_RESOURCE_GROUP;
+
+pub struct GroupSettings {
+    broker: Arc<SharedConfig>,
+    /// The groups that have configs of their own, as the metadata log last set them.
+    groups: RwLock<HashMap<String, GroupConfig>>,
+}
+
+/// The settings a KIP-848 consumer group runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+}
+
+impl GroupSettings {
+    /// Knows no group configs until subscribed to the controller.
+    pub fn new(broker: Arc<SharedConfig>) -> Arc<GroupSettings> {
+        Arc::new(GroupSettings {
+            broker,
+            groups: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The broker config in force; its `group` section is the coordinator's.
+    pub fn broker(&self) -> Arc<BrokerConfig> {
+        self.broker.current()
+    }
+
+    /// The session timeout and heartbeat interval of consumer group `group_id`: its own
+    /// configs, kept within the broker's bounds in force (Kafka 4.4's evaluation), else
+    /// the broker's.
+    pub fn consumer(&self, group_id: &str) -> ConsumerGroupSettings {
+        let broker = self.broker.current();
+        let group = &broker.group;
+        let own = self
+            .groups
+            .read()
+            .get(group_id)
+            .copied()
+            .unwrap_or_default();
+        let bounded = |key: &str, value: Option<i32>, default: i32| {
+            value.map_or(default, |v| {
+                clamp_to_bound(key, i64::from(v), &group.group_config_limits) as i32
+            })
+        };
+        ConsumerGroupSettings {
+            session_timeout_ms: bounded(
+                "consumer.session.timeout.ms",
+                own.consumer_session_timeout_ms,
+                group.consumer.session_timeout_ms,
+            ),
+            heartbeat_interval_ms: bounded(
+                "consumer.heartbeat.interval.ms",
+                own.consumer_heartbeat_interval_ms,
+                group.consumer.heartbeat_interval_ms,
+            ),
+        }
+    }
+}
+
+impl MetadataListener for GroupSettings {
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        let changed = delta
+            .configs
+            .iter()
+            .filter(|r| r.resource_type == CONFIG_RESOURCE_GROUP);
+        for resource in changed {
+            let config = image
+                .resource_configs(resource)
+                .map(GroupConfig::from_configs)
+                .filter(|c| *c != GroupConfig::default());
+            let mut groups = self.groups.write();
+            match config {
+                Some(c) => groups.insert(resource.name.clone(), c),
+                None => groups.remove(&resource.name),
+            };
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controller::records::MetadataRecord;
+
+    fn record(group: &str, key: &str, value: Option<&str>) -> MetadataRecord {
+        MetadataRecord::Config {
+            resource_type: CONFIG_RESOURCE_GROUP,
+            resource_name: group.into(),
+            name: key.into(),
+            value: value.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_group_runs_with_its_own_configs_within_the_broker_bounds() {
+        let props = BTreeMap::from([(
+            "group.consumer.session.timeout.ms".to_string(),
+            "50000".to_string(),
+        )]);
+        let broker = BrokerConfig::from_properties(props).unwrap();
+        let settings = GroupSettings::new(SharedConfig::new(broker));
+        let defaults = ConsumerGroupSettings {
+            session_timeout_ms: 50_000,
+            heartbeat_interval_ms: 5000,
+        };
+        assert_eq!(settings.consumer("g"), defaults);
+
+        let mut image = MetadataImage::default();
+        let mut apply = |records: &[MetadataRecord]| {
+            let changes: Vec<_> = records.iter().map(|r| image.replay(r).unwrap()).collect();
+            settings.on_delta(&image, &MetadataDelta::from_changes(&changes, &image));
+        };
+        apply(&[
+            record("g", "consumer.session.timeout.ms", Some("55000")),
+            record("g", "consumer.heartbeat.interval.ms", Some("7000")),
+            // Stored by a broker with wider bounds: kept within this broker's.
+            record("h", "consumer.session.timeout.ms", Some("90000")),
+        ]);
+        let g = ConsumerGroupSettings {
+            session_timeout_ms: 55_000,
+            heartbeat_interval_ms: 7000,
+        };
+        assert_eq!(settings.consumer("g"), g);
+        assert_eq!(settings.consumer("h").session_timeout_ms, 60_000);
+        assert_eq!(settings.consumer("other"), defaults);
+
+        apply(&[record("g", "consumer.heartbeat.interval.ms", None)]);
+        assert_eq!(settings.consumer("g").heartbeat_interval_ms, 5000);
+        apply(&[record("g", "consumer.session.timeout.ms", None)]);
+        assert_eq!(settings.consumer("g"), defaults);
+        assert!(!settings.groups.read().contains_key("g"));
+    }
+}

@@ -1,0 +1,269 @@
+//! What a partition knows of its replicas (Kafka's `PartitionState` and `ReplicaState`):
+//! its role, leader epoch, replicas and ISR, and, as leader, each follower's log end
+//! offset. The high-watermark rule lives here. Pure state, no I/O: `Partition` keeps it
+//! under a lock and acts on what it says, so every rule is tested without a log.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+
+use crate::controller::LeaderAndIsr;
+
+/// Whether this broker leads the partition or follows another broker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    /// Following `leader` (-1: the partition has no leader now).
+    Follower {
+        leader: i32,
+    },
+}
+
+/// A follower as its leader sees it, from its fetches (Kafka's `ReplicaState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// The offset the follower fetched from last: everything below it is in its log.
+    /// -1 until its first fetch in this leader epoch.
+    pub log_end_offset: i64,
+    pub log_start_offset: i64,
+    pub last_fetch_ms: i64,
+    /// When it last fetched up to the leader's log end offset (Kafka's
+    /// `lastCaughtUpTimeMs`), what `replica.lag.time.max.ms` is measured against.
+    pub last_caught_up_ms: i64,
+}
+
+impl ReplicaState {
+    /// A follower at the start of a leader epoch: nothing known of its log yet. One in
+    /// the ISR counts as caught up now, so it is not dropped before it could fetch.
+    fn unknown(in_sync: bool, now_ms: i64) -> Self {
+        ReplicaState {
+            log_end_offset: -1,
+            log_start_offset: -1,
+            last_fetch_ms: -1,
+            last_caught_up_ms: if in_sync { now_ms } else { -1 },
+        }
+    }
+}
+
+/// A partition's replication state on this broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionState {
+    /// This broker's id (-1 when not known: a partition led here alone).
+    pub local_id: i32,
+    pub role: Role,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// Every replica, this broker included, in assignment order.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas, as the controller last announced them.
+    pub isr: Vec<i32>,
+    /// As leader: every other replica, as its fetches showed it.
+    followers: BTreeMap<i32, ReplicaState>,
+}
+
+impl PartitionState {
+    /// A partition this broker leads alone at `leader_epoch`: it is the whole ISR.
+    pub fn sole_leader(leader_epoch: i32) -> Self {
+        PartitionState {
+            local_id: -1,
+            role: Role::Leader,
+            leader_epoch,
+            partition_epoch: -1,
+            replicas: Vec::new(),
+            isr: Vec::new(),
+            followers: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+
+    pub fn follower(&self, replica_id: i32) -> Option<&ReplicaState> {
+        self.followers.get(&replica_id)
+    }
+
+    /// Takes the leadership and ISR the metadata announces for this broker (`local_id`),
+    /// as Kafka's `makeLeader` / `makeFollower` do. Returns whether the role or the leader
+    /// epoch changed. On a new leader epoch every follower starts unknown: the high
+    /// watermark then waits for the ISR's first fetches (it never goes back meanwhile).
+    pub fn apply(
+        &mut self,
+        local_id: i32,
+        replicas: &[i32],
+        announced: &LeaderAndIsr,
+        now_ms: i64,
+    ) -> bool {
+        let role = match announced.leader {
+            l if l == local_id => Role::Leader,
+            leader => Role::Follower { leader },
+        };
+        let changed = role != self.role || announced.leader_epoch != self.leader_epoch;
+        self.local_id = local_id;
+        self.role = role;
+        self.leader_epoch = announced.leader_epoch;
+        self.partition_epoch = announced.partition_epoch;
+        self.replicas = replicas.to_vec();
+        self.isr = announced.isr.clone();
+        if role != Role::Leader {
+            self.followers.clear();
+            return changed;
+        }
+        let others = replicas.iter().copied().filter(|&r| r != local_id);
+        let mut followers = BTreeMap::new();
+        for id in others {
+            let in_sync = self.isr.contains(&id);
+            let state = match self.followers.get(&id) {
+                Some(known) if !changed => *known,
+                _ => ReplicaState::unknown(in_sync, now_ms),
+            };
+            followers.insert(id, state);
+        }
+        self.followers = followers;
+        changed
+    }
+
+    /// Records a follower's fetch from `fetch_offset` (Kafka's `updateFollowerFetchState`):
+    /// that is its log end offset now. NOT_LEADER_OR_FOLLOWER unless this broker leads and
+    /// `replica_id` is one of the other replicas.
+    pub fn update_follower(
+        &mut self,
+        replica_id: i32,
+        fetch_offset: i64,
+        log_start_offset: i64,
+        leader_log_end_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
+        if !self.is_leader() {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        let follower = self
+            .followers
+            .get_mut(&replica_id)
+            .ok_or(ResponseError::NotLeaderOrFollower)?;
+        follower.log_end_offset = fetch_offset;
+        follower.log_start_offset = log_start_offset;
+        follower.last_fetch_ms = now_ms;
+        if fetch_offset >= leader_log_end_offset {
+            follower.last_caught_up_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Whether a fetch from `replica_id` may be served here: a consumer's (negative id)
+    /// by the leader, a follower's by the leader of a partition it replicates.
+    pub fn check_fetch(&self, replica_id: i32) -> Result<(), ResponseError> {
+        let allowed =
+            self.is_leader() && (replica_id < 0 || self.followers.contains_key(&replica_id));
+        match allowed {
+            true => Ok(()),
+            false => Err(ResponseError::NotLeaderOrFollower),
+        }
+    }
+
+    /// The high watermark the replicas allow (Kafka's `maybeIncrementLeaderHW`): the
+    /// smallest log end offset among the leader and the followers in the ISR. `None` when
+    /// this broker does not lead. The caller never moves the high watermark back.
+    pub fn high_watermark_candidate(&self, leader_log_end_offset: i64) -> Option<i64> {
+        if !self.is_leader() {
+            return None;
+        }
+        let in_sync = self
+            .followers
+            .iter()
+            .filter(|(id, _)| self.isr.contains(id))
+            .map(|(_, f)| f.log_end_offset);
+        Some(in_sync.fold(leader_log_end_offset, i64::min))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn announced(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
+        LeaderAndIsr {
+            leader,
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+            isr: isr.to_vec(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
+        }
+    }
+
+    #[test]
+    fn a_sole_leader_follows_its_own_log_end() {
+        let s = PartitionState::sole_leader(3);
+        assert!(s.is_leader());
+        assert_eq!(s.high_watermark_candidate(42), Some(42));
+        let mut one = PartitionState::sole_leader(0);
+        assert!(one.apply(1, &[1], &announced(1, 4, &[1]), 0));
+        assert_eq!(one.high_watermark_candidate(7), Some(7));
+        assert_eq!(one.check_fetch(-1), Ok(()));
+        assert_eq!(one.check_fetch(1), Err(ResponseError::NotLeaderOrFollower));
+    }
+
+    #[test]
+    fn the_role_follows_the_announced_leader() {
+        let mut s = PartitionState::sole_leader(0);
+        assert!(s.apply(1, &[1, 2], &announced(2, 5, &[1, 2]), 0));
+        assert_eq!(s.role, Role::Follower { leader: 2 });
+        assert_eq!(s.high_watermark_candidate(10), None);
+        assert_eq!(s.check_fetch(-1), Err(ResponseError::NotLeaderOrFollower));
+        assert_eq!(
+            s.update_follower(2, 0, 0, 10, 0),
+            Err(ResponseError::NotLeaderOrFollower)
+        );
+        // The same announcement again changes nothing; a new epoch does.
+        assert!(!s.apply(1, &[1, 2], &announced(2, 5, &[1, 2]), 0));
+        assert!(s.apply(1, &[1, 2], &announced(1, 6, &[1, 2]), 0));
+        assert!(s.is_leader());
+        assert_eq!(s.leader_epoch, 6);
+        let leaderless = announced(-1, 7, &[1]);
+        assert!(s.apply(1, &[1, 2], &leaderless, 0));
+        assert_eq!(s.role, Role::Follower { leader: -1 });
+    }
+
+    #[test]
+    fn the_high_watermark_is_the_smallest_log_end_in_the_isr() {
+        let mut s = PartitionState::sole_leader(0);
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 1_000);
+        // New leader epoch: the followers' logs are unknown, so nothing is committed yet.
+        assert_eq!(s.high_watermark_candidate(10), Some(-1));
+        s.update_follower(2, 10, 0, 10, 1_001).unwrap();
+        assert_eq!(
+            s.high_watermark_candidate(10),
+            Some(-1),
+            "3 has not fetched"
+        );
+        s.update_follower(3, 4, 0, 10, 1_002).unwrap();
+        assert_eq!(s.high_watermark_candidate(10), Some(4));
+        assert_eq!(s.follower(2).unwrap().last_caught_up_ms, 1_001);
+        assert_eq!(s.follower(3).unwrap().last_caught_up_ms, 1_000);
+        // Out of the ISR, a slow follower no longer holds the high watermark back.
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 1_003);
+        assert_eq!(s.high_watermark_candidate(12), Some(10));
+        assert_eq!(s.follower(3).unwrap().log_end_offset, 4, "same epoch: kept");
+        // A replica that is not one of ours is refused.
+        assert_eq!(
+            s.update_follower(4, 1, 0, 12, 0),
+            Err(ResponseError::NotLeaderOrFollower)
+        );
+        assert_eq!(s.check_fetch(4), Err(ResponseError::NotLeaderOrFollower));
+        assert_eq!(s.check_fetch(3), Ok(()));
+    }
+
+    #[test]
+    fn a_new_leader_epoch_forgets_what_followers_had() {
+        let mut s = PartitionState::sole_leader(0);
+        s.apply(1, &[1, 2], &announced(1, 1, &[1, 2]), 0);
+        s.update_follower(2, 8, 0, 8, 5).unwrap();
+        assert_eq!(s.high_watermark_candidate(8), Some(8));
+        s.apply(1, &[1, 2], &announced(1, 2, &[1, 2]), 9);
+        let f = s.follower(2).unwrap();
+        assert_eq!((f.log_end_offset, f.last_caught_up_ms), (-1, 9));
+        assert_eq!(s.high_watermark_candidate(8), Some(-1));
+    }
+}

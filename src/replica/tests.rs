@@ -1,0 +1,433 @@
+//! The replica layer with real logs and a fake follower (fetches with its replica id, no
+//! network): roles, the high-watermark rule, and the delayed produce and fetch waking on
+//! the right notification or timing out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::delayed_fetch::{self, FetchAttempt};
+use super::*;
+use crate::controller::LeaderAndIsr;
+use crate::log::test_util::batch_bytes;
+use crate::log::{Log, LogConfig, TopicPartition};
+
+const ME: i32 = 1;
+const FOLLOWER: i32 = 2;
+const LONG: Duration = Duration::from_secs(10);
+
+fn announced(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
+    LeaderAndIsr {
+        leader,
+        leader_epoch: epoch,
+        partition_epoch: epoch,
+        isr: isr.to_vec(),
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
+        leader_recovery_state: 0,
+    }
+}
+
+/// A partition on broker `ME` with `replicas`, as metadata announces it.
+fn partition(
+    root: &tempfile::TempDir,
+    replicas: &[i32],
+    leader: i32,
+    isr: &[i32],
+) -> Arc<Partition> {
+    let tp = TopicPartition::new("t", 0);
+    let log = Log::open(
+        &root.path().join("t-0"),
+        tp.clone(),
+        LogConfig::default(),
+        0,
+        0,
+        false,
+    )
+    .unwrap();
+    let p = Partition::new(tp, Uuid::new_v4(), Arc::new(log), 0);
+    p.apply_leadership(ME, replicas, &announced(leader, 1, isr), 0);
+    Arc::new(p)
+}
+
+async fn append(p: &Partition, n: usize) -> i64 {
+    let values: Vec<&[u8]> = vec![b"v"; n];
+    p.append(batch_bytes(&values, 1_000, None), 0)
+        .await
+        .unwrap()
+        .last_offset
+}
+
+fn consumer() -> FetchParams {
+    FetchParams::new(-1, Duration::ZERO, 0, 1 << 20)
+}
+
+/// A follower's fetch from `offset`: the bytes it got.
+fn follower_fetch(p: &Partition, replica_id: i32, offset: i64) -> usize {
+    let params = FetchParams::new(replica_id, Duration::ZERO, 0, 1 << 20);
+    p.check_fetch(-1, replica_id).unwrap();
+    let data = p.fetch_records(&params, offset, 1 << 20, true, 0).unwrap();
+    data.records.map_or(0, |s| s.len())
+}
+
+fn consumer_bytes(p: &Partition) -> usize {
+    let data = p.fetch_records(&consumer(), 0, 1 << 20, true, 0).unwrap();
+    data.records.map_or(0, |s| s.len())
+}
+
+#[tokio::test]
+async fn a_sole_replica_commits_each_append_at_once() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME], ME, &[ME]);
+    assert!(p.is_leader());
+    append(&p, 3).await;
+    assert_eq!((p.log_end_offset(), p.high_watermark()), (3, 3));
+    assert!(consumer_bytes(&p) > 0);
+    assert_eq!(p.check_leader(1), Ok(()));
+    assert_eq!(
+        p.check_leader(0).unwrap_err().error,
+        ResponseError::FencedLeaderEpoch
+    );
+    assert_eq!(
+        p.check_leader(2).unwrap_err().error,
+        ResponseError::UnknownLeaderEpoch
+    );
+}
+
+#[tokio::test]
+async fn a_follower_refuses_appends_and_leader_requests() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], FOLLOWER, &[ME, FOLLOWER]);
+    assert_eq!(p.role(), Role::Follower { leader: FOLLOWER });
+    let err = p
+        .append(batch_bytes(&[b"v"], 1_000, None), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.error().error, ResponseError::NotLeaderOrFollower);
+    assert_eq!(p.log_end_offset(), 0, "nothing was written");
+    assert_eq!(
+        p.check_leader(-1).unwrap_err().error,
+        ResponseError::NotLeaderOrFollower
+    );
+    assert_eq!(
+        p.check_fetch(-1, -1),
+        Err(ResponseError::NotLeaderOrFollower)
+    );
+    // Elected: it leads from the new epoch on.
+    p.apply_leadership(ME, &[ME, FOLLOWER], &announced(ME, 2, &[ME]), 0);
+    assert!(p.is_leader());
+    assert_eq!(p.leader_epoch(), 2);
+    append(&p, 1).await;
+    assert_eq!(p.high_watermark(), 1);
+}
+
+#[tokio::test]
+async fn the_high_watermark_waits_for_a_follower_in_the_isr() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    append(&p, 3).await;
+    assert_eq!(p.high_watermark(), 0, "the follower has nothing yet");
+    assert_eq!(
+        consumer_bytes(&p),
+        0,
+        "consumers see only committed records"
+    );
+    // The follower reads past the high watermark, up to the log end.
+    assert!(follower_fetch(&p, FOLLOWER, 0) > 0);
+    assert_eq!(p.follower_log_end_offset(FOLLOWER), Some(0));
+    assert_eq!(p.high_watermark(), 0);
+    // Its next fetch says it has the three records: they are committed.
+    assert_eq!(follower_fetch(&p, FOLLOWER, 3), 0);
+    assert_eq!(p.high_watermark(), 3);
+    assert!(consumer_bytes(&p) > 0);
+}
+
+#[tokio::test]
+async fn a_follower_out_of_the_isr_does_not_hold_the_high_watermark() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME]);
+    append(&p, 2).await;
+    assert_eq!(p.high_watermark(), 2);
+    follower_fetch(&p, FOLLOWER, 0);
+    assert_eq!(p.high_watermark(), 2, "never backwards");
+    assert_eq!(p.follower_log_end_offset(FOLLOWER), Some(0));
+}
+
+#[tokio::test]
+async fn the_high_watermark_never_goes_back() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    append(&p, 4).await;
+    follower_fetch(&p, FOLLOWER, 4);
+    assert_eq!(p.high_watermark(), 4);
+    // A new leader epoch forgets the follower's log end: nothing new is committed until
+    // it fetches again, but what was committed stays committed.
+    p.apply_leadership(ME, &[ME, FOLLOWER], &announced(ME, 2, &[ME, FOLLOWER]), 0);
+    append(&p, 1).await;
+    assert_eq!(p.high_watermark(), 4);
+    follower_fetch(&p, FOLLOWER, 2);
+    assert_eq!(p.high_watermark(), 4);
+    follower_fetch(&p, FOLLOWER, 5);
+    assert_eq!(p.high_watermark(), 5);
+}
+
+#[tokio::test]
+async fn only_replicas_fetch_as_followers() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    append(&p, 1).await;
+    for stranger in [3, ME] {
+        assert_eq!(
+            p.check_fetch(-1, stranger),
+            Err(ResponseError::NotLeaderOrFollower)
+        );
+        let params = FetchParams::new(stranger, Duration::ZERO, 0, 1 << 20);
+        p.fetch_records(&params, 1, 1 << 20, true, 0).unwrap();
+        assert_eq!(p.high_watermark(), 0, "a stranger's fetch commits nothing");
+    }
+}
+
+#[tokio::test]
+async fn acks_all_is_immediate_with_one_replica() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME], ME, &[ME]);
+    let last = append(&p, 2).await;
+    let mut acks = DelayedProduce::new();
+    acks.watch(p.clone(), last);
+    let started = Instant::now();
+    assert_eq!(acks.complete(LONG).await, vec![None]);
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn acks_all_waits_for_the_follower() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    let last = append(&p, 2).await;
+    let mut acks = DelayedProduce::new();
+    acks.watch(p.clone(), last);
+    let waiting = tokio::spawn(acks.complete(LONG));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "not acknowledged before the follower has it"
+    );
+    follower_fetch(&p, FOLLOWER, 1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the follower has only the first record"
+    );
+    let started = Instant::now();
+    follower_fetch(&p, FOLLOWER, 2);
+    assert_eq!(waiting.await.unwrap(), vec![None]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken, not timed out"
+    );
+}
+
+#[tokio::test]
+async fn acks_all_times_out_or_learns_the_leader_moved() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    let last = append(&p, 1).await;
+    let mut acks = DelayedProduce::new();
+    acks.watch(p.clone(), last);
+    let started = Instant::now();
+    assert_eq!(
+        acks.complete(Duration::from_millis(200)).await,
+        vec![Some(ResponseError::RequestTimedOut)]
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+
+    let mut acks = DelayedProduce::new();
+    acks.watch(p.clone(), last);
+    let waiting = tokio::spawn(acks.complete(LONG));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    p.apply_leadership(ME, &[ME, FOLLOWER], &announced(FOLLOWER, 2, &[FOLLOWER]), 0);
+    let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken by the role change")
+        .unwrap();
+    assert_eq!(answered, vec![Some(ResponseError::NotLeaderOrFollower)]);
+}
+
+/// A long poll on `p` for `params` that counts what it reads.
+async fn long_poll(p: Arc<Partition>, params: FetchParams, offset: i64) -> usize {
+    let (_tx, stopping) = tokio::sync::watch::channel(false);
+    let partitions = vec![p.clone()];
+    delayed_fetch::complete(&params, &partitions, stopping, || {
+        let bytes = p
+            .fetch_records(&params, offset, 1 << 20, true, 0)
+            .map_or(0, |d| d.records.map_or(0, |s| s.len()));
+        FetchAttempt {
+            response: bytes,
+            bytes,
+            errored: false,
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_follower_long_poll_wakes_on_append_a_consumer_on_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    let follower = FetchParams::new(FOLLOWER, LONG, 1, 1 << 20);
+    let consumer = FetchParams::new(-1, LONG, 1, 1 << 20);
+    let replicating = tokio::spawn(long_poll(p.clone(), follower, 0));
+    let consuming = tokio::spawn(long_poll(p.clone(), consumer, 0));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    append(&p, 1).await;
+    let got = tokio::time::timeout(Duration::from_secs(5), replicating)
+        .await
+        .expect("the follower's poll woke on the append")
+        .unwrap();
+    assert!(got > 0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !consuming.is_finished(),
+        "an uncommitted append does not answer a consumer"
+    );
+    follower_fetch(&p, FOLLOWER, 1);
+    let got = tokio::time::timeout(Duration::from_secs(5), consuming)
+        .await
+        .expect("the consumer's poll woke on the commit")
+        .unwrap();
+    assert!(got > 0);
+    assert!(started.elapsed() < LONG);
+}
+
+#[tokio::test]
+async fn a_long_poll_ends_at_max_wait_with_what_it_has() {
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    append(&p, 1).await;
+    let consumer = FetchParams::new(-1, Duration::from_millis(200), 1, 1 << 20);
+    let started = Instant::now();
+    assert_eq!(long_poll(p.clone(), consumer, 0).await, 0);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5));
+}
+
+mod manager {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controller::delta::{MetadataDelta, MetadataListener, TopicDelta};
+    use crate::controller::image::MetadataImage;
+    use crate::controller::{PartitionAssignment, PartitionInfo, TopicInfo};
+    use crate::log::{DirLock, LogManager};
+
+    fn manager(root: &tempfile::TempDir) -> ReplicaManager {
+        let dir = root.path().to_path_buf();
+        let lock = DirLock::acquire(&dir).unwrap();
+        let logs = LogManager::startup(
+            vec![(dir, lock)],
+            |_: &TopicPartition, _: Option<Uuid>| true,
+            |_| LogConfig::default(),
+            60_000,
+        )
+        .unwrap();
+        let config = crate::config::from_args(&[]).unwrap();
+        ReplicaManager::new(ME, crate::config::SharedConfig::new(config), logs)
+    }
+
+    /// Topic `t` with one partition per entry: (replicas, leader, leader epoch).
+    fn topic(id: u128, partitions: &[(&[i32], i32, i32)]) -> Arc<TopicInfo> {
+        let partitions = partitions
+            .iter()
+            .enumerate()
+            .map(|(i, (replicas, leader, epoch))| PartitionInfo {
+                partition: i as i32,
+                assignment: PartitionAssignment {
+                    replicas: replicas.to_vec(),
+                    directories: vec![Uuid::nil(); replicas.len()],
+                },
+                state: announced(*leader, *epoch, replicas),
+            })
+            .collect();
+        Arc::new(TopicInfo {
+            name: "t".into(),
+            topic_id: Uuid::from_u128(id),
+            partitions,
+            configs: BTreeMap::new(),
+        })
+    }
+
+    fn apply(m: &ReplicaManager, change: TopicDelta) {
+        let delta = MetadataDelta {
+            topics: BTreeMap::from([("t".to_string(), change)]),
+            ..Default::default()
+        };
+        assert!(m.on_delta(&MetadataImage::default(), &delta).is_empty());
+    }
+
+    fn leader(m: &ReplicaManager, partition: i32, epoch: i32) -> Result<i32, ResponseError> {
+        m.leader(&TopicPartition::new("t", partition), epoch)
+            .map(|p| p.leader_epoch())
+            .map_err(|e| e.error)
+    }
+
+    #[tokio::test]
+    async fn handlers_get_only_partitions_led_here() {
+        let root = tempfile::tempdir().unwrap();
+        let m = manager(&root);
+        // t-0 led here, t-1 replicated here but led by 2, t-2 not assigned here.
+        let t = topic(
+            1,
+            &[
+                (&[ME], ME, 5),
+                (&[ME, FOLLOWER], FOLLOWER, 5),
+                (&[FOLLOWER], FOLLOWER, 5),
+            ],
+        );
+        apply(&m, TopicDelta::Changed(t));
+        assert_eq!(leader(&m, 0, -1), Ok(5));
+        assert_eq!(leader(&m, 0, 5), Ok(5));
+        assert_eq!(leader(&m, 0, 4), Err(ResponseError::FencedLeaderEpoch));
+        assert_eq!(leader(&m, 0, 6), Err(ResponseError::UnknownLeaderEpoch));
+        assert_eq!(leader(&m, 1, -1), Err(ResponseError::NotLeaderOrFollower));
+        assert_eq!(
+            m.partition("t", 1).map(|p| p.role()),
+            Some(Role::Follower { leader: FOLLOWER })
+        );
+        assert_eq!(leader(&m, 2, -1), Err(ResponseError::NotLeaderOrFollower));
+        assert!(m.partition("t", 2).is_none(), "not assigned here: no log");
+        assert_eq!(
+            leader(&m, 3, -1),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+        let other = m.leader(&TopicPartition::new("u", 0), -1).map(|_| ());
+        assert_eq!(
+            other.map_err(|e| e.error),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+
+        // Leadership of t-1 moves here.
+        let t = topic(
+            1,
+            &[
+                (&[ME], ME, 5),
+                (&[ME, FOLLOWER], ME, 6),
+                (&[FOLLOWER], FOLLOWER, 5),
+            ],
+        );
+        apply(&m, TopicDelta::Changed(t.clone()));
+        assert_eq!(leader(&m, 1, 6), Ok(6));
+
+        // Deleted: the partitions resign, so whatever still holds one stops leading it.
+        let held = m.leader(&TopicPartition::new("t", 0), -1).unwrap();
+        apply(&m, TopicDelta::Removed(t));
+        assert!(!held.is_leader());
+        assert_eq!(
+            leader(&m, 0, -1),
+            Err(ResponseError::UnknownTopicOrPartition)
+        );
+    }
+}

@@ -1,0 +1,887 @@
+//! skua as the controller of a ZooKeeper-mode cluster of Apache Kafka 3.9.1 brokers
+//! (`scripts/cluster start 3 --skua 1`: ZooKeeper 3.8, skua as broker 1, Kafka as 2 and 3),
+//! driven with Kafka's own tools. Each test starts its cluster on free loopback ports and
+//! stops it at the end; they run one at a time. Skipped, with a message, only when java
+//! is not installed. `SKUA_CLUSTER_LONG=1` adds the long scenarios (topic deletion,
+//! partition additions, repeated failovers).
+//!
+//! skua's broker side (hosting replicas) does not exist yet: skua answers the
+//! controller's LeaderAndIsr with KAFKA_STORAGE_ERROR, so partitions are led and served
+//! by the Kafka brokers only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use skua::zk::session::{ZkConfig, ZkSession};
+use skua::zk::znodes::{self, ControllerRegistration, PartitionState, TopicAssignment};
+
+/// The session timeout every broker runs with: failover bounds are measured against it.
+const SESSION_TIMEOUT_MS: u64 = 6000;
+/// How long after a session timeout a change must be visible ("a few seconds").
+const SLACK: Duration = Duration::from_secs(15);
+
+/// Clusters are heavy (three JVMs): one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    bootstrap: Vec<String>,
+}
+
+/// Partition → (leader, replicas, isr), as kafka-topics.sh --describe prints it.
+type Described = BTreeMap<i32, (i32, Vec<i32>, Vec<i32>)>;
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        Cluster::start_with(&[])
+    }
+
+    /// `scripts/cluster start 3 --skua 1` with more options.
+    fn start_with(extra: &[&str]) -> Option<Cluster> {
+        if Command::new("java").arg("-version").output().is_err() {
+            eprintln!("SKIPPED: java is not installed, so scripts/cluster cannot start Kafka");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(script())
+            .args(["start", "3", "--skua", "1", "--dir"])
+            .arg(dir.path())
+            .args([
+                "--override",
+                &format!("zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}"),
+            ])
+            .args(extra)
+            .env("SKUA_BIN", env!("CARGO_BIN_EXE_skua"))
+            .output()
+            .expect("scripts/cluster runs");
+        let mut cluster = Cluster {
+            dir,
+            bootstrap: Vec::new(),
+        };
+        assert!(
+            out.status.success(),
+            "scripts/cluster start: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            cluster.log(1)
+        );
+        let bootstrap = String::from_utf8(out.stdout).unwrap();
+        cluster.bootstrap = bootstrap.trim().split(',').map(str::to_string).collect();
+        Some(cluster)
+    }
+
+    fn run(&self, command: &str, args: &[&str]) -> Output {
+        Command::new(script())
+            .arg(command)
+            .arg(self.dir.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("scripts/cluster runs")
+    }
+
+    /// Broker `i`'s address (1-based).
+    fn broker(&self, i: usize) -> &str {
+        &self.bootstrap[i - 1]
+    }
+
+    fn kafka_bootstrap(&self) -> String {
+        self.bootstrap[1..].join(",")
+    }
+
+    fn topics(&self, args: &[&str]) -> Result<String, String> {
+        let out = self.run("topics", args);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    fn describe(&self, topic: &str, broker: usize) -> Described {
+        let out = self
+            .topics(&[
+                "--describe",
+                "--topic",
+                topic,
+                "--bootstrap-server",
+                self.broker(broker),
+            ])
+            .unwrap_or_default();
+        parse_describe(&out)
+    }
+
+    fn signal(&self, command: &str, broker: usize) {
+        let out = self.run(command, &[&broker.to_string()]);
+        assert!(
+            out.status.success(),
+            "scripts/cluster {command} {broker}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn log(&self, broker: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("broker-{broker}/server.log")))
+            .unwrap_or_default()
+    }
+
+    fn zk_connect(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("zk-connect"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// Kafka 3.9's zookeeper-shell `get PATH`: the data line.
+    fn zk_shell_get(&self, path: &str) -> String {
+        let out = self.run("zk-shell", &["get", path]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .rfind(|l| l.starts_with('{') || l.starts_with('['))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    async fn session(&self) -> ZkSession {
+        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
+        ZkSession::connect(&config).await.unwrap()
+    }
+
+    /// Sends `lines` with Kafka's console producer (acks=all) through the Kafka brokers.
+    fn produce(&self, topic: &str, lines: &[String]) {
+        let mut child = Command::new(script())
+            .args(["tool"])
+            .arg(self.dir.path())
+            .args([
+                "kafka.tools.ConsoleProducer",
+                "--bootstrap-server",
+                &self.kafka_bootstrap(),
+                "--topic",
+                topic,
+                "--producer-property",
+                "acks=all",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for l in lines {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "console producer: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Reads `n` records from the beginning with Kafka's console consumer.
+    fn consume(&self, topic: &str, n: usize) -> Vec<String> {
+        let out = self.run(
+            "tool",
+            &[
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                "--bootstrap-server",
+                &self.kafka_bootstrap(),
+                "--topic",
+                topic,
+                "--from-beginning",
+                "--max-messages",
+                &n.to_string(),
+                "--timeout-ms",
+                "60000",
+            ],
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // A paused broker would not stop.
+        for i in 1..=3 {
+            let _ = self.run("resume", &[&i.to_string()]);
+        }
+        let _ = self.run("stop", &[]);
+        if std::thread::panicking() {
+            for i in 1..=3 {
+                let log = self.log(i);
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                eprintln!("--- broker {i} log tail ---");
+                for l in tail.into_iter().rev() {
+                    eprintln!("{l}");
+                }
+            }
+        }
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster")
+}
+
+fn parse_ids(s: &str) -> Vec<i32> {
+    s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+fn parse_describe(out: &str) -> Described {
+    let mut d = Described::new();
+    for line in out.lines().filter(|l| l.contains("Partition: ")) {
+        let field = |name: &str| {
+            line.split('\t')
+                .find_map(|f| f.trim().strip_prefix(name))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        let Ok(p) = field("Partition:").parse::<i32>() else {
+            continue;
+        };
+        let leader = field("Leader:").parse().unwrap_or(-2);
+        d.insert(
+            p,
+            (
+                leader,
+                parse_ids(&field("Replicas:")),
+                parse_ids(&field("Isr:")),
+            ),
+        );
+    }
+    d
+}
+
+/// Polls `f` until it returns Some, for at most `limit`.
+fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Every assignment Kafka's `assignReplicasToBrokers` (no racks) can produce for sorted
+/// `brokers`: one per random start index and first follower shift.
+fn kafka_assignments(brokers: &[i32], partitions: i32, rf: usize) -> Vec<BTreeMap<i32, Vec<i32>>> {
+    let n = brokers.len();
+    let mut all = Vec::new();
+    for start in 0..n {
+        for first_shift in 0..n {
+            let mut shift = first_shift;
+            let mut m = BTreeMap::new();
+            for p in 0..partitions as usize {
+                if p > 0 && p % n == 0 {
+                    shift += 1;
+                }
+                let first = (p + start) % n;
+                let mut replicas = vec![brokers[first]];
+                for j in 0..rf - 1 {
+                    let s = 1 + (shift + j) % (n - 1);
+                    replicas.push(brokers[(first + s) % n]);
+                }
+                m.insert(p as i32, replicas);
+            }
+            all.push(m);
+        }
+    }
+    all
+}
+
+fn failover_limit() -> Duration {
+    Duration::from_millis(SESSION_TIMEOUT_MS) + SLACK
+}
+
+/// (1) skua wins /controller; topics created with kafka-topics.sh through it are led and
+/// served by the Kafka brokers, every broker describes them alike, and ZooKeeper holds
+/// Kafka's JSON. (2) kill -9 of a Kafka broker: its partitions get new leaders from the
+/// ISR within the session timeout plus a few seconds; the broker comes back into the
+/// ISR through AlterPartition. (3) kill -9 of skua: a Kafka broker takes over, topic
+/// creation works again, and a restarted skua rejoins as a plain broker.
+#[test]
+fn skua_controls_kafka_brokers_and_hands_over() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    // (1) skua is the controller, in Kafka's JSON as Kafka's own shell reads it.
+    let controller: ControllerRegistration =
+        znodes::decode(c.zk_shell_get("/controller").as_bytes()).expect("/controller JSON");
+    assert_eq!(controller.brokerid, 1, "skua started first and won");
+
+    let created = c
+        .topics(&[
+            "--create",
+            "--topic",
+            "served",
+            "--replica-assignment",
+            "2:3,3:2,2:3,3:2",
+        ])
+        .expect("kafka-topics.sh --create through the skua controller");
+    assert!(created.contains("Created topic served"), "{created}");
+    let expected: Described = [(0, 2), (1, 3), (2, 2), (3, 3)]
+        .into_iter()
+        .map(|(p, l)| {
+            let other = 5 - l;
+            (p, (l, vec![l, other], vec![l, other]))
+        })
+        .collect();
+    for broker in 1..=3 {
+        eventually(
+            &format!("broker {broker} describes the leaders skua elected"),
+            Duration::from_secs(30),
+            || (c.describe("served", broker) == expected).then_some(()),
+        );
+    }
+    let topic_json = c.zk_shell_get("/brokers/topics/served");
+    let topic: TopicAssignment = znodes::decode(topic_json.as_bytes()).unwrap();
+    assert!(
+        topic_json
+            .starts_with(r#"{"partitions":{"0":[2,3],"1":[3,2],"2":[2,3],"3":[3,2]},"topic_id":""#)
+            && topic_json
+                .ends_with(r#"","adding_replicas":{},"removing_replicas":{},"version":3}"#),
+        "{topic_json}"
+    );
+    assert_eq!(topic.topic_id.as_deref().map(str::len), Some(22));
+    assert_eq!(
+        c.zk_shell_get("/brokers/topics/served/partitions/1/state"),
+        r#"{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":0,"isr":[3,2]}"#
+    );
+
+    // Without an assignment: Kafka's algorithm over the live brokers 1..3; skua's own
+    // replicas answer KAFKA_STORAGE_ERROR, so the Kafka brokers lead every partition.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "spread",
+        "--partitions",
+        "6",
+        "--replication-factor",
+        "2",
+    ])
+    .expect("create with Kafka's assignment");
+    let spread: TopicAssignment =
+        znodes::decode(c.zk_shell_get("/brokers/topics/spread").as_bytes()).unwrap();
+    assert!(
+        kafka_assignments(&[1, 2, 3], 6, 2).contains(&spread.partitions.0),
+        "{:?} is an assignment Kafka's algorithm makes",
+        spread.partitions.0
+    );
+    eventually(
+        "every partition of spread led by a Kafka broker",
+        Duration::from_secs(30),
+        || {
+            let d = c.describe("spread", 2);
+            (d.len() == 6 && d.values().all(|(l, _, isr)| *l >= 2 && !isr.contains(&1)))
+                .then_some(())
+        },
+    );
+
+    let records: Vec<String> = (0..30).map(|i| format!("record-{i}")).collect();
+    c.produce("served", &records);
+    let mut got = c.consume("served", records.len());
+    got.sort();
+    let mut want = records.clone();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "every record produced through the Kafka leaders is read back"
+    );
+
+    // The idempotent console producer's broker asked skua for producer ids.
+    assert!(
+        c.log(1).contains("producer id block claimed"),
+        "AllocateProducerIds answered by skua"
+    );
+
+    // More partitions through skua: Kafka's algorithm from partition 0's first replica.
+    c.topics(&["--alter", "--topic", "served", "--partitions", "6"])
+        .expect("kafka-topics.sh --alter --partitions through skua");
+    let grown: TopicAssignment =
+        znodes::decode(c.zk_shell_get("/brokers/topics/served").as_bytes()).unwrap();
+    assert_eq!(grown.partitions.0.get(&4), Some(&vec![3, 2]));
+    assert_eq!(grown.partitions.0.get(&5), Some(&vec![1, 3]));
+    eventually(
+        "the new partitions led by Kafka brokers",
+        Duration::from_secs(30),
+        || {
+            let d = c.describe("served", 3);
+            (d.len() == 6 && d[&4].0 == 3 && d[&5].0 == 3).then_some(())
+        },
+    );
+
+    // Deletion through skua: StopReplica (without, then with deletion) to every
+    // replica; the znodes go once every replica confirmed.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "doomed",
+        "--replica-assignment",
+        "2:3,3:2",
+    ])
+    .expect("create doomed");
+    c.topics(&["--delete", "--topic", "doomed"])
+        .expect("delete through skua");
+    c.topics(&["--delete", "--topic", "spread"])
+        .expect("delete through skua");
+    rt.block_on(async {
+        let s = c.session().await;
+        let start = Instant::now();
+        for path in [
+            "/brokers/topics/doomed",
+            "/admin/delete_topics/doomed",
+            "/config/topics/doomed",
+        ] {
+            while s.get(path).await.unwrap().is_some() {
+                assert!(start.elapsed() < Duration::from_secs(30), "{path} removed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        // skua's own replicas of `spread` are offline (it declined to host them), and
+        // Kafka's rule halts a deletion while a replica is offline.
+        assert!(s.get("/brokers/topics/spread").await.unwrap().is_some());
+        assert!(s
+            .get("/admin/delete_topics/spread")
+            .await
+            .unwrap()
+            .is_some());
+    });
+    assert!(c.log(1).contains("deletion halted: offline replicas"));
+    for broker in [2, 3] {
+        eventually(
+            &format!("broker {broker} has no log of doomed left"),
+            Duration::from_secs(30),
+            || {
+                let data = c.dir.path().join(format!("broker-{broker}/data"));
+                let live = std::fs::read_dir(data)
+                    .unwrap()
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .any(|n| n.starts_with("doomed-") && !n.ends_with("-delete"));
+                (!live).then_some(())
+            },
+        );
+    }
+
+    // Controlled shutdown of broker 2 (SIGTERM): skua moves its leaderships to broker 3
+    // and answers that it leads nothing more, before broker 2 stops.
+    c.signal("term", 2);
+    assert!(
+        c.log(2)
+            .contains("Controlled shutdown request returned successfully"),
+        "broker 2's ControlledShutdown answered by skua with nothing left to move"
+    );
+    assert!(c.log(1).contains("controlled shutdown broker=2"));
+    let d = c.describe("served", 1);
+    assert!(d.values().all(|(l, _, _)| *l == 3), "{d:?}");
+    c.signal("restart", 2);
+    eventually(
+        "broker 2 back in every ISR",
+        Duration::from_secs(60),
+        || {
+            let d = c.describe("served", 3);
+            let back = d
+                .values()
+                .all(|(_, r, isr)| !r.contains(&2) || isr.contains(&2));
+            (d.len() == 6 && back).then_some(())
+        },
+    );
+
+    // (2) kill -9 a Kafka broker: broker 3 leads everything within the bound.
+    let killed = Instant::now();
+    c.signal("kill", 2);
+    for broker in [3, 1] {
+        eventually(
+            &format!("broker {broker} sees broker 3 leading every partition"),
+            failover_limit(),
+            || {
+                let d = c.describe("served", broker);
+                let moved = (0..4).all(|p| {
+                    d.get(&p)
+                        .is_some_and(|(l, _, isr)| *l == 3 && isr == &vec![3])
+                });
+                (d.len() == 6 && moved).then_some(())
+            },
+        );
+    }
+    eprintln!("failover seen by both brokers after {:?}", killed.elapsed());
+    let state: PartitionState = znodes::decode(
+        c.zk_shell_get("/brokers/topics/served/partitions/0/state")
+            .as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(
+        (state.leader, state.leader_epoch, state.isr.clone()),
+        // Epoch 1: broker 3 took over in the controlled shutdown; 2: broker 2 left the
+        // ISR (the controller's ISR changes bump the leader epoch, as Kafka's do).
+        (3, 2, vec![3])
+    );
+
+    // Broker 2 back: broker 3 (its leader) asks skua to grow the ISR with AlterPartition.
+    c.signal("restart", 2);
+    eventually(
+        "broker 2 back in every ISR",
+        Duration::from_secs(60),
+        || {
+            let d = c.describe("served", 3);
+            let back = d
+                .values()
+                .all(|(_, r, isr)| !r.contains(&2) || isr.contains(&2));
+            (d.len() == 6 && back).then_some(())
+        },
+    );
+    assert!(
+        c.log(1).contains("ISR changed"),
+        "skua answered AlterPartition"
+    );
+
+    // (3) kill -9 skua: a Kafka broker takes over and creates topics.
+    c.signal("kill", 1);
+    let new_controller = eventually(
+        "a Kafka broker is elected controller",
+        failover_limit(),
+        || {
+            let json = c.zk_shell_get("/controller");
+            let r: ControllerRegistration = znodes::decode(json.as_bytes()).ok()?;
+            (r.brokerid != 1).then_some(r.brokerid)
+        },
+    );
+    assert!([2, 3].contains(&new_controller));
+    let created = c
+        .topics(&[
+            "--create",
+            "--topic",
+            "after-skua",
+            "--replica-assignment",
+            "2:3",
+            "--bootstrap-server",
+            &c.kafka_bootstrap(),
+        ])
+        .expect("topic creation through the Kafka controller");
+    assert!(created.contains("Created topic after-skua"), "{created}");
+
+    // A restarted skua registers again and stays a plain broker.
+    c.signal("restart", 1);
+    rt.block_on(async {
+        let s = c.session().await;
+        let start = Instant::now();
+        loop {
+            if s.get("/brokers/ids/1").await.unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < failover_limit() * 2,
+                "skua registered again"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let (data, _) = s.get("/controller").await.unwrap().unwrap();
+        let r: ControllerRegistration = znodes::decode(&data).unwrap();
+        assert_eq!(r.brokerid, new_controller, "the Kafka controller stays");
+    });
+    // Requests only the controller answers get NOT_CONTROLLER from skua now.
+    rt.block_on(async {
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::*;
+        use kafka_protocol::protocol::StrBytes;
+        let addr = c.broker(1).parse().unwrap();
+        let client = skua::client::Client::new(addr, Default::default());
+        let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("nope")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+        let r = client.send(&create, 7).await.unwrap();
+        assert_eq!(r.topics[0].error_code, 41, "NOT_CONTROLLER");
+        let alter = AlterPartitionRequest::default().with_broker_id(BrokerId(2));
+        let r = client.send(&alter, 3).await.unwrap();
+        assert_eq!(r.error_code, 41, "NOT_CONTROLLER");
+        let meta = client.send(&MetadataRequest::default(), 12).await.unwrap();
+        assert_eq!(
+            meta.controller_id.0, new_controller,
+            "skua names the real controller"
+        );
+    });
+
+    // skua holds replicas (served-5, __consumer_offsets): the Kafka controller tells
+    // it, and skua declines to host them.
+    let told = format!("controller={new_controller}");
+    eventually(
+        "the Kafka controller's LeaderAndIsr reaches skua",
+        Duration::from_secs(30),
+        || {
+            c.log(1)
+                .lines()
+                .any(|l| l.contains("LeaderAndIsr") && l.contains(&told))
+                .then_some(())
+        },
+    );
+}
+
+/// Every znode outside `/brokers/ids` and `/zookeeper`: path → (data, mzxid).
+async fn znode_snapshot(s: &ZkSession) -> BTreeMap<String, (Vec<u8>, i64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec!["/".to_string()];
+    while let Some(path) = stack.pop() {
+        if path.starts_with("/brokers/ids") || path.starts_with("/zookeeper") {
+            continue;
+        }
+        if let Some((data, stat)) = s.get(&path).await.unwrap() {
+            out.insert(path.clone(), (data, stat.mzxid));
+        }
+        for child in s.children(&path).await.unwrap().unwrap_or_default() {
+            let p = if path == "/" {
+                format!("/{child}")
+            } else {
+                format!("{path}/{child}")
+            };
+            stack.push(p);
+        }
+    }
+    out
+}
+
+/// (4) A controller paused past its session timeout (SIGSTOP) while a broker dies is
+/// deposed: a Kafka broker takes over and acts on the death. Resumed (SIGCONT), skua
+/// finds its session expired, registers again and changes nothing in ZooKeeper.
+#[test]
+fn deposed_controller_changes_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    c.topics(&[
+        "--create",
+        "--topic",
+        "fenced",
+        "--replica-assignment",
+        "2:3,3:2",
+    ])
+    .expect("create through skua");
+    let s = rt.block_on(c.session());
+
+    c.signal("pause", 1);
+    c.signal("kill", 3);
+    eventually(
+        "broker 2 controls and leads every partition",
+        failover_limit() * 2,
+        || {
+            rt.block_on(async {
+                let (data, _) = s.get("/controller").await.unwrap()?;
+                let r: ControllerRegistration = znodes::decode(&data).ok()?;
+                let mut leaders = BTreeSet::new();
+                for p in 0..2 {
+                    let (data, _) = s
+                        .get(&format!("/brokers/topics/fenced/partitions/{p}/state"))
+                        .await
+                        .unwrap()?;
+                    let st: PartitionState = znodes::decode(&data).ok()?;
+                    leaders.insert(st.leader);
+                }
+                (r.brokerid == 2 && leaders == BTreeSet::from([2])).then_some(())
+            })
+        },
+    );
+    // Let the new controller finish what it does about broker 3 and the paused broker 1.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = rt.block_on(znode_snapshot(&s));
+    let epoch_before = before["/controller_epoch"].0.clone();
+
+    c.signal("resume", 1);
+    let old_epoch = rt.block_on(async {
+        let start = Instant::now();
+        loop {
+            if let Some((_, stat)) = s.get("/brokers/ids/1").await.unwrap() {
+                break stat.czxid;
+            }
+            assert!(
+                start.elapsed() < failover_limit() * 2,
+                "skua registered again"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    assert!(old_epoch > 0);
+    std::thread::sleep(Duration::from_secs(5));
+    let after = rt.block_on(znode_snapshot(&s));
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "no znode created or deleted"
+    );
+    for (path, v) in &before {
+        assert_eq!(
+            &after[path], v,
+            "{path} unchanged by the deposed controller"
+        );
+    }
+    assert_eq!(after["/controller_epoch"].0, epoch_before);
+    assert_eq!(String::from_utf8_lossy(&epoch_before), "2");
+    assert!(
+        c.log(1).contains("ZooKeeper session ended"),
+        "skua saw its session end:\n{}",
+        c.log(1)
+    );
+}
+
+/// A partition's `state` znode.
+async fn partition_state(s: &ZkSession, topic: &str, p: i32) -> Option<PartitionState> {
+    let (data, _) = s
+        .get(&format!("/brokers/topics/{topic}/partitions/{p}/state"))
+        .await
+        .unwrap()?;
+    znodes::decode(&data).ok()
+}
+
+/// The long scenarios (`SKUA_CLUSTER_LONG=1`), on a 3-node ZooKeeper ensemble under a
+/// chroot: a partition with no replica left has no leader and comes back with its
+/// broker; unclean election per topic config; a ZooKeeper node lost; repeated broker
+/// failures; a clean stop of the skua controller hands over at once.
+#[test]
+fn long_cluster_scenarios() {
+    if std::env::var("SKUA_CLUSTER_LONG").as_deref() != Ok("1") {
+        eprintln!("SKIPPED: set SKUA_CLUSTER_LONG=1 for the long cluster scenarios");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start_with(&["--zk-nodes", "3", "--chroot", "/long/run"]) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = rt.block_on(c.session());
+    let state = |t: &str, p: i32| rt.block_on(partition_state(&s, t, p));
+    assert!(c.zk_connect().ends_with("/long/run"));
+
+    c.topics(&["--create", "--topic", "lonely", "--replica-assignment", "2"])
+        .unwrap();
+    c.topics(&[
+        "--create",
+        "--topic",
+        "dirty",
+        "--replica-assignment",
+        "2:3",
+        "--config",
+        "unclean.leader.election.enable=true",
+    ])
+    .unwrap();
+    eventually(
+        "dirty led by 2 with both in sync",
+        Duration::from_secs(30),
+        || state("dirty", 0).filter(|st| st.leader == 2 && st.isr.len() == 2),
+    );
+
+    // No replica left: leader -1, the last ISR member kept.
+    c.signal("kill", 3);
+    eventually("dirty's ISR down to 2", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.isr == vec![2])
+    });
+    c.signal("kill", 2);
+    let st = eventually("lonely has no leader", failover_limit(), || {
+        state("lonely", 0).filter(|st| st.leader == -1)
+    });
+    assert_eq!(st.isr, vec![2]);
+    let st = eventually("dirty has no leader", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.leader == -1)
+    });
+    assert_eq!(st.isr, vec![2]);
+
+    // Broker 3 back, out of the ISR: dirty allows an unclean leader, which recovers.
+    c.signal("restart", 3);
+    let st = eventually("dirty led by 3, uncleanly", failover_limit(), || {
+        state("dirty", 0).filter(|st| st.leader == 3)
+    });
+    assert_eq!(st.isr, vec![3]);
+    assert!(
+        c.log(1)
+            .contains("leader elected partition=dirty-0 leader=3"),
+        "skua elected it"
+    );
+    // Broker 2 back: lonely's only replica leads again (a clean election).
+    c.signal("restart", 2);
+    eventually("lonely led by 2 again", failover_limit(), || {
+        state("lonely", 0).filter(|st| st.leader == 2 && st.isr == vec![2])
+    });
+
+    // A ZooKeeper node lost: the ensemble keeps a quorum and skua keeps working.
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/zk"))
+        .arg("kill")
+        .arg(c.dir.path().join("zk"))
+        .arg("1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    eventually(
+        "topic creation with a ZooKeeper node down",
+        Duration::from_secs(60),
+        || {
+            c.topics(&[
+                "--create",
+                "--topic",
+                "quorum",
+                "--replica-assignment",
+                "2:3",
+            ])
+            .ok()
+            .filter(|o| o.contains("Created topic quorum"))
+        },
+    );
+
+    // Repeated failures of a Kafka broker.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "churn",
+        "--replica-assignment",
+        "3:2,2:3",
+    ])
+    .unwrap();
+    for round in 0..3 {
+        eventually(
+            &format!("round {round}: both in sync"),
+            Duration::from_secs(60),
+            || {
+                (0..2)
+                    .all(|p| state("churn", p).is_some_and(|st| st.isr.len() == 2))
+                    .then_some(())
+            },
+        );
+        c.signal("kill", 3);
+        eventually(
+            &format!("round {round}: broker 2 leads alone"),
+            failover_limit(),
+            || {
+                (0..2)
+                    .all(|p| {
+                        state("churn", p).is_some_and(|st| st.leader == 2 && st.isr == vec![2])
+                    })
+                    .then_some(())
+            },
+        );
+        c.signal("restart", 3);
+    }
+
+    // A clean stop of the skua controller: its session closes, a Kafka broker takes over
+    // without waiting for a session timeout.
+    let stopped = Instant::now();
+    c.signal("term", 1);
+    let controller = eventually("a Kafka broker controls", failover_limit(), || {
+        let (data, _) = rt.block_on(s.get("/controller")).unwrap()?;
+        let r: ControllerRegistration = znodes::decode(&data).ok()?;
+        (r.brokerid != 1).then_some(r.brokerid)
+    });
+    assert!(
+        stopped.elapsed() < Duration::from_millis(SESSION_TIMEOUT_MS),
+        "broker {controller} took over after {:?}",
+        stopped.elapsed()
+    );
+}

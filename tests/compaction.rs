@@ -359,3 +359,106 @@ fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
     };
     b.broker.replicas.logs.get_log(&tp).unwrap()
 }
+
+/// Changes one topic config with IncrementalAlterConfigs (SET).
+async fn set_config(c: &mut Client, topic: &str, key: &str, value: &str) {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let resp = c.send(&req, 1).await;
+    assert_eq!(
+        resp.responses[0].error_code, 0,
+        "{:?}",
+        resp.responses[0].error_message
+    );
+}
+
+/// `cleanup.policy` and `min.cleanable.dirty.ratio` changed on a live topic act on the
+/// cleaner's next turn: a `delete` topic is not compacted until it becomes `compact`; a
+/// log whose dirty part is a small share of it waits while its ratio is above that share
+/// and is cleaned once the ratio goes below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_policy_and_dirty_ratio_changed_on_a_live_topic_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("log.cleaner.backoff.ms", "100"),
+            ("log.retention.check.interval.ms", "200"),
+            ("log.segment.delete.delay.ms", "0"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    create(
+        &mut c,
+        "live",
+        &[
+            ("cleanup.policy", "delete"),
+            ("segment.bytes", "1048576"),
+            ("segment.ms", "500"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+        ],
+    )
+    .await;
+    // 40,000 distinct keys, then every one of the first 2,000 again: 2,000 records a
+    // compaction would remove.
+    for start in (0..40_000).step_by(5_000) {
+        let entries: Vec<_> = (start..start + 5_000)
+            .map(|i| (Some(format!("k{i:05}")), Some(format!("first-{i:05}"))))
+            .collect();
+        produce(&mut c, "live", &entries).await;
+    }
+    let again: Vec<_> = (0..2_000)
+        .map(|i| (Some(format!("k{i:05}")), Some(format!("second-{i:05}"))))
+        .collect();
+    produce(&mut c, "live", &again).await;
+    // Many cleaner turns and an idle roll later, a `delete` topic keeps every record.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(consume_all(&mut c, "live").await.0, 42_000);
+
+    set_config(&mut c, "live", "cleanup.policy", "compact").await;
+    wait_for_count(&mut c, "the first cleaning", 40_000).await;
+    let (_, latest) = consume_all(&mut c, "live").await;
+    assert_eq!(latest["k00000"].as_deref(), Some("second-00000"));
+    assert_eq!(latest["k39999"].as_deref(), Some("first-39999"));
+
+    // Updates of 500 keys: a dirty ratio near 500 / 40,500, below the 0.5 required.
+    set_config(&mut c, "live", "min.cleanable.dirty.ratio", "0.5").await;
+    let third: Vec<_> = (0..500)
+        .map(|i| (Some(format!("k{i:05}")), Some(format!("third-{i:05}"))))
+        .collect();
+    produce(&mut c, "live", &third).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        consume_all(&mut c, "live").await.0,
+        40_500,
+        "cleaned below min.cleanable.dirty.ratio"
+    );
+    set_config(&mut c, "live", "min.cleanable.dirty.ratio", "0.001").await;
+    wait_for_count(&mut c, "the cleaning the lower ratio allows", 40_000).await;
+    let (_, latest) = consume_all(&mut c, "live").await;
+    assert_eq!(latest["k00499"].as_deref(), Some("third-00499"));
+    assert_eq!(latest["k00500"].as_deref(), Some("second-00500"));
+    b.stop().await;
+}
+
+/// Waits up to a minute until the topic "live" holds `want` records.
+async fn wait_for_count(c: &mut Client, what: &str, want: usize) {
+    let start = Instant::now();
+    while consume_all(c, "live").await.0 != want {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -329,6 +329,35 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
         b.broker.replicas.cleaner.config().io_max_bytes_per_second,
         5e6
     );
+    // The cleaner's threads grow at most twofold per change, as in Kafka.
+    assert_eq!(
+        alter(
+            &mut c,
+            BROKER,
+            "",
+            &[(SET, "log.cleaner.threads", Some("3"))]
+        )
+        .await,
+        (
+            ResponseError::InvalidRequest.code(),
+            Some(
+                "Log cleaner threads cannot be increased to more than double the current value 1"
+                    .into()
+            )
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut c,
+            BROKER,
+            "",
+            &[(SET, "log.cleaner.threads", Some("2"))]
+        )
+        .await,
+        (0, None)
+    );
+    assert_eq!(b.broker.replicas.cleaner.config().threads, 2);
+    assert_eq!(b.broker.config().cleaner.threads, 2);
     drop(log);
     b.stop().await;
 

@@ -122,8 +122,9 @@ impl LogCleaner {
         self.config.read().clone()
     }
 
-    /// New settings (dynamic broker configs): the I/O rate and the buffers apply from the
-    /// next cleaning; a different thread count from the next start of the jobs.
+    /// New settings (dynamic broker configs): the I/O rate at once, the buffers from the
+    /// next cleaning, a different thread count at the cleaner jobs' next turn (`jobs.rs`
+    /// keeps jobs ready for up to double the count at startup).
     pub fn update_config(&self, config: CleanerConfig) {
         self.throttler.set_rate(config.io_max_bytes_per_second);
         *self.config.write() = config;

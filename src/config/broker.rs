@@ -275,9 +275,19 @@ impl BrokerConfig {
         self.get(key).unwrap_or_default()
     }
 
-    /// Every broker key with its value in force, for DescribeConfigs.
+    /// Every broker key with its value in force, for DescribeConfigs: Kafka 4's keys, and
+    /// in ZooKeeper mode (as a Kafka 3.9 broker) also those Kafka 4 removed.
     pub fn describe(&self) -> Vec<(&'static ConfigKey, Option<String>)> {
-        broker_keys().map(|k| (k, self.get(k.name))).collect()
+        broker_keys()
+            .filter(|k| self.reports(k))
+            .map(|k| (k, self.get(k.name)))
+            .collect()
+    }
+
+    /// Whether DescribeConfigs lists `key`: a key only Kafka 3.9 has is listed only in
+    /// ZooKeeper mode.
+    pub fn reports(&self, key: &ConfigKey) -> bool {
+        !key.only_in_3_9 || self.zookeeper_connect.is_some()
     }
 
     /// The broker-level value a topic key falls back to, resolving Kafka's derived keys

@@ -260,4 +260,36 @@ mod tests {
         assert_eq!(own.mode, UpdateMode::ReadOnly);
         assert!(!own.documentation.is_empty(), "skua documents its own keys");
     }
+
+    #[test]
+    fn a_kafka_4_broker_does_not_list_what_only_3_9_has() {
+        use crate::config::BrokerConfig;
+        let kraft = BrokerConfig::default();
+        let listed =
+            |c: &BrokerConfig, name: &str| c.describe().iter().any(|(k, _)| k.name == name);
+        assert!(!listed(&kraft, "zookeeper.connect"));
+        assert!(listed(&kraft, "log.retention.ms"));
+        let zk = BrokerConfig::from_properties(
+            [(
+                "zookeeper.connect".to_string(),
+                "127.0.0.1:2181".to_string(),
+            )]
+            .into(),
+        )
+        .unwrap();
+        assert!(listed(&zk, "zookeeper.connect"));
+    }
+
+    /// A default that its own key refuses would make DescribeConfigs report a value the
+    /// broker cannot be given.
+    #[test]
+    fn every_default_passes_its_own_check() {
+        for key in broker_keys().chain(topic_keys()) {
+            if let Some(default) = &key.default {
+                if let Err(why) = key.check(default) {
+                    panic!("{}={default}: {why}", key.name);
+                }
+            }
+        }
+    }
 }

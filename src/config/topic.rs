@@ -81,6 +81,7 @@ pub fn describe(
     overrides: &BTreeMap<String, String>,
 ) -> Vec<(&'static ConfigKey, String, TopicSource)> {
     topic_keys()
+        .filter(|k| broker.reports(k))
         .map(|k| {
             let (v, s) = effective(broker, overrides, k);
             (k, v, s)

@@ -563,3 +563,68 @@ async fn produce(c: &mut Client) {
         0
     )
 }
+
+/// The legacy AlterConfigs replaces a broker's whole set of dynamic configs, as Kafka's
+/// does, and refuses a resource named twice in one request.
+#[tokio::test]
+async fn legacy_alter_configs_replaces_the_whole_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    let legacy = |pairs: &[(&str, &str)], twice: bool| {
+        let resource = alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(BROKER)
+            .with_resource_name(s(""))
+            .with_configs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| {
+                        alter_configs_request::AlterableConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            );
+        let mut resources = vec![resource.clone()];
+        if twice {
+            resources.push(resource);
+        }
+        AlterConfigsRequest::default().with_resources(resources)
+    };
+    let resp = c
+        .send(
+            &legacy(
+                &[
+                    ("message.max.bytes", "2000000"),
+                    ("log.cleaner.backoff.ms", "16000"),
+                ],
+                false,
+            ),
+            2,
+        )
+        .await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    assert_eq!(b.broker.config().log.message_max_bytes, 2_000_000);
+    // The second set has no message.max.bytes: it goes back to its default.
+    let resp = c
+        .send(&legacy(&[("log.cleaner.backoff.ms", "17000")], false), 2)
+        .await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    let config = b.broker.config();
+    assert_eq!(config.log.message_max_bytes, 1_048_588);
+    assert_eq!(config.cleaner.backoff_ms, 17_000);
+    let resp = c
+        .send(&legacy(&[("log.cleaner.backoff.ms", "18000")], true), 2)
+        .await;
+    for r in &resp.responses {
+        assert_eq!(
+            (r.error_code, r.error_message.as_deref()),
+            (
+                ResponseError::InvalidRequest.code(),
+                Some("Each resource must appear at most once.")
+            )
+        );
+    }
+    assert_eq!(b.broker.config().cleaner.backoff_ms, 17_000);
+    b.stop().await;
+}

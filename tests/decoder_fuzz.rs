@@ -13,6 +13,8 @@
 //! largest single allocation made while decoding, which must stay proportional to the frame.
 
 mod common;
+mod fuzzing;
+use fuzzing::{budget, Rng, NASTY_I32};
 mod replay;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -56,51 +58,6 @@ static GLOBAL: PeakAlloc = PeakAlloc;
 fn alloc_bound(len: usize) -> usize {
     1024 * len + (1 << 20)
 }
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn seed() -> u64 {
-    std::env::var("SKUA_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5ca1_ab1e)
-}
-
-fn budget() -> Duration {
-    let secs = std::env::var("SKUA_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.5);
-    Duration::from_secs_f64(secs)
-}
-
-/// Values that break length and count fields: negative, zero, just past the end, huge.
-const NASTY_I32: &[i32] = &[
-    -1,
-    -2,
-    0,
-    1,
-    0x7f,
-    0xff,
-    0x7fff,
-    0xffff,
-    i32::MAX,
-    i32::MIN,
-    1 << 24,
-];
 
 /// One mutation of `input`; `other` is a second seed to splice from. The first 8 bytes
 /// (api key, version, correlation id) are mostly kept so decoding reaches the body.
@@ -160,9 +117,9 @@ fn hex(b: &[u8]) -> String {
 
 #[test]
 fn frame_check_is_consistent() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::from_env(0x5ca1_ab1e);
     let seeds = seeds();
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     for i in 0..200_000 {
         if Instant::now() > deadline {
             break;
@@ -189,9 +146,9 @@ fn frame_check_is_consistent() {
 
 #[test]
 fn decode_request_survives_mutations() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::from_env(0x5ca1_ab1e);
     let seeds = seeds();
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     let (mut n, mut decoded) = (0u64, 0u64);
     while Instant::now() < deadline && n < 2_000_000 {
         let a = &seeds[rng.below(seeds.len())];
@@ -252,7 +209,7 @@ fn fix_crc(batch: &mut [u8]) {
 
 #[test]
 fn record_validation_survives_mutations() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::from_env(0x5ca1_ab1e);
     let batches = captured_batches();
     assert!(!batches.is_empty(), "no produce fixtures with records");
     let dir = tempfile::tempdir().unwrap();
@@ -265,7 +222,7 @@ fn record_validation_survives_mutations() {
         true,
     )
     .expect("log opens");
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     let (mut n, mut accepted, mut read_back) = (0u64, 0u64, 0u64);
     while Instant::now() < deadline && n < 200_000 {
         // Half from the two uncompressed seeds, which reach the per-record checks.
@@ -315,7 +272,7 @@ fn record_validation_survives_mutations() {
 /// coordinator's loader use. The cargo-fuzz target `stored_batch` runs the same longer.
 #[test]
 fn stored_batch_reader_survives_mutations() {
-    let mut rng = Rng(seed() ^ 0x5707ed);
+    let mut rng = Rng(Rng::from_env(0x5ca1_ab1e).0 ^ 0x5707ed);
     let mut batches = captured_batches();
     for c in [
         Compression::Gzip,
@@ -325,7 +282,7 @@ fn stored_batch_reader_survives_mutations() {
     ] {
         batches.push(common::batch(&["a", "bb", "ccc"], Some((3, 0, 0)), c));
     }
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     let (mut n, mut records_read) = (0u64, 0u64);
     while Instant::now() < deadline && n < 200_000 {
         let a = &batches[rng.below(batches.len())];
@@ -372,7 +329,7 @@ fn stored_alloc_bound(len: usize) -> usize {
 async fn broker_survives_mutated_frames() {
     let dir = tempfile::tempdir().unwrap();
     let broker = common::TestBroker::start(dir.path(), &[]).await;
-    let mut rng = Rng(seed() ^ 0xb0b);
+    let mut rng = Rng(Rng::from_env(0x5ca1_ab1e).0 ^ 0xb0b);
     // Not the admin requests: a mutated partition count (say 2^24) makes skua create that
     // many partitions, holding the controller for minutes (see protocol-tests/README.md,
     // "Known gaps"). decode_request_survives_mutations still covers their decoding.
@@ -381,7 +338,7 @@ async fn broker_survives_mutated_frames() {
         .filter(|f| !matches!(f.api_key, ApiKey::CreateTopics | ApiKey::CreatePartitions))
         .map(|f| f.request())
         .collect();
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     let mut sent = 0;
     while Instant::now() < deadline && sent < 3000 {
         let mut conn = broker.client().await;

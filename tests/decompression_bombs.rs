@@ -317,31 +317,46 @@ fn decompression_bombs_stop_at_the_bound() {
         );
     }
 
-    // Neither decompression holds the log's lock: while a lookup on the gzip bomb and the
-    // validation of another are still running, an append to the same log completes.
+    // Neither decompression holds the log's lock: once a lookup on the gzip bomb and the
+    // validation of another have started, appends to the same log complete while both are
+    // still running. (Appends are retried rather than timed: on a loaded machine the first
+    // one may be scheduled late, but with the lock held across a decompression none could
+    // complete while both run.)
     let gzip = bombs[0].1.clone();
-    let next = log.log_end_offset();
+    let lookup_started = AtomicBool::new(false);
+    let produce_started = AtomicBool::new(false);
     let lookup_done = AtomicBool::new(false);
     let produce_done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
+            lookup_started.store(true, SeqCst);
             log.fetch_offset_by_timestamp(T + 1);
             lookup_done.store(true, SeqCst);
         });
         s.spawn(|| {
+            produce_started.store(true, SeqCst);
             assert!(log.append_as_leader(Bytes::from(gzip), 0, T).is_err());
             produce_done.store(true, SeqCst);
         });
-        std::thread::sleep(Duration::from_millis(50));
-        let appended = log
-            .append_as_leader(Bytes::from(good_batch()), 0, T)
-            .unwrap();
-        assert_eq!(appended.first_offset, next);
-        let (lookup_busy, produce_busy) = (!lookup_done.load(SeqCst), !produce_done.load(SeqCst));
-        assert!(
-            lookup_busy && produce_busy,
-            "an append waited for a decompression (lookup running: {lookup_busy}, validation running: {produce_busy})"
-        );
+        while !(lookup_started.load(SeqCst) && produce_started.load(SeqCst)) {
+            std::thread::yield_now();
+        }
+        loop {
+            let next = log.log_end_offset();
+            let appended = log
+                .append_as_leader(Bytes::from(good_batch()), 0, T)
+                .unwrap();
+            assert_eq!(appended.first_offset, next);
+            let (lookup_busy, produce_busy) =
+                (!lookup_done.load(SeqCst), !produce_done.load(SeqCst));
+            if lookup_busy && produce_busy {
+                break;
+            }
+            assert!(
+                lookup_busy || produce_busy,
+                "no append completed while both decompressions ran"
+            );
+        }
     });
 }
 

@@ -12,9 +12,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
+
+mod fuzzing;
+use fuzzing::{budget, mutate, Rng};
 use uuid::Uuid;
 
 use skua::coordinator::group::records::consumer::{
@@ -52,36 +55,6 @@ static GLOBAL: PeakAlloc = PeakAlloc;
 /// per element at least), and no decoded element is larger than a few hundred bytes.
 fn alloc_bound(len: usize) -> usize {
     256 * len + 4096
-}
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn seed() -> u64 {
-    std::env::var("SKUA_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x0ff5_e7e5)
-}
-
-fn budget() -> Duration {
-    let secs = std::env::var("SKUA_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.5);
-    Duration::from_secs_f64(secs)
 }
 
 const T1: Uuid = Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
@@ -213,60 +186,15 @@ fn seeds() -> Vec<(Bytes, Option<Bytes>)> {
     out
 }
 
-const NASTY_I32: &[i32] = &[
-    -1,
-    -2,
-    0,
-    1,
-    0x7f,
-    0xff,
-    0x7fff,
-    i32::MAX,
-    i32::MIN,
-    1 << 24,
-];
-
-fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
-    let mut out = input.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        let len = out.len();
-        let at = rng.below(len + 1);
-        match rng.below(7) {
-            0 if len > 0 => out[at.min(len - 1)] ^= 1 << rng.below(8),
-            1 if len > 0 => out[at.min(len - 1)] = rng.next() as u8,
-            2 => out.truncate(at),
-            3 if at + 4 <= len => {
-                let v = NASTY_I32[rng.below(NASTY_I32.len())];
-                out[at..at + 4].copy_from_slice(&v.to_be_bytes());
-            }
-            4 if at + 2 <= len => {
-                let v = NASTY_I32[rng.below(NASTY_I32.len())] as i16;
-                out[at..at + 2].copy_from_slice(&v.to_be_bytes());
-            }
-            5 => {
-                // A maximal unsigned varint, as compact arrays and strings use.
-                let v: &[u8] = [&[0xff, 0xff, 0xff, 0xff, 0x0f][..], &[0x80; 6]][rng.below(2)];
-                out.splice(at..(at + v.len()).min(len), v.iter().copied());
-            }
-            _ => {
-                let end = (at + 1 + rng.below(16)).min(len);
-                let chunk = out[at.min(end)..end].to_vec();
-                out.splice(at..at, chunk);
-            }
-        }
-    }
-    out
-}
-
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]
 fn offsets_topic_records_survive_mutations() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::from_env(0x0ff5_e7e5);
     let seeds = seeds();
-    let deadline = Instant::now() + budget();
+    let deadline = Instant::now() + budget(1.5);
     let (mut n, mut decoded) = (0u64, 0u64);
     while Instant::now() < deadline && n < 2_000_000 {
         let (key, value) = &seeds[rng.below(seeds.len())];

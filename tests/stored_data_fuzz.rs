@@ -8,46 +8,19 @@
 //! beyond its size; a fetch from any offset must still start at the batch holding it.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+mod fuzzing;
+use fuzzing::{budget, Rng};
+
 use skua::log::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_producer_snapshot, Log,
     LogConfig, TopicPartition,
 };
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn rng() -> Rng {
-    Rng(std::env::var("SKUA_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x0057_04ed))
-}
-
-fn budget() -> Duration {
-    let secs = std::env::var("SKUA_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    Duration::from_secs_f64(secs)
-}
 
 /// Bit flips, byte changes, cuts, huge or negative 32-bit fields, duplicated runs, and
 /// text-level damage (digits, signs, newlines) for the checkpoint formats.
@@ -87,8 +60,8 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
 
 /// Runs `check` on mutations of `seed` until the time budget is spent.
 fn run(name: &str, seed: &[u8], mut check: impl FnMut(&[u8])) {
-    let mut rng = rng();
-    let deadline = Instant::now() + budget();
+    let mut rng = Rng::from_env(0x0057_04ed);
+    let deadline = Instant::now() + budget(1.0);
     check(seed);
     let mut n = 0;
     while Instant::now() < deadline {

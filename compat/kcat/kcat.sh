@@ -39,7 +39,7 @@ import json, sys
 md = json.load(open(sys.argv[1]))
 assert md["brokers"] and all("id" in b and "name" in b for b in md["brokers"]), "brokers"
 assert isinstance(md["topics"], list), "topics"
-assert md.get("controllerid", -1) != -1 or True
+assert md.get("controllerid", -1) != -1, f"controllerid {md.get('controllerid')}"
 PY
 }
 produce_consume() { # CODEC

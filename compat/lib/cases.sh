@@ -1,6 +1,8 @@
 # Case helpers for shell-driven suites. Source, don't execute.
 # A case is a shell function that returns 0 on success; on failure it writes a one-line
-# reason with `fail "..."` (or the last lines of $CASE_LOG are used).
+# reason with `fail "..."` (or the last lines of $CASE_LOG are used). A case that called
+# `fail` has failed even if a later command of it succeeded (`check || fail "..."` in the
+# middle of a function does not end the function).
 # shellcheck shell=bash
 
 CASE_TMP=$(mktemp -d "${TMPDIR:-/tmp}/compat-case.XXXXXX")
@@ -13,7 +15,7 @@ fail() { printf '%s\n' "$*" >"$CASE_TMP/reason"; return 1; }
 run_case() {
   local id=$1; shift
   : >"$CASE_LOG"; rm -f "$CASE_TMP/reason"
-  if "$@" >>"$CASE_LOG" 2>&1; then
+  if "$@" >>"$CASE_LOG" 2>&1 && [[ ! -s $CASE_TMP/reason ]]; then
     printf 'PASS %s\n' "$id"
   else
     local reason

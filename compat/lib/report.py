@@ -25,7 +25,7 @@ SUITE_PREFIXES = {
     "franz-cases": ("franzcases.",),
     "sarama": ("sarama.",),
     "kafkajs": ("kafkajs.",),
-    "migration": ("migration.",),
+    "migration": ("migration.", "zkmigration."),
 }
 CLIENT_NAMES = {
     "java-clients": "Java client (kafka-clients)",
@@ -37,7 +37,7 @@ CLIENT_NAMES = {
     "franz-cases": "franz-go (skua's cases)",
     "sarama": "sarama",
     "kafkajs": "kafkajs",
-    "migration": "Kafka 4.4 data dir to skua and back",
+    "migration": "Kafka 4.4 KRaft and Kafka 3.9 ZooKeeper-mode data dirs to skua and back",
 }
 # (column, regex on the case id); first match wins; the last column catches the rest
 FEATURES = [

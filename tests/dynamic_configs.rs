@@ -628,3 +628,45 @@ async fn legacy_alter_configs_replaces_the_whole_set() {
     assert_eq!(b.broker.config().cleaner.backoff_ms, 17_000);
     b.stop().await;
 }
+
+/// `min.insync.replicas` in force decides acks=all produces: above the ISR (one broker)
+/// they are refused with NOT_ENOUGH_REPLICAS and nothing is appended, acks=1 still
+/// appends, and lowering it lets the next acks=all produce through.
+#[tokio::test]
+async fn min_insync_replicas_changed_on_a_live_topic_decides_the_next_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[]).await;
+    let mut c = b.client().await;
+    c.create_topic("strict", 1).await;
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "strict",
+            &[(SET, "min.insync.replicas", Some("2"))]
+        )
+        .await,
+        (0, None)
+    );
+    let produce = |acks: i16| produce_request("strict", 0, batch(1, 10), acks);
+    let code = |r: ProduceResponse| r.responses[0].partition_responses[0].error_code;
+    assert_eq!(
+        code(c.send(&produce(-1), 9).await),
+        ResponseError::NotEnoughReplicas.code()
+    );
+    assert_eq!(log_of(&b, "strict").log_end_offset(), 0, "nothing appended");
+    assert_eq!(code(c.send(&produce(1), 9).await), 0);
+    assert_eq!(
+        alter(
+            &mut c,
+            TOPIC,
+            "strict",
+            &[(DELETE, "min.insync.replicas", None)]
+        )
+        .await,
+        (0, None)
+    );
+    assert_eq!(code(c.send(&produce(-1), 9).await), 0);
+    assert_eq!(log_of(&b, "strict").log_end_offset(), 2);
+    b.stop().await;
+}

@@ -145,6 +145,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         min_cleanable_dirty_ratio: ratio("min.cleanable.dirty.ratio"),
         min_compaction_lag_ms: num("min.compaction.lag.ms").max(0),
         max_compaction_lag_ms: num("max.compaction.lag.ms").max(1),
+        min_insync_replicas: num("min.insync.replicas").clamp(1, i32::MAX as i64) as usize,
     }
 }
 

@@ -62,7 +62,8 @@ pub async fn handle(
                     internal_topic(p.index, name)
                 }
                 (None, Ok(name)) => {
-                    let (resp, appended) = append(&broker, name, p, ctx.api_version).await;
+                    let (resp, appended) =
+                        append(&broker, name, p, req.acks, ctx.api_version).await;
                     if let (-1, Some((partition, last_offset))) = (req.acks, appended) {
                         acks.watch(partition, last_offset);
                         watched.push((responses.len(), partitions.len()));
@@ -114,6 +115,7 @@ async fn append(
     broker: &Broker,
     topic: &str,
     p: PartitionProduceData,
+    acks: i16,
     version: i16,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
     let tp = TopicPartition::new(topic, p.index);
@@ -130,6 +132,12 @@ async fn append(
             None,
         );
     };
+    if acks == -1 {
+        if let Err(e) = partition.check_min_isr() {
+            tracing::debug!(partition = %tp, error = %e, "produce refused");
+            return (error(p.index, e.error, &e.message()), None);
+        }
+    }
     let appended = match check_produce_records(version, &records) {
         Ok(()) => partition.append(records, now_ms()).await,
         Err(e) => Err(AppendError::Log(e)),

@@ -167,6 +167,9 @@ pub struct LogConfig {
     /// `max.compaction.lag.ms`: a dirty record older than this makes the log cleanable
     /// whatever its dirty ratio.
     pub max_compaction_lag_ms: i64,
+    /// `min.insync.replicas`: an acks=all produce needs at least this many in-sync
+    /// replicas.
+    pub min_insync_replicas: usize,
 }
 
 /// `cleanup.policy`: a list of `delete` and `compact`.
@@ -227,6 +230,7 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            min_insync_replicas: 1,
         }
     }
 }

@@ -262,6 +262,24 @@ impl Partition {
         Ok(info)
     }
 
+    /// Kafka's check before an acks=all append on the leader: NOT_ENOUGH_REPLICAS while
+    /// the ISR is smaller than the topic's `min.insync.replicas` (the config in force, so a
+    /// change applies to the next produce).
+    pub fn check_min_isr(&self) -> Result<(), ApiError> {
+        let isr = self.isr();
+        let min_isr = self.log.config().min_insync_replicas;
+        match isr.len() < min_isr {
+            true => Err(ApiError::new(
+                ResponseError::NotEnoughReplicas,
+                format!(
+                    "The size of the current ISR {isr:?} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
+                    self.tp
+                ),
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Moves the high watermark to what the replicas allow, never back; wakes its
     /// waiters when it moved.
     fn maybe_increment_high_watermark(&self) -> bool {

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use crate::config::{group, topic, BrokerConfig, SharedConfig};
+use crate::config::publisher::DynamicConfigPublisher;
+use crate::config::{dynamic, group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
-use crate::controller::records::MetadataRecord;
+use crate::controller::records::{MetadataRecord, CONFIG_RESOURCE_BROKER};
 use crate::controller::{
     BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo,
 };
@@ -162,6 +163,11 @@ impl Broker {
         ));
         replicas.start_network_replication();
         let controller: Arc<dyn Controller> = local.clone();
+        // Before the logs are opened, so they start with the dynamic configs in force.
+        controller.subscribe(DynamicConfigPublisher::new(
+            shared_config.clone(),
+            replicas.clone(),
+        ));
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
@@ -244,6 +250,11 @@ impl Broker {
         replicas.start_network_replication();
         let zk = Arc::new(zk);
         let controller: Arc<dyn Controller> = zk.clone();
+        // Before the logs are opened, so they start with the dynamic configs in force.
+        controller.subscribe(DynamicConfigPublisher::new(
+            shared_config.clone(),
+            replicas.clone(),
+        ));
         if let Some(e) = controller.subscribe(replicas.clone()).first() {
             anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
         }
@@ -381,6 +392,55 @@ impl Broker {
         Ok(())
     }
 
+    /// Changes the dynamic configs of broker `entity` (this broker's id, or "" for the
+    /// cluster default) with `edit`, checks the result as Kafka does (the keys Kafka lets
+    /// change, at the level it lets them change, and the whole config built with them),
+    /// and (unless `validate_only`) stores it in the metadata log as ConfigRecords of
+    /// resource type BROKER; `DynamicConfigPublisher` puts it in force from there.
+    pub async fn alter_broker_configs(
+        &self,
+        entity: &str,
+        validate_only: bool,
+        edit: impl FnOnce(&mut BTreeMap<String, String>) -> Result<(), ControllerError>,
+    ) -> Result<(), ControllerError> {
+        let invalid = |m: String| ControllerError::new(ResponseError::InvalidRequest, m);
+        let config = self.config();
+        if !entity.is_empty() {
+            let id: i32 = entity
+                .parse()
+                .map_err(|_| invalid(format!("Node id must be an integer, but it is: {entity}")))?;
+            if id != config.broker_id {
+                return Err(invalid(format!(
+                    "Unexpected broker id, expected {}, but received {entity}",
+                    config.broker_id
+                )));
+            }
+        }
+        let resource = ConfigResource {
+            resource_type: CONFIG_RESOURCE_BROKER,
+            name: entity.to_string(),
+        };
+        let mut configs = self.controller.resource_configs(&resource);
+        edit(&mut configs)?;
+        dynamic::validate(&configs, !entity.is_empty(), config.cleaner.threads).map_err(invalid)?;
+        let mut in_force = config.dynamic().clone();
+        match entity.is_empty() {
+            true => in_force.default = configs.clone(),
+            false => in_force.broker = configs.clone(),
+        }
+        config
+            .reconfigured(&in_force)
+            .map_err(|e| invalid(e.to_string()))?;
+        if validate_only {
+            return Ok(());
+        }
+        self.controller
+            .set_resource_configs(resource, configs.clone())
+            .await?;
+        tracing::info!(broker = entity, ?configs, "dynamic broker configs changed");
+        Ok(())
+    }
+
     /// Changes a group's configs with `edit`, checks the result as Kafka does (the whole
     /// set, against the broker's bounds), and (unless `validate_only`) stores it in the
     /// metadata log, from where the group coordinator follows it.
@@ -423,6 +483,8 @@ impl Broker {
     /// Tells waiting requests that the broker is going down.
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
+        // A cleaning in progress stops at its next batch, so shutdown does not wait for it.
+        self.replicas.cleaner.stop();
     }
 
     /// Changes to true when shutdown begins.

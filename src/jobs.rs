@@ -10,9 +10,13 @@ use crate::log::now_ms;
 use crate::replica::ReplicaManager;
 use crate::scheduler::{period_ms, Scheduler};
 
-/// Schedules the log layer's jobs: recovery-point checkpoints, the flusher, producer-id
-/// expiry, and the removal of deleted logs once `log.segment.delete.delay.ms` has passed.
-/// Must be called inside a tokio runtime.
+/// Cleaner jobs scheduled at least, so `log.cleaner.threads` can grow at runtime.
+const MIN_CLEANER_JOBS: usize = 4;
+
+/// Schedules the log layer's jobs: recovery-point and log-start checkpoints, the flusher,
+/// retention, the log cleaner's threads, producer-id expiry, and the removal of deleted
+/// logs once `log.segment.delete.delay.ms` has passed. Must be called inside a tokio
+/// runtime.
 pub fn schedule_log_jobs(
     scheduler: &Scheduler,
     config: &BrokerConfig,
@@ -24,11 +28,45 @@ pub fn schedule_log_jobs(
             with(&replicas, ReplicaManager::checkpoint)
         });
     }
+    if let Some(every) = period_ms(config.log.flush_start_offset_checkpoint_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("kafka-log-start-offset-checkpoint", every, move || {
+            with(&replicas, ReplicaManager::checkpoint_log_start_offsets)
+        });
+    }
     if let Some(every) = period_ms(config.log.flush_scheduler_interval_ms) {
         let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("kafka-log-flusher", every, move || {
             with(&replicas, |r| r.logs.flush_dirty_logs(now_ms()))
         });
+    }
+    if let Some(every) = period_ms(config.log.retention_check_interval_ms) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("kafka-log-retention", every, move || {
+            with(&replicas, |r| {
+                r.delete_old_segments(now_ms());
+            })
+        });
+    }
+    if config.cleaner.enable {
+        // Kafka's cleaner threads: each cleans until no log is due, then waits
+        // `log.cleaner.backoff.ms`. `log.cleaner.threads` may double at runtime (each
+        // change at most doubles it), so jobs stand ready beyond it; those past the count
+        // in force do nothing. The names live as long as the broker (a handful).
+        let jobs = (config.cleaner.threads * 2).max(MIN_CLEANER_JOBS);
+        for i in 0..jobs {
+            let name: &'static str = Box::leak(format!("kafka-log-cleaner-thread-{i}").into());
+            let replicas = Arc::downgrade(replicas);
+            let every = Duration::from_millis(config.cleaner.backoff_ms);
+            scheduler.schedule_blocking(name, every, move || {
+                with(&replicas, |r| {
+                    while i < r.cleaner.config().threads
+                        && !r.cleaner.is_stopped()
+                        && r.clean_filthiest(now_ms())
+                    {}
+                })
+            });
+        }
     }
     if let Some(every) = period_ms(config.log.producer_id_expiration_check_interval_ms) {
         let replicas = Arc::downgrade(replicas);
@@ -41,8 +79,9 @@ pub fn schedule_log_jobs(
             })
         });
     }
-    // Each deleted log waits the delay from its own deletion; checking a few times per
-    // delay (at least every second, at most every 50 ms) removes it at most that late.
+    // Each deleted log or segment waits the delay from its own deletion; checking a few
+    // times per delay (at least every second, at most every 50 ms) removes it at most
+    // that late.
     let delete_delay_ms = config.log.segment_delete_delay_ms;
     let every = Duration::from_millis((delete_delay_ms / 4).clamp(50, 1000));
     let replicas = Arc::downgrade(replicas);

@@ -27,8 +27,9 @@
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
-//!                scheduler   the broker's periodic jobs (checkpoints, flushes, expiry,
-//!                            removal of deleted logs), owned by the broker; jobs.rs lists them
+//!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the
+//!                            log cleaner, expiry, removal of deleted logs), owned by the
+//!                            broker; jobs.rs lists them
 //! ```
 
 pub mod auth;

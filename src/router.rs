@@ -92,6 +92,7 @@ pub static ROUTES: &[Route] = &[
     route!(ApiVersions, 0, 4, api_versions::handle),
     route!(CreateTopics, 2, 7, create_topics::handle),
     route!(DeleteTopics, 1, 6, delete_topics::handle),
+    route!(DeleteRecords, 0, 2, delete_records::handle),
     // Not v6: the crate's request codec stops at v5 (its ApiKey table says 6), and a v6
     // request (KIP-939's 2PC fields) would fail to decode and close the connection.
     route!(InitProducerId, 0, 5, init_producer_id::handle),

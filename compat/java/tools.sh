@@ -12,6 +12,7 @@ export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-45}
 T=$(uniq_name tools)      # topic for the kafka-topics.sh cases
 C=$(uniq_name console)    # 1-partition topic for the console round trip
 G=$(uniq_name group)      # consumer group
+K=$(uniq_name compacted)  # compacted topic
 
 topics() { "$BIN/kafka-topics.sh" --bootstrap-server "$B" "$@"; }
 
@@ -126,6 +127,68 @@ c_configs_group() {
   grep -qi "InvalidConfigurationException\|InvalidRequestException\|must be\|not in" "$CASE_TMP/bad" \
     || fail "unexpected refusal: $(head -c 300 "$CASE_TMP/bad")"
 }
+# Dynamic broker configs: one broker's own (--entity-name) and the cluster default
+# (--entity-default), reported with their sources, a read-only key refused as Kafka
+# refuses it; removed again at the end so the other cases see the static config.
+c_configs_broker() {
+  local cfg="$BIN/kafka-configs.sh" id
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --describe >"$CASE_TMP/brokers" || return 1
+  id=$(grep -o 'broker [0-9]*' "$CASE_TMP/brokers" | head -1 | cut -d' ' -f2)
+  [ -n "$id" ] || fail "no broker id in: $(head -c 300 "$CASE_TMP/brokers")"
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" \
+    --alter --add-config log.cleaner.backoff.ms=16000 || return 1
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-default \
+    --alter --add-config log.cleaner.backoff.ms=17000,log.cleaner.io.buffer.load.factor=0.8 || return 1
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" --describe --all \
+    >"$CASE_TMP/all" || return 1
+  grep -q "log.cleaner.backoff.ms=16000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms=16000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=17000, DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}" "$CASE_TMP/all" \
+    || fail "per-broker value not shown: $(grep 'log.cleaner.backoff.ms=' "$CASE_TMP/all" | head -c 400)"
+  grep -q "log.cleaner.io.buffer.load.factor=0.8 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.io.buffer.load.factor=0.8" "$CASE_TMP/all" \
+    || fail "cluster default not shown: $(grep 'load.factor=' "$CASE_TMP/all" | head -c 400)"
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-default --describe >"$CASE_TMP/default" || return 1
+  grep -q "log.cleaner.io.buffer.load.factor=0.8" "$CASE_TMP/default" \
+    || fail "--entity-default --describe: $(head -c 300 "$CASE_TMP/default")"
+  if "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" \
+    --alter --add-config num.partitions=3 >"$CASE_TMP/bad" 2>&1; then
+    fail "read-only num.partitions was changed"
+  fi
+  grep -q "Cannot update these configs dynamically: Set(num.partitions)" "$CASE_TMP/bad" \
+    || fail "unexpected refusal: $(head -c 300 "$CASE_TMP/bad")"
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" \
+    --alter --delete-config log.cleaner.backoff.ms || return 1
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-default \
+    --alter --delete-config log.cleaner.backoff.ms,log.cleaner.io.buffer.load.factor || return 1
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" --describe >"$CASE_TMP/after" || return 1
+  ! grep -q "log.cleaner" "$CASE_TMP/after" || fail "dynamic configs left: $(cat "$CASE_TMP/after")"
+}
+# A compacted topic written with 3,000 updates of 30 keys (about 3 MB, so segments
+# roll and the cleaner can reach them) is read back by the console consumer: fewer
+# records than were written, and the latest value of every key.
+compacted_readback() {
+  "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$K" --from-beginning \
+    --property print.key=true --property key.separator=: --timeout-ms 8000 >"$CASE_TMP/read" 2>/dev/null
+  python3 - "$CASE_TMP/read" >"$CASE_TMP/reason" <<'PY'
+import sys
+rows = [l.rstrip("\n").split(":", 1) for l in open(sys.argv[1]) if ":" in l]
+latest = {}
+for k, v in rows:
+    latest[k] = v.split("-", 1)[0]
+want = {f"k{j}": str(2970 + j) for j in range(30)}
+if latest != want:
+    sys.exit(print("latest values differ:", sorted(set(latest.items()) ^ set(want.items()))[:4]) or 1)
+if len(rows) >= 3000:
+    sys.exit(print(len(rows), "records read: not compacted yet") or 1)
+PY
+}
+c_compacted() {
+  topics --create --topic "$K" --partitions 1 --replication-factor 1 --config cleanup.policy=compact \
+    --config segment.bytes=1048576 --config min.cleanable.dirty.ratio=0.01 >/dev/null || return 1
+  local pad; pad=$(head -c 1000 /dev/zero | tr '\0' x)
+  for i in $(seq 0 2999); do printf 'k%d:%d-%s\n' $((i % 30)) "$i" "$pad"; done \
+    | "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$K" \
+      --property parse.key=true --property key.separator=: || return 1
+  retry_until 90 compacted_readback || fail "$(cat "$CASE_TMP/reason")"
+}
 c_get_offsets() {
   "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time latest >"$CASE_TMP/out" || return 1
   grep -qx "$C:0:20" "$CASE_TMP/out" || fail "latest: want $C:0:20, got $(cat "$CASE_TMP/out")"
@@ -137,6 +200,13 @@ c_delete_records() {
   "$BIN/kafka-delete-records.sh" --bootstrap-server "$B" --offset-json-file "$CASE_TMP/del.json" || return 1
   "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --topic "$C" --time earliest >"$CASE_TMP/out" || return 1
   grep -qx "$C:0:5" "$CASE_TMP/out" || fail "earliest after delete-records: want $C:0:5, got $(cat "$CASE_TMP/out")"
+  # A consumer positioned at 0, now below the low watermark, is reset to it
+  # (OFFSET_OUT_OF_RANGE, then auto.offset.reset=earliest).
+  "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$C" --partition 0 --offset 0 \
+    --consumer-property auto.offset.reset=earliest --max-messages 15 --timeout-ms 30000 \
+    --property print.offset=true >"$CASE_TMP/reset" || return 1
+  head -n1 "$CASE_TMP/reset" | grep -q '^Offset:5' || fail "consumer from 0 not reset to 5: $(head -n1 "$CASE_TMP/reset")"
+  [[ $(wc -l <"$CASE_TMP/reset") -eq 15 ]] || fail "want 15 records after the reset, got $(wc -l <"$CASE_TMP/reset")"
 }
 c_api_versions() {
   "$BIN/kafka-broker-api-versions.sh" --bootstrap-server "$B" >"$CASE_TMP/out" || return 1
@@ -177,6 +247,8 @@ run_case java.consumer_groups.describe c_groups_describe
 run_case java.configs.describe_topic c_configs_describe
 run_case java.configs.alter_topic c_configs_alter
 run_case java.configs.group c_configs_group
+run_case java.configs.broker c_configs_broker
+run_case java.tools.compacted_readback c_compacted
 run_case java.tools.get_offsets c_get_offsets
 run_case java.tools.delete_records c_delete_records
 run_case java.perf.producer c_producer_perf

@@ -53,6 +53,23 @@ kafka_libs() {
   printf '%s\n' "$dir"
 }
 
+# apps_libs: prints a dir of Kafka Streams and Kafka Connect jars (compat/apps/pom.xml),
+# fetched from Maven Central into $COMPAT_CACHE on first use.
+apps_libs() {
+  local key; key=$(sha256sum "$COMPAT_DIR/apps/pom.xml" | cut -c1-10)
+  local dir="$COMPAT_CACHE/apps-$KAFKA_VERSION-$key/libs"
+  if [[ ! -f "$dir/.complete" ]]; then
+    command -v mvn >/dev/null || die "mvn not found (install Maven 3.8+)"
+    log "fetching Kafka Streams and Connect $KAFKA_VERSION jars from Maven Central into $dir"
+    rm -rf "$dir"; mkdir -p "$dir"
+    mvn -B -q -f "$COMPAT_DIR/apps/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
+      dependency:copy-dependencies -DoutputDirectory="$dir" >"$dir.mvn.log" 2>&1 \
+      || { tail -n 20 "$dir.mvn.log" >&2; die "maven could not fetch Kafka Streams/Connect"; }
+    touch "$dir/.complete"
+  fi
+  printf '%s\n' "$dir"
+}
+
 # Quiet log4j2 config for Kafka tools (warnings and errors to stderr only).
 tools_log4j() {
   local f="$COMPAT_CACHE/tools-log4j2.properties"

@@ -174,5 +174,16 @@ func main() {
 		}
 		return err
 	})
+	// Last, so the frames before it find the records it removes (and so DeleteRecords
+	// frames captured on their own append to a client's fixtures in the same place).
+	step("delete records", func(ctx context.Context) error {
+		var offsets kadm.Offsets
+		offsets.AddOffset(a, 0, 1, -1)
+		r, err := adm.DeleteRecords(ctx, offsets)
+		if err == nil {
+			err = r.Error()
+		}
+		return err
+	})
 	fmt.Println("done")
 }

@@ -14,6 +14,11 @@
 //       until the record arrives; consumer fetch.max.wait.ms=0, assign() + seekToEnd()),
 //       but without a group.id, so it needs no group coordinator, and with microsecond
 //       resolution. Prints "avg_ms=A p50=.. p99=.. p999=.." in milliseconds.
+//   BenchClient keyed BOOTSTRAP TOPIC RECORDS SIZE KEYS
+//       producer (acks=1, linger.ms=5, batch.size=16384, uncompressed) of RECORDS records
+//       of SIZE-byte values over KEYS keys, in turn; prints "records=N ms=T".
+//   BenchClient config BOOTSTRAP TOPIC KEY=VALUE...
+//       sets topic configs with IncrementalAlterConfigs.
 import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
@@ -29,6 +34,8 @@ public class BenchClient {
       case "create": create(a); break;
       case "consume": consume(a); break;
       case "e2e": e2e(a); break;
+      case "keyed": keyed(a); break;
+      case "config": config(a); break;
       default: throw new IllegalArgumentException(a[0]);
     }
   }
@@ -140,6 +147,48 @@ public class BenchClient {
       Arrays.sort(lat);
       System.out.printf("avg_ms=%.4f p50=%.4f p99=%.4f p999=%.4f%n", total / n / 1e6,
           lat[(int) (n * 0.5)] / 1e6, lat[(int) (n * 0.99)] / 1e6, lat[(int) (n * 0.999)] / 1e6);
+    }
+  }
+
+  static void keyed(String[] a) throws Exception {
+    String topic = a[2];
+    long n = Long.parseLong(a[3]);
+    int size = Integer.parseInt(a[4]);
+    int keys = Integer.parseInt(a[5]);
+    Properties pp = new Properties();
+    pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    pp.put(ProducerConfig.ACKS_CONFIG, "1");
+    pp.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+    pp.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+    pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "16384");
+    pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    Random rnd = new Random(0);
+    byte[][] values = new byte[64][size];
+    for (byte[] v : values) for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+    long start = System.nanoTime();
+    try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
+      for (long i = 0; i < n; i++) {
+        byte[] key = String.format("k%08d", i % keys).getBytes();
+        p.send(new ProducerRecord<>(topic, key, values[(int) (i % values.length)]));
+      }
+      p.flush();
+    }
+    System.out.printf("records=%d ms=%.3f%n", n, (System.nanoTime() - start) / 1e6);
+  }
+
+  static void config(String[] a) throws Exception {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    try (Admin admin = Admin.create(p)) {
+      List<AlterConfigOp> ops = new ArrayList<>();
+      for (int i = 3; i < a.length; i++) {
+        String[] kv = a[i].split("=", 2);
+        ops.add(new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
+      }
+      org.apache.kafka.common.config.ConfigResource r =
+          new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, a[2]);
+      admin.incrementalAlterConfigs(Map.of(r, ops)).all().get();
     }
   }
 }

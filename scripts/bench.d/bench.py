@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -144,8 +145,10 @@ KAFKA_JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 
 
 class Broker:
-    def __init__(self, kind, opts, workdir, binary=None):
+    def __init__(self, kind, opts, workdir, binary=None, extra=None):
         self.kind, self.opts, self.workdir = kind, opts, workdir
+        # broker configs beyond the defaults (the same for both brokers)
+        self.extra = extra or {}
         self.binary = binary or getattr(opts, "skua", None)
         self.proc = None
         self.port = None
@@ -165,6 +168,8 @@ class Broker:
             argv = [self.binary,
                     "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                     "--override", f"log.dirs={d}/data"]
+            for k, v in self.extra.items():
+                argv += ["--override", f"{k}={v}"]
         else:
             argv = self._kafka_prepare(d)
         t0 = time.monotonic()
@@ -200,7 +205,7 @@ transaction.state.log.min.isr=1
 log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
-""")
+""" + "".join(f"{k}={v}\n" for k, v in self.extra.items()))
         with open(f"{d}/log4j2.properties", "w") as f:
             f.write("""status = error
 appender.file.type = File
@@ -1029,6 +1034,122 @@ def write_section(path, heading, text):
         f.write(new)
 
 
+# --------------------------------------------------------------------------- cleaner
+
+CLEANER_HEADING = "## Log cleaner"
+CLEANER_SIZE = 1000
+CLEANER_KEYS = 10_000
+CLEANER_SEGMENT = 16 * 1024 * 1024
+# the same for both brokers: the cleaner looks for work every second (Kafka's default is
+# 15 s, which would dominate a short measurement)
+CLEANER_BROKER = {"log.cleaner.backoff.ms": "1000"}
+# the producer whose latency is measured while the cleaner runs: 1 KB records at a fixed
+# rate into another topic
+CLEANER_PRODUCE = {"size": 1000, "acks": "1", "comp": "none", "parts": 1}
+CLEANER_RATE = 5000
+
+
+def log_bytes(broker, topic):
+    """Bytes of the partition's segment files in force (not .cleaned/.swap/.deleted)."""
+    d = f"{broker.dir}/data/{topic}-0"
+    return sum(os.path.getsize(f"{d}/{f}") for f in os.listdir(d) if f.endswith(".log"))
+
+
+def active_segment_bytes(broker, topic):
+    """Bytes of the newest segment, which no cleaner touches."""
+    d = f"{broker.dir}/data/{topic}-0"
+    return os.path.getsize(f"{d}/{max(f for f in os.listdir(d) if f.endswith('.log'))}")
+
+
+def cleaner(opts):
+    """Each broker in turn: write a topic of keyed records with cleanup.policy=delete, then
+    turn it into compact and time until its log stops shrinking, while a producer at a
+    fixed rate writes to another topic; the same producer before, with no cleaning, is
+    the baseline of its latency."""
+    records = 100_000 if opts.quick else 500_000
+    produce_records = CLEANER_RATE * (10 if opts.quick else 30)
+    results = {}
+    for kind, label in (("kafka", f"Apache Kafka {opts.kafka_version}"), ("skua", "skua")):
+        b = Broker(kind, opts, opts.workdir, extra=CLEANER_BROKER)
+        b.start()
+        try:
+            tool(opts, "BenchClient", ["create", b.bootstrap, "c:1", "p:1"])
+            tool(opts, "BenchClient", ["config", b.bootstrap, "c", f"segment.bytes={CLEANER_SEGMENT}"])
+            tool(opts, "BenchClient", ["keyed", b.bootstrap, "c", str(records), str(CLEANER_SIZE),
+                                       str(CLEANER_KEYS)], timeout=900)
+            before = log_bytes(b, "c")
+            cleanable = before - active_segment_bytes(b, "c")
+            idle = run_producer(opts, b, "p", CLEANER_PRODUCE, produce_records, CLEANER_RATE)
+            sizes, done = [], threading.Event()
+
+            def watch():
+                while not done.is_set():
+                    sizes.append((time.monotonic(), log_bytes(b, "c")))
+                    time.sleep(0.1)
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            c0 = b.cpu()
+            t0 = time.monotonic()
+            watcher.start()
+            tool(opts, "BenchClient", ["config", b.bootstrap, "c", "cleanup.policy=compact"])
+            during = run_producer(opts, b, "p", CLEANER_PRODUCE, produce_records, CLEANER_RATE)
+            # then until the log has not shrunk for 5 s (at most 5 minutes)
+            while time.monotonic() - t0 < 300:
+                time.sleep(1)
+                last = sizes[-1][1]
+                since = [t for t, n in sizes if n == last]
+                if last < before and time.monotonic() - since[0] > 5:
+                    break
+            done.set()
+            watcher.join()
+            cpu = b.cpu() - c0
+            final = sizes[-1][1]
+            cleaned_at = next(t for t, n in sizes if n == final)
+            secs = cleaned_at - t0
+            results[kind] = {"label": label, "records": records, "before": before, "after": final,
+                             "seconds": secs, "cleanable": cleanable,
+                             "mbps": cleanable / 1e6 / secs if final < before else None,
+                             "cpu_s": cpu, "idle": idle, "during": during,
+                             "overlap": min(1.0, secs / (produce_records / CLEANER_RATE))}
+            log(f"{label}: {before / 1e6:.0f} MB -> {final / 1e6:.1f} MB in {secs:.1f} s; produce p99 "
+                f"{idle['p99']:.0f} ms idle, {during['p99']:.0f} ms while cleaning")
+        finally:
+            b.stop()
+    return results
+
+
+def render_cleaner(opts, results, meta):
+    lines = [CLEANER_HEADING, ""]
+    w = lines.append
+    K, S = results["kafka"], results["skua"]
+    w(f"`{meta['command']}`, {meta['date']}, {meta['machine']['cores']} cores, {meta['machine']['cpu']}; "
+      f"load {meta['load_start']:.2f} before the run{' (shared machine)' if meta['load_start'] > 1.0 else ''}.")
+    w("")
+    w(f"One partition of {K['records']:,} records of {CLEANER_SIZE} bytes over {CLEANER_KEYS:,} keys "
+      f"({K['before'] / 1e6:,.0f} MB in {CLEANER_SEGMENT >> 20} MiB segments, uncompressed), written with "
+      "`cleanup.policy=delete` and then switched to `compact` with IncrementalAlterConfigs; the time is "
+      "from that switch until the log's segment files stop shrinking (so it includes the wait for the "
+      "cleaner's next turn, `log.cleaner.backoff.ms=1000` on both brokers, and every round). Cleaner "
+      "MB/s is the log below the active segment (which no cleaner touches) over that time. Meanwhile kafka-producer-perf-test writes "
+      f"{CLEANER_PRODUCE['size']}-byte records at {CLEANER_RATE:,}/s (acks=1) into another topic; its "
+      "p99 is shown with the same run before the switch (no cleaning) beside it. Broker CPU is the "
+      "broker process's user + system time from the switch to the end of the measurement (the "
+      "producer's run included). On a shared machine (load above 1 before the run) the latencies "
+      "say more about the other jobs than about either broker.")
+    w("")
+    w("| broker | log before → after | time to clean | cleaner MB/s | broker CPU s | produce p99 idle → while cleaning |")
+    w("|---|---|---:|---:|---:|---|")
+    for R in (K, S):
+        w(f"| {R['label']} | {R['before'] / 1e6:,.0f} MB → {R['after'] / 1e6:,.1f} MB | {R['seconds']:.1f} s | "
+          f"{fmt(R['mbps'])} | {R['cpu_s']:.1f} | {R['idle']['p99']:.0f} ms → {R['during']['p99']:.0f} ms |")
+    w("")
+    w(f"skua / Kafka cleaner MB/s: {rfmt(ratio(S['mbps'], K['mbps']))}. The cleaning took "
+      f"{K['overlap'] * 100:.0f} % (Kafka) and {S['overlap'] * 100:.0f} % (skua) of the producer's run, so "
+      "the latency under cleaning is diluted by that share.")
+    w("")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- main
 
 def shared_machine(meta):
@@ -1053,6 +1174,7 @@ def main():
     ap.add_argument("--from-json", help="re-render docs from a results.json of an earlier run")
     ap.add_argument("--consumer-method", choices=["auto", "consumer-perf-test", "groupless"], default="auto")
     ap.add_argument("--validation", action="store_true")
+    ap.add_argument("--cleaner", action="store_true")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
     opts = ap.parse_args()
@@ -1083,6 +1205,15 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/validation.json", "w"), indent=1)
         write_section(opts.out, VALIDATION_HEADING, render_validation(opts, results, meta))
         log(f"wrote the validation section of {opts.out}; raw results in {opts.workdir}/validation.json")
+        return
+
+    if opts.cleaner:
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = cleaner(opts)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/cleaner.json", "w"), indent=1)
+        write_section(opts.out, CLEANER_HEADING, render_cleaner(opts, results, meta))
+        log(f"wrote the log cleaner section of {opts.out}; raw results in {opts.workdir}/cleaner.json")
         return
 
     if opts.profile:

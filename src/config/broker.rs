@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
+use super::catalog::{broker_key, broker_keys, ConfigKey, UpdateMode};
 use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
+use crate::log::cleaner::CleanerConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -26,15 +27,26 @@ pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Where a broker value came from, as DescribeConfigs reports it.
+/// Where a broker value came from, as DescribeConfigs reports it (Kafka's
+/// `ConfigSource` codes), highest precedence first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrokerSource {
-    /// Set by a dynamic config change (Kafka: DYNAMIC_BROKER_CONFIG).
-    Dynamic,
-    /// Set in server.properties or by --override (Kafka: STATIC_BROKER_CONFIG).
-    Static,
-    /// Kafka's default (Kafka: DEFAULT_CONFIG).
-    Default,
+    /// Set for this broker at runtime (`--entity-name <id>`): DYNAMIC_BROKER_CONFIG.
+    DynamicBroker = 2,
+    /// Set for every broker at runtime (`--entity-default`): DYNAMIC_DEFAULT_BROKER_CONFIG.
+    DynamicDefault = 3,
+    /// Set in server.properties or by --override: STATIC_BROKER_CONFIG.
+    Static = 4,
+    /// Kafka's default (skua's where they differ): DEFAULT_CONFIG.
+    Default = 5,
+}
+
+/// Dynamic broker configs as the metadata log holds them (ConfigRecords of resource type
+/// BROKER): this broker's own (named by its id) and the cluster default (empty name).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DynamicConfigs {
+    pub broker: BTreeMap<String, String>,
+    pub default: BTreeMap<String, String>,
 }
 
 /// The broker's configuration, typed: built and validated once from the properties (a
@@ -65,10 +77,12 @@ pub struct BrokerConfig {
     pub replication: ReplicationConfig,
     pub group: GroupCoordinatorConfig,
     pub offsets_topic: OffsetsTopicConfig,
-    /// Keys set explicitly (static and dynamic), after validation.
+    /// The log cleaner (`log.cleaner.*`).
+    pub cleaner: CleanerConfig,
+    /// Keys set in server.properties or by --override, after validation.
     values: BTreeMap<String, String>,
-    /// The keys of `values` that a dynamic change set.
-    dynamic: BTreeMap<String, String>,
+    /// Keys set at runtime, over `values` (only keys Kafka lets change).
+    dynamic: DynamicConfigs,
 }
 
 impl Default for BrokerConfig {
@@ -88,7 +102,7 @@ impl BrokerConfig {
         for (k, v) in props {
             match broker_key(&k) {
                 Some(def) => {
-                    check_value(&k, def.kind, &v).map_err(|why| invalid(&k, why))?;
+                    def.check(&v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
                 }
                 None if k.starts_with("listener.name.")
@@ -100,15 +114,19 @@ impl BrokerConfig {
                 None => tracing::warn!(key = %k, "unknown configuration key; ignored"),
             }
         }
-        Self::build(values, BTreeMap::new())
+        Self::build(values, DynamicConfigs::default())
     }
 
-    /// Types and checks every section from `values` (keys already checked one by one).
+    /// Types and checks every section from `values` with `dynamic` over them (keys
+    /// already checked one by one).
     fn build(
         values: BTreeMap<String, String>,
-        dynamic: BTreeMap<String, String>,
+        dynamic: DynamicConfigs,
     ) -> Result<Self, ConfigError> {
-        let keys = Keys(&values);
+        let mut in_force = values.clone();
+        in_force.extend(dynamic.default.clone());
+        in_force.extend(dynamic.broker.clone());
+        let keys = Keys(&in_force);
         let broker_id = match values.get("node.id") {
             Some(v) => parse_num("node.id", v)?,
             None => keys.int("broker.id")?,
@@ -148,30 +166,41 @@ impl BrokerConfig {
             replication: ReplicationConfig::build(&keys)?,
             group: GroupCoordinatorConfig::build(&keys)?,
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
+            cleaner: super::cleaner::build(&keys)?,
             values,
             dynamic,
         })
     }
 
-    /// A new config with `dynamic` (every dynamic key in force, not only the changed
+    /// A new config with `dynamic` (every dynamic config in force, not only the changed
     /// ones) over the static properties, checked as at startup; identity fields resolved
     /// at startup (the node id from `meta.properties`, ports bound for port 0) are kept.
+    /// Keys Kafka does not let change at runtime are ignored, as Kafka ignores them in
+    /// stored dynamic configs (`--entity-default` cannot set per-broker keys either).
     /// This is what a dynamic change swaps in.
-    pub fn reconfigured(&self, dynamic: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let mut values: BTreeMap<String, String> = self
-            .values
-            .iter()
-            .filter(|(k, _)| !self.dynamic.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let mut kept = BTreeMap::new();
-        for (k, v) in dynamic {
-            let def = broker_key(k).ok_or_else(|| invalid(k, "unknown broker config"))?;
-            check_value(k, def.kind, v).map_err(|why| invalid(k, why))?;
-            values.insert(k.clone(), v.trim().to_string());
-            kept.insert(k.clone(), v.trim().to_string());
-        }
-        let mut next = Self::build(values, kept)?;
+    pub fn reconfigured(&self, dynamic: &DynamicConfigs) -> Result<Self, ConfigError> {
+        let take = |map: &BTreeMap<String, String>, per_broker: bool| {
+            let mut kept = BTreeMap::new();
+            for (k, v) in map {
+                let allowed = broker_key(k).filter(|def| match def.mode {
+                    UpdateMode::ReadOnly => false,
+                    UpdateMode::PerBroker => per_broker,
+                    UpdateMode::ClusterWide => true,
+                });
+                let Some(def) = allowed else {
+                    tracing::warn!(key = %k, "dynamic broker config ignored: it cannot change at runtime");
+                    continue;
+                };
+                def.check(v).map_err(|why| invalid(k, why))?;
+                kept.insert(k.clone(), v.trim().to_string());
+            }
+            Ok::<_, ConfigError>(kept)
+        };
+        let dynamic = DynamicConfigs {
+            broker: take(&dynamic.broker, true)?,
+            default: take(&dynamic.default, false)?,
+        };
+        let mut next = Self::build(self.values.clone(), dynamic)?;
         next.broker_id = self.broker_id;
         next.broker_id_set = self.broker_id_set;
         next.listeners = self.listeners.clone();
@@ -180,18 +209,65 @@ impl BrokerConfig {
         Ok(next)
     }
 
-    /// The value in force for `key`: set explicitly, else Kafka's default.
+    /// The dynamic configs in force.
+    pub fn dynamic(&self) -> &DynamicConfigs {
+        &self.dynamic
+    }
+
+    /// The value in force for `key`: set at runtime for this broker, or for all brokers,
+    /// or in server.properties; else the default.
     pub fn get(&self, key: &str) -> Option<String> {
-        Keys(&self.values).get(key)
+        self.explicit(key)
+            .map(|(v, _)| v)
+            .or_else(|| broker_key(key).and_then(|d| d.default.clone()))
     }
 
     pub fn source(&self, key: &str) -> BrokerSource {
-        if self.dynamic.contains_key(key) {
-            BrokerSource::Dynamic
-        } else if self.values.contains_key(key) {
-            BrokerSource::Static
-        } else {
-            BrokerSource::Default
+        self.explicit(key)
+            .map_or(BrokerSource::Default, |(_, source)| source)
+    }
+
+    /// The value of `key` where one was set (not the default), and where.
+    fn explicit(&self, key: &str) -> Option<(String, BrokerSource)> {
+        if let Some(v) = self.dynamic.broker.get(key) {
+            return Some((v.clone(), BrokerSource::DynamicBroker));
+        }
+        if let Some(v) = self.dynamic.default.get(key) {
+            return Some((v.clone(), BrokerSource::DynamicDefault));
+        }
+        self.values
+            .get(key)
+            .map(|v| (v.clone(), BrokerSource::Static))
+    }
+
+    /// Kafka's `configSynonyms`: each of `names` that is set, from every source in
+    /// precedence order (dynamic for this broker, dynamic default, static, default),
+    /// starting at the first entry for `primary`. The first entry is where the value in
+    /// force came from; none means the key has no value.
+    pub fn synonyms_of(
+        &self,
+        primary: &str,
+        names: &[&'static str],
+    ) -> Vec<(&'static str, String, BrokerSource)> {
+        let mut out = Vec::new();
+        for (map, source) in [
+            (&self.dynamic.broker, BrokerSource::DynamicBroker),
+            (&self.dynamic.default, BrokerSource::DynamicDefault),
+            (&self.values, BrokerSource::Static),
+        ] {
+            out.extend(
+                names
+                    .iter()
+                    .filter_map(|&n| map.get(n).map(|v| (n, v.clone(), source))),
+            );
+        }
+        out.extend(names.iter().filter_map(|&n| {
+            let default = broker_key(n)?.default.clone()?;
+            Some((n, default, BrokerSource::Default))
+        }));
+        match out.iter().position(|(n, _, _)| *n == primary) {
+            Some(i) => out.split_off(i),
+            None => Vec::new(),
         }
     }
 
@@ -199,18 +275,25 @@ impl BrokerConfig {
         self.get(key).unwrap_or_default()
     }
 
-    /// Every broker key with its value in force, its source and kind, for DescribeConfigs.
-    pub fn describe(&self) -> Vec<(&'static str, Option<String>, BrokerSource, Kind)> {
-        BROKER_KEYS
-            .iter()
-            .map(|k| (k.name, self.get(k.name), self.source(k.name), k.kind))
+    /// Every broker key with its value in force, for DescribeConfigs: Kafka 4's keys, and
+    /// in ZooKeeper mode (as a Kafka 3.9 broker) also those Kafka 4 removed.
+    pub fn describe(&self) -> Vec<(&'static ConfigKey, Option<String>)> {
+        broker_keys()
+            .filter(|k| self.reports(k))
+            .map(|k| (k, self.get(k.name)))
             .collect()
+    }
+
+    /// Whether DescribeConfigs lists `key`: a key only Kafka 3.9 has is listed only in
+    /// ZooKeeper mode.
+    pub fn reports(&self, key: &ConfigKey) -> bool {
+        !key.only_in_3_9 || self.zookeeper_connect.is_some()
     }
 
     /// The broker-level value a topic key falls back to, resolving Kafka's derived keys
     /// (`log.retention.ms` from minutes or hours, `log.roll.ms` from hours).
     pub fn topic_fallback(&self, broker_key: &str) -> Option<(String, BrokerSource)> {
-        let explicit = |k: &str| self.values.get(k).map(|v| (v.clone(), self.source(k)));
+        let explicit = |k: &str| self.explicit(k);
         match broker_key {
             "log.retention.ms" => explicit("log.retention.ms")
                 .or_else(|| scaled(explicit("log.retention.minutes"), 60_000))
@@ -252,7 +335,7 @@ impl Keys<'_> {
         self.0
             .get(key)
             .cloned()
-            .or_else(|| broker_key(key).and_then(|d| d.default.map(str::to_string)))
+            .or_else(|| broker_key(key).and_then(|d| d.default.clone()))
     }
 
     /// Whether `key` was set explicitly (statically or dynamically).
@@ -269,6 +352,10 @@ impl Keys<'_> {
     }
 
     pub(super) fn long(&self, key: &str) -> Result<i64, ConfigError> {
+        parse_num(key, &self.string(key))
+    }
+
+    pub(super) fn double(&self, key: &str) -> Result<f64, ConfigError> {
         parse_num(key, &self.string(key))
     }
 

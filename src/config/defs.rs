@@ -13,10 +13,27 @@ pub enum Kind {
     Bool,
     String,
     List,
+    Class,
     Password,
 }
 
 impl Kind {
+    /// From Kafka's type name (`ConfigDef.Type.name()`).
+    pub fn from_kafka(name: &str) -> Option<Kind> {
+        Some(match name {
+            "INT" => Kind::Int,
+            "LONG" => Kind::Long,
+            "SHORT" => Kind::Short,
+            "DOUBLE" => Kind::Double,
+            "BOOLEAN" => Kind::Bool,
+            "STRING" => Kind::String,
+            "LIST" => Kind::List,
+            "CLASS" => Kind::Class,
+            "PASSWORD" => Kind::Password,
+            _ => return None,
+        })
+    }
+
     /// Checks that `value` is well formed for this kind; returns why not, in the words of
     /// Kafka's `ConfigDef.parseType`.
     pub fn check(self, value: &str) -> Result<(), String> {
@@ -32,7 +49,7 @@ impl Kind {
                     .then_some(())
                     .ok_or_else(|| "Expected value to be either true or false".into());
             }
-            Kind::String | Kind::List | Kind::Password => (true, ""),
+            Kind::String | Kind::List | Kind::Class | Kind::Password => (true, ""),
         };
         match ok {
             true => Ok(()),
@@ -50,6 +67,7 @@ impl Kind {
             Kind::Long => 5,
             Kind::Double => 6,
             Kind::List => 7,
+            Kind::Class => 8,
             Kind::Password => 9,
         }
     }
@@ -220,6 +238,9 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "log.roll.jitter.hours"
         | "log.flush.offset.checkpoint.interval.ms"
         | "log.flush.start.offset.checkpoint.interval.ms"
+        | "log.cleaner.threads"
+        | "log.cleaner.io.buffer.size"
+        | "log.cleaner.backoff.ms"
         | "max.connections" => AtLeast(0),
         "min.cleanable.dirty.ratio" | "log.cleaner.min.cleanable.ratio" => Between(0.0, 1.0),
         "cleanup.policy" | "log.cleanup.policy" => ListOf(CLEANUP_POLICIES),
@@ -376,6 +397,23 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("log.cleanup.policy", Kind::List, Some("delete")),
     b("log.cleaner.enable", Kind::Bool, Some("true")),
     b("log.cleaner.threads", Kind::Int, Some("1")),
+    b(
+        "log.cleaner.dedupe.buffer.size",
+        Kind::Long,
+        Some("134217728"),
+    ),
+    b("log.cleaner.io.buffer.size", Kind::Int, Some("524288")),
+    b(
+        "log.cleaner.io.buffer.load.factor",
+        Kind::Double,
+        Some("0.9"),
+    ),
+    b(
+        "log.cleaner.io.max.bytes.per.second",
+        Kind::Double,
+        Some("1.7976931348623157E308"),
+    ),
+    b("log.cleaner.backoff.ms", Kind::Long, Some("15000")),
     b(
         "log.cleaner.delete.retention.ms",
         Kind::Long,
@@ -1098,4 +1136,19 @@ pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
 
 pub fn topic_key(name: &str) -> Option<&'static TopicKey> {
     TOPIC_KEYS.iter().find(|k| k.name == name)
+}
+
+/// The documentation DescribeConfigs gives for keys `kafka_catalog.tsv` does not have:
+/// skua's own, and Kafka keys newer than the catalog (empty).
+pub fn skua_documentation(name: &str) -> &'static str {
+    match name {
+        "producer.id.expiration.check.interval.ms" => {
+            "How often idle producer ids are looked for and forgotten (see producer.id.expiration.ms)."
+        }
+        "cluster.id" => "The cluster id to use when the data dirs name none yet (a new cluster).",
+        "max.decompressed.message.bytes" => {
+            "The largest size a compressed batch of this topic may decompress to; larger ones are refused on produce."
+        }
+        _ => "",
+    }
 }

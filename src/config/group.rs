@@ -138,6 +138,7 @@ fn list(value: &str) -> Vec<&str> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupSource {
     DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
     Group = 8,
@@ -177,7 +178,8 @@ fn describe_key(
         Some(synonym) => {
             let value = broker_value(key, &broker.get(synonym).unwrap_or_default());
             let source = match broker.source(synonym) {
-                BrokerSource::Dynamic => GroupSource::DynamicBroker,
+                BrokerSource::DynamicBroker => GroupSource::DynamicBroker,
+                BrokerSource::DynamicDefault => GroupSource::DynamicDefaultBroker,
                 BrokerSource::Static => GroupSource::StaticBroker,
                 BrokerSource::Default => GroupSource::Default,
             };

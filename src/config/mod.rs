@@ -7,11 +7,15 @@
 //! `topic.rs` and `group.rs` resolve per-topic and per-group configs over the broker's.
 
 pub mod broker;
+pub mod catalog;
+pub mod cleaner;
 pub mod defs;
+pub mod dynamic;
 pub mod group;
 pub mod group_coordinator;
 pub mod listener;
 pub mod properties;
+pub mod publisher;
 pub mod sections;
 pub mod shared;
 pub mod topic;

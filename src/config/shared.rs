@@ -40,7 +40,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::broker::BrokerSource;
+    use crate::config::broker::{BrokerSource, DynamicConfigs};
 
     #[test]
     fn a_swap_replaces_the_whole_config_and_keeps_identity() {
@@ -55,22 +55,29 @@ mod tests {
         let shared = SharedConfig::new(start);
         let before = shared.current();
 
-        let dynamic = BTreeMap::from([
-            ("log.segment.delete.delay.ms".to_string(), "5".to_string()),
-            (
-                "group.consumer.session.timeout.ms".to_string(),
-                "50000".to_string(),
-            ),
-        ]);
+        let dynamic = DynamicConfigs {
+            broker: BTreeMap::from([("log.segment.delete.delay.ms".to_string(), "5".to_string())]),
+            default: BTreeMap::from([
+                ("log.segment.delete.delay.ms".to_string(), "6".to_string()),
+                ("message.max.bytes".to_string(), "2000".to_string()),
+                // Not dynamic in Kafka: a stored value is ignored.
+                ("num.partitions".to_string(), "9".to_string()),
+            ]),
+        };
         let next = shared.current().reconfigured(&dynamic).unwrap();
         let old = shared.swap(next);
         assert!(Arc::ptr_eq(&old, &before), "readers keep what they took");
         let now = shared.current();
         assert_eq!(now.log.segment_delete_delay_ms, 5);
-        assert_eq!(now.group.consumer.session_timeout_ms, 50_000);
+        assert_eq!(now.log.message_max_bytes, 2000);
+        assert_eq!(now.log.num_partitions, 1);
+        assert_eq!(
+            now.source("message.max.bytes"),
+            BrokerSource::DynamicDefault
+        );
         assert_eq!(
             now.source("log.segment.delete.delay.ms"),
-            BrokerSource::Dynamic
+            BrokerSource::DynamicBroker
         );
         assert_eq!(now.source("listeners"), BrokerSource::Static);
         assert_eq!(
@@ -80,7 +87,7 @@ mod tests {
         assert_eq!(before.log.segment_delete_delay_ms, 60_000);
 
         // Dropping a dynamic key brings back the static value or the default.
-        let back = now.reconfigured(&BTreeMap::new()).unwrap();
+        let back = now.reconfigured(&DynamicConfigs::default()).unwrap();
         assert_eq!(back.log.segment_delete_delay_ms, 60_000);
         assert_eq!(
             back.source("log.segment.delete.delay.ms"),
@@ -88,7 +95,10 @@ mod tests {
         );
 
         // A refused value changes nothing.
-        let bad = BTreeMap::from([("log.segment.bytes".to_string(), "1".to_string())]);
+        let bad = DynamicConfigs {
+            broker: BTreeMap::from([("log.segment.bytes".to_string(), "1".to_string())]),
+            ..Default::default()
+        };
         assert!(now.reconfigured(&bad).is_err());
         assert_eq!(shared.current().log.segment_delete_delay_ms, 5);
     }

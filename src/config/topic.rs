@@ -3,17 +3,29 @@
 use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, BrokerSource};
-use super::defs::{check_value, topic_key, TopicKey, TOPIC_KEYS};
+use super::catalog::{topic_key, topic_keys, ConfigKey};
 use crate::log::compression::CompressionType;
-use crate::log::{LogConfig, TimestampType};
+use crate::log::{CleanupPolicy, LogConfig, TimestampType};
 
 /// Where a topic value came from, with Kafka's DescribeConfigs source codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TopicSource {
     DynamicTopic = 1,
     DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+}
+
+impl From<BrokerSource> for TopicSource {
+    fn from(source: BrokerSource) -> Self {
+        match source {
+            BrokerSource::DynamicBroker => TopicSource::DynamicBroker,
+            BrokerSource::DynamicDefault => TopicSource::DynamicDefaultBroker,
+            BrokerSource::Static => TopicSource::StaticBroker,
+            BrokerSource::Default => TopicSource::Default,
+        }
+    }
 }
 
 /// Checks topic config overrides as CreateTopics and AlterConfigs receive them, with Kafka
@@ -22,7 +34,7 @@ pub enum TopicSource {
 pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
     for (k, v) in overrides {
         let def = topic_key(k).ok_or_else(|| format!("Unknown topic config name: {k}"))?;
-        check_value(def.name, def.kind, v)
+        def.check(v)
             .map_err(|why| format!("Invalid value {v} for configuration {k}: {why}"))?;
     }
     // LogConfig.validateValues: the compaction lags must not cross.
@@ -48,16 +60,18 @@ pub fn validate(overrides: &BTreeMap<String, String>) -> Result<(), String> {
 pub fn effective(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
-    key: &TopicKey,
+    key: &ConfigKey,
 ) -> (String, TopicSource) {
     if let Some(v) = overrides.get(key.name) {
         return (v.clone(), TopicSource::DynamicTopic);
     }
-    match key.broker_synonym.and_then(|b| broker.topic_fallback(b)) {
-        Some((v, BrokerSource::Dynamic)) => (v, TopicSource::DynamicBroker),
-        Some((v, BrokerSource::Static)) => (v, TopicSource::StaticBroker),
-        Some((v, BrokerSource::Default)) => (v, TopicSource::Default),
-        None => (key.default.to_string(), TopicSource::Default),
+    let primary = key.synonyms.first().copied();
+    match primary.and_then(|b| broker.topic_fallback(b)) {
+        Some((v, source)) => (v, source.into()),
+        None => (
+            key.default.clone().unwrap_or_default(),
+            TopicSource::Default,
+        ),
     }
 }
 
@@ -65,9 +79,9 @@ pub fn effective(
 pub fn describe(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
-) -> Vec<(&'static TopicKey, String, TopicSource)> {
-    TOPIC_KEYS
-        .iter()
+) -> Vec<(&'static ConfigKey, String, TopicSource)> {
+    topic_keys()
+        .filter(|k| broker.reports(k))
         .map(|k| {
             let (v, s) = effective(broker, overrides, k);
             (k, v, s)
@@ -79,7 +93,10 @@ pub fn describe(
 pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
     let value = |name: &str| -> (String, &'static str) {
         match topic_key(name) {
-            Some(k) => (effective(broker, overrides, k).0, k.default),
+            Some(k) => (
+                effective(broker, overrides, k).0,
+                k.default.as_deref().unwrap_or_default(),
+            ),
             None => (String::new(), ""),
         }
     };
@@ -91,6 +108,14 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             .parse()
             .or_else(|_| default.parse())
             .unwrap_or_default()
+    };
+    let ratio = |name: &str| -> f64 {
+        let (v, default) = value(name);
+        v.trim()
+            .parse::<f64>()
+            .or_else(|_| default.parse())
+            .unwrap_or_default()
+            .clamp(0.0, 1.0)
     };
     LogConfig {
         // Below 1 MiB only from a data dir written before Kafka 4's limit: still honoured.
@@ -113,6 +138,13 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         file_delete_delay_ms: num("file.delete.delay.ms").max(0) as u64,
         flush_ms: flush_ms(broker, overrides, num("flush.ms")),
         producer_id_expiration_ms: broker.log.producer_id_expiration_ms,
+        retention_ms: num("retention.ms").max(-1),
+        retention_bytes: num("retention.bytes"),
+        cleanup_policy: CleanupPolicy::parse(&value("cleanup.policy").0),
+        delete_retention_ms: num("delete.retention.ms").max(0),
+        min_cleanable_dirty_ratio: ratio("min.cleanable.dirty.ratio"),
+        min_compaction_lag_ms: num("min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: num("max.compaction.lag.ms").max(1),
         min_insync_replicas: num("min.insync.replicas").clamp(1, i32::MAX as i64) as i32,
     }
 }
@@ -190,11 +222,12 @@ mod default_tests {
     /// `log_config` falls back to these when a stored value does not parse.
     #[test]
     fn every_topic_default_is_valid_for_its_key() {
-        for k in TOPIC_KEYS {
-            check_value(k.name, k.kind, k.default)
-                .unwrap_or_else(|why| panic!("{}={}: {why}", k.name, k.default));
+        for k in topic_keys() {
+            let default = k.default.as_deref().unwrap_or_default();
+            k.check(default)
+                .unwrap_or_else(|why| panic!("{}={}: {why}", k.name, default));
             if matches!(k.kind, Kind::Int | Kind::Long) {
-                assert!(k.default.parse::<i64>().is_ok(), "{}", k.name);
+                assert!(default.parse::<i64>().is_ok(), "{}", k.name);
             }
         }
     }

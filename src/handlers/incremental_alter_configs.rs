@@ -1,6 +1,8 @@
-//! IncrementalAlterConfigs: set, delete, append to or subtract from topic configs; set
-//! or delete group configs.
+//! IncrementalAlterConfigs: sets, deletes, appends to or subtracts from a topic's config
+//! overrides or a broker's dynamic configs (its id, or an empty name for the cluster
+//! default), as Kafka's controller applies the operations.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -8,15 +10,15 @@ use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsRes
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
+use super::alter_configs::{preprocess, repeated_resources};
+use super::describe_configs::{GROUP, TOPIC};
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::config::defs::{topic_key, Kind};
+use crate::config::catalog::{broker_key, topic_key};
+use crate::config::defs::Kind;
 use crate::controller::ControllerError;
 use crate::router::RequestContext;
 
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
-const GROUP: i8 = 32;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
@@ -27,9 +29,37 @@ pub async fn handle(
     _ctx: RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let repeated = repeated_resources(
+        req.resources
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    );
     let mut responses = Vec::with_capacity(req.resources.len());
-    for r in req.resources {
-        let result = alter(&broker, &r, req.validate_only).await;
+    for r in &req.resources {
+        let names: Vec<&str> = r.configs.iter().map(|c| c.name.as_str()).collect();
+        let null_values: Vec<&str> = r
+            .configs
+            .iter()
+            .filter(|c| c.config_operation != DELETE && c.value.is_none())
+            .map(|c| c.name.as_str())
+            .collect();
+        let name = r.resource_name.as_str();
+        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
+            Err(e) => Err(e),
+            Ok(()) if r.resource_type == GROUP => {
+                super::group_configs::alter_incremental(&broker, r, req.validate_only).await
+            }
+            Ok(()) if r.resource_type == TOPIC => {
+                broker
+                    .alter_topic_configs(name, req.validate_only, |c| apply(r, c, true))
+                    .await
+            }
+            Ok(()) => {
+                broker
+                    .alter_broker_configs(name, req.validate_only, |c| apply(r, c, false))
+                    .await
+            }
+        };
         let resp = AlterConfigsResourceResponse::default()
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
@@ -43,66 +73,74 @@ pub async fn handle(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-async fn alter(
-    broker: &Broker,
+/// Applies the resource's operations to `configs` (Kafka's
+/// `ConfigurationControlManager.incrementalAlterConfigResource`; a broker's are refused
+/// earlier, in `ConfigAdminManager.prepareIncrementalConfigs`, with their own messages).
+fn apply(
     r: &AlterConfigsResource,
-    validate_only: bool,
+    configs: &mut BTreeMap<String, String>,
+    topic: bool,
 ) -> Result<(), ControllerError> {
-    match r.resource_type {
-        TOPIC => {}
-        BROKER => return Err(super::alter_configs::static_broker_configs()),
-        GROUP => return super::group_configs::alter_incremental(broker, r, validate_only).await,
-        other => {
-            return Err(ControllerError::new(
-                ResponseError::InvalidRequest,
-                format!("resource type {other} is not supported"),
-            ))
-        }
-    }
-    broker
-        .alter_topic_configs(r.resource_name.as_str(), validate_only, |configs| {
-            for c in &r.configs {
-                let name = c.name.to_string();
-                let value = c.value.as_ref().map(|v| v.to_string());
-                let is_list = topic_key(&name).is_some_and(|k| k.kind == Kind::List);
-                match (c.config_operation, value) {
-                    (SET, Some(v)) => {
-                        configs.insert(name, v);
-                    }
-                    (DELETE, _) => {
-                        configs.remove(&name);
-                    }
-                    (APPEND | SUBTRACT, Some(v)) if is_list => {
-                        let mut items: Vec<String> = configs
-                            .get(&name)
-                            .map(|cur| {
-                                cur.split(',')
-                                    .map(str::trim)
-                                    .filter(|s| !s.is_empty())
-                                    .map(String::from)
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                            if c.config_operation == APPEND {
-                                if !items.iter().any(|i| i == item) {
-                                    items.push(item.to_string());
-                                }
-                            } else {
-                                items.retain(|i| i != item);
-                            }
-                        }
-                        configs.insert(name, items.join(","));
-                    }
-                    (op, _) => {
-                        return Err(ControllerError::new(
+    for c in &r.configs {
+        let name = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        let key = match topic {
+            true => topic_key(&name),
+            false => broker_key(&name),
+        };
+        let is_list = key.is_some_and(|k| k.kind == Kind::List);
+        match (c.config_operation, value) {
+            (SET, Some(v)) => {
+                configs.insert(name, v);
+            }
+            (DELETE, _) => {
+                configs.remove(&name);
+            }
+            (op @ (APPEND | SUBTRACT), Some(v)) => {
+                if !is_list {
+                    let op_name = if op == APPEND { "APPEND" } else { "SUBTRACT" };
+                    return Err(match topic {
+                        true => ControllerError::new(
                             ResponseError::InvalidConfig,
-                            format!("operation {op} is not valid for {name}"),
-                        ))
+                            format!("Can't {op_name} to key {name} because its type is not LIST."),
+                        ),
+                        false => ControllerError::new(
+                            ResponseError::InvalidRequest,
+                            format!(
+                                "Config value {} is not allowed for config key: {name}",
+                                op_name.to_lowercase()
+                            ),
+                        ),
+                    });
+                }
+                let mut items: Vec<String> = configs
+                    .get(&name)
+                    .map(|cur| {
+                        cur.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(String::from)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for item in v.split(',') {
+                    if op == APPEND {
+                        if !items.iter().any(|i| i == item) {
+                            items.push(item.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != item);
                     }
                 }
+                configs.insert(name, items.join(","));
             }
-            Ok(())
-        })
-        .await
+            (op, _) => {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidRequest,
+                    format!("Unknown operations type {op}"),
+                ))
+            }
+        }
+    }
+    Ok(())
 }

@@ -38,6 +38,7 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 const TRANSACTIONAL_MASK: i16 = 0x10;
 const CONTROL_MASK: i16 = 0x20;
+const DELETE_HORIZON_MASK: i16 = 0x40;
 
 /// A copy of one batch's 61-byte header with typed accessors. Parsing checks only that 61
 /// bytes are present; `check_length` and `verify_crc` judge whether the batch is sound.
@@ -122,6 +123,11 @@ impl RecordBatchHeader {
     }
     pub fn is_control(&self) -> bool {
         self.attributes() & CONTROL_MASK != 0
+    }
+    /// KIP-534: the cleaner set when this batch's tombstones may go; `baseTimestamp` then
+    /// holds that time instead of the first record's timestamp.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes() & DELETE_HORIZON_MASK != 0).then(|| self.base_timestamp())
     }
     pub fn last_offset_delta(&self) -> i32 {
         self.i32_at(LAST_OFFSET_DELTA_OFFSET)
@@ -293,6 +299,85 @@ pub fn set_codec_and_length(batch: &mut [u8], codec: u8) {
     let length = i32::try_from(batch.len() - LOG_OVERHEAD).unwrap_or(i32::MAX);
     batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
     write_crc(batch);
+}
+
+/// The header fields of a batch being written (the cleaner's rebuilt and empty batches).
+#[derive(Clone, Copy, Debug)]
+pub struct NewBatch {
+    pub base_offset: i64,
+    pub partition_leader_epoch: i32,
+    pub codec: u8,
+    pub timestamp_type: super::TimestampType,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub delete_horizon: bool,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl NewBatch {
+    /// The fields of `h` unchanged (codec, offsets, producer, timestamps, count).
+    pub fn like(h: &RecordBatchHeader) -> Self {
+        NewBatch {
+            base_offset: h.base_offset(),
+            partition_leader_epoch: h.partition_leader_epoch(),
+            codec: h.compression_codec(),
+            timestamp_type: h.timestamp_type(),
+            is_transactional: h.is_transactional(),
+            is_control: h.is_control(),
+            delete_horizon: h.delete_horizon_ms().is_some(),
+            last_offset_delta: h.last_offset_delta(),
+            base_timestamp: h.base_timestamp(),
+            max_timestamp: h.max_timestamp(),
+            producer_id: h.producer_id(),
+            producer_epoch: h.producer_epoch(),
+            base_sequence: h.base_sequence(),
+            records_count: h.records_count(),
+        }
+    }
+
+    /// The whole batch: this header, then `records` (encoded, and compressed with `codec`),
+    /// with `batchLength` and the CRC filled in.
+    pub fn encode(&self, records: &[u8]) -> Vec<u8> {
+        let mut attributes = i16::from(self.codec) & COMPRESSION_MASK;
+        for (set, mask) in [
+            (
+                self.timestamp_type == super::TimestampType::LogAppendTime,
+                TIMESTAMP_TYPE_MASK,
+            ),
+            (self.is_transactional, TRANSACTIONAL_MASK),
+            (self.is_control, CONTROL_MASK),
+            (self.delete_horizon, DELETE_HORIZON_MASK),
+        ] {
+            if set {
+                attributes |= mask;
+            }
+        }
+        let mut out = Vec::with_capacity(HEADER_SIZE + records.len());
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        let length = i32::try_from(HEADER_SIZE - LOG_OVERHEAD + records.len()).unwrap_or(i32::MAX);
+        out.extend_from_slice(&length.to_be_bytes());
+        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        out.push(MAGIC_V2 as u8);
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&attributes.to_be_bytes());
+        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&self.base_sequence.to_be_bytes());
+        out.extend_from_slice(&self.records_count.to_be_bytes());
+        debug_assert_eq!(out.len(), HEADER_SIZE);
+        out.extend_from_slice(records);
+        write_crc(&mut out);
+        out
+    }
 }
 
 fn write_crc(batch: &mut [u8]) {

@@ -21,6 +21,7 @@ pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 
 /// Checkpoint files above this size are refused rather than read into memory.
 const MAX_CHECKPOINT_BYTES: u64 = 256 * 1024 * 1024;

@@ -11,6 +11,12 @@ pub enum Fault {
     WriteCheckpoint,
     /// An fsync of a log's segment files in `Log::flush_to`.
     Fsync,
+    /// `Log::replace_segments`, before anything is renamed.
+    CleanerSwapStart,
+    /// `Log::replace_segments`, once the cleaned files are `.swap` and fsynced.
+    CleanerSwapped,
+    /// `Log::replace_segments`, once the replaced segments are renamed `.deleted`.
+    CleanerOldDeleted,
 }
 
 #[cfg(test)]

@@ -17,9 +17,13 @@ use super::log_dir_health::LogDirHealth;
 use super::producer_state::ProducerStateManager;
 use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
 use super::timestamp_search::{self, TimestampAndOffset};
-use super::{FetchData, FileSlice, LogConfig, LogError, TopicPartition};
+use super::{DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TopicPartition};
 
 mod append;
+mod cleaning;
+mod retention;
+
+pub use cleaning::{delete_cleaned, CleanerView, SegmentView};
 
 /// One partition's log: a directory of segments plus the leader epoch cache and producer
 /// state.
@@ -58,6 +62,15 @@ pub struct Log {
     defer_roll_work: AtomicBool,
     /// The newest roll whose snapshot and flush are still to be done.
     pending_roll: Mutex<Option<PendingSnapshot>>,
+    /// Where segments leaving the log wait out `file.delete.delay.ms`.
+    delayed_deletes: Arc<DelayedDeletes>,
+    /// `cleaner-offset-checkpoint`: the first offset the cleaner has not cleaned; -1 before
+    /// the first cleaning.
+    cleaner_checkpoint: AtomicI64,
+    /// Held by the cleaner while it cleans this log.
+    cleaning: Mutex<()>,
+    /// Set when the log is being deleted: the cleaner stops and does not come back.
+    cleaning_aborted: AtomicBool,
 }
 
 /// A producer snapshot serialised under the lock, to be written after it is released.
@@ -130,6 +143,10 @@ impl Log {
             truncations: AtomicU64::new(0),
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
+            delayed_deletes: Arc::new(DelayedDeletes::new()),
+            cleaner_checkpoint: AtomicI64::new(-1),
+            cleaning: Mutex::new(()),
+            cleaning_aborted: AtomicBool::new(false),
         })
     }
 
@@ -160,6 +177,18 @@ impl Log {
     pub fn in_log_dir(mut self, health: Arc<LogDirHealth>) -> Self {
         self.dir_health = health;
         self
+    }
+
+    /// Makes segments this log deletes wait in `deletes` (the log manager's queue, shared
+    /// by every log) for `file.delete.delay.ms`.
+    pub fn with_delayed_deletes(mut self, deletes: Arc<DelayedDeletes>) -> Self {
+        self.delayed_deletes = deletes;
+        self
+    }
+
+    /// The queue this log's deleted segments wait in.
+    pub fn delayed_deletes(&self) -> &Arc<DelayedDeletes> {
+        &self.delayed_deletes
     }
 
     /// Whether the log's dir went offline; an offline log refuses every read and write.
@@ -247,7 +276,19 @@ impl Log {
             // Nothing to roll away from (e.g. an index full from its first entry).
             return Ok(None);
         }
-        let old_base = active.base_offset();
+        self.roll_at(inner, config, new_base, now_ms).map(Some)
+    }
+
+    /// Rolls to a new active segment at `new_base`; returns the producer snapshot to write
+    /// there once the lock is released. A roll that fails leaves the old segment active.
+    fn roll_at(
+        &self,
+        inner: &mut LogInner,
+        config: &LogConfig,
+        new_base: i64,
+        now_ms: i64,
+    ) -> Result<PendingSnapshot, LogError> {
+        let old_base = inner.active()?.base_offset();
         if let Err(e) = self.open_next_segment(inner, config, new_base, now_ms) {
             if let Some(old) = inner.segments.get_mut(&old_base) {
                 if let Err(again) = old.make_active() {
@@ -265,7 +306,7 @@ impl Log {
         };
         self.dir_dirty.store(true, Ordering::Release);
         tracing::info!(partition = %self.topic_partition, base = new_base, "rolled new log segment");
-        Ok(Some(snapshot))
+        Ok(snapshot)
     }
 
     fn open_next_segment(
@@ -368,6 +409,15 @@ impl Log {
         min_one_message: bool,
     ) -> Result<Option<FileSlice>, LogError> {
         let inner = self.inner.lock();
+        let log_start = self.log_start_offset();
+        if offset < log_start {
+            // Retention or DeleteRecords moved the log start since the range check.
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: self.log_end_offset(),
+            });
+        }
         let first = inner
             .segments
             .range(..=offset)

@@ -18,13 +18,13 @@ use uuid::Uuid;
 
 use super::checkpoint::{
     read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
-    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::log_dirs::METADATA_LOG_DIR;
 use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
-use super::{Log, LogConfig, LogError, TopicPartition};
+use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
 /// down cleanly and its logs need no recovery scan. Deleted before logs are loaded, so a
@@ -38,6 +38,9 @@ const FUTURE_SUFFIX: &str = "-future";
 struct LogDir {
     path: PathBuf,
     health: Arc<LogDirHealth>,
+    /// Held while the dir's checkpoint files are written: the periodic jobs and a
+    /// DeleteRecords may write them at the same time.
+    checkpoints: Mutex<()>,
     _lock: DirLock,
 }
 
@@ -64,8 +67,8 @@ pub struct LogManager {
     dirs: Vec<LogDir>,
     logs: RwLock<HashMap<TopicPartition, Hosted>>,
     dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
-    /// Renamed `-delete` directories and when they may be removed.
-    pending_deletions: Mutex<Vec<(PathBuf, Instant)>>,
+    /// Deleted segments and partition directories waiting out `file.delete.delay.ms`.
+    delayed_deletes: Arc<DelayedDeletes>,
     file_delete_delay: Duration,
     /// The broker epoch the clean-shutdown marker records (-1: not registered).
     broker_epoch: std::sync::atomic::AtomicI64,
@@ -93,15 +96,16 @@ impl LogManager {
         file_delete_delay_ms: u64,
     ) -> Result<LogManager, LogError> {
         let file_delete_delay = Duration::from_millis(file_delete_delay_ms);
+        let delayed_deletes = Arc::new(DelayedDeletes::new());
         let mut dirs = Vec::new();
         let mut logs = HashMap::new();
-        let mut pending_deletions = Vec::new();
         let (failures_tx, failures_rx) = unbounded_channel();
         for (dir_index, (path, lock)) in log_dirs.into_iter().enumerate() {
             let health = Arc::new(LogDirHealth::new(&path, Some(failures_tx.clone())));
             let clean = take_clean_shutdown_marker(&path)?;
             let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
             let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
+            let cleaner_offsets = read_checkpoint_or_empty(&path.join(CLEANER_OFFSET_CHECKPOINT));
             for entry in fs::read_dir(&path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
@@ -111,8 +115,7 @@ impl LogManager {
                     continue;
                 };
                 let dir = entry.path();
-                let Some(tp) =
-                    partition_dir(&dir, &name, &mut pending_deletions, file_delete_delay)
+                let Some(tp) = partition_dir(&dir, &name, &delayed_deletes, file_delete_delay)
                 else {
                     continue;
                 };
@@ -134,7 +137,11 @@ impl LogManager {
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
                 let log = Log::open(&dir, tp.clone(), config, rp, log_start, clean)?
-                    .in_log_dir(health.clone());
+                    .in_log_dir(health.clone())
+                    .with_delayed_deletes(delayed_deletes.clone());
+                if let Some(&offset) = cleaner_offsets.get(&tp) {
+                    log.set_cleaner_checkpoint(offset);
+                }
                 logs.insert(
                     tp,
                     Hosted {
@@ -148,6 +155,7 @@ impl LogManager {
             dirs.push(LogDir {
                 path,
                 health,
+                checkpoints: Mutex::new(()),
                 _lock: lock,
             });
         }
@@ -155,7 +163,7 @@ impl LogManager {
             dirs,
             logs: RwLock::new(logs),
             dir_failures: Mutex::new(Some(failures_rx)),
-            pending_deletions: Mutex::new(pending_deletions),
+            delayed_deletes,
             file_delete_delay,
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
         })
@@ -262,7 +270,8 @@ impl LogManager {
         });
         let log = created
             .map_err(|e| self.on_dir_failure(dir_index, &format!("creating the log of {tp}"), e))?
-            .in_log_dir(self.dirs[dir_index].health.clone());
+            .in_log_dir(self.dirs[dir_index].health.clone())
+            .with_delayed_deletes(self.delayed_deletes.clone());
         let log = Arc::new(log);
         logs.insert(
             tp.clone(),
@@ -284,21 +293,34 @@ impl LogManager {
 
     /// Deletes `tp`'s log as Kafka does: stops hosting it and renames its directory to
     /// `topic-P.<uuid>-delete` at once (fsynced, so a restart never brings it back); the
-    /// directory is removed `file.delete.delay.ms` later by `remove_due_deletions`.
+    /// directory is removed `file.delete.delay.ms` later, in the queue deleted segments
+    /// wait in (`DelayedDeletes`, emptied by `remove_due_deletions`).
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
+        // The cleaner writes into the log's directory: it stops first.
+        hosted.log.abort_cleaning();
         let dir = hosted.log.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
         fs::rename(&dir, &doomed)?;
         sync_dir(&parent)?;
         tracing::info!(partition = %tp, dir = %doomed.display(), delay_ms = self.file_delete_delay.as_millis() as u64, "log renamed for deletion");
-        self.pending_deletions
-            .lock()
-            .push((doomed, Instant::now() + self.file_delete_delay));
+        self.delayed_deletes
+            .schedule([doomed], self.file_delete_delay);
         Ok(())
+    }
+
+    /// Removes the deleted segments and partition directories whose delay has passed
+    /// (Kafka's `kafka-delete-logs` task and its segments' `delete-file` tasks). Blocking.
+    pub fn remove_due_deletions(&self, now: Instant) -> usize {
+        self.delayed_deletes.remove_due(now)
+    }
+
+    /// Files and directories renamed for deletion and not yet removed.
+    pub fn pending_deletions(&self) -> Vec<PathBuf> {
+        self.delayed_deletes.pending()
     }
 
     /// The scheduler's log flusher: flushes each online log whose `flush.ms` has passed.
@@ -327,43 +349,6 @@ impl LogManager {
             .collect()
     }
 
-    /// Removes the `-delete` directories whose delay has passed; run periodically. A
-    /// removal that fails is retried on the next run. Returns how many were removed.
-    pub fn remove_due_deletions(&self, now: Instant) -> usize {
-        let due: Vec<PathBuf> = {
-            let mut pending = self.pending_deletions.lock();
-            let (due, later) = pending.drain(..).partition(|(_, at)| *at <= now);
-            *pending = later;
-            due.into_iter().map(|(p, _)| p).collect()
-        };
-        let mut removed = 0;
-        for path in due {
-            match fs::remove_dir_all(&path) {
-                Ok(()) => {
-                    tracing::info!(dir = %path.display(), "deleted log directory");
-                    removed += 1;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed += 1,
-                Err(e) => {
-                    tracing::error!(dir = %path.display(), error = %e, "cannot remove deleted log directory; will retry");
-                    self.pending_deletions
-                        .lock()
-                        .push((path, now + self.file_delete_delay));
-                }
-            }
-        }
-        removed
-    }
-
-    /// Directories renamed for deletion and not yet removed.
-    pub fn pending_deletions(&self) -> Vec<PathBuf> {
-        self.pending_deletions
-            .lock()
-            .iter()
-            .map(|(p, _)| p.clone())
-            .collect()
-    }
-
     /// Writes each online log dir's recovery-point and log-start-offset checkpoints. A dir
     /// whose checkpoint cannot be written goes offline; the others are still written.
     pub fn checkpoint_recovery_points(&self) -> Result<(), LogError> {
@@ -379,9 +364,64 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Writes each online log dir's `log-start-offset-checkpoint` (Kafka's
+    /// `kafka-log-start-offset-checkpoint` task; also right after a DeleteRecords).
+    pub fn checkpoint_log_start_offsets(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for i in 0..self.dirs.len() {
+            if self.dirs[i].health.is_offline() {
+                continue;
+            }
+            if let Err(e) = self.checkpoint_log_starts_of_dir(i) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Writes each online log dir's `cleaner-offset-checkpoint`: where the next cleaning of
+    /// each compacted log starts (logs never cleaned have no entry).
+    pub fn checkpoint_cleaner_offsets(&self) -> Result<(), LogError> {
+        let mut first_error = None;
+        for (i, dir) in self.dirs.iter().enumerate() {
+            if dir.health.is_offline() {
+                continue;
+            }
+            let _writing = dir.checkpoints.lock();
+            let mut offsets: Vec<(TopicPartition, i64)> = self
+                .logs
+                .read()
+                .iter()
+                .filter(|(_, h)| h.dir_index == i)
+                .filter_map(|(tp, h)| h.log.cleaner_checkpoint().map(|o| (tp.clone(), o)))
+                .collect();
+            offsets.sort();
+            let path = dir.path.join(CLEANER_OFFSET_CHECKPOINT);
+            if let Err(e) = write_offset_checkpoint(&path, &offsets) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn checkpoint_log_starts_of_dir(&self, i: usize) -> Result<(), LogError> {
+        let dir = &self.dirs[i];
+        let _writing = dir.checkpoints.lock();
+        let mut starts: Vec<(TopicPartition, i64)> = self
+            .logs
+            .read()
+            .iter()
+            .filter(|(_, h)| h.dir_index == i)
+            .map(|(tp, h)| (tp.clone(), h.log.log_start_offset()))
+            .collect();
+        starts.sort();
+        write_offset_checkpoint(&dir.path.join(LOG_START_OFFSET_CHECKPOINT), &starts)
+    }
+
     fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
         let logs = self.logs.read();
         let dir = &self.dirs[i];
+        let _writing = dir.checkpoints.lock();
         // Rolls whose background flush has not run yet are flushed first, so their
         // segments' recovery points go into this checkpoint.
         for h in logs.values().filter(|h| h.dir_index == i) {
@@ -464,12 +504,12 @@ fn read_checkpoint_or_empty(path: &Path) -> HashMap<TopicPartition, i64> {
 fn partition_dir(
     path: &Path,
     name: &str,
-    pending_deletions: &mut Vec<(PathBuf, Instant)>,
+    deletes: &DelayedDeletes,
     delay: Duration,
 ) -> Option<TopicPartition> {
     if name.ends_with(DELETE_SUFFIX) {
         tracing::info!(dir = %path.display(), "partition directory pending deletion; removing it after the delay");
-        pending_deletions.push((path.to_path_buf(), Instant::now() + delay));
+        deletes.schedule([path.to_path_buf()], delay);
         return None;
     }
     if name.ends_with(STRAY_SUFFIX) {

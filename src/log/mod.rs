@@ -18,7 +18,9 @@
 
 mod batch;
 mod checkpoint;
+pub mod cleaner;
 pub mod compression;
+mod delayed_delete;
 mod dir_lock;
 pub(crate) mod faults;
 mod fd_limit;
@@ -51,13 +53,15 @@ pub(crate) use self::checkpoint::sync_dir as sync_directory;
 pub use self::checkpoint::{
     parse_leader_epoch_checkpoint, parse_offset_checkpoint, read_bounded,
     read_leader_epoch_checkpoint, read_offset_checkpoint, write_atomic,
-    write_leader_epoch_checkpoint, write_offset_checkpoint, LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+    write_leader_epoch_checkpoint, write_offset_checkpoint, CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
 };
+pub use self::delayed_delete::DelayedDeletes;
 pub use self::dir_lock::DirLock;
 pub use self::file_slice::FileSlice;
 pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
-pub use self::log::{now_ms, Log};
+pub use self::log::{delete_cleaned, now_ms, CleanerView, Log, SegmentView};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
 pub use self::log_manager::{Assignment, LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
@@ -146,8 +150,57 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker setting): a producer whose last batch is this
     /// old, with no open transaction, is forgotten.
     pub producer_id_expiration_ms: i64,
-    /// `min.insync.replicas`: the in-sync replicas an acks=all append needs.
+    /// `retention.ms`: segments whose largest timestamp is older than this are deleted
+    /// (-1: kept forever).
+    pub retention_ms: i64,
+    /// `retention.bytes`: the oldest segments are deleted while the log is larger than
+    /// this (-1: no limit).
+    pub retention_bytes: i64,
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms`: how long the cleaner keeps tombstones (and transaction
+    /// markers) once the segment holding them has been cleaned.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log cleanable
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.insync.replicas`: an acks=all produce needs at least this many in-sync
+    /// replicas.
     pub min_insync_replicas: i32,
+}
+
+/// `cleanup.policy`: a list of `delete` and `compact`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Parses Kafka's list value (`compact,delete`); unknown entries are ignored (the
+    /// config validators refuse them before they get here).
+    pub fn parse(value: &str) -> Self {
+        let has = |p: &str| value.split(',').any(|e| e.trim() == p);
+        CleanupPolicy {
+            delete: has("delete"),
+            compact: has("compact"),
+        }
+    }
+}
+
+impl LogConfig {
+    /// Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by `max.compaction.lag.ms`
+    /// too, so its records can be cleaned within that lag.
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -167,6 +220,16 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             flush_ms: i64::MAX,
             producer_id_expiration_ms: 86_400_000,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            cleanup_policy: CleanupPolicy {
+                delete: true,
+                compact: false,
+            },
+            delete_retention_ms: 86_400_000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             min_insync_replicas: 1,
         }
     }
@@ -216,6 +279,10 @@ pub enum LogError {
     /// records, and why, go back in the produce response's `record_errors`.
     #[error("One or more records have been rejected due to invalid timestamp")]
     InvalidTimestamp { record_errors: Vec<RecordError> },
+    /// Kafka's `RecordValidationException` around an `InvalidRecordException` (a compacted
+    /// topic's record without a key); its message lists at most three of the records.
+    #[error("One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]", record_errors.len(), record_errors.iter().take(3).map(|e| format!("RecordError(batchIndex={}, message='{}')", e.batch_index, e.message)).collect::<Vec<_>>().join(", "))]
+    InvalidRecords { record_errors: Vec<RecordError> },
     #[error("{0}")]
     UnsupportedCompressionType(String),
     #[error("out of order sequence for producer {producer_id}: expected after {last_sequence}, got {first_sequence}")]
@@ -240,6 +307,10 @@ pub enum LogError {
         log_start: i64,
         log_end: i64,
     },
+    /// The topic's `cleanup.policy` forbids the operation (DeleteRecords on a log
+    /// without `delete`).
+    #[error("{0}")]
+    PolicyViolation(String),
     #[error("topic id {found} in partition.metadata differs from {expected}")]
     InconsistentTopicId {
         expected: uuid::Uuid,
@@ -271,11 +342,13 @@ impl LogError {
             LogError::RecordListTooLarge => ResponseError::RecordListTooLarge,
             LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
             LogError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+            LogError::InvalidRecords { .. } => ResponseError::InvalidRecord,
             LogError::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
             LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             LogError::UnknownProducerId => ResponseError::UnknownProducerId,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::PolicyViolation(_) => ResponseError::PolicyViolation,
             LogError::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
             LogError::CorruptFile { .. }
             | LogError::KafkaStorage(_)
@@ -291,7 +364,8 @@ impl LogError {
     /// The per-record errors of a batch refused for its records' content.
     pub fn record_errors(&self) -> &[RecordError] {
         match self {
-            LogError::InvalidTimestamp { record_errors } => record_errors,
+            LogError::InvalidTimestamp { record_errors }
+            | LogError::InvalidRecords { record_errors } => record_errors,
             _ => &[],
         }
     }

@@ -168,6 +168,15 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
+    /// Each producer's last data offset (the last offset of its last batch), for the
+    /// cleaner to keep those batches' headers.
+    pub fn last_offsets(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(&pid, e)| e.batches.back().map(|b| (pid, b.last_offset)))
+            .collect()
+    }
+
     /// A batch with the same producer epoch and sequence range as one of the last five.
     pub fn find_duplicate(&self, h: &RecordBatchHeader) -> Option<BatchMetadata> {
         let entry = self.producers.get(&h.producer_id())?;

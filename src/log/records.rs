@@ -98,6 +98,8 @@ impl Iterator for Records<'_> {
 pub(crate) enum Keep {
     /// Offsets, timestamps and field sizes; keys, values and headers are skipped (`None`).
     Positions,
+    /// As `Positions`, and the key (the cleaner's offset map needs nothing else).
+    Key,
     All,
 }
 
@@ -269,7 +271,11 @@ fn read_record<R: BufRead>(
     let timestamp_delta = body.varlong()?;
     let offset_delta = body.varint()?;
     let key_len = body.varint()?;
-    let key = body.nullable(key_len, keep)?;
+    let key_keep = match keep {
+        Keep::Key => Keep::All,
+        other => other,
+    };
+    let key = body.nullable(key_len, key_keep)?;
     let value_len = body.varint()?;
     let value = body.nullable(value_len, keep)?;
     let header_count = body.varint()?;

@@ -14,6 +14,40 @@ pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// Appended to a file scheduled for deletion (Kafka's `LogFileUtils.DELETED_FILE_SUFFIX`).
+pub const DELETED_SUFFIX: &str = ".deleted";
+/// The cleaner's output while it is written (Kafka's `CLEANED_FILE_SUFFIX`).
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// The cleaner's output once complete, until the segments it replaces are gone.
+pub const SWAP_SUFFIX: &str = ".swap";
+
+/// `path` with `suffix` appended to its file name.
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Renames each file of the segment at `base_offset` from suffix `from` to suffix `to`
+/// (Kafka's `changeFileSuffixes`); files that do not exist are skipped. Returns the new
+/// paths.
+pub fn change_suffixes(
+    dir: &Path,
+    base_offset: i64,
+    from: &str,
+    to: &str,
+) -> Result<Vec<PathBuf>, LogError> {
+    let mut renamed = Vec::new();
+    for path in LogSegment::file_paths(dir, base_offset) {
+        let target = with_suffix(&path, to);
+        match fs::rename(with_suffix(&path, from), &target) {
+            Ok(()) => renamed.push(target),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(renamed)
+}
 
 /// Kafka's `LogSegment`. The `.log` file (`FileRecords`) is a plain concatenation of record
 /// batches, named by the segment's base offset; every batch's offsets are >= the base offset
@@ -67,7 +101,46 @@ impl LogSegment {
         active: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let log_path = Self::log_path(dir, base_offset);
+        Self::open_with_suffix(dir, base_offset, config, active, now_ms, "")
+    }
+
+    /// A new segment for the cleaner's output: `<base>.log.cleaned` and its indexes, which
+    /// the loader deletes if the swap never happened (see `Log::replace_segments`).
+    pub fn create_cleaned(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        for path in Self::file_paths(dir, base_offset) {
+            // A leftover of an aborted cleaning: never appended to.
+            match fs::remove_file(with_suffix(&path, CLEANED_SUFFIX)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Self::open_with_suffix(dir, base_offset, config, true, now_ms, CLEANED_SUFFIX)
+    }
+
+    /// Every file a segment may have: `.log`, `.index`, `.timeindex`, `.txnindex`.
+    pub fn file_paths(dir: &Path, base_offset: i64) -> [PathBuf; 4] {
+        [
+            Self::log_path(dir, base_offset),
+            Self::index_path(dir, base_offset),
+            Self::time_index_path(dir, base_offset),
+            dir.join(offset_file_name(base_offset, TXN_INDEX_SUFFIX)),
+        ]
+    }
+
+    fn open_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        active: bool,
+        now_ms: i64,
+        suffix: &str,
+    ) -> Result<Self, LogError> {
+        let log_path = with_suffix(&Self::log_path(dir, base_offset), suffix);
         let log = OpenOptions::new()
             .read(true)
             .write(true)
@@ -76,13 +149,13 @@ impl LogSegment {
             .open(&log_path)?;
         let size = log.metadata()?.len();
         let offset_index = OffsetIndex::open(
-            &Self::index_path(dir, base_offset),
+            &with_suffix(&Self::index_path(dir, base_offset), suffix),
             base_offset,
             config.max_index_size,
             active,
         )?;
         let time_index = TimeIndex::open(
-            &Self::time_index_path(dir, base_offset),
+            &with_suffix(&Self::time_index_path(dir, base_offset), suffix),
             base_offset,
             config.max_index_size,
             active,
@@ -166,7 +239,7 @@ impl LogSegment {
             _ => now_ms.saturating_sub(self.created_ms),
         };
         self.size > config.segment_bytes.saturating_sub(size)
-            || (self.size > 0 && waited > config.segment_ms)
+            || (self.size > 0 && waited > config.max_segment_ms())
             || self.offset_index.is_full()
             || self.time_index.is_full()
             || !self.fits_relative(last_offset)
@@ -467,6 +540,45 @@ impl LogSegment {
             target.sync()?;
         }
         Ok(())
+    }
+
+    /// Kafka's `LogSegment.largestTimestamp`, which time retention goes by: the largest
+    /// record timestamp, or the `.log` file's modification time when no batch carries one.
+    pub fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp_and_offset.0 >= 0 {
+            return self.max_timestamp_and_offset.0;
+        }
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    /// The first step of Kafka's asynchronous delete: every file of the segment gets the
+    /// `.deleted` suffix, so a restart's loader removes it instead of loading it. Returns
+    /// the renamed paths, to be removed after `file.delete.delay.ms`. Open handles (a
+    /// reader's `FileSlice`) keep reading the same file.
+    pub fn rename_to_deleted(self, dir: &Path) -> Result<Vec<PathBuf>, LogError> {
+        change_suffixes(dir, self.base_offset, "", DELETED_SUFFIX)
+    }
+
+    /// Max timestamp of the first batch, if any: where `segment.ms` and
+    /// `max.compaction.lag.ms` count from (Kafka's `getFirstBatchTimestamp`).
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.rolling_based_timestamp
+    }
+
+    /// The `.log` file's modification time, set on a cleaned segment to its sources' so
+    /// time retention of records without timestamps is not reset by cleaning.
+    pub fn set_last_modified(&self, time: std::time::SystemTime) -> Result<(), LogError> {
+        self.log.set_modified(time)?;
+        Ok(())
+    }
+
+    pub fn last_modified(&self) -> Option<std::time::SystemTime> {
+        self.log.metadata().and_then(|m| m.modified()).ok()
     }
 
     /// Deletes the segment's files (open handles stay readable until dropped).

@@ -17,7 +17,7 @@ use bytes::BytesMut;
 use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::compression::{self, CappedBuf, Codec, Compressor};
 use super::records::{Keep, RecordWalk};
-use super::{LogConfig, LogError, RecordError, TimestampType};
+use super::{LogConfig, LogError, RecordError, TimestampType, TopicPartition};
 
 /// One batch of a validated blob.
 #[derive(Clone, Copy, Debug)]
@@ -94,9 +94,11 @@ pub fn validate_records(
     buf: &mut BytesMut,
     config: &LogConfig,
     now_ms: i64,
+    topic_partition: &TopicPartition,
 ) -> Result<ValidatedRecords, LogError> {
     let (header, size) = analyze(buf, config)?;
     validate_batch(&header)?;
+    let compacted = config.cleanup_policy.compact.then_some(topic_partition);
     let source = Codec::from_id(header.compression_codec()).ok_or_else(|| {
         LogError::InvalidRecord(format!(
             "Unknown compression type id: {}",
@@ -105,9 +107,16 @@ pub fn validate_records(
     })?;
     let target = config.compression_type.target(source);
     let walked = if target == source {
-        walk_in_place(&buf[..size], &header, config, now_ms)?
+        walk_in_place(&buf[..size], &header, config, now_ms, compacted)?
     } else {
-        let (rebuilt, walked) = rebuild(&buf[..size], &header, source, target, config, now_ms)?;
+        let (rebuilt, walked) = rebuild(
+            &buf[..size],
+            &header,
+            (source, target),
+            config,
+            now_ms,
+            compacted,
+        )?;
         *buf = BytesMut::from(&rebuilt[..]);
         walked
     };
@@ -218,26 +227,30 @@ fn walk_in_place(
     header: &RecordBatchHeader,
     config: &LogConfig,
     now_ms: i64,
+    compacted: Option<&TopicPartition>,
 ) -> Result<Walked, LogError> {
     if header.compression_codec() == 0 {
         // The uncompressed records are read straight from the request's bytes.
         let walk = RecordWalk::new(*header, &batch[HEADER_SIZE..], None)?;
-        return walk_records(walk, config, now_ms).map(|(walked, _)| walked);
+        return walk_records(walk, config, now_ms, compacted).map(|(walked, _)| walked);
     }
     let walk = RecordWalk::open(batch, Some(config.max_decompressed_message_bytes as usize))?;
-    walk_records(walk, config, now_ms).map(|(walked, _)| walked)
+    walk_records(walk, config, now_ms, compacted).map(|(walked, _)| walked)
 }
 
-/// Kafka's record loop: offset deltas in order, every record's timestamp checked (all of
-/// them, so the response lists each refused record), the max timestamp taken.
+/// Kafka's record loop: offset deltas in order, every record's key (a compacted topic's
+/// records need one) and timestamp checked (all of them, so the response lists each
+/// refused record), the max timestamp taken.
 fn walk_records<R: BufRead>(
     mut walk: RecordWalk<R>,
     config: &LogConfig,
     now_ms: i64,
+    compacted: Option<&TopicPartition>,
 ) -> Result<(Walked, R), LogError> {
     let log_append_batch = walk.header.timestamp_type() == TimestampType::LogAppendTime;
     let mut max_timestamp = -1i64;
     let mut record_errors = Vec::new();
+    let mut invalid_timestamp = false;
     let mut index = 0i32;
     while let Some(r) = walk.next(Keep::Positions)? {
         if r.offset_delta != index {
@@ -259,7 +272,16 @@ fn walk_records<R: BufRead>(
             )),
             _ => Ok(()),
         };
-        if let Err(message) = timestamp_ok {
+        let key_missing = compacted.filter(|_| r.key_size < 0);
+        if let Some(tp) = key_missing {
+            record_errors.push(RecordError {
+                batch_index: index,
+                message: format!(
+                    "Compacted topic cannot accept message without key in topic partition {tp}"
+                ),
+            });
+        } else if let Err(message) = timestamp_ok {
+            invalid_timestamp = true;
             record_errors.push(RecordError {
                 batch_index: index,
                 message,
@@ -268,8 +290,11 @@ fn walk_records<R: BufRead>(
         max_timestamp = max_timestamp.max(r.timestamp);
         index += 1;
     }
-    if !record_errors.is_empty() {
-        return Err(LogError::InvalidTimestamp { record_errors });
+    // Kafka's `processRecordErrors`: one timestamp error makes it INVALID_TIMESTAMP.
+    match (record_errors.is_empty(), invalid_timestamp) {
+        (true, _) => {}
+        (false, true) => return Err(LogError::InvalidTimestamp { record_errors }),
+        (false, false) => return Err(LogError::InvalidRecords { record_errors }),
     }
     Ok((Walked { max_timestamp }, walk.into_source()))
 }
@@ -304,10 +329,10 @@ fn check_timestamp(
 fn rebuild(
     batch: &[u8],
     header: &RecordBatchHeader,
-    source: Codec,
-    target: Codec,
+    (source, target): (Codec, Codec),
     config: &LogConfig,
     now_ms: i64,
+    compacted: Option<&TopicPartition>,
 ) -> Result<(Vec<u8>, Walked), LogError> {
     let max = config.max_message_bytes as usize;
     let mut out = Vec::with_capacity(batch.len().min(max));
@@ -323,7 +348,7 @@ fn rebuild(
     let record_bytes_max =
         (source != Codec::None).then_some(config.max_decompressed_message_bytes as usize);
     let walk = RecordWalk::new(*header, Tee::new(src, sink), record_bytes_max)?;
-    let (walked, tee) = walk_records(walk, config, now_ms)?;
+    let (walked, tee) = walk_records(walk, config, now_ms, compacted)?;
     let out = tee.finish().map_err(storage)?;
     if out.overflowed() {
         return Err(LogError::MessageTooLarge {

@@ -26,7 +26,8 @@ fn validate_with(
     config: &LogConfig,
 ) -> Result<(ValidatedRecords, BytesMut), LogError> {
     let mut buf = BytesMut::from(blob);
-    validate_records(&mut buf, config, NOW).map(|v| (v, buf))
+    let tp = crate::log::TopicPartition::new("t", 0);
+    validate_records(&mut buf, config, NOW, &tp).map(|v| (v, buf))
 }
 
 fn invalid_record(result: Result<ValidatedRecords, LogError>) -> String {

@@ -4,7 +4,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod memory;
-mod sendfile;
+pub(crate) mod sendfile;
 pub mod server;
 pub mod session;
 pub mod transport;

@@ -24,12 +24,16 @@ use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, Topi
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::error::ApiError;
+use crate::log::cleaner::{Candidate, LogCleaner};
 use crate::log::{now_ms, LogError, LogManager, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
     config: Arc<SharedConfig>,
     pub logs: LogManager,
+    /// Compaction of the logs with `cleanup.policy=compact` (run by the scheduler's
+    /// cleaner jobs, see `clean_filthiest`).
+    pub cleaner: Arc<LogCleaner>,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
     /// The partition count of every topic in the metadata, to tell a partition led by
     /// another broker (NOT_LEADER_OR_FOLLOWER) from one that does not exist.
@@ -48,10 +52,12 @@ struct Replication {
 
 impl ReplicaManager {
     pub fn new(broker_id: i32, config: Arc<SharedConfig>, logs: LogManager) -> Self {
+        let cleaner = Arc::new(LogCleaner::new(config.current().cleaner.clone()));
         ReplicaManager {
             broker_id,
             config,
             logs,
+            cleaner,
             partitions: DashMap::new(),
             topics: DashMap::new(),
             cluster: Arc::new(ClusterView::new(broker_id)),
@@ -219,6 +225,19 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// Gives every hosted log its config again from the broker config in force and its
+    /// topic's overrides in `image`: a dynamic broker config change acts at once.
+    pub fn reconfigure_logs(&self, image: &MetadataImage) {
+        let broker = self.config.current();
+        for p in self.partitions.iter() {
+            let overrides = image
+                .topic(&p.tp.topic)
+                .map(|t| t.configs.clone())
+                .unwrap_or_default();
+            p.update_log_config(topic::log_config(&broker, &overrides));
+        }
+    }
+
     /// Stops hosting every partition of a deleted topic; each log's directory is renamed
     /// for deletion at once and removed after `file.delete.delay.ms`.
     fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
@@ -286,6 +305,53 @@ impl ReplicaManager {
             partition,
         };
         self.partitions.get(&tp).map(|p| p.clone())
+    }
+
+    /// The retention check (Kafka's `kafka-log-retention` task, every
+    /// `log.retention.check.interval.ms`): in every online log, rolls an idle active
+    /// segment that `segment.ms` says is due and deletes the segments retention lets go.
+    /// The log-start checkpoint is written when any log start moved. Blocking.
+    pub fn delete_old_segments(&self, now_ms: i64) -> usize {
+        let partitions: Vec<Arc<Partition>> =
+            self.partitions.iter().map(|p| p.value().clone()).collect();
+        let mut deleted = 0;
+        for p in &partitions {
+            match p.delete_old_segments(now_ms) {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    tracing::error!(partition = %p.tp, error = %e, "retention check failed")
+                }
+            }
+        }
+        if deleted > 0 {
+            self.checkpoint_log_start_offsets();
+        }
+        deleted
+    }
+
+    /// One cleaner thread's turn (see `LogCleaner::clean_filthiest`): cleans the filthiest
+    /// compacted log, if one is due, and writes the cleaner checkpoints. Returns whether
+    /// a log was cleaned. Blocking.
+    pub fn clean_filthiest(&self, now_ms: i64) -> bool {
+        let candidates: Vec<Candidate> = self
+            .partitions
+            .iter()
+            .filter_map(|p| p.cleaner_candidate())
+            .collect();
+        let cleaned = self.cleaner.clean_filthiest(&candidates, now_ms);
+        if cleaned.is_some() {
+            if let Err(e) = self.logs.checkpoint_cleaner_offsets() {
+                tracing::error!(error = %e, "cannot write the cleaner offset checkpoints");
+            }
+        }
+        cleaned.is_some()
+    }
+
+    /// Writes the log-start-offset checkpoints; run periodically and after DeleteRecords.
+    pub fn checkpoint_log_start_offsets(&self) {
+        if let Err(e) = self.logs.checkpoint_log_start_offsets() {
+            tracing::error!(error = %e, "cannot write log start offset checkpoints");
+        }
     }
 
     /// Writes recovery-point checkpoints; run periodically.

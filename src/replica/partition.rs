@@ -23,6 +23,7 @@ use super::isr::{IsrChange, IsrChanges};
 use super::state::{IsrOutcome, PartitionState, Role};
 use crate::controller::LeaderAndIsr;
 use crate::error::ApiError;
+use crate::log::cleaner::Candidate;
 use crate::log::{
     AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError, TimestampAndOffset,
     TopicPartition,
@@ -364,6 +365,60 @@ impl Partition {
     ) -> Result<FetchData<Option<FileSlice>>, LogError> {
         self.log
             .read_slice(offset, max_bytes, self.high_watermark(), min_one_message)
+    }
+
+    /// This partition's turn in the retention check: rolls an idle active segment that
+    /// `segment.ms` says is due, then deletes the segments retention lets go (never past
+    /// the high watermark). A compacted log is not changed under its cleaner: while it is
+    /// cleaned its retention waits for the cleaner, which applies it after the cleaning.
+    /// Returns how many segments went. Blocking.
+    pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, LogError> {
+        if self.log.is_offline() {
+            return Ok(0);
+        }
+        self.log.roll_if_idle(now_ms)?;
+        let _cleaning = match self.log.config().cleanup_policy.compact {
+            true => match self.log.try_lock_cleaning() {
+                Some(guard) => Some(guard),
+                None => return Ok(0),
+            },
+            false => None,
+        };
+        self.log.delete_old_segments(now_ms, self.high_watermark())
+    }
+
+    /// What the log cleaner needs of a compacted partition; None when it is not compacted.
+    pub fn cleaner_candidate(&self) -> Option<Candidate> {
+        self.log.config().cleanup_policy.compact.then(|| Candidate {
+            log: self.log.clone(),
+            high_watermark: self.high_watermark(),
+        })
+    }
+
+    /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
+    /// offset to `offset` (-1: the high watermark) and deletes the segments below it.
+    /// Returns the low watermark. A log whose `cleanup.policy` lacks `delete` refuses with
+    /// POLICY_VIOLATION; an offset past the high watermark is OFFSET_OUT_OF_RANGE.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64, LogError> {
+        /// DeleteRecordsRequest.HIGH_WATERMARK.
+        const HIGH_WATERMARK: i64 = -1;
+        if !self.log.config().cleanup_policy.delete {
+            return Err(LogError::PolicyViolation(format!(
+                "Records of partition {} can not be deleted due to the configured policy",
+                self.tp
+            )));
+        }
+        let high_watermark = self.high_watermark();
+        let offset = match offset {
+            HIGH_WATERMARK => high_watermark,
+            o => o,
+        };
+        let log = self.log.clone();
+        tokio::task::spawn_blocking(move || {
+            log.delete_records_before(offset, high_watermark, crate::log::now_ms())
+        })
+        .await
+        .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))?
     }
 
     /// One partition of a Fetch, after `check_fetch`: where the records from `offset` lie,

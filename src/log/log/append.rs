@@ -68,7 +68,7 @@ impl Log {
         self.check_online()?;
         let config = self.config();
         let mut buf = into_mut(records);
-        let validated = validate_records(&mut buf, &config, now_ms)?;
+        let validated = validate_records(&mut buf, &config, now_ms, &self.topic_partition)?;
         if buf.len() as u64 > config.segment_bytes {
             return Err(LogError::RecordListTooLarge);
         }

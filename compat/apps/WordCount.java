@@ -1,0 +1,82 @@
+// A Kafka Streams word count, as the Streams quickstart writes it, run unchanged against
+// the broker under test: at_least_once, a repartition topic (groupBy) and a compacted
+// changelog (the count's store). It runs until the output topic holds the expected count
+// of every word (read back by a plain consumer), then closes cleanly.
+//   java -cp 'LIBS/*' WordCount.java BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR SECONDS word=count...
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+import org.apache.kafka.streams.*;
+import org.apache.kafka.streams.kstream.*;
+
+public class WordCount {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], appId = args[1], input = args[2], output = args[3], stateDir = args[4];
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[5]) * 1000;
+        Map<String, Long> expected = new TreeMap<>();
+        for (int i = 6; i < args.length; i++) {
+            String[] kv = args[i].split("=");
+            expected.put(kv[0], Long.parseLong(kv[1]));
+        }
+
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 500);
+        props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
+        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
+        props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.<String, String>stream(input)
+            .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
+            .filter((k, word) -> !word.isEmpty())
+            .groupBy((k, word) -> word)
+            .count(Materialized.as("counts"))
+            .toStream()
+            .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+
+        try (KafkaStreams streams = new KafkaStreams(builder.build(), props)) {
+            streams.setUncaughtExceptionHandler(e -> {
+                e.printStackTrace();
+                return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+            });
+            streams.start();
+            Map<String, Long> seen = readCounts(bootstrap, output, expected, deadline);
+            if (!seen.equals(expected)) {
+                System.out.println("counts: want " + expected + ", got " + seen + " (state " + streams.state() + ")");
+                System.exit(1);
+            }
+            streams.close(Duration.ofSeconds(30));
+        }
+        System.out.println("counts ok: " + expected);
+    }
+
+    /** The latest count of every word in the output topic, read until it is `expected`. */
+    static Map<String, Long> readCounts(String bootstrap, String topic, Map<String, Long> expected, long deadline) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class);
+        Map<String, Long> seen = new TreeMap<>();
+        try (KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(p)) {
+            List<TopicPartition> parts = new ArrayList<>();
+            while (parts.isEmpty() && System.currentTimeMillis() < deadline) {
+                consumer.partitionsFor(topic).forEach(i -> parts.add(new TopicPartition(topic, i.partition())));
+            }
+            consumer.assign(parts);
+            consumer.seekToBeginning(parts);
+            while (!seen.equals(expected) && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, Long> r : consumer.poll(Duration.ofMillis(500))) {
+                    seen.put(r.key(), r.value());
+                }
+            }
+        }
+        return seen;
+    }
+}

@@ -830,6 +830,10 @@ fn skua_brokers_follow_a_kafka_controller_and_take_over() {
             (d.len() == 4 && d[&1].0 == 3 && d[&3].0 == 3).then_some(())
         },
     );
+    // What broker 3 held before its shutdown is served again after its restart.
+    let mut again = c.consume_via(&skua_bootstrap, "on-skua", records.len());
+    again.sort();
+    assert_eq!(again, want, "every record read back after skua's restart");
 
     // (c) kill -9 the Kafka controller: a skua broker takes over and creates topics.
     c.signal("kill", 1);

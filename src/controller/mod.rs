@@ -154,6 +154,13 @@ pub trait Controller: Send + Sync {
     fn controller_id(&self) -> i32;
     /// Live brokers.
     fn brokers(&self) -> Vec<BrokerInfo>;
+    /// Live brokers as clients of `listener` reach them (Kafka answers each client with
+    /// the endpoints of the listener its request came on; a broker without one is left
+    /// out).
+    fn brokers_on(&self, listener: &str) -> Vec<BrokerInfo> {
+        let _ = listener;
+        self.brokers()
+    }
     fn topics(&self) -> Vec<Arc<TopicInfo>>;
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;

@@ -16,7 +16,7 @@ const ENDPOINT_BROKERS: i8 = 1;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let c = &broker.controller;
@@ -36,7 +36,7 @@ pub async fn handle(
             )));
     }
     resp.with_brokers(
-        c.brokers()
+        c.brokers_on(&ctx.session.listener)
             .into_iter()
             .map(|b| {
                 DescribeClusterBroker::default()

@@ -32,7 +32,7 @@ pub async fn handle(
     };
     let mut coordinators = Vec::with_capacity(keys.len());
     for key in keys {
-        coordinators.push(find(&broker, req.key_type, key).await);
+        coordinators.push(find(&broker, &ctx.session.listener, req.key_type, key).await);
     }
     if ctx.api_version >= BATCHED_VERSION {
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
@@ -49,7 +49,8 @@ pub async fn handle(
     resp
 }
 
-async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
+/// The coordinator of `key`, as clients of `listener` reach it.
+async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> Coordinator {
     let refuse = |key: StrBytes, e: ResponseError, why: &str| {
         Coordinator::default()
             .with_key(key)
@@ -79,7 +80,13 @@ async fn find(broker: &Broker, key_type: i8, key: StrBytes) -> Coordinator {
             .find(|p| p.partition == partition)
             .map(|p| p.state.leader)
     });
-    let node = leader.and_then(|id| broker.controller.brokers().into_iter().find(|b| b.id == id));
+    let node = leader.and_then(|id| {
+        broker
+            .controller
+            .brokers_on(listener)
+            .into_iter()
+            .find(|b| b.id == id)
+    });
     // While the offsets topic is being created its metadata is visible before this
     // broker leads the partitions; naming ourselves then would earn the client a
     // NOT_COORDINATOR on its next request, so ask it to retry instead.

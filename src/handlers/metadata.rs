@@ -67,7 +67,7 @@ pub async fn handle(
     };
     MetadataResponse::default()
         .with_brokers(
-            c.brokers()
+            c.brokers_on(&ctx.session.listener)
                 .into_iter()
                 .map(|b| {
                     MetadataResponseBroker::default()

@@ -569,6 +569,19 @@ impl Controller for ZkController {
             .collect()
     }
 
+    /// From the metadata cache, the brokers with an endpoint on `listener`; before any
+    /// UpdateMetadata, as `brokers`.
+    fn brokers_on(&self, listener: &str) -> Vec<BrokerInfo> {
+        let cache = self.shared.broker.cache();
+        if !cache.received() {
+            return self.brokers();
+        }
+        cache
+            .brokers()
+            .filter_map(|b| b.endpoint_info(listener))
+            .collect()
+    }
+
     fn topics(&self) -> Vec<Arc<TopicInfo>> {
         let cache = self.shared.broker.cache();
         cache

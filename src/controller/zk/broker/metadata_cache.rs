@@ -41,11 +41,15 @@ pub struct CachedBroker {
 impl CachedBroker {
     /// The broker as clients reach it through `listener` (else its first endpoint).
     pub fn info(&self, listener: &str) -> Option<BrokerInfo> {
-        let e = self
-            .endpoints
-            .iter()
-            .find(|e| e.listener == listener)
-            .or_else(|| self.endpoints.first())?;
+        self.endpoint_info(listener).or_else(|| {
+            let first = self.endpoints.first()?;
+            self.endpoint_info(&first.listener)
+        })
+    }
+
+    /// The broker as clients reach it through `listener`; None without such an endpoint.
+    pub fn endpoint_info(&self, listener: &str) -> Option<BrokerInfo> {
+        let e = self.endpoints.iter().find(|e| e.listener == listener)?;
         Some(BrokerInfo {
             id: self.id,
             host: e.host.clone(),
@@ -402,6 +406,32 @@ mod tests {
     }
 
     #[test]
+    fn each_listener_has_its_own_endpoints() {
+        let b = CachedBroker {
+            id: 1,
+            endpoints: vec![
+                CachedEndpoint {
+                    listener: "INTERNAL".into(),
+                    host: "10.0.0.1".into(),
+                    port: 9091,
+                    security_protocol: 0,
+                },
+                CachedEndpoint {
+                    listener: "EXTERNAL".into(),
+                    host: "kafka.example".into(),
+                    port: 9092,
+                    security_protocol: 0,
+                },
+            ],
+            rack: None,
+        };
+        assert_eq!(b.endpoint_info("EXTERNAL").unwrap().port, 9092);
+        assert_eq!(b.endpoint_info("INTERNAL").unwrap().host, "10.0.0.1");
+        assert!(b.endpoint_info("OTHER").is_none());
+        assert_eq!(b.info("OTHER").unwrap().port, 9091, "first endpoint");
+    }
+
+    #[test]
     fn v0_brokers_and_ungrouped_states() {
         let mut c = MetadataCache::default();
         let mut req = UpdateMetadataRequest::default()
@@ -416,6 +446,7 @@ mod tests {
         c.apply(&req);
         let b = c.broker(1).unwrap().info("PLAINTEXT").unwrap();
         assert_eq!((b.host.as_str(), b.port), ("h", 9));
+        assert!(c.broker(1).unwrap().endpoint_info("EXTERNAL").is_none());
         let t = c.topic("old").unwrap();
         assert_eq!(
             (t.topic_id, t.partitions[0].state.leader_epoch),

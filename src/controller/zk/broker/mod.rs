@@ -151,6 +151,7 @@ impl BrokerSide {
         }
         let update = state.cache.apply(req);
         *self.published.write() = Arc::new(state.cache.clone());
+        follow_isr_changes(&mut state);
         let mut delta = MetadataDelta::default();
         for name in &update.reshaped {
             if let Some(t) = self.view(&state, name) {
@@ -214,6 +215,30 @@ impl BrokerSide {
             partitions: partitions.into_values().collect(),
             configs: hosted.map(|h| h.configs.clone()).unwrap_or_default(),
         }))
+    }
+}
+
+/// Keeps hosted partitions' ISR in step with the cluster's between LeaderAndIsr requests:
+/// an ISR change the leader made through AlterPartition reaches the brokers by
+/// UpdateMetadata only, at the same leader epoch and a newer partition epoch. Without
+/// this, a later delta for the topic would hand the replica manager the older ISR.
+fn follow_isr_changes(state: &mut State) {
+    let State { cache, hosted, .. } = state;
+    for (name, h) in hosted.iter_mut() {
+        let Some(cached) = cache.topic(name).filter(|c| c.topic_id == h.topic_id) else {
+            continue;
+        };
+        for c in &cached.partitions {
+            let Some(p) = h.partitions.get_mut(&c.partition) else {
+                continue;
+            };
+            let same_leadership =
+                c.state.leader == p.state.leader && c.state.leader_epoch == p.state.leader_epoch;
+            if same_leadership && c.state.partition_epoch > p.state.partition_epoch {
+                p.state.isr = c.state.isr.clone();
+                p.state.partition_epoch = c.state.partition_epoch;
+            }
+        }
     }
 }
 

@@ -321,3 +321,30 @@ fn stop_replica_fences_by_leader_epoch_and_deletes_when_asked() {
     let r = side.stop_replica(&stop(0, "t", 1, -2, true), EPOCH);
     assert_eq!(r.error_code, 11, "STALE_CONTROLLER_EPOCH");
 }
+
+#[test]
+fn isr_changes_announced_by_update_metadata_reach_later_deltas() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 1, 0, &[1, 2])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    // The leader shrank the ISR through AlterPartition: UpdateMetadata carries it at the
+    // same leader epoch and partition epoch 1.
+    let mut shrunk = update(1, "t", id, &[(0, 1, &[1, 2])]);
+    let state = &mut shrunk.topic_states[0].partition_states[0];
+    state.isr = ids(&[1]);
+    state.zk_version = 1;
+    side.update_metadata(&shrunk, EPOCH);
+    // A new partition reshapes the topic: the delta carries the newer ISR.
+    side.update_metadata(&update(1, "t", id, &[(1, 2, &[2])]), EPOCH);
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    let p0 = &t.partitions[0].state;
+    assert_eq!((p0.isr.clone(), p0.partition_epoch), (vec![1], 1));
+    assert_eq!(t.partitions.len(), 2);
+}

@@ -7,6 +7,7 @@ use super::defs::{broker_key, check_value, Kind, BROKER_KEYS};
 use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
+use super::transaction::TransactionConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -65,6 +66,7 @@ pub struct BrokerConfig {
     pub replication: ReplicationConfig,
     pub group: GroupCoordinatorConfig,
     pub offsets_topic: OffsetsTopicConfig,
+    pub transaction: TransactionConfig,
     /// Keys set explicitly (static and dynamic), after validation.
     values: BTreeMap<String, String>,
     /// The keys of `values` that a dynamic change set.
@@ -148,6 +150,7 @@ impl BrokerConfig {
             replication: ReplicationConfig::build(&keys)?,
             group: GroupCoordinatorConfig::build(&keys)?,
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
+            transaction: TransactionConfig::build(&keys)?,
             values,
             dynamic,
         })

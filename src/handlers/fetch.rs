@@ -245,10 +245,12 @@ fn read_one(
     }
     let hw = p.high_watermark();
     let lso = p.last_stable_offset();
+    // Kafka sends null aborted transactions to read_uncommitted readers.
     let base = PartitionData::default()
         .with_partition_index(fp.partition)
         .with_high_watermark(hw)
-        .with_last_stable_offset(lso);
+        .with_last_stable_offset(lso)
+        .with_aborted_transactions(None);
     let (data, slice) = read_records(p, fp, params, budget, min_one, copied, base);
     if params.isolation != FetchIsolation::TxnCommitted || data.error_code != 0 {
         return (data, slice);

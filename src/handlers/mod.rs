@@ -1,6 +1,7 @@
 //! One file per API, each with the same shape:
 //! `pub async fn handle(broker, ctx, request) -> response`.
 
+pub mod add_partitions_to_txn;
 pub mod allocate_producer_ids;
 pub mod alter_configs;
 pub mod alter_partition;
@@ -17,6 +18,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_topic_partitions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod group_configs;
@@ -34,6 +36,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_errors;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

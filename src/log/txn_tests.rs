@@ -112,3 +112,18 @@ fn markers_end_transactions_and_aborts_are_indexed() {
     assert_eq!(log.aborted_txns(0, 10), vec![]);
     assert_eq!(log.first_unstable_offset(), Some(1));
 }
+
+#[test]
+fn a_marker_is_read_back_with_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), false);
+    log.append_as_leader(txn_batch_bytes(&[b"a1", b"a2"], 1_000, (7, 0, 0)), 0, 5_000)
+        .unwrap();
+    log.append_marker(7, 0, marker(TxnResult::Commit), 0, 5_000)
+        .unwrap();
+    let read = log.read(0, 1 << 20, 3, true).unwrap();
+    let offsets: Vec<i64> = crate::log::batch::BatchIter::new(&read.records)
+        .map(|r| r.unwrap().1.base_offset())
+        .collect();
+    assert_eq!(offsets, vec![0, 2]);
+}

@@ -1,0 +1,48 @@
+// Drives the Java transactional producer and a read_committed consumer, for capture.py:
+// one transaction committed, one aborted.
+//
+//   javac -cp 'kafka-4.1.2/libs/*' CaptureTxn.java && java -cp 'kafka-4.1.2/libs/*:.' CaptureTxn HOST:PORT
+// Its frames carry the producer ids the broker handed out, so they are captured and
+// replayed on a broker of their own (see README.md). Topics are prefixed `javatxn-`.
+
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+
+public class CaptureTxn {
+    public static void main(String[] args) throws Exception {
+        String b = args[0];
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", b);
+        try (Admin admin = Admin.create(ap)) {
+            admin.createTopics(List.of(new NewTopic("javatxn-a", 1, (short) 1))).all().get();
+        }
+        Properties pp = new Properties();
+        pp.put("bootstrap.servers", b);
+        pp.put("transactional.id", "javatxn-id");
+        try (Producer<String, String> p = new KafkaProducer<>(pp, new StringSerializer(), new StringSerializer())) {
+            p.initTransactions();
+            for (boolean commit : new boolean[] {true, false}) {
+                p.beginTransaction();
+                for (int i = 0; i < 3; i++) p.send(new ProducerRecord<>("javatxn-a", 0, "k" + i, "v" + i)).get();
+                if (commit) p.commitTransaction(); else p.abortTransaction();
+            }
+        }
+        Properties cp = new Properties();
+        cp.put("bootstrap.servers", b);
+        cp.put("isolation.level", "read_committed");
+        try (Consumer<String, String> c = new KafkaConsumer<>(cp, new StringDeserializer(), new StringDeserializer())) {
+            TopicPartition tp = new TopicPartition("javatxn-a", 0);
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            int got = 0;
+            long end = System.currentTimeMillis() + 10_000;
+            while (got < 3 && System.currentTimeMillis() < end) got += c.poll(Duration.ofMillis(200)).count();
+            System.out.println("read committed " + got);
+        }
+    }
+}

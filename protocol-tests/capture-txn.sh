@@ -15,7 +15,7 @@ PYTHON=${PYTHON:-$here/.cache/venv/bin/python}
 KAFKA_LIBS=${KAFKA_LIBS:-$here/.cache/kafka/libs}
 BROKER_PORT=${BROKER_PORT:-39193}
 PROXY_PORT=${PROXY_PORT:-39093}
-PINS=(0.11.0 2.0 2.7 3.0)
+PINS=(0.11.0 2.0 2.7 3.0 3.8)
 
 logs=$(mktemp -d)
 "${SKUA:-$root/target/release/skua}" \

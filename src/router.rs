@@ -99,6 +99,9 @@ pub static ROUTES: &[Route] = &[
     route!(AddPartitionsToTxn, 0, 5, add_partitions_to_txn::handle),
     // Not v5: that is KIP-890's transaction version 2, which skua does not offer.
     route!(EndTxn, 0, 4, end_txn::handle),
+    route!(DescribeProducers, 0, 0, describe_producers::handle),
+    route!(DescribeTransactions, 0, 0, describe_transactions::handle),
+    route!(ListTransactions, 0, 2, list_transactions::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
     route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),

@@ -7,6 +7,7 @@ mod common;
 
 use common::txn::*;
 use common::TestBroker;
+use kafka_protocol::messages::*;
 
 #[tokio::test]
 async fn commit_abort_and_read_committed() {
@@ -186,5 +187,77 @@ async fn an_open_transaction_survives_a_restart() {
         .map(|r| r.1)
         .collect();
     assert_eq!(got, vec!["k0", "k1"]);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn kafka_transactions_sh_views_list_describe_and_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path(), OVERRIDES).await;
+    let mut c = broker.client().await;
+    assert_eq!(c.create_topic(TOPIC, 1).await, 0);
+    assert_eq!(
+        find_txn_coordinator(&mut c, "view").await.coordinators[0].error_code,
+        0
+    );
+    let r = init(&mut c, "view", (-1, -1)).await;
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add_partition(&mut c, "view", pid, epoch, 0).await, 0);
+    let (err, _) = produce(&mut c, "view", txn_batch(&["v"], (pid, epoch, 0))).await;
+    assert_eq!(err, 0);
+
+    let listed = c
+        .send(
+            &ListTransactionsRequest::default()
+                .with_state_filters(vec![s("Ongoing"), s("NoSuchState")])
+                .with_transactional_id_pattern(Some(s("vi.*"))),
+            2,
+        )
+        .await;
+    assert_eq!(listed.error_code, 0);
+    assert_eq!(listed.unknown_state_filters, vec![s("NoSuchState")]);
+    let ids: Vec<_> = listed
+        .transaction_states
+        .iter()
+        .map(|t| (t.transactional_id.0.to_string(), t.producer_id.0))
+        .collect();
+    assert_eq!(ids, vec![("view".to_string(), pid)]);
+
+    let described = c
+        .send(
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                TransactionalId(s("view")),
+                TransactionalId(s("unknown")),
+            ]),
+            0,
+        )
+        .await;
+    let v = &described.transaction_states[0];
+    assert_eq!((v.error_code, v.transaction_state.as_str()), (0, "Ongoing"));
+    assert_eq!(v.topics[0].partitions, vec![0]);
+    assert!(v.transaction_start_time_ms > 0);
+    assert_eq!(
+        described.transaction_states[1].error_code, 105,
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    );
+
+    let producers = c
+        .send(
+            &DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_indexes(vec![0]),
+            ]),
+            0,
+        )
+        .await;
+    let p = &producers.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let open: Vec<_> = p
+        .active_producers
+        .iter()
+        .map(|a| (a.producer_id.0, a.current_txn_start_offset))
+        .collect();
+    assert_eq!(open, vec![(pid, 0)], "the open transaction's first offset");
     broker.stop().await;
 }

@@ -43,6 +43,18 @@ func txnSteps(adm *kadm.Client) {
 		}
 		return nil
 	})
+	step("transaction admin", func(ctx context.Context) error {
+		if _, err := adm.ListTransactions(ctx, nil, nil); err != nil {
+			return err
+		}
+		if _, err := adm.DescribeTransactions(ctx, prefix+"txn-id"); err != nil {
+			return err
+		}
+		var s kadm.TopicsSet
+		s.Add(topic, 0)
+		_, err := adm.DescribeProducers(ctx, s)
+		return err
+	})
 	step("read committed", func(ctx context.Context) error {
 		c, err := kgo.NewClient(opts(kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)

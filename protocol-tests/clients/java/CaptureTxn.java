@@ -32,6 +32,11 @@ public class CaptureTxn {
                 if (commit) p.commitTransaction(); else p.abortTransaction();
             }
         }
+        try (Admin admin = Admin.create(ap)) {
+            System.out.println(admin.listTransactions().all().get());
+            System.out.println(admin.describeTransactions(List.of("javatxn-id")).all().get());
+            System.out.println(admin.describeProducers(List.of(new TopicPartition("javatxn-a", 0))).all().get());
+        }
         Properties cp = new Properties();
         cp.put("bootstrap.servers", b);
         cp.put("isolation.level", "read_committed");

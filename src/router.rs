@@ -102,6 +102,7 @@ pub static ROUTES: &[Route] = &[
     route!(DescribeProducers, 0, 0, describe_producers::handle),
     route!(DescribeTransactions, 0, 0, describe_transactions::handle),
     route!(ListTransactions, 0, 2, list_transactions::handle),
+    route!(WriteTxnMarkers, 1, 1, write_txn_markers::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
     route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),

@@ -261,3 +261,46 @@ async fn kafka_transactions_sh_views_list_describe_and_producers() {
     assert_eq!(open, vec![(pid, 0)], "the open transaction's first offset");
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn write_txn_markers_ends_a_hanging_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path(), OVERRIDES).await;
+    let mut c = broker.client().await;
+    assert_eq!(c.create_topic(TOPIC, 1).await, 0);
+    assert_eq!(
+        find_txn_coordinator(&mut c, "hang").await.coordinators[0].error_code,
+        0
+    );
+    let r = init(&mut c, "hang", (-1, -1)).await;
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add_partition(&mut c, "hang", pid, epoch, 0).await, 0);
+    let (err, _) = produce(&mut c, "hang", txn_batch(&["h0", "h1"], (pid, epoch, 0))).await;
+    assert_eq!(err, 0);
+    assert_eq!(fetch(&mut c, true).await.last_stable_offset, 0);
+
+    // What `kafka-transactions.sh abort` sends once DescribeProducers found it.
+    let marker = |epoch: i16| {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_transaction_result(false)
+                .with_coordinator_epoch(0)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partition_indexes(vec![0]),
+                ]),
+        ])
+    };
+    let resp = c.send(&marker(epoch), 1).await;
+    assert_eq!(resp.markers[0].topics[0].partitions[0].error_code, 0);
+    let after = fetch(&mut c, true).await;
+    assert_eq!(after.last_stable_offset, 3);
+    assert_eq!(aborted(&after), Some(vec![(pid, 0)]));
+    // An older epoch than the partition has seen is refused.
+    let stale = c.send(&marker(epoch - 1), 1).await;
+    assert_eq!(stale.markers[0].topics[0].partitions[0].error_code, 47);
+    broker.stop().await;
+}

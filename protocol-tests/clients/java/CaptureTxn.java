@@ -37,6 +37,26 @@ public class CaptureTxn {
             System.out.println(admin.describeTransactions(List.of("javatxn-id")).all().get());
             System.out.println(admin.describeProducers(List.of(new TopicPartition("javatxn-a", 0))).all().get());
         }
+        // A transaction left open by a producer that goes away, ended by the admin as
+        // `kafka-transactions.sh abort` does (DescribeProducers, then WriteTxnMarkers).
+        Properties hp = new Properties();
+        hp.put("bootstrap.servers", b);
+        hp.put("transactional.id", "javatxn-hanging");
+        hp.put("transaction.timeout.ms", "600000");
+        Producer<String, String> hanging = new KafkaProducer<>(hp, new StringSerializer(), new StringSerializer());
+        hanging.initTransactions();
+        hanging.beginTransaction();
+        hanging.send(new ProducerRecord<>("javatxn-a", 0, "h", "hanging")).get();
+        TopicPartition tp0 = new TopicPartition("javatxn-a", 0);
+        try (Admin admin = Admin.create(ap)) {
+            for (var p : admin.describeProducers(List.of(tp0)).partitionResult(tp0).get().activeProducers()) {
+                if (p.currentTransactionStartOffset().isPresent()) {
+                    admin.abortTransaction(new AbortTransactionSpec(tp0, p.producerId(), (short) p.producerEpoch(),
+                            p.coordinatorEpoch().orElse(-1))).all().get();
+                }
+            }
+        }
+        hanging.close(Duration.ZERO);
         Properties cp = new Properties();
         cp.put("bootstrap.servers", b);
         cp.put("isolation.level", "read_committed");

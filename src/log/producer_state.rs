@@ -350,19 +350,30 @@ impl ProducerStateManager {
     /// For a marker, returns the first offset of the transaction it ended.
     pub fn replay(&mut self, h: &RecordBatchHeader) -> Option<i64> {
         let mut ended = None;
-        if h.producer_id() >= 0 {
-            let mut entry = self
+        let pid = h.producer_id();
+        if pid >= 0 {
+            // In place (recovery replays every batch): only a change of the open
+            // transaction touches `ongoing`.
+            let entry = self
                 .producers
-                .get(&h.producer_id())
-                .cloned()
-                .unwrap_or_else(|| ProducerStateEntry::empty(h.producer_id()));
+                .entry(pid)
+                .or_insert_with(|| ProducerStateEntry::empty(pid));
+            let before = entry.current_txn_first_offset;
             if entry.epoch < 0 || h.producer_epoch() >= entry.epoch {
                 if h.is_control() {
                     ended = entry.current_txn_first_offset;
                 }
-                apply(&mut entry, h);
+                apply(entry, h);
             }
-            self.put(entry);
+            let after = entry.current_txn_first_offset;
+            if before != after {
+                if let Some(first) = before {
+                    self.ongoing.remove(&(first, pid));
+                }
+                if let Some(first) = after {
+                    self.ongoing.insert((first, pid));
+                }
+            }
         }
         self.map_end_offset = self.map_end_offset.max(h.next_offset());
         ended

@@ -11,7 +11,6 @@
 //! committed the outcome is decided, and the markers are retried until written, also by
 //! the next coordinator after a crash (it finds the Prepare record when loading).
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -26,7 +25,7 @@ use crate::config::transaction::TransactionConfig;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
-use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
+use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, Written};
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::log::control::EndTxnMarker;
 use crate::log::TopicPartition;
@@ -354,20 +353,6 @@ impl TransactionCoordinator {
             }
             None => {}
         }
-    }
-
-    /// How the partition of `transactional_id` is served here.
-    pub fn status(&self, transactional_id: &str) -> Option<ShardStatus> {
-        self.runtime.status(self.partition_for(transactional_id))
-    }
-
-    /// The partitions of a transaction, for tests and tools.
-    pub async fn partitions_of(
-        &self,
-        transactional_id: &str,
-    ) -> Result<BTreeSet<TopicPartition>, ResponseError> {
-        let d = self.describe(transactional_id).await?;
-        Ok(d.map(|d| d.value.partitions).unwrap_or_default())
     }
 }
 

@@ -25,6 +25,8 @@ use crate::config::transaction::TransactionConfig;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
+#[cfg(test)]
+use crate::coordinator::runtime::ShardStatus;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, Written};
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::log::control::EndTxnMarker;
@@ -48,6 +50,8 @@ pub struct TransactionCoordinator {
     /// The task completing prepared transactions (and the completions it runs), ended by
     /// `shutdown`.
     completions: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// How long EndTxn waits for the markers (`COMPLETION_WAIT`; shorter in tests).
+    completion_wait_ms: std::sync::atomic::AtomicU64,
 }
 
 impl TransactionCoordinator {
@@ -72,6 +76,9 @@ impl TransactionCoordinator {
             broker_id,
             started: AtomicBool::new(false),
             completions: parking_lot::Mutex::new(None),
+            completion_wait_ms: std::sync::atomic::AtomicU64::new(
+                COMPLETION_WAIT.as_millis() as u64
+            ),
         });
         let task = tokio::spawn(run_completions(Arc::downgrade(&coordinator), rx));
         *coordinator.completions.lock() = Some(task);
@@ -213,7 +220,8 @@ impl TransactionCoordinator {
         if let EndTxnOutcome::Completing(done) = outcome {
             // Decided once Prepare is committed; the wait only spares the client a
             // CONCURRENT_TRANSACTIONS on its next transaction while markers are written.
-            if tokio::time::timeout(COMPLETION_WAIT, done).await.is_err() {
+            let wait = Duration::from_millis(self.completion_wait_ms.load(Ordering::Relaxed));
+            if tokio::time::timeout(wait, done).await.is_err() {
                 tracing::warn!(
                     transactional_id,
                     "transaction markers still pending; EndTxn answered"
@@ -386,3 +394,20 @@ async fn run_completions(
     }
     running.shutdown().await;
 }
+
+#[cfg(test)]
+impl TransactionCoordinator {
+    /// Loads `partition` as leader at `epoch`, as a metadata delta would.
+    fn load_now(&self, partition: i32, epoch: i32) -> ShardStatus {
+        self.runtime.load_now(partition, epoch)
+    }
+
+    fn set_completion_wait(&self, wait: Duration) {
+        self.completion_wait_ms
+            .store(wait.as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

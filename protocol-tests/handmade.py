@@ -175,6 +175,16 @@ def describe_groups_v4(cid):
     return header_v1(15, 4, cid) + array([string(GROUP)]) + b"\x00"
 
 
+def add_partitions_to_txn_batched(version, cid):
+    # v4+ (KIP-890) carry many transactions and are sent by brokers only (a partition
+    # leader verifying a transactional produce with the coordinator); clients stop at v3.
+    # A verify-only question about a transactional id this broker does not know.
+    topic = compact_string(TOPIC) + compact_array([struct.pack(">i", 0)]) + b"\x00"
+    txn = (compact_string(b"handmade-txn") + struct.pack(">qh", 1000, 0) + bytes([1])
+           + compact_array([topic]) + b"\x00")
+    return header_v2(24, version, cid) + compact_array([txn]) + b"\x00"
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -194,6 +204,8 @@ FRAMES = [
     ("JoinGroup", 11, 8, join_group_v8(7012)),
     ("LeaveGroup", 13, 3, leave_group_v3(7013)),
     ("DescribeGroups", 15, 4, describe_groups_v4(7014)),
+    ("AddPartitionsToTxn", 24, 4, add_partitions_to_txn_batched(4, 7015)),
+    ("AddPartitionsToTxn", 24, 5, add_partitions_to_txn_batched(5, 7016)),
 ]
 
 

@@ -22,6 +22,9 @@ use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
+use crate::coordinator::txn::markers::LocalMarkerWriter;
+use crate::coordinator::txn::TransactionCoordinator;
+use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::replica::ReplicaManager;
@@ -33,6 +36,7 @@ pub struct Broker {
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
+    pub txns: Arc<TransactionCoordinator>,
     /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
     local: Option<Arc<LocalController>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
@@ -184,6 +188,8 @@ impl Broker {
         // After the replica manager, so the partitions it loads are hosted; the ones led
         // now load before this returns, so no request finds them loading.
         controller.subscribe(groups.metadata_listener());
+        let txns = transaction_coordinator(&config, &replicas);
+        controller.subscribe(txns.metadata_listener());
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
@@ -192,6 +198,7 @@ impl Broker {
             controller,
             replicas,
             groups,
+            txns,
             local: Some(local),
             _metadata_dir_lock: metadata_lock,
             scheduler,
@@ -268,6 +275,8 @@ impl Broker {
             topics,
         ));
         controller.subscribe(groups.metadata_listener());
+        let txns = transaction_coordinator(&config, &replicas);
+        controller.subscribe(txns.metadata_listener());
         let scheduler = Scheduler::new();
         crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
         crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
@@ -287,6 +296,7 @@ impl Broker {
             controller,
             replicas,
             groups,
+            txns,
             local: None,
             _metadata_dir_lock: metadata_lock,
             scheduler,
@@ -504,6 +514,7 @@ impl Broker {
         self.scheduler.stop();
         self.controller.shutdown();
         self.groups.shutdown();
+        self.txns.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),
             Err(e) => {
@@ -587,4 +598,20 @@ fn check_partition_count(n: i32) -> Result<(), ControllerError> {
 fn storage(e: crate::log::LogError) -> ControllerError {
     tracing::error!(error = %e, "log operation failed");
     ControllerError::from(ApiError::from(e))
+}
+
+/// The transaction coordinator over `__transaction_state`, writing markers locally.
+fn transaction_coordinator(
+    config: &BrokerConfig,
+    replicas: &Arc<ReplicaManager>,
+) -> Arc<TransactionCoordinator> {
+    TransactionCoordinator::new(
+        config.broker_id,
+        config.transaction.clone(),
+        Arc::new(ReplicaPartitionLog::new(
+            replicas.clone(),
+            TRANSACTION_STATE_TOPIC,
+        )),
+        Arc::new(LocalMarkerWriter::new(replicas.clone())),
+    )
 }

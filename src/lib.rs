@@ -13,7 +13,7 @@
 //!                            high watermark, delayed produce (acks=all) and delayed fetch
 //!                            (long polls); handlers reach a partition through
 //!                            `ReplicaManager::leader`
-//!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex
+//!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex/.txnindex
 //! beside them:
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
 //!                            (Kafka's records), the image replaying it gives, and the
@@ -22,7 +22,8 @@
 //!                coordinator/ runtime/: one owner per internal-topic partition, records
 //!                            replayed once written; group/: consumer groups and
 //!                            committed offsets in __consumer_offsets, loaded and unloaded
-//!                            as the partitions' leadership changes
+//!                            as the partitions' leadership changes; txn/: transactions
+//!                            in __transaction_state, markers to their partitions
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)

@@ -97,6 +97,13 @@ pub static ROUTES: &[Route] = &[
     // request (KIP-939's 2PC fields) would fail to decode and close the connection.
     route!(InitProducerId, 0, 5, init_producer_id::handle),
     route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
+    route!(AddPartitionsToTxn, 0, 5, add_partitions_to_txn::handle),
+    // Not v5: that is KIP-890's transaction version 2, which skua does not offer.
+    route!(EndTxn, 0, 4, end_txn::handle),
+    route!(DescribeProducers, 0, 0, describe_producers::handle),
+    route!(DescribeTransactions, 0, 0, describe_transactions::handle),
+    route!(ListTransactions, 0, 2, list_transactions::handle),
+    route!(WriteTxnMarkers, 1, 1, write_txn_markers::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
     route!(AlterConfigs, 0, 2, alter_configs::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),

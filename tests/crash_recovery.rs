@@ -21,9 +21,18 @@ struct Process {
 impl Process {
     /// Starts the skua binary on a free loopback port and waits until it answers.
     async fn start(dir: &Path) -> Process {
+        Process::start_with(dir, &[]).await
+    }
+
+    /// `start` with `key=value` overrides.
+    async fn start_with(dir: &Path, overrides: &[(&str, &str)]) -> Process {
         // Port 0, read back from the start-up line: a port picked here and bound later
         // could be taken meanwhile, even by this test's own connect attempts.
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skua"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skua"));
+        for (k, v) in overrides {
+            command.args(["--override", &format!("{k}={v}")]);
+        }
+        let mut child = command
             .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
             .args(["--override", &format!("log.dirs={}", dir.display())])
             .stdout(Stdio::piped())
@@ -204,6 +213,82 @@ async fn garbage_and_torn_tails_are_truncated_on_restart() {
         c.produce("tails", 0, batch(&["after"], None, Compression::None), -1)
             .await,
         (0, 20)
+    );
+    skua.kill_9();
+}
+
+/// A transaction committed before a `kill -9` stays visible exactly once; one still open
+/// holds read_committed readers back after the restart until the coordinator, which
+/// loaded it from `__transaction_state`, aborts it at its timeout; its records are then
+/// named aborted, and the producer's old epoch is fenced.
+#[tokio::test]
+async fn an_open_transaction_is_aborted_after_kill_9() {
+    use common::txn::{self, TOPIC};
+    let overrides = [
+        ("transaction.state.log.num.partitions", "3"),
+        ("offsets.topic.num.partitions", "3"),
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "100",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let skua = Process::start_with(dir.path(), &overrides).await;
+    let mut c = Client::connect(skua.addr).await;
+    assert_eq!(c.create_topic(TOPIC, 1).await, 0);
+    let found = txn::find_txn_coordinator(&mut c, "crash").await;
+    assert_eq!(found.coordinators[0].error_code, 0);
+    let init = kafka_protocol::messages::InitProducerIdRequest::default()
+        .with_transactional_id(Some(kafka_protocol::messages::TransactionalId(txn::s(
+            "crash",
+        ))))
+        .with_transaction_timeout_ms(3_000)
+        .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r = c.send(&init, 4).await;
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(txn::add_partition(&mut c, "crash", pid, epoch, 0).await, 0);
+    let committed = txn::txn_batch(&["c0", "c1"], (pid, epoch, 0));
+    assert_eq!(txn::produce(&mut c, "crash", committed).await, (0, 0));
+    assert_eq!(txn::end(&mut c, "crash", pid, epoch, true).await, 0);
+    assert_eq!(txn::add_partition(&mut c, "crash", pid, epoch, 0).await, 0);
+    let open = txn::txn_batch(&["o0", "o1", "o2"], (pid, epoch, 2));
+    assert_eq!(txn::produce(&mut c, "crash", open).await, (0, 3));
+    skua.kill_9();
+
+    let skua = Process::start_with(dir.path(), &overrides).await;
+    let mut c = Client::connect(skua.addr).await;
+    let held = txn::fetch(&mut c, true).await;
+    assert_eq!((held.high_watermark, held.last_stable_offset), (6, 3));
+    let data = |p: &kafka_protocol::messages::fetch_response::PartitionData| -> Vec<String> {
+        txn::records(p)
+            .into_iter()
+            .filter(|r| !r.2)
+            .map(|r| r.1)
+            .collect()
+    };
+    assert_eq!(
+        data(&held),
+        ["c0", "c1"],
+        "committed once, nothing of the open one"
+    );
+    let mut after = held;
+    for _ in 0..200 {
+        if after.last_stable_offset > 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = txn::fetch(&mut c, true).await;
+    }
+    assert_eq!(
+        after.last_stable_offset, 7,
+        "aborted at its timeout: marker at 6"
+    );
+    assert_eq!(txn::aborted(&after), Some(vec![(pid, 3)]));
+    assert_eq!(
+        txn::add_partition(&mut c, "crash", pid, epoch, 0).await,
+        90,
+        "fenced"
     );
     skua.kill_9();
 }

@@ -113,8 +113,17 @@ async fn replay_every_client() {
     assert_eq!(found.error_code, 0, "{found:?}");
     drop(setup);
     let mut by_client: BTreeMap<String, Vec<Fixture>> = BTreeMap::new();
+    // The transactional clients, in capture order (see below).
+    let mut txn_clients: Vec<(String, Vec<Fixture>)> = Vec::new();
     for f in replay::manifest() {
-        by_client.entry(f.client.clone()).or_default().push(f);
+        if f.client.starts_with(TXN_CLIENT_PREFIX) {
+            match txn_clients.iter_mut().find(|(c, _)| *c == f.client) {
+                Some((_, fixtures)) => fixtures.push(f),
+                None => txn_clients.push((f.client.clone(), vec![f])),
+            }
+        } else {
+            by_client.entry(f.client.clone()).or_default().push(f);
+        }
     }
     // Clients use disjoint topics, so they replay side by side; long polls overlap.
     let mut tasks = Vec::new();
@@ -122,27 +131,7 @@ async fn replay_every_client() {
         let addr = broker.addr;
         tasks.push(tokio::spawn(async move {
             let started = std::time::Instant::now();
-            let mut conn = Client::connect(addr).await;
-            let mut ids = TopicIdMap::default();
-            let mut members = MemberIdMap::default();
-            let mut failures = Vec::new();
-            for f in &fixtures {
-                if !is_advertised(f) {
-                    // As Kafka does, a version outside the advertised range closes the
-                    // connection; the client reconnects (old franz-go pins probe this way).
-                    if let Err(e) = expect_close(&mut conn, f).await {
-                        failures.push(format!("{f}: {e}"));
-                    }
-                    conn = Client::connect(addr).await;
-                    continue;
-                }
-                if let Err(e) = replay_one(&mut conn, &mut ids, &mut members, f).await {
-                    failures.push(format!("{f}: {e}"));
-                    if e.starts_with("connection") {
-                        break;
-                    }
-                }
-            }
+            let failures = replay_client(addr, &fixtures).await;
             (client, fixtures.len(), failures, started.elapsed())
         }));
     }
@@ -155,6 +144,33 @@ async fn replay_every_client() {
         );
         failures.extend(f);
     }
+    // Transactional clients name the producer ids the broker handed them in later frames
+    // (AddPartitionsToTxn, EndTxn, their batches), so they replay as they were captured
+    // (capture-txn.sh): on a broker of their own, one after another, which hands out the
+    // same ids in the same order.
+    let txn_dir = tempfile::tempdir().unwrap();
+    let txn_broker = TestBroker::start(txn_dir.path(), TXN_CAPTURE_OVERRIDES).await;
+    let found = txn_broker
+        .client()
+        .await
+        .send(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("replay-setup")),
+            1,
+        )
+        .await;
+    assert_eq!(found.error_code, 0, "{found:?}");
+    for (client, fixtures) in &txn_clients {
+        let started = std::time::Instant::now();
+        let f = replay_client(txn_broker.addr, fixtures).await;
+        eprintln!(
+            "{client}: {} frames replayed in {:.1?}, {} failed",
+            fixtures.len(),
+            started.elapsed(),
+            f.len()
+        );
+        failures.extend(f);
+    }
+    txn_broker.stop().await;
     // The broker still serves after every client's frames.
     let mut conn = broker.client().await;
     let versions = conn
@@ -163,6 +179,40 @@ async fn replay_every_client() {
     assert_eq!(versions.error_code, 0);
     broker.stop().await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Clients captured by `capture-txn.sh`.
+const TXN_CLIENT_PREFIX: &str = "txn-";
+/// The broker `capture-txn.sh` captures against.
+const TXN_CAPTURE_OVERRIDES: &[(&str, &str)] = &[
+    ("transaction.state.log.num.partitions", "3"),
+    ("offsets.topic.num.partitions", "3"),
+];
+
+/// Replays one client's frames in order on one connection; the failures.
+async fn replay_client(addr: std::net::SocketAddr, fixtures: &[Fixture]) -> Vec<String> {
+    let mut conn = Client::connect(addr).await;
+    let mut ids = TopicIdMap::default();
+    let mut members = MemberIdMap::default();
+    let mut failures = Vec::new();
+    for f in fixtures {
+        if !is_advertised(f) {
+            // As Kafka does, a version outside the advertised range closes the
+            // connection; the client reconnects (old franz-go pins probe this way).
+            if let Err(e) = expect_close(&mut conn, f).await {
+                failures.push(format!("{f}: {e}"));
+            }
+            conn = Client::connect(addr).await;
+            continue;
+        }
+        if let Err(e) = replay_one(&mut conn, &mut ids, &mut members, f).await {
+            failures.push(format!("{f}: {e}"));
+            if e.starts_with("connection") {
+                break;
+            }
+        }
+    }
+    failures
 }
 
 /// In the routing table, or an ApiVersions request (answered at any version, KIP-511).

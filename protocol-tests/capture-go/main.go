@@ -1,7 +1,10 @@
 // Command capture-go drives franz-go (kgo + kadm) through the APIs skua serves, for
 // capture.py.
 //
-//	go run . HOST:PORT [KAFKA_VERSION]
+//	go run . HOST:PORT [KAFKA_VERSION] [txn]
+//
+// With `txn`, only the transaction steps run (txn.go): their frames carry the producer
+// ids the broker handed out, so they are captured and replayed on a broker of their own.
 //
 // Unpinned, franz-go asks for the newest versions a broker advertises (Fetch with topic
 // ids, Metadata v12+, Produce v13). Pinned to an older Kafka release (kgo.MaxVersions), it
@@ -54,6 +57,10 @@ func step(name string, f func(ctx context.Context) error) {
 
 func main() {
 	seed = os.Args[1]
+	txnOnly := len(os.Args) > 2 && os.Args[len(os.Args)-1] == "txn"
+	if txnOnly {
+		os.Args = os.Args[:len(os.Args)-1]
+	}
 	if len(os.Args) > 2 {
 		pinned = os.Args[2]
 		pin = kversion.FromString(os.Args[2])
@@ -69,6 +76,11 @@ func main() {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	if txnOnly {
+		txnSteps(adm)
+		fmt.Println("done")
+		return
+	}
 
 	step("create topics", func(ctx context.Context) error {
 		r, err := adm.CreateTopics(ctx, 2, 1, map[string]*string{"retention.ms": kadm.StringPtr("86400000")}, a, b)

@@ -7,6 +7,7 @@ use super::catalog::{broker_key, broker_keys, ConfigKey, UpdateMode};
 use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
+use super::transaction::TransactionConfig;
 use crate::log::cleaner::CleanerConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +80,7 @@ pub struct BrokerConfig {
     pub offsets_topic: OffsetsTopicConfig,
     /// The log cleaner (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
+    pub transaction: TransactionConfig,
     /// Keys set in server.properties or by --override, after validation.
     values: BTreeMap<String, String>,
     /// Keys set at runtime, over `values` (only keys Kafka lets change).
@@ -167,6 +169,7 @@ impl BrokerConfig {
             group: GroupCoordinatorConfig::build(&keys)?,
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
             cleaner: super::cleaner::build(&keys)?,
+            transaction: TransactionConfig::build(&keys)?,
             values,
             dynamic,
         })

@@ -263,6 +263,11 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "transaction.state.log.num.partitions"
         | "transaction.state.log.replication.factor"
         | "transaction.state.log.min.isr"
+        | "transaction.state.log.segment.bytes"
+        | "transaction.max.timeout.ms"
+        | "transactional.id.expiration.ms"
+        | "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        | "transaction.remove.expired.transaction.cleanup.interval.ms"
         | "producer.id.expiration.ms"
         | "producer.id.expiration.check.interval.ms" => AtLeast(1),
         // Group keys (Kafka 4.4's GroupConfig).
@@ -452,6 +457,27 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Some("3"),
     ),
     b("transaction.state.log.min.isr", Kind::Int, Some("2")),
+    b(
+        "transaction.state.log.segment.bytes",
+        Kind::Int,
+        Some("104857600"),
+    ),
+    b("transaction.max.timeout.ms", Kind::Int, Some("900000")),
+    b(
+        "transactional.id.expiration.ms",
+        Kind::Int,
+        Some("604800000"),
+    ),
+    b(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Kind::Int,
+        Some("10000"),
+    ),
+    b(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Kind::Int,
+        Some("3600000"),
+    ),
     b("group.initial.rebalance.delay.ms", Kind::Int, Some("3000")),
     b("group.min.session.timeout.ms", Kind::Int, Some("6000")),
     b("group.max.session.timeout.ms", Kind::Int, Some("1800000")),

@@ -2,7 +2,8 @@
 //!
 //! `defs.rs` is the one table of keys, kinds and defaults; `broker.rs` types the broker's
 //! config once at startup into sections (`sections.rs`: log, network, replication;
-//! `group_coordinator.rs`: groups and the offsets topic); `shared.rs` is the cell every
+//! `group_coordinator.rs`: groups and the offsets topic; `transaction.rs`: the transaction
+//! coordinator and its topic); `shared.rs` is the cell every
 //! component reads it from, where a dynamic change swaps in a whole new config;
 //! `topic.rs` and `group.rs` resolve per-topic and per-group configs over the broker's.
 
@@ -19,6 +20,7 @@ pub mod publisher;
 pub mod sections;
 pub mod shared;
 pub mod topic;
+pub mod transaction;
 
 pub use broker::{BrokerConfig, ConfigError};
 pub use group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};

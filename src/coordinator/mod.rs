@@ -4,13 +4,14 @@
 //! - `runtime/`: the coordinator runtime, one owner per partition of an internal topic
 //!   running that partition's operations one at a time; its records are the state.
 //! - `group/`: consumer groups and committed offsets (`__consumer_offsets`), the first
-//!   user of the runtime; the transaction coordinator (`__transaction_state`) will be
-//!   the second.
+//!   user of the runtime;
+//! - `txn/`: transactions (`__transaction_state`), the second.
 //! - `partition_log.rs`: how the runtime reaches the replica layer.
 
 pub mod group;
 pub mod partition_log;
 pub mod runtime;
+pub mod txn;
 
 /// `__transaction_state`, the transaction coordinator's topic.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";

@@ -31,11 +31,17 @@ impl ReplicaPartitionLog {
 }
 
 /// What a coordinator's client is told when its records could not be written (Kafka's
-/// group coordinator does the same): a write too large for the log is an offset commit
-/// too large; anything else means the coordinator cannot serve now, and the client looks
+/// coordinators do the same): a write too large for the log is an offset commit too
+/// large (UNKNOWN_SERVER_ERROR for transactions); anything else means the coordinator cannot serve now, and the client looks
 /// it up again.
-fn coordinator_error(e: &ApiError) -> ResponseError {
+fn coordinator_error(topic: &str, e: &ApiError) -> ResponseError {
     match e.error {
+        // Kafka's transaction coordinator has no offset-size error to give.
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge
+            if topic == super::TRANSACTION_STATE_TOPIC =>
+        {
+            ResponseError::UnknownServerError
+        }
         ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
             ResponseError::InvalidCommitOffsetSize
         }
@@ -64,7 +70,7 @@ impl PartitionLog for ReplicaPartitionLog {
             }),
             Err(e) => {
                 tracing::error!(partition = %p.tp, error = %e, "cannot append to {}", self.topic);
-                Err(coordinator_error(&e.error()))
+                Err(coordinator_error(self.topic, &e.error()))
             }
         }
     }

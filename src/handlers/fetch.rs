@@ -3,7 +3,8 @@
 //! A long poll (`max_wait_ms`, `min_bytes`) is the replica layer's delayed fetch: it
 //! waits on the fetched partitions' notifications, never on a timer loop. A fetch from a
 //! follower (replica id >= 0) reads up to the log end and reports the follower's log end
-//! offset to the leader; a consumer's reads up to the high watermark. Sessions (KIP-227)
+//! offset to the leader; a consumer's reads up to the high watermark, or with
+//! read_committed up to the last stable offset, with the aborted transactions below it. Sessions (KIP-227)
 //! are not kept: every answer carries session id 0, which tells clients to send full
 //! fetch requests.
 //!
@@ -26,9 +27,10 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -38,7 +40,7 @@ use crate::error::ApiError;
 use crate::log::{FileSlice, LogError, TopicPartition};
 use crate::protocol::zero_copy;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
-use crate::replica::{FetchParams, Partition};
+use crate::replica::{FetchIsolation, FetchParams, Partition};
 use crate::router::RequestContext;
 
 /// Fetch requests name topics by id from this version on.
@@ -97,16 +99,16 @@ pub async fn handle(
         Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
         usize::try_from(req.min_bytes).unwrap_or(0),
         usize::try_from(req.max_bytes).unwrap_or(0),
+        req.isolation_level == READ_COMMITTED,
     )
     .with_replica_epoch(replica_epoch);
-    let read_committed = req.isolation_level == READ_COMMITTED;
     let partitions: Vec<Arc<Partition>> = plan
         .iter()
         .flat_map(|t| t.partitions.iter())
         .filter_map(|(_, p)| p.as_ref().ok().cloned())
         .collect();
     let read = delayed_fetch::complete(&params, &partitions, broker.stopping(), || {
-        let read = read_all(&plan, &params, read_committed);
+        let read = read_all(&plan, &params);
         FetchAttempt {
             bytes: read.bytes,
             errored: read.errored,
@@ -227,7 +229,7 @@ struct ReadAll {
 }
 
 /// Reads every partition once.
-fn read_all(plan: &[TopicPlan], params: &FetchParams, read_committed: bool) -> ReadAll {
+fn read_all(plan: &[TopicPlan], params: &FetchParams) -> ReadAll {
     let max_bytes = params.max_bytes;
     let mut total = 0usize;
     // Record bytes read into memory for this response.
@@ -259,11 +261,6 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams, read_committed: bool) -> R
                     d
                 }
             };
-            let data = if read_committed {
-                data.with_aborted_transactions(Some(Vec::new()))
-            } else {
-                data
-            };
             partitions.push(data);
         }
         responses.push(
@@ -293,10 +290,43 @@ fn read_one(
         return (partition_error(fp.partition, e), None);
     }
     let hw = p.high_watermark();
+    let lso = p.last_stable_offset();
+    // Kafka sends null aborted transactions to read_uncommitted readers.
     let base = PartitionData::default()
         .with_partition_index(fp.partition)
         .with_high_watermark(hw)
-        .with_last_stable_offset(hw);
+        .with_last_stable_offset(lso)
+        .with_aborted_transactions(None);
+    let (data, slice) = read_records(p, fp, params, budget, min_one, copied, base);
+    if params.isolation != FetchIsolation::TxnCommitted || data.error_code != 0 {
+        return (data, slice);
+    }
+    // read_committed readers are told which transactions were aborted in what they may
+    // read (an empty list when none; others get null). Looked up after the read, with a
+    // last stable offset at least as far as the read's bound: listing a transaction
+    // past the records returned is harmless, missing one inside them is not.
+    let aborted = p
+        .aborted_txns(fp.fetch_offset, p.last_stable_offset())
+        .into_iter()
+        .map(|t| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_first_offset(t.first_offset)
+        })
+        .collect();
+    (data.with_aborted_transactions(Some(aborted)), slice)
+}
+
+/// The records part of `read_one`, into `base`.
+fn read_records(
+    p: &Arc<Partition>,
+    fp: &FetchPartition,
+    params: &FetchParams,
+    budget: usize,
+    min_one: bool,
+    copied: &mut usize,
+    base: PartitionData,
+) -> Read {
     if budget == 0 && !min_one {
         let empty = base
             .with_log_start_offset(p.log_start_offset())

@@ -1,6 +1,8 @@
-//! FindCoordinator: which broker coordinates a group (key type 0). From v4 one request
-//! asks for many keys. Transactions do not exist yet, so transaction keys (type 1) and
-//! share keys are refused with a non-retriable error.
+//! FindCoordinator: which broker coordinates a group (key type 0) or a transactional id
+//! (key type 1): the leader of the key's partition of `__consumer_offsets` or
+//! `__transaction_state`, which is created by the first request that needs it. From v4
+//! one request asks for many keys. Share keys (type 2) are refused with a non-retriable
+//! error.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,11 +16,61 @@ use super::str_bytes;
 use crate::broker::Broker;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// The coordinator a key type names: its topic and the topic's settings.
+struct Kind {
+    topic: &'static str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+}
+
+impl Kind {
+    fn of(broker: &Broker, key_type: i8) -> Option<Kind> {
+        let config = broker.config();
+        match key_type {
+            KEY_TYPE_GROUP => Some(Kind {
+                topic: OFFSETS_TOPIC,
+                partitions: config.offsets_topic.partitions,
+                replication_factor: config.offsets_topic.replication_factor,
+                configs: BTreeMap::from([
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    (
+                        "segment.bytes".to_string(),
+                        config.offsets_topic.segment_bytes.to_string(),
+                    ),
+                    ("compression.type".to_string(), "producer".to_string()),
+                ]),
+            }),
+            // Kafka's `TransactionLog` topic configs.
+            KEY_TYPE_TRANSACTION => Some(Kind {
+                topic: TRANSACTION_STATE_TOPIC,
+                partitions: config.transaction.state_log_partitions,
+                replication_factor: config.transaction.state_log_replication_factor,
+                configs: BTreeMap::from([
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    (
+                        "segment.bytes".to_string(),
+                        config.transaction.state_log_segment_bytes.to_string(),
+                    ),
+                    ("compression.type".to_string(), "uncompressed".to_string()),
+                    (
+                        "unclean.leader.election.enable".to_string(),
+                        "false".to_string(),
+                    ),
+                ]),
+            }),
+            _ => None,
+        }
+    }
+}
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -60,21 +112,33 @@ async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> C
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(why)))
     };
-    if key_type != KEY_TYPE_GROUP {
+    let Some(kind) = Kind::of(broker, key_type) else {
         return refuse(
             key,
             ResponseError::InvalidRequest,
-            "only group coordinators exist on this broker; transactions are not supported",
+            "only group and transaction coordinators exist on this broker",
         );
+    };
+    if key_type == KEY_TYPE_TRANSACTION && key.is_empty() {
+        return refuse(key, ResponseError::InvalidRequest, "empty transactional id");
     }
-    if let Err(e) = ensure_offsets_topic(broker).await {
-        return refuse(key, e, "the offsets topic is not available");
+    let topic = kind.topic;
+    if let Err(e) = ensure_topic(broker, kind).await {
+        return refuse(key, e, "the coordinator's topic is not available");
     }
     // A partition this broker was just elected for (the topic was just created) is loaded
     // before the client is sent to it.
-    broker.groups.loaded(&key).await;
-    let partition = broker.groups.partition_for(&key);
-    let leader = broker.controller.topic(OFFSETS_TOPIC).and_then(|t| {
+    let partition = match key_type {
+        KEY_TYPE_GROUP => {
+            broker.groups.loaded(&key).await;
+            broker.groups.partition_for(&key)
+        }
+        _ => {
+            broker.txns.loaded(&key).await;
+            broker.txns.partition_for(&key)
+        }
+    };
+    let leader = broker.controller.topic(topic).and_then(|t| {
         t.partitions
             .iter()
             .find(|p| p.partition == partition)
@@ -92,7 +156,7 @@ async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> C
     // NOT_COORDINATOR on its next request, so ask it to retry instead.
     let hosted_here = broker
         .replicas
-        .leader(&TopicPartition::new(OFFSETS_TOPIC, partition), -1)
+        .leader(&TopicPartition::new(topic, partition), -1)
         .is_ok();
     let node = node.filter(|b| b.id != broker.config().broker_id || hosted_here);
     match node {
@@ -110,37 +174,33 @@ async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> C
     }
 }
 
-/// Creates `__consumer_offsets` if it does not exist yet, as the first FindCoordinator
-/// for a group does in Kafka. The coordinator follows the new partitions' leadership
-/// through the metadata, as it does when an admin request creates the topic.
-async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ResponseError> {
-    if broker.controller.topic(OFFSETS_TOPIC).is_some() {
+/// Creates the coordinator's topic if it does not exist yet, as the first
+/// FindCoordinator for a group or transactional id does in Kafka. The coordinator
+/// follows the new partitions' leadership through the metadata, as it does when an
+/// admin request creates the topic.
+async fn ensure_topic(broker: &Broker, kind: Kind) -> Result<(), ResponseError> {
+    let name = kind.topic;
+    if broker.controller.topic(name).is_some() {
         return Ok(());
     }
-    let cfg = broker.config().offsets_topic.clone();
     let live = broker.controller.brokers().len().max(1) as i16;
-    let configs = BTreeMap::from([
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        ("segment.bytes".to_string(), cfg.segment_bytes.to_string()),
-        ("compression.type".to_string(), "producer".to_string()),
-    ]);
     let topic = NewTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        num_partitions: cfg.partitions,
-        replication_factor: cfg.replication_factor.clamp(1, live),
+        name: name.to_string(),
+        num_partitions: kind.partitions,
+        replication_factor: kind.replication_factor.clamp(1, live),
         assignments: BTreeMap::new(),
-        configs,
+        configs: kind.configs,
     };
     // Auto-creation: any broker of a ZooKeeper-mode cluster may create it, as Kafka's.
     let created = broker.create_topics(vec![topic]).await.pop();
     match created.unwrap_or_else(|| Err(ControllerError::unknown_topic(OFFSETS_TOPIC))) {
         Ok(_) => {
-            tracing::info!(partitions = cfg.partitions, "created {OFFSETS_TOPIC}");
+            tracing::info!(partitions = kind.partitions, "created {name}");
             Ok(())
         }
         Err(e) if e.error == ResponseError::TopicAlreadyExists => Ok(()),
         Err(e) => {
-            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
+            tracing::error!(error = %e, "cannot create {name}");
             Err(ResponseError::CoordinatorNotAvailable)
         }
     }

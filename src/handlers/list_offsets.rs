@@ -15,12 +15,15 @@ use crate::replica::Partition;
 use crate::router::RequestContext;
 
 const LEADER_EPOCH_VERSION: i16 = 4;
+/// `isolation_level` 1: offsets past the last stable offset are not listed (v2+).
+const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
     broker: Arc<Broker>,
     ctx: RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let read_committed = req.isolation_level == READ_COMMITTED;
     let topics = req
         .topics
         .into_iter()
@@ -31,7 +34,7 @@ pub async fn handle(
                 .map(|lp| {
                     let tp = TopicPartition::new(t.name.0.as_str(), lp.partition_index);
                     match broker.replicas.leader(&tp, lp.current_leader_epoch) {
-                        Ok(p) => lookup(&p, lp, ctx.api_version),
+                        Ok(p) => lookup(&p, lp, ctx.api_version, read_committed),
                         Err(e) => error(lp.partition_index, e.error),
                     }
                 })
@@ -44,8 +47,13 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn lookup(p: &Partition, lp: &ListOffsetsPartition, version: i16) -> ListOffsetsPartitionResponse {
-    let found = match p.fetch_offset_for_timestamp(lp.timestamp) {
+fn lookup(
+    p: &Partition,
+    lp: &ListOffsetsPartition,
+    version: i16,
+    read_committed: bool,
+) -> ListOffsetsPartitionResponse {
+    let found = match p.fetch_offset_for_timestamp(lp.timestamp, read_committed) {
         Ok(found) => found,
         Err(e) => return error(lp.partition_index, e),
     };

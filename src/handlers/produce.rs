@@ -21,7 +21,8 @@ use super::leader_hint::LeaderHints;
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
 use crate::coordinator::is_internal_topic;
-use crate::log::{check_produce_records, TopicPartition};
+use crate::error::ApiError;
+use crate::log::{check_produce_records, RecordBatchHeader, TopicPartition};
 use crate::replica::{AppendError, DelayedProduce, Partition};
 use crate::router::RequestContext;
 
@@ -40,14 +41,14 @@ pub async fn handle(
             ResponseError::InvalidRequiredAcks,
             "acks must be -1, 0 or 1",
         ))
-    } else if req.transactional_id.is_some() {
-        Some((
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "transactions are not supported yet",
-        ))
     } else {
         None
     };
+    let transactional_id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .filter(|t| !t.is_empty());
     // acks=all: the appends wait for their high watermarks, answered together.
     let mut acks = DelayedProduce::new();
     // Where each watched append's answer sits: (topic, partition) in `responses`.
@@ -66,8 +67,15 @@ pub async fn handle(
                     internal_topic(p.index, name)
                 }
                 (None, Ok(name)) => {
-                    let (resp, appended) =
-                        append(&broker, name, p, ctx.api_version, req.acks).await;
+                    let (resp, appended) = append(
+                        &broker,
+                        name,
+                        p,
+                        ctx.api_version,
+                        req.acks,
+                        transactional_id.as_deref(),
+                    )
+                    .await;
                     if let (-1, Some((partition, last_offset))) = (req.acks, appended) {
                         acks.watch(partition, last_offset);
                         watched.push((responses.len(), partitions.len()));
@@ -163,6 +171,7 @@ async fn append(
     p: PartitionProduceData,
     version: i16,
     acks: i16,
+    transactional_id: Option<&str>,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
     let tp = TopicPartition::new(topic, p.index);
     let partition = match broker.replicas.leader(&tp, -1) {
@@ -178,9 +187,13 @@ async fn append(
             None,
         );
     };
-    let appended = match check_produce_records(version, &records) {
+    let checked = match check_produce_records(version, &records) {
+        Ok(()) => verify_transaction(broker, &partition, &records, transactional_id).await,
+        Err(e) => Err(e.into()),
+    };
+    let appended = match checked {
         Ok(()) => partition.append_records(records, now_ms(), acks).await,
-        Err(e) => Err(AppendError::Log(e)),
+        Err(e) => Err(AppendError::Refused(e)),
     };
     match appended {
         Ok(info) => {
@@ -209,6 +222,64 @@ async fn append(
             (resp, None)
         }
     }
+}
+
+/// KIP-890's defence against hanging transactions: the first transactional batch of a
+/// transaction in a partition is accepted only if the coordinator has the partition in
+/// the producer's ongoing transaction (Kafka asks with AddPartitionsToTxn verify-only;
+/// the coordinator here is local). Later batches of the same transaction find it open
+/// in the partition's producer state and are not asked about again. A late batch of a
+/// fenced or finished transaction is refused rather than opening a transaction no
+/// coordinator will ever end.
+async fn verify_transaction(
+    broker: &Broker,
+    partition: &Partition,
+    records: &bytes::Bytes,
+    transactional_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let Ok(header) = RecordBatchHeader::parse(records) else {
+        return Ok(()); // the append refuses it with the log's own error
+    };
+    if !header.is_transactional() {
+        return Ok(());
+    }
+    let Some(id) = transactional_id else {
+        return Err(ApiError::new(
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactional records need a transactional id",
+        ));
+    };
+    let (producer_id, epoch) = (header.producer_id(), header.producer_epoch());
+    if partition.has_ongoing_txn(producer_id, epoch) {
+        return Ok(());
+    }
+    let verified = broker
+        .txns
+        .verify_partitions(id, producer_id, epoch, vec![partition.tp.clone()])
+        .await
+        .and_then(|r| match r.first().and_then(|(_, e)| *e) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        });
+    verified.map_err(|e| {
+        // As Kafka maps verification errors for the producer: fencing is an old epoch,
+        // a coordinator that cannot answer now is worth a retry.
+        let e = match e {
+            ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+            ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+            e => e,
+        };
+        ApiError::new(
+            e,
+            format!(
+                "the transaction of producer {producer_id} does not include {}",
+                partition.tp
+            ),
+        )
+    })
 }
 
 /// Which records of the batch were refused and why (Produce v8+; older versions drop them).

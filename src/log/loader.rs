@@ -4,11 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
+use super::control::{read_marker, EndTxnMarker, TxnResult};
 use super::leader_epoch::LeaderEpochFileCache;
 use super::producer_state::ProducerStateManager;
 use super::segment::{
     read_header, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
+use super::txn_index::AbortedTxn;
 use super::{parse_offset_file_name, LogConfig, LogError};
 
 /// Everything recovered from a partition directory.
@@ -74,7 +76,7 @@ pub fn load(
     };
     let mut producer_state = load_producer_state(
         dir,
-        &segments,
+        &mut segments,
         log_start_offset,
         log_end_offset,
         clean_shutdown,
@@ -180,7 +182,7 @@ fn delete_segments_below(
 
 fn load_producer_state(
     dir: &Path,
-    segments: &BTreeMap<i64, LogSegment>,
+    segments: &mut BTreeMap<i64, LogSegment>,
     log_start_offset: i64,
     log_end_offset: i64,
     clean_shutdown: bool,
@@ -203,9 +205,11 @@ fn load_producer_state(
     Ok(state)
 }
 
-/// Replays batch headers from the state's map end offset up to `to` (exclusive).
+/// Replays batch headers from the state's map end offset up to `to` (exclusive). An
+/// abort marker met on the way is put (back) in its segment's `.txnindex`, so a crash
+/// between a marker's append and its index entry, or a segment recovery, loses nothing.
 pub fn replay_producer_state(
-    segments: &BTreeMap<i64, LogSegment>,
+    segments: &mut BTreeMap<i64, LogSegment>,
     state: &mut ProducerStateManager,
     to: i64,
 ) -> Result<(), LogError> {
@@ -215,7 +219,7 @@ pub fn replay_producer_state(
         .next_back()
         .map(|(&b, _)| b)
         .unwrap_or(i64::MIN);
-    for segment in segments.range(first..).map(|(_, s)| s) {
+    for segment in segments.range_mut(first..).map(|(_, s)| s) {
         let mut position = match segment.translate_offset(from)? {
             Some(bp) => bp.position,
             None => continue,
@@ -227,13 +231,44 @@ pub fn replay_producer_state(
             let size =
                 h.check_length(usize::try_from(segment.size() - position).unwrap_or(usize::MAX))?;
             if h.last_offset() >= from {
-                state.replay(&h);
+                let lso_before = state.last_stable_offset_after(h.producer_id(), h.base_offset());
+                if let Some(first_offset) = state.replay(&h) {
+                    let marker = read_control_batch(segment, position, size)?;
+                    if marker.is_some_and(|m| m.result == TxnResult::Abort) {
+                        segment.append_aborted_txn(AbortedTxn {
+                            producer_id: h.producer_id(),
+                            first_offset,
+                            last_offset: h.base_offset(),
+                            last_stable_offset: lso_before,
+                        })?;
+                    }
+                }
             }
             position += size as u64;
         }
     }
     state.set_map_end_offset(to);
     Ok(())
+}
+
+/// A control batch's bytes are a header and one small record; anything larger is not a
+/// marker skua or Kafka wrote.
+const CONTROL_BATCH_MAX_BYTES: usize = 4096;
+
+/// The transaction marker of the control batch at `position`.
+fn read_control_batch(
+    segment: &LogSegment,
+    position: u64,
+    size: usize,
+) -> Result<Option<EndTxnMarker>, LogError> {
+    if size > CONTROL_BATCH_MAX_BYTES {
+        return Err(LogError::CorruptMessage(format!(
+            "control batch of {size} bytes at position {position}"
+        )));
+    }
+    let mut buf = vec![0u8; size];
+    std::os::unix::fs::FileExt::read_exact_at(segment.log_file().as_ref(), &mut buf, position)?;
+    read_marker(&buf)
 }
 
 /// Kafka's temp-file cleanup: `.deleted` (but not KRaft's `.checkpoint.deleted`), `.cleaned`

@@ -14,9 +14,10 @@ use super::faults::{self, Fault};
 use super::leader_epoch::LeaderEpochFileCache;
 use super::loader::{self, replay_producer_state};
 use super::log_dir_health::LogDirHealth;
-use super::producer_state::ProducerStateManager;
+use super::producer_state::{ProducerStateEntry, ProducerStateManager};
 use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
 use super::timestamp_search::{self, TimestampAndOffset};
+use super::txn_index::AbortedTxn;
 use super::{DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TopicPartition};
 
 mod append;
@@ -40,6 +41,9 @@ pub struct Log {
     inner: Mutex<LogInner>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
+    /// The first offset of the oldest open transaction (`NO_UNSTABLE_OFFSET`: none),
+    /// published with the log end offset after each append.
+    first_unstable_offset: AtomicI64,
     /// Every offset below this is on disk (fsynced).
     recovery_point: AtomicI64,
     unflushed_messages: AtomicU64,
@@ -95,6 +99,9 @@ impl LogInner {
     }
 }
 
+/// `first_unstable_offset` when no transaction is open.
+const NO_UNSTABLE_OFFSET: i64 = i64::MAX;
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -121,10 +128,15 @@ impl Log {
             clean_shutdown,
             now_ms(),
         )?;
+        let first_unstable = loaded
+            .producer_state
+            .first_unstable_offset()
+            .unwrap_or(NO_UNSTABLE_OFFSET);
         Ok(Log {
             dir: dir.to_path_buf(),
             topic_partition,
             config: RwLock::new(config),
+            first_unstable_offset: AtomicI64::new(first_unstable),
             log_end_offset: AtomicI64::new(loaded.log_end_offset),
             log_start_offset: AtomicI64::new(loaded.log_start_offset),
             recovery_point: AtomicI64::new(loaded.recovery_point),
@@ -226,6 +238,74 @@ impl Log {
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset.load(Ordering::Acquire)
     }
+    /// The first offset of the oldest transaction still open in this partition.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let o = self.first_unstable_offset.load(Ordering::Acquire);
+        (o != NO_UNSTABLE_OFFSET).then_some(o)
+    }
+
+    fn publish_first_unstable_offset(&self, inner: &LogInner) {
+        let o = inner
+            .producer_state
+            .first_unstable_offset()
+            .unwrap_or(NO_UNSTABLE_OFFSET);
+        self.first_unstable_offset.store(o, Ordering::Release);
+    }
+
+    /// The aborted transactions a read_committed fetch from `fetch_offset` must skip
+    /// below `upper_bound` (Kafka's `collectAbortedTransactions`): those whose marker is
+    /// at or after `fetch_offset` and which began below `upper_bound`, from the segment
+    /// holding `fetch_offset` on.
+    pub fn aborted_txns(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        let inner = self.inner.lock();
+        let first = inner
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        let mut out = Vec::new();
+        for segment in inner.segments.range(first..).map(|(_, s)| s) {
+            for txn in segment.aborted_txns() {
+                if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound {
+                    out.push(*txn);
+                }
+            }
+            // Kafka stops once an entry's last stable offset reaches the bound: no later
+            // entry can have begun below it.
+            if segment
+                .aborted_txns()
+                .last()
+                .is_some_and(|t| t.last_stable_offset >= upper_bound)
+            {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Open transactions here: (producer id, epoch, first offset).
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i16, i64)> {
+        self.inner.lock().producer_state.ongoing_transactions()
+    }
+
+    /// Whether `producer_id` at `epoch` has a transaction open in this partition.
+    pub fn has_ongoing_txn(&self, producer_id: i64, epoch: i16) -> bool {
+        self.inner
+            .lock()
+            .producer_state
+            .has_ongoing_txn(producer_id, epoch)
+    }
+
+    /// Every producer this partition remembers, for DescribeProducers.
+    pub fn producer_states(&self) -> Vec<ProducerStateEntry> {
+        self.inner
+            .lock()
+            .producer_state
+            .producers()
+            .cloned()
+            .collect()
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
     }
@@ -778,8 +858,9 @@ impl Log {
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;
         let (mut state, _) = ProducerStateManager::load(&self.dir, log_start, offset)?;
-        replay_producer_state(&inner.segments, &mut state, offset)?;
+        replay_producer_state(&mut inner.segments, &mut state, offset)?;
         inner.producer_state = state;
+        self.publish_first_unstable_offset(inner);
         Ok(())
     }
 
@@ -822,3 +903,7 @@ mod tests;
 #[cfg(test)]
 #[path = "log_failure_tests.rs"]
 mod failure_tests;
+
+#[cfg(test)]
+#[path = "txn_tests.rs"]
+mod txn_tests;

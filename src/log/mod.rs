@@ -3,7 +3,7 @@
 //! ```text
 //! LogManager (one or more log.dirs, meta.properties, checkpoints, clean-shutdown marker)
 //!   └─ Log (one partition: <topic>-<partition>/)
-//!        ├─ LogSegment × n   <20-digit base offset>.log / .index / .timeindex
+//!        ├─ LogSegment × n   <20-digit base offset>.log / .index / .timeindex / .txnindex
 //!        ├─ LeaderEpochFileCache   leader-epoch-checkpoint
 //!        ├─ ProducerStateManager   <20-digit offset>.snapshot
 //!        └─ partition.metadata     topic id
@@ -20,6 +20,7 @@ mod batch;
 mod checkpoint;
 pub mod cleaner;
 pub mod compression;
+pub mod control;
 mod delayed_delete;
 mod dir_lock;
 pub(crate) mod faults;
@@ -42,6 +43,7 @@ mod segment;
 mod snappy;
 mod time_index;
 mod timestamp_search;
+mod txn_index;
 mod validation;
 
 use std::fmt;
@@ -70,8 +72,9 @@ pub use self::partition_metadata::{
     kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
     write_partition_metadata as write_partition_metadata_file,
 };
-pub use self::producer_state::parse_producer_snapshot;
+pub use self::producer_state::{parse_producer_snapshot, ProducerStateEntry};
 pub use self::timestamp_search::TimestampAndOffset;
+pub use self::txn_index::AbortedTxn;
 pub use self::validation::check_produce_records;
 
 /// A partition of a topic. Its log lives in the directory named by `Display`: `topic-0`.
@@ -301,6 +304,15 @@ pub enum LogError {
     },
     #[error("unknown producer id")]
     UnknownProducerId,
+    #[error("marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than {current}")]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        coordinator_epoch: i32,
+        current: i32,
+    },
+    /// A transactional batch for a transaction this partition was not added to (KIP-890).
+    #[error("{0}")]
+    InvalidTxnState(String),
     #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
     OffsetOutOfRange {
         offset: i64,
@@ -347,6 +359,10 @@ impl LogError {
             LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             LogError::UnknownProducerId => ResponseError::UnknownProducerId,
+            LogError::TransactionCoordinatorFenced { .. } => {
+                ResponseError::TransactionCoordinatorFenced
+            }
+            LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             LogError::PolicyViolation(_) => ResponseError::PolicyViolation,
             LogError::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,

@@ -1,12 +1,13 @@
 //! Idempotent-producer state of one partition (Kafka's `ProducerStateManager`) and its
 //! snapshot files.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::batch::{decrement_sequence, RecordBatchHeader};
 use super::checkpoint::{read_bounded, write_atomic};
+use super::control::EndTxnMarker;
 use super::{offset_file_name, parse_offset_file_name, LogError};
 
 pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
@@ -140,6 +141,9 @@ pub type StagedProducers = HashMap<i64, ProducerStateEntry>;
 pub struct ProducerStateManager {
     dir: PathBuf,
     producers: HashMap<i64, ProducerStateEntry>,
+    /// Open transactions as (first offset, producer id), oldest first (Kafka's
+    /// `ongoingTxns`): the first is the first unstable offset.
+    ongoing: BTreeSet<(i64, i64)>,
     /// The state reflects every batch below this offset.
     map_end_offset: i64,
 }
@@ -149,8 +153,78 @@ impl ProducerStateManager {
         ProducerStateManager {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
+            ongoing: BTreeSet::new(),
             map_end_offset,
         }
+    }
+
+    fn with_producers(
+        dir: &Path,
+        producers: HashMap<i64, ProducerStateEntry>,
+        map_end_offset: i64,
+    ) -> Self {
+        let ongoing = producers
+            .values()
+            .filter_map(|e| e.current_txn_first_offset.map(|o| (o, e.producer_id)))
+            .collect();
+        ProducerStateManager {
+            dir: dir.to_path_buf(),
+            producers,
+            ongoing,
+            map_end_offset,
+        }
+    }
+
+    /// Puts `entry` in place, keeping the open transactions in step.
+    fn put(&mut self, entry: ProducerStateEntry) {
+        let pid = entry.producer_id;
+        if let Some(first) = self
+            .producers
+            .get(&pid)
+            .and_then(|e| e.current_txn_first_offset)
+        {
+            self.ongoing.remove(&(first, pid));
+        }
+        if let Some(first) = entry.current_txn_first_offset {
+            self.ongoing.insert((first, pid));
+        }
+        self.producers.insert(pid, entry);
+    }
+
+    /// The first offset of the oldest open transaction: records from there on are not
+    /// stable yet (read_committed consumers stop before it).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.first().map(|&(o, _)| o)
+    }
+
+    /// The last stable offset once `producer_id`'s transaction, whose marker is at
+    /// `marker_offset`, has ended (Kafka's `lastStableOffset(completedTxn)`): the oldest
+    /// other open transaction's first offset, else the offset after the marker.
+    pub fn last_stable_offset_after(&self, producer_id: i64, marker_offset: i64) -> i64 {
+        self.ongoing
+            .iter()
+            .find(|&&(_, pid)| pid != producer_id)
+            .map_or(marker_offset + 1, |&(o, _)| o)
+    }
+
+    /// The producers with an open transaction: (producer id, epoch, first offset).
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i16, i64)> {
+        self.ongoing
+            .iter()
+            .filter_map(|&(o, pid)| self.producers.get(&pid).map(|e| (pid, e.epoch, o)))
+            .collect()
+    }
+
+    /// Every producer this partition knows, for DescribeProducers.
+    pub fn producers(&self) -> impl Iterator<Item = &ProducerStateEntry> {
+        self.producers.values()
+    }
+
+    /// Whether `producer_id` at `epoch` has a transaction open here.
+    pub fn has_ongoing_txn(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.epoch == epoch && e.current_txn_first_offset.is_some())
     }
 
     pub fn map_end_offset(&self) -> i64 {
@@ -236,24 +310,82 @@ impl ProducerStateManager {
         Ok(())
     }
 
+    /// Checks a transaction marker written by the coordinator (Kafka's
+    /// `ProducerAppendInfo.appendEndTxnMarker`) and records it in `staged`: an older
+    /// producer epoch is fenced, an older coordinator epoch is a deposed coordinator's.
+    /// Returns the first offset of the transaction it ends, if one was open.
+    pub fn stage_marker(
+        &self,
+        staged: &mut StagedProducers,
+        h: &RecordBatchHeader,
+        marker: EndTxnMarker,
+    ) -> Result<Option<i64>, LogError> {
+        let producer_id = h.producer_id();
+        let entry = staged.entry(producer_id).or_insert_with(|| {
+            self.producers
+                .get(&producer_id)
+                .cloned()
+                .unwrap_or_else(|| ProducerStateEntry::empty(producer_id))
+        });
+        if entry.epoch >= 0 && h.producer_epoch() < entry.epoch {
+            return Err(LogError::InvalidProducerEpoch {
+                producer_id,
+                epoch: h.producer_epoch(),
+                current_epoch: entry.epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(LogError::TransactionCoordinatorFenced {
+                producer_id,
+                coordinator_epoch: marker.coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        let first = entry.current_txn_first_offset;
+        apply(entry, h);
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        Ok(first)
+    }
+
     /// Makes staged entries current; `next_offset` is the log end offset after the append.
     pub fn commit(&mut self, staged: StagedProducers, next_offset: i64) {
-        self.producers.extend(staged);
+        for (_, entry) in staged {
+            self.put(entry);
+        }
         self.map_end_offset = next_offset;
     }
 
     /// Applies a batch already in the log (recovery, replay, follower appends): no checks.
-    pub fn replay(&mut self, h: &RecordBatchHeader) {
-        if h.producer_id() >= 0 {
+    /// For a marker, returns the first offset of the transaction it ended.
+    pub fn replay(&mut self, h: &RecordBatchHeader) -> Option<i64> {
+        let mut ended = None;
+        let pid = h.producer_id();
+        if pid >= 0 {
+            // In place (recovery replays every batch): only a change of the open
+            // transaction touches `ongoing`.
             let entry = self
                 .producers
-                .entry(h.producer_id())
-                .or_insert_with(|| ProducerStateEntry::empty(h.producer_id()));
+                .entry(pid)
+                .or_insert_with(|| ProducerStateEntry::empty(pid));
+            let before = entry.current_txn_first_offset;
             if entry.epoch < 0 || h.producer_epoch() >= entry.epoch {
+                if h.is_control() {
+                    ended = entry.current_txn_first_offset;
+                }
                 apply(entry, h);
+            }
+            let after = entry.current_txn_first_offset;
+            if before != after {
+                if let Some(first) = before {
+                    self.ongoing.remove(&(first, pid));
+                }
+                if let Some(first) = after {
+                    self.ongoing.insert((first, pid));
+                }
             }
         }
         self.map_end_offset = self.map_end_offset.max(h.next_offset());
+        ended
     }
 
     /// Forgets producers idle for `expiration_ms` (Kafka's `removeExpiredProducers`): no
@@ -277,9 +409,10 @@ impl ProducerStateManager {
 
     /// Applies a batch already written elsewhere (a follower copying its leader) to
     /// `staged`, without checks, as `replay` would apply it.
-    pub fn stage_replay(&self, staged: &mut StagedProducers, h: &RecordBatchHeader) {
+    /// For a marker, returns the first offset of the transaction it ended.
+    pub fn stage_replay(&self, staged: &mut StagedProducers, h: &RecordBatchHeader) -> Option<i64> {
         if h.producer_id() < 0 {
-            return;
+            return None;
         }
         let entry = staged.entry(h.producer_id()).or_insert_with(|| {
             self.producers
@@ -287,9 +420,14 @@ impl ProducerStateManager {
                 .cloned()
                 .unwrap_or_else(|| ProducerStateEntry::empty(h.producer_id()))
         });
+        let mut ended = None;
         if entry.epoch < 0 || h.producer_epoch() >= entry.epoch {
+            if h.is_control() {
+                ended = entry.current_txn_first_offset;
+            }
             apply(entry, h);
         }
+        ended
     }
 
     /// Writes `<map end offset>.snapshot` (at startup; appends write snapshots serialised
@@ -361,11 +499,7 @@ impl ProducerStateManager {
             }
             match read_snapshot(path) {
                 Ok(producers) => {
-                    let manager = ProducerStateManager {
-                        dir: dir.to_path_buf(),
-                        producers,
-                        map_end_offset: offset,
-                    };
+                    let manager = ProducerStateManager::with_producers(dir, producers, offset);
                     return Ok((manager, true));
                 }
                 Err(LogError::KafkaStorage(e)) => return Err(LogError::KafkaStorage(e)),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::batch::{self, BatchIter, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::offset_index::OffsetIndex;
 use super::time_index::TimeIndex;
+use super::txn_index::{AbortedTxn, TransactionIndex};
 use super::{offset_file_name, LogConfig, LogError};
 
 pub const LOG_SUFFIX: &str = ".log";
@@ -61,6 +62,8 @@ pub struct LogSegment {
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    /// Aborted transactions whose markers are in this segment.
+    txn_index: TransactionIndex,
     index_interval_bytes: u64,
     max_index_size: u32,
     bytes_since_last_index_entry: u64,
@@ -90,6 +93,9 @@ impl LogSegment {
     }
     pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
         dir.join(offset_file_name(base_offset, TIME_INDEX_SUFFIX))
+    }
+    pub fn txn_index_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(offset_file_name(base_offset, TXN_INDEX_SUFFIX))
     }
 
     /// Opens (creating if needed) the segment at `base_offset`. `active` segments get their
@@ -161,6 +167,17 @@ impl LogSegment {
             active,
         )?;
         let max_timestamp_and_offset = time_index.last_entry().unwrap_or((-1, -1));
+        let txn_path = Self::txn_index_path(dir, base_offset);
+        let txn_index = match TransactionIndex::open(&txn_path, base_offset) {
+            Err(e @ LogError::CorruptFile { .. }) => {
+                // Its entries come back when producer state is replayed over the markers.
+                tracing::warn!(path = %txn_path.display(), error = %e, "discarding a corrupt transaction index");
+                let mut empty = TransactionIndex::empty(&txn_path, base_offset);
+                empty.reset()?;
+                empty
+            }
+            other => other?,
+        };
         let mut segment = LogSegment {
             base_offset,
             log_path,
@@ -168,6 +185,7 @@ impl LogSegment {
             size,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes: u64::from(config.index_interval_bytes),
             max_index_size: config.max_index_size,
             bytes_since_last_index_entry: 0,
@@ -201,6 +219,16 @@ impl LogSegment {
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
     }
+    /// The aborted transactions whose markers are in this segment, in marker order.
+    pub fn aborted_txns(&self) -> &[AbortedTxn] {
+        self.txn_index.entries()
+    }
+
+    /// Records an aborted transaction whose marker was just appended (or replayed).
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<(), LogError> {
+        self.txn_index.append(txn)
+    }
+
     pub fn set_index_interval(&mut self, bytes: u32) {
         self.index_interval_bytes = u64::from(bytes);
     }
@@ -392,6 +420,9 @@ impl LogSegment {
             visit(&header);
             position += size;
         }
+        // Markers cut below are forgotten; those kept are in the index already, or are
+        // added back when producer state is replayed over them.
+        self.txn_index.truncate_to(next_offset)?;
         let truncated = file_len - position;
         if truncated > 0 {
             tracing::warn!(segment = %self.log_path.display(), position, truncated, "truncating invalid bytes at the end of segment");
@@ -460,6 +491,7 @@ impl LogSegment {
     /// bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
         let mapping = self.translate_offset(offset)?;
+        self.txn_index.truncate_to(offset)?;
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
         self.offset_index.resize(self.max_index_size as usize)?;
@@ -517,6 +549,7 @@ impl LogSegment {
     pub fn sanity_check(&self) -> Result<(), LogError> {
         self.offset_index.sanity_check()?;
         self.time_index.sanity_check()?;
+        self.txn_index.sanity_check()?;
         if let Some((offset, position)) = self.offset_index.last_entry() {
             // The last entry must name a batch boundary: one pread catches an index that is
             // ordered but points into the middle of the data. (An entry written for a
@@ -539,7 +572,7 @@ impl LogSegment {
         for target in self.files_to_sync() {
             target.sync()?;
         }
-        Ok(())
+        self.txn_index.flush()
     }
 
     /// Kafka's `LogSegment.largestTimestamp`, which time retention goes by: the largest

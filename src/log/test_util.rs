@@ -73,3 +73,12 @@ pub fn many_batches(n: usize, value_len: usize) -> Vec<Bytes> {
         })
         .collect()
 }
+
+/// One uncompressed transactional batch of `producer` = (producer id, epoch, base sequence).
+pub fn txn_batch_bytes(values: &[&[u8]], base_ts: i64, producer: (i64, i16, i32)) -> Bytes {
+    let mut records = records(values, base_ts, Some(producer));
+    for r in &mut records {
+        r.transactional = true;
+    }
+    encode(&records, Compression::None)
+}

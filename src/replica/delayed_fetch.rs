@@ -13,14 +13,15 @@ use tokio::time::Instant;
 
 use super::Partition;
 
-/// How far a fetch may read (Kafka's `FetchIsolation`; without transactions the last
-/// stable offset is the high watermark).
+/// How far a fetch may read (Kafka's `FetchIsolation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FetchIsolation {
     /// Up to the log end offset: a follower's fetch.
     LogEnd,
-    /// Up to the high watermark: a consumer's fetch.
+    /// Up to the high watermark: a read_uncommitted consumer's fetch.
     HighWatermark,
+    /// Up to the last stable offset: a read_committed consumer's fetch.
+    TxnCommitted,
 }
 
 /// What a Fetch request asks of the replica layer (Kafka's `FetchParams`).
@@ -37,11 +38,20 @@ pub struct FetchParams {
 }
 
 impl FetchParams {
-    /// A fetch from `replica_id` (>= 0: a follower, which reads to the log end).
-    pub fn new(replica_id: i32, max_wait: Duration, min_bytes: usize, max_bytes: usize) -> Self {
-        let isolation = match replica_id >= 0 {
-            true => FetchIsolation::LogEnd,
-            false => FetchIsolation::HighWatermark,
+    /// A fetch from `replica_id` (>= 0: a follower, which reads to the log end; a
+    /// consumer reads to the high watermark, or with `read_committed` to the last stable
+    /// offset).
+    pub fn new(
+        replica_id: i32,
+        max_wait: Duration,
+        min_bytes: usize,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Self {
+        let isolation = match (replica_id >= 0, read_committed) {
+            (true, _) => FetchIsolation::LogEnd,
+            (false, false) => FetchIsolation::HighWatermark,
+            (false, true) => FetchIsolation::TxnCommitted,
         };
         FetchParams {
             replica_id,

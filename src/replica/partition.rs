@@ -24,9 +24,10 @@ use super::state::{IsrOutcome, PartitionState, Role};
 use crate::controller::LeaderAndIsr;
 use crate::error::ApiError;
 use crate::log::cleaner::Candidate;
+use crate::log::control::EndTxnMarker;
 use crate::log::{
-    AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError, TimestampAndOffset,
-    TopicPartition,
+    AbortedTxn, AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError,
+    TimestampAndOffset, TopicPartition,
 };
 
 /// ListOffsets' special timestamps (Kafka's `ListOffsetsRequest`).
@@ -231,6 +232,63 @@ impl Partition {
         self.log.log_end_offset()
     }
 
+    /// Offsets below this are committed and belong to no open transaction: what a
+    /// read_committed consumer may read (Kafka's `lastStableOffset`, the log's first
+    /// unstable offset bounded by the high watermark; the unstable part is the log's).
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.high_watermark();
+        self.log.first_unstable_offset().map_or(hw, |o| o.min(hw))
+    }
+
+    /// The aborted transactions a read_committed fetch from `fetch_offset` skips
+    /// below `upper_bound`.
+    pub fn aborted_txns(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        self.log.aborted_txns(fetch_offset, upper_bound)
+    }
+
+    /// Open transactions: (producer id, epoch, first offset).
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i16, i64)> {
+        self.log.ongoing_transactions()
+    }
+
+    /// Whether `producer_id` at `epoch` has a transaction open here.
+    pub fn has_ongoing_txn(&self, producer_id: i64, epoch: i16) -> bool {
+        self.log.has_ongoing_txn(producer_id, epoch)
+    }
+
+    /// The producers this partition remembers (DescribeProducers).
+    pub fn producer_states(&self) -> Vec<crate::log::ProducerStateEntry> {
+        self.log.producer_states()
+    }
+
+    /// Writes a transaction marker as leader (WriteTxnMarkers), as durable as a produce.
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
+        let info = {
+            let state = self.state.read();
+            if !state.is_leader() {
+                return Err(AppendError::Refused(ApiError::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!("Leader not local for partition {}", self.tp),
+                )));
+            }
+            self.log.append_marker(
+                producer_id,
+                producer_epoch,
+                marker,
+                state.leader_epoch,
+                now_ms,
+            )?
+        };
+        self.after_append(&info).await?;
+        Ok(info)
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.log_start_offset()
     }
@@ -279,6 +337,13 @@ impl Partition {
             self.log
                 .append_as_leader(records, state.leader_epoch, now_ms)?
         };
+        self.after_append(&info).await?;
+        Ok(info)
+    }
+
+    /// What follows a leader's append: followers are woken, a roll's work goes to the
+    /// blocking pool, `flush.messages` is honoured, and the high watermark moves.
+    async fn after_append(&self, info: &AppendInfo) -> Result<(), AppendError> {
         if !info.duplicate {
             self.log_end_advanced.notify_waiters();
         }
@@ -301,7 +366,7 @@ impl Partition {
                 .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))??;
         }
         self.maybe_increment_high_watermark();
-        Ok(info)
+        Ok(())
     }
 
     /// Moves the high watermark to what the replicas allow, never back; wakes its
@@ -436,6 +501,7 @@ impl Partition {
         let max_offset = match params.isolation {
             FetchIsolation::LogEnd => self.log.log_end_offset(),
             FetchIsolation::HighWatermark => self.high_watermark(),
+            FetchIsolation::TxnCommitted => self.last_stable_offset(),
         };
         let data = self
             .log
@@ -485,7 +551,11 @@ impl Partition {
     pub fn advanced(&self, isolation: FetchIsolation) -> Notified<'_> {
         match isolation {
             FetchIsolation::LogEnd => self.log_end_advanced(),
-            FetchIsolation::HighWatermark => self.high_watermark_advanced(),
+            // The last stable offset moves only with the high watermark or with a marker
+            // below it, and a marker's append moves the high watermark too.
+            FetchIsolation::HighWatermark | FetchIsolation::TxnCommitted => {
+                self.high_watermark_advanced()
+            }
         }
     }
 
@@ -497,8 +567,14 @@ impl Partition {
     pub fn fetch_offset_for_timestamp(
         &self,
         timestamp: i64,
+        read_committed: bool,
     ) -> Result<Option<TimestampAndOffset>, ResponseError> {
-        let hw = self.high_watermark();
+        // read_committed clients see up to the last stable offset (Kafka's
+        // `fetchOffsetForTimestamp` with IsolationLevel.READ_COMMITTED).
+        let hw = match read_committed {
+            true => self.last_stable_offset(),
+            false => self.high_watermark(),
+        };
         let at = |offset| TimestampAndOffset {
             timestamp: -1,
             offset,

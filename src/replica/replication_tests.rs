@@ -115,6 +115,7 @@ impl LeaderEndpoint for LocalLeader {
             Duration::from_millis(req.max_wait_ms as u64),
             req.min_bytes as usize,
             req.max_bytes as usize,
+            false,
         )
         .with_replica_epoch(req.replica_state.replica_epoch);
         let mut asked = Vec::new();
@@ -168,7 +169,7 @@ impl LeaderEndpoint for LocalLeader {
         let m = self.manager()?;
         Ok(match m.leader(tp, current_leader_epoch) {
             Err(e) => Err(e.code()),
-            Ok(p) => match p.fetch_offset_for_timestamp(timestamp) {
+            Ok(p) => match p.fetch_offset_for_timestamp(timestamp, false) {
                 Ok(found) => Ok(found.map_or(-1, |f| f.offset)),
                 Err(e) => Err(e.code()),
             },

@@ -62,12 +62,12 @@ async fn append(p: &Partition, n: usize) -> i64 {
 }
 
 fn consumer() -> FetchParams {
-    FetchParams::new(-1, Duration::ZERO, 0, 1 << 20)
+    FetchParams::new(-1, Duration::ZERO, 0, 1 << 20, false)
 }
 
 /// A follower's fetch from `offset`: the bytes it got.
 fn follower_fetch(p: &Arc<Partition>, replica_id: i32, offset: i64) -> usize {
-    let params = FetchParams::new(replica_id, Duration::ZERO, 0, 1 << 20);
+    let params = FetchParams::new(replica_id, Duration::ZERO, 0, 1 << 20, false);
     p.check_fetch(-1, replica_id).unwrap();
     let data = p.fetch_records(&params, offset, 1 << 20, true, 0).unwrap();
     data.records.map_or(0, |s| s.len())
@@ -184,7 +184,7 @@ async fn only_replicas_fetch_as_followers() {
             p.check_fetch(-1, stranger),
             Err(ResponseError::NotLeaderOrFollower)
         );
-        let params = FetchParams::new(stranger, Duration::ZERO, 0, 1 << 20);
+        let params = FetchParams::new(stranger, Duration::ZERO, 0, 1 << 20, false);
         p.fetch_records(&params, 1, 1 << 20, true, 0).unwrap();
         assert_eq!(p.high_watermark(), 0, "a stranger's fetch commits nothing");
     }
@@ -277,8 +277,8 @@ async fn long_poll(p: Arc<Partition>, params: FetchParams, offset: i64) -> usize
 async fn a_follower_long_poll_wakes_on_append_a_consumer_on_commit() {
     let root = tempfile::tempdir().unwrap();
     let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
-    let follower = FetchParams::new(FOLLOWER, LONG, 1, 1 << 20);
-    let consumer = FetchParams::new(-1, LONG, 1, 1 << 20);
+    let follower = FetchParams::new(FOLLOWER, LONG, 1, 1 << 20, false);
+    let consumer = FetchParams::new(-1, LONG, 1, 1 << 20, false);
     let replicating = tokio::spawn(long_poll(p.clone(), follower, 0));
     let consuming = tokio::spawn(long_poll(p.clone(), consumer, 0));
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -308,7 +308,7 @@ async fn a_long_poll_ends_at_max_wait_with_what_it_has() {
     let root = tempfile::tempdir().unwrap();
     let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
     append(&p, 1).await;
-    let consumer = FetchParams::new(-1, Duration::from_millis(200), 1, 1 << 20);
+    let consumer = FetchParams::new(-1, Duration::from_millis(200), 1, 1 << 20, false);
     let started = Instant::now();
     assert_eq!(long_poll(p.clone(), consumer, 0).await, 0);
     let waited = started.elapsed();

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod txn;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

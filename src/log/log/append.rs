@@ -23,8 +23,10 @@ use parking_lot::MutexGuard;
 
 use super::{now_ms, Log, LogInner, PendingSnapshot};
 use crate::log::batch::{self, RecordBatchHeader, MAGIC_V2};
+use crate::log::control::{self, EndTxnMarker, TxnResult};
 use crate::log::log_dir_health::is_fd_exhaustion;
 use crate::log::producer_state::StagedProducers;
+use crate::log::txn_index::AbortedTxn;
 use crate::log::validation::validate_records;
 use crate::log::{AppendInfo, LogConfig, LogError};
 
@@ -41,6 +43,8 @@ struct PendingAppend {
     /// `(epoch, start offset)` for each leader epoch these batches begin.
     epochs: Vec<(i32, i64)>,
     producers: StagedProducers,
+    /// Transactions these batches abort, for the active segment's `.txnindex`.
+    aborted: Vec<AbortedTxn>,
 }
 
 fn into_mut(records: Bytes) -> BytesMut {
@@ -98,6 +102,7 @@ impl Log {
             records_count: validated.records_count,
             epochs: Vec::new(),
             producers: StagedProducers::new(),
+            aborted: Vec::new(),
         };
         if leader_epoch >= 0 {
             pending.epochs.push((leader_epoch, first_offset));
@@ -132,11 +137,11 @@ impl Log {
         self.check_online()?;
         let config = self.config();
         let buf = into_mut(records);
-        let headers = check_follower_batches(&buf, self.log_end_offset())?;
+        let batches = check_follower_batches(&buf, self.log_end_offset())?;
         let inner = self.inner.lock();
         let log_start_offset = self.log_start_offset();
         let log_end_offset = self.log_end_offset();
-        let Some(first) = headers.first() else {
+        let Some((_, first)) = batches.first() else {
             return Ok(AppendInfo {
                 first_offset: log_end_offset,
                 last_offset: log_end_offset - 1,
@@ -159,17 +164,83 @@ impl Log {
             records_count: 0,
             epochs: Vec::new(),
             producers: StagedProducers::new(),
+            aborted: Vec::new(),
         };
-        for h in &headers {
+        for (position, h) in &batches {
             let epoch = h.partition_leader_epoch();
             if epoch >= 0 && pending.epochs.last().is_none_or(|&(e, _)| e < epoch) {
                 pending.epochs.push((epoch, h.base_offset()));
             }
-            inner.producer_state.stage_replay(&mut pending.producers, h);
+            let ended = inner.producer_state.stage_replay(&mut pending.producers, h);
+            if let Some(first_offset) = ended {
+                let raw = &pending.records[*position..*position + h.size_in_bytes()];
+                if let Some(marker) = control::read_marker(raw)? {
+                    pending.note_end(&inner, h, first_offset, marker);
+                }
+            }
             pending.records_count += h.records_count().max(0) as u64;
             pending.note_batch(h);
         }
         let (first_offset, last_offset) = self.append_core(inner, &config, pending, now_ms())?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time: -1,
+            log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Appends a transaction marker as the transaction coordinator's WriteTxnMarkers asks
+    /// (Kafka's append with origin Coordinator): it ends `producer_id`'s open
+    /// transaction here, and an abort is recorded in the active segment's `.txnindex`.
+    /// An older producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
+    /// TRANSACTION_COORDINATOR_FENCED.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.check_online()?;
+        let config = self.config();
+        let mut buf = into_mut(control::marker_batch(
+            producer_id,
+            producer_epoch,
+            marker,
+            now_ms,
+        ));
+        let inner = self.inner.lock();
+        let log_start_offset = self.log_start_offset();
+        let first_offset = self.log_end_offset();
+        batch::set_base_offset(&mut buf, first_offset);
+        batch::set_partition_leader_epoch(&mut buf, leader_epoch);
+        let header = RecordBatchHeader::parse(&buf)?;
+        let mut pending = PendingAppend {
+            records: BytesMut::new(),
+            first_offset,
+            next_offset: first_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: first_offset,
+            records_count: 1,
+            epochs: Vec::new(),
+            producers: StagedProducers::new(),
+            aborted: Vec::new(),
+        };
+        if leader_epoch >= 0 {
+            pending.epochs.push((leader_epoch, first_offset));
+        }
+        let ended = inner
+            .producer_state
+            .stage_marker(&mut pending.producers, &header, marker)?;
+        if let Some(txn_first) = ended {
+            pending.note_end(&inner, &header, txn_first, marker);
+        }
+        pending.note_batch(&header);
+        pending.records = buf;
+        let (first_offset, last_offset) = self.append_core(inner, &config, pending, now_ms)?;
         Ok(AppendInfo {
             first_offset,
             last_offset,
@@ -206,6 +277,7 @@ impl Log {
         inner
             .producer_state
             .commit(pending.producers, pending.next_offset);
+        self.publish_first_unstable_offset(&inner);
         self.log_end_offset
             .store(pending.next_offset, Ordering::Release);
         self.unflushed_messages
@@ -233,12 +305,16 @@ impl Log {
         inner: &mut LogInner,
         pending: &PendingAppend,
     ) -> Result<(), LogError> {
-        inner.active()?.append(
+        let active = inner.active()?;
+        active.append(
             pending.next_offset - 1,
             pending.max_timestamp,
             pending.offset_of_max_timestamp,
             &pending.records,
         )?;
+        for &txn in &pending.aborted {
+            active.append_aborted_txn(txn)?;
+        }
         for &(epoch, start_offset) in &pending.epochs {
             if inner
                 .leader_epoch_cache
@@ -308,6 +384,28 @@ impl Log {
 }
 
 impl PendingAppend {
+    /// `h`, a marker, ends the transaction that began at `first_offset`; an abort goes to
+    /// the transaction index with the last stable offset it leaves.
+    fn note_end(
+        &mut self,
+        inner: &LogInner,
+        h: &RecordBatchHeader,
+        first_offset: i64,
+        marker: EndTxnMarker,
+    ) {
+        if marker.result == TxnResult::Abort {
+            let last_stable_offset = inner
+                .producer_state
+                .last_stable_offset_after(h.producer_id(), h.base_offset());
+            self.aborted.push(AbortedTxn {
+                producer_id: h.producer_id(),
+                first_offset,
+                last_offset: h.base_offset(),
+                last_stable_offset,
+            });
+        }
+    }
+
     fn note_batch(&mut self, h: &RecordBatchHeader) {
         if h.max_timestamp() > self.max_timestamp {
             (self.max_timestamp, self.offset_of_max_timestamp) =
@@ -317,8 +415,12 @@ impl PendingAppend {
     }
 }
 
-/// A follower's batches: whole, magic v2, CRC intact, offsets increasing from `from`.
-fn check_follower_batches(buf: &[u8], from: i64) -> Result<Vec<RecordBatchHeader>, LogError> {
+/// A follower's batches (position and header): whole, magic v2, CRC intact, offsets
+/// increasing from `from`.
+fn check_follower_batches(
+    buf: &[u8],
+    from: i64,
+) -> Result<Vec<(usize, RecordBatchHeader)>, LogError> {
     let mut headers = Vec::new();
     let mut expected = from;
     for item in batch::BatchIter::new(buf) {
@@ -337,7 +439,7 @@ fn check_follower_batches(buf: &[u8], from: i64) -> Result<Vec<RecordBatchHeader
             )));
         }
         expected = header.next_offset();
-        headers.push(header);
+        headers.push((position, header));
     }
     Ok(headers)
 }

@@ -1,0 +1,413 @@
+//! TransactionCoordinator: what the transaction handlers call. Each transactional id
+//! belongs to the owner of its `__transaction_state` partition
+//! (`abs(hash(id)) % partitions`); a broker not serving it answers NOT_COORDINATOR,
+//! one still loading it COORDINATOR_LOAD_IN_PROGRESS. Which partitions are served
+//! follows their leadership in the metadata, as for groups.
+//!
+//! Ending a transaction: EndTxn writes the Prepare record; its replay hands the
+//! transaction to `complete`, which writes a marker to every partition of the
+//! transaction (`MarkerWriter`) and then the Complete record. EndTxn answers once the
+//! transaction is complete, or after `COMPLETION_WAIT` at the latest: once Prepare is
+//! committed the outcome is decided, and the markers are retried until written, also by
+//! the next coordinator after a crash (it finds the Prepare record when loading).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tokio::sync::mpsc;
+
+use super::markers::MarkerWriter;
+use super::records::{partition_for, TxnRecord};
+use super::shard::{Completion, EndTxnOutcome, TxnDescription, TxnShard};
+use crate::config::transaction::TransactionConfig;
+use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
+use crate::controller::image::MetadataImage;
+use crate::controller::TopicInfo;
+#[cfg(test)]
+use crate::coordinator::runtime::ShardStatus;
+use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, Written};
+use crate::coordinator::TRANSACTION_STATE_TOPIC;
+use crate::log::control::EndTxnMarker;
+use crate::log::TopicPartition;
+
+/// How long EndTxn waits for the markers before answering anyway.
+const COMPLETION_WAIT: Duration = Duration::from_secs(10);
+/// Retry backoff for a marker that could not be written.
+const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
+const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
+
+pub struct TransactionCoordinator {
+    config: TransactionConfig,
+    /// The partition count of `__transaction_state`, fixed once the topic is seen.
+    state_partitions: OnceLock<i32>,
+    runtime: CoordinatorRuntime<TxnShard>,
+    log: Arc<dyn PartitionLog>,
+    markers: Arc<dyn MarkerWriter>,
+    broker_id: i32,
+    started: AtomicBool,
+    /// The task completing prepared transactions (and the completions it runs), ended by
+    /// `shutdown`.
+    completions: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// How long EndTxn waits for the markers (`COMPLETION_WAIT`; shorter in tests).
+    completion_wait_ms: std::sync::atomic::AtomicU64,
+}
+
+impl TransactionCoordinator {
+    /// Must run in a tokio runtime: the task writing markers is started here.
+    pub fn new(
+        broker_id: i32,
+        config: TransactionConfig,
+        log: Arc<dyn PartitionLog>,
+        markers: Arc<dyn MarkerWriter>,
+    ) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shard_config = config.clone();
+        let runtime = CoordinatorRuntime::new("transaction coordinator", log.clone(), move |p| {
+            TxnShard::new(p, shard_config.clone(), tx.clone())
+        });
+        let coordinator = Arc::new(TransactionCoordinator {
+            config,
+            state_partitions: OnceLock::new(),
+            runtime,
+            log,
+            markers,
+            broker_id,
+            started: AtomicBool::new(false),
+            completions: parking_lot::Mutex::new(None),
+            completion_wait_ms: std::sync::atomic::AtomicU64::new(
+                COMPLETION_WAIT.as_millis() as u64
+            ),
+        });
+        let task = tokio::spawn(run_completions(Arc::downgrade(&coordinator), rx));
+        *coordinator.completions.lock() = Some(task);
+        coordinator
+    }
+
+    /// `__transaction_state` partitions: the topic's own count once it exists, the
+    /// configured one (which creates it) until then.
+    fn partitions(&self) -> i32 {
+        self.state_partitions
+            .get()
+            .copied()
+            .unwrap_or(self.config.state_log_partitions.max(1))
+    }
+
+    pub fn partition_for(&self, transactional_id: &str) -> i32 {
+        partition_for(transactional_id, self.partitions())
+    }
+
+    /// Whether this broker serves `transactional_id` now; the error otherwise.
+    pub fn check_coordinator(&self, transactional_id: &str) -> Result<(), ResponseError> {
+        self.runtime.check(self.partition_for(transactional_id))
+    }
+
+    /// Resolves once the partition of `transactional_id` is no longer loading.
+    pub async fn loaded(&self, transactional_id: &str) {
+        self.runtime
+            .loaded(self.partition_for(transactional_id))
+            .await;
+    }
+
+    /// Stops serving: every partition is dropped and markers still being written are
+    /// left for the next start, which finds their transactions prepared.
+    pub fn shutdown(&self) {
+        self.runtime.shutdown();
+        if let Some(task) = self.completions.lock().take() {
+            task.abort();
+        }
+    }
+
+    async fn write<R, F>(&self, transactional_id: &str, op: F) -> Result<R, ResponseError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut TxnShard) -> Result<Written<TxnRecord, R>, ResponseError> + Send + 'static,
+    {
+        if transactional_id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let p = self.partition_for(transactional_id);
+        self.runtime.check(p)?;
+        self.runtime.write(p, op).await
+    }
+
+    async fn read<R, F>(&self, transactional_id: &str, op: F) -> Result<R, ResponseError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&TxnShard) -> R + Send + 'static,
+    {
+        let p = self.partition_for(transactional_id);
+        self.runtime.check(p)?;
+        self.runtime.read(p, op).await
+    }
+
+    /// InitProducerId with a transactional id: the producer id and epoch to use.
+    /// `allocate` gives a new producer id; it is called only when one is needed.
+    pub async fn init_producer_id<F, Fut>(
+        &self,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        allocate: F,
+    ) -> Result<(i64, i16), ResponseError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<i64, ResponseError>>,
+    {
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return Err(ResponseError::InvalidTransactionTimeout);
+        }
+        let id = transactional_id.to_string();
+        let needs = self
+            .read(transactional_id, move |s| s.needs_producer_id(&id))
+            .await?;
+        let new_producer_id = match needs {
+            true => Some(allocate().await?),
+            false => None,
+        };
+        let id = transactional_id.to_string();
+        self.write(transactional_id, move |s| {
+            s.init_producer_id(&id, timeout_ms, expected, new_producer_id, now_ms())
+        })
+        .await?
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn with the offsets partition).
+    pub async fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<(), ResponseError> {
+        let id = transactional_id.to_string();
+        self.write(transactional_id, move |s| {
+            s.add_partitions(&id, producer_id, epoch, &partitions, now_ms())
+        })
+        .await
+    }
+
+    /// Whether each partition is in the producer's ongoing transaction (KIP-890).
+    pub async fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        let id = transactional_id.to_string();
+        self.read(transactional_id, move |s| {
+            s.verify_partitions(&id, producer_id, epoch, &partitions)
+        })
+        .await?
+    }
+
+    /// EndTxn: commit or abort the producer's ongoing transaction.
+    pub async fn end_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ResponseError> {
+        let id = transactional_id.to_string();
+        let outcome = self
+            .write(transactional_id, move |s| {
+                s.end_txn(&id, producer_id, epoch, commit, now_ms())
+            })
+            .await?;
+        if let EndTxnOutcome::Completing(done) = outcome {
+            // Decided once Prepare is committed; the wait only spares the client a
+            // CONCURRENT_TRANSACTIONS on its next transaction while markers are written.
+            let wait = Duration::from_millis(self.completion_wait_ms.load(Ordering::Relaxed));
+            if tokio::time::timeout(wait, done).await.is_err() {
+                tracing::warn!(
+                    transactional_id,
+                    "transaction markers still pending; EndTxn answered"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// DescribeTransactions for one id (None: not known).
+    pub async fn describe(
+        &self,
+        transactional_id: &str,
+    ) -> Result<Option<TxnDescription>, ResponseError> {
+        let id = transactional_id.to_string();
+        self.read(transactional_id, move |s| s.describe(&id)).await
+    }
+
+    /// Every transactional id served here (ListTransactions). A partition still loading
+    /// makes the answer COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn list(&self) -> Result<Vec<TxnDescription>, ResponseError> {
+        let mut out = Vec::new();
+        for p in self.runtime.partitions() {
+            match self.runtime.read(p, |s: &TxnShard| s.list()).await {
+                Ok(txns) => out.extend(txns),
+                Err(ResponseError::CoordinatorLoadInProgress) => {
+                    return Err(ResponseError::CoordinatorLoadInProgress)
+                }
+                Err(_) => {}
+            }
+        }
+        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Ok(out)
+    }
+
+    /// Writes the markers of a prepared transaction, then its Complete record. Stops
+    /// when this broker no longer coordinates the transaction: the next coordinator
+    /// finds it prepared and finishes it.
+    async fn complete(&self, c: Completion) {
+        let Some(coordinator_epoch) = self.log.leader_epoch(c.partition) else {
+            return;
+        };
+        let marker = EndTxnMarker {
+            result: c.result,
+            coordinator_epoch,
+        };
+        let writes = c
+            .partitions
+            .iter()
+            .map(|tp| self.write_marker_until_done(&c, tp, marker));
+        let written = futures::future::join_all(writes).await;
+        if written.contains(&false) {
+            return;
+        }
+        let partition = c.partition;
+        let result = self
+            .runtime
+            .write(partition, move |s| Ok(s.complete(&c, now_ms())))
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(partition, error = %e, "transaction not completed; the next coordinator completes it");
+        }
+    }
+
+    /// Writes one marker, retrying with backoff; false when this broker stopped
+    /// coordinating (or was fenced) first.
+    async fn write_marker_until_done(
+        &self,
+        c: &Completion,
+        tp: &TopicPartition,
+        marker: EndTxnMarker,
+    ) -> bool {
+        let mut backoff = MARKER_RETRY_MIN;
+        loop {
+            if self.runtime.check(c.partition).is_err() {
+                return false;
+            }
+            let written = self
+                .markers
+                .write_marker(tp, c.producer_id, c.producer_epoch, marker)
+                .await;
+            match written {
+                Ok(()) => return true,
+                // A deleted partition has no transaction to end (Kafka drops these too).
+                Err(ResponseError::UnknownTopicOrPartition) => {
+                    tracing::warn!(partition = %tp, "dropping a transaction marker for a partition that no longer exists");
+                    return true;
+                }
+                Err(ResponseError::InvalidProducerEpoch | ResponseError::ProducerFenced) => {
+                    tracing::warn!(partition = %tp, producer_id = c.producer_id, "the partition has a newer epoch of the producer; its marker is not needed");
+                    return true;
+                }
+                Err(ResponseError::TransactionCoordinatorFenced) => {
+                    tracing::warn!(partition = %tp, "a newer transaction coordinator wrote to this partition; stopping");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "transaction marker not written; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MARKER_RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    // ---- leadership ----
+
+    fn follow_leadership(&self, topic: &TopicInfo, inline: bool) {
+        if !topic.partitions.is_empty() {
+            let _ = self.state_partitions.set(topic.partitions.len() as i32);
+        }
+        for p in &topic.partitions {
+            let (partition, epoch) = (p.partition, p.state.leader_epoch);
+            match p.state.leader == self.broker_id {
+                true if inline => {
+                    self.runtime.load_now(partition, epoch);
+                }
+                true => drop(self.runtime.on_elected(partition, epoch)),
+                false => self.runtime.on_resigned(partition, Some(epoch)),
+            }
+        }
+    }
+
+    /// What to subscribe to the metadata (held weakly, as the group coordinator's).
+    pub fn metadata_listener(self: &Arc<Self>) -> Arc<dyn MetadataListener> {
+        Arc::new(LeadershipListener(Arc::downgrade(self)))
+    }
+
+    fn apply_delta(&self, delta: &MetadataDelta) {
+        let inline = !self.started.swap(true, Ordering::AcqRel);
+        match delta.topics.get(TRANSACTION_STATE_TOPIC) {
+            Some(TopicDelta::Changed(topic)) => self.follow_leadership(topic, inline),
+            Some(TopicDelta::Removed(topic)) => {
+                for p in &topic.partitions {
+                    self.runtime.on_resigned(p.partition, None);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+struct LeadershipListener(Weak<TransactionCoordinator>);
+
+impl MetadataListener for LeadershipListener {
+    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        if let Some(txns) = self.0.upgrade() {
+            txns.apply_delta(delta);
+        }
+        Vec::new()
+    }
+}
+
+/// Completes each prepared transaction the shards hand over, concurrently. The
+/// completions are this task's own (a `JoinSet`), so aborting it ends them too.
+async fn run_completions(
+    coordinator: Weak<TransactionCoordinator>,
+    mut prepared: mpsc::UnboundedReceiver<Completion>,
+) {
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            c = prepared.recv() => {
+                let Some(c) = c else { break };
+                let Some(me) = coordinator.upgrade() else { break };
+                running.spawn(async move { me.complete(c).await });
+            }
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+    running.shutdown().await;
+}
+
+#[cfg(test)]
+impl TransactionCoordinator {
+    /// Loads `partition` as leader at `epoch`, as a metadata delta would.
+    fn load_now(&self, partition: i32, epoch: i32) -> ShardStatus {
+        self.runtime.load_now(partition, epoch)
+    }
+
+    fn set_completion_wait(&self, wait: Duration) {
+        self.completion_wait_ms
+            .store(wait.as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

@@ -1,0 +1,91 @@
+//! The coordinator over an in-memory log: a transaction whose markers could not be
+//! written before the coordinator went away is completed by the next one, from its
+//! Prepare record.
+
+use std::sync::atomic::AtomicBool;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use super::*;
+use crate::config::BrokerConfig;
+use crate::coordinator::runtime::memory_log::MemoryLog;
+use crate::coordinator::txn::TxnState;
+use crate::log::control::TxnResult;
+
+type Written = (TopicPartition, i64, i16, EndTxnMarker);
+
+#[derive(Default)]
+struct Markers {
+    /// Partitions refuse markers while set (their leader is away).
+    refuse: AtomicBool,
+    written: Mutex<Vec<Written>>,
+}
+
+#[async_trait]
+impl MarkerWriter for Markers {
+    async fn write_marker(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<(), ResponseError> {
+        if self.refuse.load(Ordering::Acquire) {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        self.written
+            .lock()
+            .push((tp.clone(), producer_id, producer_epoch, marker));
+        Ok(())
+    }
+}
+
+fn coordinator(log: Arc<MemoryLog>, markers: Arc<Markers>) -> Arc<TransactionCoordinator> {
+    let mut config = BrokerConfig::default().transaction;
+    config.state_log_partitions = 1;
+    TransactionCoordinator::new(1, config, log, markers)
+}
+
+#[tokio::test]
+async fn a_prepared_transaction_is_completed_by_the_next_coordinator() {
+    let log = Arc::new(MemoryLog::default());
+    let away = Arc::new(Markers::default());
+    away.refuse.store(true, Ordering::Release);
+    let first = coordinator(log.clone(), away.clone());
+    first.set_completion_wait(Duration::from_millis(200));
+    assert_eq!(first.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = first
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    first
+        .add_partitions("tx", pid, epoch, vec![tp.clone()])
+        .await
+        .unwrap();
+    // The markers cannot be written: EndTxn answers once its wait is over (the outcome
+    // was decided by the Prepare record), and the coordinator then goes away.
+    first.end_txn("tx", pid, epoch, true).await.unwrap();
+    let d = first.describe("tx").await.unwrap().unwrap();
+    assert_eq!(d.value.state, TxnState::PrepareCommit);
+    first.shutdown();
+    assert!(away.written.lock().is_empty());
+
+    let markers = Arc::new(Markers::default());
+    let next = coordinator(log, markers.clone());
+    assert_eq!(next.load_now(0, 1), ShardStatus::Active);
+    let mut state = TxnState::PrepareCommit;
+    for _ in 0..100 {
+        state = next.describe("tx").await.unwrap().unwrap().value.state;
+        if state != TxnState::PrepareCommit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state, TxnState::CompleteCommit);
+    let written = markers.written.lock().clone();
+    assert_eq!(written.len(), 1);
+    let (at, p, e, m) = &written[0];
+    assert_eq!((at, *p, *e, m.result), (&tp, pid, epoch, TxnResult::Commit));
+}

@@ -1,0 +1,415 @@
+//! The records of `__transaction_state`, with Kafka's exact schemas
+//! (`TransactionLogKey` and `TransactionLogValue`, `TransactionLog.scala`).
+//!
+//! Key: `i16 version (0)`, `TransactionalId` string. Value: `i16 version` and
+//! - v0: `ProducerId i64, ProducerEpoch i16, TransactionTimeoutMs i32,
+//!   TransactionStatus i8, TransactionPartitions []{Topic string, PartitionIds []i32}`
+//!   (null when Empty), `TransactionLastUpdateTimestampMs i64,
+//!   TransactionStartTimestampMs i64`;
+//! - v1: the same, flexible (compact strings and arrays, a tagged-field section after
+//!   each struct), with tags 0 `PreviousProducerId i64`, 1 `NextProducerId i64`,
+//!   2 `ClientTransactionVersion i16`.
+//!
+//! skua writes v0, as Kafka does at `transaction.version` 0 (the transaction protocol
+//! skua serves; it does not offer KIP-890's version 2), and reads both. A null value
+//! is a tombstone: the transactional id expired.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::log::TopicPartition;
+
+/// A transaction's state as stored (Kafka's `TransactionState` ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxnState {
+    Empty = 0,
+    Ongoing = 1,
+    PrepareCommit = 2,
+    PrepareAbort = 3,
+    CompleteCommit = 4,
+    CompleteAbort = 5,
+    Dead = 6,
+    PrepareEpochFence = 7,
+}
+
+impl TxnState {
+    fn from_i8(v: i8) -> Option<Self> {
+        Some(match v {
+            0 => TxnState::Empty,
+            1 => TxnState::Ongoing,
+            2 => TxnState::PrepareCommit,
+            3 => TxnState::PrepareAbort,
+            4 => TxnState::CompleteCommit,
+            5 => TxnState::CompleteAbort,
+            6 => TxnState::Dead,
+            7 => TxnState::PrepareEpochFence,
+            _ => return None,
+        })
+    }
+
+    /// Kafka's name, as DescribeTransactions and ListTransactions report it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+}
+
+/// One transactional id's state, as a `TransactionLogValue` holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnValue {
+    pub producer_id: i64,
+    /// v1's tag 0: the producer id before the last rotation (-1: none).
+    pub previous_producer_id: i64,
+    pub producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TopicPartition>,
+    pub last_update_ms: i64,
+    /// When the transaction began (-1 when none is open).
+    pub start_ms: i64,
+}
+
+/// A record: the transactional id and its value, or a tombstone (None).
+pub type TxnRecord = (String, Option<TxnValue>);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SchemaError {
+    #[error("record truncated")]
+    Truncated,
+    #[error("invalid utf-8 in a string")]
+    Utf8,
+    #[error("unknown {what} version {version}")]
+    UnknownVersion { what: &'static str, version: i16 },
+    #[error("unknown transaction status {0}")]
+    UnknownStatus(i8),
+    #[error("record without a key")]
+    NoKey,
+}
+
+const KEY_VERSION: i16 = 0;
+const VALUE_VERSION: i16 = 0;
+
+pub fn encode_key(transactional_id: &str) -> Bytes {
+    let mut b = BytesMut::with_capacity(4 + transactional_id.len());
+    b.put_i16(KEY_VERSION);
+    put_str(&mut b, transactional_id);
+    b.freeze()
+}
+
+/// `TransactionLogValue` v0.
+pub fn encode_value(v: &TxnValue) -> Bytes {
+    let mut b = BytesMut::with_capacity(64);
+    b.put_i16(VALUE_VERSION);
+    b.put_i64(v.producer_id);
+    b.put_i16(v.producer_epoch);
+    b.put_i32(v.timeout_ms);
+    b.put_i8(v.state as i8);
+    if v.state == TxnState::Empty {
+        b.put_i32(-1);
+    } else {
+        let by_topic = by_topic(&v.partitions);
+        b.put_i32(by_topic.len() as i32);
+        for (topic, ids) in by_topic {
+            put_str(&mut b, topic);
+            b.put_i32(ids.len() as i32);
+            for id in ids {
+                b.put_i32(id);
+            }
+        }
+    }
+    b.put_i64(v.last_update_ms);
+    b.put_i64(v.start_ms);
+    b.freeze()
+}
+
+fn by_topic(partitions: &BTreeSet<TopicPartition>) -> BTreeMap<&str, Vec<i32>> {
+    let mut out: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        out.entry(tp.topic.as_str()).or_default().push(tp.partition);
+    }
+    out
+}
+
+fn put_str(b: &mut BytesMut, s: &str) {
+    b.put_i16(s.len() as i16);
+    b.put_slice(s.as_bytes());
+}
+
+pub fn encode_record((id, value): &TxnRecord) -> (Bytes, Option<Bytes>) {
+    (encode_key(id), value.as_ref().map(encode_value))
+}
+
+/// A stored record. Every key of `__transaction_state` is this coordinator's, so
+/// anything undecodable is an error.
+pub fn decode_record(key: Option<&Bytes>, value: Option<&Bytes>) -> Result<TxnRecord, SchemaError> {
+    let key = key.ok_or(SchemaError::NoKey)?;
+    let mut r = Reader::new(key.clone(), false);
+    let version = r.i16()?;
+    if version != KEY_VERSION {
+        return Err(SchemaError::UnknownVersion {
+            what: "TransactionLogKey",
+            version,
+        });
+    }
+    let id = r.str()?;
+    let value = value.map(decode_value).transpose()?;
+    Ok((id, value))
+}
+
+fn decode_value(value: &Bytes) -> Result<TxnValue, SchemaError> {
+    let mut r = Reader::new(value.clone(), false);
+    let version = r.i16()?;
+    if !(0..=1).contains(&version) {
+        return Err(SchemaError::UnknownVersion {
+            what: "TransactionLogValue",
+            version,
+        });
+    }
+    r.flexible = version >= 1;
+    let producer_id = r.i64()?;
+    let producer_epoch = r.i16()?;
+    let timeout_ms = r.i32()?;
+    let status = r.i8()?;
+    let state = TxnState::from_i8(status).ok_or(SchemaError::UnknownStatus(status))?;
+    let mut partitions = BTreeSet::new();
+    if let Some(topics) = r.array_len()? {
+        for _ in 0..topics {
+            let topic = r.str()?;
+            let ids = r.array_len()?.unwrap_or(0);
+            for _ in 0..ids {
+                partitions.insert(TopicPartition::new(topic.clone(), r.i32()?));
+            }
+            r.skip_tags()?;
+        }
+    }
+    let last_update_ms = r.i64()?;
+    let start_ms = r.i64()?;
+    let mut previous_producer_id = -1;
+    if r.flexible {
+        for (tag, mut data) in r.tags()? {
+            if tag == 0 && data.remaining() >= 8 {
+                previous_producer_id = data.get_i64();
+            }
+        }
+    }
+    Ok(TxnValue {
+        producer_id,
+        previous_producer_id,
+        producer_epoch,
+        timeout_ms,
+        state,
+        partitions,
+        last_update_ms,
+        start_ms,
+    })
+}
+
+/// Reads non-flexible or flexible fields, every length checked against what is left.
+struct Reader {
+    buf: Bytes,
+    flexible: bool,
+}
+
+impl Reader {
+    fn new(buf: Bytes, flexible: bool) -> Self {
+        Reader { buf, flexible }
+    }
+    fn need(&self, n: usize) -> Result<(), SchemaError> {
+        match self.buf.remaining() >= n {
+            true => Ok(()),
+            false => Err(SchemaError::Truncated),
+        }
+    }
+    fn i8(&mut self) -> Result<i8, SchemaError> {
+        self.need(1)?;
+        Ok(self.buf.get_i8())
+    }
+    fn i16(&mut self) -> Result<i16, SchemaError> {
+        self.need(2)?;
+        Ok(self.buf.get_i16())
+    }
+    fn i32(&mut self) -> Result<i32, SchemaError> {
+        self.need(4)?;
+        Ok(self.buf.get_i32())
+    }
+    fn i64(&mut self) -> Result<i64, SchemaError> {
+        self.need(8)?;
+        Ok(self.buf.get_i64())
+    }
+    fn uvarint(&mut self) -> Result<u32, SchemaError> {
+        let mut value: u32 = 0;
+        for shift in (0..35).step_by(7) {
+            self.need(1)?;
+            let b = self.buf.get_u8();
+            value |= u32::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(SchemaError::Truncated)
+    }
+    /// A length; None for null (-1, or compact 0).
+    fn len(&mut self, wide: bool) -> Result<Option<usize>, SchemaError> {
+        let n: i64 = match (self.flexible, wide) {
+            (true, _) => i64::from(self.uvarint()?) - 1,
+            (false, true) => i64::from(self.i32()?),
+            (false, false) => i64::from(self.i16()?),
+        };
+        Ok(usize::try_from(n).ok())
+    }
+    fn str(&mut self) -> Result<String, SchemaError> {
+        let Some(n) = self.len(false)? else {
+            return Ok(String::new());
+        };
+        self.need(n)?;
+        String::from_utf8(self.buf.split_to(n).to_vec()).map_err(|_| SchemaError::Utf8)
+    }
+    /// An array's element count (None: null); every element takes a byte at least.
+    fn array_len(&mut self) -> Result<Option<usize>, SchemaError> {
+        let n = self.len(true)?;
+        if let Some(n) = n {
+            self.need(n)?;
+        }
+        Ok(n)
+    }
+    fn tags(&mut self) -> Result<Vec<(u32, Bytes)>, SchemaError> {
+        let mut out = Vec::new();
+        if !self.flexible {
+            return Ok(out);
+        }
+        let count = self.uvarint()?;
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.need(size)?;
+            out.push((tag, self.buf.split_to(size)));
+        }
+        Ok(out)
+    }
+    fn skip_tags(&mut self) -> Result<(), SchemaError> {
+        self.tags().map(drop)
+    }
+}
+
+/// The `__transaction_state` partition of a transactional id: Kafka's
+/// `abs(javaStringHashCode(id)) % partitions`, as for groups.
+pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
+    crate::coordinator::group::records::partition_for(transactional_id, partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(state: TxnState) -> TxnValue {
+        TxnValue {
+            producer_id: 1000,
+            previous_producer_id: -1,
+            producer_epoch: 3,
+            timeout_ms: 60_000,
+            state,
+            partitions: [
+                TopicPartition::new("b", 1),
+                TopicPartition::new("a", 2),
+                TopicPartition::new("a", 0),
+            ]
+            .into_iter()
+            .collect(),
+            last_update_ms: 1_700_000_000_123,
+            start_ms: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn v0_layout_is_kafkas() {
+        let key = encode_key("tx");
+        assert_eq!(&key[..], &[0, 0, 0, 2, b't', b'x']);
+        let v = encode_value(&value(TxnState::Ongoing));
+        let mut expected = vec![0u8, 0];
+        expected.extend_from_slice(&1000i64.to_be_bytes());
+        expected.extend_from_slice(&3i16.to_be_bytes());
+        expected.extend_from_slice(&60_000i32.to_be_bytes());
+        expected.push(1);
+        expected.extend_from_slice(&2i32.to_be_bytes());
+        expected.extend_from_slice(&[0, 1, b'a', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2]);
+        expected.extend_from_slice(&[0, 1, b'b', 0, 0, 0, 1, 0, 0, 0, 1]);
+        expected.extend_from_slice(&1_700_000_000_123i64.to_be_bytes());
+        expected.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+        assert_eq!(&v[..], &expected[..]);
+        let (id, back) = decode_record(Some(&key), Some(&v)).unwrap();
+        assert_eq!((id.as_str(), back), ("tx", Some(value(TxnState::Ongoing))));
+
+        // Empty carries null partitions.
+        let mut empty = value(TxnState::Empty);
+        empty.partitions.clear();
+        let v = encode_value(&empty);
+        assert_eq!(&v[17..21], &(-1i32).to_be_bytes());
+        assert_eq!(decode_record(Some(&key), Some(&v)).unwrap().1, Some(empty));
+        assert_eq!(
+            decode_record(Some(&key), None).unwrap(),
+            ("tx".into(), None)
+        );
+    }
+
+    #[test]
+    fn v1_flexible_with_tags_decodes() {
+        // Kafka 4 at transaction.version 2: compact fields, PreviousProducerId in tag 0.
+        let mut b = BytesMut::new();
+        b.put_i16(1);
+        b.put_i64(2000);
+        b.put_i16(0);
+        b.put_i32(30_000);
+        b.put_i8(TxnState::CompleteCommit as i8);
+        b.put_u8(2); // one topic
+        b.put_u8(2);
+        b.put_slice(b"t");
+        b.put_u8(2); // one partition
+        b.put_i32(5);
+        b.put_u8(0); // the topic's tags
+        b.put_i64(10);
+        b.put_i64(9);
+        b.put_u8(2); // two tags
+        b.put_u8(0);
+        b.put_u8(8);
+        b.put_i64(1999);
+        b.put_u8(2);
+        b.put_u8(2);
+        b.put_i16(2);
+        let v = decode_value(&b.freeze()).unwrap();
+        assert_eq!(v.producer_id, 2000);
+        assert_eq!(v.previous_producer_id, 1999);
+        assert_eq!(v.state, TxnState::CompleteCommit);
+        assert!(v.partitions.contains(&TopicPartition::new("t", 5)));
+        assert_eq!((v.last_update_ms, v.start_ms), (10, 9));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let key = encode_key("tx");
+        for bad in [
+            &b""[..],
+            &[0, 0],
+            &[0, 9, 0],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42],
+        ] {
+            assert!(decode_record(Some(&key), Some(&Bytes::copy_from_slice(bad))).is_err());
+        }
+        // An array count larger than the bytes left is refused before any allocation.
+        let mut v = encode_value(&value(TxnState::Ongoing)).to_vec();
+        v[17..21].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(
+            decode_record(Some(&key), Some(&Bytes::from(v))),
+            Err(SchemaError::Truncated)
+        );
+        assert_eq!(decode_record(None, None), Err(SchemaError::NoKey));
+    }
+}

@@ -1,0 +1,129 @@
+//! Transactions in the log: open transactions hold back the last stable offset, markers
+//! end them, aborts are indexed in `.txnindex`, and all of it survives a restart.
+
+use std::path::Path;
+
+use super::*;
+use crate::log::control::{EndTxnMarker, TxnResult};
+use crate::log::test_util::*;
+use crate::log::AbortedTxn;
+
+fn open(dir: &Path, clean: bool) -> Log {
+    let config = LogConfig {
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    };
+    Log::open(dir, TopicPartition::new("t", 0), config, 0, 0, clean).unwrap()
+}
+
+fn marker(result: TxnResult) -> EndTxnMarker {
+    EndTxnMarker {
+        result,
+        coordinator_epoch: 0,
+    }
+}
+
+#[test]
+fn markers_end_transactions_and_aborts_are_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), false);
+    log.append_as_leader(batch_bytes(&[b"plain"], 1_000, None), 0, 5_000)
+        .unwrap(); // 0
+    log.append_as_leader(txn_batch_bytes(&[b"a1", b"a2"], 1_000, (7, 0, 0)), 0, 5_000)
+        .unwrap(); // 1..=2
+    log.append_as_leader(txn_batch_bytes(&[b"b1"], 1_000, (8, 0, 0)), 0, 5_000)
+        .unwrap(); // 3
+    assert_eq!(log.first_unstable_offset(), Some(1));
+    assert!(log.has_ongoing_txn(7, 0) && !log.has_ongoing_txn(7, 1));
+
+    let info = log
+        .append_marker(7, 0, marker(TxnResult::Abort), 0, 5_000)
+        .unwrap();
+    assert_eq!(info.first_offset, 4);
+    assert_eq!(log.first_unstable_offset(), Some(3), "8's is still open");
+    let aborted = AbortedTxn {
+        producer_id: 7,
+        first_offset: 1,
+        last_offset: 4,
+        last_stable_offset: 3,
+    };
+    assert_eq!(log.aborted_txns(0, 10), vec![aborted]);
+    assert_eq!(
+        log.aborted_txns(5, 10),
+        vec![],
+        "ended before the fetch offset"
+    );
+    assert_eq!(log.aborted_txns(0, 1), vec![], "began at the bound");
+
+    log.append_marker(8, 0, marker(TxnResult::Commit), 0, 5_000)
+        .unwrap(); // 5
+    assert_eq!(log.first_unstable_offset(), None);
+    assert_eq!(
+        log.aborted_txns(0, 10),
+        vec![aborted],
+        "commits are not indexed"
+    );
+
+    // A deposed coordinator and a fenced producer epoch are refused.
+    log.append_as_leader(txn_batch_bytes(&[b"c"], 1_000, (9, 2, 0)), 0, 5_000)
+        .unwrap(); // 6
+    let stale = EndTxnMarker {
+        result: TxnResult::Commit,
+        coordinator_epoch: -2,
+    };
+    assert!(matches!(
+        log.append_marker(9, 2, stale, 0, 5_000),
+        Err(LogError::TransactionCoordinatorFenced { .. })
+    ));
+    assert!(matches!(
+        log.append_marker(9, 1, marker(TxnResult::Abort), 0, 5_000),
+        Err(LogError::InvalidProducerEpoch { .. })
+    ));
+    assert_eq!(log.first_unstable_offset(), Some(6));
+
+    // The .txnindex holds Kafka's 34-byte entry.
+    let raw = std::fs::read(dir.path().join("00000000000000000000.txnindex")).unwrap();
+    assert_eq!(raw.len(), 34);
+    assert_eq!(&raw[2..10], &7i64.to_be_bytes());
+
+    // After a crash: the open transaction and the index come back from the log.
+    drop(log);
+    std::fs::remove_file(dir.path().join("00000000000000000000.txnindex")).unwrap();
+    for snapshot in crate::log::producer_state::list_snapshots(dir.path())
+        .unwrap()
+        .values()
+    {
+        std::fs::remove_file(snapshot).unwrap();
+    }
+    let log = open(dir.path(), false);
+    assert_eq!(log.first_unstable_offset(), Some(6));
+    assert!(log.has_ongoing_txn(9, 2));
+    assert_eq!(log.aborted_txns(0, 10), vec![aborted]);
+
+    // A clean close and reopen keeps both.
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), true);
+    assert_eq!(log.first_unstable_offset(), Some(6));
+    assert_eq!(log.aborted_txns(0, 10), vec![aborted]);
+
+    // Truncating below the marker forgets the abort and reopens the transaction.
+    log.truncate_to(4).unwrap();
+    assert_eq!(log.aborted_txns(0, 10), vec![]);
+    assert_eq!(log.first_unstable_offset(), Some(1));
+}
+
+#[test]
+fn a_marker_is_read_back_with_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), false);
+    log.append_as_leader(txn_batch_bytes(&[b"a1", b"a2"], 1_000, (7, 0, 0)), 0, 5_000)
+        .unwrap();
+    log.append_marker(7, 0, marker(TxnResult::Commit), 0, 5_000)
+        .unwrap();
+    let read = log.read(0, 1 << 20, 3, true).unwrap();
+    let offsets: Vec<i64> = crate::log::batch::BatchIter::new(&read.records)
+        .map(|r| r.unwrap().1.base_offset())
+        .collect();
+    assert_eq!(offsets, vec![0, 2]);
+}

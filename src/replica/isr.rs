@@ -5,7 +5,8 @@
 //! STALE_BROKER_EPOCH), as long as the partition still waits for it.
 //!
 //! The request's shape follows its version: topic names up to v1, topic ids from v2,
-//! the ISR with each member's broker epoch from v3 (KIP-903).
+//! the ISR as broker states from v3 (KIP-903), whose member epochs are -1 as Kafka 3.9's
+//! ZooKeeper-mode leaders send them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -188,7 +189,6 @@ pub fn build_request(
                     .new_isr
                     .iter()
                     .map(|&(id, epoch)| {
-                        let epoch = if id == broker_id { broker_epoch } else { epoch };
                         BrokerState::default()
                             .with_broker_id(BrokerId(id))
                             .with_broker_epoch(epoch)
@@ -341,11 +341,7 @@ mod tests {
             .iter()
             .map(|b| (b.broker_id.0, b.broker_epoch))
             .collect();
-        assert_eq!(
-            members,
-            vec![(1, 55), (2, 77)],
-            "the leader's own epoch is its own"
-        );
+        assert_eq!(members, vec![(1, -1), (2, 77)], "the members as proposed");
         // Each encodes at its version.
         for (version, request) in [(1, &v1), (3, &v3)] {
             let mut buf = bytes::BytesMut::new();

@@ -268,13 +268,10 @@ impl PartitionState {
     }
 
     fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
-        let new_isr = isr
-            .iter()
-            .map(|&id| {
-                let epoch = self.followers.get(&id).map_or(-1, |f| f.broker_epoch);
-                (id, epoch)
-            })
-            .collect();
+        // Members go without broker epochs (-1), as Kafka 3.9's ZooKeeper-mode leaders
+        // send them (captured in protocol-tests/fixtures-cluster); KIP-903's member
+        // epochs are checked only by a KRaft controller.
+        let new_isr = isr.iter().map(|&id| (id, -1)).collect();
         self.pending_isr = Some(isr);
         IsrProposal {
             leader_epoch: self.leader_epoch,

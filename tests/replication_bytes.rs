@@ -1,37 +1,47 @@
-//! skua's follower Fetch against Apache Kafka 3.9.1's: every follower Fetch captured from
-//! a Kafka 3.9.1 cluster (`protocol-tests/capture-cluster.sh`) is rebuilt by skua's
-//! fetcher from the same partition positions and must encode to the same bytes, except
-//! the fetch-session fields (skua's followers send sessionless full fetches: session id 0,
-//! epoch -1, where Kafka's keep a session).
+//! skua's replication requests against Apache Kafka 3.9.1's, captured from a Kafka 3.9.1
+//! cluster in ZooKeeper mode (`protocol-tests/capture-cluster.sh`):
+//! - every full follower Fetch is rebuilt by skua's fetcher from the same partition
+//!   positions and must encode to the same bytes, except the fetch-session fields (skua's
+//!   followers send sessionless full fetches: session id 0, epoch -1, where Kafka's keep a
+//!   session);
+//! - every AlterPartition a Kafka leader sent is rebuilt from the same ISR proposals and
+//!   must encode to the same bytes.
 
 use std::path::Path;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, FetchRequest, RequestHeader};
+use std::sync::Arc;
+
+use kafka_protocol::messages::{AlterPartitionRequest, ApiKey, FetchRequest, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use skua::log::TopicPartition;
+use skua::log::{Log, LogConfig, TopicPartition};
 use skua::replica::fetcher::thread::{build_request, FetchedPartition};
 use skua::replica::fetcher::FetcherSettings;
 
-fn kafka_follower_fetches() -> Vec<(String, i16, FetchRequest)> {
+/// Every captured request of `api`, decoded: (file, version, request).
+fn captured<R: Decodable>(api: ApiKey, name: &str) -> Vec<(String, i16, R)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures-cluster");
     let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv")).unwrap();
     let mut found = Vec::new();
     for line in manifest.lines().skip(1) {
         let cols: Vec<&str> = line.split('\t').collect();
-        if cols[4] != "Fetch" {
+        if cols[4] != name {
             continue;
         }
         let version: i16 = cols[5].parse().unwrap();
         let mut buf = Bytes::from(std::fs::read(dir.join(cols[6])).unwrap());
-        let header_version = ApiKey::Fetch.request_header_version(version);
+        let header_version = api.request_header_version(version);
         let header = RequestHeader::decode(&mut buf, header_version).unwrap();
         assert_eq!(header.request_api_version, version);
-        let req = FetchRequest::decode(&mut buf, version).unwrap();
+        let req = R::decode(&mut buf, version).unwrap();
         assert_eq!(buf.remaining(), 0);
         found.push((cols[6].to_string(), version, req));
     }
     found
+}
+
+fn kafka_follower_fetches() -> Vec<(String, i16, FetchRequest)> {
+    captured(ApiKey::Fetch, "Fetch")
 }
 
 #[test]
@@ -47,7 +57,6 @@ fn skua_builds_the_follower_fetch_kafka_3_9_sends() {
         "captured full follower fetches: {}",
         fetches.len()
     );
-    eprintln!("{} full follower fetches compared", fetches.len());
     for (file, version, kafka) in fetches {
         assert_eq!(version, 17, "{file}: Kafka 3.9 followers send v17");
         let first = &kafka.topics[0].partitions[0];
@@ -84,6 +93,49 @@ fn skua_builds_the_follower_fetch_kafka_3_9_sends() {
         assert_eq!((skua.session_id, skua.session_epoch), (0, -1), "{file}");
         skua.session_id = kafka.session_id;
         skua.session_epoch = kafka.session_epoch;
+        assert_eq!(skua, kafka, "{file}");
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        skua.encode(&mut a, version).unwrap();
+        kafka.encode(&mut b, version).unwrap();
+        assert_eq!(a, b, "{file}");
+    }
+}
+
+#[test]
+fn skua_builds_the_alter_partition_kafka_3_9_leaders_send() {
+    use skua::replica::isr::{build_request as build_alter, IsrChange};
+    use skua::replica::state::IsrProposal;
+    use skua::replica::Partition;
+    let requests: Vec<(String, i16, AlterPartitionRequest)> =
+        captured(ApiKey::AlterPartition, "AlterPartition");
+    assert!(!requests.is_empty());
+    let root = tempfile::tempdir().unwrap();
+    for (file, version, kafka) in requests {
+        assert_eq!(version, 3, "{file}: Kafka 3.9 leaders send v3");
+        let mut changes = Vec::new();
+        for t in &kafka.topics {
+            for p in &t.partitions {
+                let tp = TopicPartition::new("captured", p.partition_index);
+                let dir = root
+                    .path()
+                    .join(format!("{}-{}", t.topic_id, p.partition_index));
+                let log = Log::open(&dir, tp.clone(), LogConfig::default(), 0, 0, false).unwrap();
+                changes.push(IsrChange {
+                    partition: Arc::new(Partition::new(tp, t.topic_id, Arc::new(log), 0)),
+                    proposal: IsrProposal {
+                        leader_epoch: p.leader_epoch,
+                        partition_epoch: p.partition_epoch,
+                        new_isr: p
+                            .new_isr_with_epochs
+                            .iter()
+                            .map(|b| (b.broker_id.0, b.broker_epoch))
+                            .collect(),
+                    },
+                });
+            }
+        }
+        let changes: Vec<&IsrChange> = changes.iter().collect();
+        let skua = build_alter(version, kafka.broker_id.0, kafka.broker_epoch, &changes);
         assert_eq!(skua, kafka, "{file}");
         let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
         skua.encode(&mut a, version).unwrap();

@@ -143,3 +143,57 @@ fn skua_builds_the_alter_partition_kafka_3_9_leaders_send() {
         assert_eq!(a, b, "{file}");
     }
 }
+
+/// A captured response to a captured request.
+fn response_of<R: Decodable>(api: ApiKey, file: &str, version: i16) -> R {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures-cluster");
+    let path = dir.join(file.replace(".bin", ".resp.bin"));
+    let mut buf = Bytes::from(std::fs::read(path).unwrap());
+    kafka_protocol::messages::ResponseHeader::decode(
+        &mut buf,
+        api.response_header_version(version),
+    )
+    .unwrap();
+    let resp = R::decode(&mut buf, version).unwrap();
+    assert_eq!(buf.remaining(), 0);
+    resp
+}
+
+#[test]
+fn a_skua_follower_stores_a_kafka_leaders_batches_unchanged() {
+    use kafka_protocol::messages::FetchResponse;
+    let mut appended = 0;
+    let root = tempfile::tempdir().unwrap();
+    for (file, version, _) in kafka_follower_fetches() {
+        let resp: FetchResponse = response_of(ApiKey::Fetch, &file, version);
+        for t in &resp.responses {
+            for p in &t.partitions {
+                // Incremental fetches carry partitions the request does not name (the
+                // session holds their offsets): the first batch starts at the fetch offset.
+                let records = p.records.clone().unwrap_or_default();
+                if records.is_empty() {
+                    continue;
+                }
+                let first = skua::log::RecordBatchHeader::parse(&records[..]).unwrap();
+                let fetch_offset = first.base_offset();
+                // A follower whose log ends at the fetch offset.
+                let whole = skua::log::whole_batches_len(&records);
+                let dir = root.path().join(format!("f{appended}-0"));
+                let tp = TopicPartition::new(format!("f{appended}"), 0);
+                let log = Log::open(&dir, tp, LogConfig::default(), 0, 0, false).unwrap();
+                log.truncate_fully_and_start_at(fetch_offset).unwrap();
+                let info = log.append_as_follower(records.slice(..whole)).unwrap();
+                assert_eq!(info.first_offset, fetch_offset, "{file}");
+                // The Kafka leader's batches, byte for byte, with their epochs.
+                let stored = log
+                    .read(fetch_offset, 1 << 24, log.log_end_offset(), true)
+                    .unwrap()
+                    .records;
+                assert_eq!(stored, records.slice(..whole), "{file}");
+                assert!(log.latest_epoch() >= Some(first.partition_leader_epoch()));
+                appended += 1;
+            }
+        }
+    }
+    assert!(appended > 0, "some captured fetch carried records");
+}

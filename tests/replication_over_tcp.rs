@@ -157,3 +157,94 @@ async fn a_follower_replicates_over_tcp_and_takes_over_with_every_acknowledged_r
     assert_eq!((err, offset), (0, 29));
     b2.stop().await;
 }
+
+/// A follower's Fetch v17 as Kafka 3.9 sends it, for one partition of topic `topic_id`.
+fn follower_fetch(
+    topic_id: Uuid,
+    epoch: i32,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+    use kafka_protocol::messages::{BrokerId, FetchRequest};
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(2))
+                .with_replica_epoch(42),
+        )
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(epoch)
+                .with_fetch_offset(fetch_offset)
+                .with_last_fetched_epoch(last_fetched_epoch)
+                .with_log_start_offset(0)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+#[tokio::test]
+async fn a_leader_answers_a_divergent_follower_at_once_with_its_epoch_end() {
+    let d1 = tempfile::tempdir().unwrap();
+    let b1 = TestBroker::start(d1.path(), &[("broker.id", "1")]).await;
+    let mut c = b1.client().await;
+    assert_eq!(c.create_topic("r", 1).await, 0);
+    let topic_id = b1.broker.controller.topic("r").unwrap().topic_id;
+    let written_at = b1.broker.replicas.partition("r", 0).unwrap().leader_epoch();
+    for v in ["a", "b", "c"] {
+        assert_eq!(
+            c.produce("r", 0, batch(&[v], None, Compression::None), 1)
+                .await
+                .0,
+            0
+        );
+    }
+    // Broker 2 is a replica, announced but with no fetcher of its own here; the leader
+    // is at a later epoch than the one its records were written in.
+    let epoch = written_at + 2;
+    announce(&b1, topic_id, &[1, 2], 1, epoch, &[1]);
+
+    // Its log claims 5 offsets in the epoch that ended at 3 here.
+    let started = tokio::time::Instant::now();
+    let resp = c
+        .send(&follower_fetch(topic_id, epoch, 5, written_at, 5_000), 17)
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "not a long poll"
+    );
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let diverging = (p.diverging_epoch.epoch, p.diverging_epoch.end_offset);
+    assert_eq!(diverging, (written_at, 3));
+    assert_eq!(p.records.as_ref().map_or(0, Bytes::len), 0, "no records");
+    let leader = b1.broker.replicas.partition("r", 0).unwrap();
+    assert_eq!(leader.follower_log_end_offset(2), Some(-1), "not recorded");
+
+    // From the epoch's end it reads on, and its log end is recorded.
+    let resp = c
+        .send(&follower_fetch(topic_id, epoch, 3, written_at, 0), 17)
+        .await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.diverging_epoch.epoch), (0, -1));
+    assert_eq!(leader.follower_log_end_offset(2), Some(3));
+
+    // A stale leader epoch is fenced, and the answer says who leads (KIP-951, from the
+    // metadata of this broker's controller).
+    let resp = c
+        .send(&follower_fetch(topic_id, epoch - 1, 3, written_at, 0), 17)
+        .await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 74, "FENCED_LEADER_EPOCH");
+    assert_eq!(p.current_leader.leader_id.0, 1);
+    assert_eq!(resp.node_endpoints.len(), 1);
+    assert_eq!(resp.node_endpoints[0].port, i32::from(b1.addr.port()));
+    b1.stop().await;
+}

@@ -224,7 +224,8 @@ struct ReadAll {
     /// The records' placeholders' file ranges, in response order.
     file_slices: Vec<FileSlice>,
     bytes: usize,
-    /// Some partition answered an error (which ends a long poll at once, as in Kafka).
+    /// Some partition answered an error or a diverging epoch (either ends a long poll at
+    /// once, as in Kafka).
     errored: bool,
 }
 
@@ -253,7 +254,7 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams) -> ReadAll {
                         .saturating_sub(total)
                         .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
                     let (d, slice) = read_one(p, fp, params, budget, min_one, &mut copied);
-                    if d.error_code != 0 {
+                    if d.error_code != 0 || d.diverging_epoch.epoch >= 0 {
                         errored = true;
                     }
                     total += d.records.as_ref().map_or(0, Bytes::len);

@@ -5,7 +5,8 @@
 //! STALE_BROKER_EPOCH), as long as the partition still waits for it.
 //!
 //! The request's shape follows its version: topic names up to v1, topic ids from v2,
-//! the ISR with each member's broker epoch from v3 (KIP-903).
+//! the ISR as broker states from v3 (KIP-903), whose member epochs are -1 as Kafka 3.9's
+//! ZooKeeper-mode leaders send them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -188,7 +189,6 @@ pub fn build_request(
                     .new_isr
                     .iter()
                     .map(|&(id, epoch)| {
-                        let epoch = if id == broker_id { broker_epoch } else { epoch };
                         BrokerState::default()
                             .with_broker_id(BrokerId(id))
                             .with_broker_epoch(epoch)
@@ -277,4 +277,122 @@ pub fn start(
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(run(rx, channel, cluster));
     (tx, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::LeaderAndIsr;
+    use crate::log::{Log, LogConfig, TopicPartition};
+
+    fn change(root: &tempfile::TempDir) -> IsrChange {
+        let tp = TopicPartition::new("t", 3);
+        let log = Log::open(
+            &root.path().join("t-3"),
+            tp.clone(),
+            LogConfig::default(),
+            0,
+            0,
+            false,
+        )
+        .unwrap();
+        let p = Partition::new(tp, Uuid::from_u128(5), Arc::new(log), 0);
+        let announced = LeaderAndIsr {
+            leader: 1,
+            leader_epoch: 4,
+            partition_epoch: 9,
+            isr: vec![1],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
+        };
+        p.apply_leadership(1, &[1, 2], &announced, 0);
+        IsrChange {
+            partition: Arc::new(p),
+            proposal: IsrProposal {
+                leader_epoch: 4,
+                partition_epoch: 9,
+                new_isr: vec![(1, -1), (2, 77)],
+            },
+        }
+    }
+
+    #[test]
+    fn requests_take_the_shape_of_their_version() {
+        let root = tempfile::tempdir().unwrap();
+        let c = change(&root);
+        let v1 = build_request(1, 1, 55, &[&c]);
+        assert_eq!((v1.broker_id.0, v1.broker_epoch), (1, 55));
+        assert_eq!(v1.topics[0].topic_name.0.as_str(), "t");
+        let p = &v1.topics[0].partitions[0];
+        assert_eq!(
+            (p.partition_index, p.leader_epoch, p.partition_epoch),
+            (3, 4, 9)
+        );
+        assert_eq!(
+            p.new_isr.iter().map(|b| b.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert!(p.new_isr_with_epochs.is_empty());
+        let v3 = build_request(3, 1, 55, &[&c]);
+        assert_eq!(v3.topics[0].topic_id, Uuid::from_u128(5));
+        let members: Vec<(i32, i64)> = v3.topics[0].partitions[0]
+            .new_isr_with_epochs
+            .iter()
+            .map(|b| (b.broker_id.0, b.broker_epoch))
+            .collect();
+        assert_eq!(members, vec![(1, -1), (2, 77)], "the members as proposed");
+        // Each encodes at its version.
+        for (version, request) in [(1, &v1), (3, &v3)] {
+            let mut buf = bytes::BytesMut::new();
+            kafka_protocol::protocol::Encodable::encode(request, &mut buf, version).unwrap();
+        }
+    }
+
+    #[test]
+    fn answers_are_matched_to_their_partitions() {
+        use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
+        let root = tempfile::tempdir().unwrap();
+        let c = change(&root);
+        let refused =
+            AlterPartitionResponse::default().with_error_code(ResponseError::NotController.code());
+        assert_eq!(
+            outcomes(3, &[&c], &refused),
+            Err(ResponseError::NotController)
+        );
+        let answer = |error: i16| {
+            AlterPartitionResponse::default().with_topics(vec![TopicData::default()
+                .with_topic_id(Uuid::from_u128(5))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(3)
+                    .with_error_code(error)
+                    .with_leader_id(BrokerId(1))
+                    .with_leader_epoch(4)
+                    .with_partition_epoch(10)
+                    .with_isr(vec![BrokerId(1), BrokerId(2)])])])
+        };
+        assert_eq!(
+            outcomes(3, &[&c], &answer(0)),
+            Ok(vec![IsrOutcome::Committed {
+                leader_epoch: 4,
+                partition_epoch: 10,
+                isr: vec![1, 2]
+            }])
+        );
+        assert_eq!(
+            outcomes(
+                3,
+                &[&c],
+                &answer(ResponseError::InvalidUpdateVersion.code())
+            ),
+            Ok(vec![IsrOutcome::Refused(
+                ResponseError::InvalidUpdateVersion
+            )])
+        );
+        // Answered by name at v1: the topic id does not match; missing means refused.
+        assert_eq!(
+            outcomes(1, &[&c], &answer(0)),
+            Ok(vec![IsrOutcome::Refused(ResponseError::UnknownServerError)])
+        );
+    }
 }

@@ -268,13 +268,10 @@ impl PartitionState {
     }
 
     fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
-        let new_isr = isr
-            .iter()
-            .map(|&id| {
-                let epoch = self.followers.get(&id).map_or(-1, |f| f.broker_epoch);
-                (id, epoch)
-            })
-            .collect();
+        // Members go without broker epochs (-1), as Kafka 3.9's ZooKeeper-mode leaders
+        // send them (captured in protocol-tests/fixtures-cluster); KIP-903's member
+        // epochs are checked only by a KRaft controller.
+        let new_isr = isr.iter().map(|&id| (id, -1)).collect();
         self.pending_isr = Some(isr);
         IsrProposal {
             leader_epoch: self.leader_epoch,
@@ -428,5 +425,72 @@ mod tests {
         let f = s.follower(2).unwrap();
         assert_eq!((f.log_end_offset, f.last_caught_up_ms), (-1, 9));
         assert_eq!(s.high_watermark_candidate(8), Some(-1));
+    }
+
+    #[test]
+    fn a_pending_isr_change_holds_the_high_watermark_to_the_maximal_isr() {
+        let mut s = PartitionState::sole_leader(0);
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
+        s.update_follower(2, 10, 0, 10, 1).unwrap();
+        s.update_follower(3, 4, 0, 10, 1).unwrap();
+        assert_eq!(s.high_watermark_candidate(10), Some(10));
+        // 3 is below the high watermark: not proposed yet.
+        assert_eq!(s.propose_expand(3, 10, 0), None);
+        s.update_follower(3, 10, 0, 12, 2).unwrap();
+        let p = s.propose_expand(3, 10, 0).unwrap();
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 1));
+        assert_eq!(p.new_isr, vec![(1, -1), (2, -1), (3, -1)]);
+        // While pending, 3 already holds the high watermark, and nothing else is proposed.
+        assert_eq!(s.high_watermark_candidate(12), Some(10));
+        assert_eq!(s.propose_shrink(12, 1_000_000, 10), None);
+        // A stale answer (older leader epoch) changes nothing; the real one commits.
+        let committed = IsrOutcome::Committed {
+            leader_epoch: 1,
+            partition_epoch: 2,
+            isr: vec![1, 2, 3],
+        };
+        assert!(!s.complete_isr_change(0, &committed));
+        assert!(s.complete_isr_change(1, &committed));
+        assert_eq!((s.isr.clone(), s.partition_epoch), (vec![1, 2, 3], 2));
+        assert_eq!(s.pending_isr, None);
+    }
+
+    #[test]
+    fn a_shrink_drops_only_followers_lagging_past_the_limit() {
+        let mut s = PartitionState::sole_leader(0);
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 0);
+        s.update_follower(2, 10, 0, 10, 5_000).unwrap();
+        s.update_follower(3, 4, 0, 10, 5_000).unwrap();
+        assert_eq!(
+            s.propose_shrink(10, 30_000, 30_000),
+            None,
+            "not past the limit"
+        );
+        let p = s.propose_shrink(10, 30_001, 30_000).unwrap();
+        assert_eq!(
+            p.new_isr.iter().map(|m| m.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        // Until the controller answers, 3 still holds the high watermark.
+        assert_eq!(s.high_watermark_candidate(10), Some(4));
+        // Refused: dropped; the metadata decides.
+        assert!(
+            !s.complete_isr_change(1, &IsrOutcome::Refused(ResponseError::InvalidUpdateVersion))
+        );
+        assert_eq!(
+            (s.isr.clone(), s.pending_isr.clone()),
+            (vec![1, 2, 3], None)
+        );
+        // A follower at the leader's log end is caught up whatever its last time.
+        s.update_follower(3, 10, 0, 10, 6_000).unwrap();
+        assert_eq!(s.propose_shrink(10, 100_000, 30_000), None);
+    }
+
+    #[test]
+    fn min_insync_counts_the_committed_isr() {
+        let mut s = PartitionState::sole_leader(0);
+        assert_eq!(s.isr_size(), 1);
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
+        assert_eq!(s.isr_size(), 2);
     }
 }

@@ -230,53 +230,30 @@ impl Fetcher {
         Ok(())
     }
 
-    /// The Fetch request for `asked` at `version`, as a Kafka 3.9 follower sends it: a
-    /// sessionless full fetch (session id 0, epoch -1) with the follower's id.
+    /// The Fetch request for `asked` at `version`.
     fn request(&self, version: i16, asked: &[Asked]) -> FetchRequest {
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for a in asked {
-            let (fetch_offset, last_fetched_epoch, log_start_offset) =
-                a.state.partition.follower_fetch_position();
-            let fp = FetchPartition::default()
-                .with_partition(a.tp.partition)
-                .with_current_leader_epoch(a.state.leader_epoch)
-                .with_fetch_offset(fetch_offset)
-                .with_last_fetched_epoch(last_fetched_epoch)
-                .with_log_start_offset(log_start_offset)
-                .with_partition_max_bytes(self.settings.partition_max_bytes);
-            let same = |t: &FetchTopic| match version >= TOPIC_ID_VERSION {
-                true => t.topic_id == a.state.topic_id,
-                false => t.topic.0.as_str() == a.tp.topic,
-            };
-            match topics.iter_mut().find(|t| same(t)) {
-                Some(t) => t.partitions.push(fp),
-                None => {
-                    let t = match version >= TOPIC_ID_VERSION {
-                        true => FetchTopic::default().with_topic_id(a.state.topic_id),
-                        false => FetchTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(a.tp.topic.clone()))),
-                    };
-                    topics.push(t.with_partitions(vec![fp]));
+        let partitions: Vec<FetchedPartition> = asked
+            .iter()
+            .map(|a| {
+                let (fetch_offset, last_fetched_epoch, log_start_offset) =
+                    a.state.partition.follower_fetch_position();
+                FetchedPartition {
+                    tp: a.tp.clone(),
+                    topic_id: a.state.topic_id,
+                    leader_epoch: a.state.leader_epoch,
+                    fetch_offset,
+                    last_fetched_epoch,
+                    log_start_offset,
                 }
-            }
-        }
-        let replica_id = self.cluster.local_id();
-        let request = FetchRequest::default()
-            .with_max_wait_ms(self.settings.max_wait_ms)
-            .with_min_bytes(self.settings.min_bytes)
-            .with_max_bytes(self.settings.max_bytes)
-            .with_isolation_level(0)
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(topics);
-        match version >= REPLICA_STATE_VERSION {
-            true => request.with_replica_id(BrokerId(-1)).with_replica_state(
-                ReplicaState::default()
-                    .with_replica_id(BrokerId(replica_id))
-                    .with_replica_epoch(self.cluster.broker_epoch()),
-            ),
-            false => request.with_replica_id(BrokerId(replica_id)),
-        }
+            })
+            .collect();
+        build_request(
+            version,
+            self.cluster.local_id(),
+            self.cluster.broker_epoch(),
+            &self.settings,
+            &partitions,
+        )
     }
 
     /// Applies one partition's answer.
@@ -371,6 +348,69 @@ impl Fetcher {
         Err(format!(
             "offset {leo} out of range though the leader holds {leader_start}..{leader_end}"
         ))
+    }
+}
+
+/// One partition of a follower's Fetch.
+#[derive(Clone, Debug)]
+pub struct FetchedPartition {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub last_fetched_epoch: i32,
+    pub log_start_offset: i64,
+}
+
+/// A follower's Fetch request at `version`, as a Kafka 3.9 follower sends it, except that
+/// it keeps no fetch session: every request is a full fetch (session id 0, epoch -1).
+pub fn build_request(
+    version: i16,
+    replica_id: i32,
+    broker_epoch: i64,
+    settings: &FetcherSettings,
+    partitions: &[FetchedPartition],
+) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for a in partitions {
+        let fp = FetchPartition::default()
+            .with_partition(a.tp.partition)
+            .with_current_leader_epoch(a.leader_epoch)
+            .with_fetch_offset(a.fetch_offset)
+            .with_last_fetched_epoch(a.last_fetched_epoch)
+            .with_log_start_offset(a.log_start_offset)
+            .with_partition_max_bytes(settings.partition_max_bytes);
+        let same = |t: &FetchTopic| match version >= TOPIC_ID_VERSION {
+            true => t.topic_id == a.topic_id,
+            false => t.topic.0.as_str() == a.tp.topic,
+        };
+        match topics.iter_mut().find(|t| same(t)) {
+            Some(t) => t.partitions.push(fp),
+            None => {
+                let t = match version >= TOPIC_ID_VERSION {
+                    true => FetchTopic::default().with_topic_id(a.topic_id),
+                    false => FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(a.tp.topic.clone()))),
+                };
+                topics.push(t.with_partitions(vec![fp]));
+            }
+        }
+    }
+    let request = FetchRequest::default()
+        .with_max_wait_ms(settings.max_wait_ms)
+        .with_min_bytes(settings.min_bytes)
+        .with_max_bytes(settings.max_bytes)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    match version >= REPLICA_STATE_VERSION {
+        true => request.with_replica_id(BrokerId(-1)).with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(replica_id))
+                .with_replica_epoch(broker_epoch),
+        ),
+        false => request.with_replica_id(BrokerId(replica_id)),
     }
 }
 

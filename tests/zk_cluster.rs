@@ -6,9 +6,8 @@
 //! partition additions, repeated failovers).
 //!
 //! skua hosts the replicas the controller assigns it (LeaderAndIsr), answers Metadata
-//! from its UpdateMetadata cache, and deletes logs on StopReplica. Its followers do not
-//! fetch yet, so produced data goes to topics whose replicas are all of one kind of
-//! broker or of replication factor 1.
+//! from its UpdateMetadata cache, deletes logs on StopReplica, and replicates with Kafka
+//! brokers in both directions (`skua_and_kafka_replicate_each_other`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -897,6 +896,79 @@ fn skua_brokers_follow_a_kafka_controller_and_take_over() {
 }
 
 /// Every znode outside `/brokers/ids` and `/zookeeper`: path → (data, mzxid).
+/// The first segment of `topic`-0 on broker `broker` (empty when there is none yet).
+fn first_segment(c: &Cluster, broker: usize, topic: &str) -> Vec<u8> {
+    let path = c.dir.path().join(format!(
+        "broker-{broker}/data/{topic}-0/00000000000000000000.log"
+    ));
+    std::fs::read(path).unwrap_or_default()
+}
+
+/// Replication across kinds: skua as brokers 1 and 2, Apache Kafka 3.9.1 as broker 3. A
+/// topic led by skua and one led by Kafka (RF 3, min.insync.replicas=2) take acks=all
+/// writes; every replica ends in the ISR with the same segment bytes (followers of either
+/// kind store the leader's batches unchanged). kill -9 of the Kafka leader: a skua
+/// follower takes over with every acknowledged record and takes more, and the restarted
+/// Kafka broker catches up to the same bytes and rejoins the ISR.
+#[test]
+fn skua_and_kafka_replicate_each_other() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start_kinds("1,2", &[]) else {
+        return;
+    };
+    let topics = [("by-skua", "1:2:3"), ("by-kafka", "3:1:2")];
+    let lines = |t: &str, r: std::ops::Range<usize>| -> Vec<String> {
+        r.map(|i| format!("{t}-{i}")).collect()
+    };
+    for (topic, assignment) in topics {
+        c.topics(&[
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            assignment,
+            "--config",
+            "min.insync.replicas=2",
+        ])
+        .unwrap();
+        c.produce_via(c.broker(1), topic, &lines(topic, 0..500));
+    }
+    let in_sync_alike = |topic: &str| {
+        let isr = c.describe(topic, 1).get(&0)?.2.clone();
+        let leader_bytes = first_segment(&c, 1, topic);
+        let alike = !leader_bytes.is_empty()
+            && (2..=3).all(|b| first_segment(&c, b, topic) == leader_bytes);
+        (isr.len() == 3 && alike).then_some(())
+    };
+    for (topic, _) in topics {
+        eventually(
+            &format!("{topic}: every replica in the ISR with the same bytes"),
+            failover_limit(),
+            || in_sync_alike(topic),
+        );
+    }
+
+    c.signal("kill", 3);
+    eventually("a skua broker leads by-kafka", failover_limit(), || {
+        let leader = c.describe("by-kafka", 1).get(&0)?.0;
+        (leader == 1 || leader == 2).then_some(())
+    });
+    c.produce_via(c.broker(1), "by-kafka", &lines("by-kafka", 500..800));
+    let got: BTreeSet<String> = c
+        .consume_via(c.broker(1), "by-kafka", 800)
+        .into_iter()
+        .collect();
+    let want: BTreeSet<String> = lines("by-kafka", 0..800).into_iter().collect();
+    assert_eq!(got, want, "every acknowledged record, once");
+
+    c.signal("restart", 3);
+    eventually(
+        "the restarted Kafka broker back in the ISR with the same bytes",
+        failover_limit(),
+        || in_sync_alike("by-kafka"),
+    );
+}
+
 async fn znode_snapshot(s: &ZkSession) -> BTreeMap<String, (Vec<u8>, i64)> {
     let mut out = BTreeMap::new();
     let mut stack = vec!["/".to_string()];

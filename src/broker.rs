@@ -47,6 +47,55 @@ pub struct Broker {
     stopping: tokio::sync::watch::Sender<bool>,
 }
 
+/// What runs beside the replica manager, following the same metadata.
+struct Services {
+    groups: Arc<GroupCoordinator>,
+    txns: Arc<TransactionCoordinator>,
+    scheduler: Scheduler,
+}
+
+/// Subscribes everything that follows the metadata to `controller`, in the order that
+/// matters (both modes alike), starts replication and schedules the periodic jobs.
+fn follow_metadata(
+    controller: &Arc<dyn Controller>,
+    shared_config: &Arc<SharedConfig>,
+    replicas: &Arc<ReplicaManager>,
+) -> anyhow::Result<Services> {
+    let config = shared_config.current();
+    replicas.start_network_replication();
+    // Before the logs are opened, so they start with the dynamic configs in force.
+    controller.subscribe(DynamicConfigPublisher::new(
+        shared_config.clone(),
+        replicas.clone(),
+    ));
+    if let Some(e) = controller.subscribe(replicas.clone()).first() {
+        anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
+    }
+    // The coordinator's view of the topics and of group configs follows the metadata.
+    let topics = ControllerTopics::new();
+    controller.subscribe(topics.clone());
+    let group_settings = GroupSettings::new(shared_config.clone());
+    controller.subscribe(group_settings.clone());
+    let groups = Arc::new(GroupCoordinator::new(
+        group_settings,
+        Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
+        topics,
+    ));
+    // After the replica manager, so the partitions it loads are hosted; the ones led
+    // now load before this returns, so no request finds them loading.
+    controller.subscribe(groups.metadata_listener());
+    let txns = transaction_coordinator(&config, replicas);
+    controller.subscribe(txns.metadata_listener());
+    let scheduler = Scheduler::new();
+    crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
+    crate::jobs::schedule_replica_jobs(&scheduler, &config, replicas);
+    Ok(Services {
+        groups,
+        txns,
+        scheduler,
+    })
+}
+
 impl Broker {
     /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
     /// data already in the dirs, on a first start), opens every log the metadata assigns
@@ -165,34 +214,12 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
-        replicas.start_network_replication();
         let controller: Arc<dyn Controller> = local.clone();
-        // Before the logs are opened, so they start with the dynamic configs in force.
-        controller.subscribe(DynamicConfigPublisher::new(
-            shared_config.clone(),
-            replicas.clone(),
-        ));
-        if let Some(e) = controller.subscribe(replicas.clone()).first() {
-            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
-        }
-        // The coordinator's view of the topics and of group configs follows the metadata.
-        let topics = ControllerTopics::new();
-        controller.subscribe(topics.clone());
-        let group_settings = GroupSettings::new(shared_config.clone());
-        controller.subscribe(group_settings.clone());
-        let groups = Arc::new(GroupCoordinator::new(
-            group_settings,
-            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            topics,
-        ));
-        // After the replica manager, so the partitions it loads are hosted; the ones led
-        // now load before this returns, so no request finds them loading.
-        controller.subscribe(groups.metadata_listener());
-        let txns = transaction_coordinator(&config, &replicas);
-        controller.subscribe(txns.metadata_listener());
-        let scheduler = Scheduler::new();
-        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
-        crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
+        let Services {
+            groups,
+            txns,
+            scheduler,
+        } = follow_metadata(&controller, &shared_config, &replicas)?;
         Ok(Arc::new(Broker {
             shared_config,
             controller,
@@ -254,32 +281,13 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
-        replicas.start_network_replication();
         let zk = Arc::new(zk);
         let controller: Arc<dyn Controller> = zk.clone();
-        // Before the logs are opened, so they start with the dynamic configs in force.
-        controller.subscribe(DynamicConfigPublisher::new(
-            shared_config.clone(),
-            replicas.clone(),
-        ));
-        if let Some(e) = controller.subscribe(replicas.clone()).first() {
-            anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
-        }
-        let topics = ControllerTopics::new();
-        controller.subscribe(topics.clone());
-        let group_settings = GroupSettings::new(shared_config.clone());
-        controller.subscribe(group_settings.clone());
-        let groups = Arc::new(GroupCoordinator::new(
-            group_settings,
-            Arc::new(ReplicaPartitionLog::new(replicas.clone(), OFFSETS_TOPIC)),
-            topics,
-        ));
-        controller.subscribe(groups.metadata_listener());
-        let txns = transaction_coordinator(&config, &replicas);
-        controller.subscribe(txns.metadata_listener());
-        let scheduler = Scheduler::new();
-        crate::jobs::schedule_log_jobs(&scheduler, &config, &replicas);
-        crate::jobs::schedule_replica_jobs(&scheduler, &config, &replicas);
+        let Services {
+            groups,
+            txns,
+            scheduler,
+        } = follow_metadata(&controller, &shared_config, &replicas)?;
         // LeaderAndIsr checks a request's topic id against the log's on disk.
         let logs = replicas.clone();
         zk.shared()

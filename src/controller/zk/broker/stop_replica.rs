@@ -3,8 +3,9 @@
 //! the request's leader epoch is -2 (a deletion), -1 (no epoch: before v3) or not older
 //! than the hosted one; otherwise FENCED_LEADER_EPOCH.
 //!
-//! Stopping without deletion leaves the replica and its log as they are: in Kafka it only
-//! stops the replica's fetcher, and skua's followers do not fetch yet. Stopping with
+//! Stopping without deletion leaves the replica and its log as they are: Kafka stops the
+//! replica's fetcher there, which skua does not do yet (its follower fetches until the
+//! next LeaderAndIsr or a deletion; it matters once reassignment exists). Stopping with
 //! deletion stops hosting the partition and hands the listeners a removal: the replica
 //! manager renames the log for deletion at once and removes it after
 //! `file.delete.delay.ms`; the group coordinator unloads a `__consumer_offsets`

@@ -1,4 +1,6 @@
 //! `skua [FILE | --config FILE] [--override key=value]...`
+//! `skua --probe [HOST:PORT]`: exits 0 when a broker there answers ApiVersions (the
+//! container health check).
 //!
 //! With no arguments skua behaves like Kafka's quickstart: it listens on port 9092,
 //! advertises localhost:9092 and keeps its data under ./data.
@@ -25,7 +27,21 @@ fn main() -> ExitCode {
     }
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("usage: skua [FILE | --config FILE] [--override key=value]...");
+        println!("       skua --probe [HOST:PORT]   (default 127.0.0.1:9092)");
         return ExitCode::SUCCESS;
+    }
+    if args.first().is_some_and(|a| a == "--probe") {
+        let addr = args.get(1).map(String::as_str).unwrap_or("127.0.0.1:9092");
+        return match skua::client::probe::probe(addr, std::time::Duration::from_secs(5)) {
+            Ok(apis) => {
+                println!("{addr}: {apis} APIs");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("skua: {addr}: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -10,6 +10,7 @@
 
 pub mod codec;
 pub mod connection;
+pub mod probe;
 pub mod reconnecting;
 
 pub use connection::Connection;

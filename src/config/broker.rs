@@ -141,6 +141,12 @@ impl BrokerConfig {
             Some(v) => Listener::parse_list("advertised.listeners", &v)?,
             None => listeners.iter().map(Listener::advertised_default).collect(),
         };
+        Listener::check_names(
+            &listeners,
+            &advertised_listeners,
+            &keys.string("listener.security.protocol.map"),
+            keys.get("inter.broker.listener.name").as_deref(),
+        )?;
         let log_dirs: Vec<PathBuf> = keys
             .get("log.dirs")
             .unwrap_or_else(|| keys.string("log.dir"))

@@ -40,13 +40,87 @@ impl Listener {
             .trim_end_matches(']')
             .to_string();
         let name = name.to_ascii_uppercase();
-        if name != "PLAINTEXT" {
+        Ok(Listener { name, host, port })
+    }
+
+    /// Kafka's checks across the listener keys: names are unique, every advertised name is
+    /// a bound listener, every name has a security protocol in
+    /// `listener.security.protocol.map` (`INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT`), and the
+    /// inter-broker listener is advertised. Only PLAINTEXT listeners can be served today.
+    pub fn check_names(
+        listeners: &[Listener],
+        advertised: &[Listener],
+        protocol_map: &str,
+        inter_broker: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let mut protocols = std::collections::HashMap::new();
+        for entry in protocol_map
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+                bad(
+                    "listener.security.protocol.map",
+                    format!("{entry:?} is not NAME:PROTOCOL"),
+                )
+            })?;
+            protocols.insert(
+                name.trim().to_ascii_uppercase(),
+                protocol.trim().to_ascii_uppercase(),
+            );
+        }
+        for (i, l) in listeners.iter().enumerate() {
+            if listeners[..i].iter().any(|o| o.name == l.name) {
+                return Err(bad(
+                    "listeners",
+                    format!(
+                        "each listener must have a different name, {} is repeated",
+                        l.name
+                    ),
+                ));
+            }
+            match protocols.get(&l.name).map(String::as_str) {
+                Some("PLAINTEXT") => {}
+                Some(other) => {
+                    return Err(bad(
+                        "listeners",
+                        format!(
+                            "listener {} uses security protocol {other}, which is not supported yet; only PLAINTEXT",
+                            l.name
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(bad(
+                        "listener.security.protocol.map",
+                        format!("no security protocol defined for listener {}", l.name),
+                    ))
+                }
+            }
+        }
+        if let Some(a) = advertised
+            .iter()
+            .find(|a| !listeners.iter().any(|l| l.name == a.name))
+        {
             return Err(bad(
-                key,
-                format!("listener {name} is not supported yet; only PLAINTEXT"),
+                "advertised.listeners",
+                format!(
+                    "listener {} is advertised but not in listeners; advertised listener names must be a subset of the listeners' names",
+                    a.name
+                ),
             ));
         }
-        Ok(Listener { name, host, port })
+        if let Some(inter) = inter_broker {
+            let inter = inter.trim().to_ascii_uppercase();
+            if !advertised.iter().any(|a| a.name == inter) {
+                return Err(bad(
+                    "inter.broker.listener.name",
+                    format!("{inter} must be a listener name defined in advertised.listeners"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// What Kafka advertises for a listener when `advertised.listeners` is unset.
@@ -93,6 +167,38 @@ mod tests {
         let l = Listener::parse_list("listeners", "PLAINTEXT://127.0.0.1:19092").unwrap();
         assert_eq!(l[0].bind_addr(), "127.0.0.1:19092");
         assert!(Listener::parse_list("listeners", "PLAINTEXT://x").is_err());
-        assert!(Listener::parse_list("listeners", "SSL://:9093").is_err());
+    }
+
+    #[test]
+    fn named_listeners_map_to_plaintext() {
+        let map = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,SSL:SSL";
+        let bound =
+            Listener::parse_list("listeners", "INTERNAL://:19092,EXTERNAL://:9092").unwrap();
+        let advertised = Listener::parse_list(
+            "advertised.listeners",
+            "INTERNAL://b1:19092,EXTERNAL://localhost:9092",
+        )
+        .unwrap();
+        assert!(Listener::check_names(&bound, &advertised, map, Some("internal")).is_ok());
+        // A name without a protocol, an SSL listener, an advertised name that is not bound,
+        // a repeated name and an inter-broker listener that is not advertised are refused.
+        let refused = |listeners: &str, advertised: &str, inter: Option<&str>| {
+            let l = Listener::parse_list("listeners", listeners).unwrap();
+            let a = Listener::parse_list("advertised.listeners", advertised).unwrap();
+            Listener::check_names(&l, &a, map, inter).is_err()
+        };
+        assert!(refused("CLIENT://:9092", "CLIENT://:9092", None));
+        assert!(refused("SSL://:9093", "SSL://:9093", None));
+        assert!(refused("INTERNAL://:1", "EXTERNAL://:1", None));
+        assert!(refused(
+            "INTERNAL://:1,INTERNAL://:2",
+            "INTERNAL://:1",
+            None
+        ));
+        assert!(refused(
+            "INTERNAL://:1,EXTERNAL://:2",
+            "EXTERNAL://:2",
+            Some("INTERNAL")
+        ));
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod txn;
+pub mod zookeeper;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,0 +1,46 @@
+//! A real ZooKeeper 3.8 started by `scripts/zk` on its own loopback ports, stopped when
+//! dropped. `start` is `None` (with a message) only when java is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct ZooKeeper {
+    dir: tempfile::TempDir,
+    /// The connect string, without a chroot.
+    pub connect: String,
+}
+
+impl ZooKeeper {
+    pub fn start() -> Option<ZooKeeper> {
+        if Command::new("java").arg("-version").output().is_err() {
+            eprintln!("SKIPPED: java is not installed, so scripts/zk cannot start ZooKeeper");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(script())
+            .args(["start", "--dir"])
+            .arg(dir.path())
+            .output()
+            .expect("scripts/zk runs");
+        assert!(
+            out.status.success(),
+            "scripts/zk start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let connect = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Some(ZooKeeper { dir, connect })
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/zk")
+}

@@ -9,8 +9,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,51 +24,12 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
+use common::zookeeper::ZooKeeper;
 use skua::client::codec;
 use skua::zk::session::{ZkConfig, ZkSession};
 use skua::zk::znodes::{
     self, paths, BrokerRegistration, EndPoint, PartitionState, ProducerIdBlock,
 };
-
-struct ZooKeeper {
-    dir: tempfile::TempDir,
-    connect: String,
-}
-
-impl ZooKeeper {
-    fn start() -> Option<ZooKeeper> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so scripts/zk cannot start ZooKeeper");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(script())
-            .args(["start", "--dir"])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let connect = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Some(ZooKeeper { dir, connect })
-    }
-}
-
-impl Drop for ZooKeeper {
-    fn drop(&mut self) {
-        let _ = Command::new(script())
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/zk")
-}
 
 /// What a fake broker received: (api key, controller epoch, broker epoch).
 type Received = Arc<Mutex<Vec<(i16, i32, i64)>>>;

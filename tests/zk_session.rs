@@ -2,64 +2,15 @@
 //! test on its own ports and stopped at the end). Skipped, with a message, only when java
 //! is not installed.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
 use std::time::Duration;
 
+use common::zookeeper::ZooKeeper;
 use skua::zk::session::{Op, SessionEvent, WatchEvent, ZkConfig, ZkError, ZkSession};
 use skua::zk::znodes::{self, paths, BrokerRegistration, ControllerRegistration, EndPoint};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A ZooKeeper started by `scripts/zk`; stopped when dropped.
-struct ZooKeeper {
-    dir: tempfile::TempDir,
-    connect: String,
-}
-
-impl ZooKeeper {
-    fn start() -> Option<ZooKeeper> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so scripts/zk cannot start ZooKeeper");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(script())
-            .args(["start", "--dir"])
-            .arg(dir.path())
-            .output()
-            .expect("scripts/zk runs");
-        assert!(
-            out.status.success(),
-            "scripts/zk start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let connect = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Some(ZooKeeper { dir, connect })
-    }
-
-    fn config(&self, chroot: &str) -> ZkConfig {
-        ZkConfig::new(
-            &format!("{}{chroot}", self.connect),
-            Duration::from_secs(6),
-            Some(Duration::from_secs(10)),
-        )
-        .unwrap()
-    }
-}
-
-impl Drop for ZooKeeper {
-    fn drop(&mut self) {
-        let _ = Command::new(script())
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/zk")
-}
 
 fn endpoint(port: i32) -> EndPoint {
     EndPoint {

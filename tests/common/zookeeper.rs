@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use skua::zk::session::ZkConfig;
 
 pub struct ZooKeeper {
     dir: tempfile::TempDir,
@@ -29,6 +32,16 @@ impl ZooKeeper {
         );
         let connect = String::from_utf8(out.stdout).unwrap().trim().to_string();
         Some(ZooKeeper { dir, connect })
+    }
+
+    /// A session config for `chroot` ("" for none): 6 s session, 10 s to connect.
+    pub fn config(&self, chroot: &str) -> ZkConfig {
+        ZkConfig::new(
+            &format!("{}{chroot}", self.connect),
+            Duration::from_secs(6),
+            Some(Duration::from_secs(10)),
+        )
+        .unwrap()
     }
 }
 

@@ -15,35 +15,10 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-use common::{produce_request, Client, TestBroker};
+use common::{produce_request, wait_for, Client, TestBroker};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.into())
-}
-
-async fn create(c: &mut Client, topic: &str, configs: &[(&str, &str)]) {
-    let req = CreateTopicsRequest::default()
-        .with_topics(vec![create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        create_topics_request::CreatableTopicConfig::default()
-                            .with_name(s(k))
-                            .with_value(Some(s(v)))
-                    })
-                    .collect(),
-            )])
-        .with_timeout_ms(5000);
-    let resp = c.send(&req, 7).await;
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
 }
 
 /// One batch of records; a `None` key or value is null.
@@ -122,24 +97,13 @@ async fn consume_all(c: &mut Client, topic: &str) -> (usize, BTreeMap<String, Op
     }
 }
 
-async fn wait_for<F: std::future::Future<Output = bool>>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> F,
-) {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn records_without_a_key_are_refused_by_a_compacted_topic() {
     let dir = tempfile::tempdir().unwrap();
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
-    create(&mut c, "keyed", &[("cleanup.policy", "compact,delete")]).await;
+    c.create_topic_with("keyed", &[("cleanup.policy", "compact,delete")])
+        .await;
     let entries = [
         (Some("a".to_string()), Some("1".to_string())),
         (None, Some("2".to_string())),
@@ -177,7 +141,7 @@ async fn records_without_a_key_are_refused_by_a_compacted_topic() {
         errors,
         vec![(1, message.to_string()), (2, message.to_string())]
     );
-    assert_eq!(log_of(&b, "keyed").log_end_offset(), 0);
+    assert_eq!(b.log("keyed").log_end_offset(), 0);
     produce(&mut c, "keyed", &entries[..1]).await;
     b.stop().await;
 }
@@ -198,8 +162,7 @@ async fn a_million_updates_over_a_thousand_keys_shrink_to_a_record_per_key() {
     )
     .await;
     let mut c = b.client().await;
-    create(
-        &mut c,
+    c.create_topic_with(
         "compacted",
         &[
             ("cleanup.policy", "compact"),
@@ -221,7 +184,7 @@ async fn a_million_updates_over_a_thousand_keys_shrink_to_a_record_per_key() {
     }
     let tombstones: Vec<_> = (900..1000).map(|k| (Some(format!("k{k}")), None)).collect();
     produce(&mut c, "compacted", &tombstones).await;
-    let log = log_of(&b, "compacted");
+    let log = b.log("compacted");
     let written = log.size_bytes();
     wait_for("the log is compacted", Duration::from_secs(120), || {
         let size = log.size_bytes();
@@ -309,7 +272,7 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     ];
     let b = TestBroker::start(dir.path(), &overrides).await;
     let mut c = b.client().await;
-    create(&mut c, "events", &[]).await;
+    c.create_topic_with("events", &[]).await;
     let req = FindCoordinatorRequest::default()
         .with_key_type(0)
         .with_coordinator_keys(vec![s("g0")]);
@@ -319,7 +282,7 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     for i in 0..12_000i64 {
         commit(&mut c, &format!("g{}", i % 10), i).await;
     }
-    let offsets = log_of(&b, "__consumer_offsets");
+    let offsets = b.log("__consumer_offsets");
     assert!(offsets.log_end_offset() >= 12_000);
     wait_for(
         "__consumer_offsets is compacted",
@@ -343,21 +306,13 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     for g in 0..10 {
         assert_eq!(committed(&mut c, &format!("g{g}")).await, 11_990 + g);
     }
-    let offsets = log_of(&b, "__consumer_offsets");
+    let offsets = b.log("__consumer_offsets");
     assert!(
         offsets.size_bytes() < (1 << 20) + 64 * 1024,
         "loaded from the compacted log"
     );
     drop(offsets);
     b.stop().await;
-}
-
-fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
-    let tp = skua::log::TopicPartition {
-        topic: topic.into(),
-        partition: 0,
-    };
-    b.broker.replicas.logs.get_log(&tp).unwrap()
 }
 
 /// Changes one topic config with IncrementalAlterConfigs (SET).
@@ -398,8 +353,7 @@ async fn cleanup_policy_and_dirty_ratio_changed_on_a_live_topic_take_effect() {
     )
     .await;
     let mut c = b.client().await;
-    create(
-        &mut c,
+    c.create_topic_with(
         "live",
         &[
             ("cleanup.policy", "delete"),

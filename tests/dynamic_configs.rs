@@ -244,7 +244,7 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
             syn("log.retention.hours", "168", DEFAULT),
         ]
     );
-    let log = log_of(&b, "follows");
+    let log = b.log("follows");
     assert_eq!(
         log.config().retention_ms,
         5000,
@@ -369,7 +369,7 @@ async fn broker_configs_change_at_runtime_take_effect_and_survive_a_restart() {
         (e.value.as_deref(), e.source),
         (Some("2000000"), DYNAMIC_DEFAULT)
     );
-    let log = log_of(&b, "follows");
+    let log = b.log("follows");
     assert_eq!(
         (log.config().max_message_bytes, log.config().retention_ms),
         (2_000_000, 9000)
@@ -500,7 +500,7 @@ async fn a_live_topics_segment_bytes_and_retention_ms_take_effect() {
     .await;
     let mut c = b.client().await;
     c.create_topic("live", 1).await;
-    let log = log_of(&b, "live");
+    let log = b.log("live");
     for _ in 0..15 {
         produce(&mut c).await;
     }
@@ -546,14 +546,6 @@ async fn a_live_topics_segment_bytes_and_retention_ms_take_effect() {
     }
     drop(log);
     b.stop().await;
-}
-
-fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
-    let tp = skua::log::TopicPartition {
-        topic: topic.into(),
-        partition: 0,
-    };
-    b.broker.replicas.logs.get_log(&tp).unwrap()
 }
 
 async fn produce(c: &mut Client) {
@@ -654,7 +646,7 @@ async fn min_insync_replicas_changed_on_a_live_topic_decides_the_next_produce() 
         code(c.send(&produce(-1), 9).await),
         ResponseError::NotEnoughReplicas.code()
     );
-    assert_eq!(log_of(&b, "strict").log_end_offset(), 0, "nothing appended");
+    assert_eq!(b.log("strict").log_end_offset(), 0, "nothing appended");
     assert_eq!(code(c.send(&produce(1), 9).await), 0);
     assert_eq!(
         alter(
@@ -667,6 +659,6 @@ async fn min_insync_replicas_changed_on_a_live_topic_decides_the_next_produce() 
         (0, None)
     );
     assert_eq!(code(c.send(&produce(-1), 9).await), 0);
-    assert_eq!(log_of(&b, "strict").log_end_offset(), 2);
+    assert_eq!(b.log("strict").log_end_offset(), 2);
     b.stop().await;
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -15,35 +15,10 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-use common::{values, Client, TestBroker};
+use common::{values, wait_for, Client, TestBroker};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.into()))
-}
-
-async fn create(c: &mut Client, topic: &str, configs: &[(&str, &str)]) {
-    let req = CreateTopicsRequest::default()
-        .with_topics(vec![create_topics_request::CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        create_topics_request::CreatableTopicConfig::default()
-                            .with_name(StrBytes::from_string(k.to_string()))
-                            .with_value(Some(StrBytes::from_string(v.to_string())))
-                    })
-                    .collect(),
-            )])
-        .with_timeout_ms(5000);
-    let resp = c.send(&req, 7).await;
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
 }
 
 /// One batch of `n` records `"{prefix}-{i}"` stamped `ts`.
@@ -117,18 +92,6 @@ async fn delete_records(c: &mut Client, topic: &str, offset: i64, version: i16) 
     (p.error_code, p.low_watermark)
 }
 
-async fn wait_for<F: std::future::Future<Output = bool>>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> F,
-) {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_segments_go_within_one_check_while_the_rest_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,8 +105,7 @@ async fn expired_segments_go_within_one_check_while_the_rest_stays_readable() {
     .await;
     let mut c = b.client().await;
     // segment.ms rolls at the jump from old to new timestamps.
-    create(
-        &mut c,
+    c.create_topic_with(
         "expiring",
         &[("retention.ms", "10000"), ("segment.ms", "1000")],
     )
@@ -183,7 +145,7 @@ async fn expired_segments_go_within_one_check_while_the_rest_stays_readable() {
     assert_eq!(got[0], (50, "new-0000".to_string()));
     assert_eq!(got[29], (79, "new-0009".to_string()));
     // The files are gone from disk, not just from the log.
-    let part_dir = log_of(&b, "expiring").dir().to_path_buf();
+    let part_dir = b.log("expiring").dir().to_path_buf();
     wait_for(
         "the deleted files are removed",
         Duration::from_secs(10),
@@ -208,8 +170,7 @@ async fn retention_bytes_bounds_the_log() {
     let b = TestBroker::start(dir.path(), &[("log.retention.check.interval.ms", "300")]).await;
     let mut c = b.client().await;
     const MIB: i64 = 1 << 20;
-    create(
-        &mut c,
+    c.create_topic_with(
         "bounded",
         &[
             ("segment.bytes", &MIB.to_string()),
@@ -224,7 +185,7 @@ async fn retention_bytes_bounds_the_log() {
             .await;
         assert_eq!(err, 0, "batch {i}");
     }
-    let log = log_of(&b, "bounded");
+    let log = b.log("bounded");
     assert_eq!(log.log_end_offset(), 6000);
     wait_for("the log shrinks", Duration::from_secs(10), || {
         let size = log.size_bytes() as i64;
@@ -246,8 +207,9 @@ async fn delete_records_moves_the_low_watermark_and_survives_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
-    create(&mut c, "purged", &[]).await;
-    create(&mut c, "compacted", &[("cleanup.policy", "compact")]).await;
+    c.create_topic_with("purged", &[]).await;
+    c.create_topic_with("compacted", &[("cleanup.policy", "compact")])
+        .await;
     for _ in 0..4 {
         assert_eq!(
             c.produce("purged", 0, batch_at("r", 5, now_ms(), 2), 1)
@@ -301,12 +263,4 @@ async fn delete_records_moves_the_low_watermark_and_survives_a_crash() {
         (0, 20)
     );
     b.stop().await;
-}
-
-fn log_of(b: &TestBroker, topic: &str) -> std::sync::Arc<skua::log::Log> {
-    let tp = skua::log::TopicPartition {
-        topic: topic.into(),
-        partition: 0,
-    };
-    b.broker.replicas.logs.get_log(&tp).unwrap()
 }

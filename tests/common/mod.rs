@@ -105,6 +105,28 @@ impl TestBroker {
     pub async fn client(&self) -> Client {
         Client::connect(self.addr).await
     }
+
+    /// The log of `topic`'s partition 0 on this broker.
+    pub fn log(&self, topic: &str) -> Arc<skua::log::Log> {
+        let tp = skua::log::TopicPartition {
+            topic: topic.into(),
+            partition: 0,
+        };
+        self.broker.replicas.logs.get_log(&tp).unwrap()
+    }
+}
+
+/// Polls `check` every 50 ms until it holds; fails the test after `limit`.
+pub async fn wait_for<F: std::future::Future<Output = bool>>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> F,
+) {
+    let start = std::time::Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 pub struct Client {
@@ -159,6 +181,32 @@ impl Client {
                 .with_replication_factor(1)])
             .with_timeout_ms(5000);
         self.send(&req, 7).await.topics[0].error_code
+    }
+
+    /// Creates a one-partition topic with `configs`; fails the test unless it succeeds.
+    pub async fn create_topic_with(&mut self, name: &str, configs: &[(&str, &str)]) {
+        let req = CreateTopicsRequest::default()
+            .with_topics(vec![create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.into())))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            create_topics_request::CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )])
+            .with_timeout_ms(5000);
+        let resp = self.send(&req, 7).await;
+        assert_eq!(
+            resp.topics[0].error_code, 0,
+            "{:?}",
+            resp.topics[0].error_message
+        );
     }
 
     /// Produces `records` to one partition; returns (error code, base offset).

@@ -6,6 +6,10 @@
 //! the consumer read during the faults is still there, and the three replicas' logs hold
 //! identical bytes. Skipped, with a message, only when java is not installed.
 //!
+//! The group scenario (`--group`): a classic consumer group commits part of a topic; the
+//! broker running both its coordinator and the controller is kill -9'd; the new
+//! coordinator must serve the same offsets and a new member read exactly the rest.
+//!
 //! `SKUA_FAULT_ROUNDS=N` runs N rounds instead of the short form's 2 (the long form:
 //! minutes, e.g. 40 rounds).
 
@@ -42,4 +46,9 @@ fn paused_and_killed_leaders_lose_no_acknowledged_write() {
 #[test]
 fn with_a_kafka_broker_paused_and_killed_leaders_lose_no_acknowledged_write() {
     run_faults(&["--kafka"]);
+}
+
+#[test]
+fn a_group_keeps_its_offsets_when_its_coordinator_and_the_controller_are_killed() {
+    run_faults(&["--group"]);
 }

@@ -13,6 +13,19 @@
 //                                                  its acknowledged offset, in order per
 //                                                  partition, and whatever the follower saw
 //                                                  is still there
+//   produce BOOTSTRAP TOPIC COUNT                   values 0..COUNT-1, partition N % partitions,
+//                                                  idempotent, acks=all
+//   consume BOOTSTRAP TOPIC GROUP PER TOTAL OUTFILE a classic-protocol group member: reads at
+//                                                  most PER records of each partition and
+//                                                  TOTAL in all (fewer if none come for 20 s),
+//                                                  commits exactly what it read after each
+//                                                  poll, writes "P OFFSET N" per record and
+//                                                  prints "committed P OFFSET" lines
+//   pick-group BOOTSTRAP                            a group id (g0..g29) whose coordinator's
+//                                                  broker is also the controller, then that
+//                                                  broker's id
+//   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
+//                                                  group's coordinator serves them
 //
 // Exits 1 with a one-line reason on stderr when something is wrong.
 import java.io.BufferedWriter;
@@ -56,6 +69,10 @@ public class FaultClient {
             case "writer" -> writer(a[1], a[2], Path.of(a[3]), a[4]);
             case "follow" -> follow(a[1], a[2], Path.of(a[3]), a[4]);
             case "check" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "produce" -> produce(a[1], a[2], Long.parseLong(a[3]));
+            case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6]);
+            case "pick-group" -> pickGroup(a[1]);
+            case "committed" -> committed(a[1], a[2]);
             default -> die("unknown command " + a[0]);
         }
         System.exit(0);
@@ -261,5 +278,99 @@ public class FaultClient {
         }
         System.out.println("check: " + sent + " acknowledged writes, each stored once at its offset and in order ("
             + total + " records stored); the " + followed + " records a consumer read during the faults are all still there");
+    }
+
+    static void produce(String bs, String topic, long count) throws Exception {
+        int partitions = partitionCount(bs, topic);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("enable.idempotence", "true");
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            List<java.util.concurrent.Future<?>> sent = new ArrayList<>();
+            for (long n = 0; n < count; n++) {
+                sent.add(producer.send(new ProducerRecord<>(topic, (int) (n % partitions), null, Long.toString(n))));
+            }
+            for (var f : sent) f.get();
+        }
+    }
+
+    static void consume(String bs, String topic, String group, long perPartition, long max, String outFile)
+        throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("group.id", group);
+        p.put("group.protocol", "classic");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("request.timeout.ms", "8000");
+        p.put("default.api.timeout.ms", "60000");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> committed = new TreeMap<>(
+            java.util.Comparator.comparing(TopicPartition::partition));
+        Map<Integer, Long> perPart = new HashMap<>();
+        long got = 0, idleSince = System.currentTimeMillis();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            c.subscribe(List.of(topic));
+            while (got < max && System.currentTimeMillis() - idleSince < 20_000) {
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> read = new HashMap<>();
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (got == max) break;
+                    // Past its share of a partition the record is neither counted nor
+                    // committed: the next member reads it.
+                    if (perPart.merge(r.partition(), 1L, Long::sum) > perPartition) continue;
+                    out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
+                    read.put(new TopicPartition(r.topic(), r.partition()),
+                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                    got++;
+                }
+                if (read.isEmpty()) continue;
+                idleSince = System.currentTimeMillis();
+                // Retried until it lands: what was read is what is committed.
+                while (true) {
+                    try {
+                        c.commitSync(read, Duration.ofSeconds(30));
+                        break;
+                    } catch (org.apache.kafka.common.errors.RetriableException e) {
+                        System.err.println("commit retried: " + e);
+                    }
+                }
+                committed.putAll(read);
+            }
+        }
+        for (var e : committed.entrySet()) {
+            System.out.println("committed " + e.getKey().partition() + " " + e.getValue().offset());
+        }
+    }
+
+    static void pickGroup(String bs) throws Exception {
+        try (Admin admin = admin(bs)) {
+            int controller = admin.describeCluster().controller().get().id();
+            List<String> groups = new ArrayList<>();
+            for (int i = 0; i < 30; i++) groups.add("g" + i);
+            var described = admin.describeConsumerGroups(groups).all().get();
+            for (String g : groups) {
+                if (described.get(g).coordinator().id() == controller) {
+                    System.out.println(g + " " + controller);
+                    return;
+                }
+            }
+            die("pick-group: no group of g0..g29 is coordinated by the controller, broker " + controller);
+        }
+    }
+
+    static void committed(String bs, String group) throws Exception {
+        try (Admin admin = admin(bs)) {
+            var offsets = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            new TreeMap<>(offsets.entrySet().stream().collect(Collectors.toMap(
+                e -> e.getKey().partition(), e -> e.getValue().offset()))).forEach(
+                (part, off) -> System.out.println("committed " + part + " " + off));
+        }
     }
 }

@@ -298,7 +298,11 @@ impl Broker {
             }));
         zk.start_blocking()?;
         replicas.logs.set_broker_epoch(zk.broker_epoch());
-        replicas.cluster.set_broker_epoch(zk.broker_epoch());
+        // Weak: the controller owns what leads back to the replica layer.
+        let registration = Arc::downgrade(&zk);
+        replicas.cluster.follow_broker_epoch(Arc::new(move || {
+            registration.upgrade().map_or(-1, |zk| zk.broker_epoch())
+        }));
         Ok(Arc::new(Broker {
             shared_config,
             controller,

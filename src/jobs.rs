@@ -93,7 +93,9 @@ pub fn schedule_log_jobs(
 }
 
 /// Schedules the replica layer's jobs: ISR expiry (Kafka's `isr-expiration`), every half
-/// `replica.lag.time.max.ms`, proposes dropping followers that stopped catching up.
+/// `replica.lag.time.max.ms`, proposes dropping followers that stopped catching up; the
+/// high-watermark checkpoint (`highwatermark-checkpoint`) keeps what is committed across
+/// a restart.
 pub fn schedule_replica_jobs(
     scheduler: &Scheduler,
     config: &BrokerConfig,
@@ -103,6 +105,16 @@ pub fn schedule_replica_jobs(
         let replicas = Arc::downgrade(replicas);
         scheduler.schedule_blocking("isr-expiration", every, move || {
             with(&replicas, |r| r.maybe_shrink_isrs(now_ms()))
+        });
+    }
+    if let Some(every) = period_ms(
+        config
+            .replication
+            .replica_high_watermark_checkpoint_interval_ms,
+    ) {
+        let replicas = Arc::downgrade(replicas);
+        scheduler.schedule_blocking("highwatermark-checkpoint", every, move || {
+            with(&replicas, ReplicaManager::checkpoint_high_watermarks)
         });
     }
 }

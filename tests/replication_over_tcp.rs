@@ -248,3 +248,57 @@ async fn a_leader_answers_a_divergent_follower_at_once_with_its_epoch_end() {
     assert_eq!(resp.node_endpoints[0].port, i32::from(b1.addr.port()));
     b1.stop().await;
 }
+
+/// ListOffsets LATEST as `replica_id` asks it (v7): (error code, offset).
+async fn latest(c: &mut common::Client, replica_id: i32) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(replica_id))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName("r".into()))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let resp = c.send(&req, 7).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// A replica asking ListOffsets is told the leader's log end (where its own log may end),
+/// a consumer the high watermark; a new leader whose high watermark has not reached its
+/// epoch's start answers consumers OFFSET_NOT_AVAILABLE (KIP-207) until it has.
+#[tokio::test]
+async fn list_offsets_answers_replicas_with_the_log_end_and_consumers_with_the_high_watermark() {
+    let d1 = tempfile::tempdir().unwrap();
+    let b1 = TestBroker::start(d1.path(), &[("broker.id", "1")]).await;
+    let mut c = b1.client().await;
+    assert_eq!(c.create_topic("r", 1).await, 0);
+    let topic_id = b1.broker.controller.topic("r").unwrap().topic_id;
+    let first = b1.broker.replicas.partition("r", 0).unwrap().leader_epoch();
+    let produce = |v: &'static str| batch(&[v], None, Compression::None);
+    for v in ["a", "b", "c"] {
+        assert_eq!(c.produce("r", 0, produce(v), 1).await.0, 0);
+    }
+    // Broker 2 joins the ISR (no fetcher of its own here): two more records are on the
+    // leader only.
+    announce(&b1, topic_id, &[1, 2], 1, first + 1, &[1, 2]);
+    for v in ["d", "e"] {
+        assert_eq!(c.produce("r", 0, produce(v), 1).await.0, 0);
+    }
+    assert_eq!(latest(&mut c, 2).await, (0, 5));
+    assert_eq!(latest(&mut c, -1).await, (0, 3));
+
+    // A new epoch starts at 5 while the high watermark is 3.
+    announce(&b1, topic_id, &[1, 2], 1, first + 2, &[1, 2]);
+    assert_eq!(latest(&mut c, -1).await, (78, -1), "OFFSET_NOT_AVAILABLE");
+    assert_eq!(latest(&mut c, 2).await, (0, 5));
+    // The follower reports offset 5: committed, and consumers are answered again.
+    let resp = c
+        .send(&follower_fetch(topic_id, first + 2, 5, first + 1, 0), 17)
+        .await;
+    assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+    assert_eq!(latest(&mut c, -1).await, (0, 5));
+    b1.stop().await;
+}

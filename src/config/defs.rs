@@ -696,6 +696,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     ),
     b("group.streams.assignors", Kind::List, Some("sticky")),
     b("replica.lag.time.max.ms", Kind::Long, Some("30000")),
+    b(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Kind::Long,
+        Some("5000"),
+    ),
     // The replica fetchers: connections per source broker, and their Fetch requests.
     b("num.replica.fetchers", Kind::Int, Some("1")),
     b("replica.fetch.max.bytes", Kind::Int, Some("1048576")),

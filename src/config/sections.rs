@@ -87,6 +87,9 @@ pub struct ReplicationConfig {
     pub default_replication_factor: i16,
     /// `replica.lag.time.max.ms`: how long a follower may lag before it leaves the ISR.
     pub replica_lag_time_max_ms: i64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often every partition's high
+    /// watermark goes to `replication-offset-checkpoint`.
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
     /// `num.replica.fetchers`: fetcher connections per source broker.
     pub num_replica_fetchers: usize,
     /// `replica.fetch.max.bytes`: the most bytes asked of one partition per fetch.
@@ -108,6 +111,8 @@ impl ReplicationConfig {
             default_replication_factor: i16::try_from(factor)
                 .map_err(|_| invalid("default.replication.factor", "out of range"))?,
             replica_lag_time_max_ms: keys.long("replica.lag.time.max.ms")?,
+            replica_high_watermark_checkpoint_interval_ms: keys
+                .long("replica.high.watermark.checkpoint.interval.ms")?,
             num_replica_fetchers: keys.positive("num.replica.fetchers")?,
             replica_fetch_max_bytes: keys.int("replica.fetch.max.bytes")?.max(0),
             replica_fetch_response_max_bytes: keys.int("replica.fetch.response.max.bytes")?.max(0),

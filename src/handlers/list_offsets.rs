@@ -11,7 +11,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::broker::Broker;
 use crate::log::{TimestampAndOffset, TopicPartition};
-use crate::replica::Partition;
+use crate::replica::{FetchIsolation, Partition};
 use crate::router::RequestContext;
 
 const LEADER_EPOCH_VERSION: i16 = 4;
@@ -23,7 +23,14 @@ pub async fn handle(
     ctx: RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
-    let read_committed = req.isolation_level == READ_COMMITTED;
+    // A replica (a follower whose fetch offset is out of range) is told the leader's log
+    // end; consumers what their isolation level lets them read (Kafka ignores the level
+    // of a replica's request).
+    let isolation = match (req.replica_id.0 >= 0, req.isolation_level) {
+        (true, _) => FetchIsolation::LogEnd,
+        (false, READ_COMMITTED) => FetchIsolation::TxnCommitted,
+        (false, _) => FetchIsolation::HighWatermark,
+    };
     let topics = req
         .topics
         .into_iter()
@@ -34,7 +41,7 @@ pub async fn handle(
                 .map(|lp| {
                     let tp = TopicPartition::new(t.name.0.as_str(), lp.partition_index);
                     match broker.replicas.leader(&tp, lp.current_leader_epoch) {
-                        Ok(p) => lookup(&p, lp, ctx.api_version, read_committed),
+                        Ok(p) => lookup(&p, lp, ctx.api_version, isolation),
                         Err(e) => error(lp.partition_index, e.error),
                     }
                 })
@@ -51,9 +58,9 @@ fn lookup(
     p: &Partition,
     lp: &ListOffsetsPartition,
     version: i16,
-    read_committed: bool,
+    isolation: FetchIsolation,
 ) -> ListOffsetsPartitionResponse {
-    let found = match p.fetch_offset_for_timestamp(lp.timestamp, read_committed) {
+    let found = match p.fetch_offset_for_timestamp(lp.timestamp, isolation) {
         Ok(found) => found,
         Err(e) => return error(lp.partition_index, e),
     };

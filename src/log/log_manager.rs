@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::checkpoint::{
     read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
     CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
 };
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
@@ -402,6 +403,53 @@ impl LogManager {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Writes each online log dir's `replication-offset-checkpoint` (Kafka's
+    /// `highwatermark-checkpoint`): `high_watermark` of every log in the dir that has one.
+    pub fn checkpoint_high_watermarks(
+        &self,
+        high_watermark: impl Fn(&TopicPartition) -> Option<i64>,
+    ) -> Result<(), LogError> {
+        let mut first_error = None;
+        for (i, dir) in self.dirs.iter().enumerate() {
+            if dir.health.is_offline() {
+                continue;
+            }
+            let _writing = dir.checkpoints.lock();
+            let mut hws: Vec<(TopicPartition, i64)> = self
+                .logs
+                .read()
+                .iter()
+                .filter(|(_, h)| h.dir_index == i)
+                .filter_map(|(tp, _)| high_watermark(tp).map(|hw| (tp.clone(), hw)))
+                .collect();
+            hws.sort();
+            let path = dir.path.join(REPLICATION_OFFSET_CHECKPOINT);
+            if let Err(e) = write_offset_checkpoint(&path, &hws) {
+                first_error.get_or_insert(self.on_dir_failure(i, "writing checkpoints", e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The high watermarks last checkpointed, each read from the dir that holds its log
+    /// (an unreadable checkpoint is logged and counts as empty).
+    pub fn checkpointed_high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        let logs = self.logs.read();
+        let mut hws = HashMap::new();
+        for (i, dir) in self.dirs.iter().enumerate() {
+            if dir.health.is_offline() {
+                continue;
+            }
+            let _reading = dir.checkpoints.lock();
+            let read = read_checkpoint_or_empty(&dir.path.join(REPLICATION_OFFSET_CHECKPOINT));
+            hws.extend(
+                read.into_iter()
+                    .filter(|(tp, _)| logs.get(tp).is_some_and(|h| h.dir_index == i)),
+            );
+        }
+        hws
     }
 
     fn checkpoint_log_starts_of_dir(&self, i: usize) -> Result<(), LogError> {

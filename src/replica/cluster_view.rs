@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -17,7 +18,13 @@ pub struct ClusterView {
     brokers: RwLock<HashMap<i32, BrokerInfo>>,
     controller_id: AtomicI32,
     broker_epoch: AtomicI64,
+    /// Where the epoch lives when it can change under the replica layer (ZooKeeper mode:
+    /// a new session registers the broker again with a new epoch).
+    epoch_source: RwLock<Option<EpochSource>>,
 }
+
+/// Reads this broker's current epoch.
+pub type EpochSource = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 impl ClusterView {
     pub fn new(local_id: i32) -> Self {
@@ -26,6 +33,7 @@ impl ClusterView {
             brokers: RwLock::new(HashMap::new()),
             controller_id: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
+            epoch_source: RwLock::new(None),
         }
     }
 
@@ -59,7 +67,17 @@ impl ClusterView {
         self.broker_epoch.store(epoch, Ordering::Release);
     }
 
+    /// Follows the broker epoch kept by `source` from now on: requests built after a
+    /// re-registration carry the new epoch, which the controller requires of
+    /// AlterPartition (an old one is STALE_BROKER_EPOCH, and the ISR would never grow).
+    pub fn follow_broker_epoch(&self, source: EpochSource) {
+        *self.epoch_source.write() = Some(source);
+    }
+
     pub fn broker_epoch(&self) -> i64 {
+        if let Some(source) = self.epoch_source.read().as_ref() {
+            return source();
+        }
         self.broker_epoch.load(Ordering::Acquire)
     }
 

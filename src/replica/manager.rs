@@ -7,6 +7,7 @@
 //! follows is replicated by a fetcher from its leader, and every partition it leads sends
 //! its ISR changes to the controller.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
@@ -41,6 +42,10 @@ pub struct ReplicaManager {
     /// The other brokers, the controller and this broker's epoch, from the metadata.
     pub cluster: Arc<ClusterView>,
     replication: OnceLock<Replication>,
+    /// The high watermarks of `replication-offset-checkpoint` as found at startup (read at
+    /// the first partition created); each is taken by its partition once, when it is first
+    /// hosted, so a log created later never inherits an older one's.
+    checkpointed_high_watermarks: parking_lot::Mutex<Option<HashMap<TopicPartition, i64>>>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -62,6 +67,26 @@ impl ReplicaManager {
             topics: DashMap::new(),
             cluster: Arc::new(ClusterView::new(broker_id)),
             replication: OnceLock::new(),
+            checkpointed_high_watermarks: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// The high watermark checkpointed for `tp` before this start, taken once.
+    fn take_checkpointed_high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.checkpointed_high_watermarks
+            .lock()
+            .get_or_insert_with(|| self.logs.checkpointed_high_watermarks())
+            .remove(tp)
+    }
+
+    /// Writes every hosted partition's high watermark to its log dir's
+    /// `replication-offset-checkpoint`; run periodically and at shutdown.
+    pub fn checkpoint_high_watermarks(&self) {
+        let written = self
+            .logs
+            .checkpoint_high_watermarks(|tp| self.partitions.get(tp).map(|p| p.high_watermark()));
+        if let Err(e) = written {
+            tracing::error!(error = %e, "cannot write the high watermark checkpoints");
         }
     }
 
@@ -216,7 +241,11 @@ impl ReplicaManager {
                 .logs
                 .get_or_create_log(&tp, topic.topic_id, log_config.clone())?;
             log.update_config(log_config.clone());
-            let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch);
+            // What was committed before a restart stays committed (and no more: a leader
+            // exposes nothing its followers may not have until they report it).
+            let high_watermark = self.take_checkpointed_high_watermark(&tp).unwrap_or(0);
+            let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch)
+                .with_high_watermark(high_watermark);
             partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
             let partition = Arc::new(partition);
             self.take_place(&partition);
@@ -367,6 +396,7 @@ impl ReplicaManager {
             replication.fetchers.shutdown();
             replication.isr_task.abort();
         }
+        self.checkpoint_high_watermarks();
         self.logs.shutdown()
     }
 }

@@ -115,6 +115,18 @@ impl Partition {
         }
     }
 
+    /// Starts from `offset` as the high watermark, kept within the log (Kafka's
+    /// `updateHighWatermark` with the checkpointed value): what a restarted broker knew
+    /// was committed, never more than its log holds. The first leadership applied may
+    /// raise it (a leader alone commits its whole log).
+    pub fn with_high_watermark(self, offset: i64) -> Self {
+        let hw = offset
+            .min(self.log.log_end_offset())
+            .max(self.log.log_start_offset());
+        self.high_watermark.store(hw, Ordering::Release);
+        self
+    }
+
     /// Sends this partition's ISR changes to `changes` (set once, by the replica manager).
     pub fn send_isr_changes_to(&self, changes: IsrChanges) {
         let _ = self.isr_changes.set(changes);
@@ -559,48 +571,55 @@ impl Partition {
         }
     }
 
-    /// ListOffsets for one partition (Kafka's `fetchOffsetForTimestamp`): the log start
-    /// for EARLIEST, the high watermark for LATEST, else the record with the largest
-    /// timestamp or the first at or after `timestamp`, among the committed records.
-    /// EARLIEST and LATEST carry the current leader epoch; `None` when nothing matches;
-    /// INVALID_REQUEST for an unknown special timestamp.
+    /// ListOffsets (Kafka's `fetchOffsetForTimestamp`): the log start, the end of what
+    /// `isolation` may read, the record with the largest timestamp or the first at or after
+    /// `timestamp`, among the offsets `isolation` may read. Consumers read up to the high
+    /// watermark or the last stable offset; a replica (`LogEnd`) up to the log end, as a
+    /// follower asks when its fetch offset is out of range. EARLIEST and LATEST carry the
+    /// current leader epoch; `None` when nothing matches; INVALID_REQUEST for an unknown
+    /// special timestamp. A leader whose high watermark has not reached the start of its
+    /// epoch answers a consumer's LATEST (or a lookup that finds nothing yet) with
+    /// OFFSET_NOT_AVAILABLE (KIP-207), so the client retries instead of resetting to an
+    /// offset below what the previous leader exposed.
     pub fn fetch_offset_for_timestamp(
         &self,
         timestamp: i64,
-        read_committed: bool,
+        isolation: FetchIsolation,
     ) -> Result<Option<TimestampAndOffset>, ResponseError> {
-        // read_committed clients see up to the last stable offset (Kafka's
-        // `fetchOffsetForTimestamp` with IsolationLevel.READ_COMMITTED).
-        let hw = match read_committed {
-            true => self.last_stable_offset(),
-            false => self.high_watermark(),
+        let last_fetchable = match isolation {
+            FetchIsolation::LogEnd => self.log.log_end_offset(),
+            FetchIsolation::HighWatermark => self.high_watermark(),
+            FetchIsolation::TxnCommitted => self.last_stable_offset(),
         };
+        let not_available = isolation != FetchIsolation::LogEnd
+            && self.is_leader()
+            && self.leader_epoch_start_offset.load(Ordering::Acquire) > self.high_watermark();
         let at = |offset| TimestampAndOffset {
             timestamp: -1,
             offset,
             leader_epoch: Some(self.leader_epoch()),
         };
         let found = match timestamp {
-            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Some(at(self.log.log_start_offset())),
-            LATEST_TIMESTAMP => Some(at(hw)),
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                return Ok(Some(at(self.log.log_start_offset())))
+            }
+            LATEST_TIMESTAMP if not_available => return Err(ResponseError::OffsetNotAvailable),
+            LATEST_TIMESTAMP => return Ok(Some(at(last_fetchable))),
             // No tiered storage: nothing is tiered or pending upload.
             LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => {
-                Some(TimestampAndOffset {
+                return Ok(Some(TimestampAndOffset {
                     leader_epoch: None,
                     ..at(-1)
-                })
+                }))
             }
-            MAX_TIMESTAMP => self
-                .log
-                .max_timestamp_and_offset()
-                .filter(|f| f.offset < hw),
-            ts if ts >= 0 => self
-                .log
-                .fetch_offset_by_timestamp(ts)
-                .filter(|f| f.offset < hw),
+            MAX_TIMESTAMP => self.log.max_timestamp_and_offset(),
+            ts if ts >= 0 => self.log.fetch_offset_by_timestamp(ts),
             _ => return Err(ResponseError::InvalidRequest),
         };
-        Ok(found)
+        match found.filter(|f| f.offset < last_fetchable) {
+            None if not_available => Err(ResponseError::OffsetNotAvailable),
+            found => Ok(found),
+        }
     }
 
     /// OffsetForLeaderEpoch: the largest epoch at most `epoch` and the offset where it

@@ -169,7 +169,7 @@ impl LeaderEndpoint for LocalLeader {
         let m = self.manager()?;
         Ok(match m.leader(tp, current_leader_epoch) {
             Err(e) => Err(e.code()),
-            Ok(p) => match p.fetch_offset_for_timestamp(timestamp, false) {
+            Ok(p) => match p.fetch_offset_for_timestamp(timestamp, FetchIsolation::LogEnd) {
                 Ok(found) => Ok(found.map_or(-1, |f| f.offset)),
                 Err(e) => Err(e.code()),
             },

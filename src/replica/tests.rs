@@ -430,4 +430,55 @@ mod manager {
             Err(ResponseError::UnknownTopicOrPartition)
         );
     }
+
+    /// What was committed before a restart is what is committed after it: the high
+    /// watermark goes to `replication-offset-checkpoint` (Kafka's format) and comes back
+    /// from it, not from the log end, which may hold what no follower has.
+    #[tokio::test]
+    async fn the_high_watermark_survives_a_restart_through_its_checkpoint() {
+        let root = tempfile::tempdir().unwrap();
+        let m = manager(&root);
+        // t-0 led here with a follower; t-1 led here alone.
+        apply(
+            &m,
+            TopicDelta::Changed(topic(1, &[(&[ME, FOLLOWER], ME, 5), (&[ME], ME, 5)])),
+        );
+        let (p0, p1) = (m.partition("t", 0).unwrap(), m.partition("t", 1).unwrap());
+        append(&p0, 5).await;
+        follower_fetch(&p0, FOLLOWER, 3);
+        append(&p1, 4).await;
+        assert_eq!((p0.log_end_offset(), p0.high_watermark()), (5, 3));
+        assert_eq!(p1.high_watermark(), 4);
+        m.shutdown().unwrap();
+        drop((m, p0, p1));
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("replication-offset-checkpoint")).unwrap(),
+            "0\n2\nt 0 3\nt 1 4\n"
+        );
+
+        // Restarted as t-0's follower: its high watermark is the checkpointed one until
+        // the leader says more.
+        let m = manager(&root);
+        apply(
+            &m,
+            TopicDelta::Changed(topic(1, &[(&[ME, FOLLOWER], FOLLOWER, 6), (&[ME], ME, 6)])),
+        );
+        let p0 = m.partition("t", 0).unwrap();
+        assert_eq!((p0.log_end_offset(), p0.high_watermark()), (5, 3));
+        assert_eq!(m.partition("t", 1).unwrap().high_watermark(), 4);
+        m.shutdown().unwrap();
+        drop((m, p0));
+
+        // Restarted as t-0's leader: consumers read nothing the follower has not
+        // reported having.
+        let m = manager(&root);
+        apply(
+            &m,
+            TopicDelta::Changed(topic(1, &[(&[ME, FOLLOWER], ME, 7), (&[ME], ME, 7)])),
+        );
+        let p0 = m.partition("t", 0).unwrap();
+        assert_eq!(p0.high_watermark(), 3);
+        follower_fetch(&p0, FOLLOWER, 5);
+        assert_eq!(p0.high_watermark(), 5);
+    }
 }

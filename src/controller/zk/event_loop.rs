@@ -321,10 +321,11 @@ impl ControllerLoop {
         Ok(id)
     }
 
+    /// Reads `/controller` and watches it again (a fired watch is gone: without a new one
+    /// the next controller's death would go unnoticed and nobody would be elected).
     async fn maybe_resign(&mut self) -> ZkResult<()> {
         let was_active = self.is_active();
-        let id = election::read_controller_id(&self.s).await?;
-        self.shared.set_controller_id(id.unwrap_or(-1));
+        let id = self.watch_controller().await?;
         if was_active && id != Some(self.settings.broker_id) {
             tracing::warn!(controller = ?id, "another broker is the controller now; resigning");
             self.on_resignation();

@@ -1,0 +1,376 @@
+// The Kafka-client side of scripts/faults, on Apache Kafka's own Java clients.
+//
+//   create  BOOTSTRAP TOPIC PARTITIONS             RF 3, min.insync.replicas=2
+//   leaders BOOTSTRAP TOPIC                         "partition leader isr-size" per line
+//   writer  BOOTSTRAP TOPIC STOPFILE ACKFILE        idempotent acks=all producer writing value N
+//                                                  to partition N % partitions until STOPFILE
+//                                                  exists; ACKFILE gets "ack P OFFSET N" per
+//                                                  acknowledged record, then "sent N"
+//   follow  BOOTSTRAP TOPIC STOPFILE OUTFILE        a consumer reading while the faults run:
+//                                                  "P OFFSET N" per record; fails if an
+//                                                  offset ever goes back
+//   check   BOOTSTRAP TOPIC ACKFILE FOLLOWFILE      every acknowledged record is stored once, at
+//                                                  its acknowledged offset, in order per
+//                                                  partition, and whatever the follower saw
+//                                                  is still there
+//   produce BOOTSTRAP TOPIC COUNT                   values 0..COUNT-1, partition N % partitions,
+//                                                  idempotent, acks=all
+//   consume BOOTSTRAP TOPIC GROUP PER TOTAL OUTFILE a classic-protocol group member: reads at
+//                                                  most PER records of each partition and
+//                                                  TOTAL in all (fewer if none come for 20 s),
+//                                                  commits exactly what it read after each
+//                                                  poll, writes "P OFFSET N" per record and
+//                                                  prints "committed P OFFSET" lines
+//   pick-group BOOTSTRAP                            a group id (g0..g29) whose coordinator's
+//                                                  broker is also the controller, then that
+//                                                  broker's id
+//   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
+//                                                  group's coordinator serves them
+//
+// Exits 1 with a one-line reason on stderr when something is wrong.
+import java.io.BufferedWriter;
+import java.io.FileWriter;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class FaultClient {
+    static void die(String msg) {
+        System.err.println(msg);
+        System.exit(1);
+    }
+
+    public static void main(String[] a) throws Exception {
+        switch (a[0]) {
+            case "create" -> create(a[1], a[2], Integer.parseInt(a[3]));
+            case "leaders" -> leaders(a[1], a[2]);
+            case "writer" -> writer(a[1], a[2], Path.of(a[3]), a[4]);
+            case "follow" -> follow(a[1], a[2], Path.of(a[3]), a[4]);
+            case "check" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "produce" -> produce(a[1], a[2], Long.parseLong(a[3]));
+            case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6]);
+            case "pick-group" -> pickGroup(a[1]);
+            case "committed" -> committed(a[1], a[2]);
+            default -> die("unknown command " + a[0]);
+        }
+        System.exit(0);
+    }
+
+    static Admin admin(String bs) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("default.api.timeout.ms", "20000");
+        p.put("request.timeout.ms", "5000");
+        return Admin.create(p);
+    }
+
+    static void create(String bs, String topic, int partitions) throws Exception {
+        try (Admin admin = admin(bs)) {
+            NewTopic t = new NewTopic(topic, partitions, (short) 3)
+                .configs(Map.of("min.insync.replicas", "2"));
+            admin.createTopics(List.of(t)).all().get();
+        }
+    }
+
+    static void leaders(String bs, String topic) throws Exception {
+        try (Admin admin = admin(bs)) {
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            for (TopicPartitionInfo p : d.partitions()) {
+                int leader = p.leader() == null ? -1 : p.leader().id();
+                System.out.println(p.partition() + " " + leader + " " + p.isr().size());
+            }
+        }
+    }
+
+    static int partitionCount(String bs, String topic) throws Exception {
+        try (Admin admin = admin(bs)) {
+            return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+        }
+    }
+
+    static void writer(String bs, String topic, Path stop, String ackFile) throws Exception {
+        int partitions = partitionCount(bs, topic);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("enable.idempotence", "true");
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.put("request.timeout.ms", "8000");
+        // Outlive every fault the harness injects: a record is either acknowledged or the
+        // run fails, never silently dropped.
+        p.put("delivery.timeout.ms", "600000");
+        p.put("max.block.ms", "600000");
+        p.put("reconnect.backoff.max.ms", "500");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        BufferedWriter out = new BufferedWriter(new FileWriter(ackFile));
+        AtomicLong outstanding = new AtomicLong();
+        List<String> errors = Collections.synchronizedList(new ArrayList<>());
+        long sent = 0;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            while (!Files.exists(stop)) {
+                if (outstanding.get() >= 200) {
+                    Thread.sleep(5);
+                    continue;
+                }
+                final long n = sent++;
+                outstanding.incrementAndGet();
+                producer.send(new ProducerRecord<>(topic, (int) (n % partitions), null, Long.toString(n)),
+                    (md, e) -> {
+                        outstanding.decrementAndGet();
+                        synchronized (out) {
+                            try {
+                                if (e != null) {
+                                    errors.add(n + ": " + e);
+                                    out.write("error " + n + " " + e.toString().replace('\n', ' ') + "\n");
+                                } else {
+                                    out.write("ack " + md.partition() + " " + md.offset() + " " + n + "\n");
+                                }
+                            } catch (IOException io) {
+                                errors.add(io.toString());
+                            }
+                        }
+                    });
+                if (n % 4 == 0) Thread.sleep(2);
+            }
+            producer.flush();
+        }
+        synchronized (out) {
+            out.write("sent " + sent + "\n");
+            out.close();
+        }
+        System.out.println("writer: " + sent + " sent, " + errors.size() + " failed");
+    }
+
+    static KafkaConsumer<String, String> consumer(String bs) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("request.timeout.ms", "8000");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        return new KafkaConsumer<>(p);
+    }
+
+    static List<TopicPartition> assignAll(KafkaConsumer<String, String> c, String topic) {
+        List<TopicPartition> tps = c.partitionsFor(topic, Duration.ofSeconds(30)).stream()
+            .map(i -> new TopicPartition(topic, i.partition())).collect(Collectors.toList());
+        c.assign(tps);
+        c.seekToBeginning(tps);
+        return tps;
+    }
+
+    static void follow(String bs, String topic, Path stop, String outFile) throws Exception {
+        Map<Integer, Long> last = new HashMap<>();
+        try (KafkaConsumer<String, String> c = consumer(bs);
+             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            assignAll(c, topic);
+            long seen = 0;
+            while (!Files.exists(stop)) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    Long prev = last.put(r.partition(), r.offset());
+                    if (prev != null && r.offset() <= prev) {
+                        die("follow: partition " + r.partition() + " went from offset " + prev + " to " + r.offset());
+                    }
+                    out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
+                    seen++;
+                }
+            }
+            System.out.println("follow: " + seen + " records read while the faults ran");
+        }
+    }
+
+    static void check(String bs, String topic, Path ackFile, Path followFile) throws Exception {
+        // partition -> offset -> value, as acknowledged.
+        Map<Integer, TreeMap<Long, Long>> acked = new HashMap<>();
+        long sent = -1, ackCount = 0;
+        for (String line : Files.readAllLines(ackFile)) {
+            String[] f = line.split(" ", 4);
+            switch (f[0]) {
+                case "ack" -> {
+                    acked.computeIfAbsent(Integer.parseInt(f[1]), k -> new TreeMap<>())
+                        .put(Long.parseLong(f[2]), Long.parseLong(f[3]));
+                    ackCount++;
+                }
+                case "error" -> die("check: the writer's record " + f[1] + " failed: " + f[2]);
+                case "sent" -> sent = Long.parseLong(f[1]);
+                default -> die("check: bad line in " + ackFile + ": " + line);
+            }
+        }
+        if (sent < 0) die("check: the writer did not finish");
+        if (ackCount != sent) die("check: " + sent + " sent but " + ackCount + " acknowledged");
+
+        Map<Integer, TreeMap<Long, Long>> stored = new HashMap<>();
+        try (KafkaConsumer<String, String> c = consumer(bs)) {
+            List<TopicPartition> tps = assignAll(c, topic);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            Map<TopicPartition, Long> begin = c.beginningOffsets(tps, Duration.ofSeconds(30));
+            for (TopicPartition tp : tps) {
+                if (begin.get(tp) != 0) die("check: " + tp + " starts at " + begin.get(tp));
+            }
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (tps.stream().anyMatch(tp -> c.position(tp) < end.get(tp))) {
+                if (System.currentTimeMillis() > deadline) die("check: could not read up to " + end);
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    stored.computeIfAbsent(r.partition(), k -> new TreeMap<>()).put(r.offset(), Long.parseLong(r.value()));
+                }
+            }
+        }
+        Map<Long, String> where = new HashMap<>();
+        long total = 0;
+        for (var e : stored.entrySet()) {
+            long prev = -1;
+            for (var r : e.getValue().entrySet()) {
+                long n = r.getValue();
+                String at = e.getKey() + "@" + r.getKey();
+                String dup = where.put(n, at);
+                if (dup != null) die("check: value " + n + " stored twice, at " + dup + " and " + at);
+                if (n <= prev) die("check: partition " + e.getKey() + " out of order: " + prev + " then " + n + " at " + at);
+                prev = n;
+                total++;
+            }
+        }
+        for (var e : acked.entrySet()) {
+            TreeMap<Long, Long> log = stored.getOrDefault(e.getKey(), new TreeMap<>());
+            for (var r : e.getValue().entrySet()) {
+                Long got = log.get(r.getKey());
+                if (!r.getValue().equals(got)) {
+                    die("check: acknowledged value " + r.getValue() + " at " + e.getKey() + "@" + r.getKey()
+                        + " but the log holds " + got + " there (value stored at " + where.get(r.getValue()) + ")");
+                }
+            }
+        }
+        long followed = 0;
+        for (String line : Files.readAllLines(followFile)) {
+            String[] f = line.split(" ");
+            int part = Integer.parseInt(f[0]);
+            long off = Long.parseLong(f[1]);
+            Long got = stored.getOrDefault(part, new TreeMap<>()).get(off);
+            if (got == null || got != Long.parseLong(f[2])) {
+                die("check: a consumer read " + f[2] + " at " + part + "@" + off + " during the faults; the log now holds " + got);
+            }
+            followed++;
+        }
+        System.out.println("check: " + sent + " acknowledged writes, each stored once at its offset and in order ("
+            + total + " records stored); the " + followed + " records a consumer read during the faults are all still there");
+    }
+
+    static void produce(String bs, String topic, long count) throws Exception {
+        int partitions = partitionCount(bs, topic);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("enable.idempotence", "true");
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            List<java.util.concurrent.Future<?>> sent = new ArrayList<>();
+            for (long n = 0; n < count; n++) {
+                sent.add(producer.send(new ProducerRecord<>(topic, (int) (n % partitions), null, Long.toString(n))));
+            }
+            for (var f : sent) f.get();
+        }
+    }
+
+    static void consume(String bs, String topic, String group, long perPartition, long max, String outFile)
+        throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("group.id", group);
+        p.put("group.protocol", "classic");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("request.timeout.ms", "8000");
+        p.put("default.api.timeout.ms", "60000");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> committed = new TreeMap<>(
+            java.util.Comparator.comparing(TopicPartition::partition));
+        Map<Integer, Long> perPart = new HashMap<>();
+        long got = 0, idleSince = System.currentTimeMillis();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            c.subscribe(List.of(topic));
+            while (got < max && System.currentTimeMillis() - idleSince < 20_000) {
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> read = new HashMap<>();
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (got == max) break;
+                    // Past its share of a partition the record is neither counted nor
+                    // committed: the next member reads it.
+                    if (perPart.merge(r.partition(), 1L, Long::sum) > perPartition) continue;
+                    out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
+                    read.put(new TopicPartition(r.topic(), r.partition()),
+                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                    got++;
+                }
+                if (read.isEmpty()) continue;
+                idleSince = System.currentTimeMillis();
+                // Retried until it lands: what was read is what is committed.
+                while (true) {
+                    try {
+                        c.commitSync(read, Duration.ofSeconds(30));
+                        break;
+                    } catch (org.apache.kafka.common.errors.RetriableException e) {
+                        System.err.println("commit retried: " + e);
+                    }
+                }
+                committed.putAll(read);
+            }
+        }
+        for (var e : committed.entrySet()) {
+            System.out.println("committed " + e.getKey().partition() + " " + e.getValue().offset());
+        }
+    }
+
+    static void pickGroup(String bs) throws Exception {
+        try (Admin admin = admin(bs)) {
+            int controller = admin.describeCluster().controller().get().id();
+            List<String> groups = new ArrayList<>();
+            for (int i = 0; i < 30; i++) groups.add("g" + i);
+            var described = admin.describeConsumerGroups(groups).all().get();
+            for (String g : groups) {
+                if (described.get(g).coordinator().id() == controller) {
+                    System.out.println(g + " " + controller);
+                    return;
+                }
+            }
+            die("pick-group: no group of g0..g29 is coordinated by the controller, broker " + controller);
+        }
+    }
+
+    static void committed(String bs, String group) throws Exception {
+        try (Admin admin = admin(bs)) {
+            var offsets = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+            new TreeMap<>(offsets.entrySet().stream().collect(Collectors.toMap(
+                e -> e.getKey().partition(), e -> e.getValue().offset()))).forEach(
+                (part, off) -> System.out.println("committed " + part + " " + off));
+        }
+    }
+}

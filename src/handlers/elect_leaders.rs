@@ -106,3 +106,73 @@ fn response(error_code: i16, results: ElectionResults, all: bool) -> ElectLeader
                 .collect(),
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn results() -> ElectionResults {
+        [
+            (TopicPartition::new("a", 0), Ok(2)),
+            (
+                TopicPartition::new("a", 1),
+                Err((ResponseError::ElectionNotNeeded, None)),
+            ),
+            (
+                TopicPartition::new("b", 0),
+                Err((
+                    ResponseError::PreferredLeaderNotAvailable,
+                    Some("no".to_string()),
+                )),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn codes(r: &ElectLeadersResponse) -> Vec<(String, i32, i16)> {
+        r.replica_election_results
+            .iter()
+            .flat_map(|t| {
+                t.partition_result
+                    .iter()
+                    .map(|p| (t.topic.0.to_string(), p.partition_id, p.error_code))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn named_partitions_are_all_answered() {
+        let r = response(0, results(), false);
+        assert_eq!(
+            codes(&r),
+            vec![
+                ("a".into(), 0, 0),
+                ("a".into(), 1, ResponseError::ElectionNotNeeded.code()),
+                (
+                    "b".into(),
+                    0,
+                    ResponseError::PreferredLeaderNotAvailable.code()
+                ),
+            ]
+        );
+        let b = &r.replica_election_results[1].partition_result[0];
+        assert_eq!(b.error_message.as_deref(), Some("no"));
+    }
+
+    #[test]
+    fn all_partitions_leave_out_elections_not_needed() {
+        let r = response(0, results(), true);
+        assert_eq!(
+            codes(&r),
+            vec![
+                ("a".into(), 0, 0),
+                (
+                    "b".into(),
+                    0,
+                    ResponseError::PreferredLeaderNotAvailable.code()
+                ),
+            ]
+        );
+    }
+}

@@ -21,6 +21,7 @@ pub mod describe_groups;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;

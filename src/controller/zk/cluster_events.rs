@@ -82,6 +82,10 @@ impl ControllerLoop {
             epoch = self.ctx.epoch,
             "ready to serve as the new controller"
         );
+        // Preferred elections asked for through ZooKeeper while nobody controlled.
+        self.process_preferred_replica_election_znode().await?;
+        // Kafka's first imbalance check comes 5 s after the failover.
+        self.schedule_auto_leader_rebalance(std::time::Duration::from_secs(5));
         self.try_topic_deletion().await
     }
 

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::channel::ChannelManager;
 use super::context::{ControllerContext, TopicPartition};
+use super::replica_election::{ElectionResults, ElectionType, Trigger};
 use super::requests::RequestBatch;
 use super::store::{self, Fence};
 use super::{election, Settings, Shared};
@@ -61,6 +62,16 @@ pub enum Event {
         broker_epoch: i64,
         reply: oneshot::Sender<Result<(i64, i32), kafka_protocol::error::ResponseError>>,
     },
+    /// ElectLeaders: the partitions and the kind of election.
+    ReplicaLeaderElection {
+        partitions: BTreeSet<TopicPartition>,
+        election: ElectionType,
+        reply: oneshot::Sender<ElectionResults>,
+    },
+    /// `/admin/preferred_replica_election` was created or changed.
+    PreferredReplicaElection(u64),
+    /// The periodic leader imbalance check is due.
+    AutoLeaderRebalance(u64),
 }
 
 pub struct ControllerLoop {
@@ -90,6 +101,7 @@ pub struct Armed {
     pub deletions: bool,
     pub topic: std::collections::HashSet<String>,
     pub broker: std::collections::HashSet<i32>,
+    pub preferred_election: bool,
 }
 
 impl ControllerLoop {
@@ -176,6 +188,9 @@ impl ControllerLoop {
             Event::BrokerModification(g, id) if *g == self.generation => {
                 self.armed.broker.remove(id);
             }
+            Event::PreferredReplicaElection(g) if *g == self.generation => {
+                self.armed.preferred_election = false;
+            }
             _ => {}
         }
         match event {
@@ -197,10 +212,29 @@ impl ControllerLoop {
             Event::BrokerModification(g, id) if g == self.generation && self.is_active() => {
                 self.process_broker_modification(id).await
             }
+            Event::PreferredReplicaElection(g) if g == self.generation && self.is_active() => {
+                self.process_preferred_replica_election_znode().await
+            }
+            Event::AutoLeaderRebalance(g) if g == self.generation && self.is_active() => {
+                self.process_auto_leader_rebalance().await
+            }
             Event::TopicChange(_)
             | Event::PartitionModifications(..)
             | Event::TopicDeletion(_)
-            | Event::BrokerModification(..) => Ok(()),
+            | Event::BrokerModification(..)
+            | Event::PreferredReplicaElection(_)
+            | Event::AutoLeaderRebalance(_) => Ok(()),
+            Event::ReplicaLeaderElection {
+                partitions,
+                election,
+                reply,
+            } => {
+                let results = self
+                    .process_replica_leader_election(partitions, election, Trigger::AdminClient)
+                    .await?;
+                let _ = reply.send(results);
+                Ok(())
+            }
             Event::LeaderAndIsrResponse { broker, response } => {
                 self.process_leader_and_isr_response(broker, response).await
             }
@@ -350,6 +384,7 @@ impl ControllerLoop {
         self.armed.deletions = false;
         self.armed.topic.clear();
         self.armed.broker.clear();
+        self.armed.preferred_election = false;
     }
 
     /// Resigns and deletes `/controller` (if still ours) so that a healthy broker is

@@ -40,6 +40,7 @@ mod member;
 mod partition_machine;
 pub mod producer_ids;
 pub mod registration;
+pub mod replica_election;
 mod replica_machine;
 pub mod requests;
 pub mod states;
@@ -82,6 +83,12 @@ pub struct Settings {
     pub admin_timeout: Duration,
     /// `controlled.shutdown.*`.
     pub shutdown: broker::controlled_shutdown::ShutdownSettings,
+    /// `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance: bool,
+    /// `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval: Duration,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub leader_imbalance_per_broker_percentage: i32,
 }
 
 impl Settings {
@@ -133,6 +140,17 @@ impl Settings {
             controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),
             admin_timeout: ms("request.timeout.ms", 30_000),
             shutdown: broker::controlled_shutdown::ShutdownSettings::from_config(config),
+            auto_leader_rebalance: !config
+                .get("auto.leader.rebalance.enable")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
+            leader_imbalance_check_interval: Duration::from_secs(
+                long("leader.imbalance.check.interval.seconds")
+                    .unwrap_or(300)
+                    .max(1) as u64,
+            ),
+            leader_imbalance_per_broker_percentage: long("leader.imbalance.per.broker.percentage")
+                .unwrap_or(10)
+                .clamp(0, 100) as i32,
         }))
     }
 
@@ -502,6 +520,55 @@ impl ZkController {
             Some(tx) => tx.send(make()).is_ok(),
             None => false,
         }
+    }
+
+    /// ElectLeaders as Kafka 3.9's `ReplicaManager.electLeaders` answers it: the
+    /// controller's result per partition, where a partition that got a leader is
+    /// reported once this broker's metadata shows that leader, REQUEST_TIMED_OUT if it
+    /// does not within `timeout`. NOT_CONTROLLER for every partition elsewhere.
+    pub async fn elect_leaders(
+        &self,
+        partitions: std::collections::BTreeSet<context::TopicPartition>,
+        election: replica_election::ElectionType,
+        timeout: Duration,
+    ) -> replica_election::ElectionResults {
+        let not_controller = |partitions: std::collections::BTreeSet<context::TopicPartition>| {
+            partitions
+                .into_iter()
+                .map(|tp| (tp, Err((ResponseError::NotController, None))))
+                .collect()
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let asked = partitions.clone();
+        if !self.submit(|| Event::ReplicaLeaderElection {
+            partitions,
+            election,
+            reply,
+        }) {
+            return not_controller(asked);
+        }
+        let Ok(mut results) = answer.await else {
+            return not_controller(asked);
+        };
+        let expected: Vec<(context::TopicPartition, i32)> = results
+            .iter()
+            .filter_map(|(tp, r)| r.as_ref().ok().map(|&l| (tp.clone(), l)))
+            .collect();
+        let shows = |z: &ZkController, tp: &context::TopicPartition, leader: i32| {
+            z.topic(&tp.topic).is_some_and(|t| {
+                t.partitions
+                    .iter()
+                    .any(|p| p.partition == tp.partition && p.state.leader == leader)
+            })
+        };
+        self.wait_until(timeout, |z| expected.iter().all(|(tp, l)| shows(z, tp, *l)))
+            .await;
+        for (tp, leader) in expected {
+            if !shows(self, &tp, leader) {
+                results.insert(tp, Err((ResponseError::RequestTimedOut, None)));
+            }
+        }
+        results
     }
 
     /// Waits until `done` holds for the published state, or `timeout` passes.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use skua::client::Connection;
@@ -74,6 +74,18 @@ impl Outcome {
     }
 }
 
+const RETRIES: usize = 20;
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Whether a partition answered an error a producer retries: NOT_LEADER_OR_FOLLOWER,
+/// LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS.
+fn retriable(resp: &ProduceResponse) -> bool {
+    resp.responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .any(|p| matches!(p.error_code, 6 | 5 | 3 | 19))
+}
+
 fn request(plan: &Plan, partition: i32) -> ProduceRequest {
     ProduceRequest::default()
         .with_acks(plan.acks)
@@ -113,7 +125,19 @@ pub async fn run(connection: Arc<Connection>, plan: Plan) -> Outcome {
         let (connection, outcome) = (connection.clone(), outcome.clone());
         let (version, records) = (plan.version, plan.batch_records);
         tasks.push(tokio::spawn(async move {
-            let result = connection.send(&*req, version).await;
+            let mut result = connection.send(&*req, version).await;
+            // As Kafka's producer does: a partition whose leader is still settling (just
+            // after topic creation) is retried after a backoff, the wait counted in its
+            // latency.
+            for _ in 0..RETRIES {
+                match &result {
+                    Ok(resp) if retriable(resp) => {
+                        tokio::time::sleep(RETRY_BACKOFF).await;
+                        result = connection.send(&*req, version).await;
+                    }
+                    _ => break,
+                }
+            }
             let micros = due.elapsed().as_micros() as u64;
             drop(permit);
             let mut outcome = outcome.lock();

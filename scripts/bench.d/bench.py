@@ -1175,6 +1175,8 @@ def main():
     ap.add_argument("--consumer-method", choices=["auto", "consumer-perf-test", "groupless"], default="auto")
     ap.add_argument("--validation", action="store_true")
     ap.add_argument("--cleaner", action="store_true")
+    ap.add_argument("--native", action="store_true")
+    ap.add_argument("--load", help="the skua-load binary (--native)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
     opts = ap.parse_args()
@@ -1214,6 +1216,16 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/cleaner.json", "w"), indent=1)
         write_section(opts.out, CLEANER_HEADING, render_cleaner(opts, results, meta))
         log(f"wrote the log cleaner section of {opts.out}; raw results in {opts.workdir}/cleaner.json")
+        return
+
+    if opts.native:
+        import native as nat
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = nat.native(opts, Broker, log)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/native.json", "w"), indent=1)
+        write_section(opts.out, nat.NATIVE_HEADING, nat.render_native(opts, results, meta, fmt, rfmt, ratio))
+        log(f"wrote the native load generator section of {opts.out}; raw results in {opts.workdir}/native.json")
         return
 
     if opts.profile:

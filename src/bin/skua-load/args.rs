@@ -1,0 +1,136 @@
+//! Command-line arguments.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use kafka_protocol::records::Compression;
+
+pub const USAGE: &str =
+    "usage: skua-load --bootstrap HOST:PORT --topic T [--create] [--partitions N] \
+[--producers N] [--consumers N] [--records N] [--warmup-records N] [--record-size B] \
+[--batch-records R] [--rate REC_PER_S] [--acks -1|1] [--in-flight K] \
+[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume] [--broker-pid PID] \
+[--threads N] [--json FILE]";
+
+pub struct Phases {
+    pub produce: bool,
+    pub consume: bool,
+}
+
+pub struct Args {
+    pub bootstrap: SocketAddr,
+    pub topic: String,
+    pub create: bool,
+    pub partitions: i32,
+    pub producers: usize,
+    pub consumers: usize,
+    pub records: u64,
+    pub warmup_records: u64,
+    pub record_size: usize,
+    pub batch_records: u64,
+    /// Records per second over all producers; None: as fast as the broker answers.
+    pub rate: Option<f64>,
+    pub acks: i16,
+    pub in_flight: usize,
+    pub compression: Compression,
+    pub phases: Phases,
+    pub broker_pid: Option<u32>,
+    pub threads: usize,
+    pub json: Option<String>,
+}
+
+impl Args {
+    pub fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+        let mut a = Args {
+            bootstrap: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            topic: String::new(),
+            create: false,
+            partitions: 1,
+            producers: 1,
+            consumers: 1,
+            records: 100_000,
+            warmup_records: 0,
+            record_size: 100,
+            batch_records: 100,
+            rate: None,
+            acks: 1,
+            in_flight: 5,
+            compression: Compression::None,
+            phases: Phases {
+                produce: true,
+                consume: true,
+            },
+            broker_pid: None,
+            threads: 2,
+            json: None,
+        };
+        while let Some(flag) = it.next() {
+            if flag == "--create" {
+                a.create = true;
+                continue;
+            }
+            let value = it.next().ok_or(format!("{flag} needs a value"))?;
+            let bad = |what: &str| format!("{flag}: {what}, got {value:?}");
+            let count = || value.parse::<u64>().map_err(|_| bad("a count"));
+            match flag.as_str() {
+                "--bootstrap" => {
+                    a.bootstrap = value
+                        .to_socket_addrs()
+                        .ok()
+                        .and_then(|mut addrs| addrs.next())
+                        .ok_or_else(|| bad("HOST:PORT"))?
+                }
+                "--topic" => a.topic = value.clone(),
+                "--partitions" => {
+                    a.partitions = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=100_000).contains(n))
+                        .ok_or_else(|| bad("1..=100000"))?
+                }
+                "--producers" => a.producers = count()?.clamp(1, 10_000) as usize,
+                "--consumers" => a.consumers = count()?.clamp(1, 10_000) as usize,
+                "--records" => a.records = count()?,
+                "--warmup-records" => a.warmup_records = count()?,
+                "--record-size" => a.record_size = count()?.min(16 << 20) as usize,
+                "--batch-records" => a.batch_records = count()?.clamp(1, 1_000_000),
+                "--rate" => {
+                    let r: f64 = value.parse().map_err(|_| bad("records per second"))?;
+                    a.rate = (r > 0.0).then_some(r);
+                }
+                "--acks" => {
+                    a.acks = match value.as_str() {
+                        "1" => 1,
+                        "-1" | "all" => -1,
+                        _ => return Err(bad("1 or -1 (acks=0 has no answer to time)")),
+                    }
+                }
+                "--in-flight" => a.in_flight = count()?.clamp(1, 1000) as usize,
+                "--compression" => {
+                    a.compression = match value.as_str() {
+                        "none" => Compression::None,
+                        "gzip" => Compression::Gzip,
+                        "snappy" => Compression::Snappy,
+                        "lz4" => Compression::Lz4,
+                        "zstd" => Compression::Zstd,
+                        _ => return Err(bad("none, gzip, snappy, lz4 or zstd")),
+                    }
+                }
+                "--phases" => {
+                    let list: Vec<&str> = value.split(',').collect();
+                    a.phases = Phases {
+                        produce: list.contains(&"produce"),
+                        consume: list.contains(&"consume"),
+                    };
+                }
+                "--broker-pid" => a.broker_pid = Some(value.parse().map_err(|_| bad("a pid"))?),
+                "--threads" => a.threads = count()?.clamp(1, 64) as usize,
+                "--json" => a.json = Some(value.clone()),
+                _ => return Err(format!("unknown argument {flag}")),
+            }
+        }
+        if a.topic.is_empty() {
+            return Err("--topic is required".into());
+        }
+        Ok(a)
+    }
+}

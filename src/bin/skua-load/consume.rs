@@ -1,0 +1,102 @@
+//! Consumers: each on its own connection, fetching its share of the partitions from the
+//! start until it has read up to their high watermarks. Records are counted from batch
+//! headers, never decoded (as a follower reads), so the broker, not the client, is the
+//! limit.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use skua::client::Connection;
+
+use crate::records;
+
+#[derive(Default)]
+pub struct Outcome {
+    pub fetches: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub first_error: Option<String>,
+}
+
+impl Outcome {
+    pub fn add(&mut self, other: &Outcome) {
+        self.fetches += other.fetches;
+        self.records += other.records;
+        self.bytes += other.bytes;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+    }
+}
+
+/// Reads `partitions` of `topic` from offset 0 to their high watermarks.
+pub async fn run(
+    connection: Arc<Connection>,
+    topic: String,
+    partitions: Vec<i32>,
+    version: i16,
+) -> Outcome {
+    let mut out = Outcome::default();
+    // (partition, next offset); a partition leaves once it has reached its high watermark.
+    let mut reading: Vec<(i32, i64)> = partitions.into_iter().map(|p| (p, 0)).collect();
+    let name = TopicName(StrBytes::from_string(topic));
+    while !reading.is_empty() {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(50 * 1024 * 1024)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name.clone())
+                .with_partitions(
+                    reading
+                        .iter()
+                        .map(|(p, offset)| {
+                            FetchPartition::default()
+                                .with_partition(*p)
+                                .with_fetch_offset(*offset)
+                                .with_partition_max_bytes(1024 * 1024)
+                        })
+                        .collect(),
+                )]);
+        let resp = match connection.send(&req, version).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                out.first_error = Some(format!("fetch: {e}"));
+                return out;
+            }
+        };
+        out.fetches += 1;
+        if resp.error_code != 0 {
+            out.first_error = Some(format!("fetch: error code {}", resp.error_code));
+            return out;
+        }
+        for data in resp.responses.iter().flat_map(|t| t.partitions.iter()) {
+            if data.error_code != 0 {
+                out.first_error = Some(format!(
+                    "fetch partition {}: error code {}",
+                    data.partition_index, data.error_code
+                ));
+                return out;
+            }
+            let Some(entry) = reading.iter_mut().find(|(p, _)| *p == data.partition_index) else {
+                continue;
+            };
+            if let Some(bytes) = &data.records {
+                out.bytes += bytes.len() as u64;
+                let (n, next) = records::count(bytes);
+                out.records += n;
+                if let Some(next) = next {
+                    entry.1 = next;
+                }
+            }
+            if entry.1 >= data.high_watermark {
+                entry.1 = i64::MAX; // done
+            }
+        }
+        reading.retain(|(_, offset)| *offset != i64::MAX);
+    }
+    out
+}

@@ -1,0 +1,192 @@
+//! skua-load: a native load generator and latency probe for any Kafka broker (skua or
+//! Apache Kafka), on skua's own client.
+//!
+//!   skua-load --bootstrap HOST:PORT --topic T [--create] [--partitions N]
+//!             [--producers N] [--consumers N] [--records N] [--warmup-records N]
+//!             [--record-size B] [--batch-records R] [--rate REC_PER_S] [--acks -1|1]
+//!             [--in-flight K] [--compression none|lz4|zstd|gzip|snappy]
+//!             [--phases produce,consume] [--broker-pid PID] [--json FILE]
+//!
+//! Producers send one batch of R records per request over N connections, spread over the
+//! partitions; consumers then read every partition back from offset 0 over their own
+//! connections, counting records from batch headers. It reports records/s, MB/s, the
+//! produce latency in microseconds (p50/p99/p99.9/max, from an HDR histogram), and the
+//! CPU of this process and of the broker (`--broker-pid`) per GB, separately. It exits
+//! non-zero if any request failed or the records fetched are not the records acked.
+
+mod args;
+mod consume;
+mod cpu;
+mod produce;
+mod records;
+mod report;
+mod setup;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use args::Args;
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("skua-load: {e}\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("skua-load: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("skua-load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the phases; Ok(false) when the run completed but its numbers do not add up.
+async fn run(args: Args) -> Result<bool, String> {
+    let admin = setup::connect(args.bootstrap).await?;
+    if args.create {
+        setup::create_topic(&admin, &args.topic, args.partitions).await?;
+    }
+    setup::wait_for_leaders(&admin, &args.topic, args.partitions).await?;
+    let produce_version = admin.version(0, 3, 12)?;
+    let fetch_version = admin.version(1, 4, 12)?;
+    let partitions: Vec<i32> = (0..args.partitions).collect();
+    let mut report = report::Report::new(&args);
+
+    if args.phases.produce {
+        let producers = setup::connect_all(args.bootstrap, args.producers).await?;
+        let batch = records::batch(
+            args.batch_records as usize,
+            args.record_size,
+            args.compression,
+            0x5eed,
+        );
+        let plans = |records: u64, rate: Option<f64>| {
+            produce_plans(&args, &partitions, &batch, produce_version, records, rate)
+        };
+        if args.warmup_records > 0 {
+            let warm = produce_all(&producers, plans(args.warmup_records, args.rate)).await;
+            report.warmup_acked = warm.records_acked;
+            if warm.errors > 0 {
+                report.errors.extend(warm.first_error);
+            }
+        }
+        let meter = cpu::Meter::start(args.broker_pid);
+        let started = Instant::now();
+        let outcome = produce_all(&producers, plans(args.records, args.rate)).await;
+        let elapsed = started.elapsed();
+        let (client_cpu, broker_cpu) = meter.elapsed();
+        report.produced(&outcome, elapsed, client_cpu, broker_cpu, batch.len());
+    }
+
+    if args.phases.consume {
+        let consumers = setup::connect_all(args.bootstrap, args.consumers).await?;
+        let meter = cpu::Meter::start(args.broker_pid);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for (i, connection) in consumers.iter().enumerate() {
+            let mine: Vec<i32> = partitions
+                .iter()
+                .copied()
+                .filter(|p| *p as usize % consumers.len() == i)
+                .collect();
+            let (c, topic) = (connection.conn.clone(), args.topic.clone());
+            tasks.push(tokio::spawn(consume::run(c, topic, mine, fetch_version)));
+        }
+        let mut outcome = consume::Outcome::default();
+        for t in tasks {
+            let one = t.await.map_err(|e| format!("consumer task: {e}"))?;
+            outcome.add(&one);
+        }
+        let elapsed = started.elapsed();
+        let (client_cpu, broker_cpu) = meter.elapsed();
+        report.consumed(&outcome, elapsed, client_cpu, broker_cpu);
+    }
+
+    let consistent = report.check();
+    print!("{}", report.text());
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.json()).map_err(|e| format!("write {path}: {e}"))?;
+    }
+    Ok(consistent)
+}
+
+/// Splits `records` over the producers (whole batches, the remainder to the first ones)
+/// and each producer's partitions: partition p goes to producer p % producers.
+fn produce_plans(
+    args: &Args,
+    partitions: &[i32],
+    batch: &bytes::Bytes,
+    version: i16,
+    records: u64,
+    rate: Option<f64>,
+) -> Vec<produce::Plan> {
+    let n = args.producers as u64;
+    let batches = records.div_ceil(args.batch_records);
+    (0..n)
+        .map(|i| {
+            let mine: Vec<i32> = match partitions.len() as u64 >= n {
+                true => partitions
+                    .iter()
+                    .copied()
+                    .filter(|p| *p as u64 % n == i)
+                    .collect(),
+                // More producers than partitions: they share them.
+                false => vec![partitions[(i % partitions.len() as u64) as usize]],
+            };
+            let requests = batches / n + u64::from(i < batches % n);
+            // Each producer carries its share of the rate, in requests per second.
+            let interval = rate.map(|r| {
+                let per_producer = r / n as f64 / args.batch_records as f64;
+                Duration::from_secs_f64(1.0 / per_producer.max(1e-6))
+            });
+            produce::Plan {
+                topic: args.topic.clone(),
+                partitions: mine,
+                batch: batch.clone(),
+                batch_records: args.batch_records,
+                requests,
+                interval,
+                acks: args.acks,
+                in_flight: args.in_flight,
+                version,
+            }
+        })
+        .collect()
+}
+
+async fn produce_all(producers: &[setup::Broker], plans: Vec<produce::Plan>) -> produce::Outcome {
+    let tasks: Vec<_> = producers
+        .iter()
+        .zip(plans)
+        .map(|(b, plan)| tokio::spawn(produce::run(b.conn.clone(), plan)))
+        .collect();
+    let mut total = produce::Outcome::new();
+    for t in tasks {
+        match t.await {
+            Ok(one) => total.add(&one),
+            Err(e) => {
+                let mut failed = produce::Outcome::new();
+                failed.errors = 1;
+                failed.first_error = Some(format!("producer task: {e}"));
+                total.add(&failed);
+            }
+        }
+    }
+    total
+}

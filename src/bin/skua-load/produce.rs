@@ -1,0 +1,178 @@
+//! Producers: each on its own connection, sending one batch per request to its partitions
+//! in turn, at most `in_flight` requests outstanding, either as fast as the broker answers
+//! or on a fixed schedule. Latency is from the moment a request was due (its scheduled
+//! time at a fixed rate, so a broker that falls behind is not excused by the generator
+//! waiting for it) to its response, in microseconds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use skua::client::Connection;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+/// What one producer connection sends.
+#[derive(Clone)]
+pub struct Plan {
+    pub topic: String,
+    pub partitions: Vec<i32>,
+    pub batch: Bytes,
+    pub batch_records: u64,
+    pub requests: u64,
+    /// The time between two requests at a fixed rate; None: as fast as possible.
+    pub interval: Option<Duration>,
+    pub acks: i16,
+    pub in_flight: usize,
+    pub version: i16,
+}
+
+/// What came back.
+pub struct Outcome {
+    pub requests: u64,
+    pub records_acked: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// Send-to-ack latency per request, µs.
+    pub latency: Histogram<u64>,
+}
+
+impl Outcome {
+    pub fn new() -> Outcome {
+        Outcome {
+            requests: 0,
+            records_acked: 0,
+            errors: 0,
+            first_error: None,
+            // 1 µs to 10 minutes at 3 significant digits.
+            latency: Histogram::new_with_bounds(1, 600_000_000, 3)
+                .expect("constant histogram bounds are valid"),
+        }
+    }
+
+    pub fn add(&mut self, other: &Outcome) {
+        self.requests += other.requests;
+        self.records_acked += other.records_acked;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+        // Both histograms have the same bounds, so adding cannot fail.
+        let _ = self.latency.add(&other.latency);
+    }
+
+    fn failed(&mut self, why: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(why);
+        }
+    }
+}
+
+const RETRIES: usize = 20;
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Whether a partition answered an error a producer retries: NOT_LEADER_OR_FOLLOWER,
+/// LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS.
+fn retriable(resp: &ProduceResponse) -> bool {
+    resp.responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .any(|p| matches!(p.error_code, 6 | 5 | 3 | 19))
+}
+
+fn request(plan: &Plan, partition: i32) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(plan.acks)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(plan.topic.clone())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(plan.batch.clone()))])])
+}
+
+/// Runs `plan` on `connection` and returns what the broker answered.
+pub async fn run(connection: Arc<Connection>, plan: Plan) -> Outcome {
+    let outcome = Arc::new(Mutex::new(Outcome::new()));
+    let permits = Arc::new(Semaphore::new(plan.in_flight.max(1)));
+    let requests: Vec<Arc<ProduceRequest>> = plan
+        .partitions
+        .iter()
+        .map(|p| Arc::new(request(&plan, *p)))
+        .collect();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..plan.requests {
+        let due = match plan.interval {
+            Some(interval) => {
+                let at = start + interval.mul_f64(i as f64);
+                tokio::time::sleep_until(at).await;
+                Some(at)
+            }
+            None => None,
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let due = due.unwrap_or_else(Instant::now);
+        let req = requests[i as usize % requests.len()].clone();
+        let (connection, outcome) = (connection.clone(), outcome.clone());
+        let (version, records) = (plan.version, plan.batch_records);
+        tasks.push(tokio::spawn(async move {
+            let mut result = connection.send(&*req, version).await;
+            // As Kafka's producer does: a partition whose leader is still settling (just
+            // after topic creation) is retried after a backoff, the wait counted in its
+            // latency.
+            for _ in 0..RETRIES {
+                match &result {
+                    Ok(resp) if retriable(resp) => {
+                        tokio::time::sleep(RETRY_BACKOFF).await;
+                        result = connection.send(&*req, version).await;
+                    }
+                    _ => break,
+                }
+            }
+            let micros = due.elapsed().as_micros() as u64;
+            drop(permit);
+            let mut outcome = outcome.lock();
+            outcome.requests += 1;
+            match result {
+                Err(e) => outcome.failed(format!("produce: {e}")),
+                Ok(resp) => {
+                    let refused = resp
+                        .responses
+                        .iter()
+                        .flat_map(|t| t.partition_responses.iter())
+                        .find(|p| p.error_code != 0);
+                    match refused {
+                        Some(p) => outcome.failed(format!(
+                            "produce: error code {} ({})",
+                            p.error_code,
+                            p.error_message.as_deref().unwrap_or("")
+                        )),
+                        None => {
+                            outcome.records_acked += records;
+                            let _ = outcome.latency.record(micros.max(1));
+                        }
+                    }
+                }
+            }
+        }));
+        // Finished tasks need not be kept.
+        if tasks.len() >= 4096 {
+            tasks.retain(|t| !t.is_finished());
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut total = Outcome::new();
+    total.add(&outcome.lock());
+    total
+}

@@ -1,0 +1,207 @@
+//! What a run prints (text) and writes (`--json`, for scripts/bench).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::args::Args;
+use crate::{consume, produce};
+
+pub struct Produced {
+    pub records_sent: u64,
+    pub records_acked: u64,
+    pub requests: u64,
+    pub seconds: f64,
+    pub payload_bytes: u64,
+    pub batch_bytes: usize,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub client_cpu_s: f64,
+    pub broker_cpu_s: Option<f64>,
+}
+
+pub struct Consumed {
+    pub records: u64,
+    pub bytes: u64,
+    pub fetches: u64,
+    pub seconds: f64,
+    pub client_cpu_s: f64,
+    pub broker_cpu_s: Option<f64>,
+}
+
+pub struct Report {
+    record_size: u64,
+    batch_records: u64,
+    partitions: i32,
+    pub warmup_acked: u64,
+    produced: Option<Produced>,
+    consumed: Option<Consumed>,
+    pub errors: Vec<String>,
+}
+
+/// CPU seconds per GB of `bytes`.
+fn per_gb(cpu_s: f64, bytes: u64) -> f64 {
+    cpu_s / (bytes.max(1) as f64 / 1e9)
+}
+
+impl Report {
+    pub fn new(args: &Args) -> Report {
+        Report {
+            record_size: args.record_size as u64,
+            batch_records: args.batch_records,
+            partitions: args.partitions,
+            warmup_acked: 0,
+            produced: None,
+            consumed: None,
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn produced(
+        &mut self,
+        o: &produce::Outcome,
+        elapsed: Duration,
+        client_cpu: Duration,
+        broker_cpu: Option<Duration>,
+        batch_bytes: usize,
+    ) {
+        self.errors.extend(o.first_error.clone());
+        let h = &o.latency;
+        self.produced = Some(Produced {
+            records_sent: o.requests * self.batch_records,
+            records_acked: o.records_acked,
+            requests: o.requests,
+            seconds: elapsed.as_secs_f64(),
+            payload_bytes: o.records_acked * self.record_size,
+            batch_bytes,
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+            client_cpu_s: client_cpu.as_secs_f64(),
+            broker_cpu_s: broker_cpu.map(|d| d.as_secs_f64()),
+        });
+    }
+
+    pub fn consumed(
+        &mut self,
+        o: &consume::Outcome,
+        elapsed: Duration,
+        client_cpu: Duration,
+        broker_cpu: Option<Duration>,
+    ) {
+        self.errors.extend(o.first_error.clone());
+        self.consumed = Some(Consumed {
+            records: o.records,
+            bytes: o.bytes,
+            fetches: o.fetches,
+            seconds: elapsed.as_secs_f64(),
+            client_cpu_s: client_cpu.as_secs_f64(),
+            broker_cpu_s: broker_cpu.map(|d| d.as_secs_f64()),
+        });
+    }
+
+    /// Whether the run adds up: no errors, every record sent acked, and (when both phases
+    /// ran) every record acked, warm-up included, fetched back exactly once.
+    pub fn check(&mut self) -> bool {
+        if let Some(p) = &self.produced {
+            if p.records_sent != p.records_acked {
+                self.errors.push(format!(
+                    "{} records sent, {} acked",
+                    p.records_sent, p.records_acked
+                ));
+            }
+            if let Some(c) = &self.consumed {
+                let acked = p.records_acked + self.warmup_acked;
+                if c.records != acked {
+                    self.errors
+                        .push(format!("{acked} records acked, {} fetched", c.records));
+                }
+            }
+        }
+        self.errors.is_empty()
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = &self.produced {
+            let _ = writeln!(
+                s,
+                "produce: {} records ({} requests, {} B batches) in {:.3} s: {:.0} rec/s, {:.2} MB/s; \
+latency µs p50 {} p99 {} p99.9 {} max {}; CPU s/GB client {:.2} broker {}",
+                p.records_acked,
+                p.requests,
+                p.batch_bytes,
+                p.seconds,
+                p.records_acked as f64 / p.seconds,
+                p.payload_bytes as f64 / 1e6 / p.seconds,
+                p.p50_us,
+                p.p99_us,
+                p.p999_us,
+                p.max_us,
+                per_gb(p.client_cpu_s, p.payload_bytes),
+                p.broker_cpu_s
+                    .map_or("-".into(), |b| format!("{:.2}", per_gb(b, p.payload_bytes))),
+            );
+        }
+        if let Some(c) = &self.consumed {
+            let _ = writeln!(
+                s,
+                "consume: {} records, {} bytes ({} fetches over {} partitions) in {:.3} s: {:.0} rec/s, {:.2} MB/s; \
+CPU s/GB client {:.2} broker {}",
+                c.records,
+                c.bytes,
+                c.fetches,
+                self.partitions,
+                c.seconds,
+                c.records as f64 / c.seconds,
+                c.bytes as f64 / 1e6 / c.seconds,
+                per_gb(c.client_cpu_s, c.bytes),
+                c.broker_cpu_s
+                    .map_or("-".into(), |b| format!("{:.2}", per_gb(b, c.bytes))),
+            );
+        }
+        for e in &self.errors {
+            let _ = writeln!(s, "error: {e}");
+        }
+        s
+    }
+
+    /// Flat JSON (no serde derive needed for a handful of numbers).
+    pub fn json(&self) -> String {
+        let mut fields: Vec<(String, serde_json::Value)> = vec![
+            ("warmup_acked".into(), self.warmup_acked.into()),
+            ("record_size".into(), self.record_size.into()),
+            ("partitions".into(), self.partitions.into()),
+            ("errors".into(), self.errors.clone().into()),
+        ];
+        if let Some(p) = &self.produced {
+            fields.extend([
+                ("produce_records_sent".into(), p.records_sent.into()),
+                ("produce_records_acked".into(), p.records_acked.into()),
+                ("produce_requests".into(), p.requests.into()),
+                ("produce_seconds".into(), p.seconds.into()),
+                ("produce_bytes".into(), p.payload_bytes.into()),
+                ("produce_p50_us".into(), p.p50_us.into()),
+                ("produce_p99_us".into(), p.p99_us.into()),
+                ("produce_p999_us".into(), p.p999_us.into()),
+                ("produce_max_us".into(), p.max_us.into()),
+                ("produce_client_cpu_s".into(), p.client_cpu_s.into()),
+                ("produce_broker_cpu_s".into(), p.broker_cpu_s.into()),
+            ]);
+        }
+        if let Some(c) = &self.consumed {
+            fields.extend([
+                ("consume_records".into(), c.records.into()),
+                ("consume_bytes".into(), c.bytes.into()),
+                ("consume_fetches".into(), c.fetches.into()),
+                ("consume_seconds".into(), c.seconds.into()),
+                ("consume_client_cpu_s".into(), c.client_cpu_s.into()),
+                ("consume_broker_cpu_s".into(), c.broker_cpu_s.into()),
+            ]);
+        }
+        let map: serde_json::Map<String, serde_json::Value> = fields.into_iter().collect();
+        serde_json::Value::Object(map).to_string()
+    }
+}

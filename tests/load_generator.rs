@@ -1,0 +1,121 @@
+//! skua-load, the native load generator (src/bin/skua-load), against a broker: its runs
+//! add up (records sent = acked = fetched), a fixed rate is kept, and a run whose numbers
+//! do not add up fails.
+
+mod common;
+
+use std::process::Command;
+
+use common::TestBroker;
+use serde_json::Value;
+
+/// Runs skua-load with `args` against `broker`; its exit success and its JSON report.
+async fn load(
+    broker: &TestBroker,
+    dir: &std::path::Path,
+    name: &str,
+    args: &[&str],
+) -> (bool, Value) {
+    let json = dir.join(format!("{name}.json"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skua-load"));
+    command
+        .args(["--bootstrap", &broker.addr.to_string()])
+        .args(["--broker-pid", &std::process::id().to_string()])
+        .args(["--json", json.to_str().unwrap()])
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("skua-load runs");
+    let report = std::fs::read_to_string(&json).expect("skua-load writes its report");
+    let report: Value = serde_json::from_str(&report).expect("the report is JSON");
+    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+    (output.status.success(), report)
+}
+
+fn n(report: &Value, key: &str) -> u64 {
+    report[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_several_connections_adds_up_and_a_rerun_on_old_records_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&dir.path().join("data"), &[]).await;
+    let args = [
+        "--topic",
+        "load",
+        "--create",
+        "--partitions",
+        "4",
+        "--producers",
+        "2",
+        "--consumers",
+        "3",
+        "--records",
+        "30000",
+        "--warmup-records",
+        "5000",
+        "--batch-records",
+        "100",
+        "--compression",
+        "lz4",
+        "--acks",
+        "all",
+    ];
+    let (ok, report) = load(&broker, dir.path(), "first", &args).await;
+    assert!(ok, "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert_eq!(n(&report, "produce_records_sent"), 30_000);
+    assert_eq!(n(&report, "produce_records_acked"), 30_000);
+    assert_eq!(n(&report, "warmup_acked"), 5_000);
+    assert_eq!(n(&report, "consume_records"), 35_000);
+    assert_eq!(n(&report, "produce_requests"), 300);
+    let (p50, p99, max) = (
+        n(&report, "produce_p50_us"),
+        n(&report, "produce_p99_us"),
+        n(&report, "produce_max_us"),
+    );
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    assert!(report["produce_broker_cpu_s"].is_f64(), "{report}");
+    assert!(n(&report, "consume_bytes") > 35_000, "{report}");
+
+    // The topic now holds 35,000 records from before: fetched is not what this run acked.
+    let (ok, report) = load(&broker, dir.path(), "second", &args).await;
+    assert!(!ok, "{report}");
+    assert_eq!(n(&report, "consume_records"), 70_000);
+    let errors = report["errors"].to_string();
+    assert!(
+        errors.contains("35000 records acked, 70000 fetched"),
+        "{errors}"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_rate_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&dir.path().join("data"), &[]).await;
+    // 1,000 records at 2,000/s in batches of 10: 100 requests, the last due after 495 ms.
+    let args = [
+        "--topic",
+        "paced",
+        "--create",
+        "--records",
+        "1000",
+        "--batch-records",
+        "10",
+        "--rate",
+        "2000",
+        "--phases",
+        "produce",
+    ];
+    let (ok, report) = load(&broker, dir.path(), "paced", &args).await;
+    assert!(ok, "{report}");
+    assert_eq!(n(&report, "produce_records_acked"), 1000);
+    let seconds = report["produce_seconds"].as_f64().unwrap();
+    assert!((0.49..5.0).contains(&seconds), "{seconds} s");
+    assert!(report.get("consume_records").is_none(), "{report}");
+    broker.stop().await;
+}

@@ -296,9 +296,14 @@ impl Broker {
                 logs.logs
                     .topic_id_of(&TopicPartition::new(topic, partition))
             }));
+        // Before registering, so the first epoch and any later one (a new session after
+        // an expiry registers again) reach the fetches, ISR changes and shutdown marker.
+        let follower = replicas.clone();
+        zk.follow_broker_epoch(Arc::new(move |epoch| {
+            follower.logs.set_broker_epoch(epoch);
+            follower.cluster.set_broker_epoch(epoch);
+        }));
         zk.start_blocking()?;
-        replicas.logs.set_broker_epoch(zk.broker_epoch());
-        replicas.cluster.set_broker_epoch(zk.broker_epoch());
         Ok(Arc::new(Broker {
             shared_config,
             controller,

@@ -132,6 +132,16 @@ impl MetadataCache {
             .unwrap_or_default()
     }
 
+    /// The configs of a resource other than a topic, read from ZooKeeper (UpdateMetadata
+    /// carries none).
+    pub fn set_resource_configs(
+        &mut self,
+        resource: crate::controller::ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) {
+        self.image.set_resource_configs(resource, configs);
+    }
+
     /// The id a topic had when a deletion removed it from the cache.
     pub fn deleted_topic_id(&self, name: &str) -> Option<Uuid> {
         self.deleted_ids.get(name).copied()

@@ -296,6 +296,12 @@ impl Broker {
                 logs.logs
                     .topic_id_of(&TopicPartition::new(topic, partition))
             }));
+        let stopper = replicas.clone();
+        zk.shared()
+            .broker
+            .set_replica_stopper(Arc::new(move |topic: &str, partition: i32| {
+                stopper.stop_replica(&TopicPartition::new(topic, partition));
+            }));
         // Before registering, so the first epoch and any later one (a new session after
         // an expiry registers again) reach the fetches, ISR changes and shutdown marker.
         let follower = replicas.clone();

@@ -37,6 +37,10 @@ use crate::controller::{ConfigResource, PartitionInfo, TopicInfo};
 /// How the broker side finds the topic id of a log on disk (None: no log, or no id).
 pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
 
+/// How the broker side stops a replica's fetcher without deleting it (the replica
+/// manager's `stop_replica`).
+pub type ReplicaStopper = Arc<dyn Fn(&str, i32) + Send + Sync>;
+
 /// A topic's partitions hosted here, as LeaderAndIsr made them.
 #[derive(Clone, Debug)]
 struct HostedTopic {
@@ -62,6 +66,7 @@ pub struct BrokerSide {
     published: RwLock<Arc<MetadataCache>>,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
     log_topic_ids: RwLock<Option<LogTopicIds>>,
+    replica_stopper: RwLock<Option<ReplicaStopper>>,
 }
 
 impl BrokerSide {
@@ -77,6 +82,7 @@ impl BrokerSide {
             published: RwLock::new(Arc::new(MetadataCache::default())),
             listeners: Mutex::new(Vec::new()),
             log_topic_ids: RwLock::new(None),
+            replica_stopper: RwLock::new(None),
         }
     }
 
@@ -88,6 +94,18 @@ impl BrokerSide {
     /// Where the topic ids of logs on disk are read (the broker's log manager).
     pub fn set_log_topic_ids(&self, f: LogTopicIds) {
         *self.log_topic_ids.write() = Some(f);
+    }
+
+    /// How StopReplica without deletion stops a replica (the replica manager).
+    pub fn set_replica_stopper(&self, f: ReplicaStopper) {
+        *self.replica_stopper.write() = Some(f);
+    }
+
+    fn stop_replica_fetcher(&self, topic: &str, partition: i32) {
+        let f = self.replica_stopper.read().clone();
+        if let Some(f) = f {
+            f(topic, partition);
+        }
     }
 
     fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid> {

@@ -158,7 +158,7 @@ impl GroupShard {
     ) -> Vec<GroupRecord> {
         let mut records = Vec::new();
         for (group_id, offsets) in self.offsets.groups() {
-            for ((topic, partition), _) in offsets {
+            for (topic, partition) in offsets.keys() {
                 if topics.contains(topic) {
                     records.push(offset_tombstone(group_id, topic, *partition));
                 }

@@ -296,13 +296,20 @@ impl Broker {
                 logs.logs
                     .topic_id_of(&TopicPartition::new(topic, partition))
             }));
-        zk.start_blocking()?;
-        replicas.logs.set_broker_epoch(zk.broker_epoch());
-        // Weak: the controller owns what leads back to the replica layer.
-        let registration = Arc::downgrade(&zk);
-        replicas.cluster.follow_broker_epoch(Arc::new(move || {
-            registration.upgrade().map_or(-1, |zk| zk.broker_epoch())
+        let stopper = replicas.clone();
+        zk.shared()
+            .broker
+            .set_replica_stopper(Arc::new(move |topic: &str, partition: i32| {
+                stopper.stop_replica(&TopicPartition::new(topic, partition));
+            }));
+        // Before registering, so the first epoch and any later one (a new session after
+        // an expiry registers again) reach the fetches, ISR changes and shutdown marker.
+        let follower = replicas.clone();
+        zk.follow_broker_epoch(Arc::new(move |epoch| {
+            follower.logs.set_broker_epoch(epoch);
+            follower.cluster.set_broker_epoch(epoch);
         }));
+        zk.start_blocking()?;
         Ok(Arc::new(Broker {
             shared_config,
             controller,

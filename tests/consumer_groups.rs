@@ -710,3 +710,53 @@ async fn join_limits_and_static_members() {
     );
     b.stop().await;
 }
+
+/// A deleted topic's committed offsets leave every group (Kafka's group coordinator
+/// does this on topic deletion), so a topic created again under the name starts with
+/// none; another topic's offsets stay, and a restart replays the removal.
+#[tokio::test]
+async fn offsets_of_a_deleted_topic_are_removed_from_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), FAST).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("gone", 2).await, 0);
+    assert_eq!(c.create_topic("kept", 1).await, 0);
+    assert_eq!(find_coordinator(&mut c, "g").await.error_code, 0);
+    assert_eq!(
+        commit(
+            &mut c,
+            "g",
+            -1,
+            "",
+            &[("gone", 0, 5, ""), ("gone", 1, 7, ""), ("kept", 0, 3, "")]
+        )
+        .await,
+        vec![0, 0, 0]
+    );
+    let req = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(s("gone"))])
+        .with_timeout_ms(5000);
+    let resp = c.send(&req, 5).await;
+    assert_eq!(resp.responses[0].error_code, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let offsets = fetch_all(&mut c, "g").await;
+        if offsets == vec![("kept".to_string(), 0, 3, String::new())] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deleted topic's offsets are gone: {offsets:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(c);
+    b.stop().await;
+    let b = TestBroker::start(dir.path(), FAST).await;
+    let mut c = b.client().await;
+    assert_eq!(
+        fetch_all(&mut c, "g").await,
+        vec![("kept".to_string(), 0, 3, String::new())]
+    );
+    b.stop().await;
+}

@@ -16,6 +16,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use skua::zk::session::{ZkConfig, ZkSession};
 use skua::zk::znodes::{self, ControllerRegistration, PartitionState, TopicAssignment};
 
@@ -1223,4 +1225,247 @@ fn long_cluster_scenarios() {
         "broker {controller} took over after {:?}",
         stopped.elapsed()
     );
+}
+
+/// IncrementalAlterConfigs v1 of one resource, sent to the broker at `addr`: `ops` are
+/// (key, Some(value)) to set and (key, None) to delete. Returns the error code.
+fn alter_configs(addr: &str, resource_type: i8, name: &str, ops: &[(&str, Option<&str>)]) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let configs = ops
+        .iter()
+        .map(|(k, v)| {
+            AlterableConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_config_operation(if v.is_some() { 0 } else { 1 })
+                .with_value(v.map(|v| StrBytes::from_string(v.to_string())))
+        })
+        .collect();
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configs(configs),
+    ]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = common::Client::connect(addr.parse().unwrap()).await;
+        let resp = client.send(&req, 1).await;
+        let r = &resp.responses[0];
+        if r.error_code != 0 {
+            eprintln!("IncrementalAlterConfigs to {addr}: {:?}", r.error_message);
+        }
+        r.error_code
+    })
+}
+
+/// DescribeConfigs v4 of one resource at `addr`: key → (value, source).
+fn describe_configs(
+    addr: &str,
+    resource_type: i8,
+    name: &str,
+) -> BTreeMap<String, (Option<String>, i8)> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configuration_keys(None)]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = common::Client::connect(addr.parse().unwrap()).await;
+        let resp = client.send(&req, 4).await;
+        resp.results[0]
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    (c.value.as_ref().map(|v| v.to_string()), c.config_source),
+                )
+            })
+            .collect()
+    })
+}
+
+/// Produces one record of `size` bytes to partition 0 of `topic` at `addr` (acks=1):
+/// the error code.
+fn produce_bytes(addr: &str, topic: &str, size: usize) -> i16 {
+    let value = "x".repeat(size);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = common::Client::connect(addr.parse().unwrap()).await;
+        let records = common::batch(&[&value], None, kafka_protocol::records::Compression::None);
+        client.produce(topic, 0, records, 1).await.0
+    })
+}
+
+const TOPIC_RESOURCE: i8 = 2;
+const BROKER_RESOURCE: i8 = 4;
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+const MESSAGE_TOO_LARGE: i16 = 10;
+
+/// Dynamic configs live in ZooKeeper (`/config/topics|brokers/...` and
+/// `/config/changes`), so a change made through a broker of either kind acts on every
+/// broker: skua as broker 1, Apache Kafka 3.9.1 as brokers 2 and 3; topics hosted only
+/// on skua (`on-skua`) and only on Kafka (`on-kafka`, `plain-kafka`). Each change is sent
+/// to one broker and its effect is checked on a broker of the other kind: the config as
+/// DescribeConfigs reports it and what the log does (segments rolled, records refused
+/// as too large).
+#[test]
+fn configs_changed_through_either_kind_act_on_both() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = Cluster::start() else {
+        return;
+    };
+    for (topic, assignment) in [("on-skua", "1"), ("on-kafka", "2"), ("plain-kafka", "2")] {
+        c.topics(&[
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            assignment,
+        ])
+        .unwrap();
+    }
+    let (skua, kafka) = (c.broker(1).to_string(), c.broker(2).to_string());
+    let limit = Duration::from_secs(30);
+    eventually("every topic writable", limit, || {
+        [
+            (&skua, "on-skua"),
+            (&kafka, "on-kafka"),
+            (&kafka, "plain-kafka"),
+        ]
+        .iter()
+        .all(|(addr, t)| produce_bytes(addr, t, 3000) == 0)
+        .then_some(())
+    });
+
+    // A topic config set through Kafka: skua reports it and its log obeys.
+    assert_eq!(
+        alter_configs(
+            &kafka,
+            TOPIC_RESOURCE,
+            "on-skua",
+            &[("segment.bytes", Some("4096"))]
+        ),
+        0
+    );
+    eventually("skua describes Kafka's segment.bytes", limit, || {
+        let d = describe_configs(&skua, TOPIC_RESOURCE, "on-skua");
+        (d.get("segment.bytes") == Some(&(Some("4096".into()), DYNAMIC_TOPIC_CONFIG))).then_some(())
+    });
+    for _ in 0..6 {
+        assert_eq!(produce_bytes(&skua, "on-skua", 3000), 0);
+    }
+    let segments = std::fs::read_dir(c.dir.path().join("broker-1/data/on-skua-0"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
+        .count();
+    assert!(
+        segments >= 3,
+        "skua's log rolls at Kafka's segment.bytes: {segments} segments"
+    );
+
+    // A topic config set through skua: Kafka reports it (kafka-configs.sh) and obeys.
+    assert_eq!(
+        alter_configs(
+            &skua,
+            TOPIC_RESOURCE,
+            "on-kafka",
+            &[("max.message.bytes", Some("1500"))]
+        ),
+        0
+    );
+    eventually(
+        "Kafka refuses what skua's max.message.bytes forbids",
+        limit,
+        || (produce_bytes(&kafka, "on-kafka", 3000) == MESSAGE_TOO_LARGE).then_some(()),
+    );
+    let out = c.run(
+        "tool",
+        &[
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            &kafka,
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "on-kafka",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("max.message.bytes=1500"),
+        "kafka-configs.sh through Kafka: {text}"
+    );
+    assert_eq!(
+        c.zk_shell_get("/config/topics/on-kafka"),
+        r#"{"version":1,"config":{"max.message.bytes":"1500"}}"#
+    );
+
+    // A cluster-wide broker default set through Kafka: skua reports it and obeys.
+    assert_eq!(
+        alter_configs(
+            &kafka,
+            BROKER_RESOURCE,
+            "",
+            &[("message.max.bytes", Some("2000"))]
+        ),
+        0
+    );
+    eventually(
+        "skua describes Kafka's default message.max.bytes",
+        limit,
+        || {
+            let d = describe_configs(&skua, BROKER_RESOURCE, "1");
+            (d.get("message.max.bytes")
+                == Some(&(Some("2000".into()), DYNAMIC_DEFAULT_BROKER_CONFIG)))
+            .then_some(())
+        },
+    );
+    eventually("skua refuses what Kafka's default forbids", limit, || {
+        (produce_bytes(&skua, "on-skua", 3000) == MESSAGE_TOO_LARGE).then_some(())
+    });
+    assert_eq!(
+        produce_bytes(&kafka, "plain-kafka", 3000),
+        MESSAGE_TOO_LARGE
+    );
+
+    // The default removed through skua: Kafka takes it back too.
+    assert_eq!(
+        alter_configs(&skua, BROKER_RESOURCE, "", &[("message.max.bytes", None)]),
+        0
+    );
+    eventually(
+        "Kafka accepts again once skua removed the default",
+        limit,
+        || {
+            let d = describe_configs(&kafka, BROKER_RESOURCE, "2");
+            let gone = d
+                .get("message.max.bytes")
+                .is_some_and(|(_, s)| *s != DYNAMIC_DEFAULT_BROKER_CONFIG);
+            (gone && produce_bytes(&kafka, "plain-kafka", 3000) == 0).then_some(())
+        },
+    );
+    assert_eq!(produce_bytes(&skua, "on-skua", 3000), 0);
 }

@@ -245,6 +245,61 @@ async fn session_expiry_is_a_terminal_typed_event() {
     assert_eq!(fresh.get(&paths::broker(1)).await.unwrap(), None);
 }
 
+/// A broker whose session expires registers again with a new broker epoch (the new
+/// znode's czxid), and its replica layer (the epoch its follower fetches and ISR changes
+/// carry) and log manager (the clean-shutdown marker) take the new epoch: with the old
+/// one, Kafka's controller and leaders would fence everything the broker sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_registered_again_after_expiry_uses_its_new_epoch() {
+    let Some(zk) = ZooKeeper::start() else { return };
+    let proxy = Partition::start(&zk.connect).await;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::TestBroker::start(
+        dir.path(),
+        &[
+            ("zookeeper.connect", &proxy.addr.to_string()),
+            ("zookeeper.session.timeout.ms", "2000"),
+        ],
+    )
+    .await;
+    let observer = ZkSession::connect(&zk.config("")).await.unwrap();
+    let czxid = || async {
+        observer
+            .get(&paths::broker(1))
+            .await
+            .unwrap()
+            .map(|(_, stat)| stat.czxid)
+    };
+    let first = czxid().await.expect("registered");
+    assert_eq!(broker.broker.replicas.cluster.broker_epoch(), first);
+
+    proxy.cut(true);
+    within("the server expires the registration", async {
+        while czxid().await.is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    proxy.cut(false);
+    let second = within("registered again", async {
+        loop {
+            if let Some(epoch) = czxid().await {
+                return epoch;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(second > first);
+    within("the replica layer takes the new epoch", async {
+        while broker.broker.replicas.cluster.broker_epoch() != second {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    broker.stop().await;
+}
+
 /// A TCP proxy to one ZooKeeper server that can cut every connection and refuse new ones.
 struct Partition {
     addr: std::net::SocketAddr,

@@ -126,6 +126,19 @@ impl MetadataImage {
         self.topics.insert(topic.name.clone(), topic);
     }
 
+    /// Replaces the configs of a resource other than a topic (empty: none): a
+    /// ZooKeeper-mode broker reads them whole from `/config/<entity>`, not as records.
+    pub fn set_resource_configs(
+        &mut self,
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) {
+        match configs.is_empty() {
+            true => self.resource_configs.remove(&resource),
+            false => self.resource_configs.insert(resource, configs),
+        };
+    }
+
     /// Removes a topic put with [`MetadataImage::put_topic`], returning it.
     pub fn remove_topic(&mut self, name: &str) -> Option<Arc<TopicInfo>> {
         let removed = self.topics.remove(name)?;

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
-use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -17,14 +16,10 @@ pub struct ClusterView {
     local_id: i32,
     brokers: RwLock<HashMap<i32, BrokerInfo>>,
     controller_id: AtomicI32,
+    /// Set again at every registration in ZooKeeper mode (a new session after an expiry
+    /// registers with a new epoch), so ISR changes never carry a stale one.
     broker_epoch: AtomicI64,
-    /// Where the epoch lives when it can change under the replica layer (ZooKeeper mode:
-    /// a new session registers the broker again with a new epoch).
-    epoch_source: RwLock<Option<EpochSource>>,
 }
-
-/// Reads this broker's current epoch.
-pub type EpochSource = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 impl ClusterView {
     pub fn new(local_id: i32) -> Self {
@@ -33,7 +28,6 @@ impl ClusterView {
             brokers: RwLock::new(HashMap::new()),
             controller_id: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
-            epoch_source: RwLock::new(None),
         }
     }
 
@@ -67,17 +61,7 @@ impl ClusterView {
         self.broker_epoch.store(epoch, Ordering::Release);
     }
 
-    /// Follows the broker epoch kept by `source` from now on: requests built after a
-    /// re-registration carry the new epoch, which the controller requires of
-    /// AlterPartition (an old one is STALE_BROKER_EPOCH, and the ISR would never grow).
-    pub fn follow_broker_epoch(&self, source: EpochSource) {
-        *self.epoch_source.write() = Some(source);
-    }
-
     pub fn broker_epoch(&self) -> i64 {
-        if let Some(source) = self.epoch_source.read().as_ref() {
-            return source();
-        }
         self.broker_epoch.load(Ordering::Acquire)
     }
 

@@ -46,6 +46,9 @@ pub struct ReplicaManager {
     /// the first partition created); each is taken by its partition once, when it is first
     /// hosted, so a log created later never inherits an older one's.
     checkpointed_high_watermarks: parking_lot::Mutex<Option<HashMap<TopicPartition, i64>>>,
+    /// Partitions a StopReplica without deletion stopped, with the leader epoch they had
+    /// then: hosted still, but not fetched until a newer leader epoch comes.
+    stopped: DashMap<TopicPartition, i32>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -68,6 +71,7 @@ impl ReplicaManager {
             cluster: Arc::new(ClusterView::new(broker_id)),
             replication: OnceLock::new(),
             checkpointed_high_watermarks: parking_lot::Mutex::new(None),
+            stopped: DashMap::new(),
         }
     }
 
@@ -155,6 +159,13 @@ impl ReplicaManager {
             return;
         };
         p.send_isr_changes_to(replication.isr_changes.clone());
+        if let Some(at) = self.stopped.get(&p.tp).map(|e| *e) {
+            if p.leader_epoch() <= at {
+                replication.fetchers.remove_partition(&p.tp);
+                return;
+            }
+            self.stopped.remove(&p.tp);
+        }
         match p.role() {
             Role::Follower { leader } if leader >= 0 => match self.cluster.address(leader) {
                 Some(addr) => replication.fetchers.add_partition(
@@ -177,6 +188,17 @@ impl ReplicaManager {
         if let Some(replication) = self.replication.get() {
             replication.fetchers.remove_partition(tp);
         }
+    }
+
+    /// Kafka's `stopReplicas` without deletion: the replica stays hosted with its log,
+    /// and its fetcher stops until a LeaderAndIsr gives it a newer leader epoch (a
+    /// reassignment removing this broker stops it this way before deleting it).
+    pub fn stop_replica(&self, tp: &TopicPartition) {
+        let Some(p) = self.partition(&tp.topic, tp.partition) else {
+            return;
+        };
+        self.stopped.insert(tp.clone(), p.leader_epoch());
+        self.stop_fetching(tp);
     }
 
     /// The leader epoch `tp` is replicated at, if a fetcher replicates it.
@@ -232,6 +254,7 @@ impl ReplicaManager {
                 Some(older) => {
                     self.partitions.remove(&tp);
                     self.stop_fetching(&tp);
+                    self.stopped.remove(&tp);
                     older.resign();
                     self.logs.delete_log(&tp)?;
                 }
@@ -284,6 +307,7 @@ impl ReplicaManager {
             }
             if let Some((_, removed)) = self.partitions.remove(&tp) {
                 self.stop_fetching(&tp);
+                self.stopped.remove(&tp);
                 removed.resign();
             }
             if self

@@ -700,3 +700,31 @@ async fn acks_all_writes_survive_leaders_failing_over_again_and_again() {
     assert_eq!(stored, acked);
     assert_eq!(committed_bytes(&c.p(3 - leader)), committed_bytes(&p));
 }
+
+/// StopReplica without deletion (Kafka's `stopReplicas`): the follower stops fetching and
+/// stays stopped through metadata at the same leader epoch (a config change, a reshaped
+/// topic), its log kept; a newer leader epoch makes it fetch again.
+#[tokio::test]
+async fn a_stopped_follower_fetches_again_only_at_a_newer_leader_epoch() {
+    let c = Cluster::new(&[1, 2]);
+    c.announce(&[1, 2], &[1, 2], 1, 1, &[1, 2], &[]);
+    produce(&c.p(1), b"a").await;
+    eventually("replicated", || c.p(2).log_end_offset() == 1).await;
+    let tp = c.p(2).tp.clone();
+
+    c.managers[&2].stop_replica(&tp);
+    assert_eq!(c.managers[&2].fetching(&tp), None);
+    c.announce(&[2], &[1, 2], 1, 1, &[1, 2], &[("retention.ms", "100000")]);
+    assert_eq!(
+        c.managers[&2].fetching(&tp),
+        None,
+        "same epoch: still stopped"
+    );
+    produce(&c.p(1), b"b").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.p(2).log_end_offset(), 1, "nothing fetched while stopped");
+
+    c.announce(&[1, 2], &[1, 2], 1, 2, &[1, 2], &[]);
+    assert_eq!(c.managers[&2].fetching(&tp), Some(2));
+    eventually("fetching again", || c.p(2).log_end_offset() == 2).await;
+}

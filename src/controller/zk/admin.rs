@@ -406,6 +406,7 @@ pub async fn set_topic_configs(
         .topic_configs
         .lock()
         .insert(name.to_string(), configs.clone());
+    zk.shared.broker.apply_topic_configs(name, configs.clone());
     let base = zk
         .topic(name)
         .map(|t| (*t).clone())

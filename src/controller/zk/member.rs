@@ -22,9 +22,7 @@ pub(super) async fn register(shared: &Shared, session: &ZkSession) -> anyhow::Re
     let epoch =
         registration::register_broker(session, settings.broker_id, &settings.registration(), wait)
             .await?;
-    shared
-        .broker_epoch
-        .store(epoch, std::sync::atomic::Ordering::Release);
+    shared.set_broker_epoch(epoch);
     Ok(())
 }
 

@@ -182,6 +182,9 @@ struct Snapshot {
     topics: BTreeMap<String, Arc<TopicInfo>>,
 }
 
+/// Whoever must carry this broker's current epoch (the replica layer, the log manager).
+pub type EpochFollower = Arc<dyn Fn(i64) + Send + Sync>;
+
 /// State shared between the member's tasks and the broker's request handlers.
 pub struct Shared {
     settings: Arc<Settings>,
@@ -191,6 +194,8 @@ pub struct Shared {
     events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
     session: Mutex<Option<Arc<ZkSession>>>,
     broker_epoch: std::sync::atomic::AtomicI64,
+    /// Told each new broker epoch (every registration, also after a session expiry).
+    epoch_followers: Mutex<Vec<EpochFollower>>,
     /// Bumped after every event the loop processed (admin requests wait on it).
     changed: tokio::sync::watch::Sender<u64>,
     /// Config overrides this broker wrote, by topic (newer than the controller's read).
@@ -243,6 +248,16 @@ impl Shared {
 
     pub fn broker_epoch(&self) -> i64 {
         self.broker_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records the epoch of a new registration and tells every follower.
+    fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch
+            .store(epoch, std::sync::atomic::Ordering::Release);
+        let followers = self.epoch_followers.lock().clone();
+        for f in followers {
+            f(epoch);
+        }
     }
 
     fn session(&self) -> Result<Arc<ZkSession>, ControllerError> {
@@ -323,6 +338,8 @@ pub(crate) fn partition_info(
 pub struct ZkController {
     shared: Arc<Shared>,
     member: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Follows `/config/changes` (`broker::config_changes`).
+    config_changes: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl ZkController {
@@ -350,14 +367,20 @@ impl ZkController {
             events: Mutex::new(None),
             session: Mutex::new(Some(session)),
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            epoch_followers: Mutex::new(Vec::new()),
             changed: tokio::sync::watch::Sender::new(0),
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             broker: broker::BrokerSide::new(settings_broker_id),
         });
+        // Before the broker opens its logs: the dynamic broker configs and the topic
+        // configs ZooKeeper holds are in force from the start.
+        let session = shared.session()?;
+        broker::config_changes::read_all(&shared, &session).await?;
         Ok(ZkController {
             shared,
             member: Mutex::new(None),
+            config_changes: Mutex::new(None),
         })
     }
 
@@ -389,6 +412,8 @@ impl ZkController {
         member::register(&self.shared, &session).await?;
         let handle = tokio::spawn(member::run(self.shared.clone(), session));
         *self.member.lock() = Some(handle);
+        let follower = tokio::spawn(broker::config_changes::run(self.shared.clone()));
+        *self.config_changes.lock() = Some(follower);
         Ok(())
     }
 
@@ -396,6 +421,9 @@ impl ZkController {
     /// CloseSession), waiting up to 2 s for ZooKeeper to confirm.
     pub fn close(&self) {
         if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        if let Some(h) = self.config_changes.lock().take() {
             h.abort();
         }
         *self.shared.events.lock() = None;
@@ -422,15 +450,15 @@ impl ZkController {
         tokio::task::block_in_place(|| handle.block_on(wait));
     }
 
-    /// A topic of the metadata cache with its config overrides: what this broker wrote
-    /// last, else what the controller (if this broker is it) read.
+    /// A topic of the metadata cache with its config overrides: as ZooKeeper had them
+    /// at the last read (`broker::config_changes`, which follows every change), else
+    /// what this broker wrote last, else what the controller (if this broker is it) read.
     fn with_configs(&self, t: &Arc<TopicInfo>) -> Arc<TopicInfo> {
         let configs = self
             .shared
-            .topic_configs
-            .lock()
-            .get(&t.name)
-            .cloned()
+            .broker
+            .topic_configs(&t.name)
+            .or_else(|| self.shared.topic_configs.lock().get(&t.name).cloned())
             .or_else(|| {
                 let s = self.shared.snapshot.read();
                 s.topics.get(&t.name).map(|c| c.configs.clone())
@@ -474,6 +502,16 @@ impl ZkController {
             }
         }
         out
+    }
+
+    /// Calls `f` with this broker's epoch now (if registered) and after every new
+    /// registration: a session that expired means a new znode and a new epoch.
+    pub fn follow_broker_epoch(&self, f: EpochFollower) {
+        self.shared.epoch_followers.lock().push(f.clone());
+        let epoch = self.shared.broker_epoch();
+        if epoch >= 0 {
+            f(epoch);
+        }
     }
 
     /// Asks the controller to move this broker's leaderships away (controlled shutdown).
@@ -590,6 +628,9 @@ impl ZkController {
 impl Drop for ZkController {
     fn drop(&mut self) {
         if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        if let Some(h) = self.config_changes.lock().take() {
             h.abort();
         }
     }
@@ -734,6 +775,56 @@ impl Controller for ZkController {
 
     fn broker_epoch(&self) -> i64 {
         self.shared.broker_epoch()
+    }
+
+    /// Dynamic broker configs as ZooKeeper holds them (`/config/brokers/<id>`, and
+    /// `<default>` for the empty name); ZooKeeper mode keeps no other resource's configs.
+    fn resource_configs(&self, resource: &super::ConfigResource) -> BTreeMap<String, String> {
+        if resource.resource_type != super::records::CONFIG_RESOURCE_BROKER {
+            return BTreeMap::new();
+        }
+        self.shared
+            .broker
+            .cache()
+            .image()
+            .resource_configs(resource)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Writes dynamic broker configs to `/config/brokers/<id>` (or `<default>`) with a
+    /// change notification, as a Kafka 3.9 broker does, and puts them in force here at
+    /// once; every other broker follows the notification.
+    async fn set_resource_configs(
+        &self,
+        resource: super::ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        if resource.resource_type != super::records::CONFIG_RESOURCE_BROKER {
+            return Err(ControllerError::new(
+                ResponseError::InvalidRequest,
+                format!(
+                    "configs of resource type {} are not kept in ZooKeeper mode",
+                    resource.resource_type
+                ),
+            ));
+        }
+        let entity = match resource.name.is_empty() {
+            true => broker::config_changes::DEFAULT_BROKER,
+            false => resource.name.as_str(),
+        };
+        let session = self.shared.session()?;
+        broker::config_changes::write_entity_config(
+            &session,
+            &format!("brokers/{entity}"),
+            &configs,
+        )
+        .await
+        .map_err(|e| ControllerError::new(ResponseError::UnknownServerError, e.to_string()))?;
+        self.shared
+            .broker
+            .apply_broker_configs(&resource.name, configs);
+        Ok(())
     }
 
     /// Deltas come from the controller's LeaderAndIsr, UpdateMetadata and StopReplica

@@ -324,6 +324,26 @@ impl GroupCoordinator {
         self.write(group_id, move |s| s.delete_group(&id)).await
     }
 
+    /// Removes every group's committed offsets of `topics`, deleted from the metadata
+    /// (Kafka's `onPartitionsDeleted`), in every partition served here.
+    pub async fn remove_offsets_of_deleted_topics(
+        &self,
+        topics: std::collections::BTreeSet<String>,
+    ) {
+        for p in self.runtime.partitions() {
+            let topics = topics.clone();
+            let written = self
+                .runtime
+                .write(p, move |s: &mut GroupShard| {
+                    Ok(Written::new(s.deleted_topics_offsets(&topics), ()))
+                })
+                .await;
+            if let Err(e) = written {
+                tracing::warn!(partition = p, error = ?e, "offsets of deleted topics not removed");
+            }
+        }
+    }
+
     /// Expires offsets now, as of `now_ms`, in every partition served here (the timer
     /// does this every `offsets.retention.check.interval.ms`).
     pub async fn expire_offsets(&self, now_ms: i64) {
@@ -398,9 +418,26 @@ impl GroupCoordinator {
 struct LeadershipListener(Weak<GroupCoordinator>);
 
 impl MetadataListener for LeadershipListener {
-    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
         if let Some(groups) = self.0.upgrade() {
             groups.apply_delta(delta);
+            // Topics gone from the metadata (not a replica deleted here while the topic
+            // lives on): their offsets go too, written through the coordinator runtime.
+            let deleted: std::collections::BTreeSet<String> = delta
+                .topics
+                .iter()
+                .filter(|(name, d)| {
+                    matches!(d, TopicDelta::Removed(_))
+                        && name.as_str() != OFFSETS_TOPIC
+                        && image.topic(name).is_none()
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            if !deleted.is_empty() {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { groups.remove_offsets_of_deleted_topics(deleted).await });
+                }
+            }
         }
         Vec::new()
     }

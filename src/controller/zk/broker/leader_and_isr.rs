@@ -86,16 +86,15 @@ impl BrokerSide {
         let mut delta = MetadataDelta::default();
         for (topic, partitions) in &taken {
             let request_id = ids.get(topic).copied().unwrap_or_default();
+            if let Some(configs) = topic_configs.get(topic) {
+                state.topic_configs.insert(topic.clone(), configs.clone());
+            }
             let hosted = state.hosted.entry(topic.clone()).or_insert(HostedTopic {
                 topic_id: request_id,
                 partitions: BTreeMap::new(),
-                configs: BTreeMap::new(),
             });
             if !request_id.is_nil() {
                 hosted.topic_id = request_id;
-            }
-            if let Some(configs) = topic_configs.get(topic) {
-                hosted.configs = configs.clone();
             }
             for p in partitions {
                 tracing::info!(

@@ -8,7 +8,7 @@
 //! (`LeaderDuringDelete`) is removed, and a topic goes with its last partition. A topic
 //! id of zero in a topic state forgets the topic's id.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionState;
@@ -79,9 +79,16 @@ pub struct MetadataCache {
     /// Offline replicas by partition (UpdateMetadata v4+); absent when none.
     offline: BTreeMap<(String, i32), Vec<i32>>,
     /// The ids of topics removed by a deletion, for a StopReplica that comes later
-    /// (StopReplica names topics without ids).
+    /// (StopReplica names topics without ids): the [`MAX_DELETED_IDS`] latest, oldest
+    /// first in `deleted_order`.
     deleted_ids: BTreeMap<String, Uuid>,
+    deleted_order: VecDeque<String>,
 }
+
+/// How many deleted topics' ids are kept. The controller's StopReplica follows a
+/// deletion at once; this only has to outlast a burst of deletions, not every name
+/// ever deleted (a cluster that creates and deletes topics by the thousand).
+pub const MAX_DELETED_IDS: usize = 1000;
 
 impl Default for MetadataCache {
     fn default() -> Self {
@@ -92,6 +99,7 @@ impl Default for MetadataCache {
             image: MetadataImage::default(),
             offline: BTreeMap::new(),
             deleted_ids: BTreeMap::new(),
+            deleted_order: VecDeque::new(),
         }
     }
 }
@@ -130,6 +138,16 @@ impl MetadataCache {
             .get(&(topic.to_string(), partition))
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The configs of a resource other than a topic, read from ZooKeeper (UpdateMetadata
+    /// carries none).
+    pub fn set_resource_configs(
+        &mut self,
+        resource: crate::controller::ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) {
+        self.image.set_resource_configs(resource, configs);
     }
 
     /// The id a topic had when a deletion removed it from the cache.
@@ -202,6 +220,18 @@ impl MetadataCache {
         update
     }
 
+    fn remember_deleted(&mut self, name: &str, id: Uuid) {
+        if self.deleted_ids.insert(name.to_string(), id).is_some() {
+            self.deleted_order.retain(|n| n != name);
+        }
+        self.deleted_order.push_back(name.to_string());
+        while self.deleted_order.len() > MAX_DELETED_IDS {
+            if let Some(oldest) = self.deleted_order.pop_front() {
+                self.deleted_ids.remove(&oldest);
+            }
+        }
+    }
+
     fn apply_topic(
         &mut self,
         name: &str,
@@ -246,14 +276,16 @@ impl MetadataCache {
         if topic.partitions.is_empty() {
             if let Some(old) = old {
                 if !old.topic_id.is_nil() {
-                    self.deleted_ids.insert(name.to_string(), old.topic_id);
+                    self.remember_deleted(name, old.topic_id);
                 }
                 self.image.remove_topic(name);
                 update.removed.push(old);
             }
             return;
         }
-        self.deleted_ids.remove(name);
+        if self.deleted_ids.remove(name).is_some() {
+            self.deleted_order.retain(|n| n != name);
+        }
         let reshaped = old.as_ref().is_none_or(|o| {
             o.topic_id != topic.topic_id || o.partitions.len() != topic.partitions.len()
         });
@@ -403,6 +435,44 @@ mod tests {
         assert!(c.image().topic_by_id(id).is_none());
         assert_eq!(c.deleted_topic_id("t"), Some(id));
         assert!(c.offline_replicas("t", 1).is_empty());
+    }
+
+    /// Deleted topics' ids are kept for the latest deletions only, however many distinct
+    /// names come and go.
+    #[test]
+    fn deleted_topic_ids_are_bounded() {
+        let mut c = MetadataCache::default();
+        let total = MAX_DELETED_IDS + 500;
+        for i in 0..total {
+            let (name, id) = (format!("t{i}"), Uuid::from_u128(i as u128 + 1));
+            for leader in [1, LEADER_DURING_DELETE] {
+                c.apply(&request(
+                    1,
+                    vec![broker(1, 9091)],
+                    vec![(&name, id, vec![state(0, leader, 0, &[1])])],
+                ));
+            }
+        }
+        assert_eq!(c.deleted_ids.len(), MAX_DELETED_IDS);
+        assert_eq!(c.deleted_order.len(), MAX_DELETED_IDS);
+        let last = total - 1;
+        assert_eq!(
+            c.deleted_topic_id(&format!("t{last}")),
+            Some(Uuid::from_u128(last as u128 + 1))
+        );
+        assert_eq!(c.deleted_topic_id("t0"), None);
+        // A name created again is forgotten as deleted.
+        c.apply(&request(
+            1,
+            vec![broker(1, 9091)],
+            vec![(
+                &format!("t{last}"),
+                Uuid::from_u128(7),
+                vec![state(0, 1, 0, &[1])],
+            )],
+        ));
+        assert_eq!(c.deleted_topic_id(&format!("t{last}")), None);
+        assert_eq!(c.deleted_order.len(), MAX_DELETED_IDS - 1);
     }
 
     #[test]

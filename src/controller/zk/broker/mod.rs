@@ -15,6 +15,7 @@
 //! A partition assigned here that no LeaderAndIsr made hosted yet is left out, so a
 //! listener never starts hosting from UpdateMetadata alone.
 
+pub mod config_changes;
 pub mod controlled_shutdown;
 mod leader_and_isr;
 pub mod metadata_cache;
@@ -30,18 +31,21 @@ use uuid::Uuid;
 
 use self::metadata_cache::MetadataCache;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
-use crate::controller::{PartitionInfo, TopicInfo};
+use crate::controller::records::CONFIG_RESOURCE_BROKER;
+use crate::controller::{ConfigResource, PartitionInfo, TopicInfo};
 
 /// How the broker side finds the topic id of a log on disk (None: no log, or no id).
 pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
+
+/// How the broker side stops a replica's fetcher without deleting it (the replica
+/// manager's `stop_replica`).
+pub type ReplicaStopper = Arc<dyn Fn(&str, i32) + Send + Sync>;
 
 /// A topic's partitions hosted here, as LeaderAndIsr made them.
 #[derive(Clone, Debug)]
 struct HostedTopic {
     topic_id: Uuid,
     partitions: BTreeMap<i32, PartitionInfo>,
-    /// The topic's config overrides as ZooKeeper had them when LeaderAndIsr came.
-    configs: BTreeMap<String, String>,
 }
 
 /// What the lock guards.
@@ -50,6 +54,9 @@ struct State {
     controller_epoch: i32,
     cache: MetadataCache,
     hosted: BTreeMap<String, HostedTopic>,
+    /// Topics' config overrides as last read from `/config/topics/<t>` (when
+    /// LeaderAndIsr came, at startup, or on a change notification).
+    topic_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 pub struct BrokerSide {
@@ -59,6 +66,7 @@ pub struct BrokerSide {
     published: RwLock<Arc<MetadataCache>>,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
     log_topic_ids: RwLock<Option<LogTopicIds>>,
+    replica_stopper: RwLock<Option<ReplicaStopper>>,
 }
 
 impl BrokerSide {
@@ -69,10 +77,12 @@ impl BrokerSide {
                 controller_epoch: -1,
                 cache: MetadataCache::default(),
                 hosted: BTreeMap::new(),
+                topic_configs: BTreeMap::new(),
             }),
             published: RwLock::new(Arc::new(MetadataCache::default())),
             listeners: Mutex::new(Vec::new()),
             log_topic_ids: RwLock::new(None),
+            replica_stopper: RwLock::new(None),
         }
     }
 
@@ -84,6 +94,18 @@ impl BrokerSide {
     /// Where the topic ids of logs on disk are read (the broker's log manager).
     pub fn set_log_topic_ids(&self, f: LogTopicIds) {
         *self.log_topic_ids.write() = Some(f);
+    }
+
+    /// How StopReplica without deletion stops a replica (the replica manager).
+    pub fn set_replica_stopper(&self, f: ReplicaStopper) {
+        *self.replica_stopper.write() = Some(f);
+    }
+
+    fn stop_replica_fetcher(&self, topic: &str, partition: i32) {
+        let f = self.replica_stopper.read().clone();
+        if let Some(f) = f {
+            f(topic, partition);
+        }
     }
 
     fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid> {
@@ -106,7 +128,7 @@ impl BrokerSide {
                 .into_iter()
                 .filter_map(|n| Some((n.clone(), TopicDelta::Changed(self.view(&state, &n)?))))
                 .collect(),
-            configs: BTreeSet::new(),
+            configs: state.cache.image().config_resources().cloned().collect(),
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);
@@ -162,6 +184,7 @@ impl BrokerSide {
             // The topic is gone from the cluster's metadata; the logs hosted here go
             // only when StopReplica asks (listeners learn of the deletion, nothing else).
             tracing::info!(topic = %t.name, "topic deleted from the metadata cache");
+            state.topic_configs.remove(&t.name);
             let gone = TopicInfo {
                 partitions: Vec::new(),
                 ..(*t).clone()
@@ -174,6 +197,58 @@ impl BrokerSide {
             tracing::error!(topic = %e.topic, error = %e.message, "UpdateMetadata not applied");
         }
         UpdateMetadataResponse::default()
+    }
+
+    /// The config overrides of `topic` as last read from ZooKeeper; None before any read.
+    pub fn topic_configs(&self, topic: &str) -> Option<BTreeMap<String, String>> {
+        self.state.lock().topic_configs.get(topic).cloned()
+    }
+
+    /// Puts `configs`, what `/config/topics/<topic>` now holds, in force (Kafka's
+    /// `TopicConfigHandler`): the logs hosted here take them at once.
+    pub fn apply_topic_configs(&self, topic: &str, configs: BTreeMap<String, String>) {
+        let mut state = self.state.lock();
+        if state.topic_configs.get(topic) == Some(&configs) {
+            return;
+        }
+        tracing::info!(topic, ?configs, "topic configs read from ZooKeeper");
+        state.topic_configs.insert(topic.to_string(), configs);
+        let mut delta = MetadataDelta::default();
+        if let Some(t) = self.view(&state, topic) {
+            delta
+                .topics
+                .insert(topic.to_string(), TopicDelta::Changed(t));
+        }
+        for e in self.publish(&state, &delta) {
+            tracing::error!(topic = %e.topic, error = %e.message, "topic configs not applied");
+        }
+    }
+
+    /// Puts `configs`, what `/config/brokers/<entity>` now holds, in the image as the
+    /// BROKER resource `entity` ("" for `<default>`), and tells the listeners (the
+    /// dynamic config publisher puts them in force, Kafka's `BrokerConfigHandler`).
+    pub fn apply_broker_configs(&self, entity: &str, configs: BTreeMap<String, String>) {
+        let resource = ConfigResource {
+            resource_type: CONFIG_RESOURCE_BROKER,
+            name: entity.to_string(),
+        };
+        let mut state = self.state.lock();
+        let current = state.cache.image().resource_configs(&resource);
+        if current.map_or(configs.is_empty(), |c| *c == configs) {
+            return;
+        }
+        tracing::info!(
+            broker = entity,
+            ?configs,
+            "dynamic broker configs read from ZooKeeper"
+        );
+        state.cache.set_resource_configs(resource.clone(), configs);
+        *self.published.write() = Arc::new(state.cache.clone());
+        let mut delta = MetadataDelta::default();
+        delta.configs.insert(resource);
+        for e in self.publish(&state, &delta) {
+            tracing::error!(error = %e.message, "dynamic broker configs not applied");
+        }
     }
 
     /// Hands `delta` to every listener; what they could not apply.
@@ -213,7 +288,7 @@ impl BrokerSide {
             name: name.to_string(),
             topic_id,
             partitions: partitions.into_values().collect(),
-            configs: hosted.map(|h| h.configs.clone()).unwrap_or_default(),
+            configs: state.topic_configs.get(name).cloned().unwrap_or_default(),
         }))
     }
 }

@@ -3,9 +3,8 @@
 //! the request's leader epoch is -2 (a deletion), -1 (no epoch: before v3) or not older
 //! than the hosted one; otherwise FENCED_LEADER_EPOCH.
 //!
-//! Stopping without deletion leaves the replica and its log as they are: Kafka stops the
-//! replica's fetcher there, which skua does not do yet (its follower fetches until the
-//! next LeaderAndIsr or a deletion; it matters once reassignment exists). Stopping with
+//! Stopping without deletion leaves the replica and its log as they are and stops its
+//! fetcher until a LeaderAndIsr with a newer leader epoch (as Kafka does). Stopping with
 //! deletion stops hosting the partition and hands the listeners a removal: the replica
 //! manager renames the log for deletion at once and removes it after
 //! `file.delete.delay.ms`; the group coordinator unloads a `__consumer_offsets`
@@ -82,6 +81,9 @@ impl BrokerSide {
                     .unwrap_or_default(),
             };
             tracing::info!(topic = %s.topic, partition = s.partition, delete = s.delete, "replica stopped by StopReplica");
+            if !s.delete && hosted.is_some() {
+                self.stop_replica_fetcher(&s.topic, s.partition);
+            }
             if s.delete {
                 let entry = deleted
                     .entry(s.topic.clone())

@@ -348,3 +348,72 @@ fn isr_changes_announced_by_update_metadata_reach_later_deltas() {
     assert_eq!((p0.isr.clone(), p0.partition_epoch), (vec![1], 1));
     assert_eq!(t.partitions.len(), 2);
 }
+
+/// StopReplica without deletion stops the replica's fetcher (through the replica
+/// manager's `stop_replica`) for hosted partitions it accepts; a fenced one, a partition
+/// not hosted and a deletion are not stopped this way.
+#[test]
+fn stop_replica_without_deletion_stops_the_fetcher() {
+    let (side, _rec) = side();
+    let stopped: Arc<parking_lot::Mutex<Vec<(String, i32)>>> = Arc::default();
+    let seen = stopped.clone();
+    side.set_replica_stopper(Arc::new(move |t: &str, p: i32| {
+        seen.lock().push((t.to_string(), p))
+    }));
+    let id = Uuid::from_u128(5);
+    side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 2, 3, &[2, 1]), (1, 2, 3, &[2, 1])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    let r = side.stop_replica(&stop(1, "t", 0, 2, false), EPOCH);
+    assert_eq!(r.partition_errors[0].error_code, 74, "FENCED_LEADER_EPOCH");
+    side.stop_replica(&stop(1, "other", 0, 3, false), EPOCH);
+    side.stop_replica(&stop(1, "t", 1, -2, true), EPOCH);
+    assert!(stopped.lock().is_empty());
+    let r = side.stop_replica(&stop(1, "t", 0, 3, false), EPOCH);
+    assert_eq!(r.partition_errors[0].error_code, 0);
+    assert_eq!(*stopped.lock(), vec![("t".to_string(), 0)]);
+}
+
+/// Configs read from ZooKeeper reach the listeners: a topic's overrides as a change of
+/// the topic (hosted partitions with them), broker configs as a changed BROKER resource
+/// in the image; reading the same again publishes nothing.
+#[test]
+fn configs_from_zookeeper_reach_the_listeners() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    side.leader_and_isr(
+        &leader_and_isr(1, EPOCH, "t", id, &[(0, 1, 3, &[1])]),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+    side.apply_topic_configs("t", configs.clone());
+    let TopicDelta::Changed(t) = &rec.last().topics["t"] else {
+        panic!("a change")
+    };
+    assert_eq!(t.configs, configs);
+    assert_eq!(t.partitions.len(), 1);
+    let deltas = rec.deltas.lock().len();
+    side.apply_topic_configs("t", configs.clone());
+    assert_eq!(
+        rec.deltas.lock().len(),
+        deltas,
+        "unchanged: nothing published"
+    );
+
+    let broker = BTreeMap::from([("message.max.bytes".to_string(), "2000".to_string())]);
+    side.apply_broker_configs("", broker.clone());
+    let last = rec.last();
+    let resource = crate::controller::ConfigResource {
+        resource_type: crate::controller::records::CONFIG_RESOURCE_BROKER,
+        name: String::new(),
+    };
+    assert!(last.configs.contains(&resource));
+    assert_eq!(side.image().resource_configs(&resource), Some(&broker));
+    side.apply_broker_configs("", BTreeMap::new());
+    assert_eq!(side.image().resource_configs(&resource), None);
+}

@@ -149,6 +149,24 @@ impl GroupShard {
         Ok(Written::new(records, answers))
     }
 
+    /// Kafka's `onPartitionsDeleted`: tombstones for every group's offsets of `topics`,
+    /// which the metadata no longer has. An empty group left without offsets goes at
+    /// the next expiry pass.
+    pub fn deleted_topics_offsets(
+        &self,
+        topics: &std::collections::BTreeSet<String>,
+    ) -> Vec<GroupRecord> {
+        let mut records = Vec::new();
+        for (group_id, offsets) in self.offsets.groups() {
+            for (topic, partition) in offsets.keys() {
+                if topics.contains(topic) {
+                    records.push(offset_tombstone(group_id, topic, *partition));
+                }
+            }
+        }
+        records
+    }
+
     /// DeleteGroups for one group: only an empty group can go; its offsets and metadata
     /// are tombstoned, and it is gone once they are written.
     pub fn delete_group(&self, group_id: &str) -> Result<Written<GroupRecord, ()>, ResponseError> {

@@ -1,0 +1,241 @@
+//! Dynamic configs in ZooKeeper mode, kept as a Kafka 3.9 broker keeps them.
+//!
+//! Whoever changes a config (any broker, skua or Kafka, answering AlterConfigs or
+//! IncrementalAlterConfigs) writes the whole set to `/config/<entity type>/<entity>`
+//! (JSON version 1) and then a persistent sequential `/config/changes/config_change_<seq>`
+//! naming it (version 2, `entity_path`). Every broker watches `/config/changes`, re-reads
+//! the named entity and puts it in force (Kafka's `ZkConfigManager` with its
+//! `ZkNodeChangeNotificationListener`): topic configs go to the logs through the broker
+//! side's delta, broker configs (`brokers/<default>` and `brokers/<this id>`) through the
+//! dynamic config publisher. Every new session first reads everything again, so a change
+//! made while this broker had no session is not missed. Notifications older than 15
+//! minutes are removed, as every Kafka broker removes them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::super::Shared;
+use crate::zk::session::{WatchEvent, ZkError, ZkSession};
+use crate::zk::znodes::{self, paths, ConfigChangeNotification, EntityConfig};
+
+/// Kafka's `ZkNodeChangeNotificationListener` default `changeExpirationMs`.
+const CHANGE_EXPIRATION: Duration = Duration::from_secs(15 * 60);
+/// The entity name Kafka gives the cluster-wide default broker configs.
+pub const DEFAULT_BROKER: &str = "<default>";
+const CHANGE_NODE_PREFIX: &str = "config_change_";
+/// Pause before trying again after a failed read (the session is alive, ZooKeeper is not
+/// answering), or while waiting for a new session.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// Follows config changes for as long as the broker runs, one session after another.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut ended: Option<Arc<ZkSession>> = None;
+    loop {
+        let session = shared.session.lock().clone();
+        let Some(session) = session.filter(|s| !ended.as_ref().is_some_and(|e| Arc::ptr_eq(e, s)))
+        else {
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
+        match follow(&shared, &session).await {
+            Ok(()) => ended = Some(session),
+            Err(ZkError::SessionExpired) => ended = Some(session),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot follow config changes in ZooKeeper; trying again");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// Reads every config, then applies each change notified on `/config/changes` until the
+/// session ends (Ok) or a read fails (Err).
+async fn follow(shared: &Shared, session: &ZkSession) -> Result<(), ZkError> {
+    // The notifications already there are covered by the full read that follows; one
+    // written after this listing is applied from the loop.
+    let mut last = session
+        .children(paths::CONFIG_CHANGES)
+        .await?
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| sequence(c))
+        .max();
+    read_all(shared, session).await?;
+    loop {
+        let (children, watch) = session.children_and_watch(paths::CONFIG_CHANGES).await?;
+        let mut changes: Vec<(u64, &String)> = children
+            .iter()
+            .filter_map(|c| Some((sequence(c)?, c)))
+            .collect();
+        changes.sort();
+        for &(seq, child) in &changes {
+            if last.is_some_and(|l| seq <= l) {
+                continue;
+            }
+            let path = format!("{}/{child}", paths::CONFIG_CHANGES);
+            if let Some((data, _)) = session.get(&path).await? {
+                match entity_path(&data) {
+                    Some(entity) => apply_entity(shared, session, &entity).await?,
+                    None => tracing::warn!(
+                        path,
+                        data = %String::from_utf8_lossy(&data),
+                        "config change notification not understood; skipped"
+                    ),
+                }
+            }
+            last = Some(seq);
+        }
+        purge_expired(session, changes.iter().map(|(_, c)| c.as_str())).await;
+        match watch.changed().await {
+            WatchEvent::Session(e) if e.is_terminal() => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+/// The sequence number of `config_change_<seq>`.
+fn sequence(child: &str) -> Option<u64> {
+    child.strip_prefix(CHANGE_NODE_PREFIX)?.parse().ok()
+}
+
+/// The entity a notification names: `entity_path` (version 2), or `entity_type` and
+/// `entity_name` (version 1, Kafka before 2.0).
+fn entity_path(data: &[u8]) -> Option<String> {
+    if let Ok(n) = znodes::decode::<ConfigChangeNotification>(data) {
+        return Some(n.entity_path);
+    }
+    #[derive(Deserialize)]
+    struct V1 {
+        entity_type: String,
+        entity_name: String,
+    }
+    let v1 = znodes::decode::<V1>(data).ok()?;
+    Some(format!("{}/{}", v1.entity_type, v1.entity_name))
+}
+
+/// Every topic's configs, and the broker configs that concern this broker.
+pub(crate) async fn read_all(shared: &Shared, session: &ZkSession) -> Result<(), ZkError> {
+    let topics = session
+        .children(&paths::entity_config("topics"))
+        .await?
+        .unwrap_or_default();
+    for t in topics {
+        apply_entity(shared, session, &format!("topics/{t}")).await?;
+    }
+    apply_entity(shared, session, &format!("brokers/{DEFAULT_BROKER}")).await?;
+    let own = shared.settings.broker_id;
+    apply_entity(shared, session, &format!("brokers/{own}")).await
+}
+
+/// Re-reads `/config/<entity>` and puts it in force if it concerns this broker. Entity
+/// types skua does not use (client and user quotas, IPs) are passed over.
+async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Result<(), ZkError> {
+    let Some((kind, name)) = entity.split_once('/') else {
+        tracing::warn!(entity, "config change for an unknown entity; skipped");
+        return Ok(());
+    };
+    let own = shared.settings.broker_id.to_string();
+    match kind {
+        "topics" => {
+            let configs = read_configs(session, entity).await?;
+            shared.broker.apply_topic_configs(name, configs);
+        }
+        "brokers" if name == DEFAULT_BROKER => {
+            let configs = read_configs(session, entity).await?;
+            shared.broker.apply_broker_configs("", configs);
+        }
+        "brokers" if name == own => {
+            let configs = read_configs(session, entity).await?;
+            shared.broker.apply_broker_configs(&own, configs);
+        }
+        "brokers" => {}
+        _ => tracing::debug!(entity, "config change for an entity type skua does not use"),
+    }
+    Ok(())
+}
+
+/// `/config/<entity>`'s configs; none when the znode is absent or not understood.
+async fn read_configs(
+    session: &ZkSession,
+    entity: &str,
+) -> Result<BTreeMap<String, String>, ZkError> {
+    let path = paths::entity_config(entity);
+    let Some((data, _)) = session.get(&path).await? else {
+        return Ok(BTreeMap::new());
+    };
+    match znodes::decode::<EntityConfig>(&data) {
+        Ok(c) => Ok(c.config.0),
+        Err(e) => {
+            tracing::warn!(path, error = %e, "unreadable entity config znode; taken as empty");
+            Ok(BTreeMap::new())
+        }
+    }
+}
+
+/// Removes notifications older than [`CHANGE_EXPIRATION`] (Kafka's
+/// `purgeObsoleteNotifications`); a failure is left to the next pass.
+async fn purge_expired<'a>(session: &ZkSession, children: impl Iterator<Item = &'a str>) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    for child in children {
+        let path = format!("{}/{child}", paths::CONFIG_CHANGES);
+        let Ok(Some(stat)) = session.stat(&path).await else {
+            continue;
+        };
+        if now_ms - stat.ctime > CHANGE_EXPIRATION.as_millis() as i64 {
+            match session.delete(&path, None).await {
+                Ok(()) | Err(ZkError::NoNode(_)) => {}
+                Err(e) => tracing::debug!(path, error = %e, "expired config change not removed"),
+            }
+        }
+    }
+}
+
+/// Writes `configs` as the whole config set of `entity` (`topics/<t>`,
+/// `brokers/<id>`, `brokers/<default>`) and notifies every broker, as Kafka's
+/// `AdminZkClient.changeEntityConfig` does.
+pub async fn write_entity_config(
+    session: &ZkSession,
+    entity: &str,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), ZkError> {
+    let path = paths::entity_config(entity);
+    let data = znodes::encode(&EntityConfig::new(configs.clone()));
+    match session.set(&path, &data, None).await {
+        Ok(_) => {}
+        Err(ZkError::NoNode(_)) => {
+            session.create_recursive(&path, &data).await?;
+        }
+        Err(e) => return Err(e),
+    }
+    let note = znodes::encode(&ConfigChangeNotification::new(entity.to_string()));
+    session
+        .create_sequential(paths::CONFIG_CHANGE_PREFIX, &note)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifications_of_both_versions() {
+        assert_eq!(
+            entity_path(br#"{"version":2,"entity_path":"topics/t"}"#).as_deref(),
+            Some("topics/t")
+        );
+        assert_eq!(
+            entity_path(br#"{"version":1,"entity_type":"brokers","entity_name":"<default>"}"#)
+                .as_deref(),
+            Some("brokers/<default>")
+        );
+        assert_eq!(entity_path(b"null"), None);
+        assert_eq!(sequence("config_change_0000000042"), Some(42));
+        assert_eq!(sequence("other"), None);
+    }
+}

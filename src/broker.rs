@@ -84,7 +84,7 @@ fn follow_metadata(
     // After the replica manager, so the partitions it loads are hosted; the ones led
     // now load before this returns, so no request finds them loading.
     controller.subscribe(groups.metadata_listener());
-    let txns = transaction_coordinator(&config, replicas);
+    let txns = transaction_coordinator(&config, replicas, &groups);
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
@@ -623,6 +623,7 @@ fn storage(e: crate::log::LogError) -> ControllerError {
 fn transaction_coordinator(
     config: &BrokerConfig,
     replicas: &Arc<ReplicaManager>,
+    groups: &Arc<GroupCoordinator>,
 ) -> Arc<TransactionCoordinator> {
     TransactionCoordinator::new(
         config.broker_id,
@@ -631,6 +632,6 @@ fn transaction_coordinator(
             replicas.clone(),
             TRANSACTION_STATE_TOPIC,
         )),
-        Arc::new(LocalMarkerWriter::new(replicas.clone())),
+        Arc::new(LocalMarkerWriter::new(replicas.clone(), groups.clone())),
     )
 }

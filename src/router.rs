@@ -98,6 +98,9 @@ pub static ROUTES: &[Route] = &[
     route!(InitProducerId, 0, 5, init_producer_id::handle),
     route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
     route!(AddPartitionsToTxn, 0, 5, add_partitions_to_txn::handle),
+    route!(AddOffsetsToTxn, 0, 4, add_offsets_to_txn::handle),
+    // Not v5: that is KIP-890's transaction version 2, which skua does not offer.
+    route!(TxnOffsetCommit, 0, 4, txn_offset_commit::handle),
     // Not v5: that is KIP-890's transaction version 2, which skua does not offer.
     route!(EndTxn, 0, 4, end_txn::handle),
     route!(DescribeProducers, 0, 0, describe_producers::handle),

@@ -24,7 +24,9 @@ public class WordCount {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        // -Dguarantee=exactly_once_v2 runs the same topology in transactions.
+        String guarantee = System.getProperty("guarantee", StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 500);
         props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
@@ -47,7 +49,8 @@ public class WordCount {
                 return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
             });
             streams.start();
-            Map<String, Long> seen = readCounts(bootstrap, output, expected, deadline);
+            boolean committedOnly = !guarantee.equals(StreamsConfig.AT_LEAST_ONCE);
+            Map<String, Long> seen = readCounts(bootstrap, output, expected, deadline, committedOnly);
             if (!seen.equals(expected)) {
                 System.out.println("counts: want " + expected + ", got " + seen + " (state " + streams.state() + ")");
                 System.exit(1);
@@ -58,8 +61,12 @@ public class WordCount {
     }
 
     /** The latest count of every word in the output topic, read until it is `expected`. */
-    static Map<String, Long> readCounts(String bootstrap, String topic, Map<String, Long> expected, long deadline) {
+    static Map<String, Long> readCounts(String bootstrap, String topic, Map<String, Long> expected, long deadline,
+                                        boolean committedOnly) {
         Properties p = new Properties();
+        if (committedOnly) {
+            p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        }
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class);

@@ -17,9 +17,10 @@ STATE="$CASE_TMP/state"
 
 topics() { "$BIN/kafka-topics.sh" --bootstrap-server "$B" "$@"; }
 lines() { printf '%s\n' "$@" | "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$IN"; }
+GUARANTEE=at_least_once
 wordcount() {
   timeout -k 5 150 java -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Dlog4j2.configurationFile="$(tools_log4j)" -cp "$LIBS/*" "$here/WordCount.java" \
+    -Dlog4j2.configurationFile="$(tools_log4j)" -Dguarantee="$GUARANTEE" -cp "$LIBS/*" "$here/WordCount.java" \
     "$B" "$APP" "$IN" "$OUT" "$STATE" 90 "$@" >"$CASE_TMP/app" 2>&1
   local rc=$?
   ((rc == 0)) || fail "$(grep -v '^\s*$' "$CASE_TMP/app" | grep -v '^\s*at ' | tail -n 4 | tr '\n' ' ' | head -c 380)"
@@ -58,3 +59,10 @@ c_restart() {
 run_case streams.wordcount c_wordcount
 run_case streams.internal_topics c_internal_topics
 run_case streams.restart c_restart
+# The same word count with processing.guarantee=exactly_once_v2 (transactions,
+# sendOffsetsToTransaction), its output read read_committed; then restarted with a fresh
+# state dir: the counts go on from the offsets committed in its transactions.
+APP=$(uniq_name wordcount-eos) GUARANTEE=exactly_once_v2
+IN="$APP-input" OUT="$APP-output" STATE="$CASE_TMP/state-eos"
+run_case streams.eos_wordcount c_wordcount
+run_case streams.eos_restart c_restart

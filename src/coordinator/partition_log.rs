@@ -10,6 +10,7 @@ use kafka_protocol::error::ResponseError;
 
 use super::runtime::{Appended, PartitionLog};
 use crate::error::ApiError;
+use crate::log::control::EndTxnMarker;
 use crate::log::TopicPartition;
 use crate::replica::{Partition, ReplicaManager};
 
@@ -63,7 +64,7 @@ impl PartitionLog for ReplicaPartitionLog {
         let p = self
             .leader(partition)
             .map_err(|_| ResponseError::NotCoordinator)?;
-        match p.append(batch, now_ms).await {
+        match p.append_as_coordinator(batch, now_ms).await {
             Ok(info) => Ok(Appended {
                 first_offset: info.first_offset,
                 last_offset: info.last_offset,
@@ -72,6 +73,31 @@ impl PartitionLog for ReplicaPartitionLog {
                 tracing::error!(partition = %p.tp, error = %e, "cannot append to {}", self.topic);
                 Err(coordinator_error(self.topic, &e.error()))
             }
+        }
+    }
+
+    async fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<Appended, ResponseError> {
+        let p = self
+            .leader(partition)
+            .map_err(|_| ResponseError::NotCoordinator)?;
+        match p
+            .append_marker(producer_id, producer_epoch, marker, now_ms)
+            .await
+        {
+            Ok(info) => Ok(Appended {
+                first_offset: info.first_offset,
+                last_offset: info.last_offset,
+            }),
+            // The marker writer needs the log's own answer (an old producer epoch, a
+            // fenced coordinator) to decide whether to retry.
+            Err(e) => Err(e.error().error),
         }
     }
 

@@ -1,6 +1,7 @@
 //! One file per API, each with the same shape:
 //! `pub async fn handle(broker, ctx, request) -> response`.
 
+pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod allocate_producer_ids;
 pub mod alter_configs;
@@ -43,6 +44,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_errors;
+pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
 use kafka_protocol::messages::TopicName;

@@ -1,6 +1,8 @@
 //! OffsetFetch: a group's committed offsets. Up to v7 one group; from v8 many. A
 //! partition without a commit answers offset -1 and empty metadata. From v9 a member of
-//! a KIP-848 group names itself and its epoch, which the group checks.
+//! a KIP-848 group names itself and its epoch, which the group checks. From v7 a
+//! `require_stable` request (read_committed consumers) gets UNSTABLE_OFFSET_COMMIT for a
+//! partition whose transactional commit is not yet ended; the client retries.
 
 use std::sync::Arc;
 
@@ -14,13 +16,14 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::coordinator::group::records::OffsetValue;
+use crate::coordinator::group::shard::FetchedOffset;
 use crate::router::RequestContext;
 
 const MULTI_GROUP_VERSION: i16 = 8;
 const LEADER_EPOCH_VERSION: i16 = 5;
 
-/// (topic, partition, committed) in request order, or the group's error.
-type Fetched = Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError>;
+/// (topic, partition, committed or its error) in request order, or the group's error.
+type Fetched = Result<Vec<FetchedOffset>, ResponseError>;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -44,7 +47,7 @@ pub async fn handle(
             let member = (g.member_id.map(|m| m.to_string()), g.member_epoch);
             let fetched = broker
                 .groups
-                .fetch_offsets(&g.group_id, member, wanted)
+                .fetch_offsets(&g.group_id, member, wanted, req.require_stable)
                 .await;
             groups.push(group_response(g.group_id, fetched));
         }
@@ -62,7 +65,12 @@ pub async fn handle(
     });
     let fetched = broker
         .groups
-        .fetch_offsets(&req.group_id, (None, -1), wanted.clone())
+        .fetch_offsets(
+            &req.group_id,
+            (None, -1),
+            wanted.clone(),
+            req.require_stable,
+        )
         .await;
     single_group_response(fetched, wanted, v)
 }
@@ -80,22 +88,23 @@ fn single_group_response(
             wanted
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(t, p)| (t, p, None))
+                .map(|(t, p)| (t, p, Ok(None)))
                 .collect(),
         ),
     };
     let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
     for (topic, partition, value) in rows {
-        let (offset, epoch, metadata) = fields(value);
+        let (offset, epoch, metadata, partition_error) = fields(value);
+        let code = match (v < 2, error, partition_error) {
+            (true, Some(e), _) => e.code(),
+            (_, _, Some(e)) => e.code(),
+            _ => 0,
+        };
         let mut p = OffsetFetchResponsePartition::default()
             .with_partition_index(partition)
             .with_committed_offset(offset)
             .with_metadata(Some(str_bytes(metadata)))
-            .with_error_code(if v < 2 {
-                error.map_or(0, |e| e.code())
-            } else {
-                0
-            });
+            .with_error_code(code);
         if v >= LEADER_EPOCH_VERSION {
             p = p.with_committed_leader_epoch(epoch);
         }
@@ -129,12 +138,13 @@ fn group_response(
     };
     let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
     for (topic, partition, value) in rows {
-        let (offset, epoch, metadata) = fields(value);
+        let (offset, epoch, metadata, error) = fields(value);
         let p = OffsetFetchResponsePartitions::default()
             .with_partition_index(partition)
             .with_committed_offset(offset)
             .with_committed_leader_epoch(epoch)
-            .with_metadata(Some(str_bytes(metadata)));
+            .with_metadata(Some(str_bytes(metadata)))
+            .with_error_code(error.map_or(0, |e| e.code()));
         match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
             Some(t) => t.partitions.push(p),
             None => topics.push(
@@ -149,9 +159,14 @@ fn group_response(
         .with_topics(topics)
 }
 
-fn fields(value: Option<OffsetValue>) -> (i64, i32, String) {
+/// Offset, leader epoch, metadata and error of one partition's answer: -1, -1 and ""
+/// when nothing is committed or the partition has an error.
+fn fields(
+    value: Result<Option<OffsetValue>, ResponseError>,
+) -> (i64, i32, String, Option<ResponseError>) {
     match value {
-        Some(v) => (v.offset, v.leader_epoch, v.metadata),
-        None => (-1, -1, String::new()),
+        Ok(Some(v)) => (v.offset, v.leader_epoch, v.metadata, None),
+        Ok(None) => (-1, -1, String::new(), None),
+        Err(e) => (-1, -1, String::new(), Some(e)),
     }
 }

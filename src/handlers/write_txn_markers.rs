@@ -37,6 +37,7 @@ pub async fn handle(
                 let tp = TopicPartition::new(t.name.0.as_str(), p);
                 let written = write_local_marker(
                     &broker.replicas,
+                    &broker.groups,
                     &tp,
                     m.producer_id.0,
                     m.producer_epoch,

@@ -127,6 +127,14 @@ impl ProducerStateEntry {
     }
 }
 
+/// Who appends (Kafka's `AppendOrigin`): a client's batches are checked for sequence
+/// continuity; a coordinator's transactional batches carry no sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
+}
+
 /// Entries changed by the batches of one append, applied only once the bytes are written.
 pub type StagedProducers = HashMap<i64, ProducerStateEntry>;
 
@@ -270,6 +278,7 @@ impl ProducerStateManager {
         &self,
         staged: &mut StagedProducers,
         h: &RecordBatchHeader,
+        origin: AppendOrigin,
     ) -> Result<(), LogError> {
         let producer_id = h.producer_id();
         let current_epoch = self.producers.get(&producer_id).map_or(-1, |e| e.epoch);
@@ -287,7 +296,7 @@ impl ProducerStateManager {
                 current_epoch: entry.epoch,
             });
         }
-        if !h.is_control() {
+        if !h.is_control() && origin == AppendOrigin::Client {
             let first_seq = h.base_sequence();
             if epoch != entry.epoch {
                 // A bumped epoch restarts sequences at 0; an unknown producer may start anywhere.
@@ -665,7 +674,7 @@ mod tests {
 
     fn append(m: &mut ProducerStateManager, h: RecordBatchHeader) -> Result<(), LogError> {
         let mut staged = StagedProducers::new();
-        m.stage(&mut staged, &h)?;
+        m.stage(&mut staged, &h, AppendOrigin::Client)?;
         m.commit(staged, h.next_offset());
         Ok(())
     }
@@ -773,9 +782,13 @@ mod tests {
         let mut m = ProducerStateManager::new(dir.path(), 0);
         append(&mut m, header(1, 0, 0, 1, 0)).unwrap();
         let mut staged = StagedProducers::new();
-        m.stage(&mut staged, &header(1, 0, 1, 2, 1)).unwrap();
-        m.stage(&mut staged, &header(1, 0, 3, 2, 3)).unwrap();
-        assert!(m.stage(&mut staged, &header(1, 0, 3, 2, 5)).is_err());
+        m.stage(&mut staged, &header(1, 0, 1, 2, 1), AppendOrigin::Client)
+            .unwrap();
+        m.stage(&mut staged, &header(1, 0, 3, 2, 3), AppendOrigin::Client)
+            .unwrap();
+        assert!(m
+            .stage(&mut staged, &header(1, 0, 3, 2, 5), AppendOrigin::Client)
+            .is_err());
         assert_eq!(
             m.entry(1).unwrap().batches.len(),
             1,

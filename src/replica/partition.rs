@@ -353,6 +353,28 @@ impl Partition {
         Ok(info)
     }
 
+    /// Appends a coordinator's batch to its internal topic as leader (origin
+    /// coordinator: a transactional offset commit has no sequence to check).
+    pub async fn append_as_coordinator(
+        &self,
+        records: Bytes,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
+        let info = {
+            let state = self.state.read();
+            if !state.is_leader() {
+                return Err(AppendError::Refused(ApiError::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!("Leader not local for partition {}", self.tp),
+                )));
+            }
+            self.log
+                .append_as_coordinator(records, state.leader_epoch, now_ms)?
+        };
+        self.after_append(&info).await?;
+        Ok(info)
+    }
+
     /// What follows a leader's append: followers are woken, a roll's work goes to the
     /// blocking pool, `flush.messages` is honoured, and the high watermark moves.
     async fn after_append(&self, info: &AppendInfo) -> Result<(), AppendError> {

@@ -17,16 +17,17 @@ use tokio::time::Instant;
 
 use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
-use super::records::{partition_for, OffsetValue, OFFSETS_TOPIC};
+use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, GroupDescription, GroupShard, ListedGroup, SyncRequest,
+    CommitRequest, Committer, FetchedOffset, GroupDescription, GroupShard, ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
+use crate::log::control::EndTxnMarker;
 
 pub struct GroupCoordinator {
     settings: Arc<GroupSettings>,
@@ -293,18 +294,59 @@ impl GroupCoordinator {
         .await
     }
 
-    /// Committed offsets of a group: of the given partitions, or all with `None`.
+    /// Committed offsets of a group: of the given partitions, or all with `None`; with
+    /// `require_stable`, UNSTABLE_OFFSET_COMMIT for those a transaction has pending.
     pub async fn fetch_offsets(
         &self,
         group_id: &str,
         member: (Option<String>, i32),
         partitions: Option<Vec<(String, i32)>>,
-    ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ResponseError> {
+        require_stable: bool,
+    ) -> Result<Vec<FetchedOffset>, ResponseError> {
         let id = group_id.to_string();
         self.read(group_id, move |s| {
-            s.fetch_offsets(&id, (member.0.as_deref(), member.1), partitions)
+            s.fetch_stable_offsets(
+                &id,
+                (member.0.as_deref(), member.1),
+                partitions,
+                require_stable,
+            )
         })
         .await?
+    }
+
+    /// TxnOffsetCommit: validates and writes a transactional producer's commit as its
+    /// transactional batch, pending until its transaction ends. Per partition: the
+    /// error, if any.
+    pub async fn commit_txn_offsets(
+        &self,
+        group_id: &str,
+        who: Committer,
+        producer: (i64, i16),
+        commits: Vec<CommitRequest>,
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let id = group_id.to_string();
+        self.write(group_id, move |s| {
+            s.commit_txn_offsets(&id, &who, producer, commits, now_ms())
+        })
+        .await
+    }
+
+    /// Writes the marker ending `producer_id`'s transaction to `__consumer_offsets`
+    /// partition `partition` through its owner (Kafka's `completeTransaction`), so its
+    /// pending offsets are committed or dropped in the same step as the marker lands.
+    pub async fn complete_transaction(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<(), ResponseError> {
+        self.runtime
+            .write(partition, move |_| {
+                Ok(Written::marker(producer_id, producer_epoch, marker, ()))
+            })
+            .await
     }
 
     /// OffsetDelete. Per partition: the error, if any.

@@ -12,6 +12,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
+use crate::log::control::{self, EndTxnMarker};
 use crate::log::records::{self, whole_batches};
 use crate::log::{RecordBatchHeader, HEADER_SIZE, LOG_OVERHEAD};
 
@@ -33,6 +34,12 @@ pub struct StoredRecord {
 #[derive(Debug)]
 pub struct StoredBatch {
     pub control: bool,
+    /// The batch's producer when it is transactional (a producer's offset commits, or a
+    /// marker ending its transaction).
+    pub transactional_producer: Option<i64>,
+    /// What a control batch says, when it ends a transaction.
+    pub marker: Option<EndTxnMarker>,
+    pub base_offset: i64,
     pub next_offset: i64,
     pub records: Vec<StoredRecord>,
 }
@@ -47,22 +54,37 @@ const MAX_COMPRESSED_RECORDS_PER_BYTE: usize = 64;
 /// Encodes key/value records (None: a tombstone) as one uncompressed v2 batch with
 /// CreateTime `now_ms`, as Kafka's coordinators write them.
 pub fn encode(records: Vec<(Bytes, Option<Bytes>)>, now_ms: i64) -> Result<Bytes, String> {
+    encode_for(records, now_ms, None)
+}
+
+/// `encode`, as `producer`'s (id, epoch) transactional batch when given: a
+/// transactional offset commit, stored as Kafka's coordinator stores it (base sequence 0,
+/// which the log does not check for a coordinator's append).
+pub fn encode_for(
+    records: Vec<(Bytes, Option<Bytes>)>,
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<Bytes, String> {
+    let (producer_id, producer_epoch, first_sequence) = match producer {
+        Some((id, epoch)) => (id, epoch, 0),
+        None => (-1, -1, -1),
+    };
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch wherever offset - sequence changes; a
-            // sequence one behind the offset keeps every record in one batch whose base
-            // sequence is -1 (no producer), as Kafka's coordinators write.
-            sequence: i as i32 - 1,
+            // sequence a fixed distance from the offset keeps every record in one batch
+            // whose base sequence is -1 (no producer) or 0 (a transactional commit).
+            sequence: first_sequence + i as i32,
             timestamp: now_ms,
             key: Some(key),
             value,
@@ -138,8 +160,15 @@ fn decode_batch(header: &RecordBatchHeader, raw: &[u8]) -> Result<StoredBatch, S
             });
         }
     }
+    let marker = match header.is_control() {
+        true => control::read_marker(raw).map_err(|e| format!("batch at offset {at}: {e}"))?,
+        false => None,
+    };
     Ok(StoredBatch {
         control: header.is_control(),
+        transactional_producer: header.is_transactional().then(|| header.producer_id()),
+        marker,
+        base_offset: at,
         next_offset: header.next_offset(),
         records: stored,
     })

@@ -1,8 +1,8 @@
 //! Loading a partition: every record from the log start to the log end is replayed
 //! onto a fresh shard, in offset order, with the same `replay` a write uses.
 //!
-//! As Kafka's loader does, control batches (transaction markers) carry nothing to
-//! replay and record types the coordinator does not own are skipped with a warning;
+//! As Kafka's loader does, records of a transactional batch are replayed as pending
+//! for their producer and a transaction marker (a control batch) ends them; record types the coordinator does not own are skipped with a warning;
 //! anything else that cannot be read or replayed fails the whole load, so a partition
 //! is never served with part of its state missing.
 
@@ -43,17 +43,34 @@ pub fn load<S: Shard>(
         }
         let next = last.next_offset;
         summary.bytes += bytes.len() as u64;
-        for batch in stored.into_iter().filter(|b| !b.control) {
+        for batch in stored {
+            // A read starts at the batch holding `offset`; records before it are done.
+            if batch.next_offset <= offset {
+                continue;
+            }
+            if batch.control {
+                if let (Some(marker), Some(producer_id)) =
+                    (batch.marker, batch.transactional_producer)
+                {
+                    shard
+                        .replay_end_txn(batch.base_offset, producer_id, marker.result)
+                        .map_err(|e| format!("marker at offset {}: {e}", batch.base_offset))?;
+                }
+                continue;
+            }
             for r in batch.records {
-                // A read starts at the batch holding `offset`; records before it are done.
                 if r.offset < offset {
                     continue;
                 }
                 match S::decode(r.key.as_ref(), r.value.as_ref()) {
                     Ok(Some(record)) => {
-                        shard
-                            .replay(r.offset, record)
-                            .map_err(|e| format!("record at offset {}: {e}", r.offset))?;
+                        let replayed = match batch.transactional_producer {
+                            Some(producer_id) => {
+                                shard.replay_transactional(r.offset, producer_id, record)
+                            }
+                            None => shard.replay(r.offset, record),
+                        };
+                        replayed.map_err(|e| format!("record at offset {}: {e}", r.offset))?;
                         summary.records += 1;
                     }
                     Ok(None) => {

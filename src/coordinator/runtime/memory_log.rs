@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 
 use super::writer::{Appended, PartitionLog};
 use crate::error::ApiError;
+use crate::log::control::{marker_batch, EndTxnMarker};
 use crate::log::RecordBatchHeader;
 
 #[derive(Default)]
@@ -108,6 +109,18 @@ impl PartitionLog for MemoryLog {
             first_offset: first,
             last_offset: last,
         })
+    }
+
+    async fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<Appended, ResponseError> {
+        let batch = marker_batch(producer_id, producer_epoch, marker, now_ms);
+        self.append(partition, batch, now_ms).await
     }
 
     fn leader_epoch(&self, _partition: i32) -> Option<i32> {

@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 
 use owner::{Event, Owner, Pending};
-pub use shard::{OnSettled, Shard, Written};
+pub use shard::{BatchKind, OnSettled, Shard, Written};
 pub use writer::{Appended, PartitionLog};
 
 /// Operations queued for one partition before callers wait for room.
@@ -190,6 +190,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
             Err(e) => Pending {
                 records: Vec::new(),
                 replay: false,
+                batch: BatchKind::Plain,
                 settle: Box::new(move |_| {
                     let _ = tx.send(Err(e));
                 }),

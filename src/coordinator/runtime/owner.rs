@@ -5,18 +5,21 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
+use bytes::Bytes;
+
 use kafka_protocol::error::ResponseError;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::shard::{OnSettled, Shard, Written};
-use super::writer::PartitionLog;
+use super::shard::{BatchKind, OnSettled, Shard, Written};
+use super::writer::{Appended, PartitionLog};
 use super::{batches, now_ms, ShardStatus};
 
 /// What an operation asked to write, with how to answer once that is settled.
 pub(super) struct Pending<Rec> {
     pub records: Vec<Rec>,
     pub replay: bool,
+    pub batch: BatchKind,
     pub settle: OnSettled,
 }
 
@@ -30,10 +33,12 @@ impl<Rec> Pending<Rec> {
             response,
             replay,
             on_settled,
+            batch,
         } = w;
         Pending {
             records,
             replay,
+            batch,
             settle: Box::new(move |result| {
                 if let Some(f) = on_settled {
                     f(result);
@@ -106,34 +111,34 @@ impl<S: Shard> Owner<S> {
         self.shard.on_unloaded();
     }
 
-    /// Appends the records, replays them, and settles once they are committed.
+    /// Appends the records (or the marker), replays them, and settles once they are
+    /// committed.
     async fn write(&mut self, p: Pending<S::Record>) {
-        if p.records.is_empty() {
+        let is_marker = matches!(p.batch, BatchKind::Marker { .. });
+        if p.records.is_empty() && !is_marker {
             self.settle_when_committed(self.last_written, p.settle);
             return;
         }
-        let now = now_ms();
-        let encoded = p.records.iter().map(S::encode).collect();
-        let batch = match batches::encode(encoded, now) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(partition = self.partition, error = %e, "cannot encode coordinator records");
-                (p.settle)(Err(ResponseError::UnknownServerError));
-                return;
-            }
-        };
         let Some(log) = self.log.upgrade() else {
             (p.settle)(Err(ResponseError::NotCoordinator));
             return;
         };
-        let appended = match log.append(self.partition, batch, now).await {
+        let now = now_ms();
+        let encoded = match self.encode(&p, now) {
+            Ok(e) => e,
+            Err(e) => {
+                (p.settle)(Err(e));
+                return;
+            }
+        };
+        let appended = match append(log.as_ref(), self.partition, p.batch, encoded, now).await {
             Ok(a) => a,
             Err(e) => {
                 (p.settle)(Err(e));
                 return;
             }
         };
-        let count = p.records.len() as i64;
+        let count = if is_marker { 1 } else { p.records.len() as i64 };
         if appended.last_offset - appended.first_offset + 1 != count {
             self.fail(&format!(
                 "{count} records were appended at offsets {}..={}",
@@ -143,19 +148,69 @@ impl<S: Shard> Owner<S> {
             return;
         }
         if p.replay {
-            for (i, record) in p.records.into_iter().enumerate() {
-                let offset = appended.first_offset + i as i64;
-                if let Err(e) = self.shard.replay(offset, record) {
-                    self.fail(&format!(
-                        "record written at offset {offset} does not replay: {e}"
-                    ));
-                    (p.settle)(Err(ResponseError::NotCoordinator));
-                    return;
-                }
+            if let Err((offset, e)) = self.replay(p.batch, appended.first_offset, p.records) {
+                self.fail(&format!(
+                    "record written at offset {offset} does not replay: {e}"
+                ));
+                (p.settle)(Err(ResponseError::NotCoordinator));
+                return;
             }
         }
         self.last_written = appended.last_offset;
         self.settle_when_committed(appended.last_offset, p.settle);
+    }
+
+    /// Encodes a write's records as one batch (plain or transactional); None for a
+    /// marker, which the log builds.
+    fn encode(&self, p: &Pending<S::Record>, now: i64) -> Result<Option<Bytes>, ResponseError> {
+        let producer = match p.batch {
+            BatchKind::Marker { .. } => return Ok(None),
+            BatchKind::Plain => None,
+            BatchKind::Transactional {
+                producer_id,
+                producer_epoch,
+            } => Some((producer_id, producer_epoch)),
+        };
+        let encoded = p.records.iter().map(S::encode).collect();
+        match batches::encode_for(encoded, now, producer) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => {
+                tracing::error!(partition = self.partition, error = %e, "cannot encode coordinator records");
+                Err(ResponseError::UnknownServerError)
+            }
+        }
+    }
+
+    /// Replays what a write appended from `first_offset`; the offset and error of a
+    /// record that does not replay.
+    fn replay(
+        &mut self,
+        batch: BatchKind,
+        first_offset: i64,
+        records: Vec<S::Record>,
+    ) -> Result<(), (i64, String)> {
+        if let BatchKind::Marker {
+            producer_id,
+            marker,
+            ..
+        } = batch
+        {
+            return self
+                .shard
+                .replay_end_txn(first_offset, producer_id, marker.result)
+                .map_err(|e| (first_offset, e));
+        }
+        for (i, record) in records.into_iter().enumerate() {
+            let offset = first_offset + i as i64;
+            let replayed = match batch {
+                BatchKind::Transactional { producer_id, .. } => {
+                    self.shard.replay_transactional(offset, producer_id, record)
+                }
+                _ => self.shard.replay(offset, record),
+            };
+            replayed.map_err(|e| (offset, e))?;
+        }
+        Ok(())
     }
 
     fn settle_when_committed(&self, offset: i64, settle: OnSettled) {
@@ -182,5 +237,30 @@ impl<S: Shard> Owner<S> {
         );
         self.status
             .store(ShardStatus::Failed as u8, Ordering::Release);
+    }
+}
+
+/// Appends one write's batch: its encoded records, or the marker it asks for.
+async fn append(
+    log: &dyn PartitionLog,
+    partition: i32,
+    batch: BatchKind,
+    encoded: Option<Bytes>,
+    now: i64,
+) -> Result<Appended, ResponseError> {
+    match (batch, encoded) {
+        (
+            BatchKind::Marker {
+                producer_id,
+                producer_epoch,
+                marker,
+            },
+            _,
+        ) => {
+            log.append_marker(partition, producer_id, producer_epoch, marker, now)
+                .await
+        }
+        (_, Some(bytes)) => log.append(partition, bytes, now).await,
+        (_, None) => Err(ResponseError::UnknownServerError),
     }
 }

@@ -5,6 +5,8 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 
+use crate::log::control::{EndTxnMarker, TxnResult};
+
 /// Runs once a write is settled: `Ok` when its records are committed, the error when
 /// the append failed (then nothing was replayed).
 pub type OnSettled = Box<dyn FnOnce(Result<(), ResponseError>) + Send>;
@@ -20,6 +22,30 @@ pub struct Written<Rec, R> {
     /// coordinator does; those records are replayed when the partition is loaded.
     pub replay: bool,
     pub on_settled: Option<OnSettled>,
+    /// How the records are stored: a plain batch, a producer's transactional batch, or
+    /// a transaction marker.
+    pub batch: BatchKind,
+}
+
+/// The batch a write appends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchKind {
+    /// The coordinator's own records (no producer).
+    Plain,
+    /// Records of a producer's transaction (TxnOffsetCommit): stored as a transactional
+    /// batch under the producer's id and epoch, replayed with
+    /// `Shard::replay_transactional`, and in force only once a COMMIT marker follows.
+    Transactional {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// A marker ending the producer's transaction in this partition (no records),
+    /// replayed with `Shard::replay_end_txn`.
+    Marker {
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    },
 }
 
 impl<Rec, R> Written<Rec, R> {
@@ -35,7 +61,33 @@ impl<Rec, R> Written<Rec, R> {
             response,
             replay: true,
             on_settled: None,
+            batch: BatchKind::Plain,
         }
+    }
+
+    /// Records written as `producer_id`'s transactional batch at `producer_epoch`.
+    pub fn transactional(mut self, producer_id: i64, producer_epoch: i16) -> Self {
+        self.batch = BatchKind::Transactional {
+            producer_id,
+            producer_epoch,
+        };
+        self
+    }
+
+    /// A transaction marker for `producer_id` instead of records.
+    pub fn marker(
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        response: R,
+    ) -> Self {
+        let mut w = Written::new(Vec::new(), response);
+        w.batch = BatchKind::Marker {
+            producer_id,
+            producer_epoch,
+            marker,
+        };
+        w
     }
 
     /// Records that persist a change already made in memory (see `replay`).
@@ -68,6 +120,30 @@ pub trait Shard: Send + 'static {
 
     /// Applies one record stored at `offset`.
     fn replay(&mut self, offset: i64, record: Self::Record) -> Result<(), String>;
+
+    /// Applies one record of `producer_id`'s transaction stored at `offset`: pending
+    /// until `replay_end_txn` says how the transaction ended. A coordinator that never
+    /// writes transactional records refuses them.
+    fn replay_transactional(
+        &mut self,
+        offset: i64,
+        producer_id: i64,
+        record: Self::Record,
+    ) -> Result<(), String> {
+        let _ = (offset, producer_id, record);
+        Err("a transactional record where none is expected".into())
+    }
+
+    /// A marker at `offset` ended `producer_id`'s transaction in this partition.
+    fn replay_end_txn(
+        &mut self,
+        offset: i64,
+        producer_id: i64,
+        result: TxnResult,
+    ) -> Result<(), String> {
+        let _ = (offset, producer_id, result);
+        Ok(())
+    }
 
     /// Loading finished: what is not stored (sessions, timers) starts from `now`.
     fn on_loaded(&mut self, now: Instant);

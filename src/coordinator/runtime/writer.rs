@@ -7,6 +7,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use crate::error::ApiError;
+use crate::log::control::EndTxnMarker;
 
 /// Where an appended batch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,11 +19,24 @@ pub struct Appended {
 #[async_trait]
 pub trait PartitionLog: Send + Sync + 'static {
     /// Appends one record batch (v2, as `batches::encode` builds it) to a partition this
-    /// broker leads.
+    /// broker leads, as a coordinator appends (Kafka's origin COORDINATOR: a
+    /// transactional batch's producer epoch is checked, its sequence is not).
     async fn append(
         &self,
         partition: i32,
         batch: Bytes,
+        now_ms: i64,
+    ) -> Result<Appended, ResponseError>;
+
+    /// Appends a transaction marker for `producer_id` at `producer_epoch` to a partition
+    /// this broker leads, as WriteTxnMarkers does: it ends the producer's transaction
+    /// there (an older epoch is refused).
+    async fn append_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
         now_ms: i64,
     ) -> Result<Appended, ResponseError>;
 

@@ -25,7 +25,7 @@ use super::{now_ms, Log, LogInner, PendingSnapshot};
 use crate::log::batch::{self, RecordBatchHeader, MAGIC_V2};
 use crate::log::control::{self, EndTxnMarker, TxnResult};
 use crate::log::log_dir_health::is_fd_exhaustion;
-use crate::log::producer_state::StagedProducers;
+use crate::log::producer_state::{AppendOrigin, StagedProducers};
 use crate::log::txn_index::AbortedTxn;
 use crate::log::validation::validate_records;
 use crate::log::{AppendInfo, LogConfig, LogError};
@@ -69,6 +69,29 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.append_with_origin(records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// `append_as_leader` for a coordinator writing its own internal topic (Kafka's
+    /// origin `COORDINATOR`): a transactional offset commit carries the producer's id and
+    /// epoch but no sequence, so the epoch is checked and sequences and duplicates are
+    /// not.
+    pub fn append_as_coordinator(
+        &self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_with_origin(records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_with_origin(
+        &self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let config = self.config();
         let mut buf = into_mut(records);
@@ -79,7 +102,7 @@ impl Log {
         let inner = self.inner.lock();
         let log_start_offset = self.log_start_offset();
         for b in &validated.batches {
-            if b.header.producer_id() < 0 {
+            if b.header.producer_id() < 0 || origin == AppendOrigin::Coordinator {
                 continue;
             }
             if let Some(dup) = inner.producer_state.find_duplicate(&b.header) {
@@ -115,7 +138,7 @@ impl Log {
             if header.producer_id() >= 0 {
                 inner
                     .producer_state
-                    .stage(&mut pending.producers, &header)?;
+                    .stage(&mut pending.producers, &header, origin)?;
             }
             pending.note_batch(&header);
         }

@@ -34,6 +34,31 @@ impl ClassicGroup {
         Ok(())
     }
 
+    /// Kafka's checks before a classic group accepts a TxnOffsetCommit: those of
+    /// OffsetCommit, except that a request without member id and generation (versions
+    /// 0–2) is accepted whatever the state, and a group completing its rebalance is not
+    /// refused.
+    pub fn validate_txn_commit(
+        &self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        if generation_id < 0 && self.state == GroupState::Empty {
+            return Ok(());
+        }
+        if generation_id >= 0 || !member_id.is_empty() || instance.is_some() {
+            self.check_member(member_id, instance)?;
+            if generation_id != self.generation_id {
+                return Err(ResponseError::IllegalGeneration);
+            }
+        }
+        Ok(())
+    }
+
     /// Topics the members subscribe to, when the protocol type is `consumer` (the
     /// subscription is ConsumerProtocolSubscription: version, then a topic array).
     pub fn subscribed_topics(&self) -> Option<Vec<String>> {

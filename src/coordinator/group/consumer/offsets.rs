@@ -32,6 +32,23 @@ impl ConsumerGroup {
         check_epoch(member_epoch, m.member_epoch)
     }
 
+    /// TxnOffsetCommit: as OffsetCommit, whatever the request version, and a stale
+    /// member epoch is ILLEGAL_GENERATION (what transactional producers understand).
+    pub fn validate_txn_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        if member_epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        check_epoch(member_epoch, m.member_epoch).map_err(|_| ResponseError::IllegalGeneration)
+    }
+
     /// OffsetFetch: without a member id and with epoch -1 anyone may read (the admin
     /// client, older request versions); a member id must name a member at its epoch.
     pub fn validate_fetch(

@@ -30,7 +30,7 @@ use tokio::time::{Duration, Instant};
 
 pub use admin::{GroupDescription, ListedGroup, MemberDescription};
 pub use classic::SyncRequest;
-pub use offsets::{CommitRequest, Committer};
+pub use offsets::{CommitRequest, Committer, FetchedOffset};
 
 use super::classic::{ClassicGroup, GroupState};
 use super::consumer::{ConsumerGroup, RegexCache, TopicImage};
@@ -41,6 +41,7 @@ use super::settings::GroupSettings;
 use super::topics::TopicSource;
 use crate::coordinator::runtime::timers::Timers;
 use crate::coordinator::runtime::{now_ms, Shard, Written};
+use crate::log::control::TxnResult;
 
 /// A group: classic or KIP-848, one kind at a time.
 #[expect(
@@ -335,6 +336,51 @@ impl Shard for GroupShard {
                 }
             }
             _ => return Err("value does not match its key".into()),
+        }
+        Ok(())
+    }
+
+    /// A TxnOffsetCommit's record: pending for its producer until the marker. Other
+    /// records in a transactional batch (a tombstone) act as they do anywhere.
+    fn replay_transactional(
+        &mut self,
+        offset: i64,
+        producer_id: i64,
+        record: GroupRecord,
+    ) -> Result<(), String> {
+        match record {
+            (
+                RecordKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                },
+                Some(RecordValue::Offset(value)),
+            ) => {
+                let committed = Committed {
+                    value,
+                    record_offset: offset,
+                };
+                self.offsets
+                    .replay_pending(producer_id, &group, topic, partition, committed);
+                self.keep_for_offsets(&group);
+                Ok(())
+            }
+            other => self.replay(offset, other),
+        }
+    }
+
+    fn replay_end_txn(
+        &mut self,
+        _offset: i64,
+        producer_id: i64,
+        result: TxnResult,
+    ) -> Result<(), String> {
+        let groups = self
+            .offsets
+            .replay_end_txn(producer_id, result == TxnResult::Commit);
+        for group_id in groups {
+            self.drop_if_holds_nothing(&group_id);
         }
         Ok(())
     }

@@ -23,6 +23,9 @@ pub struct CommitRequest {
     pub metadata: Option<String>,
 }
 
+/// A partition's committed offset as OffsetFetch answers it, or its error.
+pub type FetchedOffset = (String, i32, Result<Option<OffsetValue>, ResponseError>);
+
 /// Who commits: the OffsetCommit fields a group checks.
 pub struct Committer {
     pub member_id: String,
@@ -58,30 +61,7 @@ impl GroupShard {
             None if who.api_version >= 9 => return Err(ResponseError::GroupIdNotFound),
             None => return Err(ResponseError::IllegalGeneration),
         }
-        let max_metadata_bytes = self.settings.broker().group.offset_metadata_max_bytes;
-        let mut answers = Vec::with_capacity(commits.len());
-        let mut records = Vec::new();
-        for c in commits {
-            let metadata = c.metadata.unwrap_or_default();
-            if metadata.len() > max_metadata_bytes {
-                answers.push(Some(ResponseError::OffsetMetadataTooLarge));
-                continue;
-            }
-            answers.push(None);
-            let key = RecordKey::Offset {
-                group: group_id.to_string(),
-                topic: c.topic,
-                partition: c.partition,
-            };
-            let value = OffsetValue {
-                offset: c.offset,
-                leader_epoch: c.leader_epoch,
-                metadata,
-                commit_timestamp: now_ms,
-                expire_timestamp,
-            };
-            records.push((key, Some(RecordValue::Offset(value))));
-        }
+        let (answers, records) = self.offset_records(group_id, commits, expire_timestamp, now_ms);
         Ok(Written::new(records, answers))
     }
 
@@ -115,6 +95,90 @@ impl GroupShard {
         })
     }
 
+    /// `fetch_offsets`, each partition with its error: with `require_stable` (OffsetFetch
+    /// v7+, read_committed consumers) a partition with a transactional commit not yet
+    /// ended is UNSTABLE_OFFSET_COMMIT, which the client retries, as Kafka answers.
+    pub fn fetch_stable_offsets(
+        &self,
+        group_id: &str,
+        member: (Option<&str>, i32),
+        partitions: Option<Vec<(String, i32)>>,
+        require_stable: bool,
+    ) -> Result<Vec<FetchedOffset>, ResponseError> {
+        let rows = self.fetch_offsets(group_id, member, partitions)?;
+        Ok(rows
+            .into_iter()
+            .map(|(topic, partition, committed)| {
+                if require_stable && self.offsets.has_pending(group_id, &topic, partition) {
+                    (topic, partition, Err(ResponseError::UnstableOffsetCommit))
+                } else {
+                    (topic, partition, Ok(committed))
+                }
+            })
+            .collect())
+    }
+
+    /// TxnOffsetCommit: validates a transactional producer's commit for the group and
+    /// returns its records, written as the producer's transactional batch and pending
+    /// until the transaction's marker. Per partition: the error, if any.
+    pub fn commit_txn_offsets(
+        &self,
+        group_id: &str,
+        who: &Committer,
+        producer: (i64, i16),
+        commits: Vec<CommitRequest>,
+        now_ms: i64,
+    ) -> Result<Written<GroupRecord, Vec<Option<ResponseError>>>, ResponseError> {
+        let generation_id = who.generation_id_or_member_epoch;
+        match self.groups.get(group_id) {
+            Some(Group::Classic(g)) => {
+                g.validate_txn_commit(&who.member_id, who.instance.as_deref(), generation_id)?
+            }
+            Some(Group::Consumer(c)) => c.validate_txn_commit(&who.member_id, generation_id)?,
+            // A producer outside group management commits to a simple group, which its
+            // replay creates.
+            None if generation_id < 0 => {}
+            None => return Err(ResponseError::IllegalGeneration),
+        }
+        let (answers, records) = self.offset_records(group_id, commits, None, now_ms);
+        Ok(Written::new(records, answers).transactional(producer.0, producer.1))
+    }
+
+    /// The records of a commit, and per partition the error (metadata too large).
+    fn offset_records(
+        &self,
+        group_id: &str,
+        commits: Vec<CommitRequest>,
+        expire_timestamp: Option<i64>,
+        now_ms: i64,
+    ) -> (Vec<Option<ResponseError>>, Vec<GroupRecord>) {
+        let max_metadata_bytes = self.settings.broker().group.offset_metadata_max_bytes;
+        let mut answers = Vec::with_capacity(commits.len());
+        let mut records = Vec::new();
+        for c in commits {
+            let metadata = c.metadata.unwrap_or_default();
+            if metadata.len() > max_metadata_bytes {
+                answers.push(Some(ResponseError::OffsetMetadataTooLarge));
+                continue;
+            }
+            answers.push(None);
+            let key = RecordKey::Offset {
+                group: group_id.to_string(),
+                topic: c.topic,
+                partition: c.partition,
+            };
+            let value = OffsetValue {
+                offset: c.offset,
+                leader_epoch: c.leader_epoch,
+                metadata,
+                commit_timestamp: now_ms,
+                expire_timestamp,
+            };
+            records.push((key, Some(RecordValue::Offset(value))));
+        }
+        (answers, records)
+    }
+
     /// OffsetDelete: tombstones a group's offsets for partitions its members do not
     /// consume. Per partition: the error, if any.
     pub fn delete_offsets(
@@ -142,7 +206,10 @@ impl GroupShard {
                 continue;
             }
             answers.push(None);
-            if self.offsets.get(group_id, topic, *partition).is_some() {
+            // Pending transactional commits go too (Kafka's OffsetDelete does the same).
+            if self.offsets.get(group_id, topic, *partition).is_some()
+                || self.offsets.has_pending(group_id, topic, *partition)
+            {
                 records.push(offset_tombstone(group_id, topic, *partition));
             }
         }
@@ -193,6 +260,13 @@ impl GroupShard {
             .flatten()
             .map(|((t, p), _)| offset_tombstone(group_id, t, *p))
             .collect();
+        // Partitions with only pending transactional commits get one tombstone too, as
+        // Kafka's group deletion writes.
+        for (t, p) in self.offsets.pending_partitions(group_id) {
+            if self.offsets.get(group_id, &t, p).is_none() {
+                records.push(offset_tombstone(group_id, &t, p));
+            }
+        }
         records.extend(metadata_tombstones(group_id, group));
         Ok(Written::new(records, ()))
     }
@@ -220,6 +294,10 @@ impl GroupShard {
             let offsets = self.offsets.group(group_id);
             let mut expired = 0;
             for ((topic, partition), c) in offsets.into_iter().flatten() {
+                // An offset a transaction is about to replace is not expired under it.
+                if self.offsets.has_pending(group_id, topic, *partition) {
+                    continue;
+                }
                 let due = match c.value.expire_timestamp {
                     Some(t) => now_ms >= t,
                     None => now_ms - c.value.commit_timestamp.max(since) >= retention,
@@ -233,7 +311,9 @@ impl GroupShard {
                 tracing::info!(group = %group_id, count = expired, "expired committed offsets");
             }
             // An empty group without offsets is gone (Kafka's group cleanup).
-            if offsets.map_or(0, |o| o.len()) == expired {
+            if offsets.map_or(0, |o| o.len()) == expired
+                && !self.offsets.has_pending_group(group_id)
+            {
                 records.extend(metadata_tombstones(group_id, group));
             }
         }

@@ -18,6 +18,7 @@ use crate::coordinator::runtime::memory_log::MemoryLog;
 use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
 
 mod kafka_records;
+mod txn_offsets;
 
 type Runtime = CoordinatorRuntime<GroupShard>;
 

@@ -15,7 +15,8 @@ PYTHON=${PYTHON:-$here/.cache/venv/bin/python}
 KAFKA_LIBS=${KAFKA_LIBS:-$here/.cache/kafka/libs}
 BROKER_PORT=${BROKER_PORT:-39193}
 PROXY_PORT=${PROXY_PORT:-39093}
-PINS=(0.11.0 2.0 2.7 3.0 3.8)
+# 2.4: the last release whose TxnOffsetCommit is v2.
+PINS=(0.11.0 2.0 2.7 3.0 3.8 2.4)
 
 logs=$(mktemp -d)
 "${SKUA:-$root/target/release/skua}" \

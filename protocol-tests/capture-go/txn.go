@@ -6,7 +6,68 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// sendOffsets puts a group's offset for the txn topic into the open transaction, as a
+// consume-transform-produce loop does: AddOffsetsToTxn to the transaction coordinator,
+// then TxnOffsetCommit to the group coordinator (generation -1: a group with no members).
+func sendOffsets(ctx context.Context, p *kgo.Client, topic string, offset int64) error {
+	if pin != nil {
+		if v, ok := pin.LookupMaxKeyVersion(25); !ok || v < 0 {
+			return nil // the pinned release has no AddOffsetsToTxn
+		}
+	}
+	id, epoch, err := p.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID = prefix + "txn-id"
+	add.ProducerID = id
+	add.ProducerEpoch = epoch
+	add.Group = prefix + "txn-group"
+	addResp, err := add.RequestWith(ctx, p)
+	if err != nil {
+		return err
+	}
+	if err := kerrOf(addResp.ErrorCode); err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID = prefix + "txn-id"
+	commit.Group = prefix + "txn-group"
+	commit.ProducerID = id
+	commit.ProducerEpoch = epoch
+	commit.Generation = -1
+	t := kmsg.NewTxnOffsetCommitRequestTopic()
+	t.Topic = topic
+	part := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	part.Partition = 0
+	part.Offset = offset
+	part.LeaderEpoch = -1
+	t.Partitions = append(t.Partitions, part)
+	commit.Topics = append(commit.Topics, t)
+	commitResp, err := commit.RequestWith(ctx, p)
+	if err != nil {
+		return err
+	}
+	for _, t := range commitResp.Topics {
+		for _, part := range t.Partitions {
+			if err := kerrOf(part.ErrorCode); err != nil {
+				return fmt.Errorf("TxnOffsetCommit: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func kerrOf(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return fmt.Errorf("error code %d", code)
+}
 
 // txnSteps drives a transactional producer and a read_committed consumer: one
 // transaction committed, one aborted (InitProducerId with a transactional id,
@@ -36,6 +97,9 @@ func txnSteps(adm *kadm.Client) {
 				if err := p.ProduceSync(ctx, r).FirstErr(); err != nil {
 					return err
 				}
+			}
+			if err := sendOffsets(ctx, p, topic, 3); err != nil {
+				return err
 			}
 			if err := p.EndTransaction(ctx, commit); err != nil {
 				return err

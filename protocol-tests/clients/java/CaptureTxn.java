@@ -1,5 +1,6 @@
 // Drives the Java transactional producer and a read_committed consumer, for capture.py:
-// one transaction committed, one aborted.
+// one transaction committed, one aborted, each with the group offset of a
+// consume-transform-produce step.
 //
 //   javac -cp 'kafka-4.1.2/libs/*' CaptureTxn.java && java -cp 'kafka-4.1.2/libs/*:.' CaptureTxn HOST:PORT
 // Its frames carry the producer ids the broker handed out, so they are captured and
@@ -29,6 +30,10 @@ public class CaptureTxn {
             for (boolean commit : new boolean[] {true, false}) {
                 p.beginTransaction();
                 for (int i = 0; i < 3; i++) p.send(new ProducerRecord<>("javatxn-a", 0, "k" + i, "v" + i)).get();
+                // A consume-transform-produce step: the group's offset commits with the
+                // transaction (AddOffsetsToTxn, TxnOffsetCommit).
+                p.sendOffsetsToTransaction(Map.of(new TopicPartition("javatxn-a", 0), new OffsetAndMetadata(commit ? 3 : 6)),
+                        new ConsumerGroupMetadata("javatxn-group"));
                 if (commit) p.commitTransaction(); else p.abortTransaction();
             }
         }
@@ -36,6 +41,9 @@ public class CaptureTxn {
             System.out.println(admin.listTransactions().all().get());
             System.out.println(admin.describeTransactions(List.of("javatxn-id")).all().get());
             System.out.println(admin.describeProducers(List.of(new TopicPartition("javatxn-a", 0))).all().get());
+            // OffsetFetch with require_stable: the committed transaction's offset, 3.
+            System.out.println(admin.listConsumerGroupOffsets("javatxn-group",
+                    new ListConsumerGroupOffsetsOptions().requireStable(true)).partitionsToOffsetAndMetadata().get());
         }
         // A transaction left open by a producer that goes away, ended by the admin as
         // `kafka-transactions.sh abort` does (DescribeProducers, then WriteTxnMarkers).

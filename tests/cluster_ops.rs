@@ -5,72 +5,22 @@
 //! cluster and stops it; they run one at a time. Skipped, with a message, only when java is
 //! not installed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+mod common;
+
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::cluster::{eventually, Cluster, ONE_AT_A_TIME, SESSION_TIMEOUT_MS};
 use skua::zk::session::{ZkConfig, ZkSession};
 use skua::zk::znodes::{self, PartitionState};
 
-/// Short, so a broker that is killed is noticed quickly.
-const SESSION_TIMEOUT_MS: u64 = 6000;
-
-/// Clusters are heavy: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-struct Cluster {
-    dir: tempfile::TempDir,
-    bootstrap: Vec<String>,
-    brokers: usize,
-    rt: tokio::runtime::Runtime,
+/// Where the scenarios' ZooKeeper sessions run.
+fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
 }
 
 impl Cluster {
-    /// `scripts/cluster start 3 --skua SKUA` with `extra` options.
-    fn start(skua: &str, extra: &[&str]) -> Option<Cluster> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so Kafka's tools cannot run");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(script())
-            .args(["start", "3", "--skua", skua, "--dir"])
-            .arg(dir.path())
-            .args([
-                "--override",
-                &format!("zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}"),
-            ])
-            .args(extra)
-            .env("SKUA_BIN", env!("CARGO_BIN_EXE_skua"))
-            .output()
-            .expect("scripts/cluster runs");
-        let mut cluster = Cluster {
-            dir,
-            bootstrap: Vec::new(),
-            brokers: 3,
-            rt: tokio::runtime::Runtime::new().unwrap(),
-        };
-        assert!(
-            out.status.success(),
-            "scripts/cluster start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let bootstrap = String::from_utf8(out.stdout).unwrap();
-        cluster.bootstrap = bootstrap.trim().split(',').map(str::to_string).collect();
-        Some(cluster)
-    }
-
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        Command::new(script())
-            .arg(command)
-            .arg(self.dir.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("scripts/cluster runs")
-    }
-
     fn all(&self) -> String {
         self.bootstrap.join(",")
     }
@@ -104,36 +54,21 @@ impl Cluster {
         (out.status.success(), text)
     }
 
-    fn signal(&self, command: &str, broker: usize) {
-        let out = self.run(command, &[&broker.to_string()]);
-        assert!(
-            out.status.success(),
-            "scripts/cluster {command} {broker}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn log(&self, broker: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("broker-{broker}/server.log")))
-            .unwrap_or_default()
-    }
-
     fn session(&self) -> ZkSession {
-        let connect = std::fs::read_to_string(self.dir.path().join("zk-connect")).unwrap();
-        let config = ZkConfig::new(connect.trim(), Duration::from_secs(10), None).unwrap();
-        self.rt.block_on(ZkSession::connect(&config)).unwrap()
+        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
+        rt().block_on(ZkSession::connect(&config)).unwrap()
     }
 
     /// The partition's `state` znode.
     fn state(&self, s: &ZkSession, topic: &str, partition: i32) -> Option<PartitionState> {
         let path = znodes::paths::partition_state(topic, partition);
-        let (data, _) = self.rt.block_on(s.get(&path)).unwrap()?;
+        let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
         znodes::decode(&data).ok()
     }
 
     /// The controller's id, from `/controller`.
     fn controller(&self, s: &ZkSession) -> i32 {
-        let (data, _) = self.rt.block_on(s.get("/controller")).unwrap().unwrap();
+        let (data, _) = rt().block_on(s.get("/controller")).unwrap().unwrap();
         znodes::decode::<znodes::ControllerRegistration>(&data)
             .unwrap()
             .brokerid
@@ -150,38 +85,6 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.run("stop", &[]);
-        if std::thread::panicking() {
-            for i in 1..=self.brokers {
-                let log = self.log(i);
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("--- broker {i} log tail ---");
-                for l in tail.into_iter().rev() {
-                    eprintln!("{l}");
-                }
-            }
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster")
-}
-
-/// Polls `f` until it returns Some, for at most `limit`.
-fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 /// Three skua brokers, automatic rebalance off. Broker A (not the controller) is the
 /// preferred leader of `pref`; stopped and restarted, it is back in the ISR but leads
 /// nothing until asked:
@@ -193,7 +96,7 @@ fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) 
 #[test]
 fn leader_elections_with_kafkas_tool_and_znode() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = Cluster::start(
+    let Some(c) = Cluster::start_kinds(
         "1,2,3",
         &["--override", "auto.leader.rebalance.enable=false"],
     ) else {
@@ -312,7 +215,7 @@ fn leader_elections_with_kafkas_tool_and_znode() {
 
     // The legacy znode, as Kafka's controller reads it.
     let request = br#"{"version":1,"partitions":[{"topic":"pref","partition":1}]}"#;
-    c.rt.block_on(zk.create_recursive("/admin/preferred_replica_election", request))
+    rt().block_on(zk.create_recursive("/admin/preferred_replica_election", request))
         .unwrap();
     eventually(
         "the znode's preferred election done",
@@ -323,7 +226,7 @@ fn leader_elections_with_kafkas_tool_and_znode() {
         "the znode deleted once acted on",
         Duration::from_secs(10),
         || {
-            c.rt.block_on(zk.get("/admin/preferred_replica_election"))
+            rt().block_on(zk.get("/admin/preferred_replica_election"))
                 .unwrap()
                 .is_none()
                 .then_some(())
@@ -369,7 +272,7 @@ fn leader_elections_with_kafkas_tool_and_znode() {
 #[test]
 fn auto_leader_rebalance_restores_preferred_leaders() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = Cluster::start(
+    let Some(c) = Cluster::start_kinds(
         "1,2,3",
         &["--override", "leader.imbalance.check.interval.seconds=2"],
     ) else {
@@ -439,7 +342,8 @@ fn auto_leader_rebalance_restores_preferred_leaders() {
 #[test]
 fn skua_controller_elects_preferred_kafka_leaders() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = Cluster::start("1", &["--override", "auto.leader.rebalance.enable=false"]) else {
+    let Some(c) = Cluster::start_kinds("1", &["--override", "auto.leader.rebalance.enable=false"])
+    else {
         return;
     };
     let zk = c.session();

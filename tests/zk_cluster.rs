@@ -11,28 +11,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::cluster::{eventually, script, Cluster, ONE_AT_A_TIME, SESSION_TIMEOUT_MS};
 use skua::zk::session::{ZkConfig, ZkSession};
 use skua::zk::znodes::{self, ControllerRegistration, PartitionState, TopicAssignment};
 
-/// The session timeout every broker runs with: failover bounds are measured against it.
-const SESSION_TIMEOUT_MS: u64 = 6000;
 /// How long after a session timeout a change must be visible ("a few seconds").
 const SLACK: Duration = Duration::from_secs(15);
-
-/// Clusters are heavy (three JVMs): one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-struct Cluster {
-    dir: tempfile::TempDir,
-    bootstrap: Vec<String>,
-}
 
 /// Partition → (leader, replicas, isr), as kafka-topics.sh --describe prints it.
 type Described = BTreeMap<i32, (i32, Vec<i32>, Vec<i32>)>;
@@ -45,49 +35,6 @@ impl Cluster {
     /// `scripts/cluster start 3 --skua 1` with more options.
     fn start_with(extra: &[&str]) -> Option<Cluster> {
         Cluster::start_kinds("1", extra)
-    }
-
-    /// `scripts/cluster start 3 --skua SKUA` with more options.
-    fn start_kinds(skua: &str, extra: &[&str]) -> Option<Cluster> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so scripts/cluster cannot start Kafka");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(script())
-            .args(["start", "3", "--skua", skua, "--dir"])
-            .arg(dir.path())
-            .args([
-                "--override",
-                &format!("zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}"),
-            ])
-            .args(extra)
-            .env("SKUA_BIN", env!("CARGO_BIN_EXE_skua"))
-            .output()
-            .expect("scripts/cluster runs");
-        let mut cluster = Cluster {
-            dir,
-            bootstrap: Vec::new(),
-        };
-        assert!(
-            out.status.success(),
-            "scripts/cluster start: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            cluster.log(1)
-        );
-        let bootstrap = String::from_utf8(out.stdout).unwrap();
-        cluster.bootstrap = bootstrap.trim().split(',').map(str::to_string).collect();
-        Some(cluster)
-    }
-
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        Command::new(script())
-            .arg(command)
-            .arg(self.dir.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("scripts/cluster runs")
     }
 
     /// Broker `i`'s address (1-based).
@@ -120,27 +67,6 @@ impl Cluster {
             ])
             .unwrap_or_default();
         parse_describe(&out)
-    }
-
-    fn signal(&self, command: &str, broker: usize) {
-        let out = self.run(command, &[&broker.to_string()]);
-        assert!(
-            out.status.success(),
-            "scripts/cluster {command} {broker}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn log(&self, broker: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("broker-{broker}/server.log")))
-            .unwrap_or_default()
-    }
-
-    fn zk_connect(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("zk-connect"))
-            .unwrap()
-            .trim()
-            .to_string()
     }
 
     /// Kafka 3.9's zookeeper-shell `get PATH`: the data line.
@@ -224,30 +150,6 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        // A paused broker would not stop.
-        for i in 1..=3 {
-            let _ = self.run("resume", &[&i.to_string()]);
-        }
-        let _ = self.run("stop", &[]);
-        if std::thread::panicking() {
-            for i in 1..=3 {
-                let log = self.log(i);
-                let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                eprintln!("--- broker {i} log tail ---");
-                for l in tail.into_iter().rev() {
-                    eprintln!("{l}");
-                }
-            }
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster")
-}
-
 fn parse_ids(s: &str) -> Vec<i32> {
     s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
 }
@@ -276,18 +178,6 @@ fn parse_describe(out: &str) -> Described {
         );
     }
     d
-}
-
-/// Polls `f` until it returns Some, for at most `limit`.
-fn eventually<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 /// Every assignment Kafka's `assignReplicasToBrokers` (no racks) can produce for sorted

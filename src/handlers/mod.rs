@@ -7,6 +7,7 @@ pub mod allocate_producer_ids;
 pub mod alter_configs;
 pub mod alter_partition;
 pub mod api_versions;
+pub mod commit_slots;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod controlled_shutdown;

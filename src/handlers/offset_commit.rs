@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::commit_slots::CommitSlots;
 use super::now_ms;
 use crate::broker::Broker;
 use crate::coordinator::group::shard::{CommitRequest, Committer};
@@ -24,33 +24,21 @@ pub async fn handle(
 ) -> OffsetCommitResponse {
     let expire = (ctx.api_version <= RETENTION_VERSION_MAX && req.retention_time_ms >= 0)
         .then(|| now_ms().saturating_add(req.retention_time_ms));
-    // Per (topic, partition): an error found before the commit, or a slot in `commits`.
-    let mut slots: Vec<(usize, i32, Result<usize, ResponseError>)> = Vec::new();
-    let mut commits = Vec::new();
+    let mut slots = CommitSlots::default();
     for (t, topic) in req.topics.iter().enumerate() {
         let known = broker.controller.topic(&topic.name);
         for p in &topic.partitions {
-            let exists = known.as_ref().is_some_and(|k| {
-                p.partition_index >= 0 && (p.partition_index as usize) < k.partitions.len()
-            });
-            if !exists {
-                slots.push((
-                    t,
-                    p.partition_index,
-                    Err(ResponseError::UnknownTopicOrPartition),
-                ));
-                continue;
-            }
-            slots.push((t, p.partition_index, Ok(commits.len())));
-            commits.push(CommitRequest {
+            let commit = CommitRequest {
                 topic: topic.name.to_string(),
                 partition: p.partition_index,
                 offset: p.committed_offset,
                 leader_epoch: p.committed_leader_epoch,
                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
+            };
+            slots.add(t, known.as_deref(), commit);
         }
     }
+    let commits = std::mem::take(&mut slots.commits);
     let results = broker
         .groups
         .commit_offsets(
@@ -70,12 +58,7 @@ pub async fn handle(
         .iter()
         .map(|t| OffsetCommitResponseTopic::default().with_name(t.name.clone()))
         .collect();
-    for (t, partition, slot) in slots {
-        let error = match (slot, &results) {
-            (Err(e), _) => Some(e),
-            (Ok(_), Err(e)) => Some(*e),
-            (Ok(i), Ok(r)) => r.get(i).copied().flatten(),
-        };
+    for (t, partition, error) in slots.answers(&results) {
         topics[t].partitions.push(
             OffsetCommitResponsePartition::default()
                 .with_partition_index(partition)

@@ -18,6 +18,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::commit_slots::CommitSlots;
 use crate::broker::Broker;
 use crate::coordinator::group::shard::{CommitRequest, Committer};
 use crate::coordinator::group::OFFSETS_TOPIC;
@@ -29,30 +30,21 @@ pub async fn handle(
     ctx: RequestContext,
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    // Per (topic, partition): an error found before the commit, or a slot in `commits`.
-    let mut slots: Vec<(usize, i32, Result<usize, ResponseError>)> = Vec::new();
-    let mut commits = Vec::new();
+    let mut slots = CommitSlots::default();
     for (t, topic) in req.topics.iter().enumerate() {
         let known = broker.controller.topic(&topic.name);
         for p in &topic.partitions {
-            let exists = known.as_ref().is_some_and(|k| {
-                p.partition_index >= 0 && (p.partition_index as usize) < k.partitions.len()
-            });
-            if !exists {
-                let e = ResponseError::UnknownTopicOrPartition;
-                slots.push((t, p.partition_index, Err(e)));
-                continue;
-            }
-            slots.push((t, p.partition_index, Ok(commits.len())));
-            commits.push(CommitRequest {
+            let commit = CommitRequest {
                 topic: topic.name.to_string(),
                 partition: p.partition_index,
                 offset: p.committed_offset,
                 leader_epoch: p.committed_leader_epoch,
                 metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
+            };
+            slots.add(t, known.as_deref(), commit);
         }
     }
+    let commits = std::mem::take(&mut slots.commits);
     let results = match commits.is_empty() {
         true => Ok(Vec::new()),
         false => commit(&broker, &req, ctx.api_version, commits).await,
@@ -62,12 +54,7 @@ pub async fn handle(
         .iter()
         .map(|t| TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()))
         .collect();
-    for (t, partition, slot) in slots {
-        let error = match (slot, &results) {
-            (Err(e), _) => Some(e),
-            (Ok(_), Err(e)) => Some(*e),
-            (Ok(i), Ok(r)) => r.get(i).copied().flatten(),
-        };
+    for (t, partition, error) in slots.answers(&results) {
         topics[t].partitions.push(
             TxnOffsetCommitResponsePartition::default()
                 .with_partition_index(partition)

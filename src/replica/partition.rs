@@ -218,12 +218,17 @@ impl Partition {
         }
         self.check_leader_epoch(current_leader_epoch)?;
         if !self.is_leader() {
-            return Err(ApiError::new(
-                ResponseError::NotLeaderOrFollower,
-                format!("Leader not local for partition {}", self.tp),
-            ));
+            return Err(self.not_leader());
         }
         Ok(())
+    }
+
+    /// NOT_LEADER_OR_FOLLOWER with Kafka's message, for a request only a leader serves.
+    fn not_leader(&self) -> ApiError {
+        ApiError::new(
+            ResponseError::NotLeaderOrFollower,
+            format!("Leader not local for partition {}", self.tp),
+        )
     }
 
     /// Whether a fetch from `replica_id` (-1: a consumer) may be served here.
@@ -284,10 +289,7 @@ impl Partition {
         let info = {
             let state = self.state.read();
             if !state.is_leader() {
-                return Err(AppendError::Refused(ApiError::new(
-                    ResponseError::NotLeaderOrFollower,
-                    format!("Leader not local for partition {}", self.tp),
-                )));
+                return Err(AppendError::Refused(self.not_leader()));
             }
             self.log.append_marker(
                 producer_id,
@@ -330,10 +332,7 @@ impl Partition {
         let info = {
             let state = self.state.read();
             if !state.is_leader() {
-                return Err(AppendError::Refused(ApiError::new(
-                    ResponseError::NotLeaderOrFollower,
-                    format!("Leader not local for partition {}", self.tp),
-                )));
+                return Err(AppendError::Refused(self.not_leader()));
             }
             let min_isr = self.log.config().min_insync_replicas;
             let isr_size = state.isr_size();
@@ -363,10 +362,7 @@ impl Partition {
         let info = {
             let state = self.state.read();
             if !state.is_leader() {
-                return Err(AppendError::Refused(ApiError::new(
-                    ResponseError::NotLeaderOrFollower,
-                    format!("Leader not local for partition {}", self.tp),
-                )));
+                return Err(AppendError::Refused(self.not_leader()));
             }
             self.log
                 .append_as_coordinator(records, state.leader_epoch, now_ms)?

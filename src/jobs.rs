@@ -12,6 +12,8 @@ use crate::scheduler::{period_ms, Scheduler};
 
 /// Cleaner jobs scheduled at least, so `log.cleaner.threads` can grow at runtime.
 const MIN_CLEANER_JOBS: usize = 4;
+/// The cleaner jobs' tick at most: how soon a shorter `log.cleaner.backoff.ms` acts.
+const MAX_CLEANER_TICK_MS: u64 = 1000;
 
 /// Schedules the log layer's jobs: recovery-point and log-start checkpoints, the flusher,
 /// retention, the log cleaner's threads, producer-id expiry, and the removal of deleted
@@ -52,18 +54,27 @@ pub fn schedule_log_jobs(
         // Kafka's cleaner threads: each cleans until no log is due, then waits
         // `log.cleaner.backoff.ms`. `log.cleaner.threads` may double at runtime (each
         // change at most doubles it), so jobs stand ready beyond it; those past the count
-        // in force do nothing. The names live as long as the broker (a handful).
+        // in force do nothing. The backoff may change at runtime too: the jobs tick at
+        // most every second and each waits out the backoff in force since its last round.
+        // The names live as long as the broker (a handful).
         let jobs = (config.cleaner.threads * 2).max(MIN_CLEANER_JOBS);
+        let tick = Duration::from_millis(config.cleaner.backoff_ms.min(MAX_CLEANER_TICK_MS));
         for i in 0..jobs {
             let name: &'static str = Box::leak(format!("kafka-log-cleaner-thread-{i}").into());
             let replicas = Arc::downgrade(replicas);
-            let every = Duration::from_millis(config.cleaner.backoff_ms);
-            scheduler.schedule_blocking(name, every, move || {
+            let last_round = parking_lot::Mutex::new(None::<Instant>);
+            scheduler.schedule_blocking(name, tick, move || {
                 with(&replicas, |r| {
+                    let backoff = Duration::from_millis(r.cleaner.config().backoff_ms);
+                    let mut last = last_round.lock();
+                    if last.is_some_and(|t| t.elapsed() < backoff) {
+                        return;
+                    }
                     while i < r.cleaner.config().threads
                         && !r.cleaner.is_stopped()
                         && r.clean_filthiest(now_ms())
                     {}
+                    *last = Some(Instant::now());
                 })
             });
         }

@@ -317,10 +317,22 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
 
 /// Changes one topic config with IncrementalAlterConfigs (SET).
 async fn set_config(c: &mut Client, topic: &str, key: &str, value: &str) {
+    set_resource_config(c, 2, topic, key, value).await
+}
+
+/// Changes one config of a resource (2: topic, 4: broker, "" its cluster default) with
+/// IncrementalAlterConfigs (SET).
+async fn set_resource_config(
+    c: &mut Client,
+    resource_type: i8,
+    name: &str,
+    key: &str,
+    value: &str,
+) {
     let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
         incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(s(topic))
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
             .with_configs(vec![
                 incremental_alter_configs_request::AlterableConfig::default()
                     .with_name(s(key))
@@ -402,6 +414,47 @@ async fn cleanup_policy_and_dirty_ratio_changed_on_a_live_topic_take_effect() {
     let (_, latest) = consume_all(&mut c, "live").await;
     assert_eq!(latest["k00499"].as_deref(), Some("third-00499"));
     assert_eq!(latest["k00500"].as_deref(), Some("second-00500"));
+    b.stop().await;
+}
+
+/// `log.cleaner.backoff.ms` is a dynamic broker config in Kafka: lowered at runtime, the
+/// cleaner's next round comes after the new backoff, not the one it started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lower_cleaner_backoff_set_at_runtime_takes_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("log.cleaner.backoff.ms", "3600000"),
+            ("log.retention.check.interval.ms", "200"),
+            ("log.segment.delete.delay.ms", "0"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    c.create_topic_with(
+        "live",
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "500"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    )
+    .await;
+    // The cleaner's first round (within its one-second tick) finds nothing to clean; the
+    // next is an hour away.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let first: Vec<_> = (0..1_000)
+        .map(|i| (Some(format!("k{i:04}")), Some(format!("first-{i:04}"))))
+        .collect();
+    produce(&mut c, "live", &first).await;
+    produce(&mut c, "live", &first).await;
+    // An idle roll later the log is cleanable, but the cleaner's backoff is an hour.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(consume_all(&mut c, "live").await.0, 2_000);
+
+    set_resource_config(&mut c, 4, "", "log.cleaner.backoff.ms", "100").await;
+    wait_for_count(&mut c, "the cleaning after the backoff was lowered", 1_000).await;
     b.stop().await;
 }
 

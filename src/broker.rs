@@ -457,9 +457,20 @@ impl Broker {
             true => in_force.default = configs.clone(),
             false => in_force.broker = configs.clone(),
         }
-        config
+        let next = config
             .reconfigured(&in_force)
             .map_err(|e| invalid(e.to_string()))?;
+        // A listener added at runtime is bound once the change is in force; an address
+        // that cannot be bound is refused now rather than logged then.
+        for l in next.listeners_added_since(&config) {
+            let addr = l.bind_addr();
+            std::net::TcpListener::bind(&addr).map_err(|e| {
+                invalid(format!(
+                    "cannot listen on {addr} for listener {}: {e}",
+                    l.name
+                ))
+            })?;
+        }
         if validate_only {
             return Ok(());
         }

@@ -212,10 +212,60 @@ impl BrokerConfig {
         let mut next = Self::build(self.values.clone(), dynamic)?;
         next.broker_id = self.broker_id;
         next.broker_id_set = self.broker_id_set;
-        next.listeners = self.listeners.clone();
-        next.advertised_listeners = self.advertised_listeners.clone();
+        next.resolve_listener_ports(self)?;
         next.log_dirs = self.log_dirs.clone();
         Ok(next)
+    }
+
+    /// The listeners may change at runtime (per broker, KIP-226); a listener kept as it
+    /// was (same name, host and port as configured) keeps the port bound for it, which an
+    /// advertised listener of port 0 names. A listener added at runtime needs its port:
+    /// nobody could advertise an ephemeral one before it is bound.
+    fn resolve_listener_ports(&mut self, was: &BrokerConfig) -> Result<(), ConfigError> {
+        if let Some(l) = self.listeners_added_since(was).iter().find(|l| l.port == 0) {
+            return Err(invalid(
+                "listeners",
+                format!(
+                    "listener {} added at runtime needs a port other than 0",
+                    l.name
+                ),
+            ));
+        }
+        for a in &mut self.advertised_listeners {
+            if a.port != 0 {
+                continue;
+            }
+            let kept = self
+                .listeners
+                .iter()
+                .any(|l| l.name == a.name && was.listeners.contains(l));
+            let bound = was
+                .advertised_listeners
+                .iter()
+                .find(|b| b.name == a.name && b.port != 0)
+                .filter(|_| kept);
+            match bound {
+                Some(b) => a.port = b.port,
+                None => {
+                    return Err(invalid(
+                        "advertised.listeners",
+                        format!(
+                            "listener {} is advertised with port 0, which only a listener bound at startup may be",
+                            a.name
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Listeners in `self` that `was` did not have, or had bound elsewhere.
+    pub fn listeners_added_since(&self, was: &BrokerConfig) -> Vec<&Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| !was.listeners.contains(l))
+            .collect()
     }
 
     /// The dynamic configs in force.

@@ -128,6 +128,11 @@ fn skua_key(
     }
 }
 
+/// Keys Kafka 3.9 in ZooKeeper mode changes per broker at runtime that 4.x (KRaft only,
+/// whose registration cannot be rewritten) made read-only: skua's cluster mode is
+/// ZooKeeper's, where a broker rewrites `/brokers/ids/<id>` with new endpoints.
+const ZOOKEEPER_MODE_PER_BROKER: &[&str] = &["advertised.listeners"];
+
 fn parse_line(line: &'static str) -> Option<ConfigKey> {
     let cols: Vec<&'static str> = line.splitn(9, '\t').collect();
     let [scope, name, only_in, kind, default, mode, validator, synonyms, doc] = cols[..] else {
@@ -143,6 +148,7 @@ fn parse_line(line: &'static str) -> Option<ConfigKey> {
         kind,
         default: (default != "\\N").then(|| unescape(default)),
         mode: match mode {
+            _ if ZOOKEEPER_MODE_PER_BROKER.contains(&name) => UpdateMode::PerBroker,
             "per-broker" => UpdateMode::PerBroker,
             "cluster-wide" => UpdateMode::ClusterWide,
             _ => UpdateMode::ReadOnly,
@@ -225,6 +231,10 @@ mod tests {
         );
         assert!(retention.documentation.contains("milliseconds"));
         assert_eq!(broker_key("listeners").unwrap().mode, UpdateMode::PerBroker);
+        assert_eq!(
+            broker_key("advertised.listeners").unwrap().mode,
+            UpdateMode::PerBroker
+        );
         assert_eq!(
             broker_key("num.partitions").unwrap().mode,
             UpdateMode::ReadOnly

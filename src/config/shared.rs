@@ -4,23 +4,34 @@
 //! broker config set through the metadata log) builds a whole new [`BrokerConfig`] with
 //! [`BrokerConfig::reconfigured`] and [`SharedConfig::swap`]s it in: readers that took the
 //! old one finish with it, the next read sees the new one, so no reader ever sees half a
-//! change.
+//! change. Whoever must act on a change rather than read it next time (the listeners)
+//! [`SharedConfig::subscribe`]s.
 
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::BrokerConfig;
 
 pub struct SharedConfig {
     current: RwLock<Arc<BrokerConfig>>,
+    /// The config each swap put in force, for subscribers.
+    swapped: watch::Sender<Arc<BrokerConfig>>,
 }
 
 impl SharedConfig {
     pub fn new(config: BrokerConfig) -> Arc<SharedConfig> {
+        let config = Arc::new(config);
         Arc::new(SharedConfig {
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(config.clone()),
+            swapped: watch::Sender::new(config),
         })
+    }
+
+    /// Sees every config put in force from now on (the latest, if several came at once).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<BrokerConfig>> {
+        self.swapped.subscribe()
     }
 
     /// The config in force. The lock is held only for the clone of the `Arc`, so a read
@@ -31,7 +42,10 @@ impl SharedConfig {
 
     /// Puts `next` in force; returns the config it replaces.
     pub fn swap(&self, next: BrokerConfig) -> Arc<BrokerConfig> {
-        std::mem::replace(&mut *self.current.write(), Arc::new(next))
+        let next = Arc::new(next);
+        let old = std::mem::replace(&mut *self.current.write(), next.clone());
+        self.swapped.send_replace(next);
+        old
     }
 }
 

@@ -18,6 +18,8 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::config::BrokerConfig;
+
 use super::delta::{ApplyError, MetadataDelta, MetadataListener};
 use super::image::MetadataImage;
 use super::metadata_log::MetadataLog;
@@ -93,6 +95,9 @@ pub struct LocalController {
     inner: Arc<Inner>,
     /// The producer-id block handed out from: [next, end).
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    /// This broker as each listener advertises it (listeners may change at runtime,
+    /// KIP-226); empty until [`Controller::advertise`] names them.
+    endpoints: RwLock<Vec<(String, BrokerInfo)>>,
 }
 
 impl LocalController {
@@ -135,6 +140,7 @@ impl LocalController {
                 listeners: RwLock::new(Vec::new()),
             }),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
+            endpoints: RwLock::new(Vec::new()),
         })
     }
 
@@ -367,6 +373,41 @@ impl Controller for LocalController {
 
     fn brokers(&self) -> Vec<BrokerInfo> {
         self.inner.image.read().brokers().to_vec()
+    }
+
+    fn brokers_on(&self, listener: &str) -> Vec<BrokerInfo> {
+        let endpoints = self.endpoints.read();
+        if endpoints.is_empty() {
+            return self.brokers();
+        }
+        endpoints
+            .iter()
+            .filter(|(name, _)| name == listener)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    async fn advertise(&self, config: &BrokerConfig) -> Result<(), ControllerError> {
+        let me = |l: &crate::config::Listener| BrokerInfo {
+            id: config.broker_id,
+            host: l.host.clone(),
+            port: l.port as i32,
+            rack: config.rack.clone(),
+        };
+        let endpoints: Vec<(String, BrokerInfo)> = config
+            .advertised_listeners
+            .iter()
+            .map(|l| (l.name.clone(), me(l)))
+            .collect();
+        if let Some((_, first)) = endpoints.first() {
+            // Under the log's lock, so no commit publishes an image planned before this.
+            let _log = self.inner.log.lock();
+            let mut image = (**self.inner.image.read()).clone();
+            image.set_cluster(vec![first.clone()], first.id);
+            *self.inner.image.write() = Arc::new(image);
+        }
+        *self.endpoints.write() = endpoints;
+        Ok(())
     }
 
     fn topics(&self) -> Vec<Arc<TopicInfo>> {

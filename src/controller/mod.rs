@@ -29,6 +29,8 @@ use async_trait::async_trait;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
+use crate::config::BrokerConfig;
+
 /// A broker as Metadata and DescribeCluster report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerInfo {
@@ -161,6 +163,9 @@ pub trait Controller: Send + Sync {
         let _ = listener;
         self.brokers()
     }
+    /// Puts this broker's advertised listeners from `config` in force, as the listeners
+    /// the broker now serves: clients are told them (and, in a cluster, every broker).
+    async fn advertise(&self, config: &BrokerConfig) -> Result<(), ControllerError>;
     fn topics(&self) -> Vec<Arc<TopicInfo>>;
     fn topic(&self, name: &str) -> Option<Arc<TopicInfo>>;
     fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicInfo>>;

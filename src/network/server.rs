@@ -13,7 +13,7 @@ use super::memory::MemoryPool;
 use super::session::Session;
 use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, Listener};
 
 /// Bytes of requests read but not yet answered that one connection may hold before it
 /// stops reading: a few pipelined requests, so that one client cannot take the whole of
@@ -23,9 +23,11 @@ pub const CONNECTION_READ_AHEAD_BYTES: usize = 4 * 1024 * 1024;
 /// How long connections get at shutdown to answer what they have read.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
+/// Each configured listener with its bound socket.
+pub type BoundListeners = Vec<(Listener, TcpListener)>;
+
 pub struct Server {
-    /// Each bound socket with its listener's name.
-    listeners: Vec<(String, TcpListener)>,
+    listeners: BoundListeners,
     broker: Arc<Broker>,
     limits: Limits,
     max_connections: usize,
@@ -37,7 +39,7 @@ impl Server {
     /// Binds every configured listener, before the broker opens: a listener on port 0
     /// gets its port here, and the advertised listener of the same name takes that port
     /// (as in Kafka), so the broker registers an address clients can reach.
-    pub async fn bind_listeners(config: &mut BrokerConfig) -> anyhow::Result<Vec<TcpListener>> {
+    pub async fn bind_listeners(config: &mut BrokerConfig) -> anyhow::Result<BoundListeners> {
         let mut listeners = Vec::new();
         for l in &config.listeners {
             let addr = l.bind_addr();
@@ -50,14 +52,13 @@ impl Server {
                     advertised.port = bound;
                 }
             }
-            listeners.push(listener);
+            listeners.push((l.clone(), listener));
         }
         Ok(listeners)
     }
 
-    /// Serves `listeners` (from [`Server::bind_listeners`], in the config's order) for
-    /// `broker`.
-    pub fn new(listeners: Vec<TcpListener>, broker: Arc<Broker>) -> Server {
+    /// Serves `listeners` (from [`Server::bind_listeners`]) for `broker`.
+    pub fn new(listeners: BoundListeners, broker: Arc<Broker>) -> Server {
         let cfg = broker.config();
         let net = &cfg.network;
         let limits = Limits {
@@ -66,9 +67,8 @@ impl Server {
             read_ahead_bytes: CONNECTION_READ_AHEAD_BYTES,
             idle: Duration::from_millis(net.connections_max_idle_ms.max(1)),
         };
-        let names = cfg.listeners.iter().map(|l| l.name.clone());
         Server {
-            listeners: names.zip(listeners).collect(),
+            listeners,
             limits,
             max_connections: net.max_connections.min(Semaphore::MAX_PERMITS),
             memory: MemoryPool::new(net.queued_max_request_bytes),
@@ -98,30 +98,47 @@ impl Server {
     /// Serves until `stop` resolves, then stops accepting and lets connections answer
     /// what they have read; after the grace period the rest are aborted. Returns once
     /// every connection task has ended, so no handler runs after this (the logs close
-    /// next).
+    /// next). Meanwhile the listeners follow the config in force: a listener added at
+    /// runtime is bound and advertised, a removed one stops accepting and its connections
+    /// are closed (Kafka's dynamic listeners, KIP-226).
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let (abort_tx, abort_rx) = watch::channel(false);
         let permits = Arc::new(Semaphore::new(self.max_connections));
-        let mut accepts = JoinSet::new();
-        for (name, listener) in self.listeners {
-            accepts.spawn(accept_loop(
-                Listening {
-                    name,
-                    listener,
-                    broker: self.broker.clone(),
-                    limits: self.limits,
-                    memory: self.memory.clone(),
-                    permits: permits.clone(),
-                },
-                shutdown_rx.clone(),
-                abort_rx.clone(),
-            ));
+        let mut serving = Serving {
+            running: Vec::new(),
+            accepts: JoinSet::new(),
+            broker: self.broker.clone(),
+            limits: self.limits,
+            memory: self.memory.clone(),
+            permits,
+        };
+        for (spec, listener) in self.listeners {
+            serving.start(spec, listener);
         }
-        stop.await;
+        // The dynamic configs read while the broker opened may already name other
+        // listeners than server.properties.
+        let mut changes = self.broker.shared_config.subscribe();
+        changes.mark_unchanged();
+        serving.follow(&self.broker.config()).await;
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        (&mut stop).await;
+                        break;
+                    }
+                    let config = changes.borrow_and_update().clone();
+                    serving.follow(&config).await;
+                }
+            }
+        }
         tracing::info!("shutting down: no new connections");
         self.broker.begin_shutdown();
-        let _ = shutdown_tx.send(true);
+        for r in &serving.running {
+            let _ = r.shutdown.send(true);
+        }
+        let mut accepts = serving.accepts;
         let drain = async { while accepts.join_next().await.is_some() {} };
         if tokio::time::timeout(self.shutdown_grace, drain)
             .await
@@ -131,8 +148,94 @@ impl Server {
                 "connections still open after {} s; closing them",
                 self.shutdown_grace.as_secs()
             );
-            let _ = abort_tx.send(true);
+            for r in &serving.running {
+                let _ = r.abort.send(true);
+            }
             while accepts.join_next().await.is_some() {}
+        }
+    }
+}
+
+/// A listener being served, and how to stop it.
+struct Running {
+    spec: Listener,
+    /// Stops accepting (and tells its connections to finish).
+    shutdown: watch::Sender<bool>,
+    /// Aborts its connections.
+    abort: watch::Sender<bool>,
+}
+
+/// The listeners being served and what they share.
+struct Serving {
+    running: Vec<Running>,
+    accepts: JoinSet<()>,
+    broker: Arc<Broker>,
+    limits: Limits,
+    memory: Arc<MemoryPool>,
+    permits: Arc<Semaphore>,
+}
+
+impl Serving {
+    fn start(&mut self, spec: Listener, listener: TcpListener) {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (abort, abort_rx) = watch::channel(false);
+        self.accepts.spawn(accept_loop(
+            Listening {
+                name: spec.name.clone(),
+                listener,
+                broker: self.broker.clone(),
+                limits: self.limits,
+                memory: self.memory.clone(),
+                permits: self.permits.clone(),
+            },
+            shutdown_rx,
+            abort_rx,
+        ));
+        self.running.push(Running {
+            spec,
+            shutdown,
+            abort,
+        });
+    }
+
+    /// Serves the listeners `config` names: stops those it no longer has (or has bound
+    /// elsewhere), closing their connections as Kafka does, binds the new ones, then
+    /// advertises what is served.
+    async fn follow(&mut self, config: &BrokerConfig) {
+        let (kept, removed): (Vec<Running>, Vec<Running>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|r| config.listeners.contains(&r.spec));
+        self.running = kept;
+        for r in removed {
+            tracing::info!(listener = %r.spec.name, addr = %r.spec.bind_addr(), "listener removed; closing its connections");
+            let _ = r.shutdown.send(true);
+            let _ = r.abort.send(true);
+        }
+        let added: Vec<Listener> = config
+            .listeners
+            .iter()
+            .filter(|l| !self.running.iter().any(|r| &r.spec == *l))
+            .cloned()
+            .collect();
+        for spec in added {
+            let addr = spec.bind_addr();
+            match TcpListener::bind(&addr).await {
+                Ok(listener) => {
+                    tracing::info!(listener = %spec.name, %addr, "listener added");
+                    self.start(spec, listener);
+                }
+                // Checked when the change was made; the address was taken since.
+                Err(e) => {
+                    tracing::error!(listener = %spec.name, %addr, error = %e, "cannot listen for an added listener")
+                }
+            }
+        }
+        self.advertise(config).await;
+    }
+
+    async fn advertise(&self, config: &BrokerConfig) {
+        if let Err(e) = self.broker.controller.advertise(config).await {
+            tracing::error!(error = %e.message, "cannot advertise the listeners now served");
         }
     }
 }

@@ -20,7 +20,7 @@ pub(super) async fn register(shared: &Shared, session: &ZkSession) -> anyhow::Re
     // An earlier process's registration lives until its session expires.
     let wait = settings.zk.session_timeout * 2 + Duration::from_secs(5);
     let epoch =
-        registration::register_broker(session, settings.broker_id, &settings.registration(), wait)
+        registration::register_broker(session, settings.broker_id, &shared.registration(), wait)
             .await?;
     shared.set_broker_epoch(epoch);
     Ok(())

@@ -104,20 +104,7 @@ impl Settings {
         let connection_timeout =
             long("zookeeper.connection.timeout.ms").map(|v| Duration::from_millis(v.max(1) as u64));
         let zk = ZkConfig::new(connect, session_timeout, connection_timeout)?;
-        let protocol_map = parse_protocol_map(config.get("listener.security.protocol.map"));
-        let endpoints = config
-            .advertised_listeners
-            .iter()
-            .map(|l| EndPoint {
-                listener: l.name.clone(),
-                security_protocol: protocol_map
-                    .get(&l.name)
-                    .cloned()
-                    .unwrap_or_else(|| l.name.clone()),
-                host: l.host.clone(),
-                port: l.port as i32,
-            })
-            .collect();
+        let endpoints = endpoints_of(config);
         let inter_broker_listener = config
             .get("inter.broker.listener.name")
             .or_else(|| config.get("security.inter.broker.protocol"))
@@ -153,13 +140,25 @@ impl Settings {
                 .clamp(0, 100) as i32,
         }))
     }
+}
 
-    pub fn registration(&self) -> BrokerRegistration {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        BrokerRegistration::new(&self.endpoints, self.rack.clone(), now_ms)
-    }
+/// `config`'s advertised listeners as `/brokers/ids/<id>` lists them, each with its
+/// security protocol from `listener.security.protocol.map`.
+pub fn endpoints_of(config: &BrokerConfig) -> Vec<EndPoint> {
+    let protocol_map = parse_protocol_map(config.get("listener.security.protocol.map"));
+    config
+        .advertised_listeners
+        .iter()
+        .map(|l| EndPoint {
+            listener: l.name.clone(),
+            security_protocol: protocol_map
+                .get(&l.name)
+                .cloned()
+                .unwrap_or_else(|| l.name.clone()),
+            host: l.host.clone(),
+            port: l.port as i32,
+        })
+        .collect()
 }
 
 /// `listener.security.protocol.map` (`NAME:PROTOCOL,...`); Kafka's default maps each
@@ -189,6 +188,9 @@ pub type EpochFollower = Arc<dyn Fn(i64) + Send + Sync>;
 pub struct Shared {
     settings: Arc<Settings>,
     cluster_id: String,
+    /// The endpoints this broker registers: the settings' until the listeners change at
+    /// runtime (KIP-226).
+    advertised: RwLock<Vec<EndPoint>>,
     snapshot: RwLock<Snapshot>,
     /// The current event loop, None while there is no session.
     events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
@@ -207,6 +209,14 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// What `/brokers/ids/<id>` holds for this broker now.
+    fn registration(&self) -> BrokerRegistration {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        BrokerRegistration::new(&self.advertised.read(), self.settings.rack.clone(), now_ms)
+    }
+
     fn set_controller_id(&self, id: i32) {
         self.snapshot.write().controller_id = id;
     }
@@ -358,6 +368,7 @@ impl ZkController {
             registration::create_or_get_cluster_id(&session, &proposed_cluster_id).await?;
         tracing::info!(cluster_id = %cluster_id, zookeeper = %settings.zk.servers, chroot = ?settings.zk.chroot, "connected to ZooKeeper");
         let shared = Arc::new(Shared {
+            advertised: RwLock::new(settings.endpoints.clone()),
             settings,
             cluster_id,
             snapshot: RwLock::new(Snapshot {
@@ -688,6 +699,29 @@ impl Controller for ZkController {
             .brokers()
             .filter_map(|b| b.endpoint_info(listener))
             .collect()
+    }
+
+    /// Kafka's `updateBrokerInfo`: the new endpoints are written over this broker's
+    /// registration (its epoch, the znode's creation, stays); the controller sees the
+    /// change and tells every broker with UpdateMetadata.
+    async fn advertise(&self, config: &BrokerConfig) -> Result<(), ControllerError> {
+        let endpoints = endpoints_of(config);
+        if *self.shared.advertised.read() == endpoints {
+            return Ok(());
+        }
+        *self.shared.advertised.write() = endpoints;
+        let data = crate::zk::znodes::encode(&self.shared.registration());
+        let path = crate::zk::znodes::paths::broker(self.shared.settings.broker_id);
+        let session = self
+            .shared
+            .session()
+            .map_err(|e| ControllerError::new(ResponseError::UnknownServerError, e.to_string()))?;
+        session
+            .set(&path, &data, None)
+            .await
+            .map_err(|e| ControllerError::new(ResponseError::UnknownServerError, e.to_string()))?;
+        tracing::info!(registration = %String::from_utf8_lossy(&data), "broker registration updated with the listeners now served");
+        Ok(())
     }
 
     fn topics(&self) -> Vec<Arc<TopicInfo>> {

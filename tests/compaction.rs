@@ -7,15 +7,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use common::{produce_request, wait_for, Client, TestBroker};
+use common::{plain_batch, produce_request, wait_for, Client, TestBroker};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -23,38 +21,10 @@ fn s(v: &str) -> StrBytes {
 
 /// One batch of records; a `None` key or value is null.
 fn batch(entries: &[(Option<String>, Option<String>)]) -> Bytes {
-    let now = skua::log::now_ms();
-    let records: Vec<Record> = entries
+    let entries = entries
         .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch where offset - sequence changes.
-            sequence: i as i32 - 1,
-            timestamp: now,
-            key: k.clone().map(Bytes::from),
-            value: v.clone().map(Bytes::from),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::Lz4,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+        .map(|(k, v)| (k.clone().map(Bytes::from), v.clone().map(Bytes::from)));
+    plain_batch(entries, skua::log::now_ms(), Compression::Lz4)
 }
 
 async fn produce(c: &mut Client, topic: &str, entries: &[(Option<String>, Option<String>)]) {

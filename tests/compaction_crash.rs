@@ -11,14 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use common::{produce_request, Client};
+use common::{plain_batch, produce_request, Client};
 
 const TOPIC: &str = "kv";
 const KEYS: usize = 1000;
@@ -84,37 +82,10 @@ fn s(v: &str) -> StrBytes {
 }
 
 fn batch(entries: &[(String, String)]) -> Bytes {
-    let now = skua::log::now_ms();
-    let records: Vec<Record> = entries
+    let entries = entries
         .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: now,
-            key: Some(Bytes::from(k.clone())),
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+        .map(|(k, v)| (Some(Bytes::from(k.clone())), Some(Bytes::from(v.clone()))));
+    plain_batch(entries, skua::log::now_ms(), Compression::None)
 }
 
 /// Writes `n` updates round-robin over the keys, `generation` in each value.

@@ -7,15 +7,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
-use common::{produce_request, Client, TestBroker};
+use common::{plain_batch, produce_request, Client, TestBroker};
 use skua::controller::ConfigResource;
 
 const TOPIC: i8 = 2;
@@ -454,35 +452,8 @@ type Case<'a> = (
 );
 
 fn batch(n: usize, value_len: usize) -> Bytes {
-    let now = skua::log::now_ms();
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: now,
-            key: None,
-            value: Some(Bytes::from(vec![b'x'; value_len])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    let values = (0..n).map(|_| (None, Some(Bytes::from(vec![b'x'; value_len]))));
+    plain_batch(values, skua::log::now_ms(), Compression::None)
 }
 
 /// The check: segment.bytes and retention.ms changed on a live topic govern the

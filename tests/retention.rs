@@ -7,15 +7,13 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
-use common::{values, wait_for, Client, TestBroker};
+use common::{plain_batch, values, wait_for, Client, TestBroker};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.into()))
@@ -23,38 +21,11 @@ fn name(s: &str) -> TopicName {
 
 /// One batch of `n` records `"{prefix}-{i}"` stamped `ts`.
 fn batch_at(prefix: &str, n: usize, ts: i64, value_len: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch where offset - sequence changes.
-            sequence: i as i32 - 1,
-            timestamp: ts,
-            key: None,
-            value: Some(Bytes::from(format!(
-                "{prefix}-{i:0>width$}",
-                width = value_len
-            ))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    let values = (0..n).map(|i| {
+        let value = format!("{prefix}-{i:0>width$}", width = value_len);
+        (None, Some(Bytes::from(value)))
+    });
+    plain_batch(values, ts, Compression::None)
 }
 
 fn now_ms() -> i64 {

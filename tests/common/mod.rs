@@ -307,6 +307,46 @@ pub fn batch(
     buf.freeze()
 }
 
+/// A v2 batch of plain (non-idempotent) records, one per (key, value), all stamped
+/// `timestamp`; a `None` key or value is null.
+pub fn plain_batch(
+    entries: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>)>,
+    timestamp: i64,
+    compression: Compression,
+) -> Bytes {
+    let records: Vec<Record> = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder starts a new batch wherever offset - sequence changes.
+            sequence: i as i32 - 1,
+            timestamp,
+            key,
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}
+
 /// Decodes fetched bytes into (offset, value) pairs.
 pub fn values(records: &Bytes) -> Vec<(i64, String)> {
     let mut buf = records.clone();

@@ -12,6 +12,7 @@ pub mod group;
 pub mod partition_log;
 pub mod runtime;
 pub mod txn;
+pub mod wire;
 
 /// `__transaction_state`, the transaction coordinator's topic.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";

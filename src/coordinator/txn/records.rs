@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+pub use crate::coordinator::wire::SchemaError;
+use crate::coordinator::wire::{put_str, Reader};
 use crate::log::TopicPartition;
 
 /// A transaction's state as stored (Kafka's `TransactionState` ids).
@@ -81,20 +83,6 @@ pub struct TxnValue {
 /// A record: the transactional id and its value, or a tombstone (None).
 pub type TxnRecord = (String, Option<TxnValue>);
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SchemaError {
-    #[error("record truncated")]
-    Truncated,
-    #[error("invalid utf-8 in a string")]
-    Utf8,
-    #[error("unknown {what} version {version}")]
-    UnknownVersion { what: &'static str, version: i16 },
-    #[error("unknown transaction status {0}")]
-    UnknownStatus(i8),
-    #[error("record without a key")]
-    NoKey,
-}
-
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;
 
@@ -139,11 +127,6 @@ fn by_topic(partitions: &BTreeSet<TopicPartition>) -> BTreeMap<&str, Vec<i32>> {
     out
 }
 
-fn put_str(b: &mut BytesMut, s: &str) {
-    b.put_i16(s.len() as i16);
-    b.put_slice(s.as_bytes());
-}
-
 pub fn encode_record((id, value): &TxnRecord) -> (Bytes, Option<Bytes>) {
     (encode_key(id), value.as_ref().map(encode_value))
 }
@@ -174,17 +157,17 @@ fn decode_value(value: &Bytes) -> Result<TxnValue, SchemaError> {
             version,
         });
     }
-    r.flexible = version >= 1;
+    r.set_flexible(version >= 1);
     let producer_id = r.i64()?;
     let producer_epoch = r.i16()?;
     let timeout_ms = r.i32()?;
     let status = r.i8()?;
     let state = TxnState::from_i8(status).ok_or(SchemaError::UnknownStatus(status))?;
     let mut partitions = BTreeSet::new();
-    if let Some(topics) = r.array_len()? {
+    if let Some(topics) = r.nullable_array_len()? {
         for _ in 0..topics {
             let topic = r.str()?;
-            let ids = r.array_len()?.unwrap_or(0);
+            let ids = r.nullable_array_len()?.unwrap_or(0);
             for _ in 0..ids {
                 partitions.insert(TopicPartition::new(topic.clone(), r.i32()?));
             }
@@ -194,8 +177,8 @@ fn decode_value(value: &Bytes) -> Result<TxnValue, SchemaError> {
     let last_update_ms = r.i64()?;
     let start_ms = r.i64()?;
     let mut previous_producer_id = -1;
-    if r.flexible {
-        for (tag, mut data) in r.tags()? {
+    if r.is_flexible() {
+        for (tag, mut data) in r.tagged_fields()? {
             if tag == 0 && data.remaining() >= 8 {
                 previous_producer_id = data.get_i64();
             }
@@ -211,93 +194,6 @@ fn decode_value(value: &Bytes) -> Result<TxnValue, SchemaError> {
         last_update_ms,
         start_ms,
     })
-}
-
-/// Reads non-flexible or flexible fields, every length checked against what is left.
-struct Reader {
-    buf: Bytes,
-    flexible: bool,
-}
-
-impl Reader {
-    fn new(buf: Bytes, flexible: bool) -> Self {
-        Reader { buf, flexible }
-    }
-    fn need(&self, n: usize) -> Result<(), SchemaError> {
-        match self.buf.remaining() >= n {
-            true => Ok(()),
-            false => Err(SchemaError::Truncated),
-        }
-    }
-    fn i8(&mut self) -> Result<i8, SchemaError> {
-        self.need(1)?;
-        Ok(self.buf.get_i8())
-    }
-    fn i16(&mut self) -> Result<i16, SchemaError> {
-        self.need(2)?;
-        Ok(self.buf.get_i16())
-    }
-    fn i32(&mut self) -> Result<i32, SchemaError> {
-        self.need(4)?;
-        Ok(self.buf.get_i32())
-    }
-    fn i64(&mut self) -> Result<i64, SchemaError> {
-        self.need(8)?;
-        Ok(self.buf.get_i64())
-    }
-    fn uvarint(&mut self) -> Result<u32, SchemaError> {
-        let mut value: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            self.need(1)?;
-            let b = self.buf.get_u8();
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(SchemaError::Truncated)
-    }
-    /// A length; None for null (-1, or compact 0).
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, SchemaError> {
-        let n: i64 = match (self.flexible, wide) {
-            (true, _) => i64::from(self.uvarint()?) - 1,
-            (false, true) => i64::from(self.i32()?),
-            (false, false) => i64::from(self.i16()?),
-        };
-        Ok(usize::try_from(n).ok())
-    }
-    fn str(&mut self) -> Result<String, SchemaError> {
-        let Some(n) = self.len(false)? else {
-            return Ok(String::new());
-        };
-        self.need(n)?;
-        String::from_utf8(self.buf.split_to(n).to_vec()).map_err(|_| SchemaError::Utf8)
-    }
-    /// An array's element count (None: null); every element takes a byte at least.
-    fn array_len(&mut self) -> Result<Option<usize>, SchemaError> {
-        let n = self.len(true)?;
-        if let Some(n) = n {
-            self.need(n)?;
-        }
-        Ok(n)
-    }
-    fn tags(&mut self) -> Result<Vec<(u32, Bytes)>, SchemaError> {
-        let mut out = Vec::new();
-        if !self.flexible {
-            return Ok(out);
-        }
-        let count = self.uvarint()?;
-        for _ in 0..count {
-            let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.need(size)?;
-            out.push((tag, self.buf.split_to(size)));
-        }
-        Ok(out)
-    }
-    fn skip_tags(&mut self) -> Result<(), SchemaError> {
-        self.tags().map(drop)
-    }
 }
 
 /// The `__transaction_state` partition of a transactional id: Kafka's

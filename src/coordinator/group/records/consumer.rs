@@ -258,7 +258,7 @@ pub(super) fn decode(
             version,
         });
     }
-    r.flexible = true;
+    r.set_flexible(true);
     let value = match key {
         ConsumerKey::Metadata => ConsumerValue::Metadata { epoch: r.i32()? },
         ConsumerKey::PartitionMetadata => {
@@ -274,9 +274,9 @@ pub(super) fn decode(
                     for _ in 0..r.array_len()? {
                         r.str()?;
                     }
-                    r.tags()?;
+                    r.skip_tags()?;
                 }
-                r.tags()?;
+                r.skip_tags()?;
                 topics.push(TopicMetadata {
                     topic_id,
                     topic_name,
@@ -312,7 +312,7 @@ pub(super) fn decode(
             timestamp_ms: r.i64()?,
         }),
     };
-    r.tags()?;
+    r.skip_tags()?;
     Ok(value)
 }
 
@@ -335,7 +335,7 @@ fn topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, SchemaError>
         for _ in 0..count {
             partitions.push(r.i32()?);
         }
-        r.tags()?;
+        r.skip_tags()?;
         out.push(TopicPartitions {
             topic_id,
             partitions,

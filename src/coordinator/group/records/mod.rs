@@ -13,9 +13,12 @@
 
 pub mod consumer;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use consumer::{ConsumerKey, ConsumerValue};
+
+pub use crate::coordinator::wire::SchemaError;
+use crate::coordinator::wire::{put_str, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -109,24 +112,7 @@ pub fn decode_record(
     Ok(Some((key, value)))
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SchemaError {
-    #[error("record truncated")]
-    Truncated,
-    #[error("invalid utf-8 in a string")]
-    Utf8,
-    #[error("unknown {what} version {version}")]
-    UnknownVersion { what: &'static str, version: i16 },
-    #[error("record without a key")]
-    NoKey,
-}
-
 // ---- encoding (the versions skua writes) ----
-
-fn put_str(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(s.len() as i16);
-    buf.put_slice(s.as_bytes());
-}
 
 fn put_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
     match s {
@@ -233,129 +219,9 @@ impl GroupValue {
 
 // ---- decoding (every version Kafka writes) ----
 
-/// Reads non-flexible or flexible (compact) fields from a record key or value.
-struct Reader {
-    buf: Bytes,
-    flexible: bool,
-}
-
-impl Reader {
-    fn need(&self, n: usize) -> Result<(), SchemaError> {
-        if self.buf.remaining() < n {
-            Err(SchemaError::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn i8(&mut self) -> Result<i8, SchemaError> {
-        self.need(1)?;
-        Ok(self.buf.get_i8())
-    }
-
-    fn i16(&mut self) -> Result<i16, SchemaError> {
-        self.need(2)?;
-        Ok(self.buf.get_i16())
-    }
-
-    fn i32(&mut self) -> Result<i32, SchemaError> {
-        self.need(4)?;
-        Ok(self.buf.get_i32())
-    }
-
-    fn i64(&mut self) -> Result<i64, SchemaError> {
-        self.need(8)?;
-        Ok(self.buf.get_i64())
-    }
-
-    fn uuid(&mut self) -> Result<uuid::Uuid, SchemaError> {
-        self.need(16)?;
-        let mut b = [0u8; 16];
-        self.buf.copy_to_slice(&mut b);
-        Ok(uuid::Uuid::from_bytes(b))
-    }
-
-    fn uvarint(&mut self) -> Result<u32, SchemaError> {
-        let mut value: u32 = 0;
-        for shift in (0..35).step_by(7) {
-            self.need(1)?;
-            let b = self.buf.get_u8();
-            value |= ((b & 0x7f) as u32) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(SchemaError::Truncated)
-    }
-
-    /// A length: -1 (or compact 0) means null.
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, SchemaError> {
-        let n: i64 = if self.flexible {
-            self.uvarint()? as i64 - 1
-        } else if wide {
-            self.i32()? as i64
-        } else {
-            self.i16()? as i64
-        };
-        Ok(usize::try_from(n).ok())
-    }
-
-    fn nullable_bytes_raw(&mut self, wide: bool) -> Result<Option<Bytes>, SchemaError> {
-        match self.len(wide)? {
-            None => Ok(None),
-            Some(n) => {
-                self.need(n)?;
-                Ok(Some(self.buf.split_to(n)))
-            }
-        }
-    }
-
-    fn nullable_str(&mut self) -> Result<Option<String>, SchemaError> {
-        match self.nullable_bytes_raw(false)? {
-            None => Ok(None),
-            Some(b) => String::from_utf8(b.to_vec())
-                .map(Some)
-                .map_err(|_| SchemaError::Utf8),
-        }
-    }
-
-    fn str(&mut self) -> Result<String, SchemaError> {
-        Ok(self.nullable_str()?.unwrap_or_default())
-    }
-
-    fn bytes(&mut self) -> Result<Bytes, SchemaError> {
-        Ok(self.nullable_bytes_raw(true)?.unwrap_or_default())
-    }
-
-    fn array_len(&mut self) -> Result<usize, SchemaError> {
-        let n = self.len(true)?.unwrap_or(0);
-        // Every element takes at least one byte: a count beyond that is corruption.
-        self.need(n)?;
-        Ok(n)
-    }
-
-    /// Skips a tagged-field section (flexible versions only).
-    fn tags(&mut self) -> Result<(), SchemaError> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let count = self.uvarint()?;
-        for _ in 0..count {
-            self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.need(size)?;
-            self.buf.advance(size);
-        }
-        Ok(())
-    }
-}
-
 /// Decodes a key; `Ok(None)` for record types this coordinator does not own.
 pub fn decode_key(key: &Bytes) -> Result<Option<RecordKey>, SchemaError> {
-    let mut r = Reader {
-        buf: key.clone(),
-        flexible: false,
-    };
+    let mut r = Reader::new(key.clone(), false);
     match r.i16()? {
         0 | 1 => Ok(Some(RecordKey::Offset {
             group: r.str()?,
@@ -373,10 +239,7 @@ pub fn decode_key(key: &Bytes) -> Result<Option<RecordKey>, SchemaError> {
 
 /// Decodes the value stored under `key`.
 pub fn decode_value(key: &RecordKey, value: &Bytes) -> Result<RecordValue, SchemaError> {
-    let mut r = Reader {
-        buf: value.clone(),
-        flexible: false,
-    };
+    let mut r = Reader::new(value.clone(), false);
     let version = r.i16()?;
     match key {
         RecordKey::Offset { .. } => decode_offset(&mut r, version).map(RecordValue::Offset),
@@ -394,13 +257,13 @@ fn decode_offset(r: &mut Reader, version: i16) -> Result<OffsetValue, SchemaErro
             version,
         });
     }
-    r.flexible = version >= 4;
+    r.set_flexible(version >= 4);
     let offset = r.i64()?;
     let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
     let metadata = r.str()?;
     let commit_timestamp = r.i64()?;
     let expire_timestamp = if version == 1 { Some(r.i64()?) } else { None };
-    r.tags()?;
+    r.skip_tags()?;
     Ok(OffsetValue {
         offset,
         leader_epoch,
@@ -417,7 +280,7 @@ fn decode_group(r: &mut Reader, version: i16) -> Result<GroupValue, SchemaError>
             version,
         });
     }
-    r.flexible = version >= 4;
+    r.set_flexible(version >= 4);
     let protocol_type = r.str()?;
     let generation = r.i32()?;
     let protocol = r.nullable_str()?;
@@ -443,7 +306,7 @@ fn decode_group(r: &mut Reader, version: i16) -> Result<GroupValue, SchemaError>
         };
         let subscription = r.bytes()?;
         let assignment = r.bytes()?;
-        r.tags()?;
+        r.skip_tags()?;
         members.push(MemberValue {
             member_id,
             group_instance_id,
@@ -455,7 +318,7 @@ fn decode_group(r: &mut Reader, version: i16) -> Result<GroupValue, SchemaError>
             assignment,
         });
     }
-    r.tags()?;
+    r.skip_tags()?;
     Ok(GroupValue {
         protocol_type,
         generation,

@@ -202,35 +202,6 @@ async fn a_million_updates_over_a_thousand_keys_shrink_to_a_record_per_key() {
     b.stop().await;
 }
 
-async fn commit(c: &mut Client, group: &str, offset: i64) {
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(-1)
-        .with_member_id(s(""))
-        .with_topics(vec![
-            offset_commit_request::OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("events")))
-                .with_partitions(vec![
-                    offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset)
-                        .with_committed_metadata(Some(s(&"m".repeat(200)))),
-                ]),
-        ]);
-    let resp = c.send(&req, 8).await;
-    assert_eq!(resp.topics[0].partitions[0].error_code, 0);
-}
-
-async fn committed(c: &mut Client, group: &str) -> i64 {
-    let req = OffsetFetchRequest::default().with_groups(vec![
-        offset_fetch_request::OffsetFetchRequestGroup::default()
-            .with_group_id(GroupId(s(group)))
-            .with_topics(None),
-    ]);
-    let resp = c.send(&req, 8).await;
-    resp.groups[0].topics[0].partitions[0].committed_offset
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     let dir = tempfile::tempdir().unwrap();
@@ -250,7 +221,10 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     // About 7 MiB of commits (over 600 bytes each) for 10 groups: segments full of
     // superseded offsets, cleaned while the commits go on.
     for i in 0..12_000i64 {
-        commit(&mut c, &format!("g{}", i % 10), i).await;
+        let metadata = "m".repeat(200);
+        let group = format!("g{}", i % 10);
+        let code = c.commit_offset(&group, "events", i, Some(&metadata)).await;
+        assert_eq!(code, 0);
     }
     let offsets = b.log("__consumer_offsets");
     assert!(offsets.log_end_offset() >= 12_000);
@@ -265,7 +239,10 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     )
     .await;
     for g in 0..10 {
-        assert_eq!(committed(&mut c, &format!("g{g}")).await, 11_990 + g);
+        assert_eq!(
+            c.committed_offsets(&format!("g{g}")).await,
+            (0, vec![11_990 + g])
+        );
     }
     drop(offsets);
     b.stop().await;
@@ -274,7 +251,10 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
     let b = TestBroker::start(dir.path(), &overrides).await;
     let mut c = b.client().await;
     for g in 0..10 {
-        assert_eq!(committed(&mut c, &format!("g{g}")).await, 11_990 + g);
+        assert_eq!(
+            c.committed_offsets(&format!("g{g}")).await,
+            (0, vec![11_990 + g])
+        );
     }
     let offsets = b.log("__consumer_offsets");
     assert!(

@@ -22,39 +22,6 @@ async fn find_coordinator(c: &mut Client, group: &str) -> i16 {
     c.send(&req, 3).await.error_code
 }
 
-/// Commits `offset` for orders-0 from outside any generation; the partition's error.
-async fn commit(c: &mut Client, group: &str, offset: i64) -> i16 {
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![
-            offset_commit_request::OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("orders")))
-                .with_partitions(vec![
-                    offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset),
-                ]),
-        ]);
-    c.send(&req, 8).await.topics[0].partitions[0].error_code
-}
-
-/// OffsetFetch v8 of every offset of `group`: the group's error and what it returned.
-async fn fetch(c: &mut Client, group: &str) -> (i16, Vec<i64>) {
-    let req = OffsetFetchRequest::default().with_groups(vec![
-        offset_fetch_request::OffsetFetchRequestGroup::default()
-            .with_group_id(GroupId(s(group)))
-            .with_topics(None),
-    ]);
-    let g = c.send(&req, 8).await.groups.remove(0);
-    let offsets = g
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
-        .collect();
-    (g.error_code, offsets)
-}
-
 /// The offsets of every record in `__consumer_offsets` partition 0.
 async fn offsets_topic(c: &mut Client) -> Vec<i64> {
     let data = c.fetch("__consumer_offsets", 0, 0, 100, 1).await;
@@ -76,7 +43,7 @@ async fn client_appends_to_internal_topics_are_refused() {
     let mut c = b.client().await;
     assert_eq!(c.create_topic("orders", 1).await, 0);
     assert_eq!(find_coordinator(&mut c, "billing").await, 0);
-    assert_eq!(commit(&mut c, "billing", 42).await, 0);
+    assert_eq!(c.commit_offset("billing", "orders", 42, None).await, 0);
     let written = offsets_topic(&mut c).await;
     assert_eq!(written.len(), 1);
 
@@ -109,7 +76,7 @@ async fn client_appends_to_internal_topics_are_refused() {
 
     let b = TestBroker::start(dir.path(), CONFIG).await;
     let mut c = b.client().await;
-    assert_eq!(fetch(&mut c, "billing").await, (0, vec![42]));
+    assert_eq!(c.committed_offsets("billing").await, (0, vec![42]));
     b.stop().await;
 }
 
@@ -132,8 +99,8 @@ async fn a_corrupt_batch_in_the_offsets_topic_never_makes_committed_offsets_vani
     let mut c = b.client().await;
     assert_eq!(c.create_topic("orders", 1).await, 0);
     assert_eq!(find_coordinator(&mut c, "billing").await, 0);
-    assert_eq!(commit(&mut c, "billing", 42).await, 0);
-    assert_eq!(commit(&mut c, "billing", 43).await, 0);
+    assert_eq!(c.commit_offset("billing", "orders", 42, None).await, 0);
+    assert_eq!(c.commit_offset("billing", "orders", 43, None).await, 0);
     let written = offsets_topic(&mut c).await;
     let log_end = written.last().unwrap() + 1;
     drop(c);
@@ -153,8 +120,14 @@ async fn a_corrupt_batch_in_the_offsets_topic_never_makes_committed_offsets_vani
     // The partition is not served: its groups answer NOT_COORDINATOR, never an empty
     // group whose offsets are gone.
     let not_coordinator = ResponseError::NotCoordinator.code();
-    assert_eq!(fetch(&mut c, "billing").await, (not_coordinator, vec![]));
-    assert_eq!(commit(&mut c, "billing", 44).await, not_coordinator);
+    assert_eq!(
+        c.committed_offsets("billing").await,
+        (not_coordinator, vec![])
+    );
+    assert_eq!(
+        c.commit_offset("billing", "orders", 44, None).await,
+        not_coordinator
+    );
     let join = JoinGroupRequest::default()
         .with_group_id(GroupId(s("billing")))
         .with_session_timeout_ms(10_000)
@@ -190,7 +163,7 @@ async fn an_existing_offsets_topic_keeps_its_partition_count() {
     let mut c = b.client().await;
     assert_eq!(c.create_topic("orders", 1).await, 0);
     assert_eq!(find_coordinator(&mut c, &group).await, 0);
-    assert_eq!(commit(&mut c, &group, 42).await, 0);
+    assert_eq!(c.commit_offset(&group, "orders", 42, None).await, 0);
     drop(c);
     b.stop().await;
 
@@ -198,9 +171,9 @@ async fn an_existing_offsets_topic_keeps_its_partition_count() {
     let b = TestBroker::start(dir.path(), &[]).await;
     let mut c = b.client().await;
     assert_eq!(find_coordinator(&mut c, &group).await, 0);
-    assert_eq!(fetch(&mut c, &group).await, (0, vec![42]));
-    assert_eq!(commit(&mut c, &group, 43).await, 0);
-    assert_eq!(fetch(&mut c, &group).await, (0, vec![43]));
+    assert_eq!(c.committed_offsets(&group).await, (0, vec![42]));
+    assert_eq!(c.commit_offset(&group, "orders", 43, None).await, 0);
+    assert_eq!(c.committed_offsets(&group).await, (0, vec![43]));
     let offsets = b.broker.controller.topic("__consumer_offsets").unwrap();
     assert_eq!(
         offsets.partitions.len(),

@@ -174,6 +174,48 @@ impl Client {
             .flatten()
     }
 
+    /// Commits `offset` (with `metadata`) for `topic`-0 from outside any generation, as
+    /// admin tools do; the partition's error.
+    pub async fn commit_offset(
+        &mut self,
+        group: &str,
+        topic: &str,
+        offset: i64,
+        metadata: Option<&str>,
+    ) -> i16 {
+        let s = |v: &str| StrBytes::from_string(v.to_string());
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset)
+                            .with_committed_metadata(metadata.map(s)),
+                    ]),
+            ]);
+        self.send(&req, 8).await.topics[0].partitions[0].error_code
+    }
+
+    /// OffsetFetch v8 of every offset of `group`: the group's error and the offsets.
+    pub async fn committed_offsets(&mut self, group: &str) -> (i16, Vec<i64>) {
+        let req = OffsetFetchRequest::default().with_groups(vec![
+            offset_fetch_request::OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+                .with_topics(None),
+        ]);
+        let g = self.send(&req, 8).await.groups.remove(0);
+        let offsets = g
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+            .collect();
+        (g.error_code, offsets)
+    }
+
     pub async fn create_topic(&mut self, name: &str, partitions: i32) -> i16 {
         let req = CreateTopicsRequest::default()
             .with_topics(vec![create_topics_request::CreatableTopic::default()

@@ -79,6 +79,20 @@ impl Cluster {
             .to_string()
     }
 
+    /// The broker `/controller` names, as Kafka's own shell reads it.
+    fn controller(&self) -> Option<i32> {
+        let json = self.zk_shell_get("/controller");
+        let r: ControllerRegistration = znodes::decode(json.as_bytes()).ok()?;
+        Some(r.brokerid)
+    }
+
+    /// Waits until a broker other than `old` is controller; returns it.
+    fn controller_after(&self, old: i32, what: &str) -> i32 {
+        eventually(what, failover_limit(), || {
+            self.controller().filter(|&id| id != old)
+        })
+    }
+
     async fn session(&self) -> ZkSession {
         let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
         ZkSession::connect(&config).await.unwrap()
@@ -224,9 +238,7 @@ fn skua_controls_kafka_brokers_and_hands_over() {
     let rt = tokio::runtime::Runtime::new().unwrap();
 
     // (1) skua is the controller, in Kafka's JSON as Kafka's own shell reads it.
-    let controller: ControllerRegistration =
-        znodes::decode(c.zk_shell_get("/controller").as_bytes()).expect("/controller JSON");
-    assert_eq!(controller.brokerid, 1, "skua started first and won");
+    assert_eq!(c.controller(), Some(1), "skua started first and won");
 
     let created = c
         .topics(&[
@@ -476,15 +488,7 @@ fn skua_controls_kafka_brokers_and_hands_over() {
 
     // (3) kill -9 skua: a Kafka broker takes over and creates topics.
     c.signal("kill", 1);
-    let new_controller = eventually(
-        "a Kafka broker is elected controller",
-        failover_limit(),
-        || {
-            let json = c.zk_shell_get("/controller");
-            let r: ControllerRegistration = znodes::decode(json.as_bytes()).ok()?;
-            (r.brokerid != 1).then_some(r.brokerid)
-        },
-    );
+    let new_controller = c.controller_after(1, "a Kafka broker is elected controller");
     assert!([2, 3].contains(&new_controller));
     let created = c
         .topics(&[
@@ -578,10 +582,9 @@ fn skua_brokers_follow_a_kafka_controller_and_take_over() {
     ) else {
         return;
     };
-    let controller: ControllerRegistration =
-        znodes::decode(c.zk_shell_get("/controller").as_bytes()).expect("/controller JSON");
     assert_eq!(
-        controller.brokerid, 1,
+        c.controller(),
+        Some(1),
         "the Kafka broker started first and won"
     );
 
@@ -728,15 +731,7 @@ fn skua_brokers_follow_a_kafka_controller_and_take_over() {
 
     // (c) kill -9 the Kafka controller: a skua broker takes over and creates topics.
     c.signal("kill", 1);
-    let new_controller = eventually(
-        "a skua broker is elected controller",
-        failover_limit(),
-        || {
-            let json = c.zk_shell_get("/controller");
-            let r: ControllerRegistration = znodes::decode(json.as_bytes()).ok()?;
-            (r.brokerid != 1).then_some(r.brokerid)
-        },
-    );
+    let new_controller = c.controller_after(1, "a skua broker is elected controller");
     assert!([2, 3].contains(&new_controller));
     let created = c
         .topics(&[

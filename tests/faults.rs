@@ -8,7 +8,9 @@
 //!
 //! The group scenario (`--group`): a classic consumer group commits part of a topic; the
 //! broker running both its coordinator and the controller is kill -9'd; the new
-//! coordinator must serve the same offsets and a new member read exactly the rest.
+//! coordinator must serve the same offsets and a new member read exactly the rest: with
+//! Java members on the classic protocol and on KIP-848's, and with librdkafka's
+//! (confluent-kafka-python, from $COMPAT_CACHE/venv; skipped with a message without it).
 //!
 //! `SKUA_FAULT_ROUNDS=N` runs N rounds instead of the short form's 2 (the long form:
 //! minutes, e.g. 40 rounds).
@@ -51,4 +53,29 @@ fn with_a_kafka_broker_paused_and_killed_leaders_lose_no_acknowledged_write() {
 #[test]
 fn a_group_keeps_its_offsets_when_its_coordinator_and_the_controller_are_killed() {
     run_faults(&["--group"]);
+}
+
+#[test]
+fn a_kip848_group_keeps_its_offsets_when_its_coordinator_and_the_controller_are_killed() {
+    run_faults(&["--group", "--protocol", "consumer"]);
+}
+
+/// confluent-kafka-python's interpreter, from the compat cache.
+fn rdkafka_python() -> Option<std::path::PathBuf> {
+    let cache = std::env::var_os("COMPAT_CACHE")?;
+    let python = std::path::Path::new(&cache).join("venv/bin/python");
+    let found = Command::new(&python)
+        .args(["-c", "import confluent_kafka"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    found.then_some(python)
+}
+
+#[test]
+fn a_librdkafka_group_keeps_its_offsets_when_its_coordinator_and_the_controller_are_killed() {
+    if rdkafka_python().is_none() {
+        eprintln!("SKIPPED: no confluent-kafka-python in $COMPAT_CACHE/venv");
+        return;
+    }
+    run_faults(&["--group", "--client", "librdkafka"]);
 }

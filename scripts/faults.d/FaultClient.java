@@ -70,7 +70,8 @@ public class FaultClient {
             case "follow" -> follow(a[1], a[2], Path.of(a[3]), a[4]);
             case "check" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
             case "produce" -> produce(a[1], a[2], Long.parseLong(a[3]));
-            case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6]);
+            case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6],
+                a.length > 7 ? a[7] : "classic");
             case "pick-group" -> pickGroup(a[1]);
             case "committed" -> committed(a[1], a[2]);
             default -> die("unknown command " + a[0]);
@@ -298,12 +299,12 @@ public class FaultClient {
         }
     }
 
-    static void consume(String bs, String topic, String group, long perPartition, long max, String outFile)
-        throws Exception {
+    static void consume(String bs, String topic, String group, long perPartition, long max, String outFile,
+        String protocol) throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", bs);
         p.put("group.id", group);
-        p.put("group.protocol", "classic");
+        p.put("group.protocol", protocol);
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("request.timeout.ms", "8000");

@@ -28,6 +28,10 @@ pub struct MetadataDelta {
     /// Resources other than topics whose configs changed; their configs are read from
     /// the image.
     pub configs: BTreeSet<ConfigResource>,
+    /// The live brokers or the active controller changed (a ZooKeeper-mode
+    /// UpdateMetadata that moves no partition still names a new controller or a broker
+    /// back); they are read from the image.
+    pub cluster: bool,
 }
 
 impl MetadataDelta {
@@ -39,6 +43,7 @@ impl MetadataDelta {
                 .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
                 .collect(),
             configs: image.config_resources().cloned().collect(),
+            cluster: true,
         }
     }
 
@@ -73,7 +78,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && self.configs.is_empty()
+        self.topics.is_empty() && self.configs.is_empty() && !self.cluster
     }
 }
 

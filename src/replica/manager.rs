@@ -184,6 +184,21 @@ impl ReplicaManager {
         }
     }
 
+    /// After the live brokers changed: every follower whose leader's address is known
+    /// now fetches from it (one whose LeaderAndIsr came before its leader was known as
+    /// live, or whose leader came back at another address). A follower whose leader is
+    /// gone keeps its fetcher, which backs off until the controller names another.
+    fn follow_known_leaders(&self) {
+        let hosted: Vec<Arc<Partition>> = self.partitions.iter().map(|p| p.clone()).collect();
+        for p in hosted {
+            if let Role::Follower { leader } = p.role() {
+                if leader >= 0 && self.cluster.address(leader).is_some() {
+                    self.take_place(&p);
+                }
+            }
+        }
+    }
+
     fn stop_fetching(&self, tp: &TopicPartition) {
         if let Some(replication) = self.replication.get() {
             replication.fetchers.remove_partition(tp);
@@ -430,6 +445,9 @@ impl MetadataListener for ReplicaManager {
     /// the logs of deleted topics.
     fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
         self.cluster.update(image);
+        if delta.cluster {
+            self.follow_known_leaders();
+        }
         let mut failed = Vec::new();
         for (name, change) in &delta.topics {
             let applied = match change {

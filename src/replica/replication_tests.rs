@@ -728,3 +728,40 @@ async fn a_stopped_follower_fetches_again_only_at_a_newer_leader_epoch() {
     assert_eq!(c.managers[&2].fetching(&tp), Some(2));
     eventually("fetching again", || c.p(2).log_end_offset() == 2).await;
 }
+
+/// A follower told of its leader before the leader is known as live (LeaderAndIsr ahead
+/// of the UpdateMetadata naming it) starts fetching once the live brokers change, with
+/// no partition change; the same delta names the new controller ISR changes go to.
+#[tokio::test]
+async fn a_follower_fetches_once_its_leader_is_known_and_leaders_follow_the_controller() {
+    let c = Cluster::new(&[1, 2]);
+    let m = &c.managers[&2];
+    let only_me: Vec<BrokerInfo> = vec![BrokerInfo {
+        id: 2,
+        host: "127.0.0.1".into(),
+        port: 9002,
+        rack: None,
+    }];
+    m.cluster.set_brokers(only_me, 2);
+    c.announce(&[1, 2], &[1, 2], 1, 1, &[1, 2], &[]);
+    let tp = c.p(2).tp.clone();
+    assert_eq!(m.fetching(&tp), None, "the leader's address is not known");
+
+    let mut image = MetadataImage::default();
+    let both = [1, 2].map(|id| BrokerInfo {
+        id,
+        host: "127.0.0.1".into(),
+        port: 9000 + id,
+        rack: None,
+    });
+    image.set_cluster(both.to_vec(), 1);
+    let cluster_changed = MetadataDelta {
+        cluster: true,
+        ..Default::default()
+    };
+    assert!(m.on_delta(&image, &cluster_changed).is_empty());
+    assert_eq!(m.cluster.controller_id(), 1);
+    assert_eq!(m.fetching(&tp), Some(1));
+    produce(&c.p(1), b"a").await;
+    eventually("replicated", || c.p(2).log_end_offset() == 1).await;
+}

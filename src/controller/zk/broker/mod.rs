@@ -32,7 +32,7 @@ use uuid::Uuid;
 use self::metadata_cache::MetadataCache;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::records::CONFIG_RESOURCE_BROKER;
-use crate::controller::{ConfigResource, PartitionInfo, TopicInfo};
+use crate::controller::{BrokerInfo, ConfigResource, PartitionInfo, TopicInfo};
 
 /// How the broker side finds the topic id of a log on disk (None: no log, or no id).
 pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
@@ -129,6 +129,7 @@ impl BrokerSide {
                 .filter_map(|n| Some((n.clone(), TopicDelta::Changed(self.view(&state, &n)?))))
                 .collect(),
             configs: state.cache.image().config_resources().cloned().collect(),
+            cluster: true,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);
@@ -171,10 +172,17 @@ impl BrokerSide {
             tracing::warn!(controller = req.controller_id.0, controller_epoch = req.controller_epoch, error = ?e, "UpdateMetadata refused");
             return UpdateMetadataResponse::default().with_error_code(e.code());
         }
+        let cluster_before = cluster_of(state.cache.image());
         let update = state.cache.apply(req);
         *self.published.write() = Arc::new(state.cache.clone());
         follow_isr_changes(&mut state);
-        let mut delta = MetadataDelta::default();
+        let mut delta = MetadataDelta {
+            // A new controller after a failover, or a broker back, often comes with no
+            // partition change; the listeners must learn of it all the same (leaders
+            // send their ISR changes to the controller, followers fetch from brokers).
+            cluster: cluster_of(state.cache.image()) != cluster_before,
+            ..MetadataDelta::default()
+        };
         for name in &update.reshaped {
             if let Some(t) = self.view(&state, name) {
                 delta.topics.insert(name.clone(), TopicDelta::Changed(t));
@@ -291,6 +299,11 @@ impl BrokerSide {
             configs: state.topic_configs.get(name).cloned().unwrap_or_default(),
         }))
     }
+}
+
+/// The live brokers and the controller an image names.
+fn cluster_of(image: &crate::controller::image::MetadataImage) -> (Vec<BrokerInfo>, i32) {
+    (image.brokers().to_vec(), image.controller_id())
 }
 
 /// Keeps hosted partitions' ISR in step with the cluster's between LeaderAndIsr requests:

@@ -10,7 +10,8 @@ use kafka_protocol::messages::stop_replica_request::{
     StopReplicaPartitionState, StopReplicaTopicState,
 };
 use kafka_protocol::messages::update_metadata_request::{
-    UpdateMetadataBroker, UpdateMetadataPartitionState, UpdateMetadataTopicState,
+    UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState,
+    UpdateMetadataTopicState,
 };
 use kafka_protocol::messages::{
     BrokerId, LeaderAndIsrRequest, StopReplicaRequest, TopicName, UpdateMetadataRequest,
@@ -347,6 +348,45 @@ fn isr_changes_announced_by_update_metadata_reach_later_deltas() {
     let p0 = &t.partitions[0].state;
     assert_eq!((p0.isr.clone(), p0.partition_epoch), (vec![1], 1));
     assert_eq!(t.partitions.len(), 2);
+}
+
+/// A controller elected after a failover announces itself with an UpdateMetadata that
+/// changes no partition (so do broker restarts): the listeners hear of it all the same,
+/// or a leader would keep sending its ISR changes to the controller that is gone.
+#[test]
+fn a_new_controller_reaches_the_listeners_without_partition_changes() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    side.update_metadata(&update(1, "t", id, &[(0, 2, &[2])]), EPOCH);
+    let seen = rec.deltas.lock().len();
+    // The same partitions, the same brokers and controller: nothing to tell.
+    side.update_metadata(&update(1, "t", id, &[(0, 2, &[2])]), EPOCH);
+    assert_eq!(rec.deltas.lock().len(), seen, "an unchanged UpdateMetadata");
+    // Broker 1 (here) became the controller; the partitions stand as they were.
+    let failover = update(2, "t", id, &[(0, 2, &[2])]).with_controller_id(BrokerId(1));
+    side.update_metadata(&failover, EPOCH);
+    assert_eq!(rec.deltas.lock().len(), seen + 1, "the failover is told");
+    let delta = rec.last();
+    assert!(delta.cluster && delta.topics.is_empty(), "{delta:?}");
+    assert_eq!(side.image().controller_id(), 1);
+    // A broker back (or gone) is told too.
+    let mut back = update(2, "t", id, &[(0, 2, &[2])]).with_controller_id(BrokerId(1));
+    back.live_brokers.push(
+        UpdateMetadataBroker::default()
+            .with_id(BrokerId(3))
+            .with_endpoints(vec![UpdateMetadataEndpoint::default()
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(9093)
+                .with_listener(StrBytes::from_static_str("PLAINTEXT"))]),
+    );
+    side.update_metadata(&back, EPOCH);
+    assert_eq!(rec.deltas.lock().len(), seen + 2);
+    assert!(rec.last().cluster);
+    assert_eq!(
+        side.image().brokers().len(),
+        1,
+        "broker 3, with its endpoint"
+    );
 }
 
 /// StopReplica without deletion stops the replica's fetcher (through the replica

@@ -202,7 +202,9 @@ static DYNAMIC_ONLY: LazyLock<Vec<ConfigKey>> = LazyLock::new(|| {
         name,
         kind: Kind::Long,
         default: None,
-        mode: UpdateMode::PerBroker,
+        // Kafka accepts them at the cluster default too, but its quota managers read
+        // only the broker's own entity (see `replica::throttle`).
+        mode: UpdateMode::ClusterWide,
         validator: Some(Validator::AtLeast(0)),
         synonyms: vec![name],
         documentation: format!(

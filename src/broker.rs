@@ -512,6 +512,30 @@ impl Broker {
         Ok(())
     }
 
+    /// Kafka's `LogDirFailureHandler`: each log dir that goes offline is logged (its
+    /// partitions already refuse requests) and, in ZooKeeper mode, notified to the
+    /// controller so it moves their leaderships away; when no dir is left online the
+    /// broker halts, as Kafka does, without a clean shutdown, so the next start recovers
+    /// every dir from its checkpoints. Runs in a task of its own; a second call does nothing.
+    pub fn handle_log_dir_failures(self: &Arc<Self>) {
+        let Some(mut failures) = self.replicas.logs.take_dir_failures() else {
+            return;
+        };
+        let broker = self.clone();
+        tokio::spawn(async move {
+            while let Some(dir) = failures.recv().await {
+                tracing::error!(dir = %dir.display(), "log dir is offline; its partitions answer KAFKA_STORAGE_ERROR until restart");
+                if broker.replicas.logs.all_dirs_offline() {
+                    tracing::error!("every log dir is offline: halting the broker");
+                    std::process::exit(1);
+                }
+                if let Some(zk) = broker.controller.zk() {
+                    crate::controller::zk::broker::log_dir_events::propagate_failure(zk).await;
+                }
+            }
+        });
+    }
+
     /// ZooKeeper mode: asks the controller to move this broker's leaderships away
     /// (`controlled.shutdown.enable`), before the listeners close.
     pub async fn controlled_shutdown(&self) {

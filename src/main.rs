@@ -6,7 +6,6 @@
 //! advertises localhost:9092 and keeps its data under ./data.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use skua::broker::Broker;
@@ -95,7 +94,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "skua started"
     );
-    handle_log_dir_failures(&broker);
+    broker.handle_log_dir_failures();
     // A cluster member asks its controller to move its leaderships away while it still
     // serves requests (the controller may be this very broker).
     let stopping = broker.clone();
@@ -109,25 +108,6 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");
     Ok(())
-}
-
-/// Kafka's `LogDirFailureHandler`: each log dir that goes offline is logged (its partitions
-/// already refuse requests); when none is left online the broker halts, as Kafka does,
-/// without a clean shutdown, so the next start recovers every dir from its checkpoints.
-fn handle_log_dir_failures(broker: &Arc<Broker>) {
-    let Some(mut failures) = broker.replicas.logs.take_dir_failures() else {
-        return;
-    };
-    let replicas = broker.replicas.clone();
-    tokio::spawn(async move {
-        while let Some(dir) = failures.recv().await {
-            tracing::error!(dir = %dir.display(), "log dir is offline; its partitions answer KAFKA_STORAGE_ERROR until restart");
-            if replicas.logs.all_dirs_offline() {
-                tracing::error!("every log dir is offline: halting the broker");
-                std::process::exit(1);
-            }
-        }
-    });
 }
 
 /// Raises the soft limit on open files to the hard limit, as Kafka's start scripts expect

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::catalog::{broker_key, broker_keys, ConfigKey, UpdateMode};
+use super::catalog::{broker_key, broker_keys, dynamic_only_broker_key, ConfigKey, UpdateMode};
 use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
@@ -191,11 +191,13 @@ impl BrokerConfig {
         let take = |map: &BTreeMap<String, String>, per_broker: bool| {
             let mut kept = BTreeMap::new();
             for (k, v) in map {
-                let allowed = broker_key(k).filter(|def| match def.mode {
-                    UpdateMode::ReadOnly => false,
-                    UpdateMode::PerBroker => per_broker,
-                    UpdateMode::ClusterWide => true,
-                });
+                let allowed = broker_key(k)
+                    .or_else(|| dynamic_only_broker_key(k))
+                    .filter(|def| match def.mode {
+                        UpdateMode::ReadOnly => false,
+                        UpdateMode::PerBroker => per_broker,
+                        UpdateMode::ClusterWide => true,
+                    });
                 let Some(def) = allowed else {
                     tracing::warn!(key = %k, "dynamic broker config ignored: it cannot change at runtime");
                     continue;

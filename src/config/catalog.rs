@@ -195,6 +195,37 @@ pub fn broker_key(name: &str) -> Option<&'static ConfigKey> {
     CATALOG.broker.get(name)
 }
 
+/// Kafka's per-broker dynamic configs that are not broker config keys (its
+/// `DynamicConfig.Broker`: the replication throttle rates): they exist only when set at
+/// runtime for one broker, and DescribeConfigs lists them only then.
+pub fn dynamic_only_broker_key(name: &str) -> Option<&'static ConfigKey> {
+    DYNAMIC_ONLY.iter().find(|k| k.name == name)
+}
+
+static DYNAMIC_ONLY: LazyLock<Vec<ConfigKey>> = LazyLock::new(|| {
+    let key = |name: &'static str, side: &str| ConfigKey {
+        scope: Scope::Broker,
+        name,
+        kind: Kind::Long,
+        default: None,
+        // Kafka accepts them at the cluster default too, but its quota managers read
+        // only the broker's own entity (see `replica::throttle`).
+        mode: UpdateMode::ClusterWide,
+        validator: Some(Validator::AtLeast(0)),
+        synonyms: vec![name],
+        documentation: format!(
+            "The most bytes per second this broker's {side}s replicate of the partitions \
+             {side}.replication.throttled.replicas names (of each topic) while their \
+             replicas are out of sync. Set only at runtime, for one broker."
+        ),
+        only_in_3_9: false,
+    };
+    vec![
+        key("leader.replication.throttled.rate", "leader"),
+        key("follower.replication.throttled.rate", "follower"),
+    ]
+});
+
 pub fn topic_key(name: &str) -> Option<&'static ConfigKey> {
     CATALOG.topic.get(name)
 }

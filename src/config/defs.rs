@@ -713,6 +713,13 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("replica.fetch.wait.max.ms", Kind::Int, Some("500")),
     b("replica.fetch.backoff.ms", Kind::Int, Some("1000")),
     b("replica.socket.timeout.ms", Kind::Int, Some("30000")),
+    // Replication throttles (KIP-73): how the replicated byte rate is measured.
+    b("replication.quota.window.num", Kind::Int, Some("11")),
+    b(
+        "replication.quota.window.size.seconds",
+        Kind::Int,
+        Some("1"),
+    ),
     b("producer.id.expiration.ms", Kind::Int, Some("86400000")),
     b(
         "producer.id.expiration.check.interval.ms",

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::catalog::{broker_key, UpdateMode};
+use super::catalog::{broker_key, dynamic_only_broker_key, UpdateMode};
 
 /// Checks `configs`, the whole new set of dynamic configs for a broker (`per_broker`) or
 /// for the cluster default. `cleaner_threads` is the number of cleaner threads running
@@ -16,7 +16,7 @@ pub fn validate(
     per_broker: bool,
     cleaner_threads: usize,
 ) -> Result<(), String> {
-    let known = |name: &str| broker_key(name);
+    let known = |name: &str| broker_key(name).or_else(|| dynamic_only_broker_key(name));
     let not_dynamic: Vec<&str> = configs
         .keys()
         .filter(|k| known(k).is_some_and(|key| key.mode == UpdateMode::ReadOnly))

@@ -49,6 +49,9 @@ impl MetadataListener for DynamicConfigPublisher {
             broker: configs_of(&own),
             default: configs_of(""),
         };
+        // The replication throttle rates are Kafka's per-broker dynamic configs that are
+        // not broker config keys: the broker config below never holds them.
+        self.replicas.quotas.update_rates(&dynamic.broker);
         if dynamic == *current.dynamic() {
             return Vec::new();
         }

@@ -102,6 +102,11 @@ pub struct ReplicationConfig {
     pub replica_fetch_backoff_ms: u64,
     /// `replica.socket.timeout.ms`: how long a fetch waits for its response.
     pub replica_socket_timeout_ms: u64,
+    /// `replication.quota.window.num`: the samples a replication throttle's rate is
+    /// measured over.
+    pub replication_quota_window_num: usize,
+    /// `replication.quota.window.size.seconds`: the time each of those samples spans.
+    pub replication_quota_window_size_seconds: u64,
 }
 
 impl ReplicationConfig {
@@ -120,6 +125,10 @@ impl ReplicationConfig {
             replica_fetch_wait_max_ms: keys.int("replica.fetch.wait.max.ms")?.max(0),
             replica_fetch_backoff_ms: keys.int("replica.fetch.backoff.ms")?.max(0) as u64,
             replica_socket_timeout_ms: keys.int("replica.socket.timeout.ms")?.max(0) as u64,
+            replication_quota_window_num: keys.positive("replication.quota.window.num")?,
+            replication_quota_window_size_seconds: keys
+                .positive("replication.quota.window.size.seconds")?
+                as u64,
         })
     }
 }

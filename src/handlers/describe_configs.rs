@@ -19,7 +19,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use super::{group_configs, str_bytes};
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
-use crate::config::catalog::{broker_key, ConfigKey, UpdateMode};
+use crate::config::catalog::{broker_key, dynamic_only_broker_key, ConfigKey, UpdateMode};
 use crate::config::defs::Kind;
 use crate::config::topic::{self, TopicSource};
 use crate::router::RequestContext;
@@ -160,7 +160,7 @@ fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail)
             )),
         ));
     }
-    Ok(config
+    let mut described: Vec<_> = config
         .describe()
         .into_iter()
         .filter(|(key, _)| wanted(r, key.name))
@@ -175,7 +175,19 @@ fn broker_configs(broker: &Broker, r: &DescribeConfigsResource, detail: &Detail)
                 .map_or(BrokerSource::Default as i8, |s| s.2);
             entry(key, value, source, !dynamic(key), synonyms, detail)
         })
-        .collect())
+        .collect();
+    // Kafka's dynamic-only keys (the replication throttle rates), when set.
+    let source = BrokerSource::DynamicBroker as i8;
+    for (k, v) in &config.dynamic().broker {
+        let Some(key) = dynamic_only_broker_key(k).filter(|_| wanted(r, k)) else {
+            continue;
+        };
+        let synonyms = vec![(key.name, v.clone(), source)];
+        described.push(entry(key, Some(v.clone()), source, false, synonyms, detail));
+    }
+    // Kafka lists a broker's configs by name.
+    described.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    Ok(described)
 }
 
 /// Whether Kafka lets `key` (or one of its synonyms) change at runtime.

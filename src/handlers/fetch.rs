@@ -15,6 +15,11 @@
 //! asks for. As in Kafka, the last batch of a partition may be cut at the size limit;
 //! clients drop the partial batch and fetch it again.
 //!
+//! A follower's fetch is subject to the leader's replication throttle
+//! (`replica::throttle`): a throttled partition of an out-of-sync follower answers no
+//! records while the throttle is over its rate, and the records of throttled partitions
+//! count against it once the answer is final.
+//!
 //! As in Kafka, a partition named twice in one request is read once: it keeps the place
 //! of its first mention and the fields of its last, and partitions of the same topic
 //! that end up next to each other share one topic entry in the response.
@@ -40,6 +45,7 @@ use crate::error::ApiError;
 use crate::log::{FileSlice, LogError, TopicPartition};
 use crate::protocol::zero_copy;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
+use crate::replica::throttle::ReplicationQuota;
 use crate::replica::{FetchIsolation, FetchParams, Partition};
 use crate::router::RequestContext;
 
@@ -107,8 +113,11 @@ pub async fn handle(
         .flat_map(|t| t.partitions.iter())
         .filter_map(|(_, p)| p.as_ref().ok().cloned())
         .collect();
+    let quota = params
+        .is_from_follower()
+        .then_some(&broker.replicas.quotas.leader);
     let read = delayed_fetch::complete(&params, &partitions, broker.stopping(), || {
-        let read = read_all(&plan, &params);
+        let read = read_all(&plan, &params, quota);
         FetchAttempt {
             bytes: read.bytes,
             errored: read.errored,
@@ -116,6 +125,9 @@ pub async fn handle(
         }
     })
     .await;
+    if let Some(quota) = quota {
+        quota.record(read.throttled_bytes);
+    }
     let mut response = FetchResponse::default().with_responses(read.responses);
     if ctx.api_version >= CURRENT_LEADER_VERSION {
         name_current_leaders(&broker, &plan, &mut response);
@@ -224,18 +236,22 @@ struct ReadAll {
     /// The records' placeholders' file ranges, in response order.
     file_slices: Vec<FileSlice>,
     bytes: usize,
+    /// The record bytes of partitions the leader's replication throttle applies to.
+    throttled_bytes: usize,
     /// Some partition answered an error or a diverging epoch (either ends a long poll at
     /// once, as in Kafka).
     errored: bool,
 }
 
-/// Reads every partition once.
-fn read_all(plan: &[TopicPlan], params: &FetchParams) -> ReadAll {
+/// Reads every partition once; `quota` is the leader's replication throttle, for a
+/// follower's fetch.
+fn read_all(plan: &[TopicPlan], params: &FetchParams, quota: Option<&ReplicationQuota>) -> ReadAll {
     let max_bytes = params.max_bytes;
     let mut total = 0usize;
     // Record bytes read into memory for this response.
     let mut copied = 0usize;
     let mut errored = false;
+    let mut throttled_bytes = 0usize;
     let mut file_slices = Vec::new();
     let mut responses = Vec::with_capacity(plan.len());
     for t in plan {
@@ -253,9 +269,17 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams) -> ReadAll {
                     let budget = max_bytes
                         .saturating_sub(total)
                         .min(usize::try_from(fp.partition_max_bytes).unwrap_or(0));
-                    let (d, slice) = read_one(p, fp, params, budget, min_one, &mut copied);
+                    let (mut d, mut slice) = read_one(p, fp, params, budget, min_one, &mut copied);
                     if d.error_code != 0 || d.diverging_epoch.epoch >= 0 {
                         errored = true;
+                    }
+                    if let Some(quota) = quota.filter(|q| q.is_throttled(&p.tp)) {
+                        // Read all the same: the follower's position is recorded by it.
+                        if quota.holds_back(&p.tp, p.isr().contains(&params.replica_id)) {
+                            d.records = Some(Bytes::new());
+                            slice = None;
+                        }
+                        throttled_bytes += d.records.as_ref().map_or(0, Bytes::len);
                     }
                     total += d.records.as_ref().map_or(0, Bytes::len);
                     file_slices.extend(slice);
@@ -275,6 +299,7 @@ fn read_all(plan: &[TopicPlan], params: &FetchParams) -> ReadAll {
         responses,
         file_slices,
         bytes: total,
+        throttled_bytes,
         errored,
     }
 }

@@ -18,6 +18,7 @@ use super::cluster_view::ClusterView;
 use super::fetcher::endpoint::{EndpointFactory, NetworkEndpoints};
 use super::fetcher::{FetcherSettings, ReplicaFetcherManager};
 use super::isr::{self, ControllerChannel, IsrChanges, NetworkControllerChannel};
+use super::throttle::ReplicationQuotas;
 use super::{Partition, Role};
 use crate::client::ClientConfig;
 use crate::config::{topic, SharedConfig};
@@ -41,6 +42,8 @@ pub struct ReplicaManager {
     topics: DashMap<String, usize>,
     /// The other brokers, the controller and this broker's epoch, from the metadata.
     pub cluster: Arc<ClusterView>,
+    /// Replication throttles, of this broker's leaders and of its fetchers.
+    pub quotas: Arc<ReplicationQuotas>,
     replication: OnceLock<Replication>,
     /// The high watermarks of `replication-offset-checkpoint` as found at startup (read at
     /// the first partition created); each is taken by its partition once, when it is first
@@ -61,6 +64,11 @@ struct Replication {
 impl ReplicaManager {
     pub fn new(broker_id: i32, config: Arc<SharedConfig>, logs: LogManager) -> Self {
         let cleaner = Arc::new(LogCleaner::new(config.current().cleaner.clone()));
+        let r = &config.current().replication;
+        let quotas = Arc::new(ReplicationQuotas::new(
+            r.replication_quota_window_num,
+            std::time::Duration::from_secs(r.replication_quota_window_size_seconds),
+        ));
         ReplicaManager {
             broker_id,
             config,
@@ -69,6 +77,7 @@ impl ReplicaManager {
             partitions: DashMap::new(),
             topics: DashMap::new(),
             cluster: Arc::new(ClusterView::new(broker_id)),
+            quotas,
             replication: OnceLock::new(),
             checkpointed_high_watermarks: parking_lot::Mutex::new(None),
             stopped: DashMap::new(),
@@ -108,7 +117,12 @@ impl ReplicaManager {
         }
         let (isr_changes, isr_task) = isr::start(controller, self.cluster.clone());
         let started = self.replication.set(Replication {
-            fetchers: ReplicaFetcherManager::new(settings, endpoints, self.cluster.clone()),
+            fetchers: ReplicaFetcherManager::new(
+                settings,
+                endpoints,
+                self.cluster.clone(),
+                self.quotas.clone(),
+            ),
             isr_changes,
             isr_task,
         });
@@ -244,6 +258,8 @@ impl ReplicaManager {
         self.topics
             .insert(topic.name.clone(), topic.partitions.len());
         let log_config = topic::log_config(&self.config.current(), &topic.configs);
+        self.quotas
+            .update_topic(self.broker_id, &topic.name, &topic.configs);
         for p in topic
             .partitions
             .iter()
@@ -309,6 +325,7 @@ impl ReplicaManager {
     /// for deletion at once and removed after `file.delete.delay.ms`.
     fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         self.topics.remove(&topic.name);
+        self.quotas.remove_topic(&topic.name);
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),

@@ -12,6 +12,7 @@
 //! - `fetcher/`: followers replicating from their leaders (Kafka's replica fetchers).
 //! - `isr.rs`: leaders' ISR changes sent to the controller with AlterPartition.
 //! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
+//! - `throttle.rs`: replication throttles (KIP-73), applied by leaders and followers.
 
 pub mod cluster_view;
 pub mod delayed_fetch;
@@ -21,6 +22,7 @@ pub mod isr;
 pub mod manager;
 pub mod partition;
 pub mod state;
+pub mod throttle;
 
 pub use delayed_fetch::{FetchIsolation, FetchParams};
 pub use delayed_produce::DelayedProduce;

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use self::endpoint::EndpointFactory;
 use self::thread::{FetchState, Shared};
 use super::cluster_view::ClusterView;
+use super::throttle::ReplicationQuotas;
 use super::Partition;
 use crate::config::sections::ReplicationConfig;
 use crate::log::TopicPartition;
@@ -73,6 +74,7 @@ pub struct ReplicaFetcherManager {
     settings: FetcherSettings,
     endpoints: Arc<dyn EndpointFactory>,
     cluster: Arc<ClusterView>,
+    quotas: Arc<ReplicationQuotas>,
     fetchers: Mutex<HashMap<(i32, usize), Fetcher>>,
 }
 
@@ -97,11 +99,13 @@ impl ReplicaFetcherManager {
         settings: FetcherSettings,
         endpoints: Arc<dyn EndpointFactory>,
         cluster: Arc<ClusterView>,
+        quotas: Arc<ReplicationQuotas>,
     ) -> Self {
         ReplicaFetcherManager {
             settings,
             endpoints,
             cluster,
+            quotas,
             fetchers: Mutex::new(HashMap::new()),
         }
     }
@@ -149,6 +153,7 @@ impl ReplicaFetcherManager {
                 topic_id,
                 leader_epoch,
                 delayed_until: None,
+                in_sync: false,
             },
         );
         fetcher.shared.changed.notify_one();
@@ -164,6 +169,7 @@ impl ReplicaFetcherManager {
             endpoint,
             self.settings.clone(),
             self.cluster.clone(),
+            self.quotas.clone(),
         ));
         Fetcher { addr, shared, task }
     }

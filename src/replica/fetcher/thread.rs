@@ -12,6 +12,11 @@
 //! - any other error: the partition waits `replica.fetch.backoff.ms` (new metadata
 //!   usually moves it elsewhere meanwhile).
 //!
+//! A partition named by `follower.replication.throttled.replicas` is left out of a round
+//! while the follower throttle is over its rate and the partition has not caught up to
+//! the leader's high watermark (Kafka's `shouldFollowerThrottle`); what it brings back
+//! counts against the rate.
+//!
 //! A round whose request failed as a whole (connection, timeout) backs every partition
 //! off. Nothing a fetch brings back is applied to a partition that left the fetcher or
 //! changed leader epoch in between.
@@ -35,6 +40,7 @@ use super::endpoint::LeaderEndpoint;
 use super::FetcherSettings;
 use crate::log::{whole_batches_len, TopicPartition};
 use crate::replica::cluster_view::ClusterView;
+use crate::replica::throttle::{ReplicationQuota, ReplicationQuotas};
 use crate::replica::Partition;
 
 /// ListOffsets' special timestamps.
@@ -54,6 +60,9 @@ pub struct FetchState {
     pub leader_epoch: i32,
     /// Not fetched before this instant (after an error).
     pub delayed_until: Option<Instant>,
+    /// Its last fetch reached the leader's high watermark (Kafka's `isReplicaInSync`):
+    /// a follower throttle does not hold it back.
+    pub in_sync: bool,
 }
 
 /// What the fetcher's task and its manager share.
@@ -92,6 +101,17 @@ impl Shared {
             .cloned()
     }
 
+    fn set_in_sync(&self, tp: &TopicPartition, leader_epoch: i32, in_sync: bool) {
+        if let Some(s) = self
+            .partitions
+            .lock()
+            .get_mut(tp)
+            .filter(|s| s.leader_epoch == leader_epoch)
+        {
+            s.in_sync = in_sync;
+        }
+    }
+
     fn delay(&self, tp: &TopicPartition, leader_epoch: i32, backoff: Duration) {
         if let Some(s) = self
             .partitions
@@ -116,12 +136,14 @@ pub async fn run(
     endpoint: Arc<dyn LeaderEndpoint>,
     settings: FetcherSettings,
     cluster: Arc<ClusterView>,
+    quotas: Arc<ReplicationQuotas>,
 ) {
     let fetcher = Fetcher {
         shared,
         endpoint,
         settings,
         cluster,
+        quotas,
     };
     while !fetcher.shared.is_stopped() {
         fetcher.round().await;
@@ -136,6 +158,7 @@ struct Fetcher {
     endpoint: Arc<dyn LeaderEndpoint>,
     settings: FetcherSettings,
     cluster: Arc<ClusterView>,
+    quotas: Arc<ReplicationQuotas>,
 }
 
 /// One partition of a request, as it was when the request was built.
@@ -169,6 +192,19 @@ impl Fetcher {
         if self.shared.is_stopped() {
             return;
         }
+        let before = ready.len();
+        let ready: Vec<_> = ready
+            .into_iter()
+            .filter(|(tp, s)| !self.quota().holds_back(tp, s.in_sync))
+            .collect();
+        // Partitions held back by the throttle are asked again after the fetch backoff
+        // (Kafka's fetcher waits so when its request would be empty).
+        let next_ready = match ready.len() < before {
+            true => Some(next_ready.map_or(now + self.settings.backoff, |n| {
+                n.min(now + self.settings.backoff)
+            })),
+            false => next_ready,
+        };
         if ready.is_empty() {
             let wait = next_ready.unwrap_or(now + Duration::from_secs(60));
             tokio::select! {
@@ -185,6 +221,10 @@ impl Fetcher {
                 s.delayed_until = Some(Instant::now() + backoff);
             }
         }
+    }
+
+    fn quota(&self) -> &ReplicationQuota {
+        &self.quotas.follower
     }
 
     async fn fetch(&self, ready: Vec<(TopicPartition, FetchState)>) -> Result<(), String> {
@@ -303,6 +343,9 @@ impl Fetcher {
                 p.append_as_follower(epoch, records.slice(..whole))
                     .await
                     .map_err(|e| e.to_string())?;
+                if self.quota().is_throttled(&p.tp) {
+                    self.quota().record(whole);
+                }
             } else if !records.is_empty()
                 && records.len() >= self.settings.partition_max_bytes_usize()
             {
@@ -315,6 +358,8 @@ impl Fetcher {
             }
         }
         p.update_follower_high_watermark(data.high_watermark);
+        let in_sync = data.high_watermark <= p.log_end_offset();
+        self.shared.set_in_sync(&p.tp, epoch, in_sync);
         if data.log_start_offset >= 0 {
             p.update_follower_log_start_offset(data.log_start_offset)
                 .map_err(|e| e.to_string())?;

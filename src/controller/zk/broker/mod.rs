@@ -18,6 +18,7 @@
 pub mod config_changes;
 pub mod controlled_shutdown;
 mod leader_and_isr;
+pub mod log_dir_events;
 pub mod metadata_cache;
 mod stop_replica;
 

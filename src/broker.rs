@@ -27,6 +27,7 @@ use crate::coordinator::txn::TransactionCoordinator;
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
+use crate::replica::fetch_session::FetchSessionCache;
 use crate::replica::ReplicaManager;
 use crate::scheduler::Scheduler;
 
@@ -37,6 +38,8 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TransactionCoordinator>,
+    /// Incremental fetch sessions (KIP-227), `max.incremental.fetch.session.cache.slots` of them.
+    pub fetch_sessions: FetchSessionCache,
     /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
     local: Option<Arc<LocalController>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
@@ -221,6 +224,12 @@ impl Broker {
             scheduler,
         } = follow_metadata(&controller, &shared_config, &replicas)?;
         Ok(Arc::new(Broker {
+            // Before `shared_config` moves into the struct.
+            fetch_sessions: FetchSessionCache::new(
+                shared_config
+                    .current()
+                    .max_incremental_fetch_session_cache_slots,
+            ),
             shared_config,
             controller,
             replicas,
@@ -311,6 +320,12 @@ impl Broker {
         }));
         zk.start_blocking()?;
         Ok(Arc::new(Broker {
+            // Before `shared_config` moves into the struct.
+            fetch_sessions: FetchSessionCache::new(
+                shared_config
+                    .current()
+                    .max_incremental_fetch_session_cache_slots,
+            ),
             shared_config,
             controller,
             replicas,

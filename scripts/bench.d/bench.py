@@ -1176,6 +1176,7 @@ def main():
     ap.add_argument("--validation", action="store_true")
     ap.add_argument("--cleaner", action="store_true")
     ap.add_argument("--native", action="store_true")
+    ap.add_argument("--scale", action="store_true")
     ap.add_argument("--load", help="the skua-load binary (--native)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
@@ -1226,6 +1227,16 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/native.json", "w"), indent=1)
         write_section(opts.out, nat.NATIVE_HEADING, nat.render_native(opts, results, meta, fmt, rfmt, ratio))
         log(f"wrote the native load generator section of {opts.out}; raw results in {opts.workdir}/native.json")
+        return
+
+    if opts.scale:
+        import scale as sc
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = sc.scale(opts, Broker, log, tool, wait_ready, spawn, stop)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/scale.json", "w"), indent=1)
+        write_section(opts.out, sc.SCALE_HEADING, sc.render_scale(opts, results, meta, fmt, rfmt, ratio))
+        log(f"wrote the scale section of {opts.out}; raw results in {opts.workdir}/scale.json")
         return
 
     if opts.profile:

@@ -81,6 +81,8 @@ pub struct BrokerConfig {
     /// The log cleaner (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
     pub transaction: TransactionConfig,
+    /// `max.incremental.fetch.session.cache.slots`: the most fetch sessions kept (KIP-227).
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// Keys set in server.properties or by --override, after validation.
     values: BTreeMap<String, String>,
     /// Keys set at runtime, over `values` (only keys Kafka lets change).
@@ -176,6 +178,10 @@ impl BrokerConfig {
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
             cleaner: super::cleaner::build(&keys)?,
             transaction: TransactionConfig::build(&keys)?,
+            max_incremental_fetch_session_cache_slots: usize::try_from(
+                keys.int("max.incremental.fetch.session.cache.slots")?,
+            )
+            .unwrap_or(0),
             values,
             dynamic,
         })

@@ -241,7 +241,8 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "log.cleaner.threads"
         | "log.cleaner.io.buffer.size"
         | "log.cleaner.backoff.ms"
-        | "max.connections" => AtLeast(0),
+        | "max.connections"
+        | "max.incremental.fetch.session.cache.slots" => AtLeast(0),
         "min.cleanable.dirty.ratio" | "log.cleaner.min.cleanable.ratio" => Between(0.0, 1.0),
         "cleanup.policy" | "log.cleanup.policy" => ListOf(CLEANUP_POLICIES),
         "compression.type" => OneOf(COMPRESSION_TYPES),
@@ -369,6 +370,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("connections.max.idle.ms", Kind::Long, Some("600000")),
     b("max.connections", Kind::Int, Some("2147483647")),
     b("queued.max.requests", Kind::Int, Some("500")),
+    b(
+        "max.incremental.fetch.session.cache.slots",
+        Kind::Int,
+        Some("1000"),
+    ),
     // Kafka's default is -1 (unbounded); skua bounds the bytes of requests read but not
     // yet answered, broker-wide, at 256 MiB by default (<= 0 turns the bound off).
     b("queued.max.request.bytes", Kind::Long, Some("268435456")),

@@ -45,6 +45,9 @@ use crate::error::ApiError;
 use crate::log::{FileSlice, LogError, TopicPartition};
 use crate::protocol::zero_copy;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
+use crate::replica::fetch_session::{
+    FetchContext, FetchSessionCache, SessionPartitionKey, SessionRequest, INVALID_SESSION_ID,
+};
 use crate::replica::throttle::ReplicationQuota;
 use crate::replica::{FetchIsolation, FetchParams, Partition};
 use crate::router::RequestContext;
@@ -86,13 +89,6 @@ pub async fn handle(
     ctx: RequestContext,
     req: FetchRequest,
 ) -> (FetchResponse, Vec<FileSlice>) {
-    if req.session_id != 0 && req.session_epoch > 0 {
-        // An incremental fetch in a session we never created.
-        let refused =
-            FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code());
-        return (refused, Vec::new());
-    }
-    let plan = plan(&broker, req.topics, ctx.api_version);
     let (replica_id, replica_epoch) = match ctx.api_version >= REPLICA_STATE_VERSION {
         true => (
             req.replica_state.replica_id.0,
@@ -100,6 +96,28 @@ pub async fn handle(
         ),
         false => (req.replica_id.0, -1),
     };
+    let sessions = &broker.fetch_sessions;
+    let context = sessions.new_context(
+        sessions.now_ms(),
+        SessionRequest {
+            version: ctx.api_version,
+            session_id: req.session_id,
+            epoch: req.session_epoch,
+            is_follower: replica_id >= 0,
+            topics: req.topics,
+            forgotten: req.forgotten_topics_data,
+        },
+    );
+    let topics = match &context {
+        FetchContext::Error(e) => {
+            let refused = FetchResponse::default().with_error_code(e.code());
+            return (refused, Vec::new());
+        }
+        FetchContext::Sessionless(topics)
+        | FetchContext::Full { topics, .. }
+        | FetchContext::Incremental { topics, .. } => topics.clone(),
+    };
+    let plan = plan(&broker, topics, ctx.api_version);
     let params = FetchParams::new(
         replica_id,
         Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
@@ -132,7 +150,59 @@ pub async fn handle(
     if ctx.api_version >= CURRENT_LEADER_VERSION {
         name_current_leaders(&broker, &plan, &mut response);
     }
-    (response, read.file_slices)
+    match answer_in_session(sessions, context, &plan, &mut response) {
+        Ok(()) => (response, read.file_slices),
+        Err(e) => {
+            let refused = FetchResponse::default().with_error_code(e.code());
+            (refused, Vec::new())
+        }
+    }
+}
+
+/// The session part of the answer: a full fetch is offered a new session holding what
+/// it fetched; an incremental one keeps only the partitions with something new.
+fn answer_in_session(
+    sessions: &FetchSessionCache,
+    context: FetchContext,
+    plan: &[TopicPlan],
+    response: &mut FetchResponse,
+) -> Result<(), ResponseError> {
+    response.session_id = match context {
+        FetchContext::Sessionless(_) | FetchContext::Error(_) => INVALID_SESSION_ID,
+        FetchContext::Full {
+            privileged,
+            uses_topic_ids,
+            ..
+        } => {
+            let answered = session_keys(plan)
+                .zip(plan.iter().flat_map(|t| t.partitions.iter()))
+                .zip(response.responses.iter().flat_map(|t| t.partitions.iter()))
+                .map(|((key, (fp, _)), data)| (key, fp.clone(), data))
+                .collect();
+            sessions.maybe_create(sessions.now_ms(), privileged, uses_topic_ids, answered)
+        }
+        FetchContext::Incremental {
+            session_id, epoch, ..
+        } => {
+            let keys: Vec<SessionPartitionKey> = session_keys(plan).collect();
+            sessions.answer_incremental(session_id, epoch, &keys, &mut response.responses)?;
+            // Only answered partitions keep their file ranges: the dropped ones had no
+            // records, so no range of theirs is among them.
+            session_id
+        }
+    };
+    Ok(())
+}
+
+/// Each planned partition's key in a fetch session, in response order.
+fn session_keys(plan: &[TopicPlan]) -> impl Iterator<Item = SessionPartitionKey> + '_ {
+    plan.iter().flat_map(|t| {
+        t.partitions.iter().map(|(fp, _)| SessionPartitionKey {
+            topic_id: t.topic_id,
+            topic: t.name.clone(),
+            partition: fp.partition,
+        })
+    })
 }
 
 /// KIP-951: each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names

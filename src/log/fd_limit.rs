@@ -6,6 +6,9 @@
 //! says why, and the reserve covers what a restart needs beyond the running broker's.
 
 use std::io;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::LogError;
 
@@ -15,17 +18,43 @@ pub fn reserve(limit: u64) -> u64 {
     (limit / 20).max(64)
 }
 
+/// Descriptors one new log may open, for the estimate between two counts (its `.log`,
+/// with room to spare).
+const FDS_PER_CHECK: u64 = 4;
+/// The longest an estimate stands in for a count.
+const COUNT_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The last count of open descriptors and the checks passed since, process-wide.
+static LAST_COUNT: Mutex<Option<(Instant, u64, u64)>> = Mutex::new(None);
+
 /// Errors when opening a new log would leave fewer than `reserve` descriptors free.
+///
+/// Counting means listing /proc/self/fd, whose length grows with the logs: counted on
+/// every check, creating n partitions cost O(n²). So a count stands for up to a second
+/// while far from the limit, each check since assumed to have opened `FDS_PER_CHECK`
+/// descriptors; close to the limit every check counts.
 pub fn check_headroom() -> Result<(), LogError> {
     let Some(limit) = soft_limit() else {
         return Ok(());
     };
+    {
+        let mut last = LAST_COUNT.lock();
+        if let Some((at, in_use, checks)) = last.as_mut() {
+            *checks += 1;
+            let estimate = *in_use + *checks * FDS_PER_CHECK;
+            if at.elapsed() < COUNT_MAX_AGE && estimate + 2 * reserve(limit) <= limit {
+                return Ok(());
+            }
+        }
+        *last = None;
+    }
     let in_use = match open_descriptors() {
         Ok(n) => n,
         // Listing /proc/self/fd needs a descriptor too: none left is the answer.
         Err(e) if super::is_fd_exhaustion(&e) => limit,
         Err(_) => return Ok(()), // no /proc: nothing to measure
     };
+    *LAST_COUNT.lock() = Some((Instant::now(), in_use, 0));
     if in_use + reserve(limit) <= limit {
         return Ok(());
     }

@@ -55,6 +55,12 @@ pub struct Log {
     flush_done: Condvar,
     /// Set when a segment file was created; the directory itself needs an fsync.
     dir_dirty: AtomicBool,
+    /// Set when this open created the log's directory: its entry in the log dir and its
+    /// `partition.metadata` are made durable by the first flush, not at creation (as Kafka
+    /// defers them), so creating many partitions costs no fsync per partition. Until
+    /// then a crash may lose the empty directory or the file; both are rebuilt from the
+    /// metadata, which names the partition and its topic id.
+    created_unsynced: AtomicBool,
     /// The log dir this log lives in: once it is offline, so is this log.
     dir_health: Arc<LogDirHealth>,
     /// Held while a producer snapshot is written outside `inner`, and by truncation.
@@ -119,6 +125,7 @@ impl Log {
         log_start_offset: i64,
         clean_shutdown: bool,
     ) -> Result<Log, LogError> {
+        let created = !dir.exists();
         std::fs::create_dir_all(dir)?;
         let loaded = loader::load(
             dir,
@@ -150,6 +157,7 @@ impl Log {
             flushing: Mutex::new(false),
             flush_done: Condvar::new(),
             dir_dirty: AtomicBool::new(true),
+            created_unsynced: AtomicBool::new(created),
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
             truncations: AtomicU64::new(0),
@@ -682,6 +690,21 @@ impl Log {
         }
     }
 
+    /// Makes the creation of this log's directory durable: its `partition.metadata` (when
+    /// written) and its entry in the log dir.
+    fn sync_creation(&self) -> Result<(), LogError> {
+        let metadata = self
+            .dir
+            .join(super::partition_metadata::PARTITION_METADATA_FILE);
+        if metadata.exists() {
+            std::fs::File::open(&metadata)?.sync_all()?;
+        }
+        match self.dir.parent() {
+            Some(parent) => sync_dir(parent),
+            None => Ok(()),
+        }
+    }
+
     /// One fsync of every segment holding data at or above the recovery point, up to the log
     /// end offset as of the start of the pass.
     fn flush_pass(&self) -> Result<(), LogError> {
@@ -709,6 +732,12 @@ impl Log {
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = sync_dir(&self.dir) {
                 self.dir_dirty.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        if self.created_unsynced.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.sync_creation() {
+                self.created_unsynced.store(true, Ordering::Release);
                 return Err(e);
             }
         }

@@ -24,7 +24,9 @@ use super::checkpoint::{
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::log_dirs::METADATA_LOG_DIR;
-use super::partition_metadata::{read_partition_metadata, write_partition_metadata};
+use super::partition_metadata::{
+    read_partition_metadata, write_new_partition_metadata, write_partition_metadata,
+};
 use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
@@ -40,7 +42,8 @@ struct LogDir {
     path: PathBuf,
     health: Arc<LogDirHealth>,
     /// Held while the dir's checkpoint files are written: the periodic jobs and a
-    /// DeleteRecords may write them at the same time.
+    /// DeleteRecords may write them at the same time. Always taken before the read lock
+    /// of `LogManager::logs`, never while holding it.
     checkpoints: Mutex<()>,
     _lock: DirLock,
 }
@@ -250,23 +253,33 @@ impl LogManager {
             }
             return Ok(hosted.log.clone());
         }
-        let dir_index = (0..self.dirs.len())
+        let online: Vec<usize> = (0..self.dirs.len())
             .filter(|&i| !self.dirs[i].health.is_offline())
-            .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count())
-            .ok_or_else(|| LogError::LogDirOffline {
-                dir: self
-                    .dirs
-                    .first()
-                    .map(|d| d.path.clone())
-                    .unwrap_or_default(),
-                cause: "no log dir is online".into(),
-            })?;
+            .collect();
+        // The dir with the fewest logs; counting them walks every log, so only when
+        // there is a choice.
+        let dir_index = match online.as_slice() {
+            [only] => Some(*only),
+            _ => online
+                .into_iter()
+                .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count()),
+        }
+        .ok_or_else(|| LogError::LogDirOffline {
+            dir: self
+                .dirs
+                .first()
+                .map(|d| d.path.clone())
+                .unwrap_or_default(),
+            cause: "no log dir is online".into(),
+        })?;
         super::fd_limit::check_headroom()?;
         let parent = &self.dirs[dir_index].path;
         let dir = parent.join(tp.to_string());
+        // No fsync here: the log's first flush makes its directory and partition.metadata
+        // durable (see `Log::sync_creation`); the metadata record naming the partition
+        // already is.
         let created = Log::open(&dir, tp.clone(), config, 0, 0, true).and_then(|log| {
-            write_partition_metadata(&dir, topic_id)?;
-            sync_dir(parent)?;
+            write_new_partition_metadata(&dir, topic_id)?;
             Ok(log)
         });
         let log = created
@@ -436,14 +449,15 @@ impl LogManager {
     /// The high watermarks last checkpointed, each read from the dir that holds its log
     /// (an unreadable checkpoint is logged and counts as empty).
     pub fn checkpointed_high_watermarks(&self) -> HashMap<TopicPartition, i64> {
-        let logs = self.logs.read();
         let mut hws = HashMap::new();
         for (i, dir) in self.dirs.iter().enumerate() {
             if dir.health.is_offline() {
                 continue;
             }
+            // The checkpoint lock first, then `logs` (see `checkpoint_dir`).
             let _reading = dir.checkpoints.lock();
             let read = read_checkpoint_or_empty(&dir.path.join(REPLICATION_OFFSET_CHECKPOINT));
+            let logs = self.logs.read();
             hws.extend(
                 read.into_iter()
                     .filter(|(tp, _)| logs.get(tp).is_some_and(|h| h.dir_index == i)),
@@ -467,9 +481,13 @@ impl LogManager {
     }
 
     fn checkpoint_dir(&self, i: usize) -> Result<(), LogError> {
-        let logs = self.logs.read();
         let dir = &self.dirs[i];
+        // The checkpoint lock before the logs' read lock, as everywhere: a reader waiting
+        // for the checkpoint lock while holding `logs` deadlocks with a checkpoint writer
+        // waiting for `logs` behind a queued log creation (parking_lot queues readers
+        // behind a waiting writer).
         let _writing = dir.checkpoints.lock();
+        let logs = self.logs.read();
         // Rolls whose background flush has not run yet are flushed first, so their
         // segments' recovery points go into this checkpoint.
         for h in logs.values().filter(|h| h.dir_index == i) {
@@ -808,6 +826,43 @@ mod tests {
         assert!(lm.pending_deletions().is_empty());
         // Deleting what is not hosted touches nothing.
         lm.delete_log(&TopicPartition::new("never", 0)).unwrap();
+    }
+
+    #[test]
+    fn checkpoints_and_log_creation_take_their_locks_in_one_order() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = Arc::new(start(&dirs));
+        lm.get_or_create_log(&TopicPartition::new("a", 0), Uuid::new_v4(), config())
+            .unwrap();
+        // A high-watermark checkpoint holds the checkpoint lock (as this test does) while
+        // a recovery-point checkpoint and a log creation start.
+        let writing = lm.dirs[0].checkpoints.lock();
+        let checkpoint = {
+            let lm = lm.clone();
+            std::thread::spawn(move || lm.checkpoint_recovery_points())
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let create = {
+            let lm = lm.clone();
+            std::thread::spawn(move || {
+                lm.get_or_create_log(&TopicPartition::new("b", 0), Uuid::new_v4(), config())
+                    .map(|_| ())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        // The holder of the checkpoint lock must still get the logs' read lock.
+        let read = lm
+            .logs
+            .try_read_for(Duration::from_secs(5))
+            .map(|g| g.len());
+        drop(writing);
+        assert!(
+            read.is_some(),
+            "the checkpoint writer waited on `logs`: deadlock"
+        );
+        checkpoint.join().unwrap().unwrap();
+        create.join().unwrap().unwrap();
     }
 
     #[test]

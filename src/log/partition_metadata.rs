@@ -17,6 +17,17 @@ pub fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogErr
     write_atomic(&dir.join(PARTITION_METADATA_FILE), text.as_bytes())
 }
 
+/// As [`write_partition_metadata`] (tmp + rename, so a reader never sees half a file),
+/// without the fsyncs: for a log just created, whose first flush makes the file durable.
+pub fn write_new_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogError> {
+    let text = format!("version: 0\ntopic_id: {}", uuid_to_kafka_string(topic_id));
+    let path = dir.join(PARTITION_METADATA_FILE);
+    let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
 /// The topic id stored in `dir`, or `None` if the file is absent.
 pub fn read_partition_metadata(dir: &Path) -> Result<Option<Uuid>, LogError> {
     let path = dir.join(PARTITION_METADATA_FILE);

@@ -9,6 +9,7 @@
 //!   pure state.
 //! - `delayed_produce.rs`, `delayed_fetch.rs`: acks=all produce and long-poll fetch,
 //!   waiting on those notifications (Kafka's purgatory).
+//! - `fetch_session.rs`: incremental fetch sessions (KIP-227) and their bounded cache.
 //! - `fetcher/`: followers replicating from their leaders (Kafka's replica fetchers).
 //! - `isr.rs`: leaders' ISR changes sent to the controller with AlterPartition.
 //! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
@@ -17,6 +18,7 @@
 pub mod cluster_view;
 pub mod delayed_fetch;
 pub mod delayed_produce;
+pub mod fetch_session;
 pub mod fetcher;
 pub mod isr;
 pub mod manager;

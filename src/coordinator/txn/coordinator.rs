@@ -216,13 +216,27 @@ impl TransactionCoordinator {
                     .await
             }
             _ => {
-                let id = transactional_id.to_string();
-                self.read(transactional_id, move |s| {
-                    s.verify_partitions(&id, producer_id, epoch, &partitions)
-                })
-                .await?
+                self.verify_partitions_here(transactional_id, producer_id, epoch, partitions)
+                    .await
             }
         }
+    }
+
+    /// `verify_partitions` answered by this broker's coordinator only: what a verify-only
+    /// AddPartitionsToTxn from another broker gets (never sent on, so brokers whose
+    /// metadata disagree cannot pass it back and forth).
+    pub async fn verify_partitions_here(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        let id = transactional_id.to_string();
+        self.read(transactional_id, move |s| {
+            s.verify_partitions(&id, producer_id, epoch, &partitions)
+        })
+        .await?
     }
 
     /// EndTxn: commit or abort the producer's ongoing transaction.

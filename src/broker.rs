@@ -22,7 +22,8 @@ use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
-use crate::coordinator::txn::markers::LocalMarkerWriter;
+use crate::coordinator::txn::markers::ClusterMarkerWriter;
+use crate::coordinator::txn::peers::TxnPeers;
 use crate::coordinator::txn::TransactionCoordinator;
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
@@ -87,7 +88,7 @@ fn follow_metadata(
     // After the replica manager, so the partitions it loads are hosted; the ones led
     // now load before this returns, so no request finds them loading.
     controller.subscribe(groups.metadata_listener());
-    let txns = transaction_coordinator(&config, replicas, &groups);
+    let txns = transaction_coordinator(&config, replicas, &groups, controller);
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
@@ -669,12 +670,22 @@ fn storage(e: crate::log::LogError) -> ControllerError {
     ControllerError::from(ApiError::from(e))
 }
 
-/// The transaction coordinator over `__transaction_state`, writing markers locally.
+/// The transaction coordinator over `__transaction_state`, writing markers to each
+/// partition's leader and verifying transactions with their coordinators (locally, or
+/// through the outbound client).
 fn transaction_coordinator(
     config: &BrokerConfig,
     replicas: &Arc<ReplicaManager>,
     groups: &Arc<GroupCoordinator>,
+    controller: &Arc<dyn Controller>,
 ) -> Arc<TransactionCoordinator> {
+    let peers = Arc::new(TxnPeers::new(
+        replicas.cluster.clone(),
+        crate::client::ClientConfig {
+            client_id: Some(format!("broker-{}-txn", config.broker_id)),
+            ..crate::client::ClientConfig::default()
+        },
+    ));
     TransactionCoordinator::new(
         config.broker_id,
         config.transaction.clone(),
@@ -682,6 +693,13 @@ fn transaction_coordinator(
             replicas.clone(),
             TRANSACTION_STATE_TOPIC,
         )),
-        Arc::new(LocalMarkerWriter::new(replicas.clone(), groups.clone())),
+        Arc::new(ClusterMarkerWriter::new(
+            config.broker_id,
+            replicas.clone(),
+            groups.clone(),
+            controller.clone(),
+            peers.clone(),
+        )),
+        Some(peers),
     )
 }

@@ -9,6 +9,9 @@ pub struct TransactionConfig {
     /// the broker creates it (an existing topic keeps its own count).
     pub state_log_partitions: i32,
     pub state_log_replication_factor: i16,
+    /// `transaction.state.log.min.isr`: the topic's `min.insync.replicas` when the broker
+    /// creates it; coordinator writes need that many replicas in the ISR.
+    pub state_log_min_isr: i32,
     pub state_log_segment_bytes: i32,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask.
     pub max_timeout_ms: i32,
@@ -27,6 +30,7 @@ impl TransactionConfig {
             state_log_partitions: keys.int("transaction.state.log.num.partitions")?,
             state_log_replication_factor: i16::try_from(factor)
                 .map_err(|_| invalid("transaction.state.log.replication.factor", "out of range"))?,
+            state_log_min_isr: keys.int("transaction.state.log.min.isr")?,
             state_log_segment_bytes: keys.int("transaction.state.log.segment.bytes")?,
             max_timeout_ms: keys.int("transaction.max.timeout.ms")?,
             id_expiration_ms: i64::from(keys.int("transactional.id.expiration.ms")?),

@@ -109,7 +109,7 @@ async fn one(
         if verify_only {
             match broker
                 .txns
-                .verify_partitions(id, producer_id, epoch, partitions.clone())
+                .verify_partitions_here(id, producer_id, epoch, partitions.clone())
                 .await
             {
                 Ok(per_partition) => per_partition.into_iter().map(|(_, e)| e).collect(),

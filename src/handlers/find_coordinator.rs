@@ -29,6 +29,8 @@ struct Kind {
     topic: &'static str,
     partitions: i32,
     replication_factor: i16,
+    /// The topic's `min.insync.replicas`, when its coordinator sets one.
+    min_isr: Option<i32>,
     configs: BTreeMap<String, String>,
 }
 
@@ -40,6 +42,7 @@ impl Kind {
                 topic: OFFSETS_TOPIC,
                 partitions: config.offsets_topic.partitions,
                 replication_factor: config.offsets_topic.replication_factor,
+                min_isr: None,
                 configs: BTreeMap::from([
                     ("cleanup.policy".to_string(), "compact".to_string()),
                     (
@@ -54,6 +57,7 @@ impl Kind {
                 topic: TRANSACTION_STATE_TOPIC,
                 partitions: config.transaction.state_log_partitions,
                 replication_factor: config.transaction.state_log_replication_factor,
+                min_isr: Some(config.transaction.state_log_min_isr),
                 configs: BTreeMap::from([
                     ("cleanup.policy".to_string(), "compact".to_string()),
                     (
@@ -184,12 +188,20 @@ async fn ensure_topic(broker: &Broker, kind: Kind) -> Result<(), ResponseError> 
         return Ok(());
     }
     let live = broker.controller.brokers().len().max(1) as i16;
+    let replication_factor = kind.replication_factor.clamp(1, live);
+    let mut configs = kind.configs;
+    if let Some(min_isr) = kind.min_isr {
+        // A topic made smaller than its configured factor (fewer live brokers) keeps a
+        // minimum it can meet.
+        let min_isr = min_isr.clamp(1, i32::from(replication_factor));
+        configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
+    }
     let topic = NewTopic {
         name: name.to_string(),
         num_partitions: kind.partitions,
-        replication_factor: kind.replication_factor.clamp(1, live),
+        replication_factor,
         assignments: BTreeMap::new(),
-        configs: kind.configs,
+        configs,
     };
     // Auto-creation: any broker of a ZooKeeper-mode cluster may create it, as Kafka's.
     let created = broker.create_topics(vec![topic]).await.pop();

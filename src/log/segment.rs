@@ -167,7 +167,8 @@ impl LogSegment {
             active,
         )?;
         let max_timestamp_and_offset = time_index.last_entry().unwrap_or((-1, -1));
-        let txn_path = Self::txn_index_path(dir, base_offset);
+        // With the suffix too: a cleaned segment's index is its own, not the live one's.
+        let txn_path = with_suffix(&Self::txn_index_path(dir, base_offset), suffix);
         let txn_index = match TransactionIndex::open(&txn_path, base_offset) {
             Err(e @ LogError::CorruptFile { .. }) => {
                 // Its entries come back when producer state is replayed over the markers.
@@ -235,12 +236,18 @@ impl LogSegment {
 
     /// Everything that must reach disk for this segment to be durable, in a form that
     /// can be synced after the log's lock is released.
-    pub fn files_to_sync(&self) -> [SyncTarget; 3] {
-        [
+    pub fn files_to_sync(&self) -> Vec<SyncTarget> {
+        let mut files = vec![
             SyncTarget::File(self.log.clone()),
             SyncTarget::Map(self.offset_index.index_file().mapping().clone()),
             SyncTarget::Map(self.time_index.index_file().mapping().clone()),
-        ]
+        ];
+        // Aborted transactions recorded since the last flush must survive a crash with
+        // the markers the flush makes durable (Kafka's `LogSegment.flush` syncs it too).
+        if !self.txn_index.entries().is_empty() {
+            files.push(SyncTarget::Path(self.txn_index.path().to_path_buf()));
+        }
+        files
     }
 
     /// Reads the batch header at `position`; `None` if fewer than a header's bytes remain.
@@ -572,7 +579,7 @@ impl LogSegment {
         for target in self.files_to_sync() {
             target.sync()?;
         }
-        self.txn_index.flush()
+        Ok(())
     }
 
     /// Kafka's `LogSegment.largestTimestamp`, which time retention goes by: the largest
@@ -636,6 +643,8 @@ impl LogSegment {
 pub enum SyncTarget {
     File(Arc<File>),
     Map(Arc<memmap2::MmapRaw>),
+    /// A file written through short-lived handles (the `.txnindex`); gone is synced.
+    Path(PathBuf),
 }
 
 impl SyncTarget {
@@ -643,6 +652,11 @@ impl SyncTarget {
         match self {
             SyncTarget::File(file) => file.sync_all(),
             SyncTarget::Map(map) => map.flush(),
+            SyncTarget::Path(path) => match File::open(path) {
+                Ok(f) => f.sync_all(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+            },
         }
     }
 }

@@ -118,6 +118,10 @@ impl TransactionIndex {
         Ok(())
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     pub fn entries(&self) -> &[AbortedTxn] {
         &self.entries
     }
@@ -157,17 +161,6 @@ impl TransactionIndex {
         match fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
-        }
-    }
-
-    pub fn flush(&self) -> Result<(), LogError> {
-        if self.entries.is_empty() {
-            return Ok(());
-        }
-        match fs::File::open(&self.path) {
-            Ok(f) => Ok(f.sync_all()?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e.into()),
         }
     }
 

@@ -127,3 +127,28 @@ fn a_marker_is_read_back_with_the_records() {
         .collect();
     assert_eq!(offsets, vec![0, 2]);
 }
+
+/// The flush pass (what `flush.ms` / `flush.messages` and a clean shutdown run) syncs the
+/// `.txnindex` with the segment whose aborted transactions it lists.
+#[test]
+fn the_flush_pass_syncs_the_transaction_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), false);
+    let synced_txn_index = |log: &Log| {
+        let inner = log.inner.lock();
+        inner.segments.values().any(|s| {
+            s.files_to_sync().iter().any(|f| {
+                matches!(f, crate::log::segment::SyncTarget::Path(p) if p.to_string_lossy().ends_with(".txnindex"))
+            })
+        })
+    };
+    log.append_as_leader(txn_batch_bytes(&[b"a"], 1_000, (7, 0, 0)), 0, 5_000)
+        .unwrap();
+    assert!(!synced_txn_index(&log), "nothing aborted yet");
+    log.append_marker(7, 0, marker(TxnResult::Abort), 0, 5_000)
+        .unwrap();
+    assert!(synced_txn_index(&log));
+    log.flush().unwrap();
+    let index = dir.path().join(format!("{:020}.txnindex", 0));
+    assert_eq!(std::fs::metadata(index).unwrap().len(), 34);
+}

@@ -291,6 +291,8 @@ impl Partition {
             if !state.is_leader() {
                 return Err(AppendError::Refused(self.not_leader()));
             }
+            // WriteTxnMarkers appends with acks=all, as Kafka's.
+            self.check_min_isr(state.isr_size())?;
             self.log.append_marker(
                 producer_id,
                 producer_epoch,
@@ -334,22 +336,30 @@ impl Partition {
             if !state.is_leader() {
                 return Err(AppendError::Refused(self.not_leader()));
             }
-            let min_isr = self.log.config().min_insync_replicas;
-            let isr_size = state.isr_size();
-            if required_acks == -1 && isr_size < min_isr as usize {
-                return Err(AppendError::Refused(ApiError::new(
-                    ResponseError::NotEnoughReplicas,
-                    format!(
-                        "The size of the current ISR {isr_size} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
-                        self.tp
-                    ),
-                )));
+            if required_acks == -1 {
+                self.check_min_isr(state.isr_size())?;
             }
             self.log
                 .append_as_leader(records, state.leader_epoch, now_ms)?
         };
         self.after_append(&info).await?;
         Ok(info)
+    }
+
+    /// NOT_ENOUGH_REPLICAS for an acks=all append while the ISR is smaller than
+    /// `min.insync.replicas`.
+    fn check_min_isr(&self, isr_size: usize) -> Result<(), AppendError> {
+        let min_isr = self.log.config().min_insync_replicas;
+        if isr_size < min_isr as usize {
+            return Err(AppendError::Refused(ApiError::new(
+                ResponseError::NotEnoughReplicas,
+                format!(
+                    "The size of the current ISR {isr_size} is insufficient to satisfy the min.isr requirement of {min_isr} for partition {}",
+                    self.tp
+                ),
+            )));
+        }
+        Ok(())
     }
 
     /// Appends a coordinator's batch to its internal topic as leader (origin
@@ -364,6 +374,8 @@ impl Partition {
             if !state.is_leader() {
                 return Err(AppendError::Refused(self.not_leader()));
             }
+            // Coordinators write with acks=all, as Kafka's do.
+            self.check_min_isr(state.isr_size())?;
             self.log
                 .append_as_coordinator(records, state.leader_epoch, now_ms)?
         };

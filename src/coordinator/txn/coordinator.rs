@@ -19,6 +19,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::mpsc;
 
 use super::markers::MarkerWriter;
+use super::peers::TxnPeers;
 use super::records::{partition_for, TxnRecord};
 use super::shard::{Completion, EndTxnOutcome, TxnDescription, TxnShard};
 use crate::config::transaction::TransactionConfig;
@@ -45,6 +46,10 @@ pub struct TransactionCoordinator {
     runtime: CoordinatorRuntime<TxnShard>,
     log: Arc<dyn PartitionLog>,
     markers: Arc<dyn MarkerWriter>,
+    /// Other brokers, for verifying a transaction their coordinator holds (None: alone).
+    peers: Option<Arc<TxnPeers>>,
+    /// The leader of each `__transaction_state` partition, as the metadata says.
+    leaders: parking_lot::Mutex<std::collections::HashMap<i32, i32>>,
     broker_id: i32,
     started: AtomicBool,
     /// The task completing prepared transactions (and the completions it runs), ended by
@@ -61,6 +66,7 @@ impl TransactionCoordinator {
         config: TransactionConfig,
         log: Arc<dyn PartitionLog>,
         markers: Arc<dyn MarkerWriter>,
+        peers: Option<Arc<TxnPeers>>,
     ) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let shard_config = config.clone();
@@ -73,6 +79,8 @@ impl TransactionCoordinator {
             runtime,
             log,
             markers,
+            peers,
+            leaders: parking_lot::Mutex::new(std::collections::HashMap::new()),
             broker_id,
             started: AtomicBool::new(false),
             completions: parking_lot::Mutex::new(None),
@@ -196,6 +204,34 @@ impl TransactionCoordinator {
         epoch: i16,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        let p = self.partition_for(transactional_id);
+        let elsewhere = self.leaders.lock().get(&p).copied();
+        match (self.runtime.check(p), elsewhere, &self.peers) {
+            // Another broker coordinates the id: ask it, as Kafka's partition leaders do.
+            (Err(ResponseError::NotCoordinator), Some(leader), Some(peers))
+                if leader >= 0 && leader != self.broker_id =>
+            {
+                peers
+                    .verify_partitions(leader, transactional_id, producer_id, epoch, &partitions)
+                    .await
+            }
+            _ => {
+                self.verify_partitions_here(transactional_id, producer_id, epoch, partitions)
+                    .await
+            }
+        }
+    }
+
+    /// `verify_partitions` answered by this broker's coordinator only: what a verify-only
+    /// AddPartitionsToTxn from another broker gets (never sent on, so brokers whose
+    /// metadata disagree cannot pass it back and forth).
+    pub async fn verify_partitions_here(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let id = transactional_id.to_string();
         self.read(transactional_id, move |s| {
             s.verify_partitions(&id, producer_id, epoch, &partitions)
@@ -295,7 +331,9 @@ impl TransactionCoordinator {
         marker: EndTxnMarker,
     ) -> bool {
         let mut backoff = MARKER_RETRY_MIN;
+        let mut attempts: u64 = 0;
         loop {
+            attempts += 1;
             if self.runtime.check(c.partition).is_err() {
                 return false;
             }
@@ -318,8 +356,15 @@ impl TransactionCoordinator {
                     tracing::warn!(partition = %tp, "a newer transaction coordinator wrote to this partition; stopping");
                     return false;
                 }
+                // As Kafka's marker sender: retried (with backoff) for as long as this
+                // broker coordinates the transaction, whatever keeps the partition from
+                // taking it (no leader, a leader moving, a `__consumer_offsets` partition
+                // whose group load failed until a leadership change reloads it). Said
+                // once, then every 30th attempt (about a minute at the longest backoff).
                 Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "transaction marker not written; retrying");
+                    if attempts % 30 == 1 {
+                        tracing::warn!(partition = %tp, error = %e, attempts, "transaction marker not written; retrying");
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MARKER_RETRY_MAX);
                 }
@@ -333,6 +378,12 @@ impl TransactionCoordinator {
         if !topic.partitions.is_empty() {
             let _ = self.state_partitions.set(topic.partitions.len() as i32);
         }
+        self.leaders.lock().extend(
+            topic
+                .partitions
+                .iter()
+                .map(|p| (p.partition, p.state.leader)),
+        );
         for p in &topic.partitions {
             let (partition, epoch) = (p.partition, p.state.leader_epoch);
             match p.state.leader == self.broker_id {
@@ -355,6 +406,7 @@ impl TransactionCoordinator {
         match delta.topics.get(TRANSACTION_STATE_TOPIC) {
             Some(TopicDelta::Changed(topic)) => self.follow_leadership(topic, inline),
             Some(TopicDelta::Removed(topic)) => {
+                self.leaders.lock().clear();
                 for p in &topic.partitions {
                     self.runtime.on_resigned(p.partition, None);
                 }

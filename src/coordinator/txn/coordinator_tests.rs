@@ -44,7 +44,7 @@ impl MarkerWriter for Markers {
 fn coordinator(log: Arc<MemoryLog>, markers: Arc<Markers>) -> Arc<TransactionCoordinator> {
     let mut config = BrokerConfig::default().transaction;
     config.state_log_partitions = 1;
-    TransactionCoordinator::new(1, config, log, markers)
+    TransactionCoordinator::new(1, config, log, markers, None)
 }
 
 #[tokio::test]

@@ -1,20 +1,29 @@
 //! Writing transaction markers to the partitions of a transaction (Kafka's
-//! `TransactionMarkerChannelManager`). A partition this broker leads gets its marker by
-//! a local append, as Kafka's WriteTxnMarkers handler appends it (a `__consumer_offsets`
-//! partition through the group coordinator's owner of it); one led by another
-//! broker is answered NOT_LEADER_OR_FOLLOWER here and retried until the leadership
-//! comes back (sending WriteTxnMarkers to another broker comes with replication).
+//! `TransactionMarkerChannelManager`). Each marker goes to the partition's leader as the
+//! metadata names it: a partition this broker leads gets it by a local append, as Kafka's
+//! WriteTxnMarkers handler appends it (a `__consumer_offsets` partition through the group
+//! coordinator's owner of it); one led by another broker gets a WriteTxnMarkers request
+//! (`peers.rs`). A partition without a leader, or whose leader moved or cannot be
+//! reached, answers NOT_LEADER_OR_FOLLOWER and the coordinator retries with the metadata
+//! of then; a topic the metadata no longer has is UNKNOWN_TOPIC_OR_PARTITION (dropped).
+//! A marker is written once it is replicated to the whole ISR (acks=all, as Kafka's).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use kafka_protocol::error::ResponseError;
 
+use super::peers::TxnPeers;
+use crate::controller::Controller;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::coordinator::group::GroupCoordinator;
 use crate::log::control::EndTxnMarker;
 use crate::log::{now_ms, TopicPartition};
+use crate::replica::delayed_produce::DelayedProduce;
 use crate::replica::ReplicaManager;
+
+/// How long a marker waits for the ISR (Kafka's marker requests use `request.timeout.ms`).
+const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[async_trait]
 pub trait MarkerWriter: Send + Sync + 'static {
@@ -28,19 +37,45 @@ pub trait MarkerWriter: Send + Sync + 'static {
     ) -> Result<(), ResponseError>;
 }
 
-pub struct LocalMarkerWriter {
+/// Markers to each partition's current leader, this broker or another.
+pub struct ClusterMarkerWriter {
+    broker_id: i32,
     replicas: Arc<ReplicaManager>,
     groups: Arc<GroupCoordinator>,
+    metadata: Arc<dyn Controller>,
+    peers: Arc<TxnPeers>,
 }
 
-impl LocalMarkerWriter {
-    pub fn new(replicas: Arc<ReplicaManager>, groups: Arc<GroupCoordinator>) -> Self {
-        LocalMarkerWriter { replicas, groups }
+impl ClusterMarkerWriter {
+    pub fn new(
+        broker_id: i32,
+        replicas: Arc<ReplicaManager>,
+        groups: Arc<GroupCoordinator>,
+        metadata: Arc<dyn Controller>,
+        peers: Arc<TxnPeers>,
+    ) -> Self {
+        ClusterMarkerWriter {
+            broker_id,
+            replicas,
+            groups,
+            metadata,
+            peers,
+        }
+    }
+
+    /// The partition's leader in the metadata: None when the topic or partition is gone.
+    fn leader(&self, tp: &TopicPartition) -> Option<i32> {
+        let topic = self.metadata.topic(&tp.topic)?;
+        let p = topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == tp.partition)?;
+        Some(p.state.leader)
     }
 }
 
 #[async_trait]
-impl MarkerWriter for LocalMarkerWriter {
+impl MarkerWriter for ClusterMarkerWriter {
     async fn write_marker(
         &self,
         tp: &TopicPartition,
@@ -48,15 +83,29 @@ impl MarkerWriter for LocalMarkerWriter {
         producer_epoch: i16,
         marker: EndTxnMarker,
     ) -> Result<(), ResponseError> {
-        write_local_marker(
-            &self.replicas,
-            &self.groups,
-            tp,
-            producer_id,
-            producer_epoch,
-            marker,
-        )
-        .await
+        match self.leader(tp) {
+            None => Err(ResponseError::UnknownTopicOrPartition),
+            Some(leader) if leader < 0 => Err(ResponseError::NotLeaderOrFollower),
+            Some(leader) if leader == self.broker_id => write_local_marker(
+                &self.replicas,
+                &self.groups,
+                tp,
+                producer_id,
+                producer_epoch,
+                marker,
+            )
+            .await
+            // The metadata names this broker before the partition is hosted here.
+            .map_err(|e| match e {
+                ResponseError::UnknownTopicOrPartition => ResponseError::NotLeaderOrFollower,
+                e => e,
+            }),
+            Some(leader) => {
+                self.peers
+                    .write_marker(leader, tp, producer_id, producer_epoch, marker)
+                    .await
+            }
+        }
     }
 }
 
@@ -84,8 +133,19 @@ pub async fn write_local_marker(
                 e => e,
             });
     }
-    p.append_marker(producer_id, producer_epoch, marker, now_ms())
+    let info = p
+        .append_marker(producer_id, producer_epoch, marker, now_ms())
         .await
-        .map(drop)
-        .map_err(|e| e.error().error)
+        .map_err(|e| e.error().error)?;
+    let mut replicated = DelayedProduce::new();
+    replicated.watch(p, info.last_offset);
+    match replicated
+        .complete(REPLICATION_TIMEOUT)
+        .await
+        .pop()
+        .flatten()
+    {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
 }

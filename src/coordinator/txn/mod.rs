@@ -9,6 +9,7 @@
 
 pub mod coordinator;
 pub mod markers;
+pub mod peers;
 pub mod records;
 pub mod shard;
 

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::filter::{filter_batch, Outcome, Round};
+use super::filter::{filter_batch, AbortedRanges, Outcome, Round};
 use super::offset_map::OffsetMap;
 use super::reader::BatchReader;
 use super::{CleanSummary, CleanerConfig, LogCleaner};
@@ -157,13 +157,6 @@ pub fn clean(
     summary.map_keys = map.len() as u64;
     summary.map_ms = started.elapsed().as_millis() as u64;
     let producers = log.producers_last_offsets();
-    let round = Round {
-        map: &map,
-        now_ms,
-        delete_retention_ms: config.delete_retention_ms,
-        producers_last_offsets: &producers,
-        upper_bound_offset: plan.first_uncleanable_offset,
-    };
     let to_clean: Vec<SegmentView> = plan
         .view
         .segments
@@ -171,6 +164,18 @@ pub fn clean(
         .filter(|s| s.base_offset < end_offset && !s.active)
         .cloned()
         .collect();
+    // Every abort whose marker is at or after the cleaned section's start: the
+    // transactions a cleaned batch may belong to, wherever their markers are.
+    let from = to_clean.first().map_or(end_offset, |s| s.base_offset);
+    let aborted = AbortedRanges::new(log.aborted_txns(from, i64::MAX));
+    let round = Round {
+        map: &map,
+        now_ms,
+        delete_retention_ms: config.delete_retention_ms,
+        producers_last_offsets: &producers,
+        upper_bound_offset: plan.first_uncleanable_offset,
+        aborted: &aborted,
+    };
     for group in group_by_size(&to_clean, &config, plan.first_uncleanable_offset) {
         clean_group(cleaner, log, &group, &round, &cleaner_config, &mut summary)?;
     }
@@ -380,6 +385,12 @@ fn write_group(
             let filtered = filter_batch(batch, round)?;
             summary.records_read += filtered.records_read;
             summary.records_kept += filtered.records_kept;
+            // A kept abort marker keeps its entry in the aborted-transaction index.
+            if filtered.outcome == Outcome::Whole && header.is_control() {
+                if let Some(txn) = round.aborted.marker_at(header.base_offset()) {
+                    cleaned.append_aborted_txn(txn)?;
+                }
+            }
             match &filtered.outcome {
                 Outcome::Whole => pending.push(batch, header.last_offset(), filtered.max_timestamp),
                 Outcome::Rebuilt(bytes) => {

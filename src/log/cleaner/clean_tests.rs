@@ -39,12 +39,20 @@ fn open(dir: &Path, clean: bool) -> Arc<Log> {
 
 /// One batch of (key, value) records; `producer` = (id, epoch, base sequence).
 fn batch(entries: &[(String, Option<String>)], producer: Option<(i64, i16, i32)>) -> Bytes {
+    batch_of(entries, producer, false)
+}
+
+fn batch_of(
+    entries: &[(String, Option<String>)],
+    producer: Option<(i64, i16, i32)>,
+    transactional: bool,
+) -> Bytes {
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = entries
         .iter()
         .enumerate()
         .map(|(i, (k, v))| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
@@ -363,4 +371,60 @@ fn a_deleted_log_stops_its_cleaning_and_segments_removed_meanwhile_abort_the_swa
     assert!(!log.replace_segments(cleaned, &view.segments[..2]).unwrap());
     crate::log::delete_cleaned(dir.path(), view.segments[0].base_offset);
     assert_eq!(read_all(&log).first().map(|r| r.0), Some(300));
+}
+
+/// An aborted transaction's records go with compaction; its abort marker stays, and so
+/// does its entry in the aborted-transaction index (read_committed fetches of what the
+/// marker's segment holds still name the abort), as Kafka's cleaner keeps them.
+#[test]
+fn aborted_transactional_records_are_removed_and_their_marker_kept() {
+    use crate::log::control::{EndTxnMarker, TxnResult};
+    use crate::log::AbortedTxn;
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), false);
+    let kv = |k: &str, v: &str| vec![(k.to_string(), Some(v.to_string()))];
+    log.append_as_leader(batch(&kv("a", "committed"), None), 0, NOW)
+        .unwrap(); // 0
+    log.append_as_leader(batch_of(&kv("a", "aborted"), Some((7, 0, 0)), true), 0, NOW)
+        .unwrap(); // 1
+    log.append_as_leader(batch_of(&kv("b", "aborted"), Some((7, 0, 1)), true), 0, NOW)
+        .unwrap(); // 2
+    let marker = EndTxnMarker {
+        result: TxnResult::Abort,
+        coordinator_epoch: 0,
+    };
+    log.append_marker(7, 0, marker, 0, NOW).unwrap(); // 3
+    let abort = AbortedTxn {
+        producer_id: 7,
+        first_offset: 1,
+        last_offset: 3,
+        last_stable_offset: 4,
+    };
+    assert_eq!(log.aborted_txns(0, i64::MAX), vec![abort]);
+    // Enough other records to roll those four into a cleanable segment.
+    write_unique(&log, 0, 200);
+    assert!(log.segment_count() > 2);
+
+    assert!(clean(&cleaner(), &log));
+    let after = read_all(&log);
+    let values: Vec<&str> = after.iter().filter_map(|(_, _, v)| v.as_deref()).collect();
+    assert!(values.contains(&"committed"));
+    assert!(
+        !values.contains(&"aborted"),
+        "aborted records removed: {:?}",
+        &after[..4]
+    );
+    assert!(after.iter().any(|(o, _, _)| *o == 3), "the marker stays");
+    assert_eq!(
+        log.aborted_txns(0, i64::MAX),
+        vec![abort],
+        "its index entry too"
+    );
+    drop(log);
+    let reopened = open(dir.path(), false);
+    assert_eq!(reopened.aborted_txns(0, i64::MAX), vec![abort]);
+    assert!(
+        !reopened.has_ongoing_txn(7, 0),
+        "recovery finds the transaction ended"
+    );
 }

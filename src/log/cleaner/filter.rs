@@ -12,9 +12,13 @@
 //! of a producer that is still active (its epoch and last sequence are what an idempotent
 //! producer's next batch is checked against after a restart) or the last of the round.
 //!
-//! Transactional and control batches are kept whole: skua has no transactions yet, so the
-//! transaction index that says which were aborted does not exist, and dropping a marker or
-//! an aborted record's rival would need it.
+//! Transactions (Kafka's `CleanedTransactionMetadata`): a transactional batch of an
+//! aborted transaction (the aborted-transaction index names its producer and an offset
+//! range holding it) is removed like a record no longer latest, its header kept when it is
+//! the producer's last batch. Other transactional batches and every control batch
+//! (markers) are kept whole: committed transactional records are not compacted yet, and
+//! markers stay (with their index entries, copied to the cleaned segment), so recovery
+//! replaying producer state over them finds every transaction ended.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,7 +27,7 @@ use super::offset_map::OffsetMap;
 use crate::log::batch::{NewBatch, RecordBatchHeader};
 use crate::log::compression::{Codec, Compressor};
 use crate::log::records::{Keep, RecordWalk, WalkedRecord};
-use crate::log::{LogError, TimestampType};
+use crate::log::{AbortedTxn, LogError, TimestampType};
 
 /// What a cleaning round knows when it filters batches.
 pub struct Round<'a> {
@@ -34,6 +38,39 @@ pub struct Round<'a> {
     pub producers_last_offsets: &'a HashMap<i64, i64>,
     /// The offset this round cleans up to: the batch ending there keeps its header.
     pub upper_bound_offset: i64,
+    pub aborted: &'a AbortedRanges,
+}
+
+/// The aborted transactions of the log from the cleaned section on, by producer.
+#[derive(Default)]
+pub struct AbortedRanges {
+    by_producer: HashMap<i64, Vec<AbortedTxn>>,
+    by_marker: HashMap<i64, AbortedTxn>,
+}
+
+impl AbortedRanges {
+    pub fn new(txns: impl IntoIterator<Item = AbortedTxn>) -> Self {
+        let mut out = AbortedRanges::default();
+        for t in txns {
+            out.by_producer.entry(t.producer_id).or_default().push(t);
+            out.by_marker.insert(t.last_offset, t);
+        }
+        out
+    }
+
+    /// Whether the batch at `offset` of `producer_id` belongs to an aborted transaction:
+    /// one of the producer's aborts spans it (from its first offset to its marker).
+    pub fn holds(&self, producer_id: i64, offset: i64) -> bool {
+        self.by_producer.get(&producer_id).is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.first_offset <= offset && offset < t.last_offset)
+        })
+    }
+
+    /// The index entry of the abort marker at `offset`, if that is one.
+    pub fn marker_at(&self, offset: i64) -> Option<AbortedTxn> {
+        self.by_marker.get(&offset).copied()
+    }
 }
 
 /// What became of a batch.
@@ -59,6 +96,29 @@ pub struct Filtered {
 /// Filters the whole stored batch `batch` (header included).
 pub fn filter_batch(batch: &[u8], round: &Round<'_>) -> Result<Filtered, LogError> {
     let h = RecordBatchHeader::parse(batch)?;
+    let keep_header = (h.producer_id() >= 0
+        && round.producers_last_offsets.get(&h.producer_id()) == Some(&h.last_offset()))
+        || h.next_offset() == round.upper_bound_offset;
+    let aborted = h.is_transactional()
+        && !h.is_control()
+        && round.aborted.holds(h.producer_id(), h.base_offset());
+    if aborted {
+        let records = u64::try_from(h.records_count()).unwrap_or(0);
+        return Ok(match keep_header {
+            true => Filtered {
+                outcome: Outcome::Rebuilt(empty_batch(&h)),
+                records_read: records,
+                records_kept: 0,
+                max_timestamp: h.max_timestamp(),
+            },
+            false => Filtered {
+                outcome: Outcome::Dropped,
+                records_read: records,
+                records_kept: 0,
+                max_timestamp: -1,
+            },
+        });
+    }
     if h.is_control() || h.is_transactional() {
         return Ok(Filtered {
             outcome: Outcome::Whole,
@@ -67,9 +127,6 @@ pub fn filter_batch(batch: &[u8], round: &Round<'_>) -> Result<Filtered, LogErro
             max_timestamp: h.max_timestamp(),
         });
     }
-    let keep_header = (h.producer_id() >= 0
-        && round.producers_last_offsets.get(&h.producer_id()) == Some(&h.last_offset()))
-        || h.next_offset() == round.upper_bound_offset;
     // Decided on keys and value sizes alone; values are read only for a batch to rebuild.
     let mut walk = RecordWalk::open(batch, None)?;
     let (mut kept, mut read, mut tombstones) = (Vec::new(), 0u64, false);

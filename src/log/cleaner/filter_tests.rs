@@ -77,6 +77,7 @@ fn decoded(bytes: &[u8]) -> Vec<(i64, String, Option<String>)> {
 struct Fixture {
     map: OffsetMap,
     producers: HashMap<i64, i64>,
+    aborted: AbortedRanges,
 }
 
 impl Fixture {
@@ -89,6 +90,7 @@ impl Fixture {
         Fixture {
             map,
             producers: HashMap::new(),
+            aborted: AbortedRanges::default(),
         }
     }
 
@@ -99,6 +101,7 @@ impl Fixture {
             delete_retention_ms: 1_000,
             producers_last_offsets: &self.producers,
             upper_bound_offset: 1_000,
+            aborted: &self.aborted,
         }
     }
 }

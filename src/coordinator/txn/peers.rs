@@ -1,0 +1,196 @@
+//! What the transaction machinery asks other brokers, one outbound client per broker,
+//! each request at the highest version both sides speak:
+//! - WriteTxnMarkers to a partition's leader (Kafka's `TransactionMarkerChannelManager`
+//!   sending side), the partition's answer handed back for the coordinator to decide on
+//!   a retry;
+//! - AddPartitionsToTxn verify-only to a transactional id's coordinator (Kafka's
+//!   `AddPartitionsToTxnManager`, KIP-890), before a partition led here opens a
+//!   transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::{Client, ClientConfig};
+use crate::log::control::{EndTxnMarker, TxnResult};
+use crate::log::TopicPartition;
+use crate::replica::cluster_view::ClusterView;
+
+/// WriteTxnMarkers versions this broker sends (Kafka 3.9 answers 0 and 1).
+const MARKERS_MIN_VERSION: i16 = 0;
+const MARKERS_MAX_VERSION: i16 = 1;
+/// AddPartitionsToTxn versions with verify-only transactions (KIP-890).
+const VERIFY_MIN_VERSION: i16 = 4;
+const VERIFY_MAX_VERSION: i16 = 5;
+
+pub struct TxnPeers {
+    cluster: Arc<ClusterView>,
+    config: ClientConfig,
+    /// One client per broker, replaced when the broker's address changes.
+    clients: parking_lot::Mutex<HashMap<i32, Arc<Client>>>,
+}
+
+impl TxnPeers {
+    pub fn new(cluster: Arc<ClusterView>, config: ClientConfig) -> Self {
+        TxnPeers {
+            cluster,
+            config,
+            clients: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn client(&self, broker: i32) -> Option<Arc<Client>> {
+        let addr = self.cluster.address(broker)?;
+        let mut clients = self.clients.lock();
+        let client = clients
+            .entry(broker)
+            .and_modify(|c| {
+                if c.addr() != addr {
+                    *c = Arc::new(Client::new(addr, self.config.clone()));
+                }
+            })
+            .or_insert_with(|| Arc::new(Client::new(addr, self.config.clone())));
+        Some(client.clone())
+    }
+
+    /// Sends one marker for `tp` to `broker`, its leader. A broker that cannot be reached
+    /// (or has no known address) is NOT_LEADER_OR_FOLLOWER: the coordinator looks the
+    /// leader up again and retries, as Kafka's marker sender does after a disconnect.
+    pub async fn write_marker(
+        &self,
+        broker: i32,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    ) -> Result<(), ResponseError> {
+        let Some(client) = self.client(broker) else {
+            return Err(ResponseError::NotLeaderOrFollower);
+        };
+        let request =
+            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_transaction_result(marker.result == TxnResult::Commit)
+                .with_coordinator_epoch(marker.coordinator_epoch)
+                .with_topics(vec![WritableTxnMarkerTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
+                    .with_partition_indexes(vec![tp.partition])])]);
+        let response = match client
+            .send_negotiated(&request, MARKERS_MIN_VERSION, MARKERS_MAX_VERSION)
+            .await
+        {
+            Ok((_, response)) => response,
+            Err(e) => {
+                tracing::debug!(broker, partition = %tp, error = %e, "WriteTxnMarkers got no answer");
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+        };
+        let code = response
+            .markers
+            .iter()
+            .filter(|m| m.producer_id.0 == producer_id)
+            .flat_map(|m| &m.topics)
+            .filter(|t| t.name.0.as_str() == tp.topic)
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == tp.partition)
+            .map(|p| p.error_code);
+        match code {
+            Some(0) => Ok(()),
+            Some(code) => {
+                Err(ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError))
+            }
+            None => {
+                tracing::warn!(broker, partition = %tp, "WriteTxnMarkers answered without the partition");
+                Err(ResponseError::UnknownServerError)
+            }
+        }
+    }
+
+    /// Asks `broker`, the coordinator of `transactional_id`, whether each partition is in
+    /// the producer's ongoing transaction. No answer is NOT_COORDINATOR: the caller's
+    /// client retries, and the metadata of then names the coordinator again.
+    pub async fn verify_partitions(
+        &self,
+        broker: i32,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        let Some(client) = self.client(broker) else {
+            return Err(ResponseError::NotCoordinator);
+        };
+        let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+        for tp in partitions {
+            match topics.last_mut() {
+                Some(t) if t.name.0.as_str() == tp.topic => t.partitions.push(tp.partition),
+                _ => topics.push(
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![tp.partition]),
+                ),
+            }
+        }
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    transactional_id.to_string(),
+                )))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_verify_only(true)
+                .with_topics(topics),
+        ]);
+        let response = match client
+            .send_negotiated(&request, VERIFY_MIN_VERSION, VERIFY_MAX_VERSION)
+            .await
+        {
+            Ok((_, response)) => response,
+            Err(e) => {
+                tracing::debug!(broker, transactional_id, error = %e, "AddPartitionsToTxn got no answer");
+                return Err(ResponseError::NotCoordinator);
+            }
+        };
+        if response.error_code != 0 {
+            return Err(error(response.error_code));
+        }
+        let results = response
+            .results_by_transaction
+            .iter()
+            .find(|t| t.transactional_id.0.as_str() == transactional_id);
+        let Some(results) = results else {
+            return Err(ResponseError::UnknownServerError);
+        };
+        Ok(partitions
+            .iter()
+            .map(|tp| {
+                let code = results
+                    .topic_results
+                    .iter()
+                    .filter(|t| t.name.0.as_str() == tp.topic)
+                    .flat_map(|t| &t.results_by_partition)
+                    .find(|p| p.partition_index == tp.partition)
+                    .map_or(ResponseError::UnknownServerError.code(), |p| {
+                        p.partition_error_code
+                    });
+                (tp.clone(), (code != 0).then(|| error(code)))
+            })
+            .collect())
+    }
+}
+
+fn error(code: i16) -> ResponseError {
+    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+}

@@ -227,7 +227,6 @@ impl Cluster {
 
     /// Adds skua broker `id` (a copy of broker 3's settings on its own port and data
     /// dir), starts it and waits until it is registered.
-    #[allow(dead_code)]
     fn add_skua_broker(&mut self, id: usize, s: &ZkSession) {
         let root = self.dir.path().to_path_buf();
         let b = root.join(format!("broker-{id}"));
@@ -483,6 +482,151 @@ fn reassign_with_kafkas_tool_under_an_acks_all_producer() {
         Duration::from_secs(10),
         || c.partition_dirs(b, "held").is_empty().then_some(()),
     );
+}
+
+/// Brokers 1 and 2 skua (one of them controls), broker 3 Apache Kafka 3.9.1. An RF 2
+/// topic moves from the controller and the other skua broker to that broker and the
+/// Kafka broker under an acks=all producer: the Kafka broker creates its replica from
+/// the LeaderAndIsr the skua controller sent, follows the skua leader into the ISR, and
+/// the move completes; every acknowledged record is readable afterwards.
+#[test]
+fn reassign_onto_a_kafka_broker() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) =
+        Cluster::start_kinds("1,2", &["--override", "auto.leader.rebalance.enable=false"])
+    else {
+        return;
+    };
+    let zk = c.session();
+    let k = c.controller(&zk) as usize;
+    assert!(k == 1 || k == 2, "a skua broker controls");
+    let a = 3 - k;
+    let bs = c.bootstrap.join(",");
+    let (ki, ai) = (k as i32, a as i32);
+    let initial = format!("{k}:{a}");
+    c.topics(&[
+        "--create",
+        "--topic",
+        "mixed",
+        "--replica-assignment",
+        &initial,
+    ]);
+    let writer = Writer::start(&c, "mixed");
+    writer.wait_for_more(200);
+    let json = c.file("mixed.json", &moves("mixed", &[&[ai, 3]]));
+    let (ok, out) = c.reassign(&bs, &["--execute", "--reassignment-json-file", &json]);
+    assert!(
+        ok && out.contains("Successfully started partition reassignment"),
+        "{out}"
+    );
+    writer.wait_for_more(200);
+    c.verify_until_done(&bs, &json, &["mixed-0"]);
+    let z = c.assignment(&zk, "mixed");
+    assert_eq!(z.partitions.0[&0], vec![ai, 3]);
+    assert!(z.adding_replicas.0.is_empty() && z.removing_replicas.0.is_empty());
+    let st = c.state(&zk, "mixed", 0);
+    assert!(
+        st.isr.contains(&3) && !st.isr.contains(&ki),
+        "ISR {:?}",
+        st.isr
+    );
+    eventually(
+        "the removed replica deleted",
+        Duration::from_secs(10),
+        || c.partition_dirs(k, "mixed").is_empty().then_some(()),
+    );
+    assert_eq!(c.partition_dirs(3, "mixed"), vec!["mixed-0"]);
+    let acked = writer.stop_and_check(&c, &bs, "mixed");
+    assert!(acked >= 400, "{acked} acknowledged");
+}
+
+/// Adding and removing a broker. A fourth skua broker joins a running three-broker
+/// cluster: it registers, a new topic gets partitions on it, and a reassignment moves an
+/// existing topic (under an acks=all producer) onto it. Then broker 1 leaves: its
+/// replicas are reassigned away, after which it is stopped, and every acknowledged record
+/// is still readable from the brokers that remain.
+#[test]
+fn add_a_broker_then_remove_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut c) = Cluster::start_kinds(
+        "1,2,3",
+        &["--override", "auto.leader.rebalance.enable=false"],
+    ) else {
+        return;
+    };
+    let zk = c.session();
+    c.topics(&[
+        "--create",
+        "--topic",
+        "old",
+        "--replica-assignment",
+        "1:2,2:1",
+    ]);
+    let writer = Writer::start(&c, "old");
+    writer.wait_for_more(200);
+
+    c.add_skua_broker(4, &zk);
+    // New partitions go to every live broker, the new one too.
+    c.topics(&[
+        "--create",
+        "--topic",
+        "fresh",
+        "--partitions",
+        "4",
+        "--replication-factor",
+        "1",
+    ]);
+    let fresh = c.assignment(&zk, "fresh");
+    let on = |b: i32| {
+        fresh
+            .partitions
+            .0
+            .iter()
+            .filter(|(_, r)| r.contains(&b))
+            .count()
+    };
+    assert_eq!(
+        (on(1), on(2), on(3), on(4)),
+        (1, 1, 1, 1),
+        "{:?}",
+        fresh.partitions.0
+    );
+
+    // Existing partitions move to it.
+    let bs = c.bootstrap.join(",");
+    let json = c.file("onto4.json", &moves("old", &[&[4, 2], &[2, 4]]));
+    let (ok, out) = c.reassign(&bs, &["--execute", "--reassignment-json-file", &json]);
+    assert!(ok, "{out}");
+    writer.wait_for_more(200);
+    c.verify_until_done(&bs, &json, &["old-0", "old-1"]);
+    assert_eq!(c.partition_dirs(4, "old"), vec!["old-0", "old-1"]);
+
+    // Broker 1 leaves: what it still hosts moves away first.
+    let (p1, _) = fresh
+        .partitions
+        .0
+        .iter()
+        .find(|(_, r)| r.contains(&1))
+        .unwrap();
+    let away: Vec<String> = vec![format!(
+        r#"{{"topic":"fresh","partition":{p1},"replicas":[4]}}"#
+    )];
+    let json = c.file(
+        "away.json",
+        &format!(r#"{{"version":1,"partitions":[{}]}}"#, away.join(",")),
+    );
+    let (ok, out) = c.reassign(&bs, &["--execute", "--reassignment-json-file", &json]);
+    assert!(ok, "{out}");
+    c.verify_until_done(&bs, &json, &[&format!("fresh-{p1}")]);
+    eventually("broker 1 hosts nothing", Duration::from_secs(10), || {
+        (c.partition_dirs(1, "old").is_empty() && c.partition_dirs(1, "fresh").is_empty())
+            .then_some(())
+    });
+    c.signal("term", 1);
+    let rest = c.bootstrap[1..].join(",");
+    writer.wait_for_more(100);
+    let acked = writer.stop_and_check(&c, &rest, "old");
+    assert!(acked >= 500, "{acked} acknowledged");
 }
 
 /// AlterPartitionReassignments v0 to `addr`: the top-level error code and each

@@ -356,4 +356,31 @@ mod tests {
         c.remove_topic("t");
         assert!(c.all_partitions().is_empty());
     }
+
+    #[test]
+    fn a_moving_partition_is_written_as_kafka_writes_it() {
+        let mut c = ControllerContext::default();
+        let id = crate::log::kafka_string_to_uuid("M32DnqaWSm6LhWOydQsQGA").unwrap();
+        c.topic_ids.insert("t".into(), id);
+        c.assignments.insert(
+            "t".into(),
+            BTreeMap::from([(0, vec![1, 2]), (1, vec![2, 1])]),
+        );
+        let tp = TopicPartition::new("t", 0);
+        let moving = c.full_assignment(&tp).reassign_to(&[2, 3]);
+        c.set_full_assignment(&tp, moving);
+        assert_eq!(c.replicas(&tp), &[2, 3, 1]);
+        let json = String::from_utf8(crate::zk::znodes::encode(&c.topic_znode("t"))).unwrap();
+        assert_eq!(
+            json,
+            r#"{"partitions":{"0":[2,3,1],"1":[2,1]},"topic_id":"M32DnqaWSm6LhWOydQsQGA","adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]},"version":3}"#
+        );
+        // Done: nothing adding or removing, as Kafka leaves it.
+        c.set_full_assignment(&tp, ReplicaAssignment::settled(vec![2, 3]));
+        let json = String::from_utf8(crate::zk::znodes::encode(&c.topic_znode("t"))).unwrap();
+        assert!(
+            json.contains(r#""adding_replicas":{},"removing_replicas":{}"#),
+            "{json}"
+        );
+    }
 }

@@ -150,6 +150,18 @@ pub static ZK_ROUTES: &[Route] = &[
     route!(ControlledShutdown, 0, 3, controlled_shutdown::handle),
     route!(AllocateProducerIds, 0, 0, allocate_producer_ids::handle),
     route!(ElectLeaders, 0, 2, elect_leaders::handle),
+    route!(
+        AlterPartitionReassignments,
+        0,
+        0,
+        alter_partition_reassignments::handle
+    ),
+    route!(
+        ListPartitionReassignments,
+        0,
+        0,
+        list_partition_reassignments::handle
+    ),
     route!(LeaderAndIsr, 0, 7, controller_requests::leader_and_isr),
     route!(UpdateMetadata, 0, 8, controller_requests::update_metadata),
     route!(StopReplica, 0, 4, controller_requests::stop_replica),
@@ -214,6 +226,8 @@ mod tests {
             ApiKey::ControlledShutdown,
             ApiKey::AllocateProducerIds,
             ApiKey::ElectLeaders,
+            ApiKey::AlterPartitionReassignments,
+            ApiKey::ListPartitionReassignments,
             ApiKey::LeaderAndIsr,
             ApiKey::UpdateMetadata,
             ApiKey::StopReplica,

@@ -68,6 +68,12 @@ impl ControllerLoop {
                 })
             })
             .cloned()
+            .chain(
+                self.ctx
+                    .partitions_being_reassigned
+                    .iter()
+                    .map(|tp| tp.topic.clone()),
+            )
             .collect();
         self.init_deletion(queued, ineligible).await?;
 
@@ -82,6 +88,8 @@ impl ControllerLoop {
             epoch = self.ctx.epoch,
             "ready to serve as the new controller"
         );
+        // Reassignments asked for while nobody controlled, and those under way.
+        self.initialize_partition_reassignments().await?;
         // Preferred elections asked for through ZooKeeper while nobody controlled.
         self.process_preferred_replica_election_znode().await?;
         // Kafka's first imbalance check comes 5 s after the failover.
@@ -139,7 +147,22 @@ impl ControllerLoop {
             let configs = store::read_topic_config(&self.s, &topic).await?;
             self.ctx.topic_configs.insert(topic.clone(), configs);
             self.ctx.topic_ids.insert(topic.clone(), id);
-            self.ctx.assignments.insert(topic, a.partitions.0);
+            // A reassignment under way (started by this or another controller).
+            for (&p, replicas) in &a.partitions.0 {
+                let tp = TopicPartition::new(topic.clone(), p);
+                let adding = a.adding_replicas.0.get(&p).cloned().unwrap_or_default();
+                let removing = a.removing_replicas.0.get(&p).cloned().unwrap_or_default();
+                let full = super::reassignment::ReplicaAssignment {
+                    replicas: replicas.clone(),
+                    adding,
+                    removing,
+                };
+                if full.is_being_reassigned() {
+                    self.ctx.partitions_being_reassigned.insert(tp.clone());
+                }
+                self.ctx.set_full_assignment(&tp, full);
+            }
+            self.ctx.assignments.entry(topic).or_default();
         }
         Ok(())
     }
@@ -361,6 +384,7 @@ impl ControllerLoop {
         self.replica_changes(&replicas, ReplicaState::Online)
             .await?;
         self.trigger_online_partition_state_change().await?;
+        self.maybe_resume_reassignments(&new_set).await?;
         let topics: BTreeSet<String> = replicas
             .iter()
             .filter(|(tp, _)| self.ctx.is_topic_queued_for_deletion(&tp.topic))

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 use super::leader_and_isr::{LeaderAndIsr, EPOCH_DURING_DELETE};
+use super::reassignment::ReplicaAssignment;
 use super::states::{PartitionState, ReplicaState};
-use crate::zk::znodes::{BrokerRegistration, EndPoint};
+use crate::zk::znodes::{BrokerRegistration, EndPoint, TopicAssignment};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
@@ -86,6 +87,11 @@ pub struct ControllerContext {
     /// Replicas a broker reported KAFKA_STORAGE_ERROR for in LeaderAndIsr: offline
     /// although the broker lives.
     pub offline_replicas: BTreeMap<i32, BTreeSet<TopicPartition>>,
+    /// Replicas being added and removed (AR, RR) of partitions that are moving; the
+    /// assignment above is then the full set RS.
+    pub moving_replicas: BTreeMap<TopicPartition, (Vec<i32>, Vec<i32>)>,
+    /// Kafka's `partitionsBeingReassigned`: reassignments started and not yet finished.
+    pub partitions_being_reassigned: BTreeSet<TopicPartition>,
 }
 
 impl ControllerContext {
@@ -94,6 +100,62 @@ impl ControllerContext {
             .get(&tp.topic)
             .and_then(|t| t.get(&tp.partition))
             .map_or(&[], Vec::as_slice)
+    }
+
+    /// The partition's assignment with its replicas being added and removed.
+    pub fn full_assignment(&self, tp: &TopicPartition) -> ReplicaAssignment {
+        let (adding, removing) = self.moving_replicas.get(tp).cloned().unwrap_or_default();
+        ReplicaAssignment {
+            replicas: self.replicas(tp).to_vec(),
+            adding,
+            removing,
+        }
+    }
+
+    pub fn set_full_assignment(&mut self, tp: &TopicPartition, a: ReplicaAssignment) {
+        if a.is_being_reassigned() {
+            self.moving_replicas
+                .insert(tp.clone(), (a.adding, a.removing));
+        } else {
+            self.moving_replicas.remove(tp);
+        }
+        self.assignments
+            .entry(tp.topic.clone())
+            .or_default()
+            .insert(tp.partition, a.replicas);
+    }
+
+    pub fn adding_replicas(&self, tp: &TopicPartition) -> &[i32] {
+        self.moving_replicas
+            .get(tp)
+            .map_or(&[], |(a, _)| a.as_slice())
+    }
+
+    pub fn removing_replicas(&self, tp: &TopicPartition) -> &[i32] {
+        self.moving_replicas
+            .get(tp)
+            .map_or(&[], |(_, r)| r.as_slice())
+    }
+
+    /// `/brokers/topics/<topic>` as the context has it, as Kafka's `TopicZNode.encode`
+    /// writes it: adding and removing replicas only for partitions that have some.
+    pub fn topic_znode(&self, topic: &str) -> TopicAssignment {
+        let partitions = self.assignments.get(topic).cloned().unwrap_or_default();
+        let id = self.topic_ids.get(topic).copied().unwrap_or(Uuid::nil());
+        let mut z = TopicAssignment::new(crate::log::uuid_to_kafka_string(id), partitions);
+        for (tp, (adding, removing)) in self
+            .moving_replicas
+            .iter()
+            .filter(|(tp, _)| tp.topic == topic)
+        {
+            if !adding.is_empty() {
+                z.adding_replicas.0.insert(tp.partition, adding.clone());
+            }
+            if !removing.is_empty() {
+                z.removing_replicas.0.insert(tp.partition, removing.clone());
+            }
+        }
+        z
     }
 
     pub fn all_partitions(&self) -> Vec<TopicPartition> {
@@ -227,6 +289,9 @@ impl ControllerContext {
         for set in self.offline_replicas.values_mut() {
             set.retain(|tp| tp.topic != topic);
         }
+        self.moving_replicas.retain(|tp, _| tp.topic != topic);
+        self.partitions_being_reassigned
+            .retain(|tp| tp.topic != topic);
     }
 
     /// (partition, replica) of every replica of `topic`.
@@ -290,5 +355,32 @@ mod tests {
         assert_eq!(c.leader_epoch_for_stop_replica(&tp), EPOCH_DURING_DELETE);
         c.remove_topic("t");
         assert!(c.all_partitions().is_empty());
+    }
+
+    #[test]
+    fn a_moving_partition_is_written_as_kafka_writes_it() {
+        let mut c = ControllerContext::default();
+        let id = crate::log::kafka_string_to_uuid("M32DnqaWSm6LhWOydQsQGA").unwrap();
+        c.topic_ids.insert("t".into(), id);
+        c.assignments.insert(
+            "t".into(),
+            BTreeMap::from([(0, vec![1, 2]), (1, vec![2, 1])]),
+        );
+        let tp = TopicPartition::new("t", 0);
+        let moving = c.full_assignment(&tp).reassign_to(&[2, 3]);
+        c.set_full_assignment(&tp, moving);
+        assert_eq!(c.replicas(&tp), &[2, 3, 1]);
+        let json = String::from_utf8(crate::zk::znodes::encode(&c.topic_znode("t"))).unwrap();
+        assert_eq!(
+            json,
+            r#"{"partitions":{"0":[2,3,1],"1":[2,1]},"topic_id":"M32DnqaWSm6LhWOydQsQGA","adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]},"version":3}"#
+        );
+        // Done: nothing adding or removing, as Kafka leaves it.
+        c.set_full_assignment(&tp, ReplicaAssignment::settled(vec![2, 3]));
+        let json = String::from_utf8(crate::zk::znodes::encode(&c.topic_znode("t"))).unwrap();
+        assert!(
+            json.contains(r#""adding_replicas":{},"removing_replicas":{}"#),
+            "{json}"
+        );
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::channel::ChannelManager;
 use super::context::{ControllerContext, TopicPartition};
+use super::partition_reassignment::{OngoingReassignments, ReassignmentResults};
 use super::replica_election::{ElectionResults, ElectionType, Trigger};
 use super::requests::RequestBatch;
 use super::store::{self, Fence};
@@ -72,6 +73,21 @@ pub enum Event {
     PreferredReplicaElection(u64),
     /// The periodic leader imbalance check is due.
     AutoLeaderRebalance(u64),
+    /// AlterPartitionReassignments: a target per partition, None to cancel.
+    AlterPartitionReassignments {
+        reassignments: std::collections::BTreeMap<TopicPartition, Option<Vec<i32>>>,
+        reply: oneshot::Sender<Result<ReassignmentResults, kafka_protocol::error::ResponseError>>,
+    },
+    /// ListPartitionReassignments: the named partitions, or all.
+    ListPartitionReassignments {
+        partitions: Option<BTreeSet<TopicPartition>>,
+        reply: oneshot::Sender<Result<OngoingReassignments, kafka_protocol::error::ResponseError>>,
+    },
+    /// `/admin/reassign_partitions` changed; `created` when it was just written.
+    ZkPartitionReassignment {
+        generation: u64,
+        created: bool,
+    },
 }
 
 pub struct ControllerLoop {
@@ -102,6 +118,7 @@ pub struct Armed {
     pub topic: std::collections::HashSet<String>,
     pub broker: std::collections::HashSet<i32>,
     pub preferred_election: bool,
+    pub reassign_partitions: bool,
 }
 
 impl ControllerLoop {
@@ -191,6 +208,9 @@ impl ControllerLoop {
             Event::PreferredReplicaElection(g) if *g == self.generation => {
                 self.armed.preferred_election = false;
             }
+            Event::ZkPartitionReassignment { generation, .. } if *generation == self.generation => {
+                self.armed.reassign_partitions = false;
+            }
             _ => {}
         }
         match event {
@@ -218,7 +238,29 @@ impl ControllerLoop {
             Event::AutoLeaderRebalance(g) if g == self.generation && self.is_active() => {
                 self.process_auto_leader_rebalance().await
             }
-            Event::TopicChange(_)
+            Event::ZkPartitionReassignment {
+                generation,
+                created,
+            } if generation == self.generation && self.is_active() => self
+                .process_zk_partition_reassignment(created)
+                .await
+                .map(|_| ()),
+            Event::AlterPartitionReassignments {
+                reassignments,
+                reply,
+            } => {
+                let result = self
+                    .process_api_partition_reassignment(reassignments)
+                    .await?;
+                let _ = reply.send(result);
+                Ok(())
+            }
+            Event::ListPartitionReassignments { partitions, reply } => {
+                let _ = reply.send(self.process_list_partition_reassignments(partitions));
+                Ok(())
+            }
+            Event::ZkPartitionReassignment { .. }
+            | Event::TopicChange(_)
             | Event::PartitionModifications(..)
             | Event::TopicDeletion(_)
             | Event::BrokerModification(..)
@@ -252,8 +294,11 @@ impl ControllerLoop {
                 reply,
             } => {
                 let response = self.process_alter_partition(request, version).await?;
+                let changed = self.partitions_changed(&response);
                 let _ = reply.send(response);
-                Ok(())
+                // Answered first, as Kafka does: an ISR that now holds every target
+                // replica finishes a reassignment.
+                self.maybe_complete_reassignments(&changed).await
             }
             Event::ControlledShutdown {
                 broker_id,
@@ -385,6 +430,28 @@ impl ControllerLoop {
         self.armed.topic.clear();
         self.armed.broker.clear();
         self.armed.preferred_election = false;
+        self.armed.reassign_partitions = false;
+    }
+
+    /// The partitions an AlterPartition answer reports changed (or confirmed).
+    fn partitions_changed(&self, response: &AlterPartitionResponse) -> Vec<TopicPartition> {
+        response
+            .topics
+            .iter()
+            .filter_map(|t| {
+                let name = match t.topic_name.0.is_empty() {
+                    true => self.ctx.topic_name(t.topic_id)?.to_string(),
+                    false => t.topic_name.0.to_string(),
+                };
+                Some((name, t))
+            })
+            .flat_map(|(name, t)| {
+                t.partitions
+                    .iter()
+                    .filter(|p| p.error_code == 0)
+                    .map(move |p| TopicPartition::new(name.clone(), p.partition_index))
+            })
+            .collect()
     }
 
     /// Resigns and deletes `/controller` (if still ours) so that a healthy broker is

@@ -16,6 +16,9 @@ pub enum Strategy {
     Preferred,
     /// Away from brokers that are shutting down, to a live ISR member.
     ControlledShutdown,
+    /// A reassignment finishing whose leader is not among (or not alive in) the target
+    /// replicas: the first target replica that is live and in the ISR.
+    Reassign,
 }
 
 /// The new leadership after an offline election, or None when no replica qualifies
@@ -57,6 +60,20 @@ pub fn preferred(
 ) -> Option<LeaderAndIsr> {
     let first = *assignment.first()?;
     (live.contains(&first) && current.isr.contains(&first)).then(|| current.new_leader(first))
+}
+
+/// The first of the reassignment's target replicas that is live and in the ISR; the
+/// ISR is left as it is (the removed replicas leave it afterwards).
+pub fn reassign(
+    target: &[i32],
+    current: &LeaderAndIsr,
+    live: &BTreeSet<i32>,
+) -> Option<LeaderAndIsr> {
+    let leader = target
+        .iter()
+        .copied()
+        .find(|r| live.contains(r) && current.isr.contains(r))?;
+    Some(current.new_leader(leader))
 }
 
 /// A leader that is not shutting down, from the ISR; the shutting-down brokers leave the ISR.
@@ -134,6 +151,16 @@ mod tests {
         );
         assert_eq!(preferred(&[2, 1], &state(1, &[1]), &set(&[1, 2])), None);
         assert_eq!(preferred(&[2, 1], &state(1, &[1, 2]), &set(&[1])), None);
+    }
+
+    #[test]
+    fn reassign_picks_the_first_live_in_sync_target_replica() {
+        let got = reassign(&[2, 3], &state(1, &[1, 2, 3]), &set(&[1, 2, 3])).unwrap();
+        assert_eq!((got.leader, got.isr.clone()), (2, vec![1, 2, 3]));
+        assert_eq!(got.leader_epoch, 5);
+        let got = reassign(&[2, 3], &state(1, &[1, 3]), &set(&[1, 2, 3])).unwrap();
+        assert_eq!(got.leader, 3, "2 is not in the ISR");
+        assert_eq!(reassign(&[2, 3], &state(1, &[1, 3]), &set(&[1, 2])), None);
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub mod leader_and_isr;
 pub mod leader_election;
 mod member;
 mod partition_machine;
+pub mod partition_reassignment;
 pub mod producer_ids;
+pub mod reassignment;
 pub mod registration;
 pub mod replica_election;
 mod replica_machine;
@@ -618,6 +620,35 @@ impl ZkController {
             }
         }
         results
+    }
+
+    /// AlterPartitionReassignments as Kafka 3.9's controller answers it: per partition,
+    /// started (or cancelled) or why not; NOT_CONTROLLER as a whole on other brokers.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: BTreeMap<context::TopicPartition, Option<Vec<i32>>>,
+    ) -> Result<partition_reassignment::ReassignmentResults, ResponseError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if !self.submit(|| Event::AlterPartitionReassignments {
+            reassignments,
+            reply,
+        }) {
+            return Err(ResponseError::NotController);
+        }
+        answer.await.unwrap_or(Err(ResponseError::NotController))
+    }
+
+    /// ListPartitionReassignments: the named partitions (or all) that are moving, with
+    /// their full assignment; NOT_CONTROLLER on other brokers.
+    pub async fn list_partition_reassignments(
+        &self,
+        partitions: Option<std::collections::BTreeSet<context::TopicPartition>>,
+    ) -> Result<partition_reassignment::OngoingReassignments, ResponseError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if !self.submit(|| Event::ListPartitionReassignments { partitions, reply }) {
+            return Err(ResponseError::NotController);
+        }
+        answer.await.unwrap_or(Err(ResponseError::NotController))
     }
 
     /// Waits until `done` holds for the published state, or `timeout` passes.

@@ -188,6 +188,11 @@ impl ControllerLoop {
                 leader_election::preferred(&assignment, current, &live)
                     .map(|l| (l, assignment.clone()))
             }
+            Strategy::Reassign => {
+                let target = self.ctx.full_assignment(tp).target();
+                let live = self.ctx.live_replicas(tp);
+                leader_election::reassign(&target, current, &live).map(|l| (l, target))
+            }
             Strategy::ControlledShutdown => {
                 let live_or_shutting: BTreeSet<i32> = assignment
                     .iter()

@@ -83,6 +83,8 @@ impl RequestBatch {
                 .with_isr(ids(&l.isr))
                 .with_partition_epoch(l.partition_epoch)
                 .with_replicas(ids(ctx.replicas(tp)))
+                .with_adding_replicas(ids(ctx.adding_replicas(tp)))
+                .with_removing_replicas(ids(ctx.removing_replicas(tp)))
                 .with_is_new(is_new || already_new)
                 .with_leader_recovery_state(l.recovery_state());
             states.insert(tp.clone(), state);

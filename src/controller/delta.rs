@@ -28,6 +28,9 @@ pub struct MetadataDelta {
     /// Resources other than topics whose configs changed; their configs are read from
     /// the image.
     pub configs: BTreeSet<ConfigResource>,
+    /// The live brokers or the controller changed (a new controller's UpdateMetadata
+    /// may change nothing else); listeners read them from the image.
+    pub cluster: bool,
 }
 
 impl MetadataDelta {
@@ -39,6 +42,7 @@ impl MetadataDelta {
                 .map(|t| (t.name.clone(), TopicDelta::Changed(t.clone())))
                 .collect(),
             configs: image.config_resources().cloned().collect(),
+            cluster: true,
         }
     }
 
@@ -73,7 +77,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && self.configs.is_empty()
+        self.topics.is_empty() && self.configs.is_empty() && !self.cluster
     }
 }
 

@@ -129,6 +129,7 @@ impl BrokerSide {
                 .filter_map(|n| Some((n.clone(), TopicDelta::Changed(self.view(&state, &n)?))))
                 .collect(),
             configs: state.cache.image().config_resources().cloned().collect(),
+            cluster: true,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);
@@ -171,10 +172,21 @@ impl BrokerSide {
             tracing::warn!(controller = req.controller_id.0, controller_epoch = req.controller_epoch, error = ?e, "UpdateMetadata refused");
             return UpdateMetadataResponse::default().with_error_code(e.code());
         }
+        let cluster_before = (
+            state.cache.controller_id(),
+            state.cache.image().brokers().to_vec(),
+        );
         let update = state.cache.apply(req);
         *self.published.write() = Arc::new(state.cache.clone());
         follow_isr_changes(&mut state);
-        let mut delta = MetadataDelta::default();
+        let mut delta = MetadataDelta {
+            // A controller elected after a controlled shutdown sends the partitions as
+            // they were: the new controller id must still reach the replica manager,
+            // which sends AlterPartition there.
+            cluster: cluster_before.0 != state.cache.controller_id()
+                || cluster_before.1 != state.cache.image().brokers(),
+            ..MetadataDelta::default()
+        };
         for name in &update.reshaped {
             if let Some(t) = self.view(&state, name) {
                 delta.topics.insert(name.clone(), TopicDelta::Changed(t));

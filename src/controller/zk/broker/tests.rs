@@ -29,13 +29,16 @@ const EPOCH: i64 = 100;
 #[derive(Default)]
 struct Recorder {
     deltas: Mutex<Vec<MetadataDelta>>,
+    /// The controller each delta's image names.
+    controllers: Mutex<Vec<i32>>,
     /// Topics whose deltas fail, as a replica manager's would on a broken log dir.
     failing: Mutex<Vec<String>>,
 }
 
 impl MetadataListener for Recorder {
-    fn on_delta(&self, _image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+    fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
         self.deltas.lock().push(delta.clone());
+        self.controllers.lock().push(image.controller_id());
         let failing = self.failing.lock();
         delta
             .topics
@@ -177,6 +180,29 @@ fn update_metadata_alone_hosts_nothing() {
         vec![1]
     );
     assert_eq!(side.image().topic("t").unwrap().partitions.len(), 2);
+}
+
+#[test]
+fn a_new_controller_reaches_the_listeners_even_when_no_partition_changed() {
+    let (side, rec) = side();
+    let id = Uuid::from_u128(5);
+    let parts: &[(i32, i32, &[i32])] = &[(0, 2, &[1, 2])];
+    side.update_metadata(&update(1, "t", id, parts), EPOCH);
+    let seen = rec.deltas.lock().len();
+    // The same partitions again from the same controller: nothing to hand on.
+    side.update_metadata(&update(1, "t", id, parts), EPOCH);
+    assert_eq!(rec.deltas.lock().len(), seen);
+    // Controller 2 shut down; broker 3, elected, sends the partitions as they were. The
+    // replica manager must learn where to send AlterPartition now.
+    let r = side.update_metadata(
+        &update(2, "t", id, parts).with_controller_id(BrokerId(3)),
+        EPOCH,
+    );
+    assert_eq!(r.error_code, 0);
+    assert_eq!(rec.deltas.lock().len(), seen + 1);
+    assert!(rec.last().cluster);
+    assert!(rec.last().topics.is_empty());
+    assert_eq!(rec.controllers.lock().last(), Some(&3));
 }
 
 #[test]

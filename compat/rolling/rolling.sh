@@ -62,6 +62,9 @@ client() {
   java -Dlog4j.configuration="file:$D/log4j-quiet.properties" -cp "$D/classes:$CP" FaultClient "$@"
 }
 acked() { grep -c '^ack' "$D/acks" 2>/dev/null || echo 0; }
+acked_over() { (($(acked) > $1)); }
+# the writer has acknowledgements and the member has read records
+clients_working() { [[ -s $D/read ]] && acked_over 100; }
 wait_isr() { client wait-isr "$B" "$ISR_WAIT_S" 3 "${TOPICS[@]}" >"$CASE_TMP/isr" 2>&1 || fail "$(cat "$CASE_TMP/isr")"; }
 # progress: the writer gets acknowledgements again after a step (the count it had before
 # plus 100), and the clients are still running.
@@ -70,7 +73,7 @@ progress() {
   for p in writer member; do
     kill -0 "$(cat "$D/$p.pid")" 2>/dev/null || { fail "the $p exited: $(tail -n 3 "$D/$p.out" "$D/$p.err" | tr '\n' ' ')"; return 1; }
   done
-  retry_until 90 test "$(acked)" -gt $((before + 100)) || { fail "no acknowledged writes after the step ($(acked) acked)"; return 1; }
+  retry_until 90 acked_over $((before + 100)) || { fail "no acknowledged writes after the step ($(acked) acked)"; return 1; }
   ((DWELL == 0)) || sleep "$DWELL"
 }
 kind_of() { cat "$D/broker-$1/kind"; }
@@ -89,7 +92,8 @@ replace() {
   echo "$kind" >"$b/kind"
   cluster restart "$D" "$i" >/dev/null 2>&1 || { fail "$kind did not start as broker $i: $(tail -n 3 "$b/server.log" | tr '\n' ' ')"; return 1; }
   wait_isr || return 1
-  progress "$before"
+  # writes go on once the step is over
+  progress "$(acked)"
 }
 restart() { # BROKER: SIGTERM and start again, the same kind on the same dir
   replace "$1" "$(kind_of "$1")" same
@@ -101,10 +105,15 @@ preferred_election() {
 }
 # described OUT: "PARTITION CURRENT-OFFSET" rows of the group, from Kafka 3.9.1's
 # kafka-consumer-groups.sh --describe.
-described() {
+describe_once() {
   cluster tool "$D" org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$B" \
-    --describe --group "$GROUP" >"$1.raw" 2>&1 || { fail "kafka-consumer-groups.sh: $(tail -n 3 "$1.raw" | tr '\n' ' ')"; return 1; }
+    --describe --group "$GROUP" >"$1.raw" 2>&1 || return 1
   awk -v g="$GROUP" -v t="$TOPIC" '$1 == g && $2 == t {print $3, $4}' "$1.raw" | sort -n >"$1"
+  [[ -s $1 ]]
+}
+described() {
+  retry_until 30 describe_once "$1" \
+    || fail "kafka-consumer-groups.sh --describe: $(grep -v '^SLF4J' "$1.raw" | tail -n 4 | tr '\n' ' ')"
 }
 # group_offsets COMMITTED READS: the coordinator serves the offsets the member committed
 # (admin client), kafka-consumer-groups.sh shows the same, and the member read each offset
@@ -142,7 +151,7 @@ c_kafka_cluster_under_load() {
   client member "$B" "$TOPIC" "$GROUP" "$D/stop" "$D/pause" "$D/read" >"$D/member.out" 2>"$D/member.err" &
   echo $! >"$D/member.pid"
   # the group's first commit creates __consumer_offsets
-  retry_until 90 test -s "$D/read" -o "$(acked)" -gt 1000 || { fail "no writes or reads within 90 s"; return 1; }
+  retry_until 90 clients_working || { fail "no writes or no reads within 90 s"; return 1; }
   wait_isr || return 1
   progress 0
 }

@@ -108,10 +108,22 @@ public class FaultClient {
     }
 
     static void create(String bs, String topic, int partitions) throws Exception {
+        long deadline = System.currentTimeMillis() + 120_000;
         try (Admin admin = admin(bs)) {
             NewTopic t = new NewTopic(topic, partitions, (short) 3)
                 .configs(Map.of("min.insync.replicas", "2"));
-            admin.createTopics(List.of(t)).all().get();
+            while (true) {
+                try {
+                    admin.createTopics(List.of(t)).all().get();
+                    return;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // A request that timed out on a busy cluster may have created the topic.
+                    if (e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException) return;
+                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.RetriableException)
+                        || System.currentTimeMillis() > deadline) throw e;
+                    Thread.sleep(1000);
+                }
+            }
         }
     }
 

@@ -107,13 +107,13 @@ preferred_election() {
 # kafka-consumer-groups.sh --describe.
 describe_once() {
   cluster tool "$D" org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$B" \
-    --describe --group "$GROUP" >"$1.raw" 2>&1 || return 1
+    --describe --group "$GROUP" --timeout 30000 >"$1.raw" 2>&1 || return 1
   awk -v g="$GROUP" -v t="$TOPIC" '$1 == g && $2 == t {print $3, $4}' "$1.raw" | sort -n >"$1"
   [[ -s $1 ]]
 }
 described() {
   retry_until 30 describe_once "$1" \
-    || fail "kafka-consumer-groups.sh --describe: $(grep -v '^SLF4J' "$1.raw" | tail -n 4 | tr '\n' ' ')"
+    || fail "kafka-consumer-groups.sh --describe: $(grep -v '^SLF4J' "$1.raw" | grep -E 'Caused by|Error|Exception' | tail -n 2 | tr '\n' ' ')"
 }
 # group_offsets COMMITTED READS: the coordinator serves the offsets the member committed
 # (admin client), kafka-consumer-groups.sh shows the same, and the member read each offset

@@ -149,7 +149,7 @@ impl Broker {
         let had_meta_properties: Vec<bool> =
             dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
         let zookeeper_mode = dirs.versions().contains(&0);
-        let directory_ids = dirs.assign_directory_ids(&cluster_id);
+        let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
         let initial = if new_store {
             let located: Vec<(PathBuf, Uuid)> = dirs
                 .log_dirs
@@ -265,7 +265,9 @@ impl Broker {
                 "the log dirs belong to cluster {id}, but ZooKeeper's /cluster/id is {cluster_id}"
             );
         }
-        dirs.assign_directory_ids(&cluster_id);
+        // version 0, as Kafka 3.9 writes in ZooKeeper mode: a dir skua started empty
+        // can go back to a Kafka broker of the same cluster
+        dirs.assign_directory_ids(&cluster_id, 0);
         dirs.write_meta_properties()?;
         let shared_config = SharedConfig::new(config);
         let config = shared_config.current();

@@ -26,6 +26,7 @@ SUITE_PREFIXES = {
     "sarama": ("sarama.",),
     "kafkajs": ("kafkajs.",),
     "migration": ("migration.", "zkmigration."),
+    "rolling": ("rolling.",),
 }
 CLIENT_NAMES = {
     "java-clients": "Java client (kafka-clients)",
@@ -38,6 +39,7 @@ CLIENT_NAMES = {
     "sarama": "sarama",
     "kafkajs": "kafkajs",
     "migration": "Kafka 4.4 KRaft and Kafka 3.9 ZooKeeper-mode data dirs to skua and back",
+    "rolling": "a three-broker Kafka 3.9 cluster replaced by skua broker by broker, and back",
 }
 # (column, regex on the case id); first match wins; the last column catches the rest
 FEATURES = [

@@ -26,6 +26,22 @@
 //                                                  broker's id
 //   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
 //                                                  group's coordinator serves them
+//   member  BOOTSTRAP TOPIC GROUP STOPFILE PAUSEFILE OUTFILE
+//                                                  a classic-protocol group member running until
+//                                                  STOPFILE exists: writes "P OFFSET N" per record,
+//                                                  commits what it read after each poll (retried
+//                                                  until it lands); while PAUSEFILE exists it
+//                                                  pauses its partitions (still a member) and
+//                                                  writes its committed offsets to PAUSEFILE.acked
+//   group-check BOOTSTRAP GROUP READFILE COMMITTEDFILE
+//                                                  the coordinator serves exactly the offsets in
+//                                                  COMMITTEDFILE ("committed P OFFSET" lines), and
+//                                                  READFILE holds each offset below them once
+//   wait-isr BOOTSTRAP SECONDS BROKERS TOPIC...     waits until BROKERS brokers are registered and
+//                                                  every partition of the topics has a leader and
+//                                                  all its replicas in the ISR
+//
+// check --running (instead of check) accepts an ack file the writer is still writing.
 //
 // Exits 1 with a one-line reason on stderr when something is wrong.
 import java.io.BufferedWriter;
@@ -68,12 +84,17 @@ public class FaultClient {
             case "leaders" -> leaders(a[1], a[2]);
             case "writer" -> writer(a[1], a[2], Path.of(a[3]), a[4]);
             case "follow" -> follow(a[1], a[2], Path.of(a[3]), a[4]);
-            case "check" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "check" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]), false);
+            case "check-running" -> check(a[1], a[2], Path.of(a[3]), Path.of(a[4]), true);
             case "produce" -> produce(a[1], a[2], Long.parseLong(a[3]));
             case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6],
                 a.length > 7 ? a[7] : "classic");
             case "pick-group" -> pickGroup(a[1]);
             case "committed" -> committed(a[1], a[2]);
+            case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6]);
+            case "group-check" -> groupCheck(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "wait-isr" -> waitIsr(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
+                List.of(a).subList(4, a.length));
             default -> die("unknown command " + a[0]);
         }
         System.exit(0);
@@ -88,10 +109,22 @@ public class FaultClient {
     }
 
     static void create(String bs, String topic, int partitions) throws Exception {
+        long deadline = System.currentTimeMillis() + 120_000;
         try (Admin admin = admin(bs)) {
             NewTopic t = new NewTopic(topic, partitions, (short) 3)
                 .configs(Map.of("min.insync.replicas", "2"));
-            admin.createTopics(List.of(t)).all().get();
+            while (true) {
+                try {
+                    admin.createTopics(List.of(t)).all().get();
+                    return;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // A request that timed out on a busy cluster may have created the topic.
+                    if (e.getCause() instanceof org.apache.kafka.common.errors.TopicExistsException) return;
+                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.RetriableException)
+                        || System.currentTimeMillis() > deadline) throw e;
+                    Thread.sleep(1000);
+                }
+            }
         }
     }
 
@@ -131,6 +164,7 @@ public class FaultClient {
         AtomicLong outstanding = new AtomicLong();
         List<String> errors = Collections.synchronizedList(new ArrayList<>());
         long sent = 0;
+        long retried, failed;
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             while (!Files.exists(stop)) {
                 if (outstanding.get() >= 200) {
@@ -158,12 +192,23 @@ public class FaultClient {
                 if (n % 4 == 0) Thread.sleep(2);
             }
             producer.flush();
+            retried = (long) metric(producer, "record-retry-total");
+            failed = (long) metric(producer, "record-error-total");
         }
         synchronized (out) {
             out.write("sent " + sent + "\n");
             out.close();
         }
-        System.out.println("writer: " + sent + " sent, " + errors.size() + " failed");
+        // Retries are what a broker leaving or a leader moving costs an idempotent producer;
+        // a record error (record-error-total) is one the application saw.
+        System.out.println("writer: " + sent + " sent, " + errors.size() + " failed; the producer retried "
+            + retried + " records and reported " + failed + " record errors");
+    }
+
+    static double metric(KafkaProducer<String, String> producer, String name) {
+        return producer.metrics().entrySet().stream()
+            .filter(e -> e.getKey().group().equals("producer-metrics") && e.getKey().name().equals(name))
+            .mapToDouble(e -> ((Number) e.getValue().metricValue()).doubleValue()).sum();
     }
 
     static KafkaConsumer<String, String> consumer(String bs) {
@@ -206,11 +251,14 @@ public class FaultClient {
         }
     }
 
-    static void check(String bs, String topic, Path ackFile, Path followFile) throws Exception {
+    static void check(String bs, String topic, Path ackFile, Path followFile, boolean running) throws Exception {
         // partition -> offset -> value, as acknowledged.
         Map<Integer, TreeMap<Long, Long>> acked = new HashMap<>();
         long sent = -1, ackCount = 0;
-        for (String line : Files.readAllLines(ackFile)) {
+        List<String> ackLines = Files.readAllLines(ackFile);
+        // A writer still running may be in the middle of its last line.
+        if (running && !ackLines.isEmpty()) ackLines = ackLines.subList(0, ackLines.size() - 1);
+        for (String line : ackLines) {
             String[] f = line.split(" ", 4);
             switch (f[0]) {
                 case "ack" -> {
@@ -223,8 +271,10 @@ public class FaultClient {
                 default -> die("check: bad line in " + ackFile + ": " + line);
             }
         }
-        if (sent < 0) die("check: the writer did not finish");
-        if (ackCount != sent) die("check: " + sent + " sent but " + ackCount + " acknowledged");
+        if (!running) {
+            if (sent < 0) die("check: the writer did not finish");
+            if (ackCount != sent) die("check: " + sent + " sent but " + ackCount + " acknowledged");
+        }
 
         Map<Integer, TreeMap<Long, Long>> stored = new HashMap<>();
         try (KafkaConsumer<String, String> c = consumer(bs)) {
@@ -277,7 +327,7 @@ public class FaultClient {
             }
             followed++;
         }
-        System.out.println("check: " + sent + " acknowledged writes, each stored once at its offset and in order ("
+        System.out.println("check: " + ackCount + " acknowledged writes, each stored once at its offset and in order ("
             + total + " records stored); the " + followed + " records a consumer read during the faults are all still there");
     }
 
@@ -373,5 +423,137 @@ public class FaultClient {
                 e -> e.getKey().partition(), e -> e.getValue().offset()))).forEach(
                 (part, off) -> System.out.println("committed " + part + " " + off));
         }
+    }
+
+    static void member(String bs, String topic, String group, Path stop, Path pause, String outFile)
+        throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("group.id", group);
+        p.put("group.protocol", "classic");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("request.timeout.ms", "8000");
+        p.put("default.api.timeout.ms", "60000");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("reconnect.backoff.max.ms", "500");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        Map<Integer, Long> committed = new TreeMap<>();
+        Path acked = Path.of(pause + ".acked");
+        long got = 0, retried = 0;
+        boolean paused = false;
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            c.subscribe(List.of(topic));
+            while (!Files.exists(stop)) {
+                if (Files.exists(pause)) {
+                    // Paused partitions return no records, but poll() keeps the membership.
+                    c.pause(c.assignment());
+                    if (!paused) {
+                        out.flush();
+                        Files.writeString(acked, committedLines(committed));
+                        paused = true;
+                    }
+                } else if (paused) {
+                    Files.deleteIfExists(acked);
+                    c.resume(c.paused());
+                    paused = false;
+                }
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> read = new HashMap<>();
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
+                    read.put(new TopicPartition(r.topic(), r.partition()),
+                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                    got++;
+                }
+                if (read.isEmpty()) continue;
+                // Retried until it lands: what was read is what is committed. A commit that
+                // fails for good (the member was fenced) would make these records be read
+                // again, which group-check reports as read twice.
+                while (true) {
+                    try {
+                        c.commitSync(read, Duration.ofSeconds(30));
+                        break;
+                    } catch (org.apache.kafka.common.errors.RetriableException e) {
+                        retried++;
+                        System.err.println("commit retried: " + e);
+                    }
+                }
+                read.forEach((tp, o) -> committed.put(tp.partition(), o.offset()));
+            }
+        }
+        System.out.print(committedLines(committed));
+        System.out.println("member: " + got + " records read, " + retried + " commits retried");
+    }
+
+    static String committedLines(Map<Integer, Long> committed) {
+        StringBuilder b = new StringBuilder();
+        committed.forEach((part, off) -> b.append("committed ").append(part).append(' ').append(off).append('\n'));
+        return b.toString();
+    }
+
+    static void groupCheck(String bs, String group, Path readFile, Path committedFile) throws Exception {
+        Map<Integer, Long> want = new TreeMap<>();
+        for (String line : Files.readAllLines(committedFile)) {
+            String[] f = line.split(" ");
+            if (f[0].equals("committed")) want.put(Integer.parseInt(f[1]), Long.parseLong(f[2]));
+        }
+        Map<Integer, Long> served = new TreeMap<>();
+        try (Admin admin = admin(bs)) {
+            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                .forEach((tp, o) -> served.put(tp.partition(), o.offset()));
+        }
+        if (!served.equals(want)) die("group-check: the coordinator serves " + served + ", the member committed " + want);
+        Map<Integer, java.util.BitSet> read = new HashMap<>();
+        long records = 0;
+        for (String line : Files.readAllLines(readFile)) {
+            String[] f = line.split(" ");
+            int part = Integer.parseInt(f[0]);
+            int off = Math.toIntExact(Long.parseLong(f[1]));
+            java.util.BitSet seen = read.computeIfAbsent(part, k -> new java.util.BitSet());
+            if (seen.get(off)) die("group-check: " + group + " read " + part + "@" + off + " twice");
+            seen.set(off);
+            records++;
+        }
+        for (var e : want.entrySet()) {
+            java.util.BitSet seen = read.getOrDefault(e.getKey(), new java.util.BitSet());
+            long below = e.getValue();
+            if (seen.cardinality() != below || seen.nextClearBit(0) != below) {
+                die("group-check: partition " + e.getKey() + " committed at " + below + " but read "
+                    + seen.cardinality() + " records, the first missing at " + seen.nextClearBit(0));
+            }
+        }
+        if (!read.keySet().equals(want.keySet())) die("group-check: read partitions " + read.keySet() + ", committed " + want.keySet());
+        System.out.println("group-check: " + group + " committed " + want + " (the coordinator serves the same), "
+            + records + " records read, each offset below them once");
+    }
+
+    static void waitIsr(String bs, int seconds, int brokers, List<String> topics) throws Exception {
+        long deadline = System.currentTimeMillis() + seconds * 1000L;
+        String state = "";
+        try (Admin admin = admin(bs)) {
+            while (System.currentTimeMillis() < deadline) {
+                try {
+                    int live = admin.describeCluster().nodes().get().size();
+                    StringBuilder lagging = new StringBuilder();
+                    for (TopicDescription d : admin.describeTopics(topics).allTopicNames().get().values()) {
+                        for (TopicPartitionInfo pi : d.partitions()) {
+                            if (pi.leader() == null || pi.isr().size() != pi.replicas().size()) {
+                                lagging.append(' ').append(d.name()).append('-').append(pi.partition())
+                                    .append(" leader ").append(pi.leader() == null ? -1 : pi.leader().id())
+                                    .append(" isr ").append(pi.isr().stream().map(n -> n.id()).collect(Collectors.toList()));
+                            }
+                        }
+                    }
+                    if (live == brokers && lagging.length() == 0) return;
+                    state = live + " brokers;" + lagging;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    state = e.getCause().toString();
+                }
+                Thread.sleep(1000);
+            }
+        }
+        die("wait-isr: not full within " + seconds + " s: " + state);
     }
 }

@@ -145,10 +145,12 @@ impl LogDirs {
         })
     }
 
-    /// Completes every dir's `meta.properties` in memory: version 1 where there is none, a
-    /// `directory.id` where one is missing (each file keeps its version). Nothing is written
-    /// until `write_meta_properties`. Returns the log dirs' directory ids.
-    pub fn assign_directory_ids(&mut self, cluster_id: &str) -> Vec<Uuid> {
+    /// Completes every dir's `meta.properties` in memory: `new_version` where there is none
+    /// (1 for KRaft; 0 in ZooKeeper mode, the only version a Kafka 3.9 ZooKeeper-mode broker
+    /// starts on, so the dir can go back to Kafka), a `directory.id` where one is missing
+    /// (each file keeps its version). Nothing is written until `write_meta_properties`.
+    /// Returns the log dirs' directory ids.
+    pub fn assign_directory_ids(&mut self, cluster_id: &str, new_version: i32) -> Vec<Uuid> {
         let mut taken: BTreeSet<Uuid> = self.all().filter_map(CheckedDir::directory_id).collect();
         let node_id = self.node_id;
         for dir in self
@@ -171,7 +173,7 @@ impl LogDirs {
                     m
                 }
                 None => MetaProperties {
-                    version: 1,
+                    version: new_version,
                     node_id,
                     cluster_id: cluster_id.to_string(),
                     directory_id: Some(id),
@@ -203,8 +205,12 @@ impl LogDirs {
     }
 
     /// Both steps at once.
-    pub fn ensure_meta_properties(&mut self, cluster_id: &str) -> Result<Vec<Uuid>, LogError> {
-        let ids = self.assign_directory_ids(cluster_id);
+    pub fn ensure_meta_properties(
+        &mut self,
+        cluster_id: &str,
+        new_version: i32,
+    ) -> Result<Vec<Uuid>, LogError> {
+        let ids = self.assign_directory_ids(cluster_id, new_version);
         self.write_meta_properties()?;
         Ok(ids)
     }
@@ -273,7 +279,7 @@ mod tests {
             vec![".lock"],
             "nothing written by the checks"
         );
-        let ids = checked.ensure_meta_properties("c1").unwrap();
+        let ids = checked.ensure_meta_properties("c1", 1).unwrap();
         assert_eq!(ids.len(), 2);
         assert_ne!(ids[0], ids[1]);
         let meta = MetaProperties::read(&dirs[1]).unwrap().unwrap();
@@ -334,10 +340,25 @@ mod tests {
             LogDirs::check(std::slice::from_ref(&d), None, &identity(None, None)).unwrap();
         assert_eq!(checked.node_id, 5);
         assert_eq!(checked.versions(), BTreeSet::from([0]));
-        checked.ensure_meta_properties("zkcluster").unwrap();
+        checked.ensure_meta_properties("zkcluster", 1).unwrap();
         let meta = MetaProperties::read(&d).unwrap().unwrap();
         assert_eq!((meta.version, meta.node_id), (0, 5));
         assert!(meta.directory_id.is_some());
+    }
+
+    #[test]
+    fn an_empty_dir_in_zookeeper_mode_gets_a_version_0_file() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("empty");
+        let mut checked =
+            LogDirs::check(std::slice::from_ref(&d), None, &identity(Some(2), None)).unwrap();
+        checked.ensure_meta_properties("zkcluster", 0).unwrap();
+        let text = std::fs::read_to_string(d.join("meta.properties")).unwrap();
+        assert!(
+            text.contains("version=0\n") && text.contains("broker.id=2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("node.id"), "{text}");
     }
 
     #[test]

@@ -135,7 +135,11 @@ impl PartitionLog for ReplicaPartitionLog {
 
     fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError> {
         let p = self.hosted(partition)?;
-        Ok(p.read(offset, max_bytes, true)?.records)
+        // To the log end, not the high watermark: a newly elected leader learns the
+        // high watermark one fetch after the records, so the last records the old
+        // leader acknowledged can lie above it here; loading them is what keeps a
+        // transaction's last AddPartitionsToTxn (or an offset commit) from being lost.
+        Ok(p.read_to_log_end(offset, max_bytes, true)?.records)
     }
 }
 

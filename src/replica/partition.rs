@@ -462,6 +462,22 @@ impl Partition {
             .read(offset, max_bytes, self.high_watermark(), min_one_message)
     }
 
+    /// `read` up to the log end, past the high watermark: what a coordinator loads when
+    /// it takes the partition over (Kafka's `FetchIsolation.LOG_END`).
+    pub fn read_to_log_end(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+    ) -> Result<FetchData<Bytes>, LogError> {
+        self.log.read(
+            offset,
+            max_bytes,
+            self.log.log_end_offset(),
+            min_one_message,
+        )
+    }
+
     /// Where the committed records from `offset` lie, for a zero-copy send (see
     /// [`Log::read_slice`]).
     pub fn read_slice(

@@ -146,6 +146,20 @@ async fn the_high_watermark_waits_for_a_follower_in_the_isr() {
 }
 
 #[tokio::test]
+async fn a_coordinators_load_reads_past_the_high_watermark() {
+    // A newly elected leader's high watermark can lag records the old leader
+    // acknowledged; a coordinator taking the partition over must load them all.
+    let root = tempfile::tempdir().unwrap();
+    let p = partition(&root, &[ME, FOLLOWER], ME, &[ME, FOLLOWER]);
+    append(&p, 3).await;
+    assert_eq!(p.high_watermark(), 0);
+    assert!(p.read(0, 1 << 20, true).unwrap().records.is_empty());
+    let loaded = p.read_to_log_end(0, 1 << 20, true).unwrap().records;
+    let values: Vec<&[u8]> = vec![b"v"; 3];
+    assert_eq!(loaded.len(), batch_bytes(&values, 1_000, None).len());
+}
+
+#[tokio::test]
 async fn a_follower_out_of_the_isr_does_not_hold_the_high_watermark() {
     let root = tempfile::tempdir().unwrap();
     let p = partition(&root, &[ME, FOLLOWER], ME, &[ME]);

@@ -336,17 +336,7 @@ pub fn batch(
             headers: Default::default(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    encode_v2(&records, compression)
 }
 
 /// A v2 batch of plain (non-idempotent) records, one per (key, value), all stamped
@@ -376,6 +366,11 @@ pub fn plain_batch(
             headers: Default::default(),
         })
         .collect();
+    encode_v2(&records, compression)
+}
+
+/// `records` as v2 batches.
+fn encode_v2(records: &[Record], compression: Compression) -> Bytes {
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,

@@ -7,18 +7,10 @@
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::cluster::{eventually, Cluster, ONE_AT_A_TIME, SESSION_TIMEOUT_MS};
-use skua::zk::session::{ZkConfig, ZkSession};
-use skua::zk::znodes::{self, PartitionState};
-
-/// Where the scenarios' ZooKeeper sessions run.
-fn rt() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
-}
+use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME, SESSION_TIMEOUT_MS};
+use skua::zk::session::ZkSession;
 
 impl Cluster {
     fn all(&self) -> String {
@@ -54,32 +46,13 @@ impl Cluster {
         (out.status.success(), text)
     }
 
-    fn session(&self) -> ZkSession {
-        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
-        rt().block_on(ZkSession::connect(&config)).unwrap()
-    }
-
-    /// The partition's `state` znode.
-    fn state(&self, s: &ZkSession, topic: &str, partition: i32) -> Option<PartitionState> {
-        let path = znodes::paths::partition_state(topic, partition);
-        let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
-        znodes::decode(&data).ok()
-    }
-
-    /// The controller's id, from `/controller`.
-    fn controller(&self, s: &ZkSession) -> i32 {
-        let (data, _) = rt().block_on(s.get("/controller")).unwrap().unwrap();
-        znodes::decode::<znodes::ControllerRegistration>(&data)
-            .unwrap()
-            .brokerid
-    }
-
     fn leader(&self, s: &ZkSession, topic: &str, partition: i32) -> i32 {
-        self.state(s, topic, partition).map_or(-2, |st| st.leader)
+        self.partition_state(s, topic, partition)
+            .map_or(-2, |st| st.leader)
     }
 
     fn isr(&self, s: &ZkSession, topic: &str, partition: i32) -> Vec<i32> {
-        self.state(s, topic, partition)
+        self.partition_state(s, topic, partition)
             .map(|st| st.isr)
             .unwrap_or_default()
     }
@@ -102,9 +75,9 @@ fn leader_elections_with_kafkas_tool_and_znode() {
     ) else {
         return;
     };
-    let zk = c.session();
+    let zk = c.zk_session();
     // The two brokers that are not the controller: stopping them moves no controller.
-    let controller = c.controller(&zk);
+    let controller = c.zk_controller(&zk);
     let others: Vec<i32> = (1..=3).filter(|&b| b != controller).collect();
     let (a, b) = (others[0], others[1]);
     let (sa, sb) = (a as usize, b as usize);
@@ -262,7 +235,7 @@ fn leader_elections_with_kafkas_tool_and_znode() {
         out.contains("Successfully completed leader election (UNCLEAN) for partitions lone-0"),
         "{out}"
     );
-    let st = c.state(&zk, "lone", 0).unwrap();
+    let st = c.partition_state(&zk, "lone", 0).unwrap();
     assert_eq!((st.leader, st.isr), (a, vec![a]));
 }
 
@@ -278,8 +251,8 @@ fn auto_leader_rebalance_restores_preferred_leaders() {
     ) else {
         return;
     };
-    let zk = c.session();
-    let controller = c.controller(&zk);
+    let zk = c.zk_session();
+    let controller = c.zk_controller(&zk);
     let others: Vec<i32> = (1..=3).filter(|&b| b != controller).collect();
     let (a, b) = (others[0], others[1]);
     c.topics(&[
@@ -346,7 +319,7 @@ fn skua_controller_elects_preferred_kafka_leaders() {
     else {
         return;
     };
-    let zk = c.session();
+    let zk = c.zk_session();
     c.topics(&[
         "--create",
         "--topic",

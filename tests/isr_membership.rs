@@ -9,43 +9,16 @@
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::cluster::{eventually, Cluster, ONE_AT_A_TIME};
+use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
 use kafka_protocol::records::Compression;
-use skua::zk::session::{ZkConfig, ZkSession};
-use skua::zk::znodes::{self, PartitionState};
-
-/// Where the scenarios' ZooKeeper sessions run.
-fn rt() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
-}
+use skua::zk::session::ZkSession;
+use skua::zk::znodes;
 
 impl Cluster {
-    fn session(&self) -> ZkSession {
-        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
-        rt().block_on(ZkSession::connect(&config)).unwrap()
-    }
-
-    /// The partition's `state` znode.
-    fn state(&self, s: &ZkSession, topic: &str, partition: i32) -> Option<PartitionState> {
-        let path = znodes::paths::partition_state(topic, partition);
-        let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
-        znodes::decode(&data).ok()
-    }
-
-    /// The controller's id, from `/controller`.
-    fn controller(&self, s: &ZkSession) -> i32 {
-        let (data, _) = rt().block_on(s.get("/controller")).unwrap().unwrap();
-        znodes::decode::<znodes::ControllerRegistration>(&data)
-            .unwrap()
-            .brokerid
-    }
-
     fn leader_and_isr(&self, s: &ZkSession, topic: &str, partition: i32) -> (i32, Vec<i32>) {
-        self.state(s, topic, partition)
+        self.partition_state(s, topic, partition)
             .map_or((-2, Vec::new()), |st| (st.leader, st.isr))
     }
 
@@ -167,8 +140,8 @@ fn the_controllers_broker_rejoins_the_isr_after_a_controlled_shutdown() {
     let Some(c) = Cluster::start_kinds("1,2,3", &[]) else {
         return;
     };
-    let zk = c.session();
-    let ctrl = c.controller(&zk);
+    let zk = c.zk_session();
+    let ctrl = c.zk_controller(&zk);
     let others: Vec<i32> = (1..=3).filter(|&b| b != ctrl).collect();
     let (a, b) = (others[0], others[1]);
     c.topics(&[
@@ -244,8 +217,8 @@ fn a_lagging_follower_leaves_and_rejoins_the_isr_and_min_insync_guards_acks_all(
     else {
         return;
     };
-    let zk = c.session();
-    let ctrl = c.controller(&zk);
+    let zk = c.zk_session();
+    let ctrl = c.zk_controller(&zk);
     let others: Vec<i32> = (1..=3).filter(|&b| b != ctrl).collect();
     let (leader, follower) = (others[0], others[1]);
     c.topics(&[

@@ -90,6 +90,43 @@ impl Cluster {
     }
 }
 
+/// Where tests' blocking ZooKeeper reads run.
+pub fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
+}
+
+/// Blocking reads of the cluster's ZooKeeper state.
+impl Cluster {
+    pub fn zk_session(&self) -> skua::zk::session::ZkSession {
+        let config =
+            skua::zk::session::ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None)
+                .unwrap();
+        rt().block_on(skua::zk::session::ZkSession::connect(&config))
+            .unwrap()
+    }
+
+    /// The partition's `state` znode.
+    pub fn partition_state(
+        &self,
+        s: &skua::zk::session::ZkSession,
+        topic: &str,
+        partition: i32,
+    ) -> Option<skua::zk::znodes::PartitionState> {
+        let path = skua::zk::znodes::paths::partition_state(topic, partition);
+        let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
+        skua::zk::znodes::decode(&data).ok()
+    }
+
+    /// The controller's id, from `/controller`.
+    pub fn zk_controller(&self, s: &skua::zk::session::ZkSession) -> i32 {
+        let (data, _) = rt().block_on(s.get("/controller")).unwrap().unwrap();
+        skua::zk::znodes::decode::<skua::zk::znodes::ControllerRegistration>(&data)
+            .unwrap()
+            .brokerid
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         // A paused broker would not stop.

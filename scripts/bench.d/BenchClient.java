@@ -20,6 +20,13 @@
 //       of SIZE-byte values over KEYS keys, in turn; prints "records=N ms=T".
 //   BenchClient config BOOTSTRAP TOPIC KEY=VALUE...
 //       sets topic configs with IncrementalAlterConfigs.
+//   BenchClient txn BOOTSTRAP TOPIC RECORDS SIZE PER_TXN
+//       transactional producer (a fresh transactional.id, acks=all with idempotence as
+//       transactions require, linger.ms=5, batch.size=16384, uncompressed): after
+//       initTransactions() and one warm-up transaction of PER_TXN records, RECORDS records
+//       of SIZE bytes, committing every PER_TXN records. Prints "records=N ms=T txns=K
+//       commit_p50=.. commit_p99=.." (ms; a commit's time is commitTransaction(), which
+//       flushes the transaction's last batches and waits for EndTxn).
 import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
@@ -37,6 +44,7 @@ public class BenchClient {
       case "e2e": e2e(a); break;
       case "keyed": keyed(a); break;
       case "config": config(a); break;
+      case "txn": txn(a); break;
       default: throw new IllegalArgumentException(a[0]);
     }
   }
@@ -178,6 +186,49 @@ public class BenchClient {
       p.flush();
     }
     System.out.printf("records=%d ms=%.3f%n", n, (System.nanoTime() - start) / 1e6);
+  }
+
+  static void txn(String[] a) throws Exception {
+    String topic = a[2];
+    long n = Long.parseLong(a[3]);
+    int size = Integer.parseInt(a[4]);
+    int perTxn = Integer.parseInt(a[5]);
+    Properties pp = new Properties();
+    pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+    pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "bench-txn-" + UUID.randomUUID());
+    pp.put(ProducerConfig.ACKS_CONFIG, "all");
+    pp.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+    pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "16384");
+    pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+    Random rnd = new Random(0);
+    byte[][] values = new byte[64][size];
+    for (byte[] v : values) for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+    List<Long> commits = new ArrayList<>();
+    long start;
+    long sent = 0;
+    try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
+      p.initTransactions();
+      p.beginTransaction();
+      for (int i = 0; i < perTxn; i++) p.send(new ProducerRecord<>(topic, values[i % values.length]));
+      p.commitTransaction();
+      start = System.nanoTime();
+      while (sent < n) {
+        p.beginTransaction();
+        for (int i = 0; i < perTxn && sent < n; i++, sent++) {
+          p.send(new ProducerRecord<>(topic, values[(int) (sent % values.length)]));
+        }
+        long c0 = System.nanoTime();
+        p.commitTransaction();
+        commits.add(System.nanoTime() - c0);
+      }
+    }
+    double ms = (System.nanoTime() - start) / 1e6;
+    Collections.sort(commits);
+    double p50 = commits.get(commits.size() / 2) / 1e6;
+    double p99 = commits.get(Math.min(commits.size() - 1, (int) (commits.size() * 0.99))) / 1e6;
+    System.out.printf("records=%d ms=%.3f txns=%d commit_p50=%.3f commit_p99=%.3f%n",
+        sent, ms, commits.size(), p50, p99);
   }
 
   static void config(String[] a) throws Exception {

@@ -1150,6 +1150,80 @@ def render_cleaner(opts, results, meta):
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- transactions
+
+TXN_HEADING = "## Transactions"
+TXN_SIZE = 1000
+TXN_COMMIT_EVERY = (100, 1000)
+TXN_RE = re.compile(r"records=(\d+) ms=([\d.]+) txns=(\d+) commit_p50=([\d.]+) commit_p99=([\d.]+)")
+
+
+def txn(opts):
+    """Each broker in turn, on a fresh data dir: one Java transactional producer into one
+    partition, committing every 100 and every 1000 records."""
+    records = 20_000 if opts.quick else 200_000
+    results = {}
+    for kind, label in (("kafka", f"Apache Kafka {opts.kafka_version}"), ("skua", "skua")):
+        b = Broker(kind, opts, opts.workdir)
+        b.start()
+        try:
+            results[kind] = {"label": label, "cells": {}}
+            for every in TXN_COMMIT_EVERY:
+                topic = f"txn-{every}"
+                tool(opts, "BenchClient", ["create", b.bootstrap, f"{topic}:1"])
+                c0 = b.cpu()
+                out = tool(opts, "BenchClient", ["txn", b.bootstrap, topic, str(records), str(TXN_SIZE),
+                                                 str(every)], timeout=900)
+                cpu = b.cpu() - c0
+                m = TXN_RE.search(out)
+                if not m:
+                    raise RuntimeError(f"no summary line from BenchClient txn: {out[-500:]}")
+                n, ms, txns, p50, p99 = int(m[1]), float(m[2]), int(m[3]), float(m[4]), float(m[5])
+                cell = {"records": n, "seconds": ms / 1000, "txns": txns, "rps": n / (ms / 1000),
+                        "mbps": n * TXN_SIZE / 1e6 / (ms / 1000), "txn_per_s": txns / (ms / 1000),
+                        "commit_p50": p50, "commit_p99": p99,
+                        "cpu_s_per_gb": cpu / (n * TXN_SIZE / 1e9)}
+                results[kind]["cells"][str(every)] = cell
+                log(f"{label}, commit every {every}: {cell['rps']:,.0f} records/s, "
+                    f"{cell['txn_per_s']:,.0f} transactions/s, commit p99 {p99:.1f} ms")
+        finally:
+            b.stop()
+    return results
+
+
+def render_txn(opts, results, meta):
+    lines = [TXN_HEADING, ""]
+    w = lines.append
+    K, S = results["kafka"], results["skua"]
+    n = next(iter(K["cells"].values()))["records"]
+    w(f"`{meta['command']}`, {meta['date']}, {meta['machine']['cores']} cores, {meta['machine']['cpu']}; "
+      f"load {meta['load_start']:.2f} before the run{' (shared machine)' if shared_machine(meta) else ''}.")
+    w("")
+    w(f"One Java transactional producer (Kafka's client {opts.kafka_version}, acks=all, linger.ms=5, "
+      f"batch.size=16384, uncompressed) writes {n:,} records of {TXN_SIZE} bytes into one partition, "
+      "committing every 100 or every 1000 records, after one warm-up transaction; each broker runs "
+      "alone on a fresh data dir with its defaults (Kafka: its shipped single-node KRaft config with "
+      "the transaction log's replication factor 1). Records/s and transactions/s run from the first "
+      "measured transaction's start to the last commit's return; a commit's latency is "
+      "`commitTransaction()` (it flushes the transaction's last batches, then EndTxn answers once the "
+      "markers are written). Broker CPU is user + system time of the broker process per GB sent.")
+    w("")
+    w("| broker | commit every | records/s | MB/s | transactions/s | commit p50 | commit p99 | broker CPU s/GB |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for every in TXN_COMMIT_EVERY:
+        for R in (K, S):
+            c = R["cells"][str(every)]
+            w(f"| {R['label']} | {every} | {c['rps']:,.0f} | {c['mbps']:.1f} | {c['txn_per_s']:,.1f} | "
+              f"{c['commit_p50']:.1f} ms | {c['commit_p99']:.1f} ms | {c['cpu_s_per_gb']:.1f} |")
+    w("")
+    ratios = ", ".join(f"{rfmt(ratio(S['cells'][str(e)]['rps'], K['cells'][str(e)]['rps']))} committing every {e}"
+                       for e in TXN_COMMIT_EVERY)
+    w(f"skua / Kafka records/s: {ratios}." + (" On a shared machine (load above 1 before the run) the "
+      "numbers say more about the other jobs than about either broker." if shared_machine(meta) else ""))
+    w("")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- main
 
 def shared_machine(meta):
@@ -1177,6 +1251,7 @@ def main():
     ap.add_argument("--cleaner", action="store_true")
     ap.add_argument("--native", action="store_true")
     ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--txn", action="store_true")
     ap.add_argument("--load", help="the skua-load binary (--native)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
@@ -1217,6 +1292,15 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/cleaner.json", "w"), indent=1)
         write_section(opts.out, CLEANER_HEADING, render_cleaner(opts, results, meta))
         log(f"wrote the log cleaner section of {opts.out}; raw results in {opts.workdir}/cleaner.json")
+        return
+
+    if opts.txn:
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = txn(opts)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/txn.json", "w"), indent=1)
+        write_section(opts.out, TXN_HEADING, render_txn(opts, results, meta))
+        log(f"wrote the transactions section of {opts.out}; raw results in {opts.workdir}/txn.json")
         return
 
     if opts.native:

@@ -77,11 +77,12 @@ pub fn marker_batch(
 }
 
 /// The marker a stored control batch holds; `None` for other control records (KRaft's),
-/// which end no transaction.
+/// which end no transaction, and for a control batch the log cleaner emptied (its
+/// transaction's records are all gone, see `cleaner::txn`).
 pub fn read_marker(batch: &[u8]) -> Result<Option<EndTxnMarker>, LogError> {
     let bad = |why: &str| LogError::CorruptMessage(format!("control batch: {why}"));
     let Some(record) = records::records(batch)?.next() else {
-        return Err(bad("no record"));
+        return Ok(None);
     };
     let record = record?;
     let key = record.key.ok_or_else(|| bad("no key"))?;
@@ -134,5 +135,37 @@ mod tests {
         assert!(r.control && r.transactional);
         assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
         assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 7][..]));
+    }
+
+    /// The cleaner cuts a marker whose transaction is gone down to its header when it is
+    /// its producer's last record: no marker to read, and nothing for producer state to
+    /// replay (a coordinator loading a compacted `__consumer_offsets` meets such batches).
+    #[test]
+    fn a_control_batch_the_cleaner_emptied_ends_nothing() {
+        use crate::log::batch::{set_base_offset, NewBatch};
+        use crate::log::producer_state::ProducerStateManager;
+        use crate::log::test_util::txn_batch_bytes;
+        let dir = tempfile::tempdir().unwrap();
+        let marker = EndTxnMarker {
+            result: TxnResult::Commit,
+            coordinator_epoch: 1,
+        };
+        let full = marker_batch(42, 3, marker, 1_000);
+        let mut empty = NewBatch {
+            records_count: 0,
+            ..NewBatch::like(&RecordBatchHeader::parse(&full).unwrap())
+        }
+        .encode(&[]);
+        set_base_offset(&mut empty, 1);
+        assert_eq!(read_marker(&empty).unwrap(), None);
+        let mut state = ProducerStateManager::new(dir.path(), 0);
+        let data = txn_batch_bytes(&[b"x"], 1_000, (42, 3, 0));
+        state.replay(&RecordBatchHeader::parse(&data).unwrap());
+        assert!(state.has_ongoing_txn(42, 3));
+        assert_eq!(
+            state.replay(&RecordBatchHeader::parse(&empty).unwrap()),
+            None
+        );
+        assert!(state.has_ongoing_txn(42, 3), "still open");
     }
 }

@@ -127,6 +127,15 @@ impl ProducerStateEntry {
     }
 }
 
+/// A producer's last record in the log (Kafka's `LastRecord`): the last offset of its
+/// last data batch, which holds its last sequence; without one (a marker of a newer epoch
+/// came after its batches), its last marker is the batch carrying its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastRecord {
+    pub last_data_offset: Option<i64>,
+    pub producer_epoch: i16,
+}
+
 /// Who appends (Kafka's `AppendOrigin`): a client's batches are checked for sequence
 /// continuity; a coordinator's transactional batches carry no sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,12 +259,18 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// Each producer's last data offset (the last offset of its last batch), for the
-    /// cleaner to keep those batches' headers.
-    pub fn last_offsets(&self) -> HashMap<i64, i64> {
+    /// Each producer's last record in the log, for the cleaner to keep that batch's
+    /// header (Kafka's `lastRecordsOfActiveProducers`).
+    pub fn last_records(&self) -> HashMap<i64, LastRecord> {
         self.producers
             .iter()
-            .filter_map(|(&pid, e)| e.batches.back().map(|b| (pid, b.last_offset)))
+            .map(|(&pid, e)| {
+                let last = LastRecord {
+                    last_data_offset: e.batches.back().map(|b| b.last_offset),
+                    producer_epoch: e.epoch,
+                };
+                (pid, last)
+            })
             .collect()
     }
 
@@ -369,7 +384,7 @@ impl ProducerStateManager {
     pub fn replay(&mut self, h: &RecordBatchHeader) -> Option<i64> {
         let mut ended = None;
         let pid = h.producer_id();
-        if pid >= 0 {
+        if pid >= 0 && !is_cleaned_marker(h) {
             // In place (recovery replays every batch): only a change of the open
             // transaction touches `ongoing`.
             let entry = self
@@ -420,7 +435,7 @@ impl ProducerStateManager {
     /// `staged`, without checks, as `replay` would apply it.
     /// For a marker, returns the first offset of the transaction it ended.
     pub fn stage_replay(&self, staged: &mut StagedProducers, h: &RecordBatchHeader) -> Option<i64> {
-        if h.producer_id() < 0 {
+        if h.producer_id() < 0 || is_cleaned_marker(h) {
             return None;
         }
         let entry = staged.entry(h.producer_id()).or_insert_with(|| {
@@ -554,6 +569,13 @@ fn apply(entry: &mut ProducerStateEntry, h: &RecordBatchHeader) {
             entry.current_txn_first_offset = Some(h.base_offset());
         }
     }
+}
+
+/// A control batch the cleaner cut down to its header: its transaction's records are all
+/// gone from the log, and it says nothing about the producer (Kafka's producer state
+/// skips it too).
+fn is_cleaned_marker(h: &RecordBatchHeader) -> bool {
+    h.is_control() && h.records_count() == 0
 }
 
 /// Kafka's `inSequence`: the next sequence follows the last, wrapping at i32::MAX.

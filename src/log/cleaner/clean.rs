@@ -1,19 +1,23 @@
 //! Cleaning one log (Kafka's `LogCleanerManager.cleanableOffsets` and `Cleaner.doClean`).
 //!
 //! The dirty section runs from the first dirty offset (`cleaner-offset-checkpoint`, or the
-//! log start) to the first uncleanable offset: the high watermark, the active segment, or
-//! the first segment whose records are younger than `min.compaction.lag.ms`, whichever
-//! comes first. The offset map takes the latest offset of each key in the dirty section,
-//! as far as it has room; every segment below where the map ended is then rewritten, in
-//! groups that fit one segment, keeping what the map says is latest (see `filter`), and
-//! swapped in by `Log::replace_segments`. The next cleaning starts where the map ended.
+//! log start) to the first uncleanable offset: the last stable offset (the high watermark,
+//! or the first offset of the oldest open transaction), the active segment, or the first
+//! segment whose records are younger than `min.compaction.lag.ms`, whichever comes first.
+//! Every transaction below it has ended, so its records are compacted (committed) or
+//! removed (aborted), see `txn`. The offset map takes the latest offset of each key in the
+//! dirty section, as far as it has room; every segment below where the map ended is then
+//! rewritten, in groups that fit one segment, keeping what the map says is latest (see
+//! `filter`), and swapped in by `Log::replace_segments`. The next cleaning starts where
+//! the map ended.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::filter::{filter_batch, AbortedRanges, Outcome, Round};
+use super::filter::{filter_batch, Outcome, Round};
 use super::offset_map::OffsetMap;
 use super::reader::BatchReader;
+use super::txn::TxnTracker;
 use super::{CleanSummary, CleanerConfig, LogCleaner};
 use crate::log::records::{Keep, RecordWalk};
 use crate::log::segment::LogSegment;
@@ -60,7 +64,11 @@ pub fn plan(log: &Log, high_watermark: i64, now_ms: i64) -> Option<ToClean> {
         view.segments_between(first_dirty_offset, i64::MAX)
             .filter(|s| !s.active)
     };
-    let mut uncleanable = high_watermark.min(view.active_base());
+    // An open transaction's records may still abort: nothing from its first offset on is
+    // compacted (Kafka cleans below the last stable offset).
+    let mut uncleanable = log
+        .last_stable_offset(high_watermark)
+        .min(view.active_base());
     if config.min_compaction_lag_ms > 0 {
         let young = dirty_non_active()
             .find(|s| s.largest_timestamp > now_ms.saturating_sub(config.min_compaction_lag_ms));
@@ -156,7 +164,7 @@ pub fn clean(
     summary.end_offset = end_offset;
     summary.map_keys = map.len() as u64;
     summary.map_ms = started.elapsed().as_millis() as u64;
-    let producers = log.producers_last_offsets();
+    let producers = log.producers_last_records();
     let to_clean: Vec<SegmentView> = plan
         .view
         .segments
@@ -164,20 +172,24 @@ pub fn clean(
         .filter(|s| s.base_offset < end_offset && !s.active)
         .cloned()
         .collect();
-    // Every abort whose marker is at or after the cleaned section's start: the
-    // transactions a cleaned batch may belong to, wherever their markers are.
+    // The aborts a cleaned batch may belong to, wherever their markers are; one pass
+    // over every group in offset order follows the transactions (Kafka's
+    // `CleanedTransactionMetadata` of a round).
     let from = to_clean.first().map_or(end_offset, |s| s.base_offset);
-    let aborted = AbortedRanges::new(log.aborted_txns(from, i64::MAX));
+    let mut txns = TxnTracker::new(log.aborted_txns(from, plan.first_uncleanable_offset));
     let round = Round {
         map: &map,
         now_ms,
         delete_retention_ms: config.delete_retention_ms,
-        producers_last_offsets: &producers,
+        producers_last_records: &producers,
         upper_bound_offset: plan.first_uncleanable_offset,
-        aborted: &aborted,
     };
     for group in group_by_size(&to_clean, &config, plan.first_uncleanable_offset) {
-        clean_group(cleaner, log, &group, &round, &cleaner_config, &mut summary)?;
+        let pass = Pass {
+            round: &round,
+            config: &cleaner_config,
+        };
+        clean_group(cleaner, log, &group, &pass, &mut txns, &mut summary)?;
     }
     log.set_cleaner_checkpoint(end_offset);
     summary.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -197,6 +209,9 @@ fn build_offset_map(
     let end = plan.first_uncleanable_offset;
     let config = cleaner.config();
     let max_batch = log.config().max_message_bytes as usize;
+    // Aborted transactions' keys stay out of the map: a record they overwrote is still
+    // the latest that counts.
+    let mut txns = TxnTracker::new(log.aborted_txns(start, end));
     for segment in plan.view.segments_between(start, end) {
         let mut reader = BatchReader::new(
             &segment.file,
@@ -214,8 +229,14 @@ fn build_offset_map(
             if header.last_offset() < start {
                 continue;
             }
-            // See `filter`: transactional and control batches are not compacted.
-            if !header.is_control() && !header.is_transactional() {
+            let skip = match header.is_control() {
+                true => {
+                    txns.on_control(&header, batch)?;
+                    true
+                }
+                false => txns.on_batch(&header),
+            };
+            if !skip {
                 let mut walk = RecordWalk::open(batch, None)?;
                 while let Some(record) = walk.next(Keep::Key)? {
                     let Some(key) = record.key else {
@@ -307,27 +328,25 @@ impl Pending {
     }
 }
 
+/// What every group of a round is cleaned with.
+struct Pass<'a> {
+    round: &'a Round<'a>,
+    config: &'a CleanerConfig,
+}
+
 /// Kafka's `cleanSegments`: one group into one `.cleaned` segment, swapped in.
 fn clean_group(
     cleaner: &LogCleaner,
     log: &Log,
     group: &[SegmentView],
-    round: &Round<'_>,
-    cleaner_config: &CleanerConfig,
+    pass: &Pass<'_>,
+    txns: &mut TxnTracker,
     summary: &mut CleanSummary,
 ) -> Result<(), CleanError> {
     let config = log.config();
     let base = group[0].base_offset;
-    let mut cleaned = LogSegment::create_cleaned(log.dir(), base, &config, round.now_ms)?;
-    let written = write_group(
-        cleaner,
-        log,
-        group,
-        round,
-        cleaner_config,
-        &mut cleaned,
-        summary,
-    );
+    let mut cleaned = LogSegment::create_cleaned(log.dir(), base, &config, pass.round.now_ms)?;
+    let written = write_group(cleaner, log, group, pass, txns, &mut cleaned, summary);
     let swapped = written.and_then(|()| {
         cleaned.on_become_inactive()?;
         cleaned.flush()?;
@@ -356,11 +375,12 @@ fn write_group(
     cleaner: &LogCleaner,
     log: &Log,
     group: &[SegmentView],
-    round: &Round<'_>,
-    cleaner_config: &CleanerConfig,
+    pass: &Pass<'_>,
+    txns: &mut TxnTracker,
     cleaned: &mut LogSegment,
     summary: &mut CleanSummary,
 ) -> Result<(), CleanError> {
+    let cleaner_config = pass.config;
     let max_batch = log.config().max_message_bytes as usize;
     let mut pending = Pending {
         bytes: Vec::with_capacity(cleaner_config.io_buffer_size),
@@ -382,14 +402,12 @@ fn write_group(
                 break;
             };
             summary.bytes_read += batch.len() as u64;
-            let filtered = filter_batch(batch, round)?;
+            let filtered = filter_batch(batch, pass.round, txns)?;
             summary.records_read += filtered.records_read;
             summary.records_kept += filtered.records_kept;
-            // A kept abort marker keeps its entry in the aborted-transaction index.
-            if filtered.outcome == Outcome::Whole && header.is_control() {
-                if let Some(txn) = round.aborted.marker_at(header.base_offset()) {
-                    cleaned.append_aborted_txn(txn)?;
-                }
+            // An abort marker kept for its transaction's batches keeps its index entry.
+            if let Some(txn) = filtered.aborted_txn {
+                cleaned.append_aborted_txn(txn)?;
             }
             match &filtered.outcome {
                 Outcome::Whole => pending.push(batch, header.last_offset(), filtered.max_timestamp),
@@ -413,3 +431,7 @@ fn write_group(
 #[cfg(test)]
 #[path = "clean_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "clean_txn_tests.rs"]
+mod txn_tests;

@@ -12,9 +12,9 @@ use crate::log::cleaner::{Candidate, CleanerConfig, LogCleaner};
 use crate::log::faults::{self, Fault};
 use crate::log::{CleanupPolicy, Log, LogConfig, LogError, TopicPartition};
 
-const NOW: i64 = 1_700_000_000_000;
+pub(super) const NOW: i64 = 1_700_000_000_000;
 
-fn config() -> LogConfig {
+pub(super) fn config() -> LogConfig {
     LogConfig {
         segment_bytes: 2048,
         segment_ms: i64::MAX,
@@ -33,16 +33,19 @@ fn config() -> LogConfig {
     }
 }
 
-fn open(dir: &Path, clean: bool) -> Arc<Log> {
+pub(super) fn open(dir: &Path, clean: bool) -> Arc<Log> {
     Arc::new(Log::open(dir, TopicPartition::new("c", 0), config(), 0, 0, clean).unwrap())
 }
 
 /// One batch of (key, value) records; `producer` = (id, epoch, base sequence).
-fn batch(entries: &[(String, Option<String>)], producer: Option<(i64, i16, i32)>) -> Bytes {
+pub(super) fn batch(
+    entries: &[(String, Option<String>)],
+    producer: Option<(i64, i16, i32)>,
+) -> Bytes {
     batch_of(entries, producer, false)
 }
 
-fn batch_of(
+pub(super) fn batch_of(
     entries: &[(String, Option<String>)],
     producer: Option<(i64, i16, i32)>,
     transactional: bool,
@@ -85,7 +88,7 @@ fn batch_of(
 }
 
 /// Appends `n` updates over `keys` keys (`k<i % keys>` = `v<i>`), four per batch.
-fn write_updates(log: &Log, from: usize, n: usize, keys: usize) {
+pub(super) fn write_updates(log: &Log, from: usize, n: usize, keys: usize) {
     let mut i = from;
     while i < from + n {
         let entries: Vec<(String, Option<String>)> = (i..(i + 4).min(from + n))
@@ -97,7 +100,7 @@ fn write_updates(log: &Log, from: usize, n: usize, keys: usize) {
 }
 
 /// Appends `n` records with keys never used before (`u<j>`), four per batch.
-fn write_unique(log: &Log, from: usize, n: usize) {
+pub(super) fn write_unique(log: &Log, from: usize, n: usize) {
     for chunk in (from..from + n).collect::<Vec<_>>().chunks(4) {
         let entries: Vec<(String, Option<String>)> = chunk
             .iter()
@@ -108,7 +111,7 @@ fn write_unique(log: &Log, from: usize, n: usize) {
 }
 
 /// Every record from the log start: offset, key, value.
-fn read_all(log: &Log) -> Vec<(i64, String, Option<String>)> {
+pub(super) fn read_all(log: &Log) -> Vec<(i64, String, Option<String>)> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
@@ -139,14 +142,16 @@ fn read_all(log: &Log) -> Vec<(i64, String, Option<String>)> {
     out
 }
 
-fn latest(records: &[(i64, String, Option<String>)]) -> BTreeMap<String, Option<String>> {
+pub(super) fn latest(
+    records: &[(i64, String, Option<String>)],
+) -> BTreeMap<String, Option<String>> {
     records
         .iter()
         .map(|(_, k, v)| (k.clone(), v.clone()))
         .collect()
 }
 
-fn clean(cleaner: &LogCleaner, log: &Arc<Log>) -> bool {
+pub(super) fn clean(cleaner: &LogCleaner, log: &Arc<Log>) -> bool {
     let candidates = [Candidate {
         log: log.clone(),
         high_watermark: log.log_end_offset(),
@@ -154,7 +159,7 @@ fn clean(cleaner: &LogCleaner, log: &Arc<Log>) -> bool {
     cleaner.clean_filthiest(&candidates, NOW).is_some()
 }
 
-fn cleaner() -> LogCleaner {
+pub(super) fn cleaner() -> LogCleaner {
     LogCleaner::new(CleanerConfig {
         io_buffer_size: 4096,
         ..CleanerConfig::default()

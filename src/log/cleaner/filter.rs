@@ -12,20 +12,22 @@
 //! of a producer that is still active (its epoch and last sequence are what an idempotent
 //! producer's next batch is checked against after a restart) or the last of the round.
 //!
-//! Transactions (Kafka's `CleanedTransactionMetadata`): a transactional batch of an
-//! aborted transaction (the aborted-transaction index names its producer and an offset
-//! range holding it) is removed like a record no longer latest, its header kept when it is
-//! the producer's last batch. Other transactional batches and every control batch
-//! (markers) are kept whole: committed transactional records are not compacted yet, and
-//! markers stay (with their index entries, copied to the cleaned segment), so recovery
-//! replaying producer state over them finds every transaction ended.
+//! Transactions (Kafka's `checkBatchRetention`, with `txn::TxnTracker`): a batch of an
+//! aborted transaction is removed whole, its header kept when it is the producer's last
+//! batch; a committed transaction's records are compacted by key like any others; a
+//! marker stays until no batch of its transaction is left (see `txn`), is then stamped
+//! with a delete horizon (`now + delete.retention.ms`, the KIP-534 bit and base timestamp
+//! Kafka uses for tombstones), and a round after that time removes it, keeping its header
+//! only when it is the producer's last record (it carries the producer's epoch).
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use super::offset_map::OffsetMap;
+use super::txn::TxnTracker;
 use crate::log::batch::{NewBatch, RecordBatchHeader};
 use crate::log::compression::{Codec, Compressor};
+use crate::log::producer_state::LastRecord;
 use crate::log::records::{Keep, RecordWalk, WalkedRecord};
 use crate::log::{AbortedTxn, LogError, TimestampType};
 
@@ -34,42 +36,26 @@ pub struct Round<'a> {
     pub map: &'a OffsetMap,
     pub now_ms: i64,
     pub delete_retention_ms: i64,
-    /// The last data offset of each producer still in the producer state.
-    pub producers_last_offsets: &'a HashMap<i64, i64>,
+    /// The last record of each producer still in the producer state.
+    pub producers_last_records: &'a HashMap<i64, LastRecord>,
     /// The offset this round cleans up to: the batch ending there keeps its header.
     pub upper_bound_offset: i64,
-    pub aborted: &'a AbortedRanges,
 }
 
-/// The aborted transactions of the log from the cleaned section on, by producer.
-#[derive(Default)]
-pub struct AbortedRanges {
-    by_producer: HashMap<i64, Vec<AbortedTxn>>,
-    by_marker: HashMap<i64, AbortedTxn>,
-}
-
-impl AbortedRanges {
-    pub fn new(txns: impl IntoIterator<Item = AbortedTxn>) -> Self {
-        let mut out = AbortedRanges::default();
-        for t in txns {
-            out.by_producer.entry(t.producer_id).or_default().push(t);
-            out.by_marker.insert(t.last_offset, t);
-        }
-        out
-    }
-
-    /// Whether the batch at `offset` of `producer_id` belongs to an aborted transaction:
-    /// one of the producer's aborts spans it (from its first offset to its marker).
-    pub fn holds(&self, producer_id: i64, offset: i64) -> bool {
-        self.by_producer.get(&producer_id).is_some_and(|ts| {
-            ts.iter()
-                .any(|t| t.first_offset <= offset && offset < t.last_offset)
-        })
-    }
-
-    /// The index entry of the abort marker at `offset`, if that is one.
-    pub fn marker_at(&self, offset: i64) -> Option<AbortedTxn> {
-        self.by_marker.get(&offset).copied()
+impl Round<'_> {
+    /// Kafka's `isBatchLastRecordOfProducer`, and the round's last batch: the header stays
+    /// even when no record does, so the producer's sequence and epoch, and the offsets
+    /// the round covered, read back the same.
+    fn keeps_header(&self, h: &RecordBatchHeader) -> bool {
+        let last_of_producer = h.producer_id() >= 0
+            && self
+                .producers_last_records
+                .get(&h.producer_id())
+                .is_some_and(|last| match last.last_data_offset {
+                    Some(offset) => h.last_offset() == offset,
+                    None => h.is_control() && h.producer_epoch() == last.producer_epoch,
+                });
+        last_of_producer || h.next_offset() == self.upper_bound_offset
     }
 }
 
@@ -91,40 +77,72 @@ pub struct Filtered {
     pub records_kept: u64,
     /// For the time index: the kept batch's max timestamp and its last offset.
     pub max_timestamp: i64,
+    /// The kept abort marker's entry for the cleaned segment's aborted-transaction index.
+    pub aborted_txn: Option<AbortedTxn>,
 }
 
-/// Filters the whole stored batch `batch` (header included).
-pub fn filter_batch(batch: &[u8], round: &Round<'_>) -> Result<Filtered, LogError> {
-    let h = RecordBatchHeader::parse(batch)?;
-    let keep_header = (h.producer_id() >= 0
-        && round.producers_last_offsets.get(&h.producer_id()) == Some(&h.last_offset()))
-        || h.next_offset() == round.upper_bound_offset;
-    let aborted = h.is_transactional()
-        && !h.is_control()
-        && round.aborted.holds(h.producer_id(), h.base_offset());
-    if aborted {
-        let records = u64::try_from(h.records_count()).unwrap_or(0);
-        return Ok(match keep_header {
-            true => Filtered {
-                outcome: Outcome::Rebuilt(empty_batch(&h)),
-                records_read: records,
-                records_kept: 0,
-                max_timestamp: h.max_timestamp(),
-            },
-            false => Filtered {
-                outcome: Outcome::Dropped,
-                records_read: records,
-                records_kept: 0,
-                max_timestamp: -1,
-            },
-        });
-    }
-    if h.is_control() || h.is_transactional() {
-        return Ok(Filtered {
-            outcome: Outcome::Whole,
-            records_read: 0,
+impl Filtered {
+    fn without_records(outcome: Outcome, h: &RecordBatchHeader, read: u64) -> Self {
+        let max_timestamp = match outcome {
+            Outcome::Dropped => -1,
+            _ => h.max_timestamp(),
+        };
+        Filtered {
+            outcome,
+            records_read: read,
             records_kept: 0,
+            max_timestamp,
+            aborted_txn: None,
+        }
+    }
+}
+
+/// Filters the whole stored batch `batch` (header included); `txns` follows the
+/// transactions of the pass, which sees every batch in offset order.
+pub fn filter_batch(
+    batch: &[u8],
+    round: &Round<'_>,
+    txns: &mut TxnTracker,
+) -> Result<Filtered, LogError> {
+    let h = RecordBatchHeader::parse(batch)?;
+    let count = u64::try_from(h.records_count()).unwrap_or(0);
+    let (discardable, aborted_txn) = match h.is_control() {
+        true => {
+            let read = txns.on_control(&h, batch)?;
+            (read.discardable, read.index_entry)
+        }
+        false => (txns.on_batch(&h), None),
+    };
+    // A data batch of an aborted transaction goes at once; a marker of a transaction with
+    // nothing left goes once its delete horizon has passed.
+    let discard_records = match h.is_control() {
+        true => discardable && h.delete_horizon_ms().is_some_and(|t| t <= round.now_ms),
+        false => discardable,
+    };
+    let keep_header = round.keeps_header(&h);
+    if discard_records {
+        let outcome = match keep_header {
+            true => Outcome::Rebuilt(empty_batch(&h)),
+            false => Outcome::Dropped,
+        };
+        return Ok(Filtered::without_records(outcome, &h, count));
+    }
+    if h.is_control() {
+        // Kept whole, or stamped with the horizon its removal waits for.
+        let outcome = match discardable && h.delete_horizon_ms().is_none() {
+            true => {
+                let all: Vec<u64> = (0..count).collect();
+                let horizon = round.now_ms.saturating_add(round.delete_retention_ms);
+                rebuild(batch, &h, &all, Some(horizon))?.0
+            }
+            false => Outcome::Whole,
+        };
+        return Ok(Filtered {
+            outcome,
+            records_read: count,
+            records_kept: count,
             max_timestamp: h.max_timestamp(),
+            aborted_txn,
         });
     }
     // Decided on keys and value sizes alone; values are read only for a batch to rebuild.
@@ -159,6 +177,7 @@ pub fn filter_batch(batch: &[u8], round: &Round<'_>) -> Result<Filtered, LogErro
         records_read: read,
         records_kept,
         max_timestamp,
+        aborted_txn: None,
     })
 }
 

@@ -8,6 +8,7 @@ use kafka_protocol::records::{
 
 use super::*;
 use crate::log::batch;
+use crate::log::control::{marker_batch, EndTxnMarker, TxnResult};
 
 /// A batch at `base` of (key, value) records stamped 1000 + i; `producer` is
 /// (id, epoch, base sequence).
@@ -74,10 +75,21 @@ fn decoded(bytes: &[u8]) -> Vec<(i64, String, Option<String>)> {
         .collect()
 }
 
+/// One batch through a pass that saw no transaction before it.
+fn filter(batch: &[u8], round: &Round<'_>) -> Result<Filtered, LogError> {
+    filter_batch(batch, round, &mut TxnTracker::default())
+}
+
+fn last_data(offset: i64) -> LastRecord {
+    LastRecord {
+        last_data_offset: Some(offset),
+        producer_epoch: 0,
+    }
+}
+
 struct Fixture {
     map: OffsetMap,
-    producers: HashMap<i64, i64>,
-    aborted: AbortedRanges,
+    producers: HashMap<i64, LastRecord>,
 }
 
 impl Fixture {
@@ -90,7 +102,6 @@ impl Fixture {
         Fixture {
             map,
             producers: HashMap::new(),
-            aborted: AbortedRanges::default(),
         }
     }
 
@@ -99,9 +110,8 @@ impl Fixture {
             map: &self.map,
             now_ms,
             delete_retention_ms: 1_000,
-            producers_last_offsets: &self.producers,
+            producers_last_records: &self.producers,
             upper_bound_offset: 1_000,
-            aborted: &self.aborted,
         }
     }
 }
@@ -116,7 +126,7 @@ fn only_the_latest_record_of_each_key_stays() {
         None,
         Compression::None,
     );
-    let out = filter_batch(&whole, &f.round(0)).unwrap();
+    let out = filter(&whole, &f.round(0)).unwrap();
     assert_eq!(out.outcome, Outcome::Whole);
     assert_eq!((out.records_read, out.records_kept), (2, 2));
     // "a" at 10 is superseded by 12: the batch is rebuilt around "c".
@@ -127,7 +137,7 @@ fn only_the_latest_record_of_each_key_stays() {
         Compression::None,
     );
     let f = Fixture::new(&[("a", 12), ("z", 30)], 20);
-    let Outcome::Rebuilt(bytes) = filter_batch(&mixed, &f.round(0)).unwrap().outcome else {
+    let Outcome::Rebuilt(bytes) = filter(&mixed, &f.round(0)).unwrap().outcome else {
         panic!("expected a rebuilt batch");
     };
     assert_eq!(decoded(&bytes), vec![(9, "c".into(), Some("c0".into()))]);
@@ -144,7 +154,7 @@ fn only_the_latest_record_of_each_key_stays() {
     // All superseded, nobody needs the header: dropped.
     let f = Fixture::new(&[("c", 50), ("a", 50), ("z", 50)], 60);
     assert_eq!(
-        filter_batch(&mixed, &f.round(0)).unwrap().outcome,
+        filter(&mixed, &f.round(0)).unwrap().outcome,
         Outcome::Dropped
     );
 }
@@ -159,7 +169,7 @@ fn records_past_the_map_stay_whatever_their_key() {
     );
     // The map ends at 4, where "a" was last seen: 3 goes, 4 stays, 5 is past the map.
     let f = Fixture::new(&[("a", 4)], 4);
-    let Outcome::Rebuilt(bytes) = filter_batch(&batch, &f.round(0)).unwrap().outcome else {
+    let Outcome::Rebuilt(bytes) = filter(&batch, &f.round(0)).unwrap().outcome else {
         panic!()
     };
     assert_eq!(
@@ -175,7 +185,7 @@ fn records_past_the_map_stay_whatever_their_key() {
 fn tombstones_get_a_delete_horizon_and_go_after_it() {
     let f = Fixture::new(&[("a", 0), ("b", 1)], 1);
     let batch = keyed(0, &[("a", None), ("b", Some("b"))], None, Compression::None);
-    let Outcome::Rebuilt(first) = filter_batch(&batch, &f.round(10_000)).unwrap().outcome else {
+    let Outcome::Rebuilt(first) = filter(&batch, &f.round(10_000)).unwrap().outcome else {
         panic!("a tombstone's batch is stamped");
     };
     let h = RecordBatchHeader::parse(&first).unwrap();
@@ -188,10 +198,10 @@ fn tombstones_get_a_delete_horizon_and_go_after_it() {
     );
     // Before the horizon it stays as it is; after, the tombstone goes.
     assert_eq!(
-        filter_batch(&first, &f.round(10_999)).unwrap().outcome,
+        filter(&first, &f.round(10_999)).unwrap().outcome,
         Outcome::Whole
     );
-    let Outcome::Rebuilt(second) = filter_batch(&first, &f.round(11_000)).unwrap().outcome else {
+    let Outcome::Rebuilt(second) = filter(&first, &f.round(11_000)).unwrap().outcome else {
         panic!()
     };
     assert_eq!(decoded(&second), vec![(1, "b".into(), Some("b".into()))]);
@@ -213,11 +223,11 @@ fn an_active_producers_last_batch_and_the_rounds_last_keep_their_headers() {
         Compression::Lz4,
     );
     assert_eq!(
-        filter_batch(&batch, &f.round(0)).unwrap().outcome,
+        filter(&batch, &f.round(0)).unwrap().outcome,
         Outcome::Dropped
     );
-    f.producers.insert(42, 4);
-    let Outcome::Rebuilt(empty) = filter_batch(&batch, &f.round(0)).unwrap().outcome else {
+    f.producers.insert(42, last_data(4));
+    let Outcome::Rebuilt(empty) = filter(&batch, &f.round(0)).unwrap().outcome else {
         panic!("the producer's last batch keeps its header");
     };
     let h = RecordBatchHeader::parse(&empty).unwrap();
@@ -231,16 +241,16 @@ fn an_active_producers_last_batch_and_the_rounds_last_keep_their_headers() {
     assert_eq!(h.compression_codec(), 0);
     batch::verify_crc(&empty).unwrap();
     // Not the producer's last batch: gone.
-    f.producers.insert(42, 9);
+    f.producers.insert(42, last_data(9));
     assert_eq!(
-        filter_batch(&batch, &f.round(0)).unwrap().outcome,
+        filter(&batch, &f.round(0)).unwrap().outcome,
         Outcome::Dropped
     );
     // The last batch before where the round stops keeps its header too.
     let mut round = f.round(0);
     round.upper_bound_offset = 5;
     assert!(
-        matches!(filter_batch(&batch, &round).unwrap().outcome, Outcome::Rebuilt(b) if b.len() == batch::HEADER_SIZE)
+        matches!(filter(&batch, &round).unwrap().outcome, Outcome::Rebuilt(b) if b.len() == batch::HEADER_SIZE)
     );
 }
 
@@ -259,7 +269,7 @@ fn rebuilt_batches_keep_their_codec() {
             Some((1, 0, 0)),
             compression,
         );
-        let Outcome::Rebuilt(bytes) = filter_batch(&batch, &f.round(0)).unwrap().outcome else {
+        let Outcome::Rebuilt(bytes) = filter(&batch, &f.round(0)).unwrap().outcome else {
             panic!()
         };
         let h = RecordBatchHeader::parse(&bytes).unwrap();
@@ -281,15 +291,128 @@ fn rebuilt_batches_keep_their_codec() {
     }
 }
 
-#[test]
-fn transactional_batches_are_kept_whole() {
-    let f = Fixture::new(&[("a", 50)], 50);
-    let mut batch = keyed(0, &[("a", Some("x"))], Some((1, 0, 0)), Compression::None);
-    // Set the transactional bit and fix the CRC.
+/// `keyed` with the transactional bit set (and the CRC fixed).
+fn transactional(
+    base: i64,
+    entries: &[(&str, Option<&str>)],
+    producer: (i64, i16, i32),
+) -> Vec<u8> {
+    let mut batch = keyed(base, entries, Some(producer), Compression::None);
     batch[22] |= 0x10;
     batch::set_codec_and_length(&mut batch, 0);
+    batch
+}
+
+fn marker(base: i64, producer_id: i64, result: TxnResult) -> Vec<u8> {
+    let m = EndTxnMarker {
+        result,
+        coordinator_epoch: 3,
+    };
+    let mut b = marker_batch(producer_id, 0, m, 1_000).to_vec();
+    batch::set_base_offset(&mut b, base);
+    b
+}
+
+#[test]
+fn committed_records_are_compacted_and_a_marker_waits_for_its_horizon() {
+    let mut f = Fixture::new(&[("a", 50), ("b", 1)], 50);
+    let data = transactional(0, &[("a", Some("old")), ("b", Some("kept"))], (1, 0, 0));
+    let commit = marker(2, 1, TxnResult::Commit);
+    // First pass: "a" is superseded, "b" stays; the marker stays with its data.
+    let mut txns = TxnTracker::default();
+    let Outcome::Rebuilt(bytes) = filter_batch(&data, &f.round(0), &mut txns).unwrap().outcome
+    else {
+        panic!("a committed batch is compacted");
+    };
+    assert_eq!(decoded(&bytes), vec![(1, "b".into(), Some("kept".into()))]);
+    assert!(RecordBatchHeader::parse(&bytes).unwrap().is_transactional());
+    let kept = filter_batch(&commit, &f.round(0), &mut txns).unwrap();
+    assert_eq!(kept.outcome, Outcome::Whole);
+    // Once "b" is superseded too, the batch goes, and the marker (seen in the same pass
+    // after it) still stays: this pass saw a batch of its transaction.
+    let f2 = Fixture::new(&[("a", 50), ("b", 50)], 50);
+    let mut txns = TxnTracker::default();
     assert_eq!(
-        filter_batch(&batch, &f.round(0)).unwrap().outcome,
+        filter_batch(&data, &f2.round(0), &mut txns)
+            .unwrap()
+            .outcome,
+        Outcome::Dropped
+    );
+    assert_eq!(
+        filter_batch(&commit, &f2.round(0), &mut txns)
+            .unwrap()
+            .outcome,
         Outcome::Whole
     );
+    // The next pass finds it alone: stamped with now + delete.retention.ms.
+    let Outcome::Rebuilt(stamped) = filter(&commit, &f2.round(5_000)).unwrap().outcome else {
+        panic!("the marker gets a delete horizon");
+    };
+    let h = RecordBatchHeader::parse(&stamped).unwrap();
+    assert_eq!(h.delete_horizon_ms(), Some(6_000));
+    assert!(h.is_control() && h.is_transactional());
+    assert_eq!((h.base_offset(), h.records_count()), (2, 1));
+    batch::verify_crc(&stamped).unwrap();
+    assert_eq!(
+        crate::log::control::read_marker(&stamped)
+            .unwrap()
+            .map(|m| m.result),
+        Some(TxnResult::Commit),
+        "the marker still reads as a commit"
+    );
+    // Before the horizon it stays; from it on it goes, unless it is the producer's last
+    // record (then its header carries the producer's epoch).
+    assert_eq!(
+        filter(&stamped, &f2.round(5_999)).unwrap().outcome,
+        Outcome::Whole
+    );
+    assert_eq!(
+        filter(&stamped, &f2.round(6_000)).unwrap().outcome,
+        Outcome::Dropped
+    );
+    f.producers.insert(
+        1,
+        LastRecord {
+            last_data_offset: None,
+            producer_epoch: 0,
+        },
+    );
+    let mut last = Fixture::new(&[], 50);
+    last.producers = f.producers;
+    let Outcome::Rebuilt(empty) = filter(&stamped, &last.round(6_000)).unwrap().outcome else {
+        panic!("the producer's last marker keeps its header");
+    };
+    assert_eq!(empty.len(), batch::HEADER_SIZE);
+    let h = RecordBatchHeader::parse(&empty).unwrap();
+    assert!(h.is_control() && h.records_count() == 0);
+}
+
+#[test]
+fn an_aborted_transaction_goes_whole_and_its_marker_keeps_its_index_entry() {
+    let f = Fixture::new(&[("a", 0)], 50);
+    let abort = AbortedTxn {
+        producer_id: 2,
+        first_offset: 0,
+        last_offset: 1,
+        last_stable_offset: 2,
+    };
+    let data = transactional(0, &[("a", Some("aborted"))], (2, 0, 0));
+    let end = marker(1, 2, TxnResult::Abort);
+    let mut txns = TxnTracker::new([abort]);
+    let out = filter_batch(&data, &f.round(0), &mut txns).unwrap();
+    assert_eq!(
+        out.outcome,
+        Outcome::Dropped,
+        "the latest record of its key, but aborted"
+    );
+    let kept = filter_batch(&end, &f.round(0), &mut txns).unwrap();
+    assert_eq!(
+        (kept.outcome, kept.aborted_txn),
+        (Outcome::Whole, Some(abort))
+    );
+    // A later pass: nothing of it left, so the marker is stamped and loses its entry.
+    let mut txns = TxnTracker::new([abort]);
+    let later = filter_batch(&end, &f.round(0), &mut txns).unwrap();
+    assert!(matches!(later.outcome, Outcome::Rebuilt(_)));
+    assert_eq!(later.aborted_txn, None);
 }

@@ -7,6 +7,7 @@
 //!   filter.rs     one batch: kept, rebuilt, cut to its header, or dropped   (filterTo)
 //!   offset_map.rs key digest → latest offset, within the dedupe buffer      (SkimpyOffsetMap)
 //!   reader.rs     whole batches of a segment file, one I/O buffer at a time
+//!   txn.rs        transactions met on the way: aborted, committed, markers  (CleanedTransactionMetadata)
 //!   throttler.rs  log.cleaner.io.max.bytes.per.second, shared by the threads
 //! ```
 //!
@@ -22,6 +23,7 @@ mod filter;
 mod offset_map;
 mod reader;
 mod throttler;
+mod txn;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

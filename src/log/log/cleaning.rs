@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::{now_ms, Log};
 use crate::log::checkpoint::sync_dir;
 use crate::log::faults::{self, Fault};
-use crate::log::producer_state::list_snapshots;
+use crate::log::producer_state::{list_snapshots, LastRecord};
 use crate::log::segment::{
     change_suffixes, with_suffix, LogSegment, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX,
 };
@@ -100,10 +100,18 @@ impl Log {
         }
     }
 
-    /// The last data offset of every producer in the producer state (Kafka's
-    /// `lastRecordsOfActiveProducers`): the batch ending there keeps its header.
-    pub fn producers_last_offsets(&self) -> HashMap<i64, i64> {
-        self.inner.lock().producer_state.last_offsets()
+    /// The last record of every producer in the producer state (Kafka's
+    /// `lastRecordsOfActiveProducers`): the batch holding it keeps its header.
+    pub fn producers_last_records(&self) -> HashMap<i64, LastRecord> {
+        self.inner.lock().producer_state.last_records()
+    }
+
+    /// The first offset the cleaner may not compact (Kafka's `lastStableOffset`): the
+    /// high watermark, or the first offset of the oldest open transaction if lower, so
+    /// an open transaction's records are never compacted while it may still abort.
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        self.first_unstable_offset()
+            .map_or(high_watermark, |o| o.min(high_watermark))
     }
 
     /// Where the next cleaning starts (`cleaner-offset-checkpoint`); `None` before the

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -12,6 +13,7 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -134,5 +136,94 @@ class TransactionTest {
 
     private static byte[] b(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    /**
+     * A compacted topic written by committed and aborted transactions (3 MB over 1 MB
+     * segments, so the cleaner reaches the first ones) is read back, once cleaned, by a
+     * read_committed and a read_uncommitted consumer: the latest committed value of every
+     * key, no aborted value, fewer records than were committed. The consumers read the
+     * segments the broker's cleaner rewrote: rebuilt transactional batches, markers kept,
+     * stamped or removed, and batches cut to their headers.
+     */
+    @Test @DisplayName("java.txn.compacted_readback")
+    @Timeout(value = 240, unit = TimeUnit.SECONDS)
+    void compactedReadback() throws Exception {
+        String topic = Support.topicName("txn-compacted");
+        try (Admin admin = Admin.create(Support.adminProps())) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1).configs(Map.of(
+                    "cleanup.policy", "compact",
+                    "segment.bytes", "1048576",
+                    "min.cleanable.dirty.ratio", "0.01",
+                    "delete.retention.ms", "1000"))))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+        try {
+            String pad = "x".repeat(1000);
+            Map<String, String> latest = new HashMap<>();
+            int committed = 0;
+            Properties p = Support.producerProps();
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "compat-java-txn-compacted-" + UUID.randomUUID());
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                producer.initTransactions();
+                for (int t = 0; t < 30; t++) {
+                    // Aborted transactions early on, in the segments the cleaner reaches.
+                    boolean abort = t < 10 && t % 3 == 1;
+                    producer.beginTransaction();
+                    for (int i = 0; i < 100; i++) {
+                        String key = "k" + (i % 30);
+                        String value = (abort ? "aborted-" : "committed-") + t + "-" + i + "-" + pad;
+                        producer.send(new ProducerRecord<>(topic, 0, b(key), b(value)));
+                        if (!abort) latest.put(key, value);
+                    }
+                    if (abort) {
+                        producer.flush();
+                        producer.abortTransaction();
+                    } else {
+                        producer.commitTransaction();
+                        committed += 100;
+                    }
+                }
+            }
+            TopicPartition tp = new TopicPartition(topic, 0);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(200);
+            String why = "";
+            while (System.nanoTime() < deadline) {
+                why = checkCompacted(tp, "read_committed", latest, committed);
+                if (why.isEmpty()) why = checkCompacted(tp, "read_uncommitted", latest, committed);
+                if (why.isEmpty()) return;
+                Thread.sleep(2000);
+            }
+            throw new AssertionError(why);
+        } finally {
+            Support.deleteTopicQuietly(topic);
+        }
+    }
+
+    /** Reads the partition to its end; "" when it reads as cleaned, else what is wrong. */
+    private static String checkCompacted(TopicPartition tp, String isolation, Map<String, String> want,
+            int committed) {
+        Properties p = Support.consumerProps();
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        Map<String, String> got = new HashMap<>();
+        int records = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            long end = c.endOffsets(List.of(tp)).get(tp);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (c.position(tp) < end) {
+                if (System.nanoTime() > deadline) return isolation + ": stuck at " + c.position(tp) + " of " + end;
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    String v = new String(r.value(), StandardCharsets.UTF_8);
+                    if (v.startsWith("aborted-")) return isolation + ": an aborted record at " + r.offset();
+                    got.put(new String(r.key(), StandardCharsets.UTF_8), v);
+                    records++;
+                }
+            }
+        }
+        if (!got.equals(want)) return isolation + ": latest values differ";
+        if (records >= committed) return isolation + ": " + records + " records read, not compacted yet";
+        return "";
     }
 }

@@ -45,6 +45,18 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), LogError> {
     Ok(())
 }
 
+/// Writes `contents` to `path` via `<path>.tmp` and rename, syncing nothing: for files
+/// that only save work and are checked when read back (a crash may leave the old file,
+/// the new one, an empty or a torn one, or none).
+pub fn write_unsynced(path: &Path, contents: &[u8]) -> Result<(), LogError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    fs::write(&tmp, contents)?;
+    fs::rename(&tmp, path)?;
+    Ok(())
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)?.sync_all()?;
     Ok(())

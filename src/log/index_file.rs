@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::{Advice, MmapOptions, MmapRaw};
 
 use super::LogError;
 
@@ -136,13 +136,16 @@ impl IndexFile {
     }
 
     /// Resizes the file to `new_len` rounded down to whole entries (at least the valid
-    /// entries) and remaps it.
+    /// entries) and remaps it. Nothing is synced: the old and the new mapping share the
+    /// file's page cache, so entries written through the old one stay in the file and
+    /// reach disk with the next flush of the segment (as in Kafka's `AbstractIndex.resize`).
+    /// An `msync` here would cost a journal commit per resize, several per partition at
+    /// startup.
     pub fn resize(&mut self, new_len: usize) -> Result<(), LogError> {
         let new_len = round_down(new_len, self.entry_size).max(self.entries * self.entry_size);
         if new_len == self.mmap.len() {
             return Ok(());
         }
-        self.mmap.flush()?;
         let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         file.set_len(new_len as u64)?;
         // A flush may still hold the old mapping for its msync; this struct never touches
@@ -168,5 +171,38 @@ fn map(file: &File) -> Result<Arc<MmapRaw>, LogError> {
     // whole file as it is now. `MmapRaw` hands out pointers, not references: `bytes` and
     // `bytes_mut` carry the safety argument for reading and writing through them.
     let mmap = MmapOptions::new().map_raw(file)?;
+    // Index pages are touched one at a time (a lookup's binary search, an append at the
+    // end), and most of a preallocated file is a hole. Without this advice every first
+    // touch faults in a whole read-around window of zeroed page cache (several MiB
+    // with large folios), which a trim then throws away: that made a restart with
+    // thousands of partitions spend most of its time zeroing memory. Advice only changes
+    // speed, so a refusal is not an error.
+    let _ = mmap.advise(Advice::Random);
     Ok(Arc::new(mmap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `VmFlags` line of this process's mapping of `path`.
+    fn vm_flags(path: &Path) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let name = path.to_str()?;
+        let mut lines = smaps.lines().skip_while(|l| !l.ends_with(name));
+        lines.find(|l| l.starts_with("VmFlags:")).map(str::to_owned)
+    }
+
+    #[test]
+    fn mappings_are_advised_random_so_a_touch_reads_no_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        let mut index = IndexFile::open(&path, 8, 1 << 20, true).unwrap();
+        let flags = vm_flags(&path).expect("the index is mapped");
+        assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
+        // A resize maps again, with the same advice.
+        index.resize(4096).unwrap();
+        let flags = vm_flags(&path).expect("the index is mapped");
+        assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
+    }
 }

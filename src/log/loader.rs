@@ -25,8 +25,9 @@ pub struct LoadedLog {
 
 /// Loads `dir`. After an unclean shutdown every segment from the one holding
 /// `recovery_point` on is scanned batch by batch; the first bad batch and everything after
-/// it are cut (later segments deleted). After a clean one nothing is scanned. Either way a
-/// segment whose index is missing or fails its sanity check is rebuilt.
+/// it are cut (later segments deleted), and their indexes rebuilt. After a clean one
+/// nothing is scanned. Either way a segment below that, whose index is missing or fails
+/// its sanity check, is rebuilt.
 pub fn load(
     dir: &Path,
     config: &LogConfig,
@@ -40,10 +41,17 @@ pub fn load(
     let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
     let mut segments = BTreeMap::new();
     let last_base = bases.last().copied();
+    // After an unclean shutdown the segments from here on are scanned and their indexes
+    // rebuilt by `recover_after` anyway: checking them first would rebuild them twice.
+    let recovered_from = (!clean_shutdown).then(|| recovery_start(&bases, recovery_point));
     for &base in &bases {
+        let mut segment = LogSegment::open(dir, base, config, Some(base) == last_base, now_ms)?;
+        if recovered_from.is_some_and(|from| base >= from) {
+            segments.insert(base, segment);
+            continue;
+        }
         let index_missing = !LogSegment::index_path(dir, base).exists()
             || !LogSegment::time_index_path(dir, base).exists();
-        let mut segment = LogSegment::open(dir, base, config, Some(base) == last_base, now_ms)?;
         if index_missing || segment.sanity_check().is_err() {
             tracing::info!(dir = %dir.display(), base, "rebuilding indexes of segment");
             segment.recover(&mut |_| {})?;
@@ -92,6 +100,18 @@ pub fn load(
     })
 }
 
+/// The base of the segment holding `recovery_point` (the first one if none does): where
+/// recovery after an unclean shutdown starts.
+fn recovery_start(bases: &[i64], recovery_point: i64) -> i64 {
+    let below = bases.partition_point(|&b| b <= recovery_point);
+    below
+        .checked_sub(1)
+        .and_then(|i| bases.get(i))
+        .or(bases.first())
+        .copied()
+        .unwrap_or(i64::MIN)
+}
+
 /// Recovers from the segment containing `recovery_point` to the end.
 fn recover_after(
     dir: &Path,
@@ -99,15 +119,11 @@ fn recover_after(
     recovery_point: i64,
     cache: &mut LeaderEpochFileCache,
 ) -> Result<(), LogError> {
-    let start = segments
-        .range(..=recovery_point)
-        .next_back()
+    let all: Vec<i64> = segments.keys().copied().collect();
+    let bases: Vec<i64> = segments
+        .range(recovery_start(&all, recovery_point)..)
         .map(|(&b, _)| b)
-        .or_else(|| segments.keys().next().copied());
-    let Some(start) = start else {
-        return Ok(());
-    };
-    let bases: Vec<i64> = segments.range(start..).map(|(&b, _)| b).collect();
+        .collect();
     let mut cache_error = None;
     for (i, base) in bases.iter().enumerate() {
         let Some(segment) = segments.get_mut(base) else {

@@ -197,5 +197,14 @@ func main() {
 		}
 		return err
 	})
+	// After DeleteRecords: the log dir frames were captured on their own (capture.py
+	// --apis 35) and appended to each client's fixtures.
+	step("describe log dirs", func(ctx context.Context) error {
+		if _, err := adm.DescribeAllLogDirs(ctx, nil); err != nil {
+			return err
+		}
+		_, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{a: {0: {}}})
+		return err
+	})
 	fmt.Println("done")
 }

@@ -78,12 +78,37 @@ pub struct LogManager {
     broker_epoch: std::sync::atomic::AtomicI64,
 }
 
-/// One log dir as DescribeLogDirs will report it.
+/// One log dir and whether it is online.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogDirStatus {
     pub path: PathBuf,
     /// Why the dir went offline; `None` while it is online.
     pub offline_cause: Option<String>,
+}
+
+/// One log dir as DescribeLogDirs reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirDescription {
+    /// Absolute, as Kafka names log dirs to clients (and as AlterReplicaLogDirs names them).
+    pub path: PathBuf,
+    /// Why the dir went offline; `None` while it is online.
+    pub offline_cause: Option<String>,
+    /// Size of the file system holding the dir, and what is left of it for skua (KIP-827);
+    /// `None` for an offline dir or when the file system cannot tell.
+    pub total_and_usable_bytes: Option<(u64, u64)>,
+    /// The replicas' logs in the dir, sorted (none for an offline dir).
+    pub replicas: Vec<ReplicaLogDescription>,
+}
+
+/// One replica's log in a log dir.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReplicaLogDescription {
+    pub tp: TopicPartition,
+    pub size_bytes: u64,
+    /// How far a future log is behind the current one; 0 for a current log.
+    pub offset_lag: i64,
+    /// A `-future` log: the copy an AlterReplicaLogDirs is building in this dir.
+    pub is_future: bool,
 }
 
 impl LogManager {
@@ -195,6 +220,42 @@ impl LogManager {
                     .health
                     .is_offline()
                     .then(|| d.health.cause().unwrap_or_default()),
+            })
+            .collect()
+    }
+
+    /// Every log dir with the replicas it holds (Kafka's `ReplicaManager.describeLogDirs`).
+    pub fn describe_log_dirs(&self) -> Vec<LogDirDescription> {
+        let mut replicas: Vec<Vec<ReplicaLogDescription>> = vec![Vec::new(); self.dirs.len()];
+        for (tp, h) in self.logs.read().iter() {
+            replicas[h.dir_index].push(ReplicaLogDescription {
+                tp: tp.clone(),
+                size_bytes: h.log.size_bytes(),
+                offset_lag: 0,
+                is_future: false,
+            });
+        }
+        self.dirs
+            .iter()
+            .zip(replicas)
+            .map(|(d, mut replicas)| {
+                let offline_cause = d
+                    .health
+                    .is_offline()
+                    .then(|| d.health.cause().unwrap_or_default());
+                if offline_cause.is_some() {
+                    replicas.clear();
+                }
+                replicas.sort();
+                LogDirDescription {
+                    path: absolute_path(&d.path),
+                    total_and_usable_bytes: offline_cause
+                        .is_none()
+                        .then(|| super::disk_space::total_and_usable_bytes(&d.path))
+                        .flatten(),
+                    offline_cause,
+                    replicas,
+                }
             })
             .collect()
     }
@@ -543,6 +604,11 @@ impl LogManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// `path` made absolute (without resolving links), as Java's `File.getAbsolutePath`.
+pub fn absolute_path(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Whether `dir` was shut down cleanly; deletes the marker either way.

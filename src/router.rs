@@ -106,6 +106,7 @@ pub static ROUTES: &[Route] = &[
     route!(DescribeProducers, 0, 0, describe_producers::handle),
     // From v1: the crate decodes v1–4 (Kafka 4 dropped v0, as it did for AlterReplicaLogDirs).
     route!(DescribeLogDirs, 1, 4, describe_log_dirs::handle),
+    route!(AlterReplicaLogDirs, 1, 2, alter_replica_log_dirs::handle),
     route!(DescribeTransactions, 0, 0, describe_transactions::handle),
     route!(ListTransactions, 0, 2, list_transactions::handle),
     route!(WriteTxnMarkers, 1, 1, write_txn_markers::handle),

@@ -1,15 +1,21 @@
 //! DescribeLogDirs and AlterReplicaLogDirs on a broker with two `log.dirs`: what a client
 //! is told about each dir (its replicas' sizes as the files on disk have them, the file
-//! system's size, an offline dir's KAFKA_STORAGE_ERROR).
+//! system's size, an offline dir's KAFKA_STORAGE_ERROR), and a replica moved to the other
+//! dir while a producer goes on, every record there after a restart.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{batch, wait_for, Client, TestBroker};
+use common::{batch, values, wait_for, Client, TestBroker};
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
@@ -176,5 +182,160 @@ async fn describe_log_dirs_reports_every_dir_and_replica() {
             assert_eq!(r.error_code, 0);
         }
     }
+    broker.stop().await;
+}
+
+async fn alter(
+    client: &mut Client,
+    path: &str,
+    topic: &str,
+    partitions: Vec<i32>,
+    version: i16,
+) -> Vec<i16> {
+    let req = AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+        .with_path(StrBytes::from_string(path.into()))
+        .with_topics(vec![AlterReplicaLogDirTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(partitions)])]);
+    let resp = client.send(&req, version).await;
+    resp.results
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// Every value in `topic-0`, read from offset 0 to its end.
+async fn all_values(client: &mut Client, topic: &str) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    loop {
+        let next = out.last().map_or(0, |(o, _): &(i64, String)| o + 1);
+        let fetched = client.fetch(topic, 0, next, 0, 0).await;
+        assert_eq!(fetched.error_code, 0);
+        let got = values(fetched.records.as_ref().unwrap());
+        if got.is_empty() {
+            return out;
+        }
+        out.extend(got);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_moves_to_another_dir_while_producers_go_on() {
+    let root = tempfile::tempdir().unwrap();
+    let (dirs, joined) = two_dirs(root.path());
+    let overrides = [
+        ("log.dirs", joined.as_str()),
+        ("log.segment.bytes", "1048576"),
+    ];
+    let broker = TestBroker::start(&dirs[0], &overrides).await;
+    let mut client = broker.client().await;
+    assert_eq!(client.create_topic("m", 1).await, 0);
+    let big = "x".repeat(2000);
+    let mut sent = Vec::new();
+    for i in 0..1500 {
+        let value = format!("{i}-{big}");
+        let (code, _) = client
+            .produce("m", 0, batch(&[value.as_str()], None, Compression::None), 1)
+            .await;
+        assert_eq!(code, 0);
+        sent.push(value);
+    }
+    let source = dirs
+        .iter()
+        .find(|d| d.join("m-0").is_dir())
+        .unwrap()
+        .clone();
+    let target = dirs.iter().find(|d| **d != source).unwrap().clone();
+    assert!(
+        std::fs::read_dir(source.join("m-0"))
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log"))
+            .count()
+            > 1,
+        "several segments to copy"
+    );
+
+    // Errors first: not a log dir, a partition not hosted here.
+    let target_name = target.display().to_string();
+    assert_eq!(
+        alter(&mut client, "/no/such/dir", "m", vec![0], 2).await,
+        vec![57]
+    );
+    assert_eq!(
+        alter(&mut client, &target_name, "m", vec![7], 2).await,
+        vec![9]
+    );
+    assert_eq!(
+        alter(&mut client, &target_name, "nope", vec![0], 1).await,
+        vec![9]
+    );
+
+    // The move, with a producer going on meanwhile.
+    let addr = broker.addr;
+    let producing = tokio::spawn(async move {
+        let mut c = Client::connect(addr).await;
+        let mut more = Vec::new();
+        for i in 1500..2500 {
+            let value = format!("{i}-during");
+            let (code, _) = c
+                .produce("m", 0, batch(&[value.as_str()], None, Compression::None), 1)
+                .await;
+            assert_eq!(code, 0, "produce during the move");
+            more.push(value);
+        }
+        more
+    });
+    assert_eq!(
+        alter(&mut client, &target_name, "m", vec![0], 2).await,
+        vec![0]
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let resp = describe(&mut client, None, 4).await;
+        let rs = replicas(&resp);
+        let done = rs.len() == 1 && rs[0].0 == target_name && !rs[0].5;
+        if done {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "moved within 60 s: {rs:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sent.extend(producing.await.unwrap());
+    for i in 2500..2510 {
+        let value = format!("{i}-after");
+        let (code, _) = client
+            .produce("m", 0, batch(&[value.as_str()], None, Compression::None), 1)
+            .await;
+        assert_eq!(code, 0);
+        sent.push(value);
+    }
+    assert!(target.join("m-0").is_dir());
+    assert!(
+        !source.join("m-0").exists(),
+        "the old copy is renamed for deletion"
+    );
+    let want: Vec<(i64, String)> = sent
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, v)| (i as i64, v))
+        .collect();
+    assert_eq!(all_values(&mut client, "m").await, want);
+    broker.stop().await;
+
+    // After a restart: every record, from the new dir.
+    let broker = TestBroker::start(&dirs[0], &overrides).await;
+    let mut client = broker.client().await;
+    assert_eq!(all_values(&mut client, "m").await, want);
+    assert!(broker.log("m").dir().starts_with(&target));
+    assert!(!source.join("m-0").exists());
     broker.stop().await;
 }

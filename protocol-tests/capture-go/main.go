@@ -206,5 +206,13 @@ func main() {
 		_, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{a: {0: {}}})
 		return err
 	})
+	// A path that is no log dir (LOG_DIR_NOT_FOUND wherever the frames are replayed).
+	// Captured on their own too (capture.py --apis 34).
+	step("alter replica log dirs", func(ctx context.Context) error {
+		var req kadm.AlterReplicaLogDirsReq
+		req.Add("/no/such/log/dir", kadm.TopicsSet{a: {0: {}}})
+		_, err := adm.AlterAllReplicaLogDirs(ctx, req)
+		return err
+	})
 	fmt.Println("done")
 }

@@ -7,6 +7,7 @@ pub mod allocate_producer_ids;
 pub mod alter_configs;
 pub mod alter_partition;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod commit_slots;
 pub mod consumer_group_describe;

@@ -27,6 +27,7 @@ mod disk_space;
 pub(crate) mod faults;
 mod fd_limit;
 mod file_slice;
+mod future_logs;
 mod index_file;
 mod leader_epoch;
 mod loader;

@@ -308,6 +308,14 @@ impl Broker {
                 logs.logs
                     .topic_id_of(&TopicPartition::new(topic, partition))
             }));
+        let logs = replicas.clone();
+        zk.shared()
+            .broker
+            .set_offline_replicas(Arc::new(move |topic: &str, partition: i32| {
+                logs.logs
+                    .get_log(&TopicPartition::new(topic, partition))
+                    .is_some_and(|log| log.is_offline())
+            }));
         let stopper = replicas.clone();
         zk.shared()
             .broker

@@ -104,6 +104,9 @@ pub static ROUTES: &[Route] = &[
     // Not v5: that is KIP-890's transaction version 2, which skua does not offer.
     route!(EndTxn, 0, 4, end_txn::handle),
     route!(DescribeProducers, 0, 0, describe_producers::handle),
+    // From v1: the crate decodes v1–4 (Kafka 4 dropped v0, as it did for AlterReplicaLogDirs).
+    route!(DescribeLogDirs, 1, 4, describe_log_dirs::handle),
+    route!(AlterReplicaLogDirs, 1, 2, alter_replica_log_dirs::handle),
     route!(DescribeTransactions, 0, 0, describe_transactions::handle),
     route!(ListTransactions, 0, 2, list_transactions::handle),
     route!(WriteTxnMarkers, 1, 1, write_txn_markers::handle),

@@ -208,6 +208,35 @@ c_delete_records() {
   head -n1 "$CASE_TMP/reset" | grep -q '^Offset:5' || fail "consumer from 0 not reset to 5: $(head -n1 "$CASE_TMP/reset")"
   [[ $(wc -l <"$CASE_TMP/reset") -eq 15 ]] || fail "want 15 records after the reset, got $(wc -l <"$CASE_TMP/reset")"
 }
+# kafka-log-dirs.sh --describe: the console topic's partition in one of the broker's log
+# dirs, with the size its segment files have on disk (the broker runs on this machine).
+c_log_dirs() {
+  "$BIN/kafka-log-dirs.sh" --bootstrap-server "$B" --describe --topic-list "$C" >"$CASE_TMP/out" || return 1
+  cat "$CASE_TMP/out"
+  python3 - "$C" "$CASE_TMP/out" >"$CASE_TMP/reason" <<'PY' || fail "$(cat "$CASE_TMP/reason")"
+import glob, json, os, sys
+topic, path = sys.argv[1], sys.argv[2]
+lines = [l for l in open(path) if l.startswith("{")]
+if not lines:
+    sys.exit(print("no JSON line in the output") or 1)
+doc = json.loads(lines[-1])
+found = []
+for broker in doc["brokers"]:
+    for d in broker["logDirs"]:
+        if d["error"] is not None:
+            sys.exit(print(f"log dir {d['logDir']}: error {d['error']}") or 1)
+        for p in d["partitions"]:
+            found.append((d["logDir"], p))
+if [p["partition"] for _, p in found] != [f"{topic}-0"]:
+    sys.exit(print("partitions listed:", [p["partition"] for _, p in found]) or 1)
+log_dir, p = found[0]
+if p["offsetLag"] != 0 or p["isFuture"]:
+    sys.exit(print("offsetLag/isFuture:", p) or 1)
+on_disk = sum(os.path.getsize(f) for f in glob.glob(os.path.join(log_dir, f"{topic}-0", "*.log")))
+if on_disk == 0 or p["size"] != on_disk:
+    sys.exit(print(f"size {p['size']}, segment files in {log_dir} hold {on_disk}") or 1)
+PY
+}
 c_api_versions() {
   "$BIN/kafka-broker-api-versions.sh" --bootstrap-server "$B" >"$CASE_TMP/out" || return 1
   for api in Produce Fetch ListOffsets Metadata ApiVersions CreateTopics DeleteTopics; do
@@ -251,6 +280,7 @@ run_case java.configs.broker c_configs_broker
 run_case java.tools.compacted_readback c_compacted
 run_case java.tools.get_offsets c_get_offsets
 run_case java.tools.delete_records c_delete_records
+run_case java.tools.log_dirs c_log_dirs
 run_case java.perf.producer c_producer_perf
 run_case java.perf.consumer c_consumer_perf
 "$BIN/kafka-topics.sh" --bootstrap-server "$B" --delete --topic "$C" >/dev/null 2>&1 || true

@@ -197,5 +197,22 @@ func main() {
 		}
 		return err
 	})
+	// After DeleteRecords: the log dir frames were captured on their own (capture.py
+	// --apis 35) and appended to each client's fixtures.
+	step("describe log dirs", func(ctx context.Context) error {
+		if _, err := adm.DescribeAllLogDirs(ctx, nil); err != nil {
+			return err
+		}
+		_, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{a: {0: {}}})
+		return err
+	})
+	// A path that is no log dir (LOG_DIR_NOT_FOUND wherever the frames are replayed).
+	// Captured on their own too (capture.py --apis 34).
+	step("alter replica log dirs", func(ctx context.Context) error {
+		var req kadm.AlterReplicaLogDirsReq
+		req.Add("/no/such/log/dir", kadm.TopicsSet{a: {0: {}}})
+		_, err := adm.AlterAllReplicaLogDirs(ctx, req)
+		return err
+	})
 	fmt.Println("done")
 }

@@ -34,13 +34,13 @@ use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 /// crash while loading counts as unclean; written (fsynced JSON
 /// `{"version":0,"brokerEpoch":<epoch>}`) as the last step of a clean shutdown.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-const DELETE_SUFFIX: &str = "-delete";
+pub(super) const DELETE_SUFFIX: &str = "-delete";
 const STRAY_SUFFIX: &str = "-stray";
-const FUTURE_SUFFIX: &str = "-future";
+pub(super) const FUTURE_SUFFIX: &str = "-future";
 
-struct LogDir {
-    path: PathBuf,
-    health: Arc<LogDirHealth>,
+pub(super) struct LogDir {
+    pub(super) path: PathBuf,
+    pub(super) health: Arc<LogDirHealth>,
     /// Held while the dir's checkpoint files are written: the periodic jobs and a
     /// DeleteRecords may write them at the same time. Always taken before the read lock
     /// of `LogManager::logs`, never while holding it.
@@ -48,10 +48,10 @@ struct LogDir {
     _lock: DirLock,
 }
 
-struct Hosted {
-    log: Arc<Log>,
-    dir_index: usize,
-    topic_id: Option<Uuid>,
+pub(super) struct Hosted {
+    pub(super) log: Arc<Log>,
+    pub(super) dir_index: usize,
+    pub(super) topic_id: Option<Uuid>,
 }
 
 /// Whether metadata assigns a partition directory found on disk to this broker: its
@@ -68,22 +68,52 @@ impl<F: Fn(&TopicPartition, Option<Uuid>) -> bool> Assignment for F {}
 /// the clean shutdown, so the next start recovers it. Each dir that goes offline is
 /// reported once on the channel from `take_dir_failures`.
 pub struct LogManager {
-    dirs: Vec<LogDir>,
-    logs: RwLock<HashMap<TopicPartition, Hosted>>,
+    pub(super) dirs: Vec<LogDir>,
+    pub(super) logs: RwLock<HashMap<TopicPartition, Hosted>>,
+    /// Replicas moving to another log dir: their copies there (see `future_logs`). Taken
+    /// after `logs` when both are.
+    pub(super) futures: RwLock<HashMap<TopicPartition, Hosted>>,
+    /// Held by a move's switch and by shutdown, so no switch runs while logs close.
+    pub(super) moving: Mutex<()>,
     dir_failures: Mutex<Option<UnboundedReceiver<PathBuf>>>,
     /// Deleted segments and partition directories waiting out `file.delete.delay.ms`.
-    delayed_deletes: Arc<DelayedDeletes>,
-    file_delete_delay: Duration,
+    pub(super) delayed_deletes: Arc<DelayedDeletes>,
+    pub(super) file_delete_delay: Duration,
     /// The broker epoch the clean-shutdown marker records (-1: not registered).
     broker_epoch: std::sync::atomic::AtomicI64,
 }
 
-/// One log dir as DescribeLogDirs will report it.
+/// One log dir and whether it is online.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogDirStatus {
     pub path: PathBuf,
     /// Why the dir went offline; `None` while it is online.
     pub offline_cause: Option<String>,
+}
+
+/// One log dir as DescribeLogDirs reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirDescription {
+    /// Absolute, as Kafka names log dirs to clients (and as AlterReplicaLogDirs names them).
+    pub path: PathBuf,
+    /// Why the dir went offline; `None` while it is online.
+    pub offline_cause: Option<String>,
+    /// Size of the file system holding the dir, and what is left of it for skua (KIP-827);
+    /// `None` for an offline dir or when the file system cannot tell.
+    pub total_and_usable_bytes: Option<(u64, u64)>,
+    /// The replicas' logs in the dir, sorted (none for an offline dir).
+    pub replicas: Vec<ReplicaLogDescription>,
+}
+
+/// One replica's log in a log dir.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReplicaLogDescription {
+    pub tp: TopicPartition,
+    pub size_bytes: u64,
+    /// How far a future log is behind the current one; 0 for a current log.
+    pub offset_lag: i64,
+    /// A `-future` log: the copy an AlterReplicaLogDirs is building in this dir.
+    pub is_future: bool,
 }
 
 impl LogManager {
@@ -102,7 +132,8 @@ impl LogManager {
         let file_delete_delay = Duration::from_millis(file_delete_delay_ms);
         let delayed_deletes = Arc::new(DelayedDeletes::new());
         let mut dirs = Vec::new();
-        let mut logs = HashMap::new();
+        let mut logs: HashMap<TopicPartition, Hosted> = HashMap::new();
+        let mut futures_found = Vec::new();
         let (failures_tx, failures_rx) = unbounded_channel();
         for (dir_index, (path, lock)) in log_dirs.into_iter().enumerate() {
             let health = Arc::new(LogDirHealth::new(&path, Some(failures_tx.clone())));
@@ -119,6 +150,10 @@ impl LogManager {
                     continue;
                 };
                 let dir = entry.path();
+                if name.ends_with(FUTURE_SUFFIX) {
+                    futures_found.push(dir);
+                    continue;
+                }
                 let Some(tp) = partition_dir(&dir, &name, &delayed_deletes, file_delete_delay)
                 else {
                     continue;
@@ -131,12 +166,6 @@ impl LogManager {
                     set_aside_stray(&path, &dir, &tp, topic_id)?;
                     continue;
                 }
-                if logs.contains_key(&tp) {
-                    return Err(LogError::corrupt_file(
-                        &dir,
-                        format!("{tp} is present in more than one log dir"),
-                    ));
-                }
                 let config = topic_configs(&tp.topic);
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
@@ -145,6 +174,23 @@ impl LogManager {
                     .with_delayed_deletes(delayed_deletes.clone());
                 if let Some(&offset) = cleaner_offsets.get(&tp) {
                     log.set_cleaner_checkpoint(offset);
+                }
+                if let Some(first) = logs.get(&tp) {
+                    // A crash during a move's switch (see `future_logs`).
+                    let (keep, aside) = match super::future_logs::keep_first(&first.log, &log) {
+                        true => (first.log.dir().to_path_buf(), dir.clone()),
+                        false => (dir.clone(), first.log.dir().to_path_buf()),
+                    };
+                    tracing::warn!(partition = %tp, serving = %keep.display(), "the partition is in two log dirs (a move to another log dir was interrupted): serving the longer copy, setting the other aside");
+                    let aside_parent = aside.parent().map(Path::to_path_buf).unwrap_or_default();
+                    if keep == dir {
+                        logs.remove(&tp);
+                    } else {
+                        drop(log);
+                        set_aside_stray(&aside_parent, &aside, &tp, topic_id)?;
+                        continue;
+                    }
+                    set_aside_stray(&aside_parent, &aside, &tp, topic_id)?;
                 }
                 logs.insert(
                     tp,
@@ -163,14 +209,18 @@ impl LogManager {
                 _lock: lock,
             });
         }
-        Ok(LogManager {
+        let manager = LogManager {
             dirs,
             logs: RwLock::new(logs),
+            futures: RwLock::new(HashMap::new()),
+            moving: Mutex::new(()),
             dir_failures: Mutex::new(Some(failures_rx)),
             delayed_deletes,
             file_delete_delay,
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
-        })
+        };
+        manager.drop_incomplete_futures(futures_found)?;
+        Ok(manager)
     }
 
     /// The broker epoch written into the clean-shutdown marker: Kafka started on these
@@ -199,13 +249,57 @@ impl LogManager {
             .collect()
     }
 
+    /// Every log dir with the replicas it holds (Kafka's `ReplicaManager.describeLogDirs`).
+    pub fn describe_log_dirs(&self) -> Vec<LogDirDescription> {
+        let mut replicas: Vec<Vec<ReplicaLogDescription>> = vec![Vec::new(); self.dirs.len()];
+        for (tp, h) in self.logs.read().iter() {
+            replicas[h.dir_index].push(ReplicaLogDescription {
+                tp: tp.clone(),
+                size_bytes: h.log.size_bytes(),
+                offset_lag: 0,
+                is_future: false,
+            });
+        }
+        for (tp, dir_index, log, offset_lag) in self.future_lags() {
+            replicas[dir_index].push(ReplicaLogDescription {
+                tp,
+                size_bytes: log.size_bytes(),
+                offset_lag,
+                is_future: true,
+            });
+        }
+        self.dirs
+            .iter()
+            .zip(replicas)
+            .map(|(d, mut replicas)| {
+                let offline_cause = d
+                    .health
+                    .is_offline()
+                    .then(|| d.health.cause().unwrap_or_default());
+                if offline_cause.is_some() {
+                    replicas.clear();
+                }
+                replicas.sort();
+                LogDirDescription {
+                    path: absolute_path(&d.path),
+                    total_and_usable_bytes: offline_cause
+                        .is_none()
+                        .then(|| super::disk_space::total_and_usable_bytes(&d.path))
+                        .flatten(),
+                    offline_cause,
+                    replicas,
+                }
+            })
+            .collect()
+    }
+
     /// True when no log dir is left online (Kafka then halts the broker).
     pub fn all_dirs_offline(&self) -> bool {
         self.dirs.iter().all(|d| d.health.is_offline())
     }
 
     /// Takes `dir` offline after `error` in `what`, unless the error is fd exhaustion.
-    fn on_dir_failure(&self, dir_index: usize, what: &str, error: LogError) -> LogError {
+    pub(super) fn on_dir_failure(&self, dir_index: usize, what: &str, error: LogError) -> LogError {
         match &error {
             LogError::KafkaStorage(io) if is_fd_exhaustion(io) => {
                 tracing::error!(dir = %self.dirs[dir_index].path.display(), error = %io, "{what} failed: out of file descriptors (raise `ulimit -n`)");
@@ -310,6 +404,7 @@ impl LogManager {
     /// directory is removed `file.delete.delay.ms` later, in the queue deleted segments
     /// wait in (`DelayedDeletes`, emptied by `remove_due_deletions`).
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
+        self.abandon_future_log(tp);
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
@@ -514,6 +609,9 @@ impl LogManager {
     ///
     /// Offline dirs are left exactly as they are: no flush, no checkpoint, no marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
+        // Moves stop here; their copies are dropped at the next start.
+        let _no_switch = self.moving.lock();
+        self.futures.write().clear();
         let mut failed_dirs = Vec::new();
         let mut first_error = None;
         for h in self.logs.read().values() {
@@ -543,6 +641,11 @@ impl LogManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// `path` made absolute (without resolving links), as Java's `File.getAbsolutePath`.
+pub fn absolute_path(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Whether `dir` was shut down cleanly; deletes the marker either way.
@@ -619,7 +722,7 @@ fn set_aside_stray(
 
 /// Kafka's `LocalLog.logDirNameWithSuffixCappedLength`: `topic-P.<32 hex><suffix>`, the
 /// topic shortened so the name fits in 255 bytes.
-fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+pub(super) fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
     let suffix = format!("-{}.{}{suffix}", tp.partition, Uuid::new_v4().simple());
     let keep = 255usize.saturating_sub(suffix.len()).min(tp.topic.len());
     let mut cut = keep;

@@ -23,9 +23,11 @@ pub mod compression;
 pub mod control;
 mod delayed_delete;
 mod dir_lock;
+mod disk_space;
 pub(crate) mod faults;
 mod fd_limit;
 mod file_slice;
+mod future_logs;
 mod index_file;
 mod leader_epoch;
 mod loader;
@@ -66,7 +68,10 @@ pub use self::leader_epoch::{EpochEntry, LeaderEpochFileCache};
 pub use self::log::{delete_cleaned, now_ms, CleanerView, Log, SegmentView};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
-pub use self::log_manager::{Assignment, LogDirStatus, LogManager, CLEAN_SHUTDOWN_FILE};
+pub use self::log_manager::{
+    absolute_path, Assignment, LogDirDescription, LogDirStatus, LogManager, ReplicaLogDescription,
+    CLEAN_SHUTDOWN_FILE,
+};
 pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
 pub use self::partition_metadata::{
     kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,

@@ -21,6 +21,7 @@ pub mod delayed_produce;
 pub mod fetch_session;
 pub mod fetcher;
 pub mod isr;
+pub mod log_dir_move;
 pub mod manager;
 pub mod partition;
 pub mod state;

@@ -41,7 +41,9 @@ pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 pub struct Partition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
-    log: Arc<Log>,
+    /// Replaced only by `switch_log` (a move to another log dir), with `state` held for
+    /// writing: an append, which holds `state` for reading, sees one log throughout.
+    log: RwLock<Arc<Log>>,
     /// Role, epochs, ISR and followers. Held for reading across a leader's append (not its
     /// fsync), so a batch carries the epoch under which it was checked; written only when
     /// metadata changes the partition.
@@ -105,7 +107,7 @@ impl Partition {
         Partition {
             tp,
             topic_id,
-            log,
+            log: RwLock::new(log),
             state: RwLock::new(PartitionState::sole_leader(leader_epoch)),
             high_watermark,
             log_end_advanced: Notify::new(),
@@ -121,10 +123,31 @@ impl Partition {
     /// raise it (a leader alone commits its whole log).
     pub fn with_high_watermark(self, offset: i64) -> Self {
         let hw = offset
-            .min(self.log.log_end_offset())
-            .max(self.log.log_start_offset());
+            .min(self.log().log_end_offset())
+            .max(self.log().log_start_offset());
         self.high_watermark.store(hw, Ordering::Release);
         self
+    }
+
+    /// The partition's log (another one after a move to another log dir).
+    pub fn log(&self) -> Arc<Log> {
+        self.log.read().clone()
+    }
+
+    /// Runs `switch` with the partition's current log while every append, truncation and
+    /// leadership change waits (its state held for writing); the log `switch` returns, if
+    /// any, replaces the current one. The last step of a move to another log dir.
+    pub fn switch_log<E>(
+        &self,
+        switch: impl FnOnce(&Arc<Log>) -> Result<Option<Arc<Log>>, E>,
+    ) -> Result<(), E> {
+        let _state = self.state.write();
+        let current = self.log();
+        if let Some(new) = switch(&current)? {
+            new.defer_roll_work();
+            *self.log.write() = new;
+        }
+        Ok(())
     }
 
     /// Sends this partition's ISR changes to `changes` (set once, by the replica manager).
@@ -147,7 +170,7 @@ impl Partition {
             let changed = state.apply(local_id, replicas, announced, now_ms);
             if changed && state.is_leader() {
                 self.leader_epoch_start_offset
-                    .store(self.log.log_end_offset(), Ordering::Release);
+                    .store(self.log().log_end_offset(), Ordering::Release);
             }
             changed
         };
@@ -198,7 +221,7 @@ impl Partition {
     /// Older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH (metadata lags).
     /// A partition whose log dir went offline answers KAFKA_STORAGE_ERROR to everything.
     pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ResponseError> {
-        if self.log.is_offline() {
+        if self.log().is_offline() {
             return Err(ResponseError::KafkaStorageError);
         }
         let epoch = self.leader_epoch();
@@ -213,7 +236,7 @@ impl Partition {
     /// `localLogWithEpochOrThrow` with `requireLeader`): the log is online, the client's
     /// leader epoch is ours (or -1), and this broker leads.
     pub fn check_leader(&self, current_leader_epoch: i32) -> Result<(), ApiError> {
-        if let Err(e) = self.log.check_online() {
+        if let Err(e) = self.log().check_online() {
             return Err(ApiError::from(e));
         }
         self.check_leader_epoch(current_leader_epoch)?;
@@ -246,7 +269,7 @@ impl Partition {
     }
 
     pub fn log_end_offset(&self) -> i64 {
-        self.log.log_end_offset()
+        self.log().log_end_offset()
     }
 
     /// Offsets below this are committed and belong to no open transaction: what a
@@ -254,28 +277,28 @@ impl Partition {
     /// unstable offset bounded by the high watermark; the unstable part is the log's).
     pub fn last_stable_offset(&self) -> i64 {
         let hw = self.high_watermark();
-        self.log.first_unstable_offset().map_or(hw, |o| o.min(hw))
+        self.log().first_unstable_offset().map_or(hw, |o| o.min(hw))
     }
 
     /// The aborted transactions a read_committed fetch from `fetch_offset` skips
     /// below `upper_bound`.
     pub fn aborted_txns(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
-        self.log.aborted_txns(fetch_offset, upper_bound)
+        self.log().aborted_txns(fetch_offset, upper_bound)
     }
 
     /// Open transactions: (producer id, epoch, first offset).
     pub fn ongoing_transactions(&self) -> Vec<(i64, i16, i64)> {
-        self.log.ongoing_transactions()
+        self.log().ongoing_transactions()
     }
 
     /// Whether `producer_id` at `epoch` has a transaction open here.
     pub fn has_ongoing_txn(&self, producer_id: i64, epoch: i16) -> bool {
-        self.log.has_ongoing_txn(producer_id, epoch)
+        self.log().has_ongoing_txn(producer_id, epoch)
     }
 
     /// The producers this partition remembers (DescribeProducers).
     pub fn producer_states(&self) -> Vec<crate::log::ProducerStateEntry> {
-        self.log.producer_states()
+        self.log().producer_states()
     }
 
     /// Writes a transaction marker as leader (WriteTxnMarkers), as durable as a produce.
@@ -293,7 +316,7 @@ impl Partition {
             }
             // WriteTxnMarkers appends with acks=all, as Kafka's.
             self.check_min_isr(state.isr_size())?;
-            self.log.append_marker(
+            self.log().append_marker(
                 producer_id,
                 producer_epoch,
                 marker,
@@ -306,11 +329,11 @@ impl Partition {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        self.log.log_start_offset()
+        self.log().log_start_offset()
     }
 
     pub fn update_log_config(&self, config: LogConfig) {
-        self.log.update_config(config);
+        self.log().update_config(config);
     }
 
     /// Appends a produce request's records as leader. Once `flush.messages` unflushed
@@ -339,7 +362,7 @@ impl Partition {
             if required_acks == -1 {
                 self.check_min_isr(state.isr_size())?;
             }
-            self.log
+            self.log()
                 .append_as_leader(records, state.leader_epoch, now_ms)?
         };
         self.after_append(&info).await?;
@@ -349,7 +372,7 @@ impl Partition {
     /// NOT_ENOUGH_REPLICAS for an acks=all append while the ISR is smaller than
     /// `min.insync.replicas`.
     fn check_min_isr(&self, isr_size: usize) -> Result<(), AppendError> {
-        let min_isr = self.log.config().min_insync_replicas;
+        let min_isr = self.log().config().min_insync_replicas;
         if isr_size < min_isr as usize {
             return Err(AppendError::Refused(ApiError::new(
                 ResponseError::NotEnoughReplicas,
@@ -376,7 +399,7 @@ impl Partition {
             }
             // Coordinators write with acks=all, as Kafka's do.
             self.check_min_isr(state.isr_size())?;
-            self.log
+            self.log()
                 .append_as_coordinator(records, state.leader_epoch, now_ms)?
         };
         self.after_append(&info).await?;
@@ -389,19 +412,19 @@ impl Partition {
         if !info.duplicate {
             self.log_end_advanced.notify_waiters();
         }
-        if self.log.has_pending_roll() {
-            let log = self.log.clone();
+        if self.log().has_pending_roll() {
+            let log = self.log();
             tokio::task::spawn_blocking(move || log.complete_roll());
         }
         let flush = match info.duplicate {
-            false => self.log.flush_needed(),
+            false => self.log().flush_needed(),
             true => {
-                self.log.config().flush_interval_messages == 1
-                    && self.log.recovery_point() <= info.last_offset
+                self.log().config().flush_interval_messages == 1
+                    && self.log().recovery_point() <= info.last_offset
             }
         };
         if flush {
-            let log = self.log.clone();
+            let log = self.log();
             let upto = info.last_offset + 1;
             tokio::task::spawn_blocking(move || log.flush_to(upto))
                 .await
@@ -417,7 +440,7 @@ impl Partition {
         let candidate = self
             .state
             .read()
-            .high_watermark_candidate(self.log.log_end_offset());
+            .high_watermark_candidate(self.log().log_end_offset());
         let Some(candidate) = candidate else {
             return false;
         };
@@ -445,7 +468,7 @@ impl Partition {
         if self.high_watermark() < required_offset {
             return None;
         }
-        match isr_size < self.log.config().min_insync_replicas as usize {
+        match isr_size < self.log().config().min_insync_replicas as usize {
             true => Some(Err(ResponseError::NotEnoughReplicasAfterAppend)),
             false => Some(Ok(())),
         }
@@ -458,7 +481,7 @@ impl Partition {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<FetchData<Bytes>, LogError> {
-        self.log
+        self.log()
             .read(offset, max_bytes, self.high_watermark(), min_one_message)
     }
 
@@ -470,10 +493,10 @@ impl Partition {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<FetchData<Bytes>, LogError> {
-        self.log.read(
+        self.log().read(
             offset,
             max_bytes,
-            self.log.log_end_offset(),
+            self.log().log_end_offset(),
             min_one_message,
         )
     }
@@ -486,7 +509,7 @@ impl Partition {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<FetchData<Option<FileSlice>>, LogError> {
-        self.log
+        self.log()
             .read_slice(offset, max_bytes, self.high_watermark(), min_one_message)
     }
 
@@ -496,26 +519,31 @@ impl Partition {
     /// cleaned its retention waits for the cleaner, which applies it after the cleaning.
     /// Returns how many segments went. Blocking.
     pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, LogError> {
-        if self.log.is_offline() {
+        let log = self.log();
+        if log.is_offline() {
             return Ok(0);
         }
-        self.log.roll_if_idle(now_ms)?;
-        let _cleaning = match self.log.config().cleanup_policy.compact {
-            true => match self.log.try_lock_cleaning() {
+        log.roll_if_idle(now_ms)?;
+        let _cleaning = match log.config().cleanup_policy.compact {
+            true => match log.try_lock_cleaning() {
                 Some(guard) => Some(guard),
                 None => return Ok(0),
             },
             false => None,
         };
-        self.log.delete_old_segments(now_ms, self.high_watermark())
+        log.delete_old_segments(now_ms, self.high_watermark())
     }
 
     /// What the log cleaner needs of a compacted partition; None when it is not compacted.
     pub fn cleaner_candidate(&self) -> Option<Candidate> {
-        self.log.config().cleanup_policy.compact.then(|| Candidate {
-            log: self.log.clone(),
-            high_watermark: self.high_watermark(),
-        })
+        self.log()
+            .config()
+            .cleanup_policy
+            .compact
+            .then(|| Candidate {
+                log: self.log(),
+                high_watermark: self.high_watermark(),
+            })
     }
 
     /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
@@ -525,7 +553,7 @@ impl Partition {
     pub async fn delete_records(&self, offset: i64) -> Result<i64, LogError> {
         /// DeleteRecordsRequest.HIGH_WATERMARK.
         const HIGH_WATERMARK: i64 = -1;
-        if !self.log.config().cleanup_policy.delete {
+        if !self.log().config().cleanup_policy.delete {
             return Err(LogError::PolicyViolation(format!(
                 "Records of partition {} can not be deleted due to the configured policy",
                 self.tp
@@ -536,12 +564,21 @@ impl Partition {
             HIGH_WATERMARK => high_watermark,
             o => o,
         };
-        let log = self.log.clone();
-        tokio::task::spawn_blocking(move || {
-            log.delete_records_before(offset, high_watermark, crate::log::now_ms())
-        })
-        .await
-        .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))?
+        let log = self.log();
+        let deleted = {
+            let log = log.clone();
+            tokio::task::spawn_blocking(move || {
+                log.delete_records_before(offset, high_watermark, crate::log::now_ms())
+            })
+            .await
+            .map_err(|e| LogError::KafkaStorage(std::io::Error::other(e)))??
+        };
+        // A move to another log dir switched logs meanwhile: the new one starts there too.
+        let now = self.log();
+        if !Arc::ptr_eq(&log, &now) {
+            now.maybe_increment_log_start_offset(deleted)?;
+        }
+        Ok(deleted)
     }
 
     /// One partition of a Fetch, after `check_fetch`: where the records from `offset` lie,
@@ -557,12 +594,12 @@ impl Partition {
         follower_log_start_offset: i64,
     ) -> Result<FetchData<Option<FileSlice>>, LogError> {
         let max_offset = match params.isolation {
-            FetchIsolation::LogEnd => self.log.log_end_offset(),
+            FetchIsolation::LogEnd => self.log().log_end_offset(),
             FetchIsolation::HighWatermark => self.high_watermark(),
             FetchIsolation::TxnCommitted => self.last_stable_offset(),
         };
         let data = self
-            .log
+            .log()
             .read_slice(offset, max_bytes, max_offset, min_one_message)?;
         if params.is_from_follower() {
             let recorded = {
@@ -633,7 +670,7 @@ impl Partition {
         isolation: FetchIsolation,
     ) -> Result<Option<TimestampAndOffset>, ResponseError> {
         let last_fetchable = match isolation {
-            FetchIsolation::LogEnd => self.log.log_end_offset(),
+            FetchIsolation::LogEnd => self.log().log_end_offset(),
             FetchIsolation::HighWatermark => self.high_watermark(),
             FetchIsolation::TxnCommitted => self.last_stable_offset(),
         };
@@ -647,7 +684,7 @@ impl Partition {
         };
         let found = match timestamp {
             EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
-                return Ok(Some(at(self.log.log_start_offset())))
+                return Ok(Some(at(self.log().log_start_offset())))
             }
             LATEST_TIMESTAMP if not_available => return Err(ResponseError::OffsetNotAvailable),
             LATEST_TIMESTAMP => return Ok(Some(at(last_fetchable))),
@@ -658,8 +695,8 @@ impl Partition {
                     ..at(-1)
                 }))
             }
-            MAX_TIMESTAMP => self.log.max_timestamp_and_offset(),
-            ts if ts >= 0 => self.log.fetch_offset_by_timestamp(ts),
+            MAX_TIMESTAMP => self.log().max_timestamp_and_offset(),
+            ts if ts >= 0 => self.log().fetch_offset_by_timestamp(ts),
             _ => return Err(ResponseError::InvalidRequest),
         };
         match found.filter(|f| f.offset < last_fetchable) {
@@ -671,7 +708,7 @@ impl Partition {
     /// OffsetForLeaderEpoch: the largest epoch at most `epoch` and the offset where it
     /// ended (the log end for the latest); `None` when no such epoch is known.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
-        self.log.end_offset_for_epoch(epoch)
+        self.log().end_offset_for_epoch(epoch)
     }
 
     /// As leader, for a follower's fetch that names the epoch of its last batch (Fetch
@@ -688,7 +725,7 @@ impl Partition {
             return Ok(None);
         }
         let (epoch, end_offset) = self
-            .log
+            .log()
             .end_offset_for_epoch(last_fetched_epoch)
             .ok_or(ResponseError::OffsetOutOfRange)?;
         if epoch < 0 || end_offset < 0 {
@@ -727,7 +764,7 @@ impl Partition {
         let Some(changes) = self.isr_changes.get() else {
             return;
         };
-        let leo = self.log.log_end_offset();
+        let leo = self.log().log_end_offset();
         let proposal = self.state.write().propose_shrink(leo, now_ms, max_lag_ms);
         if let Some(proposal) = proposal {
             tracing::info!(partition = %self.tp, isr = ?proposal.new_isr, max_lag_ms, "shrinking the ISR");
@@ -759,8 +796,8 @@ impl Partition {
     }
 
     #[cfg(test)]
-    pub(crate) fn log_for_tests(&self) -> &Arc<Log> {
-        &self.log
+    pub(crate) fn log_for_tests(&self) -> Arc<Log> {
+        self.log()
     }
 
     /// Whether an ISR change is waiting for the controller.
@@ -789,9 +826,9 @@ impl Partition {
     /// the epoch of its last batch (-1: none known) and its log start offset.
     pub fn follower_fetch_position(&self) -> (i64, i32, i64) {
         (
-            self.log.log_end_offset(),
-            self.log.latest_epoch().unwrap_or(-1),
-            self.log.log_start_offset(),
+            self.log().log_end_offset(),
+            self.log().latest_epoch().unwrap_or(-1),
+            self.log().log_start_offset(),
         )
     }
 
@@ -807,17 +844,17 @@ impl Partition {
         let info = {
             let _state = self.state.read();
             self.check_follower_of(leader_epoch)?;
-            self.log.append_as_follower(records)?
+            self.log().append_as_follower(records)?
         };
         if info.last_offset >= info.first_offset {
             self.log_end_advanced.notify_waiters();
         }
-        if self.log.has_pending_roll() {
-            let log = self.log.clone();
+        if self.log().has_pending_roll() {
+            let log = self.log();
             tokio::task::spawn_blocking(move || log.complete_roll());
         }
-        if self.log.flush_needed() {
-            let log = self.log.clone();
+        if self.log().flush_needed() {
+            let log = self.log();
             let upto = info.last_offset + 1;
             tokio::task::spawn_blocking(move || log.flush_to(upto))
                 .await
@@ -832,8 +869,8 @@ impl Partition {
             return;
         }
         let hw = leader_high_watermark
-            .min(self.log.log_end_offset())
-            .max(self.log.log_start_offset());
+            .min(self.log().log_end_offset())
+            .max(self.log().log_start_offset());
         let old = self.high_watermark.swap(hw, Ordering::AcqRel);
         if hw > old {
             self.high_watermark_advanced.notify_waiters();
@@ -848,7 +885,7 @@ impl Partition {
         if self.is_leader() {
             return Ok(());
         }
-        self.log
+        self.log()
             .maybe_increment_log_start_offset(leader_log_start_offset)
             .map(|_| ())
     }
@@ -858,8 +895,8 @@ impl Partition {
     pub fn truncate_to(&self, leader_epoch: i32, offset: i64) -> Result<(), AppendError> {
         let _state = self.state.read();
         self.check_follower_of(leader_epoch)?;
-        tracing::info!(partition = %self.tp, offset, log_end = self.log.log_end_offset(), "truncating a divergent tail");
-        self.log.truncate_to(offset)?;
+        tracing::info!(partition = %self.tp, offset, log_end = self.log().log_end_offset(), "truncating a divergent tail");
+        self.log().truncate_to(offset)?;
         self.high_watermark.fetch_min(offset, Ordering::AcqRel);
         Ok(())
     }
@@ -874,7 +911,7 @@ impl Partition {
         let _state = self.state.read();
         self.check_follower_of(leader_epoch)?;
         tracing::info!(partition = %self.tp, offset, "emptying the log to start at the leader's log start");
-        self.log.truncate_fully_and_start_at(offset)?;
+        self.log().truncate_fully_and_start_at(offset)?;
         self.high_watermark.store(offset, Ordering::Release);
         Ok(())
     }
@@ -912,7 +949,7 @@ mod tests {
         // The producer retries the batch whose fsync failed: it must not be acknowledged.
         let retry = p.append(batch(1), 0).await.unwrap_err();
         assert_eq!(retry.error_code(), 56, "{retry}");
-        assert_eq!(p.log.recovery_point(), 1);
+        assert_eq!(p.log().recovery_point(), 1);
         assert_eq!(p.high_watermark(), 1, "nothing unflushed became visible");
         assert_eq!(
             p.check_leader_epoch(-1),

@@ -28,6 +28,7 @@ impl ControllerLoop {
         let (_, w) = self.s.children_and_watch(paths::DELETE_TOPICS).await?;
         self.on_watch(w, Event::TopicDeletion(g));
         self.armed.deletions = true;
+        self.watch_log_dir_events().await?;
 
         let fence = self.fence()?;
         self.ctx.epoch = fence.controller_epoch;

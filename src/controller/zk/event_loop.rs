@@ -39,6 +39,8 @@ pub enum Event {
     TopicChange(u64),
     PartitionModifications(u64, String),
     TopicDeletion(u64),
+    /// `/log_dir_event_notification` has new children: brokers with an offline log dir.
+    LogDirEventNotification(u64),
     LeaderAndIsrResponse {
         broker: i32,
         response: LeaderAndIsrResponse,
@@ -115,6 +117,7 @@ pub struct Armed {
     pub brokers: bool,
     pub topics: bool,
     pub deletions: bool,
+    pub log_dir_events: bool,
     pub topic: std::collections::HashSet<String>,
     pub broker: std::collections::HashSet<i32>,
     pub preferred_election: bool,
@@ -199,6 +202,9 @@ impl ControllerLoop {
             Event::BrokerChange => self.armed.brokers = false,
             Event::TopicChange(g) if *g == self.generation => self.armed.topics = false,
             Event::TopicDeletion(g) if *g == self.generation => self.armed.deletions = false,
+            Event::LogDirEventNotification(g) if *g == self.generation => {
+                self.armed.log_dir_events = false
+            }
             Event::PartitionModifications(g, t) if *g == self.generation => {
                 self.armed.topic.remove(t);
             }
@@ -225,6 +231,9 @@ impl ControllerLoop {
             }
             Event::PartitionModifications(g, topic) if g == self.generation && self.is_active() => {
                 self.process_partition_modifications(&topic).await
+            }
+            Event::LogDirEventNotification(g) if g == self.generation && self.is_active() => {
+                self.process_log_dir_event_notification().await
             }
             Event::TopicDeletion(g) if g == self.generation && self.is_active() => {
                 self.process_topic_deletion().await
@@ -263,6 +272,7 @@ impl ControllerLoop {
             | Event::TopicChange(_)
             | Event::PartitionModifications(..)
             | Event::TopicDeletion(_)
+            | Event::LogDirEventNotification(_)
             | Event::BrokerModification(..)
             | Event::PreferredReplicaElection(_)
             | Event::AutoLeaderRebalance(_) => Ok(()),
@@ -427,6 +437,7 @@ impl ControllerLoop {
         // The controller's watches belong to the old generation and will be ignored.
         self.armed.topics = false;
         self.armed.deletions = false;
+        self.armed.log_dir_events = false;
         self.armed.topic.clear();
         self.armed.broker.clear();
         self.armed.preferred_election = false;

@@ -36,6 +36,7 @@ pub mod election;
 pub mod event_loop;
 pub mod leader_and_isr;
 pub mod leader_election;
+mod log_dir_events;
 mod member;
 mod partition_machine;
 pub mod partition_reassignment;

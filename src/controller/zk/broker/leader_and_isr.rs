@@ -70,7 +70,12 @@ impl BrokerSide {
             }
             .filter(|id| !id.is_nil());
             let key = (topic.clone(), p.partition_index);
-            if !topic_id.is_nil() && log_id.is_some_and(|id| id != *topic_id) {
+            if self.replica_offline(&topic, p.partition_index) {
+                // Before the epoch check, as Kafka's: this answer is how a controller
+                // learns, after a log dir event, which replicas went offline.
+                tracing::warn!(topic = %topic, partition = p.partition_index, "LeaderAndIsr for a replica in an offline log dir");
+                errors.insert(key, ResponseError::KafkaStorageError);
+            } else if !topic_id.is_nil() && log_id.is_some_and(|id| id != *topic_id) {
                 tracing::error!(topic = %topic, partition = p.partition_index, request_topic_id = %topic_id, log_topic_id = ?log_id, "LeaderAndIsr names another topic id than the log");
                 errors.insert(key, ResponseError::InconsistentTopicId);
             } else if p.leader_epoch <= current_epoch {

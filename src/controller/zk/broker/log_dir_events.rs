@@ -56,3 +56,24 @@ pub async fn propagate_failure(zk: &ZkController) {
     }
     tracing::error!("log dir failure not notified: ZooKeeper did not take the notification");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes a Kafka 3.9 controller reads (`LogDirEventNotificationSequenceZNode`).
+    #[test]
+    fn the_notification_is_kafkas_json() {
+        let event = LogDirEvent {
+            version: 1,
+            broker: 7,
+            event: LOG_DIR_FAILURE,
+        };
+        let data = znodes::encode(&event);
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            r#"{"version":1,"broker":7,"event":1}"#
+        );
+        assert_eq!(znodes::decode::<LogDirEvent>(&data).unwrap(), event);
+    }
+}

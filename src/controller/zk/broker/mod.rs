@@ -37,6 +37,8 @@ use crate::controller::{BrokerInfo, ConfigResource, PartitionInfo, TopicInfo};
 
 /// How the broker side finds the topic id of a log on disk (None: no log, or no id).
 pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
+/// Whether a replica's log is in an offline log dir (the broker's log manager).
+pub type OfflineReplicas = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
 
 /// How the broker side stops a replica's fetcher without deleting it (the replica
 /// manager's `stop_replica`).
@@ -67,6 +69,7 @@ pub struct BrokerSide {
     published: RwLock<Arc<MetadataCache>>,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
     log_topic_ids: RwLock<Option<LogTopicIds>>,
+    offline_replicas: RwLock<Option<OfflineReplicas>>,
     replica_stopper: RwLock<Option<ReplicaStopper>>,
 }
 
@@ -83,6 +86,7 @@ impl BrokerSide {
             published: RwLock::new(Arc::new(MetadataCache::default())),
             listeners: Mutex::new(Vec::new()),
             log_topic_ids: RwLock::new(None),
+            offline_replicas: RwLock::new(None),
             replica_stopper: RwLock::new(None),
         }
     }
@@ -95,6 +99,16 @@ impl BrokerSide {
     /// Where the topic ids of logs on disk are read (the broker's log manager).
     pub fn set_log_topic_ids(&self, f: LogTopicIds) {
         *self.log_topic_ids.write() = Some(f);
+    }
+
+    /// Where LeaderAndIsr learns that a replica's log dir is offline (the log manager).
+    pub fn set_offline_replicas(&self, f: OfflineReplicas) {
+        *self.offline_replicas.write() = Some(f);
+    }
+
+    fn replica_offline(&self, topic: &str, partition: i32) -> bool {
+        let f = self.offline_replicas.read().clone();
+        f.is_some_and(|f| f(topic, partition))
     }
 
     /// How StopReplica without deletion stops a replica (the replica manager).

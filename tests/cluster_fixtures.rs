@@ -1,11 +1,15 @@
-//! Apache Kafka 3.9.1's inter-broker bytes (ZooKeeper mode), decoded and re-encoded.
+//! Apache Kafka's inter-broker bytes (ZooKeeper mode), decoded and re-encoded.
 //!
-//! `protocol-tests/capture-cluster.sh` ran a 3-broker Kafka 3.9.1 cluster with a recording
-//! proxy in front of each broker and kept what each broker received (LeaderAndIsr,
-//! UpdateMetadata and StopReplica from the controller; ControlledShutdown, AlterPartition
-//! and AllocateProducerIds at the controller; followers' Fetch at leaders) and its answer.
-//! Every frame must decode with the vendored crate to its last byte and encode back to the
-//! same bytes, so skua can both read and write what Kafka's brokers exchange.
+//! `protocol-tests/capture-cluster.sh` ran 3-broker Kafka clusters with a recording proxy in
+//! front of each broker and kept what each broker received (LeaderAndIsr, UpdateMetadata and
+//! StopReplica from the controller; ControlledShutdown, AlterPartition and
+//! AllocateProducerIds at the controller; followers' Fetch at leaders; ElectLeaders and the
+//! reassignment APIs from admin clients) and its answer: Kafka 3.9.1 at
+//! `inter.broker.protocol.version` 3.9 and at older ones down to 0.8.2 (each speaks the
+//! versions of that release), Kafka 3.1 and 3.4 brokers for their AlterPartition, and Kafka
+//! 3.9.1's and IBM/sarama's admin clients. Every frame must decode with the vendored crate to
+//! its last byte and encode back to the same bytes, so skua can both read and write what
+//! Kafka's brokers exchange.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,6 +19,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 struct Frame {
+    /// Whose traffic: `<release>[-ibp-<v>][-admin]-to-broker-<i>`.
+    client: String,
     api_key: ApiKey,
     version: i16,
     request: PathBuf,
@@ -34,6 +40,7 @@ fn manifest() -> Vec<Frame> {
             assert_eq!(cols.len(), 7, "manifest line {line:?}");
             let key: i16 = cols[3].parse().expect("api key");
             Frame {
+                client: cols[1].to_string(),
                 api_key: ApiKey::try_from(key).expect("known api key"),
                 version: cols[5].parse().expect("version"),
                 request: dir.join(cols[6]),
@@ -152,8 +159,9 @@ fn capture_covers_every_inter_broker_api() {
     }
 }
 
-/// The scenario's events are in the bytes: a deletion, ISR shrink and expansion, a
-/// follower fetch that carried records, a controlled shutdown that was answered.
+/// The full scenario's events are in the bytes of the Kafka 3.9.1 capture at its own
+/// protocol version: a deletion, ISR shrink and expansion, a follower fetch that carried
+/// records, a controlled shutdown that was answered.
 #[test]
 fn capture_holds_the_scenario() {
     let mut stop_with_delete = false;
@@ -164,7 +172,10 @@ fn capture_holds_the_scenario() {
     let mut shutdown_answered = false;
     let mut producer_block = false;
     let mut shutting_down = BTreeSet::new();
-    for f in manifest() {
+    for f in manifest()
+        .into_iter()
+        .filter(|f| f.client.starts_with("kafka-3.9.1-to-broker-"))
+    {
         let (_, request) = decode_request(&f, &read(&f.request));
         let response = response_path(&f)
             .exists()

@@ -13,11 +13,10 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
+use common::configs::{incremental_alter as alter, APPEND, BROKER, DELETE, SET, TOPIC};
 use common::{plain_batch, produce_request, Client, TestBroker};
 use skua::controller::ConfigResource;
 
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
 const DYNAMIC_TOPIC: i8 = 1;
 const DYNAMIC_BROKER: i8 = 2;
 const DYNAMIC_DEFAULT: i8 = 3;
@@ -101,40 +100,6 @@ async fn entry(c: &mut Client, resource_type: i8, name: &str, key: &str) -> Entr
 fn syn(name: &str, value: &str, source: i8) -> (String, Option<String>, i8) {
     (name.to_string(), Some(value.to_string()), source)
 }
-
-/// IncrementalAlterConfigs of one resource: (op, key, value). Returns (code, message).
-async fn alter(
-    c: &mut Client,
-    resource_type: i8,
-    name: &str,
-    ops: &[(i8, &str, Option<&str>)],
-) -> (i16, Option<String>) {
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(resource_type)
-            .with_resource_name(s(name))
-            .with_configs(
-                ops.iter()
-                    .map(|(op, k, v)| {
-                        incremental_alter_configs_request::AlterableConfig::default()
-                            .with_name(s(k))
-                            .with_config_operation(*op)
-                            .with_value(v.map(s))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let resp = c.send(&req, 1).await;
-    let r = &resp.responses[0];
-    (
-        r.error_code,
-        r.error_message.as_ref().map(|m| m.to_string()),
-    )
-}
-
-const SET: i8 = 0;
-const DELETE: i8 = 1;
-const APPEND: i8 = 2;
 
 #[tokio::test]
 async fn describe_reports_every_kafka_key_with_where_it_came_from() {

@@ -11,46 +11,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
+use common::configs::{incremental_alter, BROKER, DELETE, SET};
 use common::zookeeper::ZooKeeper;
 use common::{wait_for, Client, TestBroker};
 
-const BROKER: i8 = 4;
-const SET: i8 = 0;
-const DELETE: i8 = 1;
 const INVALID_REQUEST: i16 = 42;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
 
 /// IncrementalAlterConfigs of broker `id`: (op, key, value). Returns (code, message).
 async fn alter(c: &mut Client, id: i32, ops: &[(i8, &str, Option<&str>)]) -> (i16, String) {
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(BROKER)
-            .with_resource_name(s(&id.to_string()))
-            .with_configs(
-                ops.iter()
-                    .map(|(op, k, v)| {
-                        incremental_alter_configs_request::AlterableConfig::default()
-                            .with_name(s(k))
-                            .with_config_operation(*op)
-                            .with_value(v.map(s))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let resp = c.send(&req, 1).await;
-    let r = &resp.responses[0];
-    (
-        r.error_code,
-        r.error_message
-            .as_ref()
-            .map(|m| m.to_string())
-            .unwrap_or_default(),
-    )
+    let (code, message) = incremental_alter(c, BROKER, &id.to_string(), ops).await;
+    (code, message.unwrap_or_default())
 }
 
 /// (broker id, host, port) of every broker, as Metadata answers on `client`'s listener.

@@ -9,19 +9,13 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::cluster::{eventually, Cluster, ONE_AT_A_TIME};
-use skua::zk::session::{ZkConfig, ZkSession};
-use skua::zk::znodes::{self, PartitionState, TopicAssignment};
+use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
+use skua::zk::session::ZkSession;
+use skua::zk::znodes::{self, TopicAssignment};
 
 const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
-
-fn rt() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
-}
 
 /// The writer and checker of `scripts/faults`, compiled once against the cluster's jars.
 struct Writer {
@@ -154,33 +148,12 @@ impl Cluster {
         path.display().to_string()
     }
 
-    fn session(&self) -> ZkSession {
-        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
-        rt().block_on(ZkSession::connect(&config)).unwrap()
-    }
-
     fn get(&self, s: &ZkSession, path: &str) -> Option<Vec<u8>> {
         rt().block_on(s.get(path)).unwrap().map(|(d, _)| d)
     }
 
     fn assignment(&self, s: &ZkSession, topic: &str) -> TopicAssignment {
         znodes::decode(&self.get(s, &znodes::paths::topic(topic)).unwrap()).unwrap()
-    }
-
-    fn state(&self, s: &ZkSession, topic: &str, p: i32) -> PartitionState {
-        znodes::decode(
-            &self
-                .get(s, &znodes::paths::partition_state(topic, p))
-                .unwrap(),
-        )
-        .unwrap()
-    }
-
-    fn controller(&self, s: &ZkSession) -> i32 {
-        let data = self.get(s, "/controller").unwrap();
-        znodes::decode::<znodes::ControllerRegistration>(&data)
-            .unwrap()
-            .brokerid
     }
 
     /// The config overrides ZooKeeper holds for `entity` (`topics/t`, `brokers/2`).
@@ -298,10 +271,10 @@ fn reassign_with_kafkas_tool_under_an_acks_all_producer() {
     ) else {
         return;
     };
-    let zk = c.session();
+    let zk = c.zk_session();
     // From the controller K and broker A to A and B; B is paused for a while, so the
     // tools bootstrap from K and A only.
-    let k = c.controller(&zk) as usize;
+    let k = c.zk_controller(&zk) as usize;
     let others: Vec<usize> = (1..=3).filter(|&b| b != k).collect();
     let (a, b) = (others[0], others[1]);
     let bs = format!("{},{}", c.bootstrap[k - 1], c.bootstrap[a - 1]);
@@ -410,7 +383,7 @@ fn reassign_with_kafkas_tool_under_an_acks_all_producer() {
     assert_eq!(z.partitions.0[&1], vec![bi, ai]);
     assert!(z.adding_replicas.0.is_empty() && z.removing_replicas.0.is_empty());
     for p in 0..2 {
-        let st = c.state(&zk, "moving", p);
+        let st = c.partition_state(&zk, "moving", p).unwrap();
         assert!(
             st.leader == ai || st.leader == bi,
             "leader of moving-{p}: {}",
@@ -497,8 +470,8 @@ fn reassign_onto_a_kafka_broker() {
     else {
         return;
     };
-    let zk = c.session();
-    let k = c.controller(&zk) as usize;
+    let zk = c.zk_session();
+    let k = c.zk_controller(&zk) as usize;
     assert!(k == 1 || k == 2, "a skua broker controls");
     let a = 3 - k;
     let bs = c.bootstrap.join(",");
@@ -524,7 +497,7 @@ fn reassign_onto_a_kafka_broker() {
     let z = c.assignment(&zk, "mixed");
     assert_eq!(z.partitions.0[&0], vec![ai, 3]);
     assert!(z.adding_replicas.0.is_empty() && z.removing_replicas.0.is_empty());
-    let st = c.state(&zk, "mixed", 0);
+    let st = c.partition_state(&zk, "mixed", 0).unwrap();
     assert!(
         st.isr.contains(&3) && !st.isr.contains(&ki),
         "ISR {:?}",
@@ -554,7 +527,7 @@ fn add_a_broker_then_remove_one() {
     ) else {
         return;
     };
-    let zk = c.session();
+    let zk = c.zk_session();
     c.topics(&[
         "--create",
         "--topic",

@@ -7,22 +7,15 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::cluster::{eventually, Cluster, ONE_AT_A_TIME};
-use skua::zk::session::{ZkConfig, ZkSession};
-use skua::zk::znodes::{self, PartitionState};
+use skua::zk::session::ZkSession;
 
 /// The throttle, bytes/s.
 const RATE: u64 = 1_000_000;
 /// Records of 1000 bytes each topic gets per phase: about 8 MB, eight seconds at RATE.
 const RECORDS: u64 = 8_000;
-
-fn rt() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
-}
 
 impl Cluster {
     fn all(&self) -> String {
@@ -92,26 +85,10 @@ impl Cluster {
         ]);
     }
 
-    fn session(&self) -> ZkSession {
-        let config = ZkConfig::new(&self.zk_connect(), Duration::from_secs(10), None).unwrap();
-        rt().block_on(ZkSession::connect(&config)).unwrap()
-    }
-
-    fn state(&self, s: &ZkSession, topic: &str) -> Option<PartitionState> {
-        let path = znodes::paths::partition_state(topic, 0);
-        let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
-        znodes::decode(&data).ok()
-    }
-
     fn isr(&self, s: &ZkSession, topic: &str) -> Vec<i32> {
-        self.state(s, topic).map(|st| st.isr).unwrap_or_default()
-    }
-
-    fn controller(&self, s: &ZkSession) -> i32 {
-        let (data, _) = rt().block_on(s.get("/controller")).unwrap().unwrap();
-        znodes::decode::<znodes::ControllerRegistration>(&data)
-            .unwrap()
-            .brokerid
+        self.partition_state(s, topic, 0)
+            .map(|st| st.isr)
+            .unwrap_or_default()
     }
 
     fn segment(&self, broker: i32, topic: &str) -> PathBuf {
@@ -168,8 +145,8 @@ fn new_replicas_catch_up_at_the_throttled_rate() {
     ) else {
         return;
     };
-    let zk = c.session();
-    let controller = c.controller(&zk);
+    let zk = c.zk_session();
+    let controller = c.zk_controller(&zk);
     // Neither is the controller: stopping F moves no controller.
     let others: Vec<i32> = (1..=3).filter(|&b| b != controller).collect();
     let (l, f) = (others[0], others[1]);
@@ -209,7 +186,9 @@ fn new_replicas_catch_up_at_the_throttled_rate() {
     c.create("free", l, f, &[]);
     for t in ["lt", "ft", "free"] {
         eventually("led by L", Duration::from_secs(20), || {
-            c.state(&zk, t).filter(|s| s.leader == l).map(|_| ())
+            c.partition_state(&zk, t, 0)
+                .filter(|s| s.leader == l)
+                .map(|_| ())
         });
         c.produce(t);
     }

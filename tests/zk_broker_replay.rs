@@ -1,13 +1,15 @@
-//! skua's ZooKeeper-mode broker side against Apache Kafka 3.9.1's broker as the oracle.
+//! skua's ZooKeeper-mode broker side against Apache Kafka's broker as the oracle.
 //!
-//! `protocol-tests/fixtures-cluster/` holds what a Kafka 3.9.1 controller sent each broker
-//! of a 3-broker cluster (LeaderAndIsr, UpdateMetadata, StopReplica, in order) and what
-//! that Kafka broker answered. Each broker's stream is replayed, in order, into a fresh
-//! skua broker side of the same broker id; every answer must carry the same error codes
-//! (top level and per partition) as Kafka's. One broker side replays a broker's whole
-//! stream: in the capture broker 3 was paused past its session (a new registration, its
-//! replicas kept, as skua keeps them) and later killed and restarted (after which every
-//! request carried newer leader epochs).
+//! `protocol-tests/fixtures-cluster/` holds what a Kafka controller sent each broker of a
+//! 3-broker cluster (LeaderAndIsr, UpdateMetadata, StopReplica, in order) and what that
+//! Kafka broker answered. The oracle is Kafka 3.9.1, at its own protocol version and at
+//! older `inter.broker.protocol.version`s (which send the older request versions). Each
+//! broker's stream of each capture is replayed, in order, into a fresh skua broker side
+//! of the same broker id; every answer must carry the same error codes (top level and per
+//! partition) as Kafka's. One broker side replays a broker's whole stream: in the Kafka
+//! 3.9.1 capture broker 3 was paused past its session (a new registration, its replicas
+//! kept, as skua keeps them) and later killed and restarted (after which every request
+//! carried newer leader epochs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ fn fixtures_dir() -> PathBuf {
 
 struct Frame {
     seq: u32,
+    /// The capture (`kafka-3.9.1`, `kafka-3.9.1-ibp-2.4`, ...).
+    capture: String,
     broker: i32,
     api_key: ApiKey,
     version: i16,
@@ -49,14 +53,19 @@ fn manifest() -> Vec<Frame> {
         .skip(1)
         .filter_map(|line| {
             let cols: Vec<&str> = line.split('\t').collect();
-            let broker = cols[1]
-                .strip_prefix("kafka-3.9.1-to-broker-")?
-                .parse()
-                .ok()?;
+            let (capture, broker) = cols[1].rsplit_once("-to-broker-")?;
+            // Kafka 3.9.1's answers only: the Kafka 3.1.2 and 3.4.1 captures (there for
+            // their AlterPartition versions) end with all three brokers shutting down at
+            // once, and 3.1.2 then answered a StopReplica at the leader epoch of the last
+            // LeaderAndIsr it was sent with FENCED_LEADER_EPOCH.
+            if !capture.starts_with("kafka-3.9.1") {
+                return None;
+            }
             let key: i16 = cols[3].parse().ok()?;
             Some(Frame {
                 seq: cols[0].parse().ok()?,
-                broker,
+                capture: capture.to_string(),
+                broker: broker.parse().ok()?,
                 api_key: ApiKey::try_from(key).ok()?,
                 version: cols[5].parse().ok()?,
                 request: dir.join(cols[6]),
@@ -69,7 +78,7 @@ fn manifest() -> Vec<Frame> {
             )
         })
         .collect();
-    frames.sort_by_key(|f| (f.broker, f.seq));
+    frames.sort_by(|a, b| (&a.capture, a.broker, a.seq).cmp(&(&b.capture, b.broker, b.seq)));
     frames
 }
 
@@ -143,15 +152,18 @@ fn fresh(broker: i32) -> BrokerSide {
 #[test]
 fn skua_answers_the_kafka_controller_as_kafkas_broker_did() {
     let frames = manifest();
-    let mut compared: BTreeMap<i16, usize> = BTreeMap::new();
-    let mut side: Option<(i32, BrokerSide)> = None;
+    let mut compared: BTreeMap<(i16, i16), usize> = BTreeMap::new();
+    let mut side: Option<(&str, i32, BrokerSide)> = None;
     for f in &frames {
         let req = request(f);
         let epoch = broker_epoch(&req);
-        if side.as_ref().is_none_or(|(b, _)| *b != f.broker) {
-            side = Some((f.broker, fresh(f.broker)));
+        if side
+            .as_ref()
+            .is_none_or(|(c, b, _)| (*c, *b) != (f.capture.as_str(), f.broker))
+        {
+            side = Some((&f.capture, f.broker, fresh(f.broker)));
         }
-        let (_, s) = side.as_ref().unwrap();
+        let (_, _, s) = side.as_ref().unwrap();
         let ours = match &req {
             RequestKind::LeaderAndIsr(r) => {
                 ResponseKind::LeaderAndIsr(s.leader_and_isr(r, f.version, epoch, &BTreeMap::new()))
@@ -171,16 +183,20 @@ fn skua_answers_the_kafka_controller_as_kafkas_broker_did() {
             "{}: skua's answer differs from Kafka's",
             f.request.display()
         );
-        *compared.entry(f.api_key as i16).or_default() += 1;
+        *compared.entry((f.api_key as i16, f.version)).or_default() += 1;
     }
+    // Every version skua routes in ZooKeeper mode was compared.
     for api in [
         ApiKey::LeaderAndIsr,
         ApiKey::UpdateMetadata,
         ApiKey::StopReplica,
     ] {
-        assert!(
-            compared.get(&(api as i16)).is_some_and(|n| *n > 0),
-            "{api:?} compared"
-        );
+        let route = skua::router::lookup_in(api, 0, true).expect("routed in ZooKeeper mode");
+        for v in route.min_version..=route.max_version {
+            assert!(
+                compared.get(&(api as i16, v)).is_some_and(|n| *n > 0),
+                "{api:?} v{v} compared: {compared:?}"
+            );
+        }
     }
 }

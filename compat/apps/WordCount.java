@@ -1,7 +1,9 @@
 // A Kafka Streams word count, as the Streams quickstart writes it, run unchanged against
 // the broker under test: at_least_once, a repartition topic (groupBy) and a compacted
 // changelog (the count's store). It runs until the output topic holds the expected count
-// of every word (read back by a plain consumer), then closes cleanly.
+// of every word (read back by a plain consumer), then closes cleanly. While it reads, it
+// prints `progress N` whenever its reader has seen N output records in all (committed ones
+// only, under exactly_once_v2), so a test can tell when the application has made progress.
 //   java -cp 'LIBS/*' WordCount.java BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR SECONDS word=count...
 import java.time.Duration;
 import java.util.*;
@@ -78,9 +80,16 @@ public class WordCount {
             }
             consumer.assign(parts);
             consumer.seekToBeginning(parts);
+            long read = 0;
             while (!seen.equals(expected) && System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, Long> r : consumer.poll(Duration.ofMillis(500))) {
+                ConsumerRecords<String, Long> records = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, Long> r : records) {
                     seen.put(r.key(), r.value());
+                }
+                if (!records.isEmpty()) {
+                    read += records.count();
+                    System.out.println("progress " + read);
+                    System.out.flush();
                 }
             }
         }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod configs;
 pub mod txn;
 pub mod zookeeper;
 

@@ -14,6 +14,12 @@ pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures")
 }
 
+/// What Apache Kafka's brokers and admin tools sent a Kafka ZooKeeper-mode cluster
+/// (`protocol-tests/capture-cluster.sh`), in the same layout.
+pub fn cluster_fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures-cluster")
+}
+
 /// One line of `MANIFEST.tsv`.
 #[derive(Clone, Debug)]
 pub struct Fixture {
@@ -23,20 +29,22 @@ pub struct Fixture {
     pub client_version: String,
     pub api_key: ApiKey,
     pub version: i16,
-    /// Relative to the fixtures directory.
+    /// Relative to `dir`.
     pub file: String,
+    /// The fixtures directory the manifest lies in.
+    pub dir: PathBuf,
 }
 
 impl Fixture {
     /// The request frame body (no size prefix), exactly as the client sent it.
     pub fn request(&self) -> Bytes {
-        let path = fixtures_dir().join(&self.file);
+        let path = self.dir.join(&self.file);
         Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
     }
 
     /// The response the broker gave at capture time, when it was recorded.
     pub fn captured_response(&self) -> Option<Bytes> {
-        let path = fixtures_dir().join(self.file.replace(".bin", ".resp.bin"));
+        let path = self.dir.join(self.file.replace(".bin", ".resp.bin"));
         std::fs::read(path).ok().map(Bytes::from)
     }
 
@@ -51,9 +59,18 @@ impl std::fmt::Display for Fixture {
     }
 }
 
-/// Every fixture, in capture order.
+/// Every client fixture, in capture order.
 pub fn manifest() -> Vec<Fixture> {
-    let path = fixtures_dir().join("MANIFEST.tsv");
+    manifest_in(fixtures_dir())
+}
+
+/// Every inter-broker and cluster-admin fixture, in capture order.
+pub fn cluster_manifest() -> Vec<Fixture> {
+    manifest_in(cluster_fixtures_dir())
+}
+
+fn manifest_in(dir: PathBuf) -> Vec<Fixture> {
+    let path = dir.join("MANIFEST.tsv");
     let text = std::fs::read_to_string(&path).expect("MANIFEST.tsv");
     let mut out: Vec<Fixture> = text
         .lines()
@@ -70,6 +87,7 @@ pub fn manifest() -> Vec<Fixture> {
                 api_key: ApiKey::try_from(key).expect("known api key"),
                 version: c[5].parse().expect("version"),
                 file: c[6].into(),
+                dir: dir.clone(),
             }
         })
         .collect();

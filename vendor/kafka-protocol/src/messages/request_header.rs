@@ -96,13 +96,15 @@ impl RequestHeader {
 
 impl Encodable for RequestHeader {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 2 {
+        if version < 0 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int16.encode(buf, &self.request_api_key)?;
         types::Int16.encode(buf, &self.request_api_version)?;
         types::Int32.encode(buf, &self.correlation_id)?;
-        types::String.encode(buf, &self.client_id)?;
+        if version >= 1 {
+            types::String.encode(buf, &self.client_id)?;
+        }
         if version >= 2 {
             let num_tagged_fields = self.unknown_tagged_fields.len();
             if num_tagged_fields > std::u32::MAX as usize {
@@ -122,7 +124,9 @@ impl Encodable for RequestHeader {
         total_size += types::Int16.compute_size(&self.request_api_key)?;
         total_size += types::Int16.compute_size(&self.request_api_version)?;
         total_size += types::Int32.compute_size(&self.correlation_id)?;
-        total_size += types::String.compute_size(&self.client_id)?;
+        if version >= 1 {
+            total_size += types::String.compute_size(&self.client_id)?;
+        }
         if version >= 2 {
             let num_tagged_fields = self.unknown_tagged_fields.len();
             if num_tagged_fields > std::u32::MAX as usize {
@@ -141,13 +145,17 @@ impl Encodable for RequestHeader {
 
 impl Decodable for RequestHeader {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 2 {
+        if version < 0 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let request_api_key = types::Int16.decode(buf)?;
         let request_api_version = types::Int16.decode(buf)?;
         let correlation_id = types::Int32.decode(buf)?;
-        let client_id = types::String.decode(buf)?;
+        let client_id = if version >= 1 {
+            types::String.decode(buf)?
+        } else {
+            Some(Default::default())
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
@@ -181,6 +189,6 @@ impl Default for RequestHeader {
 }
 
 impl Message for RequestHeader {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }

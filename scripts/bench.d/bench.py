@@ -1179,7 +1179,7 @@ def main():
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--replicated", action="store_true")
     ap.add_argument("--cluster-kafka-libs", help="Apache Kafka 3.9's jars (--replicated)")
-    ap.add_argument("--load", help="the skua-load binary (--native)")
+    ap.add_argument("--load", help="the skua-load binary (--native, --replicated)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
     opts = ap.parse_args()

@@ -9,6 +9,7 @@ Imported by bench.py (which owns process handling, the tool runner, the producer
 consumer runs and the doc writer)."""
 
 import atexit
+import json
 import os
 import statistics
 import subprocess
@@ -165,6 +166,61 @@ def cell(parts):
     return {"size": RECORD_SIZE, "parts": parts, "acks": "all", "comp": "none"}
 
 
+# skua-load cells: (name, partitions, producers, consumers); 16 records of RECORD_SIZE per
+# batch (16 KiB, as the Java producer's batch.size), 5 requests in flight per connection
+LOAD_CELLS = [("p1", 1, 1, 1), ("p8", 8, 4, 2)]
+LOAD_BATCH = 16
+
+
+def run_load(opts, b, c, topic, args):
+    """One skua-load run against cluster `c` (topic created with RF 3 and
+    min.insync.replicas=2, CPU summed over the three brokers); its derived report."""
+    import native
+    out = f"{opts.workdir}/load-{topic}.json"
+    argv = [opts.load, "--bootstrap", c.bootstrap.split(",")[0], "--topic", topic, "--create",
+            "--replication-factor", "3", "--min-insync-replicas", "2", "--acks", "all",
+            "--broker-pid", ",".join(str(p.pid) for p in c.procs), "--json", out, *map(str, args)]
+    p = b.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=900)
+    finally:
+        b.stop(p, grace=2)
+    try:
+        r = json.load(open(out))
+    except (OSError, ValueError):
+        raise RuntimeError(f"skua-load {topic} failed: {err.strip()[-500:]}")
+    if p.returncode != 0:
+        raise RuntimeError(f"skua-load {topic}: {'; '.join(r['errors'])}")
+    return native.derive(r)
+
+
+def load_cells(opts, b, c, kind, R, plan):
+    """skua-load: max throughput with 16 KiB batches (produce, then consume), and latency
+    in microseconds with one record per request at Kafka 3.9's maximum's shares."""
+    records = 30_000 if opts.quick else 300_000
+    for name, parts, prod, cons in LOAD_CELLS:
+        r = run_load(opts, b, c, f"load-{name}", [
+            "--partitions", parts, "--producers", prod, "--consumers", cons,
+            "--record-size", RECORD_SIZE, "--batch-records", LOAD_BATCH,
+            "--records", records, "--warmup-records", records // 3])
+        R["load"][name] = r
+        b.log(f"replicated {kind} skua-load {name}: {r['rps']:,.0f} rec/s produce, p99 {r['produce_p99_us']} µs, "
+              f"{r['consume_rps']:,.0f} rec/s consume")
+    base = ["--partitions", 1, "--batch-records", 1, "--record-size", RECORD_SIZE, "--phases", "produce"]
+    if kind == "kafka":
+        top = run_load(opts, b, c, "load-lat-max", base + ["--records", 5_000 if opts.quick else 30_000])
+        R["load"]["lat max"] = top
+        plan["load_lat_max_rps"] = top["rps"]
+    for pct in SHARES:
+        rate = plan["load_lat_max_rps"] * pct / 100
+        n = max(int(rate * (2 if opts.quick else 10)), 1000)
+        r = run_load(opts, b, c, f"load-lat-{pct}", base + ["--records", n, "--warmup-records", n // 3,
+                                                             "--rate", f"{rate:.0f}"])
+        R["load"][f"lat @{pct}%"] = dict(r, rate=rate)
+        b.log(f"replicated {kind} skua-load b1 @{pct}% ({rate:.0f}/s): p50/p99/p99.9 "
+              f"{r['produce_p50_us']}/{r['produce_p99_us']}/{r['produce_p999_us']} µs")
+
+
 def kinds(opts):
     """Kafka 3.9 first: its maximum sets the fixed rates for the others."""
     k = ["kafka"]
@@ -188,7 +244,7 @@ def replicated(opts, b):
         ready = c.start()
         log = b.log
         log(f"replicated {kind}: 3 brokers ready in {ready:.1f} s on {c.bootstrap}")
-        R = results[kind] = {"ready_s": ready, "producer": {}, "rate": {}, "consumer": {}}
+        R = results[kind] = {"ready_s": ready, "producer": {}, "rate": {}, "consumer": {}, "load": {}}
         try:
             topics = [f"repl-max-p{p}:{p}:3:2" for p in PARTITIONS]
             topics += [f"repl-rate-p{p}:{p}:3:2" for p in PARTITIONS] + ["repl-warmup:8:3:2"]
@@ -232,6 +288,8 @@ def replicated(opts, b):
                     continue
                 R["consumer"][name] = {"runs": runs}
                 log(f"replicated {kind} consumer p{parts}: {statistics.median(r['rps'] for r in runs):,.0f} rec/s")
+            if opts.load:
+                load_cells(opts, b, c, kind, R, plan)
             R["hwm_mib"] = c.hwm()
             R["cpu_total_s"] = c.cpu()
         finally:
@@ -312,6 +370,8 @@ def render_replicated(opts, data, meta, fmt, rfmt, ratio, med):
           + " | ".join(fmt(med(cells[k], "cpu_s_per_gb")) for k in ks)
           + f" | **{rfmt(ratio(med(s, 'cpu_s_per_gb'), med(k3, 'cpu_s_per_gb')))}** |")
     w("")
+    if all(res[k].get("load") for k in ks):
+        render_load(opts, res, ks, hdr, w, fmt, rfmt, ratio)
     w("Peak RSS per broker (MiB): " + "; ".join(
         f"{label(opts, k)} " + " / ".join(fmt(x, nd=0) for x in res[k].get("hwm_mib", [])) for k in ks)
       + ". Three brokers ready (every one answering ApiVersions) after: " + "; ".join(
@@ -327,3 +387,39 @@ def render_replicated(opts, data, meta, fmt, rfmt, ratio, med):
           + "; p99 at fixed rates ≤ 0.5× — " + ", ".join(rfmt(r) for r in p99) + ".")
         w("")
     return "\n".join(L) + "\n"
+
+
+def render_load(opts, res, ks, hdr, w, fmt, rfmt, ratio):
+    w("With skua's own load generator (`skua-load`: the same topics, RF 3, `min.insync.replicas=2`, "
+      "`acks=all`, each request sent to the partition's leader; not idempotent, it has no producer id), "
+      f"latency per request in microseconds. Throughput cells: {LOAD_BATCH} records of {RECORD_SIZE} B per "
+      "request (16 KiB), 5 requests in flight per connection, 1 producer for 1 partition and 4 for 8, then "
+      "consumers reading everything back from the leaders. Latency cells: one record per request, 1 partition, "
+      "at shares of Kafka 3.9's maximum for the same requests, latency from each request's scheduled send time.")
+    w("")
+    w(f"| cell | rec/s: {hdr} | **skua/Kafka 3.9** | p50 / p99 / p99.9 µs: {hdr} | **p99 skua/3.9** | "
+      f"CPU s/GB (3 brokers): {hdr} | **CPU skua/3.9** |")
+    w("|---|" + "---:|" * len(ks) + "---:|" + "---|" * len(ks) + "---:|" + "---:|" * len(ks) + "---:|")
+    names = [n for n, *_ in LOAD_CELLS] + [f"lat @{p}%" for p in SHARES]
+    for n in names:
+        cells = {k: res[k]["load"].get(n) for k in ks}
+        if any(v is None for v in cells.values()):
+            continue
+        s, k3 = cells["skua"], cells["kafka"]
+        title = f"produce {n}" if not n.startswith("lat") else f"produce b1 {n[4:]} ({fmt(k3.get('rate'), nd=0)}/s)"
+        lat = lambda r: " / ".join(fmt(r.get(f"produce_{q}_us"), nd=0) for q in ("p50", "p99", "p999"))
+        w(f"| {title} | " + " | ".join(fmt(cells[k]["rps"], nd=0) for k in ks)
+          + f" | **{rfmt(ratio(s['rps'], k3['rps']))}** | " + " | ".join(lat(cells[k]) for k in ks)
+          + f" | **{rfmt(ratio(s.get('produce_p99_us'), k3.get('produce_p99_us')))}** | "
+          + " | ".join(fmt(cells[k]["cpu_s_per_gb"]) for k in ks)
+          + f" | **{rfmt(ratio(s['cpu_s_per_gb'], k3['cpu_s_per_gb']))}** |")
+    for n, *_ in LOAD_CELLS:
+        cells = {k: res[k]["load"].get(n) for k in ks}
+        if any(v is None or "consume_rps" not in v for v in cells.values()):
+            continue
+        s, k3 = cells["skua"], cells["kafka"]
+        w(f"| consume {n} | " + " | ".join(fmt(cells[k]["consume_rps"], nd=0) for k in ks)
+          + f" | **{rfmt(ratio(s['consume_rps'], k3['consume_rps']))}** | " + " | ".join("–" for _ in ks)
+          + " | – | " + " | ".join(fmt(cells[k]["consume_cpu_s_per_gb"]) for k in ks)
+          + f" | **{rfmt(ratio(s['consume_cpu_s_per_gb'], k3['consume_cpu_s_per_gb']))}** |")
+    w("")

@@ -234,8 +234,8 @@ def replicated(opts, b):
     seconds = 1.0 if opts.quick else 4.0
     rate_seconds = 2.0 if opts.quick else 10.0
     reps = 1 if opts.quick else 3
-    rate_reps = 1 if opts.quick else 2
-    warmup = 50_000 if opts.quick else 600_000
+    rate_reps = 1
+    warmup = 50_000 if opts.quick else 200_000
     results, plan = {}, {}
     for kind in kinds(opts):
         c = Cluster(kind, opts, b)
@@ -255,7 +255,7 @@ def replicated(opts, b):
             for parts in PARTITIONS:
                 name, t = f"p{parts}", f"repl-max-p{parts}"
                 p = plan.setdefault(name, {})
-                warm = 20_000 if opts.quick else 100_000
+                warm = 20_000 if opts.quick else 50_000
                 b.run_producer(opts, c, t, cell(parts), warm, -1, warm // 2)
                 if "records" not in p:   # decided on Kafka 3.9: ~`seconds` of its maximum
                     p["records"] = int(min(max(w["rps"] * seconds * 1.5, warm), warm * 20))

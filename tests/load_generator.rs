@@ -119,3 +119,58 @@ async fn a_fixed_rate_is_kept() {
     assert!(report.get("consume_records").is_none(), "{report}");
     broker.stop().await;
 }
+
+/// On a three-broker skua cluster (scripts/cluster), a replicated topic's partitions are led
+/// by different brokers: skua-load creates it with the replication factor and
+/// min.insync.replicas asked for, sends each partition's requests to its leader and reads
+/// each back from its leader, so every acks=all record is acked and fetched, and the CPU
+/// it reports is that of all the brokers named.
+#[test]
+fn a_replicated_topic_is_written_and_read_through_each_partitions_leader() {
+    let _one = common::cluster::ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let Some(cluster) = common::cluster::Cluster::start_kinds("1,2,3", &[]) else {
+        return;
+    };
+    let pids: Vec<String> = (1..=3)
+        .map(|i| {
+            let pid = cluster.dir.path().join(format!("broker-{i}/pid"));
+            std::fs::read_to_string(pid).unwrap().trim().to_string()
+        })
+        .collect();
+    let json = cluster.dir.path().join("load.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_skua-load"))
+        .args(["--bootstrap", &cluster.bootstrap[0]])
+        .args(["--broker-pid", &pids.join(",")])
+        .args(["--json", json.to_str().unwrap()])
+        .args(["--topic", "replicated", "--create", "--partitions", "6"])
+        .args(["--replication-factor", "3", "--min-insync-replicas", "2"])
+        .args(["--producers", "2", "--consumers", "2", "--acks", "all"])
+        .args(["--records", "12000", "--batch-records", "100"])
+        .output()
+        .expect("skua-load runs");
+    let report = std::fs::read_to_string(&json).unwrap_or_default();
+    assert!(
+        output.status.success(),
+        "{}{report}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(&report).expect("the report is JSON");
+    assert_eq!(n(&report, "produce_records_acked"), 12_000);
+    assert_eq!(n(&report, "consume_records"), 12_000);
+    assert!(report["produce_broker_cpu_s"].is_f64(), "{report}");
+
+    // What the cluster says of the topic: RF 3, min.insync.replicas=2, leaders on more
+    // than one broker (else routing was not needed).
+    let out = cluster.run("topics", &["--describe", "--topic", "replicated"]);
+    let described = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(described.contains("ReplicationFactor: 3"), "{described}");
+    assert!(described.contains("min.insync.replicas=2"), "{described}");
+    let leaders: std::collections::BTreeSet<&str> = described
+        .lines()
+        .filter_map(|l| l.split("Leader: ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    assert!(leaders.len() > 1, "{described}");
+}

@@ -1,10 +1,12 @@
 // Small Kafka-client helper for scripts/bench (compiled against the same kafka-clients
 // jar as Apache Kafka's perf tools).
 //
-//   BenchClient create BOOTSTRAP TOPIC:PARTITIONS...
-//       creates the topics (replication factor 1) with the Admin client and waits until
-//       every partition has a leader in the metadata. Prints "create_ms=T": from the
-//       CreateTopics request to every leader known.
+//   BenchClient create BOOTSTRAP TOPIC:PARTITIONS[:RF[:MIN_ISR]]...
+//       creates the topics (replication factor RF, default 1; topic config
+//       min.insync.replicas=MIN_ISR if given) with the Admin client and waits until every
+//       partition has a leader and all its replicas in sync. With RF > 1 it first waits
+//       until the cluster has RF brokers. Prints "create_ms=T": from the CreateTopics
+//       request to every partition ready.
 //   BenchClient consume BOOTSTRAP TOPIC RECORDS
 //       group-less consumer: assign() all partitions, seekToBeginning(), poll until
 //       RECORDS records are read. No group.id, so it needs no group coordinator. Prints
@@ -55,20 +57,32 @@ public class BenchClient {
     try (Admin admin = Admin.create(p)) {
       List<NewTopic> topics = new ArrayList<>();
       Map<String, Integer> want = new LinkedHashMap<>();
+      int maxRf = 1;
       for (int i = 2; i < a.length; i++) {
         String[] tp = a[i].split(":");
         want.put(tp[0], Integer.parseInt(tp[1]));
-        topics.add(new NewTopic(tp[0], Integer.parseInt(tp[1]), (short) 1));
+        short rf = tp.length > 2 ? Short.parseShort(tp[2]) : 1;
+        maxRf = Math.max(maxRf, rf);
+        NewTopic t = new NewTopic(tp[0], Integer.parseInt(tp[1]), rf);
+        if (tp.length > 3) t.configs(Map.of("min.insync.replicas", tp[3]));
+        topics.add(t);
+      }
+      // brokers of a cluster that has just started register one by one
+      long brokersDeadline = System.currentTimeMillis() + 60_000;
+      while (admin.describeCluster().nodes().get().size() < maxRf) {
+        if (System.currentTimeMillis() > brokersDeadline) throw new RuntimeException("fewer than " + maxRf + " brokers");
+        Thread.sleep(100);
       }
       long t0 = System.nanoTime();
       admin.createTopics(topics).all().get();
-      long deadline = System.currentTimeMillis() + 30_000;
+      long deadline = System.currentTimeMillis() + 60_000;
       while (true) {
         boolean ok = true;
         try {
           for (TopicDescription d : admin.describeTopics(want.keySet()).allTopicNames().get().values()) {
             if (d.partitions().size() != want.get(d.name())) ok = false;
-            for (TopicPartitionInfo pi : d.partitions()) if (pi.leader() == null) ok = false;
+            for (TopicPartitionInfo pi : d.partitions())
+              if (pi.leader() == null || pi.isr().size() < pi.replicas().size()) ok = false;
           }
         } catch (Exception e) {
           ok = false;

@@ -1252,7 +1252,9 @@ def main():
     ap.add_argument("--native", action="store_true")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--txn", action="store_true")
-    ap.add_argument("--load", help="the skua-load binary (--native)")
+    ap.add_argument("--replicated", action="store_true")
+    ap.add_argument("--cluster-kafka-libs", help="Apache Kafka 3.9's jars (--replicated)")
+    ap.add_argument("--load", help="the skua-load binary (--native, --replicated)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
     opts = ap.parse_args()
@@ -1321,6 +1323,17 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/scale.json", "w"), indent=1)
         write_section(opts.out, sc.SCALE_HEADING, sc.render_scale(opts, results, meta, fmt, rfmt, ratio))
         log(f"wrote the scale section of {opts.out}; raw results in {opts.workdir}/scale.json")
+        return
+
+    if opts.replicated:
+        import replicated as rp
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        data = rp.replicated(opts, sys.modules[__name__])
+        meta["load_end"] = loadavg()
+        json.dump({"data": data, "meta": meta}, open(f"{opts.workdir}/replicated.json", "w"), indent=1)
+        write_section(opts.out, rp.REPL_HEADING, rp.render_replicated(opts, data, meta, fmt, rfmt, ratio, med))
+        log(f"wrote the replicated section of {opts.out}; raw results in {opts.workdir}/replicated.json")
         return
 
     if opts.profile:

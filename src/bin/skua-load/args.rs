@@ -8,8 +8,9 @@ pub const USAGE: &str =
     "usage: skua-load --bootstrap HOST:PORT --topic T [--create] [--partitions N] \
 [--producers N] [--consumers N] [--records N] [--warmup-records N] [--record-size B] \
 [--batch-records R] [--rate REC_PER_S] [--acks -1|1] [--in-flight K] \
-[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume] [--broker-pid PID] \
-[--threads N] [--json FILE]";
+[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume] \
+[--replication-factor N] [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--threads N] \
+[--json FILE]";
 
 pub struct Phases {
     pub produce: bool,
@@ -21,6 +22,10 @@ pub struct Args {
     pub topic: String,
     pub create: bool,
     pub partitions: i32,
+    /// The replication factor of a topic --create makes.
+    pub replication_factor: i16,
+    /// The topic's `min.insync.replicas` when --create makes it; None: the broker's.
+    pub min_insync_replicas: Option<i16>,
     pub producers: usize,
     pub consumers: usize,
     pub records: u64,
@@ -33,7 +38,8 @@ pub struct Args {
     pub in_flight: usize,
     pub compression: Compression,
     pub phases: Phases,
-    pub broker_pid: Option<u32>,
+    /// The brokers whose CPU is measured (summed): every broker of a cluster.
+    pub broker_pids: Vec<u32>,
     pub threads: usize,
     pub json: Option<String>,
 }
@@ -45,6 +51,8 @@ impl Args {
             topic: String::new(),
             create: false,
             partitions: 1,
+            replication_factor: 1,
+            min_insync_replicas: None,
             producers: 1,
             consumers: 1,
             records: 100_000,
@@ -59,7 +67,7 @@ impl Args {
                 produce: true,
                 consume: true,
             },
-            broker_pid: None,
+            broker_pids: Vec::new(),
             threads: 2,
             json: None,
         };
@@ -86,6 +94,22 @@ impl Args {
                         .ok()
                         .filter(|n| (1..=100_000).contains(n))
                         .ok_or_else(|| bad("1..=100000"))?
+                }
+                "--replication-factor" => {
+                    a.replication_factor = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1000).contains(n))
+                        .ok_or_else(|| bad("1..=1000"))?
+                }
+                "--min-insync-replicas" => {
+                    a.min_insync_replicas = Some(
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|n| (1..=1000).contains(n))
+                            .ok_or_else(|| bad("1..=1000"))?,
+                    )
                 }
                 "--producers" => a.producers = count()?.clamp(1, 10_000) as usize,
                 "--consumers" => a.consumers = count()?.clamp(1, 10_000) as usize,
@@ -122,7 +146,12 @@ impl Args {
                         consume: list.contains(&"consume"),
                     };
                 }
-                "--broker-pid" => a.broker_pid = Some(value.parse().map_err(|_| bad("a pid"))?),
+                "--broker-pid" => {
+                    a.broker_pids = value
+                        .split(',')
+                        .map(|pid| pid.parse().map_err(|_| bad("pids, comma-separated")))
+                        .collect::<Result<_, _>>()?
+                }
                 "--threads" => a.threads = count()?.clamp(1, 64) as usize,
                 "--json" => a.json = Some(value.clone()),
                 _ => return Err(format!("unknown argument {flag}")),

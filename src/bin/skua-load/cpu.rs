@@ -33,26 +33,35 @@ pub fn of_pid(pid: u32) -> Option<Duration> {
     Some(Duration::from_micros((utime + stime) * 1_000_000 / ticks))
 }
 
-/// CPU used between two readings, by this process and by the broker.
-#[derive(Clone, Copy)]
+/// User + system CPU of every process in `pids` together; None when there are none or
+/// one cannot be read.
+fn of_pids(pids: &[u32]) -> Option<Duration> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|pid| of_pid(*pid)).sum()
+}
+
+/// CPU used between two readings, by this process and by the brokers (summed).
+#[derive(Clone)]
 pub struct Meter {
-    pid: Option<u32>,
+    pids: Vec<u32>,
     client: Duration,
     broker: Option<Duration>,
 }
 
 impl Meter {
-    pub fn start(pid: Option<u32>) -> Meter {
+    pub fn start(pids: &[u32]) -> Meter {
         Meter {
-            pid,
+            pids: pids.to_vec(),
             client: own(),
-            broker: pid.and_then(of_pid),
+            broker: of_pids(pids),
         }
     }
 
-    /// (client, broker) CPU since `start`.
+    /// (client, brokers) CPU since `start`.
     pub fn elapsed(&self) -> (Duration, Option<Duration>) {
-        let broker = match (self.broker, self.pid.and_then(of_pid)) {
+        let broker = match (self.broker, of_pids(&self.pids)) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };

@@ -5,13 +5,15 @@
 //!             [--producers N] [--consumers N] [--records N] [--warmup-records N]
 //!             [--record-size B] [--batch-records R] [--rate REC_PER_S] [--acks -1|1]
 //!             [--in-flight K] [--compression none|lz4|zstd|gzip|snappy]
-//!             [--phases produce,consume] [--broker-pid PID] [--json FILE]
+//!             [--phases produce,consume] [--replication-factor N]
+//!             [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--json FILE]
 //!
-//! Producers send one batch of R records per request over N connections, spread over the
-//! partitions; consumers then read every partition back from offset 0 over their own
-//! connections, counting records from batch headers. It reports records/s, MB/s, the
+//! Producers send one batch of R records per request over N connections (per leader),
+//! spread over the partitions, each request to the partition's leader; consumers then read
+//! every partition back from offset 0 from its leader over their own connections,
+//! counting records from batch headers. It reports records/s, MB/s, the
 //! produce latency in microseconds (p50/p99/p99.9/max, from an HDR histogram), and the
-//! CPU of this process and of the broker (`--broker-pid`) per GB, separately. It exits
+//! CPU of this process and of the brokers (`--broker-pid`, summed) per GB, separately. It exits
 //! non-zero if any request failed or the records fetched are not the records acked.
 
 mod args;
@@ -22,8 +24,13 @@ mod records;
 mod report;
 mod setup;
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use skua::client::Connection;
 
 use args::Args;
 
@@ -60,16 +67,27 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<bool, String> {
     let admin = setup::connect(args.bootstrap).await?;
     if args.create {
-        setup::create_topic(&admin, &args.topic, args.partitions).await?;
+        setup::create_topic(
+            &admin,
+            &args.topic,
+            args.partitions,
+            args.replication_factor,
+            args.min_insync_replicas,
+        )
+        .await?;
     }
-    setup::wait_for_leaders(&admin, &args.topic, args.partitions).await?;
+    let leaders = setup::wait_for_leaders(&admin, &args.topic, args.partitions).await?;
     let produce_version = admin.version(0, 3, 12)?;
     let fetch_version = admin.version(1, 4, 12)?;
     let partitions: Vec<i32> = (0..args.partitions).collect();
     let mut report = report::Report::new(&args);
 
     if args.phases.produce {
-        let producers = setup::connect_all(args.bootstrap, args.producers).await?;
+        // Each producer has its own connection to every leader.
+        let mut producers = Vec::with_capacity(args.producers);
+        for _ in 0..args.producers {
+            producers.push(setup::connect_leaders(leaders.values().copied()).await?);
+        }
         let batch = records::batch(
             args.batch_records as usize,
             args.record_size,
@@ -77,36 +95,59 @@ async fn run(args: Args) -> Result<bool, String> {
             0x5eed,
         );
         let plans = |records: u64, rate: Option<f64>| {
-            produce_plans(&args, &partitions, &batch, produce_version, records, rate)
+            produce_plans(
+                &args,
+                &partitions,
+                &leaders,
+                &producers,
+                &batch,
+                produce_version,
+                records,
+                rate,
+            )
         };
         if args.warmup_records > 0 {
-            let warm = produce_all(&producers, plans(args.warmup_records, args.rate)).await;
+            let warm = produce_all(plans(args.warmup_records, args.rate)).await;
             report.warmup_acked = warm.records_acked;
             if warm.errors > 0 {
                 report.errors.extend(warm.first_error);
             }
         }
-        let meter = cpu::Meter::start(args.broker_pid);
+        let meter = cpu::Meter::start(&args.broker_pids);
         let started = Instant::now();
-        let outcome = produce_all(&producers, plans(args.records, args.rate)).await;
+        let outcome = produce_all(plans(args.records, args.rate)).await;
         let elapsed = started.elapsed();
         let (client_cpu, broker_cpu) = meter.elapsed();
         report.produced(&outcome, elapsed, client_cpu, broker_cpu, batch.len());
     }
 
     if args.phases.consume {
-        let consumers = setup::connect_all(args.bootstrap, args.consumers).await?;
-        let meter = cpu::Meter::start(args.broker_pid);
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for (i, connection) in consumers.iter().enumerate() {
+        // Consumer i reads partitions p with p % consumers == i, from each one's leader,
+        // over a connection of its own per leader.
+        let mut work = Vec::new();
+        for i in 0..args.consumers {
             let mine: Vec<i32> = partitions
                 .iter()
                 .copied()
-                .filter(|p| *p as usize % consumers.len() == i)
+                .filter(|p| *p as usize % args.consumers == i)
                 .collect();
-            let (c, topic) = (connection.conn.clone(), args.topic.clone());
-            tasks.push(tokio::spawn(consume::run(c, topic, mine, fetch_version)));
+            let conns =
+                setup::connect_leaders(mine.iter().filter_map(|p| leaders.get(p).copied())).await?;
+            for (addr, conn) in conns {
+                let led: Vec<i32> = mine
+                    .iter()
+                    .copied()
+                    .filter(|p| leaders.get(p) == Some(&addr))
+                    .collect();
+                work.push((conn, led));
+            }
+        }
+        let meter = cpu::Meter::start(&args.broker_pids);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for (conn, led) in work {
+            let topic = args.topic.clone();
+            tasks.push(tokio::spawn(consume::run(conn, topic, led, fetch_version)));
         }
         let mut outcome = consume::Outcome::default();
         for t in tasks {
@@ -127,10 +168,14 @@ async fn run(args: Args) -> Result<bool, String> {
 }
 
 /// Splits `records` over the producers (whole batches, the remainder to the first ones)
-/// and each producer's partitions: partition p goes to producer p % producers.
+/// and each producer's partitions: partition p goes to producer p % producers, over that
+/// producer's connection to p's leader.
+#[allow(clippy::too_many_arguments)]
 fn produce_plans(
     args: &Args,
     partitions: &[i32],
+    leaders: &BTreeMap<i32, SocketAddr>,
+    producers: &[BTreeMap<SocketAddr, Arc<Connection>>],
     batch: &bytes::Bytes,
     version: i16,
     records: u64,
@@ -149,6 +194,11 @@ fn produce_plans(
                 // More producers than partitions: they share them.
                 false => vec![partitions[(i % partitions.len() as u64) as usize]],
             };
+            let conns = &producers[i as usize];
+            let routed = mine
+                .into_iter()
+                .filter_map(|p| Some((p, conns.get(leaders.get(&p)?)?.clone())))
+                .collect();
             let requests = batches / n + u64::from(i < batches % n);
             // Each producer carries its share of the rate, in requests per second.
             let interval = rate.map(|r| {
@@ -157,7 +207,7 @@ fn produce_plans(
             });
             produce::Plan {
                 topic: args.topic.clone(),
-                partitions: mine,
+                partitions: routed,
                 batch: batch.clone(),
                 batch_records: args.batch_records,
                 requests,
@@ -170,11 +220,10 @@ fn produce_plans(
         .collect()
 }
 
-async fn produce_all(producers: &[setup::Broker], plans: Vec<produce::Plan>) -> produce::Outcome {
-    let tasks: Vec<_> = producers
-        .iter()
-        .zip(plans)
-        .map(|(b, plan)| tokio::spawn(produce::run(b.conn.clone(), plan)))
+async fn produce_all(plans: Vec<produce::Plan>) -> produce::Outcome {
+    let tasks: Vec<_> = plans
+        .into_iter()
+        .map(|plan| tokio::spawn(produce::run(plan)))
         .collect();
     let mut total = produce::Outcome::new();
     for t in tasks {

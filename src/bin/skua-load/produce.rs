@@ -1,5 +1,5 @@
-//! Producers: each on its own connection, sending one batch per request to its partitions
-//! in turn, at most `in_flight` requests outstanding, either as fast as the broker answers
+//! Producers: each on its own connections (one per leader of its partitions), sending one
+//! batch per request to its partitions in turn, each to the partition's leader, at most `in_flight` requests outstanding, either as fast as the broker answers
 //! or on a fixed schedule. Latency is from the moment a request was due (its scheduled
 //! time at a fixed rate, so a broker that falls behind is not excused by the generator
 //! waiting for it) to its response, in microseconds.
@@ -17,11 +17,12 @@ use skua::client::Connection;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-/// What one producer connection sends.
+/// What one producer sends.
 #[derive(Clone)]
 pub struct Plan {
     pub topic: String,
-    pub partitions: Vec<i32>,
+    /// Its partitions, each with the connection to the partition's leader.
+    pub partitions: Vec<(i32, Arc<Connection>)>,
     pub batch: Bytes,
     pub batch_records: u64,
     pub requests: u64,
@@ -97,17 +98,22 @@ fn request(plan: &Plan, partition: i32) -> ProduceRequest {
                 .with_records(Some(plan.batch.clone()))])])
 }
 
-/// Runs `plan` on `connection` and returns what the broker answered.
-pub async fn run(connection: Arc<Connection>, plan: Plan) -> Outcome {
+/// Runs `plan` and returns what the brokers answered.
+pub async fn run(plan: Plan) -> Outcome {
     let outcome = Arc::new(Mutex::new(Outcome::new()));
     let permits = Arc::new(Semaphore::new(plan.in_flight.max(1)));
-    let requests: Vec<Arc<ProduceRequest>> = plan
+    let requests: Vec<(Arc<ProduceRequest>, Arc<Connection>)> = plan
         .partitions
         .iter()
-        .map(|p| Arc::new(request(&plan, *p)))
+        .map(|(p, conn)| (Arc::new(request(&plan, *p)), conn.clone()))
         .collect();
-    let start = Instant::now();
     let mut tasks = Vec::new();
+    if requests.is_empty() {
+        let mut none = Outcome::new();
+        none.failed("produce: no partition with a leader to send to".into());
+        return none;
+    }
+    let start = Instant::now();
     for i in 0..plan.requests {
         let due = match plan.interval {
             Some(interval) => {
@@ -121,8 +127,8 @@ pub async fn run(connection: Arc<Connection>, plan: Plan) -> Outcome {
             break;
         };
         let due = due.unwrap_or_else(Instant::now);
-        let req = requests[i as usize % requests.len()].clone();
-        let (connection, outcome) = (connection.clone(), outcome.clone());
+        let (req, connection) = requests[i as usize % requests.len()].clone();
+        let outcome = outcome.clone();
         let (version, records) = (plan.version, plan.batch_records);
         tasks.push(tokio::spawn(async move {
             let mut result = connection.send(&*req, version).await;

@@ -1,10 +1,11 @@
 //! Connections, version negotiation, topic creation and the wait for leaders.
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, MetadataRequest, TopicName,
@@ -56,22 +57,46 @@ pub async fn connect(addr: SocketAddr) -> Result<Broker, String> {
     })
 }
 
-pub async fn connect_all(addr: SocketAddr, n: usize) -> Result<Vec<Broker>, String> {
-    let mut all = Vec::with_capacity(n);
-    for _ in 0..n {
-        all.push(connect(addr).await?);
+/// One connection to each leader in `leaders`, by address.
+pub async fn connect_leaders(
+    leaders: impl Iterator<Item = SocketAddr>,
+) -> Result<BTreeMap<SocketAddr, Arc<Connection>>, String> {
+    let mut conns = BTreeMap::new();
+    for addr in leaders {
+        if let std::collections::btree_map::Entry::Vacant(e) = conns.entry(addr) {
+            e.insert(connect(addr).await?.conn);
+        }
     }
-    Ok(all)
+    Ok(conns)
 }
 
-pub async fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> Result<(), String> {
+/// Creates the topic on the cluster's controller (as Kafka's admin client does: a broker
+/// in a ZooKeeper-mode cluster that is not the controller answers NOT_CONTROLLER).
+pub async fn create_topic(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+    min_insync_replicas: Option<i16>,
+) -> Result<(), String> {
+    let controller = controller(broker).await?;
+    let broker = &controller;
     let version = broker.version(19, 2, 7)?;
+    let configs = min_insync_replicas
+        .map(|n| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_value(Some(StrBytes::from_string(n.to_string())))
+        })
+        .into_iter()
+        .collect();
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(60_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.into())))
             .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
+            .with_replication_factor(replication_factor)
+            .with_configs(configs)]);
     let resp = broker
         .conn
         .send(&req, version)
@@ -84,9 +109,46 @@ pub async fn create_topic(broker: &Broker, topic: &str, partitions: i32) -> Resu
     }
 }
 
-/// Waits (up to a minute) until every partition of `topic` has a leader: a broker may
-/// answer CreateTopics before its partitions are ready.
-pub async fn wait_for_leaders(broker: &Broker, topic: &str, partitions: i32) -> Result<(), String> {
+/// A connection to the controller the cluster's metadata names (up to a minute while it
+/// names none), which is `broker` itself on a single node.
+async fn controller(broker: &Broker) -> Result<Broker, String> {
+    let version = broker.version(3, 1, 12)?;
+    let req = MetadataRequest::default().with_topics(Some(Vec::new()));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = broker
+            .conn
+            .send(&req, version)
+            .await
+            .map_err(|e| format!("Metadata: {e}"))?;
+        let addr = resp
+            .brokers
+            .iter()
+            .find(|b| b.node_id == resp.controller_id)
+            .and_then(|b| {
+                (b.host.as_str(), u16::try_from(b.port).ok()?)
+                    .to_socket_addrs()
+                    .ok()?
+                    .next()
+            });
+        if let Some(addr) = addr {
+            return connect(addr).await;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err("no controller in the cluster's metadata after 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits (up to a minute) until every partition of `topic` has a leader and all its
+/// replicas in sync (a broker may answer CreateTopics before its partitions are ready, and
+/// followers join the ISR once they caught up); returns each partition's leader address.
+pub async fn wait_for_leaders(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+) -> Result<BTreeMap<i32, SocketAddr>, String> {
     let version = broker.version(3, 1, 12)?;
     let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]));
@@ -97,18 +159,31 @@ pub async fn wait_for_leaders(broker: &Broker, topic: &str, partitions: i32) -> 
             .send(&req, version)
             .await
             .map_err(|e| format!("Metadata: {e}"))?;
-        let led = resp
+        let addresses: BTreeMap<i32, Option<SocketAddr>> = resp
+            .brokers
+            .iter()
+            .map(|b| {
+                let addr = (b.host.as_str(), u16::try_from(b.port).unwrap_or(0))
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.next());
+                (b.node_id.0, addr)
+            })
+            .collect();
+        let leaders: BTreeMap<i32, SocketAddr> = resp
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter())
-            .filter(|p| p.error_code == 0 && p.leader_id.0 >= 0)
-            .count();
-        if led >= partitions as usize {
-            return Ok(());
+            .filter(|p| p.error_code == 0 && p.isr_nodes.len() >= p.replica_nodes.len())
+            .filter_map(|p| Some((p.partition_index, addresses.get(&p.leader_id.0).copied()??)))
+            .collect();
+        if leaders.len() >= partitions as usize {
+            return Ok(leaders);
         }
         if tokio::time::Instant::now() > deadline {
             return Err(format!(
-                "{topic}: {led} of {partitions} partitions have a leader after 60 s"
+                "{topic}: {} of {partitions} partitions have a leader and a full ISR after 60 s",
+                leaders.len()
             ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -25,7 +25,9 @@ fn captured<R: Decodable>(api: ApiKey, name: &str) -> Vec<(String, i16, R)> {
     let mut found = Vec::new();
     for line in manifest.lines().skip(1) {
         let cols: Vec<&str> = line.split('\t').collect();
-        if cols[4] != name {
+        // Kafka 3.9.1 at its current inter-broker protocol only: the captures at older
+        // protocol versions and releases are the fixtures' and the replay's business.
+        if cols[4] != name || !cols[1].starts_with("kafka-3.9.1-to-broker-") {
             continue;
         }
         let version: i16 = cols[5].parse().unwrap();

@@ -28,53 +28,6 @@ async fn find_group_coordinator(c: &mut Client) -> i16 {
     resp.coordinators[0].error_code
 }
 
-async fn add_offsets(c: &mut Client, id: &str, pid: i64, epoch: i16) -> i16 {
-    let req = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(TransactionalId(s(id)))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_group_id(GroupId(s(GROUP)));
-    c.send(&req, 3).await.error_code
-}
-
-async fn txn_commit(c: &mut Client, id: &str, pid: i64, epoch: i16, offset: i64) -> i16 {
-    let req = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(s(id)))
-        .with_group_id(GroupId(s(GROUP)))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_generation_id(-1)
-        .with_member_id(s(""))
-        .with_topics(vec![
-            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_partitions(vec![
-                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(-1),
-                ]),
-        ]);
-    let resp: TxnOffsetCommitResponse = c.send(&req, 3).await;
-    resp.topics[0].partitions[0].error_code
-}
-
-/// OffsetFetch v7 of partition 0: (error, committed offset).
-async fn fetch_offset(c: &mut Client, require_stable: bool) -> (i16, i64) {
-    let req = OffsetFetchRequest::default()
-        .with_group_id(GroupId(s(GROUP)))
-        .with_require_stable(require_stable)
-        .with_topics(Some(vec![
-            offset_fetch_request::OffsetFetchRequestTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_partition_indexes(vec![0]),
-        ]));
-    let resp: OffsetFetchResponse = c.send(&req, 7).await;
-    assert_eq!(resp.error_code, 0, "{resp:?}");
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.committed_offset)
-}
-
 /// A transactional producer's setup: the topic, both coordinators, a producer id.
 async fn setup(c: &mut Client, id: &str) -> (i64, i16) {
     assert_eq!(c.create_topic(TOPIC, 1).await, 0);
@@ -98,54 +51,63 @@ async fn offsets_are_committed_with_the_transaction_and_dropped_with_its_abort()
     // A commit before AddOffsetsToTxn: the transaction does not hold the offsets
     // partition, so nothing is written.
     assert_eq!(
-        txn_commit(&mut c, "etl-tx", pid, epoch, 3).await,
+        txn_offset_commit(&mut c, "etl-tx", GROUP, (pid, epoch), 3).await,
         48,
         "INVALID_TXN_STATE"
     );
-    assert_eq!(fetch_offset(&mut c, true).await, (0, -1));
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, -1));
 
-    assert_eq!(add_offsets(&mut c, "etl-tx", pid, epoch).await, 0);
-    assert_eq!(txn_commit(&mut c, "etl-tx", pid, epoch, 5).await, 0);
+    assert_eq!(add_offsets(&mut c, "etl-tx", GROUP, (pid, epoch)).await, 0);
     assert_eq!(
-        fetch_offset(&mut c, true).await,
+        txn_offset_commit(&mut c, "etl-tx", GROUP, (pid, epoch), 5).await,
+        0
+    );
+    assert_eq!(
+        fetch_offset(&mut c, GROUP, true).await,
         (UNSTABLE_OFFSET_COMMIT, -1)
     );
     assert_eq!(
-        fetch_offset(&mut c, false).await,
+        fetch_offset(&mut c, GROUP, false).await,
         (0, -1),
         "nothing committed yet"
     );
     assert_eq!(end(&mut c, "etl-tx", pid, epoch, true).await, 0);
-    assert_eq!(fetch_offset(&mut c, true).await, (0, 5));
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, 5));
 
     // An aborted transaction leaves the committed offset as it was.
-    assert_eq!(add_offsets(&mut c, "etl-tx", pid, epoch).await, 0);
-    assert_eq!(txn_commit(&mut c, "etl-tx", pid, epoch, 9).await, 0);
+    assert_eq!(add_offsets(&mut c, "etl-tx", GROUP, (pid, epoch)).await, 0);
     assert_eq!(
-        fetch_offset(&mut c, true).await,
+        txn_offset_commit(&mut c, "etl-tx", GROUP, (pid, epoch), 9).await,
+        0
+    );
+    assert_eq!(
+        fetch_offset(&mut c, GROUP, true).await,
         (UNSTABLE_OFFSET_COMMIT, -1)
     );
-    assert_eq!(fetch_offset(&mut c, false).await, (0, 5));
+    assert_eq!(fetch_offset(&mut c, GROUP, false).await, (0, 5));
     assert_eq!(end(&mut c, "etl-tx", pid, epoch, false).await, 0);
-    assert_eq!(fetch_offset(&mut c, true).await, (0, 5));
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, 5));
 
     // A fenced instance cannot commit offsets any more.
     let r = init(&mut c, "etl-tx", (-1, -1)).await;
     assert_eq!((r.error_code, r.producer_epoch), (0, epoch + 1));
     assert_eq!(
-        add_offsets(&mut c, "etl-tx", pid, epoch).await,
+        add_offsets(&mut c, "etl-tx", GROUP, (pid, epoch)).await,
         90,
         "PRODUCER_FENCED"
     );
-    assert_ne!(txn_commit(&mut c, "etl-tx", pid, epoch, 11).await, 0);
-    assert_eq!(fetch_offset(&mut c, true).await, (0, 5));
+    assert_ne!(
+        txn_offset_commit(&mut c, "etl-tx", GROUP, (pid, epoch), 11).await,
+        0
+    );
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, 5));
     broker.stop().await;
 
     // What a restart rebuilds from the log is what was served.
     let broker = TestBroker::start(dir.path(), OVERRIDES).await;
     let mut c = broker.client().await;
     assert_eq!(find_group_coordinator(&mut c).await, 0);
-    assert_eq!(fetch_offset(&mut c, true).await, (0, 5));
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, 5));
     broker.stop().await;
 }
 
@@ -209,11 +171,23 @@ async fn pending_offsets_survive_a_kill_9_and_the_transaction_ends_them_after() 
         let mut c = Client::connect(broker.addr).await;
         let (pid, epoch) = setup(&mut c, "crash-tx").await;
         // One committed transaction, then one left open by the kill.
-        assert_eq!(add_offsets(&mut c, "crash-tx", pid, epoch).await, 0);
-        assert_eq!(txn_commit(&mut c, "crash-tx", pid, epoch, 4).await, 0);
+        assert_eq!(
+            add_offsets(&mut c, "crash-tx", GROUP, (pid, epoch)).await,
+            0
+        );
+        assert_eq!(
+            txn_offset_commit(&mut c, "crash-tx", GROUP, (pid, epoch), 4).await,
+            0
+        );
         assert_eq!(end(&mut c, "crash-tx", pid, epoch, true).await, 0);
-        assert_eq!(add_offsets(&mut c, "crash-tx", pid, epoch).await, 0);
-        assert_eq!(txn_commit(&mut c, "crash-tx", pid, epoch, 8).await, 0);
+        assert_eq!(
+            add_offsets(&mut c, "crash-tx", GROUP, (pid, epoch)).await,
+            0
+        );
+        assert_eq!(
+            txn_offset_commit(&mut c, "crash-tx", GROUP, (pid, epoch), 8).await,
+            0
+        );
         broker.kill_9();
         (pid, epoch)
     };
@@ -221,14 +195,14 @@ async fn pending_offsets_survive_a_kill_9_and_the_transaction_ends_them_after() 
     let mut c = Client::connect(broker.addr).await;
     assert_eq!(find_group_coordinator(&mut c).await, 0);
     assert_eq!(
-        fetch_offset(&mut c, true).await,
+        fetch_offset(&mut c, GROUP, true).await,
         (UNSTABLE_OFFSET_COMMIT, -1)
     );
-    assert_eq!(fetch_offset(&mut c, false).await, (0, 4));
+    assert_eq!(fetch_offset(&mut c, GROUP, false).await, (0, 4));
     assert_eq!(
         find_txn_coordinator(&mut c, "crash-tx").await.coordinators[0].error_code,
         0
     );
     assert_eq!(end(&mut c, "crash-tx", pid, epoch, true).await, 0);
-    assert_eq!(fetch_offset(&mut c, true).await, (0, 8));
+    assert_eq!(fetch_offset(&mut c, GROUP, true).await, (0, 8));
 }

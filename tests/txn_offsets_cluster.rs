@@ -122,59 +122,6 @@ async fn key_away_from(
     None
 }
 
-async fn add_offsets(c: &mut Client, id: &str, group: &str, producer: (i64, i16)) -> i16 {
-    let req = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(TransactionalId(s(id)))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_group_id(GroupId(s(group)));
-    c.send(&req, 3).await.error_code
-}
-
-async fn txn_offset_commit(
-    c: &mut Client,
-    id: &str,
-    group: &str,
-    producer: (i64, i16),
-    offset: i64,
-) -> i16 {
-    let req = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(s(id)))
-        .with_group_id(GroupId(s(group)))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_generation_id(-1)
-        .with_member_id(s(""))
-        .with_topics(vec![
-            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_partitions(vec![
-                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(-1),
-                ]),
-        ]);
-    let resp: TxnOffsetCommitResponse = c.send(&req, 3).await;
-    resp.topics[0].partitions[0].error_code
-}
-
-/// A `require_stable` OffsetFetch (v7) of TOPIC-0: (error, committed offset).
-async fn stable_offset(c: &mut Client, group: &str) -> (i16, i64) {
-    let req = OffsetFetchRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_require_stable(true)
-        .with_topics(Some(vec![
-            offset_fetch_request::OffsetFetchRequestTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_partition_indexes(vec![0]),
-        ]));
-    let resp: OffsetFetchResponse = c.send(&req, 7).await;
-    assert_eq!(resp.error_code, 0, "{resp:?}");
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.committed_offset)
-}
-
 /// Polls `check` every 200 ms until it returns Some, for at most 30 s; `what` and the
 /// last value otherwise.
 async fn within_30s<T: std::fmt::Debug>(
@@ -250,7 +197,7 @@ fn offsets_and_records_of_a_transaction_commit_on_three_brokers() {
             0
         );
         assert_eq!(
-            stable_offset(&mut groups, &group).await,
+            fetch_offset(&mut groups, &group, true).await,
             (UNSTABLE_OFFSET_COMMIT, -1),
             "pending until the transaction ends"
         );
@@ -261,7 +208,7 @@ fn offsets_and_records_of_a_transaction_commit_on_three_brokers() {
 
         // The commit marker on the group coordinator's partition makes the offset stable.
         within_30s("the transaction's offset is committed", async || {
-            let got = stable_offset(&mut groups, &group).await;
+            let got = fetch_offset(&mut groups, &group, true).await;
             ((got == (0, 42)).then_some(()), format!("{got:?}"))
         })
         .await;

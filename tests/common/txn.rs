@@ -171,3 +171,58 @@ pub fn aborted(data: &fetch_response::PartitionData) -> Option<Vec<(i64, i64)>> 
             .collect()
     })
 }
+
+/// AddOffsetsToTxn (v3) of `group` to the transaction: its error code.
+pub async fn add_offsets(c: &mut Client, id: &str, group: &str, producer: (i64, i16)) -> i16 {
+    let req = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(s(id)))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_group_id(GroupId(s(group)));
+    c.send(&req, 3).await.error_code
+}
+
+/// TxnOffsetCommit (v3) of TOPIC-0 at `offset` for `group`: the partition's error code.
+pub async fn txn_offset_commit(
+    c: &mut Client,
+    id: &str,
+    group: &str,
+    producer: (i64, i16),
+    offset: i64,
+) -> i16 {
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s(id)))
+        .with_group_id(GroupId(s(group)))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_generation_id(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(-1),
+                ]),
+        ]);
+    let resp: TxnOffsetCommitResponse = c.send(&req, 3).await;
+    resp.topics[0].partitions[0].error_code
+}
+
+/// OffsetFetch (v7) of TOPIC-0 for `group`: (error, committed offset).
+pub async fn fetch_offset(c: &mut Client, group: &str, require_stable: bool) -> (i16, i64) {
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_require_stable(require_stable)
+        .with_topics(Some(vec![
+            offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let resp: OffsetFetchResponse = c.send(&req, 7).await;
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}

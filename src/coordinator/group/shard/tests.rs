@@ -467,8 +467,10 @@ async fn joining_a_regex_group_over_two_thousand_topics_stays_fast() {
         assert_eq!(r.member_epoch, i + 1);
     }
     eprintln!("slowest of six joins over 2,000 topics: {slowest:?}");
+    // A bound far from both sides: the slow path took 19 s in a debug build; a fast join
+    // takes tens of milliseconds, but a machine loaded by other jobs stretches it to ~1.5 s.
     assert!(
-        slowest < std::time::Duration::from_millis(1000),
+        slowest < std::time::Duration::from_millis(6000),
         "a join took {slowest:?}"
     );
     // The regex was resolved once for the group, and the reload agrees.

@@ -139,6 +139,18 @@ def wait_ready(port, proc, t0, timeout=120):
 
 # --------------------------------------------------------------------------- brokers
 
+# Kafka's broker log to a file in its logs dir, state changes at WARN (log4j2, Kafka 4.x).
+KAFKA_LOG4J2 = """status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = FILE
+logger.state.name = state.change.logger
+logger.state.level = warn
+"""
 KAFKA_JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
                   "-Djava.awt.headless=true"]
@@ -207,17 +219,7 @@ log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 """ + "".join(f"{k}={v}\n" for k, v in self.extra.items()))
         with open(f"{d}/log4j2.properties", "w") as f:
-            f.write("""status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = FILE
-logger.state.name = state.change.logger
-logger.state.level = warn
-""")
+            f.write(KAFKA_LOG4J2)
         # kafka-server-start.sh's default heap (-Xmx1G -Xms1G) and kafka-run-class.sh's
         # default JVM performance options
         jvm = ["java", "-Xmx1G", "-Xms1G", *KAFKA_JVM_PERF,

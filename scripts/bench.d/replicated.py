@@ -41,17 +41,6 @@ log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.state.change.logger=WARN
 """
-KAFKA_LOG4J2 = """status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = FILE
-logger.state.name = state.change.logger
-logger.state.level = warn
-"""
 
 
 class Cluster:
@@ -130,7 +119,7 @@ class Cluster:
         with open(f"{d}/log4j.properties", "w") as f:
             f.write(KAFKA_LOG4J)
         with open(f"{d}/log4j2.properties", "w") as f:
-            f.write(KAFKA_LOG4J2)
+            f.write(self.b.KAFKA_LOG4J2)
         return ["java", "-Xmx1G", "-Xms1G", *self.b.KAFKA_JVM_PERF, f"-Dkafka.logs.dir={d}",
                 f"-Dlog4j.configuration=file:{d}/log4j.properties",
                 f"-Dlog4j2.configurationFile={d}/log4j2.properties", "-cp", f"{libs}/*"]

@@ -188,9 +188,7 @@ public class BenchClient {
     pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "16384");
     pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-    Random rnd = new Random(0);
-    byte[][] values = new byte[64][size];
-    for (byte[] v : values) for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+    byte[][] values = textValues(size);
     long start = System.nanoTime();
     try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
       for (long i = 0; i < n; i++) {
@@ -200,6 +198,14 @@ public class BenchClient {
       p.flush();
     }
     System.out.printf("records=%d ms=%.3f%n", n, (System.nanoTime() - start) / 1e6);
+  }
+
+  /** 64 values of `size` random capital letters (compressible like text), the same every run. */
+  static byte[][] textValues(int size) {
+    Random rnd = new Random(0);
+    byte[][] values = new byte[64][size];
+    for (byte[] v : values) for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+    return values;
   }
 
   static void txn(String[] a) throws Exception {
@@ -215,9 +221,7 @@ public class BenchClient {
     pp.put(ProducerConfig.BATCH_SIZE_CONFIG, "16384");
     pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-    Random rnd = new Random(0);
-    byte[][] values = new byte[64][size];
-    for (byte[] v : values) for (int j = 0; j < size; j++) v[j] = (byte) ('A' + rnd.nextInt(26));
+    byte[][] values = textValues(size);
     List<Long> commits = new ArrayList<>();
     long start;
     long sent = 0;

@@ -70,24 +70,10 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
 allow.everyone.if.no.acl.found=true
 PROPS
-cat >"$dir/log4j2.properties" <<'L4J'
-status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = FILE
-logger.kafka.name = kafka
-logger.kafka.level = info
-logger.state.name = state.change.logger
-logger.state.level = warn
-L4J
 
 jvm=(java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20
      -Djava.awt.headless=true -Dkafka.logs.dir="$dir"
-     -Dlog4j2.configurationFile="$dir/log4j2.properties"
+     -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties"
      -cp "$libs/*")
 
 if [[ ! -f $dir/data/meta.properties ]]; then

@@ -139,18 +139,10 @@ def wait_ready(port, proc, t0, timeout=120):
 
 # --------------------------------------------------------------------------- brokers
 
-# Kafka's broker log to a file in its logs dir, state changes at WARN (log4j2, Kafka 4.x).
-KAFKA_LOG4J2 = """status = error
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = FILE
-logger.state.name = state.change.logger
-logger.state.level = warn
-"""
+# Kafka's broker log to a file in its logs dir, state changes at WARN (log4j2, Kafka 4.x): the
+# same configuration compat/kafka-broker.sh gives its reference broker.
+KAFKA_LOG4J2_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "compat",
+                                 "kafka", "log4j2.properties")
 KAFKA_JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
                   "-Djava.awt.headless=true"]
@@ -218,12 +210,10 @@ log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 """ + "".join(f"{k}={v}\n" for k, v in self.extra.items()))
-        with open(f"{d}/log4j2.properties", "w") as f:
-            f.write(KAFKA_LOG4J2)
         # kafka-server-start.sh's default heap (-Xmx1G -Xms1G) and kafka-run-class.sh's
         # default JVM performance options
         jvm = ["java", "-Xmx1G", "-Xms1G", *KAFKA_JVM_PERF,
-               f"-Dkafka.logs.dir={d}", f"-Dlog4j2.configurationFile={d}/log4j2.properties",
+               f"-Dkafka.logs.dir={d}", f"-Dlog4j2.configurationFile={KAFKA_LOG4J2_FILE}",
                "-cp", f"{self.opts.kafka_libs}/*"]
         cluster = subprocess.run(jvm + ["kafka.tools.StorageTool", "random-uuid"],
                                  check=True, capture_output=True, text=True).stdout.strip()

@@ -118,11 +118,9 @@ class Cluster:
         libs = self.opts.kafka_libs if self.kind == "kafka4" else self.opts.cluster_kafka_libs
         with open(f"{d}/log4j.properties", "w") as f:
             f.write(KAFKA_LOG4J)
-        with open(f"{d}/log4j2.properties", "w") as f:
-            f.write(self.b.KAFKA_LOG4J2)
         return ["java", "-Xmx1G", "-Xms1G", *self.b.KAFKA_JVM_PERF, f"-Dkafka.logs.dir={d}",
                 f"-Dlog4j.configuration=file:{d}/log4j.properties",
-                f"-Dlog4j2.configurationFile={d}/log4j2.properties", "-cp", f"{libs}/*"]
+                f"-Dlog4j2.configurationFile={self.b.KAFKA_LOG4J2_FILE}", "-cp", f"{libs}/*"]
 
     @property
     def bootstrap(self):

@@ -265,9 +265,11 @@ struct FakeController {
 impl ControllerChannel for FakeController {
     async fn alter_partition(
         &self,
+        max_version: i16,
         build: &(dyn Fn(i16) -> AlterPartitionRequest + Sync),
     ) -> Result<(i16, AlterPartitionResponse), String> {
         use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
+        assert_eq!(max_version, 3, "the test topic has an id");
         let req = build(3);
         self.requests.lock().push(req.clone());
         let refuse = *self.refuse.lock();

@@ -22,6 +22,10 @@
 #   short  the same without the pause and the kill: LeaderAndIsr, UpdateMetadata,
 #          StopReplica with and without deletion, ControlledShutdown. About a minute.
 #   isr    short plus the pause (AlterPartition).
+#   follower  full, keeping only what followers send their leaders (Fetch, ListOffsets,
+#          OffsetForLeaderEpoch): at an --ibp below 2.7 Kafka's followers truncate with
+#          OffsetForLeaderEpoch before they fetch, on becoming followers and after each
+#          leader change. The label gains -follower.
 #   admin  Kafka 3.9.1's kafka-leader-election.sh (preferred and unclean: ElectLeaders v2)
 #          and kafka-reassign-partitions.sh (--execute, --list, --verify, --cancel:
 #          AlterPartitionReassignments and ListPartitionReassignments v0), then IBM/sarama
@@ -47,7 +51,7 @@ while (($#)); do
   case $1 in
     --ibp) IBP=$2; shift 2 ;;
     --scenario) SCENARIO=$2; shift 2 ;;
-    *) echo "usage: $0 [--ibp V] [--scenario full|short|isr|admin]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--ibp V] [--scenario full|follower|short|isr|admin]" >&2; exit 2 ;;
   esac
 done
 OUT="$HERE/fixtures-cluster"
@@ -67,6 +71,8 @@ case $SCENARIO in
   # AllocateProducerIds. Fetch only at 3.9, where followers send a version skua routes.
   full) APIS=1,4,5,6,7,56,67 ;;
   short | isr) APIS=4,5,6,7,56,67 ;;
+  # Fetch, ListOffsets, OffsetForLeaderEpoch.
+  follower) APIS=1,2,23; LABEL+=-follower ;;
   # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments.
   admin) APIS=43,45,46; LABEL+=-admin ;;
   *) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
@@ -156,7 +162,7 @@ else
   sleep 3
 fi
 
-if [[ $SCENARIO == full || $SCENARIO == isr ]]; then
+if [[ $SCENARIO == full || $SCENARIO == follower || $SCENARIO == isr ]]; then
   log "SIGSTOP broker 3 (ISR shrink), then SIGCONT (ISR expand)"
   # Stopped for less than the ZooKeeper session timeout (18 s) but longer than
   # replica.lag.time.max.ms (3 s): the leaders on brokers 1 and 2, which get records
@@ -171,7 +177,7 @@ if [[ $SCENARIO == full || $SCENARIO == isr ]]; then
   sleep 8
 fi
 
-if [[ $SCENARIO == full ]]; then
+if [[ $SCENARIO == full || $SCENARIO == follower ]]; then
   log "SIGKILL broker 3 (session expiry, new leaders), then restart it"
   "$REPO_ROOT/scripts/cluster" kill "$dir" 3
   sleep 24

@@ -5,7 +5,11 @@
 //!   followers send sessionless full fetches: session id 0, epoch -1, where Kafka's keep a
 //!   session);
 //! - every AlterPartition a Kafka leader sent is rebuilt from the same ISR proposals and
-//!   must encode to the same bytes.
+//!   must encode to the same bytes;
+//! - at `inter.broker.protocol.version=2.6` (`capture-cluster.sh --ibp 2.6 --scenario
+//!   follower`), Kafka's followers send Fetch v11 and truncate with OffsetForLeaderEpoch v3:
+//!   skua's followers at that version pick the same versions and build both requests to
+//!   the same bytes.
 
 use std::path::Path;
 
@@ -18,16 +22,22 @@ use skua::log::{Log, LogConfig, TopicPartition};
 use skua::replica::fetcher::thread::{build_request, FetchedPartition};
 use skua::replica::fetcher::FetcherSettings;
 
-/// Every captured request of `api`, decoded: (file, version, request).
+/// Every captured request of `api` from Kafka 3.9.1 at its current inter-broker protocol
+/// (the captures at older protocol versions and releases are the fixtures' and the
+/// replay's business, except those this file names), decoded: (file, version, request).
 fn captured<R: Decodable>(api: ApiKey, name: &str) -> Vec<(String, i16, R)> {
+    captured_from("kafka-3.9.1", api, name)
+}
+
+/// Every captured request of `api` in the capture `label`, decoded.
+fn captured_from<R: Decodable>(label: &str, api: ApiKey, name: &str) -> Vec<(String, i16, R)> {
+    let prefix = format!("{label}-to-broker-");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures-cluster");
     let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv")).unwrap();
     let mut found = Vec::new();
     for line in manifest.lines().skip(1) {
         let cols: Vec<&str> = line.split('\t').collect();
-        // Kafka 3.9.1 at its current inter-broker protocol only: the captures at older
-        // protocol versions and releases are the fixtures' and the replay's business.
-        if cols[4] != name || !cols[1].starts_with("kafka-3.9.1-to-broker-") {
+        if cols[4] != name || !cols[1].starts_with(&prefix) {
             continue;
         }
         let version: i16 = cols[5].parse().unwrap();
@@ -198,4 +208,104 @@ fn a_skua_follower_stores_a_kafka_leaders_batches_unchanged() {
         }
     }
     assert!(appended > 0, "some captured fetch carried records");
+}
+
+/// Kafka 3.9.1's followers at `inter.broker.protocol.version=2.6`.
+const IBP_2_6_FOLLOWERS: &str = "kafka-3.9.1-ibp-2.6-follower";
+
+#[test]
+fn at_ibp_2_6_skua_builds_the_follower_fetch_kafka_sends() {
+    use skua::config::inter_broker_protocol::MetadataVersion;
+    let ibp = MetadataVersion::parse("2.6").unwrap();
+    let fetches: Vec<(String, i16, FetchRequest)> =
+        captured_from::<FetchRequest>(IBP_2_6_FOLLOWERS, ApiKey::Fetch, "Fetch")
+            .into_iter()
+            .filter(|(_, _, f)| f.session_epoch <= 0)
+            .collect();
+    assert!(fetches.len() >= 3, "full fetches: {}", fetches.len());
+    for (file, version, kafka) in fetches {
+        assert_eq!(version, 11, "{file}");
+        assert_eq!(version, ibp.fetch_request_version(), "{file}");
+        assert!(
+            kafka.replica_id.0 > 0,
+            "{file}: v11 carries the follower's id"
+        );
+        let first = &kafka.topics[0].partitions[0];
+        let settings = FetcherSettings {
+            num_fetchers: 1,
+            max_wait_ms: kafka.max_wait_ms,
+            min_bytes: kafka.min_bytes,
+            max_bytes: kafka.max_bytes,
+            partition_max_bytes: first.partition_max_bytes,
+            backoff: std::time::Duration::from_secs(1),
+        };
+        let partitions: Vec<FetchedPartition> = kafka
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| FetchedPartition {
+                    // Below v13 topics go by name.
+                    tp: TopicPartition::new(t.topic.0.as_str(), p.partition),
+                    topic_id: t.topic_id,
+                    leader_epoch: p.current_leader_epoch,
+                    fetch_offset: p.fetch_offset,
+                    // What the follower's log holds; v11 has no field for it.
+                    last_fetched_epoch: 7,
+                    log_start_offset: p.log_start_offset,
+                })
+            })
+            .collect();
+        let mut skua = build_request(version, kafka.replica_id.0, 5, &settings, &partitions);
+        assert_eq!((skua.session_id, skua.session_epoch), (0, -1), "{file}");
+        skua.session_id = kafka.session_id;
+        skua.session_epoch = kafka.session_epoch;
+        assert_eq!(skua, kafka, "{file}");
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        skua.encode(&mut a, version).unwrap();
+        kafka.encode(&mut b, version).unwrap();
+        assert_eq!(a, b, "{file}");
+    }
+}
+
+#[test]
+fn at_ibp_2_6_skua_builds_the_offset_for_leader_epoch_kafka_followers_send() {
+    use kafka_protocol::messages::OffsetForLeaderEpochRequest;
+    use skua::config::inter_broker_protocol::MetadataVersion;
+    use skua::replica::fetcher::endpoint::{build_offset_for_leader_epoch_request, EpochQuery};
+    let ibp = MetadataVersion::parse("2.6").unwrap();
+    assert!(!ibp.is_truncation_on_fetch_supported());
+    let requests: Vec<(String, i16, OffsetForLeaderEpochRequest)> = captured_from(
+        IBP_2_6_FOLLOWERS,
+        ApiKey::OffsetForLeaderEpoch,
+        "OffsetForLeaderEpoch",
+    );
+    assert!(
+        !requests.is_empty(),
+        "Kafka's followers truncated before fetching"
+    );
+    for (file, version, kafka) in requests {
+        assert_eq!(version, 3, "{file}");
+        assert_eq!(version, ibp.offset_for_leader_epoch_request_version());
+        assert!(kafka.replica_id.0 > 0, "{file}: asked as a follower");
+        let queries: Vec<EpochQuery> = kafka
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| EpochQuery {
+                    tp: TopicPartition::new(t.topic.0.as_str(), p.partition),
+                    current_leader_epoch: p.current_leader_epoch,
+                    leader_epoch: p.leader_epoch,
+                })
+            })
+            .collect();
+        assert!(queries
+            .iter()
+            .all(|q| q.leader_epoch <= q.current_leader_epoch));
+        let skua = build_offset_for_leader_epoch_request(kafka.replica_id.0, &queries);
+        assert_eq!(skua, kafka, "{file}");
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        skua.encode(&mut a, version).unwrap();
+        kafka.encode(&mut b, version).unwrap();
+        assert_eq!(a, b, "{file}");
+    }
 }

@@ -738,7 +738,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("broker.rack", Kind::String, None),
     b("cluster.id", Kind::String, None),
     // ZooKeeper mode: the controller's request timeout, how long admin requests wait for
-    // it, and the inter-broker protocol (Kafka 3.9's, the only one spoken).
+    // it, and the inter-broker protocol (`inter_broker_protocol.rs`: the versions followers
+    // send; a skua controller sends Kafka 3.9's requests whatever it is set to).
     b("controller.socket.timeout.ms", Kind::Int, Some("30000")),
     b("request.timeout.ms", Kind::Int, Some("30000")),
     b(

@@ -2,6 +2,7 @@
 //! each is built once from the keys set (defaults from `defs.rs`) and checked as a whole.
 
 use super::broker::{invalid, ConfigError, Keys};
+use super::inter_broker_protocol::MetadataVersion;
 
 /// How the broker manages its logs (Kafka's `ServerLogConfigs` and `LogManager` settings).
 /// Per-topic settings are not here: `topic::log_config` resolves them for each topic.
@@ -107,6 +108,8 @@ pub struct ReplicationConfig {
     pub replication_quota_window_num: usize,
     /// `replication.quota.window.size.seconds`: the time each of those samples spans.
     pub replication_quota_window_size_seconds: u64,
+    /// `inter.broker.protocol.version`: the request versions followers send.
+    pub inter_broker_protocol_version: MetadataVersion,
 }
 
 impl ReplicationConfig {
@@ -129,6 +132,10 @@ impl ReplicationConfig {
             replication_quota_window_size_seconds: keys
                 .positive("replication.quota.window.size.seconds")?
                 as u64,
+            inter_broker_protocol_version: MetadataVersion::parse(
+                &keys.string("inter.broker.protocol.version"),
+            )
+            .map_err(|e| invalid("inter.broker.protocol.version", e.to_string()))?,
         })
     }
 }

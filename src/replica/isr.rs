@@ -6,7 +6,9 @@
 //!
 //! The request's shape follows its version: topic names up to v1, topic ids from v2,
 //! the ISR as broker states from v3 (KIP-903), whose member epochs are -1 as Kafka 3.9's
-//! ZooKeeper-mode leaders send them.
+//! ZooKeeper-mode leaders send them. A batch naming a topic without an id (one created by a
+//! controller at an `inter.broker.protocol.version` below 2.8) goes at v1 at most, as
+//! Kafka's `AlterPartitionManager` sends it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +40,8 @@ pub type IsrChanges = mpsc::UnboundedSender<IsrChange>;
 /// AlterPartition versions this broker sends (the ones Kafka 3.9's controller answers).
 pub const ALTER_PARTITION_MIN_VERSION: i16 = 0;
 pub const ALTER_PARTITION_MAX_VERSION: i16 = 3;
+/// The newest version that names topics rather than their ids.
+const ALTER_PARTITION_MAX_VERSION_BY_NAME: i16 = 1;
 
 /// The pause before sending again what got no answer (Kafka retries after 50 ms).
 const RETRY_BACKOFF: Duration = Duration::from_millis(50);
@@ -45,10 +49,11 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(50);
 /// Sends an AlterPartition request to the current controller.
 #[async_trait]
 pub trait ControllerChannel: Send + Sync {
-    /// Sends the request `build` makes for the version both sides speak; `Err` when it
-    /// got no answer.
+    /// Sends the request `build` makes for the version both sides speak, at most
+    /// `max_version`; `Err` when it got no answer.
     async fn alter_partition(
         &self,
+        max_version: i16,
         build: &(dyn Fn(i16) -> AlterPartitionRequest + Sync),
     ) -> Result<(i16, AlterPartitionResponse), String>;
 }
@@ -91,6 +96,7 @@ impl NetworkControllerChannel {
 impl ControllerChannel for NetworkControllerChannel {
     async fn alter_partition(
         &self,
+        max_version: i16,
         build: &(dyn Fn(i16) -> AlterPartitionRequest + Sync),
     ) -> Result<(i16, AlterPartitionResponse), String> {
         let client = self.client().await?;
@@ -99,7 +105,7 @@ impl ControllerChannel for NetworkControllerChannel {
             &versions,
             <AlterPartitionRequest as kafka_protocol::protocol::Request>::KEY,
             ALTER_PARTITION_MIN_VERSION,
-            ALTER_PARTITION_MAX_VERSION,
+            max_version,
         )
         .map_err(|e| e.to_string())?;
         let response = client
@@ -141,7 +147,7 @@ pub async fn run(
         let local_id = cluster.local_id();
         let broker_epoch = cluster.broker_epoch();
         let build = |version: i16| build_request(version, local_id, broker_epoch, &batch);
-        let answered = match channel.alter_partition(&build).await {
+        let answered = match channel.alter_partition(max_version(&batch), &build).await {
             Ok((version, response)) => outcomes(version, &batch, &response),
             Err(e) => {
                 tracing::debug!(error = %e, "AlterPartition not sent; trying again");
@@ -167,6 +173,14 @@ pub async fn run(
 fn queue(unsent: &mut BTreeMap<(String, i32), IsrChange>, c: IsrChange) {
     let key = (c.partition.tp.topic.clone(), c.partition.tp.partition);
     unsent.insert(key, c);
+}
+
+/// The newest AlterPartition version `changes` can go at: by name when a topic has no id.
+pub fn max_version(changes: &[&IsrChange]) -> i16 {
+    match changes.iter().any(|c| c.partition.topic_id.is_nil()) {
+        true => ALTER_PARTITION_MAX_VERSION_BY_NAME,
+        false => ALTER_PARTITION_MAX_VERSION,
+    }
 }
 
 /// The AlterPartition request for `changes` at `version`.
@@ -286,6 +300,10 @@ mod tests {
     use crate::log::{Log, LogConfig, TopicPartition};
 
     fn change(root: &tempfile::TempDir) -> IsrChange {
+        change_of(root, Uuid::from_u128(5))
+    }
+
+    fn change_of(root: &tempfile::TempDir, topic_id: Uuid) -> IsrChange {
         let tp = TopicPartition::new("t", 3);
         let log = Log::open(
             &root.path().join("t-3"),
@@ -296,7 +314,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let p = Partition::new(tp, Uuid::from_u128(5), Arc::new(log), 0);
+        let p = Partition::new(tp, topic_id, Arc::new(log), 0);
         let announced = LeaderAndIsr {
             leader: 1,
             leader_epoch: 4,
@@ -315,6 +333,19 @@ mod tests {
                 new_isr: vec![(1, -1), (2, 77)],
             },
         }
+    }
+
+    /// A Kafka controller at inter.broker.protocol.version < 2.8 gives topics no id: only
+    /// names find them (v2+ would be answered UNKNOWN_TOPIC_ID).
+    #[test]
+    fn a_topic_without_an_id_goes_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let with_id = change(&root);
+        assert_eq!(max_version(&[&with_id]), 3);
+        let other = tempfile::tempdir().unwrap();
+        let without = change_of(&other, Uuid::nil());
+        assert_eq!(max_version(&[&without]), 1);
+        assert_eq!(max_version(&[&with_id, &without]), 1);
     }
 
     #[test]

@@ -153,6 +153,7 @@ impl ReplicaManager {
         let endpoints = Arc::new(NetworkEndpoints {
             local_id: self.broker_id,
             config: fetch,
+            inter_broker_protocol: r.inter_broker_protocol_version,
         });
         let to_controller = ClientConfig {
             client_id: Some(format!("broker-{}-alter-partition", self.broker_id)),

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use uuid::Uuid;
 
 use super::delayed_fetch::{self, FetchAttempt};
-use super::fetcher::endpoint::{EndpointFactory, LeaderEndpoint};
+use super::fetcher::endpoint::{EndpointFactory, EpochEnd, EpochQuery, LeaderEndpoint};
 use super::isr::ControllerChannel;
 use super::*;
 use crate::client::ClientError;
@@ -40,6 +40,17 @@ struct Brokers {
     managers: Mutex<HashMap<i32, Weak<ReplicaManager>>>,
     /// Brokers whose fetch answers fail as a lost connection would.
     unreachable: Mutex<Vec<i32>>,
+    /// The Fetch version the leaders speak (17 when unset); below 12 followers truncate
+    /// with OffsetForLeaderEpoch.
+    fetch_version: Mutex<Option<i16>>,
+    /// Every OffsetForLeaderEpoch partition asked, in order.
+    epoch_queries: Mutex<Vec<EpochQuery>>,
+}
+
+impl Brokers {
+    fn fetch_version(&self) -> i16 {
+        self.fetch_version.lock().unwrap_or(17)
+    }
 }
 
 struct LocalLeader {
@@ -103,27 +114,79 @@ fn answer(
 #[async_trait]
 impl LeaderEndpoint for LocalLeader {
     async fn fetch_version(&self) -> Result<i16, ClientError> {
-        Ok(17)
+        Ok(self.brokers.fetch_version())
+    }
+
+    fn is_offset_for_leader_epoch_supported(&self) -> bool {
+        true
+    }
+
+    async fn fetch_epoch_end_offsets(
+        &self,
+        _replica_id: i32,
+        partitions: &[EpochQuery],
+    ) -> Result<Vec<EpochEnd>, ClientError> {
+        let m = self.manager()?;
+        self.brokers
+            .epoch_queries
+            .lock()
+            .extend(partitions.iter().cloned());
+        Ok(partitions
+            .iter()
+            .map(|q| {
+                let (error_code, (leader_epoch, end_offset)) =
+                    match m.leader(&q.tp, q.current_leader_epoch) {
+                        Err(e) => (e.code(), (-1, -1)),
+                        Ok(p) => (
+                            0,
+                            p.end_offset_for_epoch(q.leader_epoch).unwrap_or((-1, -1)),
+                        ),
+                    };
+                EpochEnd {
+                    tp: q.tp.clone(),
+                    error_code,
+                    leader_epoch,
+                    end_offset,
+                }
+            })
+            .collect())
     }
 
     async fn fetch(&self, req: &FetchRequest, version: i16) -> Result<FetchResponse, ClientError> {
-        assert_eq!(version, 17);
-        assert_eq!(req.replica_id.0, -1, "v15+: the id is in replica_state");
+        assert_eq!(version, self.brokers.fetch_version());
+        let (replica_id, replica_epoch) = match version >= 15 {
+            true => {
+                assert_eq!(req.replica_id.0, -1, "v15+: the id is in replica_state");
+                (
+                    req.replica_state.replica_id.0,
+                    req.replica_state.replica_epoch,
+                )
+            }
+            false => (req.replica_id.0, -1),
+        };
+        if version < 12 {
+            let named = req.topics.iter().flat_map(|t| &t.partitions);
+            assert!(named.clone().all(|p| p.last_fetched_epoch == -1));
+        }
         let m = self.manager()?;
         let params = FetchParams::new(
-            req.replica_state.replica_id.0,
+            replica_id,
             Duration::from_millis(req.max_wait_ms as u64),
             req.min_bytes as usize,
             req.max_bytes as usize,
             false,
         )
-        .with_replica_epoch(req.replica_state.replica_epoch);
+        .with_replica_epoch(replica_epoch);
         let mut asked = Vec::new();
         for t in &req.topics {
             for fp in &t.partitions {
+                // Below v13 topics are named, from v13 by id.
                 let p = m
                     .partition("t", fp.partition)
-                    .filter(|p| p.topic_id == t.topic_id);
+                    .filter(|p| match version >= 13 {
+                        true => p.topic_id == t.topic_id,
+                        false => t.topic.0.as_str() == "t",
+                    });
                 asked.push((t.topic_id, fp.clone(), p));
             }
         }
@@ -143,8 +206,10 @@ impl LeaderEndpoint for LocalLeader {
                 };
                 bytes += data.records.as_ref().map_or(0, Bytes::len);
                 errored |= data.error_code != 0 || data.diverging_epoch.epoch >= 0;
+                // Named both ways: below v13 the follower reads the name.
                 responses.push(
                     FetchableTopicResponse::default()
+                        .with_topic(kafka_protocol::messages::TopicName("t".into()))
                         .with_topic_id(*topic_id)
                         .with_partitions(vec![data]),
                 );
@@ -200,9 +265,11 @@ struct FakeController {
 impl ControllerChannel for FakeController {
     async fn alter_partition(
         &self,
+        max_version: i16,
         build: &(dyn Fn(i16) -> AlterPartitionRequest + Sync),
     ) -> Result<(i16, AlterPartitionResponse), String> {
         use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
+        assert_eq!(max_version, 3, "the test topic has an id");
         let req = build(3);
         self.requests.lock().push(req.clone());
         let refuse = *self.refuse.lock();
@@ -440,6 +507,53 @@ async fn a_divergent_tail_is_cut_where_the_leaders_epoch_ends() {
         "epoch 2 forgotten"
     );
     assert_eq!(c.p(2).end_offset_for_epoch(3), Some((3, 4)));
+}
+
+/// Below Fetch v12 (inter.broker.protocol.version older than 2.7-IV1) nothing in a fetch
+/// answer tells a follower its log diverged: it asks OffsetForLeaderEpoch on becoming a
+/// follower and after every leader change, and cuts its log there before it fetches.
+#[tokio::test]
+async fn below_fetch_v12_a_divergent_tail_is_cut_from_offset_for_leader_epoch() {
+    let c = Cluster::new(&[1, 2]);
+    *c.brokers.fetch_version.lock() = Some(11);
+    c.announce(&[1, 2], &[1, 2], 1, 1, &[1, 2], &[]);
+    produce(&c.p(1), b"a").await;
+    eventually("replicated", || c.p(2).high_watermark() == 1).await;
+
+    // Broker 2 alone believes it leads at epoch 2 and takes two writes nobody else has.
+    c.announce(&[2], &[1, 2], 2, 2, &[2], &[]);
+    produce(&c.p(2), b"lost-1").await;
+    produce(&c.p(2), b"lost-2").await;
+
+    // Broker 1 leads at epoch 3 and writes past broker 2's log end: fetching from there
+    // would find records, so only OffsetForLeaderEpoch shows offsets 1 and 2 are not
+    // the leader's.
+    c.announce(&[1], &[1, 2], 1, 3, &[1], &[]);
+    for v in [&b"kept-1"[..], b"kept-2", b"kept-3"] {
+        produce(&c.p(1), v).await;
+    }
+    c.announce(&[1, 2], &[1, 2], 1, 3, &[1, 2], &[]);
+    eventually("the follower caught up with the leader's log", || {
+        c.p(2).high_watermark() == 4 && c.p(1).high_watermark() == 4
+    })
+    .await;
+    assert_eq!(committed_bytes(&c.p(2)), committed_bytes(&c.p(1)));
+    assert_eq!(
+        c.p(2).end_offset_for_epoch(2),
+        Some((1, 1)),
+        "epoch 2 forgotten"
+    );
+    assert_eq!(c.p(2).end_offset_for_epoch(3), Some((3, 4)));
+    let queries = c.brokers.epoch_queries.lock().clone();
+    let tp = c.p(2).tp.clone();
+    assert!(
+        queries.contains(&EpochQuery {
+            tp,
+            current_leader_epoch: 3,
+            leader_epoch: 2,
+        }),
+        "asked the new leader about epoch 2: {queries:?}"
+    );
 }
 
 #[tokio::test]

@@ -154,6 +154,7 @@ impl ReplicaFetcherManager {
                 leader_epoch,
                 delayed_until: None,
                 in_sync: false,
+                truncating: true,
             },
         );
         fetcher.shared.changed.notify_one();

@@ -12,6 +12,14 @@
 //! - any other error: the partition waits `replica.fetch.backoff.ms` (new metadata
 //!   usually moves it elsewhere meanwhile).
 //!
+//! Below Fetch v12 (an `inter.broker.protocol.version` older than 2.7-IV1, or a leader that
+//! handles no newer Fetch) the leader never reports a divergence, so a partition that
+//! became a follower or moved to a new leader epoch truncates first (Kafka's Truncating
+//! state, `maybeTruncate`): it asks OffsetForLeaderEpoch for the end of its latest epoch on
+//! the leader and cuts its log there (`offset_truncation_state`), asking again when the
+//! leader named an epoch it does not have; without an epoch (or below 0.11.0-IV2, which has
+//! no OffsetForLeaderEpoch) it truncates to its high watermark. Only then is it fetched.
+//!
 //! A partition named by `follower.replication.throttled.replicas` is left out of a round
 //! while the follower throttle is over its rate and the partition has not caught up to
 //! the leader's high watermark (Kafka's `shouldFollowerThrottle`); what it brings back
@@ -36,7 +44,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::endpoint::LeaderEndpoint;
+use super::endpoint::{EpochEnd, EpochQuery, LeaderEndpoint};
 use super::FetcherSettings;
 use crate::log::{whole_batches_len, TopicPartition};
 use crate::replica::cluster_view::ClusterView;
@@ -50,6 +58,9 @@ const EARLIEST: i64 = -2;
 const TOPIC_ID_VERSION: i16 = 13;
 /// From this version the follower's id and epoch are in `replica_state` (KIP-903).
 const REPLICA_STATE_VERSION: i16 = 15;
+/// From this version the leader answers a divergent log with where it diverges (KIP-320),
+/// and the follower names the epoch of its last batch.
+pub const TRUNCATION_ON_FETCH_VERSION: i16 = 12;
 
 /// A partition this fetcher replicates.
 #[derive(Clone)]
@@ -63,6 +74,10 @@ pub struct FetchState {
     /// Its last fetch reached the leader's high watermark (Kafka's `isReplicaInSync`):
     /// a follower throttle does not hold it back.
     pub in_sync: bool,
+    /// Kafka's Truncating state: set when it joins the fetcher in a leader epoch; below
+    /// Fetch v12 it is not fetched until OffsetForLeaderEpoch (or its high watermark) has
+    /// said where its log parts from the leader's.
+    pub truncating: bool,
 }
 
 /// What the fetcher's task and its manager share.
@@ -109,6 +124,18 @@ impl Shared {
             .filter(|s| s.leader_epoch == leader_epoch)
         {
             s.in_sync = in_sync;
+        }
+    }
+
+    /// Leaves the Truncating state, or stays in it to ask again.
+    fn set_truncating(&self, tp: &TopicPartition, leader_epoch: i32, truncating: bool) {
+        if let Some(s) = self
+            .partitions
+            .lock()
+            .get_mut(tp)
+            .filter(|s| s.leader_epoch == leader_epoch)
+        {
+            s.truncating = truncating;
         }
     }
 
@@ -233,6 +260,13 @@ impl Fetcher {
             .fetch_version()
             .await
             .map_err(|e| e.to_string())?;
+        let ready = match version >= TRUNCATION_ON_FETCH_VERSION {
+            true => ready,
+            false => self.maybe_truncate(ready).await?,
+        };
+        if ready.is_empty() {
+            return Ok(());
+        }
         let asked: Vec<Asked> = ready
             .into_iter()
             .map(|(tp, state)| {
@@ -268,6 +302,98 @@ impl Fetcher {
             }
         }
         Ok(())
+    }
+
+    /// Truncates the partitions of `ready` in the Truncating state (Kafka's
+    /// `maybeTruncate`) and returns those to fetch now: the ones that were not truncating
+    /// and the ones whose truncation completed. `Err` when OffsetForLeaderEpoch failed as a
+    /// whole (every partition then backs off, as after a failed fetch).
+    async fn maybe_truncate(
+        &self,
+        ready: Vec<(TopicPartition, FetchState)>,
+    ) -> Result<Vec<(TopicPartition, FetchState)>, String> {
+        let by_epoch = self.endpoint.is_offset_for_leader_epoch_supported();
+        let mut queries = Vec::new();
+        for (tp, s) in ready.iter().filter(|(_, s)| s.truncating) {
+            match s.partition.log().latest_epoch().filter(|_| by_epoch) {
+                Some(latest) => queries.push(EpochQuery {
+                    tp: tp.clone(),
+                    current_leader_epoch: s.leader_epoch,
+                    leader_epoch: latest,
+                }),
+                None => self.truncate_to_high_watermark(tp, s),
+            }
+        }
+        if !queries.is_empty() {
+            let local_id = self.cluster.local_id();
+            let ends = self
+                .endpoint
+                .fetch_epoch_end_offsets(local_id, &queries)
+                .await
+                .map_err(|e| format!("OffsetForLeaderEpoch failed: {e}"))?;
+            for (query, end) in queries.iter().zip(&ends) {
+                self.truncate_to_epoch_end(query, end);
+            }
+        }
+        let now = Instant::now();
+        Ok(ready
+            .into_iter()
+            .filter(|(tp, s)| {
+                self.shared
+                    .current(tp, s.leader_epoch)
+                    .is_some_and(|state| {
+                        !state.truncating && state.delayed_until.is_none_or(|until| until <= now)
+                    })
+            })
+            .collect())
+    }
+
+    /// Kafka's `truncateToHighWatermark`: a follower with no epoch to ask about keeps what
+    /// it knows is committed and fetches the rest again.
+    fn truncate_to_high_watermark(&self, tp: &TopicPartition, s: &FetchState) {
+        let p = &s.partition;
+        let offset = p.high_watermark().min(p.log_end_offset());
+        self.truncate(tp, s.leader_epoch, offset, true);
+    }
+
+    /// Applies the leader's end offset of one partition's epoch (Kafka's
+    /// `maybeTruncateToEpochEndOffsets`), unless the partition left the fetcher or its
+    /// leader epoch meanwhile.
+    fn truncate_to_epoch_end(&self, query: &EpochQuery, end: &EpochEnd) {
+        let epoch = query.current_leader_epoch;
+        let Some(state) = self.shared.current(&query.tp, epoch) else {
+            return;
+        };
+        if end.error_code != 0 {
+            // FENCED_LEADER_EPOCH included: the controller's next LeaderAndIsr moves it.
+            tracing::info!(partition = %query.tp, leader_epoch = epoch, error = end.error_code,
+                "OffsetForLeaderEpoch answered an error; backing off");
+            self.shared.delay(&query.tp, epoch, self.settings.backoff);
+            return;
+        }
+        let (offset, completed) =
+            offset_truncation_state(&state.partition, end.leader_epoch, end.end_offset);
+        tracing::info!(partition = %query.tp, leader_epoch = epoch, asked = query.leader_epoch,
+            leader_answered_epoch = end.leader_epoch, leader_end_offset = end.end_offset,
+            offset, completed, "truncating from the leader's epoch end offset");
+        self.truncate(&query.tp, epoch, offset, completed);
+    }
+
+    /// Cuts the log of `tp` at `offset` when it ends past it; `completed` ends its
+    /// Truncating state. A failed truncation backs the partition off.
+    fn truncate(&self, tp: &TopicPartition, leader_epoch: i32, offset: i64, completed: bool) {
+        let Some(state) = self.shared.current(tp, leader_epoch) else {
+            return;
+        };
+        let p = &state.partition;
+        if offset < p.log_end_offset() {
+            if let Err(e) = p.truncate_to(leader_epoch, offset) {
+                tracing::warn!(partition = %tp, leader_epoch, offset, error = %e, "truncation failed; backing off");
+                self.shared.delay(tp, leader_epoch, self.settings.backoff);
+                return;
+            }
+        }
+        self.shared.set_truncating(tp, leader_epoch, !completed);
     }
 
     /// The Fetch request for `asked` at `version`.
@@ -422,7 +548,10 @@ pub fn build_request(
             .with_partition(a.tp.partition)
             .with_current_leader_epoch(a.leader_epoch)
             .with_fetch_offset(a.fetch_offset)
-            .with_last_fetched_epoch(a.last_fetched_epoch)
+            .with_last_fetched_epoch(match version >= TRUNCATION_ON_FETCH_VERSION {
+                true => a.last_fetched_epoch,
+                false => -1,
+            })
             .with_log_start_offset(a.log_start_offset)
             .with_partition_max_bytes(settings.partition_max_bytes);
         let same = |t: &FetchTopic| match version >= TOPIC_ID_VERSION {
@@ -460,16 +589,35 @@ pub fn build_request(
 }
 
 /// Where a follower's log parts from its leader's, given the leader's end offset of the
-/// diverging epoch (Kafka's `getOffsetTruncationState`): when the follower has that epoch,
-/// the smaller end; when its own latest epoch below it is older, the end of that one (the
-/// next fetch looks again); never past its own log end.
+/// diverging epoch (Kafka's `getOffsetTruncationState`); see `offset_truncation_state`.
 pub fn truncation_offset(p: &Partition, leader_epoch: i32, leader_end_offset: i64) -> i64 {
+    offset_truncation_state(p, leader_epoch, leader_end_offset).0
+}
+
+/// Kafka's `getOffsetTruncationState`: where a follower's log parts from its leader's,
+/// given the leader's end offset of `leader_epoch`, never past its own log end, and
+/// whether that is final:
+/// - no end offset (the leader knows no such epoch): the high watermark, final;
+/// - no epoch (OffsetForLeaderEpoch v0): the leader's end offset, final;
+/// - the follower has that epoch: the smaller of both ends, final;
+/// - the follower's largest epoch below it is older: the end of that one, not final (the
+///   leader is asked again about the epoch now last);
+/// - the follower has no epoch that old: the leader's end offset, final.
+pub fn offset_truncation_state(
+    p: &Partition,
+    leader_epoch: i32,
+    leader_end_offset: i64,
+) -> (i64, bool) {
     let leo = p.log_end_offset();
     if leader_end_offset < 0 {
-        return p.high_watermark().min(leo);
+        return (p.high_watermark().min(leo), true);
+    }
+    if leader_epoch < 0 {
+        return (leader_end_offset.min(leo), true);
     }
     match p.end_offset_for_epoch(leader_epoch) {
-        Some((epoch, end)) if epoch != leader_epoch => end.min(leo),
-        _ => leader_end_offset.min(leo),
+        Some((epoch, end)) if epoch != leader_epoch => (end.min(leo), false),
+        Some((_, end)) => (end.min(leader_end_offset).min(leo), true),
+        None => (leader_end_offset.min(leo), true),
     }
 }

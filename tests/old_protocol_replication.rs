@@ -1,0 +1,368 @@
+//! Replication at an old `inter.broker.protocol.version` (2.6, as during a rolling upgrade
+//! from Kafka 2.6), on real clusters (`scripts/cluster`: ZooKeeper 3.8 and three brokers on
+//! loopback): three skua brokers, and two skua brokers with Apache Kafka 3.9.1 (started
+//! first, so it is the controller). At 2.6 followers send Fetch v11, whose answers never
+//! say where a follower's log diverged, so a follower truncates with OffsetForLeaderEpoch
+//! v3 before it fetches, on becoming a follower and after every leader change.
+//!
+//! The scenario: topic `diverge` (replicas 1, 3, 2) and topic `handover` (1, 2, 3) are led
+//! by broker 1. With both followers paused, broker 1 takes records with acks=1 that nobody
+//! else has and is killed; broker 3 takes over `diverge` and broker 2 `handover`, both take
+//! more records, and broker 1 comes back with a divergent tail. Every replica must end
+//! with the same segment bytes. A recording proxy (`protocol-tests/capture.py`) in front of
+//! each broker keeps every Fetch and OffsetForLeaderEpoch it was sent: the followers'
+//! versions are 2.6's, and the returning broker asked its new leader where its epoch ends.
+//! Skipped, with a message, only when java is not installed.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::Decodable;
+use kafka_protocol::records::Compression;
+
+const IBP: &str = "inter.broker.protocol.version=2.6";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `capture.py` in front of one broker, keeping every Fetch and OffsetForLeaderEpoch.
+struct Recorder {
+    child: Child,
+    out: tempfile::TempDir,
+}
+
+/// One recorded request: who sent it (its client id), the API and the version.
+#[derive(Debug)]
+struct Recorded {
+    client_id: String,
+    api_key: ApiKey,
+    version: i16,
+    file: PathBuf,
+}
+
+impl Recorder {
+    fn start(listen: u16, upstream: u16) -> Recorder {
+        let out = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/capture.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .args(["--listen", &format!("127.0.0.1:{listen}")])
+            .args(["--upstream", &format!("127.0.0.1:{upstream}")])
+            .args(["--client", "recorded", "--apis", "1,23", "--no-responses"])
+            .args(["--max-per-version", "1000000", "--out"])
+            .arg(out.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs capture.py");
+        Recorder { child, out }
+    }
+
+    fn requests(&self) -> Vec<Recorded> {
+        let manifest =
+            std::fs::read_to_string(self.out.path().join("MANIFEST.tsv")).unwrap_or_default();
+        manifest
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let cols: Vec<&str> = line.split('\t').collect();
+                let api_key = ApiKey::try_from(cols.get(3)?.parse::<i16>().ok()?).ok()?;
+                let version: i16 = cols.get(5)?.parse().ok()?;
+                let file = self.out.path().join(cols.get(6)?);
+                let mut frame = Bytes::from(std::fs::read(&file).ok()?);
+                let header =
+                    RequestHeader::decode(&mut frame, api_key.request_header_version(version))
+                        .ok()?;
+                Some(Recorded {
+                    client_id: header.client_id.map(|s| s.to_string()).unwrap_or_default(),
+                    api_key,
+                    version,
+                    file,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A cluster whose brokers advertise a recorder in front of each of them.
+struct Recorded3 {
+    c: Cluster,
+    listen: Vec<u16>,
+    recorders: Vec<Recorder>,
+}
+
+impl Recorded3 {
+    fn start(skua: &str, extra: &[&str]) -> Option<Recorded3> {
+        let listen: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let advertised: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let recorders: Vec<Recorder> = (0..3)
+            .map(|i| Recorder::start(advertised[i], listen[i]))
+            .collect();
+        let csv = |ports: &[u16]| {
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let (listen_csv, advertised_csv) = (csv(&listen), csv(&advertised));
+        let mut args = vec![
+            "--ports",
+            &listen_csv,
+            "--advertised-ports",
+            &advertised_csv,
+            "--override",
+            IBP,
+        ];
+        args.extend_from_slice(extra);
+        let c = Cluster::start_kinds(skua, &args)?;
+        Some(Recorded3 {
+            c,
+            listen,
+            recorders,
+        })
+    }
+
+    /// Broker `b`'s own address (not its recorder's).
+    fn addr(&self, b: usize) -> std::net::SocketAddr {
+        format!("127.0.0.1:{}", self.listen[b - 1]).parse().unwrap()
+    }
+
+    /// What broker `b` was sent by broker `from`'s replica fetchers (skua's and Kafka's
+    /// fetchers both name themselves `broker-<id>-fetcher-...`).
+    fn sent_by_fetchers_of(&self, b: usize, from: usize) -> Vec<Recorded> {
+        let prefix = format!("broker-{from}-fetcher");
+        self.recorders[b - 1]
+            .requests()
+            .into_iter()
+            .filter(|r| r.client_id.starts_with(&prefix))
+            .collect()
+    }
+
+    fn create(&self, topic: &str, assignment: &str) {
+        let out = self.c.run(
+            "topics",
+            &[
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                assignment,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "kafka-topics.sh --create {topic}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Produces one batch of `values` to `topic`-0 on broker `b` until it is accepted.
+    fn produce(&self, b: usize, topic: &str, values: &[String], acks: i16) -> i64 {
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        let records = common::batch(&refs, None, Compression::None);
+        eventually(
+            &format!("broker {b} takes {} records of {topic}", values.len()),
+            Duration::from_secs(60),
+            || {
+                let (error, offset) = rt().block_on(async {
+                    let mut client = common::Client::connect(self.addr(b)).await;
+                    client.produce(topic, 0, records.clone(), acks).await
+                });
+                (error == 0).then_some(offset)
+            },
+        )
+    }
+
+    /// `topic`-0's segment bytes on broker `b`.
+    fn segment(&self, b: usize, topic: &str) -> Vec<u8> {
+        let path = self.c.dir.path().join(format!(
+            "broker-{b}/data/{topic}-0/00000000000000000000.log"
+        ));
+        std::fs::read(path).unwrap_or_default()
+    }
+
+    /// Waits until `topic`-0 is led by `leader` with every replica in the ISR and the same
+    /// segment bytes on all three.
+    fn in_sync_alike(&self, topic: &str, leader: i32) {
+        let zk = self.c.zk_session();
+        eventually(
+            &format!("{topic}: led by {leader}, every replica in the ISR with the same bytes"),
+            Duration::from_secs(90),
+            || {
+                let state = self.c.partition_state(&zk, topic, 0)?;
+                let bytes = self.segment(1, topic);
+                let alike = !bytes.is_empty() && (2..=3).all(|b| self.segment(b, topic) == bytes);
+                (state.leader == leader && state.isr.len() == 3 && alike).then_some(())
+            },
+        );
+    }
+
+    fn wait_leader(&self, topic: &str, leader: i32) -> i32 {
+        let zk = self.c.zk_session();
+        eventually(
+            &format!("{topic} led by {leader}"),
+            Duration::from_secs(60),
+            || {
+                let state = self.c.partition_state(&zk, topic, 0)?;
+                (state.leader == leader).then_some(state.leader_epoch)
+            },
+        )
+    }
+}
+
+fn values(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// The scenario of this file's doc comment on a started cluster.
+fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
+    r.create("diverge", "1:3:2");
+    r.create("handover", "1:2:3");
+    for topic in ["diverge", "handover"] {
+        r.wait_leader(topic, 1);
+        r.produce(1, topic, &values("committed", 20), -1);
+        r.in_sync_alike(topic, 1);
+    }
+
+    // Both followers paused (longer than a follower's long poll, so no answer is left in
+    // flight), broker 1 alone takes records, then dies with them.
+    r.c.signal("pause", 2);
+    r.c.signal("pause", 3);
+    std::thread::sleep(Duration::from_millis(1200));
+    let lost = r.produce(1, "diverge", &values("lost", 5), 1);
+    assert_eq!(lost, 20, "the lost records follow the committed ones");
+    r.c.signal("kill", 1);
+    r.c.signal("resume", 3);
+    r.c.signal("resume", 2);
+
+    // The new leaders write past broker 1's log end: fetching from there would find
+    // records, so only the epochs tell that broker 1's offsets 20..25 are not theirs.
+    let diverge_epoch = r.wait_leader("diverge", 3);
+    let handover_epoch = r.wait_leader("handover", 2);
+    assert_eq!(r.produce(3, "diverge", &values("kept", 10), -1), 20);
+    r.produce(3, "diverge", &values("more", 10), -1);
+    r.produce(2, "handover", &values("kept", 10), -1);
+
+    r.c.signal("restart", 1);
+    r.in_sync_alike("diverge", 3);
+    r.in_sync_alike("handover", 2);
+    let zk = r.c.zk_session();
+    for (topic, epoch) in [("diverge", diverge_epoch), ("handover", handover_epoch)] {
+        let state = r.c.partition_state(&zk, topic, 0).unwrap();
+        assert_eq!(
+            state.leader_epoch, epoch,
+            "{topic}: no further leader change"
+        );
+    }
+
+    // Broker 1 asked broker 3 where its epoch of `diverge` ends, then fetched with v11.
+    let asked = r.sent_by_fetchers_of(3, 1);
+    let versions = |api: ApiKey| -> BTreeSet<i16> {
+        asked
+            .iter()
+            .filter(|q| q.api_key == api)
+            .map(|q| q.version)
+            .collect()
+    };
+    assert_eq!(
+        versions(ApiKey::OffsetForLeaderEpoch),
+        BTreeSet::from([3]),
+        "broker 1 at its new leader: {asked:?}"
+    );
+    assert_eq!(versions(ApiKey::Fetch), BTreeSet::from([11]));
+    let epoch_query = asked
+        .iter()
+        .find(|q| q.api_key == ApiKey::OffsetForLeaderEpoch)
+        .unwrap();
+    let mut frame = Bytes::from(std::fs::read(&epoch_query.file).unwrap());
+    RequestHeader::decode(
+        &mut frame,
+        ApiKey::OffsetForLeaderEpoch.request_header_version(3),
+    )
+    .unwrap();
+    let request =
+        kafka_protocol::messages::OffsetForLeaderEpochRequest::decode(&mut frame, 3).unwrap();
+    assert_eq!(request.replica_id.0, 1, "asked as replica 1");
+    let p = request
+        .topics
+        .iter()
+        .filter(|t| t.topic.0.as_str() == "diverge")
+        .flat_map(|t| &t.partitions)
+        .next()
+        .expect("diverge asked about");
+    assert_eq!(p.current_leader_epoch, diverge_epoch);
+    assert!(p.leader_epoch < diverge_epoch, "its own last epoch");
+
+    // Every follower, of either kind, at either leader, spoke 2.6's versions.
+    for b in 1..=3 {
+        for from in (1..=3).filter(|&f| f != b) {
+            for q in r.sent_by_fetchers_of(b, from) {
+                let want = match q.api_key {
+                    ApiKey::Fetch => 11,
+                    _ => 3,
+                };
+                assert_eq!(q.version, want, "broker {from} to broker {b}: {q:?}");
+            }
+        }
+    }
+    // Broker 3 followed broker 2 through the leader change of `handover`.
+    let handover_follower = r.sent_by_fetchers_of(2, 3);
+    assert!(
+        handover_follower
+            .iter()
+            .any(|q| q.api_key == ApiKey::OffsetForLeaderEpoch),
+        "broker 3 asked its new leader: {handover_follower:?}"
+    );
+}
+
+/// Three skua brokers at inter.broker.protocol.version=2.6.
+#[test]
+fn skua_followers_at_ibp_2_6_truncate_with_offset_for_leader_epoch() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = Recorded3::start("1,2,3", &[]) else {
+        return;
+    };
+    a_returning_leader_truncates_its_divergent_tail(&r);
+    assert!(
+        r.c.log(1).contains("truncating a divergent tail"),
+        "broker 1 cut its tail"
+    );
+}
+
+/// skua brokers 1 and 2 with Apache Kafka 3.9.1 as broker 3 (the controller), all at
+/// inter.broker.protocol.version=2.6: skua follows a skua leader and then the Kafka
+/// leader, and cuts its divergent tail at the Kafka leader's word; Kafka follows skua
+/// leaders through a leader change.
+#[test]
+fn skua_and_kafka_at_ibp_2_6_follow_each_other_through_a_leader_change() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = Recorded3::start("1,2", &["--kafka-first"]) else {
+        return;
+    };
+    a_returning_leader_truncates_its_divergent_tail(&r);
+    assert!(
+        r.c.log(1).contains("truncating a divergent tail"),
+        "broker 1 cut its tail"
+    );
+}

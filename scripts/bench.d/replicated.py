@@ -410,3 +410,80 @@ def render_load(opts, res, ks, hdr, w, fmt, rfmt, ratio):
           + " | – | " + " | ".join(fmt(cells[k]["consume_cpu_s_per_gb"]) for k in ks)
           + f" | **{rfmt(ratio(s['consume_cpu_s_per_gb'], k3['consume_cpu_s_per_gb']))}** |")
     w("")
+
+
+def one_cell():
+    """`python3 scripts/bench.d/replicated.py --skua BIN --load BIN --rate N`: one skua-load
+    latency cell alone (one record of 1024 B per request, 1 partition, RF 3, acks=all) on a
+    fresh three-broker cluster, printed as JSON; `--kind kafka --cluster-kafka-libs DIR`
+    runs it on Kafka 3.9 instead. For looking at one number without the whole matrix."""
+    import argparse
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import bench as b
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", choices=["skua", "kafka"], default="skua")
+    ap.add_argument("--skua")
+    ap.add_argument("--load", required=True)
+    ap.add_argument("--cluster-kafka-libs")
+    ap.add_argument("--rate", type=float, required=True, help="requests per second")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--repeat", type=int, default=1, help="runs on the same cluster")
+    ap.add_argument("--warmup", type=int, default=200_000, help="records of the full-speed warm-up run")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--consume", type=int, default=0,
+                    help="then: write this many 1 KiB records to one partition and read them back with "
+                         "kafka-consumer-perf-test (needs --kafka-libs, --tools-log4j), with its CPU and the brokers'")
+    ap.add_argument("--kafka-libs", help="the perf tools' jars (Kafka 4.x)")
+    ap.add_argument("--tools-log4j")
+    ap.add_argument("--hops", action="store_true",
+                    help="skua: log each hop (replica_latency debug events) and print where the time goes")
+    opts = ap.parse_args()
+    if opts.hops:
+        os.environ["RUST_LOG"] = "info,replica_latency=debug"
+    opts.repo = os.path.dirname(os.path.dirname(here))
+    opts.workdir = opts.workdir or tempfile.mkdtemp(prefix="repl-cell-")
+    os.makedirs(opts.workdir, exist_ok=True)
+    opts.quick = False
+    c = Cluster(opts.kind, opts, b)
+    atexit.register(c.stop)
+    b.log(f"{opts.kind}: 3 brokers ready in {c.start():.1f} s; load {b.loadavg():.2f}")
+    # Kafka's JIT (and both brokers' page cache): a run at full speed first, as the matrix's
+    # warm-up does
+    run_load(opts, b, c, "cell-warmup", ["--partitions", 1, "--record-size", RECORD_SIZE, "--batch-records",
+                                         LOAD_BATCH, "--records", opts.warmup, "--phases", "produce"])
+    n = max(int(opts.rate * opts.seconds), 1000)
+    base = ["--partitions", 1, "--batch-records", 1, "--record-size", RECORD_SIZE, "--phases", "produce"]
+    try:
+        for i in range(opts.repeat):
+            r = run_load(opts, b, c, f"cell-{i}", base + ["--records", n, "--warmup-records", n // 3,
+                                                         "--rate", f"{opts.rate:.0f}"])
+            print(json.dumps({k: r.get(k) for k in ("rps", "produce_p50_us", "produce_p99_us",
+                                                    "produce_p999_us", "cpu_s_per_gb")}), flush=True)
+            b.log(f"load {b.loadavg():.2f}")
+        if opts.consume:
+            consume_cell(opts, b, c)
+    finally:
+        c.stop()
+    if opts.hops and opts.kind == "skua":
+        subprocess.run([sys.executable, f"{here}/replicated_hops.py", c.dir, f"cell-{opts.repeat - 1}-0"])
+
+
+def consume_cell(opts, b, c):
+    """The Java consumer cell alone: what kafka-consumer-perf-test reads per second from one
+    partition, and whose CPU it costs (the tool's own process against the three brokers')."""
+    opts.helper_cp = ""
+    run_load(opts, b, c, "cons-p1", ["--partitions", 1, "--record-size", RECORD_SIZE, "--batch-records",
+                                     LOAD_BATCH, "--records", opts.consume, "--phases", "produce"])
+    for _ in range(opts.repeat):
+        r = b.run_consumer(opts, c, "cons-p1", cell(1), opts.consume, "consumer-perf-test")
+        wall = r["records"] / r["rps"]
+        print(json.dumps({"consume_rps": round(r["rps"]), "seconds": round(wall, 2),
+                          "brokers_cpu_s": round(r["cpu_s"], 2),
+                          "client_cpu_s": round(r["client_cpu_s_per_gb"] * r["records"] * RECORD_SIZE / 1e9, 2)}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    one_cell()

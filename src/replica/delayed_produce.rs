@@ -85,6 +85,7 @@ impl DelayedProduce {
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
+        tracing::debug!(target: "replica_latency", "acks=all settled");
         self.waiting
             .into_iter()
             .map(|w| w.result.and_then(Result::err))

@@ -410,6 +410,7 @@ impl Partition {
     /// blocking pool, `flush.messages` is honoured, and the high watermark moves.
     async fn after_append(&self, info: &AppendInfo) -> Result<(), AppendError> {
         if !info.duplicate {
+            tracing::debug!(target: "replica_latency", tp = %self.tp, end = info.last_offset + 1, "leader appended");
             self.log_end_advanced.notify_waiters();
         }
         if self.log().has_pending_roll() {
@@ -446,6 +447,7 @@ impl Partition {
         };
         let advanced = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
         if advanced {
+            tracing::debug!(target: "replica_latency", tp = %self.tp, hw = candidate, "high watermark advanced");
             self.high_watermark_advanced.notify_waiters();
         }
         advanced
@@ -602,6 +604,7 @@ impl Partition {
             .log()
             .read_slice(offset, max_bytes, max_offset, min_one_message)?;
         if params.is_from_follower() {
+            tracing::debug!(target: "replica_latency", tp = %self.tp, replica = params.replica_id, offset, "follower fetch read");
             let recorded = {
                 let mut state = self.state.write();
                 let recorded = state.update_follower(

@@ -279,11 +279,13 @@ impl Fetcher {
             })
             .collect();
         let request = self.request(version, &asked);
+        tracing::debug!(target: "replica_latency", "follower fetch sent");
         let response = self
             .endpoint
             .fetch(&request, version)
             .await
             .map_err(|e| e.to_string())?;
+        tracing::debug!(target: "replica_latency", "follower fetch answered");
         if response.error_code != 0 {
             return Err(format!("fetch answered error {}", response.error_code));
         }
@@ -469,6 +471,7 @@ impl Fetcher {
                 p.append_as_follower(epoch, records.slice(..whole))
                     .await
                     .map_err(|e| e.to_string())?;
+                tracing::debug!(target: "replica_latency", tp = %p.tp, end = p.log_end_offset(), "follower appended");
                 if self.quota().is_throttled(&p.tp) {
                     self.quota().record(whole);
                 }

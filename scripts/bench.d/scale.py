@@ -195,9 +195,12 @@ def scale(opts, Broker, log, tool, wait_ready, spawn, stop):
             load(opts, b, "warmup", ["--partitions", 8, "--producers", 4, "--records", warmup,
                                      "--batch-records", 160, "--phases", "produce"])
             parts, records, batch = spread
+            # the warm-up writes one batch to every partition (each is then ready, on Kafka
+            # some seconds after CreateTopics was answered), then the measured records
             r["spread"] = load(opts, b, "spread", [
                 "--partitions", parts, "--producers", 4, "--consumers", 2, "--records", records,
-                "--batch-records", batch, "--record-size", 100], timeout=1800)
+                "--warmup-records", parts * batch, "--batch-records", batch,
+                "--record-size", 100], timeout=1800)
             r["spread"]["rss_mib"] = rss_mib(b.proc.pid)
             r["spread"]["hwm_mib"] = hwm_mib(b.proc.pid)
             log(f"scale {kind} spread over {parts} partitions: {summary(r['spread'])}")
@@ -325,9 +328,10 @@ def render_scale(opts, results, meta, fmt, rfmt, ratio):
     w("")
     w(f"One topic of {fmt(parts, nd=0)} partitions created in one CreateTopics request (`skua-load --create`, timed "
       "until every partition has a leader in the metadata), after a warm-up of the broker (Kafka's JIT). "
-      f"`skua-load` then writes {fmt(get(S, 'spread', 'produce_records_acked'), nd=0)} records of 100 B over "
-      "4 connections, one batch of 50 records per request, the partitions in turn (so every partition is "
-      "written), and 2 consumers read every partition back from offset 0 in fetches naming all of "
+      f"`skua-load` then writes one batch of 50 records of 100 B to every partition (unmeasured: on Kafka a "
+      "partition takes writes some seconds after CreateTopics is answered), then "
+      f"{fmt(get(S, 'spread', 'produce_records_acked'), nd=0)} records over "
+      "4 connections, one batch of 50 records per request, the partitions in turn, and 2 consumers read every partition back from offset 0 in fetches naming all of "
       "their partitions. Broker CPU per GB of record payload; RSS after both.")
     w("")
     w("| cell | Kafka | skua | **skua / Kafka** |")

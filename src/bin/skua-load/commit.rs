@@ -14,7 +14,9 @@ use hdrhistogram::Histogram;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetCommitRequest, TopicName};
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, OffsetCommitRequest, OffsetCommitResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use skua::client::Connection;
@@ -26,6 +28,16 @@ use crate::setup::{self, Broker};
 /// while the offsets topic is being created and loaded.
 fn coordinator_retriable(code: i16) -> bool {
     (14..=16).contains(&code)
+}
+
+const RETRIES: usize = 300;
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+fn refused_retriably(resp: &OffsetCommitResponse) -> bool {
+    resp.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .any(|p| coordinator_retriable(p.error_code))
 }
 
 /// Where the commits go and how.
@@ -186,7 +198,18 @@ async fn worker(
                     .with_partition_index(partition)
                     .with_committed_offset(i as i64)])]);
         let sent = Instant::now();
-        let result = conn.send(&req, plan.version).await;
+        let mut result = conn.send(&req, plan.version).await;
+        // As a consumer does: a coordinator still loading its offsets topic (Kafka, just
+        // after creating it) is retried after a backoff, the wait counted in the latency.
+        for _ in 0..RETRIES {
+            match &result {
+                Ok(resp) if refused_retriably(resp) => {
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    result = conn.send(&req, plan.version).await;
+                }
+                _ => break,
+            }
+        }
         let micros = sent.elapsed().as_micros() as u64;
         let mut outcome = outcome.lock();
         match result {

@@ -174,3 +174,51 @@ fn a_replicated_topic_is_written_and_read_through_each_partitions_leader() {
         .collect();
     assert!(leaders.len() > 1, "{described}");
 }
+
+/// The commit phase: groups commit offsets as groups without members do, and what the
+/// broker then holds is what the run committed last, per group and partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commit_phase_commits_every_groups_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&dir.path().join("data"), &[]).await;
+    // One connection, one commit in flight: commit i (group i % 5, partition (i / 5) % 3,
+    // offset i) lands in order, so the last of each group and partition is known.
+    let args = [
+        "--topic",
+        "committed",
+        "--create",
+        "--partitions",
+        "3",
+        "--phases",
+        "commit",
+        "--groups",
+        "5",
+        "--commits",
+        "300",
+        "--connections",
+        "1",
+        "--in-flight",
+        "1",
+    ];
+    let (ok, report) = load(&broker, dir.path(), "commits", &args).await;
+    assert!(ok, "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert_eq!(n(&report, "commit_count"), 300);
+    assert_eq!(n(&report, "commit_groups"), 5);
+    let (p50, p99) = (n(&report, "commit_p50_us"), n(&report, "commit_p99_us"));
+    assert!(0 < p50 && p50 <= p99, "{report}");
+    assert!(report["commit_broker_cpu_s"].is_f64(), "{report}");
+    assert!(report.get("produce_records_acked").is_none(), "{report}");
+
+    let mut client = broker.client().await;
+    for g in 0..5i64 {
+        let (error, offsets) = client
+            .committed_offsets(&format!("committed-group-{g}"))
+            .await;
+        assert_eq!(error, 0);
+        // Partition p's last commit is i = 5k + g with k the largest below 60 and k % 3 == p.
+        let expected: Vec<i64> = (0..3).map(|p| 5 * (57 + p) + g).collect();
+        assert_eq!(offsets, expected, "group {g}");
+    }
+    broker.stop().await;
+}

@@ -1246,7 +1246,7 @@ def main():
     ap.add_argument("--txn", action="store_true")
     ap.add_argument("--replicated", action="store_true")
     ap.add_argument("--cluster-kafka-libs", help="Apache Kafka 3.9's jars (--replicated)")
-    ap.add_argument("--load", help="the skua-load binary (--native, --replicated)")
+    ap.add_argument("--load", help="the skua-load binary (--native, --replicated, --scale)")
     ap.add_argument("--skua-baseline")
     ap.add_argument("--baseline-rev")
     opts = ap.parse_args()
@@ -1312,6 +1312,7 @@ def main():
         meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "machine": machine(), "load_start": loadavg()}
         results = sc.scale(opts, Broker, log, tool, wait_ready, spawn, stop)
+        meta["load_end"] = loadavg()
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/scale.json", "w"), indent=1)
         write_section(opts.out, sc.SCALE_HEADING, sc.render_scale(opts, results, meta, fmt, rfmt, ratio))
         log(f"wrote the scale section of {opts.out}; raw results in {opts.workdir}/scale.json")

@@ -34,6 +34,10 @@ pub trait TransportRead: AsyncRead + Unpin + Send + Sync + 'static {
     /// sent before are still unread in the socket's buffer (the connection stops reading
     /// while it has too much in flight, and must still learn that its client left).
     fn peer_closed(&self) -> impl Future<Output = ()> + Send + '_;
+
+    /// Resolves once a read would find bytes (or the end of the stream), so a connection
+    /// can wait for its next request without holding a read buffer.
+    fn wait_readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
 }
 
 pub trait TransportWrite: AsyncWrite + Unpin + Send + 'static {
@@ -74,6 +78,10 @@ impl TransportRead for OwnedReadHalf {
                 std::future::pending::<()>().await
             }
         }
+    }
+
+    async fn wait_readable(&self) -> io::Result<()> {
+        OwnedReadHalf::readable(self).await
     }
 }
 

@@ -27,58 +27,98 @@ pub async fn write_responses<W: TransportWrite>(
     mut gone: watch::Receiver<bool>,
     peer: SocketAddr,
 ) {
-    let mut out = BufWriter::new(writer);
-    while let Some(job) = pending.recv().await {
-        if *gone.borrow() && job.expects_response {
-            continue;
-        }
-        let frame = match job.work {
-            Work::Ready(frame) => Some(frame),
-            Work::Silent => None,
-            Work::Handle(handler) if job.cancel_on_disconnect => {
-                tokio::select! {
-                    answered = handler => match answered {
-                        Ok(frame) => frame,
-                        Err(why) => {
-                            tracing::error!(%peer, "{why}; closing connection");
-                            break;
-                        }
-                    },
-                    _ = client_gone(&mut gone) => continue,
+    let mut socket = writer;
+    // The write buffer lives for one burst of queued requests, so an idle connection
+    // holds none: pipelined responses share a syscall, and the burst ends with a flush
+    // once the queue is drained.
+    while let Some(first) = pending.recv().await {
+        let mut out = BufWriter::new(socket);
+        let mut job = first;
+        loop {
+            match answer(&mut out, job, &mut gone, peer).await {
+                Step::Next => {}
+                Step::Close => {
+                    let _ = out.flush().await;
+                    let _ = out.into_inner().shutdown().await;
+                    return;
                 }
+                Step::Failed => return,
             }
-            Work::Handle(handler) => match handler.await {
-                Ok(frame) => frame,
-                Err(why) => {
-                    tracing::error!(%peer, "{why}; closing connection");
-                    break;
-                }
-            },
-        };
-        let Some(frame) = frame else { continue };
-        if *gone.borrow() {
-            continue;
+            job = match pending.try_recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            };
         }
-        if let Err(e) = write_frame(&mut out, frame).await {
-            // A segment truncated under a planned fetch answer is worth a line.
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                tracing::warn!(%peer, error = %e, "closing connection");
-            } else {
-                tracing::debug!(%peer, error = %e, "write failed");
-            }
+        if let Err(e) = out.flush().await {
+            tracing::debug!(%peer, error = %e, "flush failed");
             return;
         }
-        // Flush once the queue is drained, so pipelined responses share a syscall.
-        if pending.is_empty() {
-            if let Err(e) = out.flush().await {
-                tracing::debug!(%peer, error = %e, "flush failed");
-                return;
+        socket = out.into_inner();
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// What the writer does after a job.
+enum Step {
+    Next,
+    /// Close the connection after flushing what was written.
+    Close,
+    /// The connection failed: write nothing more.
+    Failed,
+}
+
+/// Runs one job's handler (unless the client has gone and it expects an answer) and
+/// writes its response into `out`.
+async fn answer<W: TransportWrite>(
+    out: &mut BufWriter<W>,
+    job: Job,
+    gone: &mut watch::Receiver<bool>,
+    peer: SocketAddr,
+) -> Step {
+    if *gone.borrow() && job.expects_response {
+        return Step::Next;
+    }
+    let frame = match job.work {
+        Work::Ready(frame) => Some(frame),
+        Work::Silent => None,
+        Work::Handle(handler) if job.cancel_on_disconnect => {
+            tokio::select! {
+                answered = handler => match answered {
+                    Ok(frame) => frame,
+                    Err(why) => {
+                        tracing::error!(%peer, "{why}; closing connection");
+                        return Step::Close;
+                    }
+                },
+                _ = client_gone(gone) => return Step::Next,
             }
         }
-        drop(job.memory);
+        Work::Handle(handler) => match handler.await {
+            Ok(frame) => frame,
+            Err(why) => {
+                tracing::error!(%peer, "{why}; closing connection");
+                return Step::Close;
+            }
+        },
+    };
+    let Some(frame) = frame else {
+        return Step::Next;
+    };
+    if *gone.borrow() {
+        return Step::Next;
     }
-    let _ = out.flush().await;
-    let _ = out.into_inner().shutdown().await;
+    if let Err(e) = write_frame(out, frame).await {
+        // A segment truncated under a planned fetch answer is worth a line.
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            tracing::warn!(%peer, error = %e, "closing connection");
+        } else {
+            tracing::debug!(%peer, error = %e, "write failed");
+        }
+        return Step::Failed;
+    }
+    // The request's memory (job.memory) is released here, once its response is written
+    // into the buffer or the socket.
+    Step::Next
 }
 
 /// Resolves when the reader reports the client gone; never if the reader ends otherwise.

@@ -8,13 +8,15 @@ pub const USAGE: &str =
     "usage: skua-load --bootstrap HOST:PORT --topic T [--create] [--partitions N] \
 [--producers N] [--consumers N] [--records N] [--warmup-records N] [--record-size B] \
 [--batch-records R] [--rate REC_PER_S] [--acks -1|1] [--in-flight K] \
-[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume] \
+[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume,commit] \
+[--groups N] [--commits N] [--connections N] \
 [--replication-factor N] [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--threads N] \
 [--json FILE]";
 
 pub struct Phases {
     pub produce: bool,
     pub consume: bool,
+    pub commit: bool,
 }
 
 pub struct Args {
@@ -38,6 +40,12 @@ pub struct Args {
     pub in_flight: usize,
     pub compression: Compression,
     pub phases: Phases,
+    /// Consumer groups committing offsets (the commit phase).
+    pub groups: u64,
+    /// Offset commits the commit phase times (after --warmup-records unmeasured ones).
+    pub commits: u64,
+    /// Connections to each coordinator in the commit phase.
+    pub connections: usize,
     /// The brokers whose CPU is measured (summed): every broker of a cluster.
     pub broker_pids: Vec<u32>,
     pub threads: usize,
@@ -66,7 +74,11 @@ impl Args {
             phases: Phases {
                 produce: true,
                 consume: true,
+                commit: false,
             },
+            groups: 100,
+            commits: 100_000,
+            connections: 4,
             broker_pids: Vec::new(),
             threads: 2,
             json: None,
@@ -144,6 +156,7 @@ impl Args {
                     a.phases = Phases {
                         produce: list.contains(&"produce"),
                         consume: list.contains(&"consume"),
+                        commit: list.contains(&"commit"),
                     };
                 }
                 "--broker-pid" => {
@@ -152,6 +165,9 @@ impl Args {
                         .map(|pid| pid.parse().map_err(|_| bad("pids, comma-separated")))
                         .collect::<Result<_, _>>()?
                 }
+                "--groups" => a.groups = count()?.clamp(1, 1_000_000),
+                "--commits" => a.commits = count()?,
+                "--connections" => a.connections = count()?.clamp(1, 1000) as usize,
                 "--threads" => a.threads = count()?.clamp(1, 64) as usize,
                 "--json" => a.json = Some(value.clone()),
                 _ => return Err(format!("unknown argument {flag}")),

@@ -5,7 +5,8 @@
 //!             [--producers N] [--consumers N] [--records N] [--warmup-records N]
 //!             [--record-size B] [--batch-records R] [--rate REC_PER_S] [--acks -1|1]
 //!             [--in-flight K] [--compression none|lz4|zstd|gzip|snappy]
-//!             [--phases produce,consume] [--replication-factor N]
+//!             [--phases produce,consume,commit] [--groups N] [--commits N]
+//!             [--connections N] [--replication-factor N]
 //!             [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--json FILE]
 //!
 //! Producers send one batch of R records per request over N connections (per leader),
@@ -15,8 +16,13 @@
 //! produce latency in microseconds (p50/p99/p99.9/max, from an HDR histogram), and the
 //! CPU of this process and of the brokers (`--broker-pid`, summed) per GB, separately. It exits
 //! non-zero if any request failed or the records fetched are not the records acked.
+//!
+//! The commit phase has N consumer groups commit offsets of the topic's partitions to
+//! their coordinators over `--connections` connections each, `--in-flight` commits
+//! outstanding per connection: commits/s, latency in µs and broker CPU per commit.
 
 mod args;
+mod commit;
 mod consume;
 mod cpu;
 mod produce;
@@ -66,6 +72,7 @@ fn main() -> ExitCode {
 /// Runs the phases; Ok(false) when the run completed but its numbers do not add up.
 async fn run(args: Args) -> Result<bool, String> {
     let admin = setup::connect(args.bootstrap).await?;
+    let creating = Instant::now();
     if args.create {
         setup::create_topic(
             &admin,
@@ -77,10 +84,14 @@ async fn run(args: Args) -> Result<bool, String> {
         .await?;
     }
     let leaders = setup::wait_for_leaders(&admin, &args.topic, args.partitions).await?;
+    let created = creating.elapsed();
     let produce_version = admin.version(0, 3, 12)?;
     let fetch_version = admin.version(1, 4, 12)?;
     let partitions: Vec<i32> = (0..args.partitions).collect();
     let mut report = report::Report::new(&args);
+    if args.create {
+        report.create_seconds = Some(created.as_secs_f64());
+    }
 
     if args.phases.produce {
         // Each producer has its own connection to every leader.
@@ -157,6 +168,29 @@ async fn run(args: Args) -> Result<bool, String> {
         let elapsed = started.elapsed();
         let (client_cpu, broker_cpu) = meter.elapsed();
         report.consumed(&outcome, elapsed, client_cpu, broker_cpu);
+    }
+
+    if args.phases.commit {
+        let version = admin.version(8, 2, 8)?;
+        let plan = Arc::new(commit::Plan {
+            topic: args.topic.clone(),
+            partitions: args.partitions,
+            groups: args.groups,
+            connections: args.connections,
+            in_flight: args.in_flight,
+            version,
+        });
+        let coordinators = Arc::new(commit::coordinators(&admin, &plan).await?);
+        // Every group's first commit creates it: at least one per group before the clock.
+        let warmup = args.warmup_records.max(args.groups);
+        let warm = commit::run(plan.clone(), coordinators.clone(), warmup).await;
+        report.errors.extend(warm.first_error);
+        let meter = cpu::Meter::start(&args.broker_pids);
+        let started = Instant::now();
+        let outcome = commit::run(plan, coordinators, args.commits).await;
+        let elapsed = started.elapsed();
+        let (client_cpu, broker_cpu) = meter.elapsed();
+        report.committed(&outcome, args.commits, elapsed, client_cpu, broker_cpu);
     }
 
     let consistent = report.check();

@@ -75,7 +75,9 @@ impl Outcome {
     }
 }
 
-const RETRIES: usize = 20;
+/// 30 s of retries: Kafka answers CreateTopics before its partitions can take writes, and
+/// with thousands of partitions some need seconds.
+const RETRIES: usize = 300;
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Whether a partition answered an error a producer retries: NOT_LEADER_OR_FOLLOWER,

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use crate::args::Args;
-use crate::{consume, produce};
+use crate::{commit, consume, produce};
 
 pub struct Produced {
     pub records_sent: u64,
@@ -30,6 +30,19 @@ pub struct Consumed {
     pub broker_cpu_s: Option<f64>,
 }
 
+pub struct Committed {
+    pub groups: u64,
+    pub asked: u64,
+    pub commits: u64,
+    pub seconds: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub client_cpu_s: f64,
+    pub broker_cpu_s: Option<f64>,
+}
+
 pub struct Report {
     record_size: u64,
     batch_records: u64,
@@ -37,6 +50,10 @@ pub struct Report {
     pub warmup_acked: u64,
     produced: Option<Produced>,
     consumed: Option<Consumed>,
+    committed: Option<Committed>,
+    groups: u64,
+    /// From the CreateTopics request until every partition has a leader (with --create).
+    pub create_seconds: Option<f64>,
     pub errors: Vec<String>,
 }
 
@@ -54,6 +71,9 @@ impl Report {
             warmup_acked: 0,
             produced: None,
             consumed: None,
+            committed: None,
+            groups: args.groups,
+            create_seconds: None,
             errors: Vec::new(),
         }
     }
@@ -102,6 +122,30 @@ impl Report {
         });
     }
 
+    pub fn committed(
+        &mut self,
+        o: &commit::Outcome,
+        asked: u64,
+        elapsed: Duration,
+        client_cpu: Duration,
+        broker_cpu: Option<Duration>,
+    ) {
+        self.errors.extend(o.first_error.clone());
+        let h = &o.latency;
+        self.committed = Some(Committed {
+            groups: self.groups,
+            asked,
+            commits: o.commits,
+            seconds: elapsed.as_secs_f64(),
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+            client_cpu_s: client_cpu.as_secs_f64(),
+            broker_cpu_s: broker_cpu.map(|d| d.as_secs_f64()),
+        });
+    }
+
     /// Whether the run adds up: no errors, every record sent acked, and (when both phases
     /// ran) every record acked, warm-up included, fetched back exactly once.
     pub fn check(&mut self) -> bool {
@@ -120,11 +164,24 @@ impl Report {
                 }
             }
         }
+        if let Some(c) = &self.committed {
+            if c.commits != c.asked {
+                self.errors
+                    .push(format!("{} commits asked, {} accepted", c.asked, c.commits));
+            }
+        }
         self.errors.is_empty()
     }
 
     pub fn text(&self) -> String {
         let mut s = String::new();
+        if let Some(t) = self.create_seconds {
+            let _ = writeln!(
+                s,
+                "create: {} partitions with a leader in {t:.3} s",
+                self.partitions
+            );
+        }
         if let Some(p) = &self.produced {
             let _ = writeln!(
                 s,
@@ -162,6 +219,25 @@ CPU s/GB client {:.2} broker {}",
                     .map_or("-".into(), |b| format!("{:.2}", per_gb(b, c.bytes))),
             );
         }
+        if let Some(c) = &self.committed {
+            let per = |cpu: f64| cpu * 1e6 / c.commits.max(1) as f64;
+            let _ = writeln!(
+                s,
+                "commit: {} offset commits from {} groups in {:.3} s: {:.0} commits/s; \
+latency µs p50 {} p99 {} p99.9 {} max {}; CPU µs/commit client {:.1} broker {}",
+                c.commits,
+                c.groups,
+                c.seconds,
+                c.commits as f64 / c.seconds,
+                c.p50_us,
+                c.p99_us,
+                c.p999_us,
+                c.max_us,
+                per(c.client_cpu_s),
+                c.broker_cpu_s
+                    .map_or("-".into(), |b| format!("{:.1}", per(b))),
+            );
+        }
         for e in &self.errors {
             let _ = writeln!(s, "error: {e}");
         }
@@ -175,6 +251,7 @@ CPU s/GB client {:.2} broker {}",
             ("record_size".into(), self.record_size.into()),
             ("partitions".into(), self.partitions.into()),
             ("errors".into(), self.errors.clone().into()),
+            ("create_seconds".into(), self.create_seconds.into()),
         ];
         if let Some(p) = &self.produced {
             fields.extend([
@@ -199,6 +276,19 @@ CPU s/GB client {:.2} broker {}",
                 ("consume_seconds".into(), c.seconds.into()),
                 ("consume_client_cpu_s".into(), c.client_cpu_s.into()),
                 ("consume_broker_cpu_s".into(), c.broker_cpu_s.into()),
+            ]);
+        }
+        if let Some(c) = &self.committed {
+            fields.extend([
+                ("commit_groups".into(), c.groups.into()),
+                ("commit_count".into(), c.commits.into()),
+                ("commit_seconds".into(), c.seconds.into()),
+                ("commit_p50_us".into(), c.p50_us.into()),
+                ("commit_p99_us".into(), c.p99_us.into()),
+                ("commit_p999_us".into(), c.p999_us.into()),
+                ("commit_max_us".into(), c.max_us.into()),
+                ("commit_client_cpu_s".into(), c.client_cpu_s.into()),
+                ("commit_broker_cpu_s".into(), c.broker_cpu_s.into()),
             ]);
         }
         let map: serde_json::Map<String, serde_json::Value> = fields.into_iter().collect();

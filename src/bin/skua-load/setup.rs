@@ -34,6 +34,9 @@ pub async fn connect(addr: SocketAddr) -> Result<Broker, String> {
     let config = ClientConfig {
         client_id: Some("skua-load".into()),
         max_in_flight: 1000,
+        // Longer than any request's own timeout (CreateTopics asks for 60 s), so the
+        // broker's answer, even a timeout error, is what the run reports.
+        request_timeout: Duration::from_secs(90),
         ..ClientConfig::default()
     };
     let conn = Connection::connect(addr, &config)

@@ -376,16 +376,9 @@ impl Log {
         new_base: i64,
         now_ms: i64,
     ) -> Result<PendingSnapshot, LogError> {
-        let old_base = inner.active()?.base_offset();
-        if let Err(e) = self.open_next_segment(inner, config, new_base, now_ms) {
-            if let Some(old) = inner.segments.get_mut(&old_base) {
-                if let Err(again) = old.make_active() {
-                    tracing::warn!(partition = %self.topic_partition, error = %again, "cannot reopen the active segment's indexes after a failed roll");
-                    return Err(again);
-                }
-            }
-            return Err(e);
-        }
+        // A roll that fails after trimming the old segment's indexes leaves them trimmed:
+        // its next append grows them again.
+        self.open_next_segment(inner, config, new_base, now_ms)?;
         inner.producer_state.set_map_end_offset(new_base);
         let snapshot = PendingSnapshot {
             offset: new_base,
@@ -538,6 +531,16 @@ impl Log {
         Ok(None)
     }
 
+    /// `found`, or `None` with the error logged: for the timestamp searches, which answer
+    /// "no such offset" rather than fail when a segment's index cannot be read.
+    fn readable<T>(&self, found: Result<T, LogError>) -> Option<T> {
+        found
+            .inspect_err(|e| {
+                tracing::warn!(partition = %self.topic_partition, error = %e, "cannot read a segment's index");
+            })
+            .ok()
+    }
+
     /// ListOffsets by timestamp (Kafka's `searchOffsetInLocalLog`): the first record with a
     /// timestamp >= `ts` and an offset >= the log start offset, searched in the first segment
     /// whose max timestamp reaches `ts`, from the time index's entry below `ts`.
@@ -550,12 +553,14 @@ impl Log {
         let log_start = self.log_start_offset();
         let (file, mut position, end) = {
             let inner = self.inner.lock();
-            let segment = inner
-                .segments
-                .values()
-                .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
-            let (_, ts_offset) = segment.time_index().lookup(ts);
-            let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
+            let segment = inner.segments.values().find(|s| {
+                self.readable(s.max_timestamp_and_offset())
+                    .is_some_and(|m| m.0 >= ts)
+            })?;
+            let (_, ts_offset) = self.readable(segment.time_index())?.lookup(ts);
+            let (_, start) = self
+                .readable(segment.offset_index())?
+                .lookup(ts_offset.max(log_start));
             (segment.log_file().clone(), u64::from(start), segment.size())
         };
         while let Ok(Some(h)) = read_header(&file, position, end) {
@@ -589,16 +594,17 @@ impl Log {
     pub fn max_timestamp_and_offset(&self) -> Option<TimestampAndOffset> {
         let (file, mut position, end, max_ts) = {
             let inner = self.inner.lock();
-            let mut best: Option<&LogSegment> = None;
+            let mut best: Option<(&LogSegment, (i64, i64))> = None;
             for s in inner.segments.values() {
-                let ts = s.max_timestamp_and_offset().0;
-                if ts >= 0 && best.is_none_or(|b| ts > b.max_timestamp_and_offset().0) {
-                    best = Some(s);
+                let Some(max) = self.readable(s.max_timestamp_and_offset()) else {
+                    continue;
+                };
+                if max.0 >= 0 && best.is_none_or(|(_, b)| max.0 > b.0) {
+                    best = Some((s, max));
                 }
             }
-            let segment = best?;
-            let (ts, offset) = segment.max_timestamp_and_offset();
-            let (_, start) = segment.offset_index().lookup(offset);
+            let (segment, (ts, offset)) = best?;
+            let (_, start) = self.readable(segment.offset_index())?.lookup(offset);
             (
                 segment.log_file().clone(),
                 u64::from(start),
@@ -877,9 +883,7 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.dir_dirty.store(true, Ordering::Release);
         } else {
-            let active = inner.active()?;
-            active.truncate_to(offset)?;
-            active.make_active()?;
+            inner.active()?.truncate_to(offset)?;
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
@@ -936,3 +940,7 @@ mod failure_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
 mod txn_tests;
+
+#[cfg(test)]
+#[path = "lazy_index_tests.rs"]
+mod lazy_index_tests;

@@ -22,6 +22,9 @@ pub struct LoadedLog {
     pub recovery_point: i64,
     pub leader_epoch_cache: LeaderEpochFileCache,
     pub producer_state: ProducerStateManager,
+    /// The offset of a producer snapshot known to be on disk, -1 if none (see
+    /// `load_producer_state`).
+    pub durable_snapshot: i64,
 }
 
 /// What one read of a partition directory found: loading lists it once, not once per
@@ -168,7 +171,7 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
-    let mut producer_state = load_producer_state(
+    let (mut producer_state, durable_snapshot) = load_producer_state(
         dir,
         listing.snapshots,
         &mut segments,
@@ -184,6 +187,7 @@ pub fn load(
         recovery_point,
         leader_epoch_cache,
         producer_state,
+        durable_snapshot,
     })
 }
 
@@ -290,16 +294,24 @@ fn load_producer_state(
     log_start_offset: i64,
     log_end_offset: i64,
     clean_shutdown: bool,
-) -> Result<ProducerStateManager, LogError> {
+) -> Result<(ProducerStateManager, i64), LogError> {
     let any_below_start = snapshots.keys().any(|&o| o < log_start_offset);
     let (mut state, found) =
         ProducerStateManager::load_listed(dir, snapshots, log_start_offset, log_end_offset)?;
     if !found && clean_shutdown {
         // As Kafka: a cleanly shut down log without snapshots had no producer state worth a scan.
         state.set_map_end_offset(log_end_offset);
-        return Ok(state);
+        return Ok((state, -1));
     }
     let from = state.map_end_offset();
+    // A clean shutdown left a synced snapshot at the log end: if it is the one found, the
+    // next clean close need not write it again. After a crash a snapshot found may be one
+    // an earlier start wrote without fsync.
+    let durable = if found && clean_shutdown && from == log_end_offset {
+        from
+    } else {
+        -1
+    };
     if !found && from < log_end_offset {
         tracing::info!(dir = %dir.display(), from, to = log_end_offset, "no producer snapshot: rebuilding producer state by reading every batch header in the log");
     }
@@ -310,7 +322,7 @@ fn load_producer_state(
     if any_below_start {
         state.delete_snapshots_below(log_start_offset)?;
     }
-    Ok(state)
+    Ok((state, durable))
 }
 
 /// Replays batch headers from the state's map end offset up to `to` (exclusive). An

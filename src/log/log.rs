@@ -65,6 +65,9 @@ pub struct Log {
     dir_health: Arc<LogDirHealth>,
     /// Held while a producer snapshot is written outside `inner`, and by truncation.
     snapshot_lock: Mutex<()>,
+    /// The offset of the newest producer snapshot known to be on disk (written with
+    /// fsync, or found at a clean start), -1 if none: close writes none at that offset.
+    durable_snapshot: AtomicI64,
     /// Bumped by every truncation, so a snapshot serialised before one is not written.
     truncations: AtomicU64,
     /// Set by an owner that runs `complete_roll` in the background after each append
@@ -160,6 +163,7 @@ impl Log {
             created_unsynced: AtomicBool::new(created),
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
+            durable_snapshot: AtomicI64::new(loaded.durable_snapshot),
             truncations: AtomicU64::new(0),
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
@@ -423,7 +427,10 @@ impl Log {
             return Ok(());
         }
         ProducerStateManager::write_snapshot(&self.dir, snapshot.offset, &snapshot.bytes)
-            .map_err(|e| self.on_failure("producer snapshot", e))
+            .map_err(|e| self.on_failure("producer snapshot", e))?;
+        self.durable_snapshot
+            .fetch_max(snapshot.offset, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Reads whole batches from the one containing `offset`: at most `max_bytes` (but the
@@ -845,6 +852,7 @@ impl Log {
         self.unflushed_messages.store(0, Ordering::Release);
         inner.leader_epoch_cache.truncate_from_end(i64::MIN)?;
         inner.producer_state.delete_snapshots_above(-1)?;
+        self.durable_snapshot.store(-1, Ordering::Release);
         let (state, _) = ProducerStateManager::load(&self.dir, offset, offset)?;
         inner.producer_state = state;
         Ok(())
@@ -887,6 +895,7 @@ impl Log {
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
+        self.durable_snapshot.fetch_min(offset, Ordering::AcqRel);
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;
@@ -916,16 +925,33 @@ impl Log {
     /// Clean close: flush, write a producer snapshot, and trim the active segment's indexes
     /// (with its final time-index entry) so the files read back exactly.
     /// An offline log is left as it is: the next start recovers it.
+    ///
+    /// A log that changed nothing since its last flush, snapshot and trim costs no write
+    /// and no sync here (a broker with thousands of idle partitions stops at once): the
+    /// flush is skipped at the recovery point, the snapshot when a durable one at the log
+    /// end exists (truncation deletes the snapshots above its offset, so one there
+    /// describes this log), the trim when the indexes have no slack, and the sync of
+    /// indexes nothing wrote since their last.
     pub fn close(&self) -> Result<(), LogError> {
         self.complete_roll();
         self.flush()?;
-        self.producer_state_snapshot()?;
-        let mut inner = self.inner.lock();
-        let closed = inner.active().and_then(|active| {
-            active.on_become_inactive()?;
-            active.flush()
-        });
-        closed.map_err(|e| self.on_failure("close", e))
+        if self.durable_snapshot.load(Ordering::Acquire) != self.log_end_offset() {
+            self.producer_state_snapshot()?;
+        }
+        let targets = {
+            let mut inner = self.inner.lock();
+            let active = inner.active().map_err(|e| self.on_failure("close", e))?;
+            active
+                .on_become_inactive()
+                .map_err(|e| self.on_failure("close", e))?;
+            active.index_sync_targets()
+        };
+        for target in targets {
+            target
+                .sync()
+                .map_err(|e| self.on_failure("close", e.into()))?;
+        }
+        Ok(())
     }
 }
 
@@ -942,5 +968,5 @@ mod failure_tests;
 mod txn_tests;
 
 #[cfg(test)]
-#[path = "lazy_index_tests.rs"]
-mod lazy_index_tests;
+#[path = "restart_tests.rs"]
+mod restart_tests;

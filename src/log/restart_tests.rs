@@ -1,5 +1,5 @@
-//! Indexes of segments below the active one are mapped on first use after a restart, and
-//! checked (rebuilt from the log if bad) then.
+//! Restarts: indexes of segments below the active one are mapped on first use, and
+//! checked (rebuilt from the log if bad) then; a close writes only what changed.
 
 use std::fs;
 use std::path::Path;
@@ -134,4 +134,50 @@ fn a_bad_index_of_an_old_segment_is_rebuilt_when_first_used() {
     assert_eq!(by_time(&log, 1_015), Some((1_015, 15)));
     let records: Bytes = log.read(13, 1, i64::MAX, true).unwrap().records;
     assert!(!records.is_empty());
+}
+
+/// (inode, modification time) of `path`: changed by any rewrite of the file.
+fn identity(path: &Path) -> (u64, std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).unwrap();
+    (m.ino(), m.modified().unwrap())
+}
+
+#[test]
+fn closing_an_unchanged_log_rewrites_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ten_segments(dir.path());
+    let snapshot = segment_file(dir.path(), 40, ".snapshot");
+    let files = [
+        snapshot.clone(),
+        segment_file(dir.path(), 36, ".index"),
+        segment_file(dir.path(), 36, ".timeindex"),
+        segment_file(dir.path(), 36, ".log"),
+    ];
+    let before: Vec<_> = files.iter().map(|f| identity(f)).collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let log = Log::open(dir.path(), tp(), config.clone(), 40, 0, true).unwrap();
+    assert_eq!(first_base_offset(&log, 38), 38);
+    log.close().unwrap();
+    drop(log);
+    let after: Vec<_> = files.iter().map(|f| identity(f)).collect();
+    assert_eq!(before, after, "a clean restart and close wrote no file");
+
+    // After a crash the snapshot found may never have been synced: close writes it again.
+    let log = Log::open(dir.path(), tp(), config.clone(), 40, 0, false).unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert_ne!(identity(&snapshot), before[0]);
+
+    // A log that took an append since its start writes its snapshot and trims its indexes.
+    let log = Log::open(dir.path(), tp(), config, 40, 0, true).unwrap();
+    log.append_as_leader(batch_bytes(&[b"x"], 2_000, None), 0, 0)
+        .unwrap();
+    log.close().unwrap();
+    assert!(segment_file(dir.path(), 41, ".snapshot").exists());
+    let index_len = fs::metadata(segment_file(dir.path(), 40, ".index"))
+        .unwrap()
+        .len();
+    assert_eq!(index_len % 8, 0);
+    assert!(index_len < 4096, "trimmed at close: {index_len}");
 }

@@ -211,7 +211,13 @@ impl Broker {
             .map(|d| (d.path, d.lock))
             .collect();
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
-        let logs = LogManager::startup(log_dirs, assigned, topic_configs, delete_delay_ms)?;
+        let logs = LogManager::startup_parallel(
+            log_dirs,
+            assigned,
+            topic_configs,
+            delete_delay_ms,
+            config.log.recovery_threads_per_data_dir,
+        )?;
         logs.set_broker_epoch(local.broker_epoch());
         let replicas = Arc::new(ReplicaManager::new(
             config.broker_id,
@@ -282,11 +288,12 @@ impl Broker {
             .map(|d| (d.path, d.lock))
             .collect();
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
-        let logs = LogManager::startup(
+        let logs = LogManager::startup_parallel(
             log_dirs,
             |_: &TopicPartition, _| true,
             defaults,
             delete_delay_ms,
+            config.log.recovery_threads_per_data_dir,
         )?;
         let replicas = Arc::new(ReplicaManager::new(
             config.broker_id,

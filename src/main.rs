@@ -80,6 +80,10 @@ fn main() -> ExitCode {
 
 async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Watched before the listeners bind and the logs load: a SIGTERM in that time is
+    // kept and stops the broker cleanly once it serves, instead of killing it by the
+    // default action (an unclean stop, recovered at the next start).
+    let stop = StopSignals::watch();
     let mut config = config;
     let listeners = Server::bind_listeners(&mut config).await?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
@@ -100,7 +104,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let stopping = broker.clone();
     server
         .run(async move {
-            stop_signal().await;
+            stop.wait().await;
             stopping.controlled_shutdown().await;
         })
         .await;
@@ -144,19 +148,40 @@ fn raise_fd_limit() {
     );
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch SIGTERM; stop with SIGINT");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// SIGTERM and SIGINT, each watched from `watch` on (a signal that arrives before `wait`
+/// is kept).
+struct StopSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn watch() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watched = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .inspect_err(|e| tracing::error!(error = %e, "cannot watch {name}"))
+                .ok()
+        };
+        StopSignals {
+            term: watched(SignalKind::terminate(), "SIGTERM"),
+            int: watched(SignalKind::interrupt(), "SIGINT"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+
+    /// Resolves on SIGTERM or SIGINT (never if neither could be watched).
+    async fn wait(mut self) {
+        async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            _ = next(&mut self.term) => tracing::info!("SIGTERM received"),
+            _ = next(&mut self.int) => tracing::info!("SIGINT received"),
+        }
     }
 }

@@ -27,6 +27,8 @@ pub struct LogManagerConfig {
     pub retention_check_interval_ms: i64,
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_interval_ms: i64,
+    /// `num.recovery.threads.per.data.dir`: threads loading each log dir's logs at startup.
+    pub recovery_threads_per_data_dir: usize,
 }
 
 impl LogManagerConfig {
@@ -50,6 +52,8 @@ impl LogManagerConfig {
             producer_id_expiration_ms: keys.long("producer.id.expiration.ms")?.max(1),
             producer_id_expiration_check_interval_ms: keys
                 .long("producer.id.expiration.check.interval.ms")?,
+            recovery_threads_per_data_dir: keys.int("num.recovery.threads.per.data.dir")?.max(1)
+                as usize,
         })
     }
 }

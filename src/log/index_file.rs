@@ -5,13 +5,18 @@
 //! `len / entry_size` entries. A new file is preallocated (zero-filled) to the largest
 //! multiple of the entry size within `max_index_size`, and must be trimmed to its valid
 //! entries when the segment rolls or closes, or the zero slots would later read as entries.
+//! An existing file is mapped at the length it has: opening never resizes it. The first
+//! append beyond that length grows it to `max_index_size` (the active segment after a
+//! clean shutdown, whose indexes were trimmed when it closed).
 //!
 //! As in Kafka, the file descriptor is closed once the file is mapped: a segment holds one
 //! descriptor (its `.log`), not three. The mapping is enough to read, write and `msync`
 //! the index; only a resize reopens the file for a moment.
 
 use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
@@ -23,48 +28,50 @@ use super::LogError;
 /// `&self` / `&mut self` of this struct, which the log's lock serialises.
 pub struct IndexFile {
     path: PathBuf,
-    mmap: Arc<MmapRaw>,
+    /// The whole file; `None` while it is empty (nothing to map).
+    mmap: Option<Arc<MmapRaw>>,
     entry_size: usize,
     entries: usize,
+    /// Entries the file may grow to (`max_index_size`, or the file's own length if larger).
     max_entries: usize,
+    /// Entries written or the length changed since the last `take_sync_target`: an
+    /// unchanged index is not synced again.
+    dirty: AtomicBool,
+    /// This open created the file (it was missing).
+    created: bool,
 }
 
 impl IndexFile {
-    /// Opens `path`, creating and preallocating it to `max_index_size` if missing. An existing
-    /// file keeps `len / entry_size` entries; when `writable` it is grown back to
-    /// `max_index_size` so appends can continue (the active segment).
-    pub fn open(
-        path: &Path,
-        entry_size: usize,
-        max_index_size: u32,
-        writable: bool,
-    ) -> Result<Self, LogError> {
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let preallocated = round_down(max_index_size as usize, entry_size) as u64;
-        let len = file.metadata()?.len();
-        let entries = if existed {
-            (len as usize) / entry_size
-        } else {
-            0
+    /// Opens `path`, creating and preallocating it to `max_index_size` if missing. An
+    /// existing file keeps its length and `len / entry_size` entries.
+    pub fn open(path: &Path, entry_size: usize, max_index_size: u32) -> Result<Self, LogError> {
+        let preallocated = round_down(max_index_size as usize, entry_size);
+        let (file, existed) = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(file) => (file, true),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)?;
+                file.set_len(preallocated as u64)?;
+                (file, false)
+            }
+            Err(e) => return Err(e.into()),
         };
-        if !existed || (writable && len < preallocated) {
-            file.set_len(preallocated.max((entries * entry_size) as u64))?;
-        }
-        let mmap = map(&file)?;
+        let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+        let entries = if existed { len / entry_size } else { 0 };
+        let mmap = map(&file, len)?;
         drop(file);
-        let max_entries = mmap.len() / entry_size;
         Ok(IndexFile {
             path: path.to_path_buf(),
             mmap,
             entry_size,
             entries,
-            max_entries,
+            max_entries: preallocated.max(len) / entry_size,
+            dirty: AtomicBool::new(!existed),
+            created: !existed,
         })
     }
 
@@ -77,22 +84,42 @@ impl IndexFile {
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }
-    /// The mapping, for an `msync` outside the log's lock (`SyncTarget`).
-    pub fn mapping(&self) -> &Arc<MmapRaw> {
-        &self.mmap
+    /// Whether this open created the file: an index that was missing.
+    pub fn was_created(&self) -> bool {
+        self.created
+    }
+
+    /// The mapping to `msync` outside the log's lock (`SyncTarget`) if the index changed
+    /// since the last call; the change is then counted as synced.
+    pub fn take_sync_target(&self) -> Option<Arc<MmapRaw>> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        self.mmap.clone()
+    }
+
+    /// Entries that fit in the file as it is mapped now.
+    fn mapped_entries(&self) -> usize {
+        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
     }
 
     fn bytes(&self) -> &[u8] {
+        let Some(mmap) = &self.mmap else {
+            return &[];
+        };
         // SAFETY: the mapping covers `len()` bytes of a file at least that long (see
         // `map`), stays mapped while `self.mmap` lives, and is only written through
         // `bytes_mut`, which needs `&mut self`; so no write aliases this shared borrow.
-        unsafe { std::slice::from_raw_parts(self.mmap.as_ptr(), self.mmap.len()) }
+        unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
+        let Some(mmap) = &self.mmap else {
+            return &mut [];
+        };
         // SAFETY: as in `bytes`; `&mut self` makes this the only borrow of the mapping's
         // bytes in this process (a concurrent msync reads nothing in user space).
-        unsafe { std::slice::from_raw_parts_mut(self.mmap.as_mut_ptr(), self.mmap.len()) }
+        unsafe { std::slice::from_raw_parts_mut(mmap.as_mut_ptr(), mmap.len()) }
     }
 
     /// The bytes of entry `n`, if it exists.
@@ -104,15 +131,28 @@ impl IndexFile {
             .get(n * self.entry_size..(n + 1) * self.entry_size)
     }
 
-    /// Appends one entry; the caller has checked ordering. Errors when the file is full.
+    /// Appends one entry; the caller has checked ordering. Errors when the file is full;
+    /// grows a file mapped shorter than `max_index_size` first.
     pub fn push(&mut self, entry: &[u8]) -> Result<(), LogError> {
         debug_assert_eq!(entry.len(), self.entry_size);
         if self.entries >= self.max_entries {
             return Err(LogError::corrupt_file(&self.path, "index is full"));
         }
+        if self.entries >= self.mapped_entries() {
+            self.resize(self.max_entries * self.entry_size)?;
+        }
         let (at, size) = (self.entries * self.entry_size, self.entry_size);
-        self.bytes_mut()[at..at + size].copy_from_slice(entry);
+        match self.bytes_mut().get_mut(at..at + size) {
+            Some(slot) => slot.copy_from_slice(entry),
+            None => {
+                return Err(LogError::corrupt_file(
+                    &self.path,
+                    "index shorter than its entries",
+                ))
+            }
+        }
         self.entries += 1;
+        self.dirty.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -143,19 +183,21 @@ impl IndexFile {
     /// startup.
     pub fn resize(&mut self, new_len: usize) -> Result<(), LogError> {
         let new_len = round_down(new_len, self.entry_size).max(self.entries * self.entry_size);
-        if new_len == self.mmap.len() {
+        if new_len == self.mapped_entries() * self.entry_size {
             return Ok(());
         }
         let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         file.set_len(new_len as u64)?;
         // A flush may still hold the old mapping for its msync; this struct never touches
         // it again, so no access reaches past the end of the shrunk file.
-        self.mmap = map(&file)?;
-        self.max_entries = self.mmap.len() / self.entry_size;
+        self.mmap = map(&file, new_len)?;
+        self.max_entries = self.max_entries.max(new_len / self.entry_size);
+        self.dirty.store(true, Ordering::Release);
         Ok(())
     }
 
-    /// Cuts the file to its valid entries (at roll and close).
+    /// Cuts the file to its valid entries (at roll and close); nothing to do when it has
+    /// no other bytes.
     pub fn trim_to_valid_size(&mut self) -> Result<(), LogError> {
         self.resize(self.entries * self.entry_size)
     }
@@ -165,12 +207,16 @@ fn round_down(n: usize, multiple: usize) -> usize {
     n / multiple * multiple
 }
 
-fn map(file: &File) -> Result<Arc<MmapRaw>, LogError> {
+/// Maps the whole of `file`, `len` bytes long; an empty file has no mapping.
+fn map(file: &File, len: usize) -> Result<Option<Arc<MmapRaw>>, LogError> {
+    if len == 0 {
+        return Ok(None);
+    }
     // The index file lives in a partition directory that only this broker writes, and
     // only `resize` changes its length, remapping at once; the mapping is taken of the
     // whole file as it is now. `MmapRaw` hands out pointers, not references: `bytes` and
     // `bytes_mut` carry the safety argument for reading and writing through them.
-    let mmap = MmapOptions::new().map_raw(file)?;
+    let mmap = MmapOptions::new().len(len).map_raw(file)?;
     // Index pages are touched one at a time (a lookup's binary search, an append at the
     // end), and most of a preallocated file is a hole. Without this advice every first
     // touch faults in a whole read-around window of zeroed page cache (several MiB
@@ -178,7 +224,7 @@ fn map(file: &File) -> Result<Arc<MmapRaw>, LogError> {
     // thousands of partitions spend most of its time zeroing memory. Advice only changes
     // speed, so a refusal is not an error.
     let _ = mmap.advise(Advice::Random);
-    Ok(Arc::new(mmap))
+    Ok(Some(Arc::new(mmap)))
 }
 
 #[cfg(test)]
@@ -197,7 +243,7 @@ mod tests {
     fn mappings_are_advised_random_so_a_touch_reads_no_window() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
-        let mut index = IndexFile::open(&path, 8, 1 << 20, true).unwrap();
+        let mut index = IndexFile::open(&path, 8, 1 << 20).unwrap();
         let flags = vm_flags(&path).expect("the index is mapped");
         assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
         // A resize maps again, with the same advice.

@@ -31,8 +31,19 @@ impl LeaderEpochFileCache {
     /// empty): the cache is rebuilt from recovered batches, and losing it only costs
     /// precision in OffsetForLeaderEpoch answers.
     pub fn load(dir: &Path) -> Result<Self, LogError> {
+        let existed = dir.join(LEADER_EPOCH_CHECKPOINT).exists();
+        Self::load_listed(dir, existed)
+    }
+
+    /// `load`, told by a listing of `dir` whether the checkpoint exists: a missing one
+    /// is not looked for again.
+    pub fn load_listed(dir: &Path, existed: bool) -> Result<Self, LogError> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT);
-        let entries = match read_leader_epoch_checkpoint(&path) {
+        let read = match existed {
+            true => read_leader_epoch_checkpoint(&path),
+            false => Ok(Vec::new()),
+        };
+        let entries = match read {
             Ok(entries) => entries,
             Err(LogError::KafkaStorage(e)) => return Err(LogError::KafkaStorage(e)),
             Err(e) => {
@@ -40,7 +51,6 @@ impl LeaderEpochFileCache {
                 Vec::new()
             }
         };
-        let existed = path.exists();
         let mut cache = LeaderEpochFileCache {
             path,
             entries: Vec::new(),

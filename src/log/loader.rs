@@ -2,11 +2,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use super::checkpoint::LEADER_EPOCH_CHECKPOINT;
 use super::control::{read_marker, EndTxnMarker, TxnResult};
 use super::leader_epoch::LeaderEpochFileCache;
-use super::producer_state::ProducerStateManager;
+use super::producer_state::{ProducerStateManager, SNAPSHOT_SUFFIX};
 use super::segment::{
     read_header, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
@@ -21,13 +22,93 @@ pub struct LoadedLog {
     pub recovery_point: i64,
     pub leader_epoch_cache: LeaderEpochFileCache,
     pub producer_state: ProducerStateManager,
+    /// The offset of a producer snapshot known to be on disk, -1 if none (see
+    /// `load_producer_state`).
+    pub durable_snapshot: i64,
+}
+
+/// What one read of a partition directory found: loading lists it once, not once per
+/// kind of file, and asks the file system nothing the listing already says.
+struct Listing {
+    /// Base offsets of the `.log` files.
+    logs: BTreeSet<i64>,
+    /// Base offsets of segments with both an `.index` and a `.timeindex`.
+    indexed: BTreeSet<i64>,
+    /// Index files whose `.log` is missing.
+    orphans: Vec<PathBuf>,
+    /// Producer snapshots by offset.
+    snapshots: BTreeMap<i64, PathBuf>,
+    leader_epoch_checkpoint: bool,
+    /// Leftovers of an interrupted deletion, cleaning or write (`.deleted`, `.cleaned`,
+    /// `.swap`, `.tmp`).
+    temporaries: bool,
+}
+
+impl Listing {
+    fn read(dir: &Path) -> Result<Listing, LogError> {
+        let mut listing = Listing {
+            logs: BTreeSet::new(),
+            indexed: BTreeSet::new(),
+            orphans: Vec::new(),
+            snapshots: BTreeMap::new(),
+            leader_epoch_checkpoint: false,
+            temporaries: false,
+        };
+        let (mut offset_indexes, mut time_indexes, mut txn_indexes) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if let Some(base) = parse_offset_file_name(&name, LOG_SUFFIX) {
+                listing.logs.insert(base);
+            } else if let Some(base) = parse_offset_file_name(&name, INDEX_SUFFIX) {
+                offset_indexes.insert(base);
+            } else if let Some(base) = parse_offset_file_name(&name, TIME_INDEX_SUFFIX) {
+                time_indexes.insert(base);
+            } else if let Some(base) = parse_offset_file_name(&name, TXN_INDEX_SUFFIX) {
+                txn_indexes.insert(base);
+            } else if let Some(offset) = parse_offset_file_name(&name, SNAPSHOT_SUFFIX) {
+                listing.snapshots.insert(offset, entry.path());
+            } else if name == LEADER_EPOCH_CHECKPOINT {
+                listing.leader_epoch_checkpoint = true;
+            } else if is_temporary(&name) {
+                listing.temporaries = true;
+            }
+        }
+        for (indexes, suffix) in [
+            (&offset_indexes, INDEX_SUFFIX),
+            (&time_indexes, TIME_INDEX_SUFFIX),
+            (&txn_indexes, TXN_INDEX_SUFFIX),
+        ] {
+            listing.orphans.extend(
+                indexes
+                    .difference(&listing.logs)
+                    .map(|&base| dir.join(super::offset_file_name(base, suffix))),
+            );
+        }
+        listing.indexed = offset_indexes
+            .intersection(&time_indexes)
+            .copied()
+            .collect();
+        Ok(listing)
+    }
+}
+
+fn is_temporary(name: &str) -> bool {
+    (name.ends_with(".deleted") && !name.ends_with(".checkpoint.deleted"))
+        || name.ends_with(".tmp")
+        || name.ends_with(".cleaned")
+        || name.ends_with(".swap")
 }
 
 /// Loads `dir`. After an unclean shutdown every segment from the one holding
 /// `recovery_point` on is scanned batch by batch; the first bad batch and everything after
 /// it are cut (later segments deleted), and their indexes rebuilt. After a clean one
-/// nothing is scanned. Either way a segment below that, whose index is missing or fails
-/// its sanity check, is rebuilt.
+/// nothing is scanned. Either way a segment below that whose index is missing is rebuilt
+/// now; one whose index is bad, when it is first used (the indexes of segments below the
+/// active one are mapped and checked then, as Kafka's are).
 pub fn load(
     dir: &Path,
     config: &LogConfig,
@@ -36,23 +117,34 @@ pub fn load(
     clean_shutdown: bool,
     now_ms: i64,
 ) -> Result<LoadedLog, LogError> {
-    remove_temporary_files(dir)?;
-    let bases = segment_bases(dir)?;
-    let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
+    let mut listing = Listing::read(dir)?;
+    if listing.temporaries {
+        remove_temporary_files(dir)?;
+        listing = Listing::read(dir)?;
+    }
+    for path in &listing.orphans {
+        tracing::info!(path = %path.display(), "deleting index without a log file");
+        fs::remove_file(path)?;
+    }
+    let bases: Vec<i64> = listing.logs.iter().copied().collect();
+    let mut leader_epoch_cache =
+        LeaderEpochFileCache::load_listed(dir, listing.leader_epoch_checkpoint)?;
     let mut segments = BTreeMap::new();
     let last_base = bases.last().copied();
     // After an unclean shutdown the segments from here on are scanned and their indexes
     // rebuilt by `recover_after` anyway: checking them first would rebuild them twice.
     let recovered_from = (!clean_shutdown).then(|| recovery_start(&bases, recovery_point));
     for &base in &bases {
-        let mut segment = LogSegment::open(dir, base, config, Some(base) == last_base, now_ms)?;
+        let active = Some(base) == last_base;
+        let mut segment = LogSegment::open(dir, base, config, active, now_ms)?;
         if recovered_from.is_some_and(|from| base >= from) {
             segments.insert(base, segment);
             continue;
         }
-        let index_missing = !LogSegment::index_path(dir, base).exists()
-            || !LogSegment::time_index_path(dir, base).exists();
-        if index_missing || segment.sanity_check().is_err() {
+        let index_missing = !listing.indexed.contains(&base);
+        // An older segment's indexes are checked when first used; the active one's now,
+        // as appends go on from its last entry.
+        if index_missing || (active && segment.sanity_check().is_err()) {
             tracing::info!(dir = %dir.display(), base, "rebuilding indexes of segment");
             segment.recover(&mut |_| {})?;
         }
@@ -71,9 +163,6 @@ pub fn load(
     let first_base = segments.keys().next().copied().unwrap_or(0);
     let log_start_offset = log_start_checkpoint.max(first_base).min(log_end_offset);
     delete_segments_below(dir, &mut segments, log_start_offset)?;
-    if let Some(mut active) = segments.last_entry() {
-        active.get_mut().make_active()?;
-    }
     leader_epoch_cache.truncate_from_end(log_end_offset)?;
     leader_epoch_cache.truncate_from_start(log_start_offset)?;
 
@@ -82,8 +171,9 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
-    let mut producer_state = load_producer_state(
+    let (mut producer_state, durable_snapshot) = load_producer_state(
         dir,
+        listing.snapshots,
         &mut segments,
         log_start_offset,
         log_end_offset,
@@ -97,6 +187,7 @@ pub fn load(
         recovery_point,
         leader_epoch_cache,
         producer_state,
+        durable_snapshot,
     })
 }
 
@@ -198,18 +289,29 @@ fn delete_segments_below(
 
 fn load_producer_state(
     dir: &Path,
+    snapshots: BTreeMap<i64, PathBuf>,
     segments: &mut BTreeMap<i64, LogSegment>,
     log_start_offset: i64,
     log_end_offset: i64,
     clean_shutdown: bool,
-) -> Result<ProducerStateManager, LogError> {
-    let (mut state, found) = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
+) -> Result<(ProducerStateManager, i64), LogError> {
+    let any_below_start = snapshots.keys().any(|&o| o < log_start_offset);
+    let (mut state, found) =
+        ProducerStateManager::load_listed(dir, snapshots, log_start_offset, log_end_offset)?;
     if !found && clean_shutdown {
         // As Kafka: a cleanly shut down log without snapshots had no producer state worth a scan.
         state.set_map_end_offset(log_end_offset);
-        return Ok(state);
+        return Ok((state, -1));
     }
     let from = state.map_end_offset();
+    // A clean shutdown left a synced snapshot at the log end: if it is the one found, the
+    // next clean close need not write it again. After a crash a snapshot found may be one
+    // an earlier start wrote without fsync.
+    let durable = if found && clean_shutdown && from == log_end_offset {
+        from
+    } else {
+        -1
+    };
     if !found && from < log_end_offset {
         tracing::info!(dir = %dir.display(), from, to = log_end_offset, "no producer snapshot: rebuilding producer state by reading every batch header in the log");
     }
@@ -217,8 +319,10 @@ fn load_producer_state(
     if from < log_end_offset {
         state.take_snapshot()?;
     }
-    state.delete_snapshots_below(log_start_offset)?;
-    Ok(state)
+    if any_below_start {
+        state.delete_snapshots_below(log_start_offset)?;
+    }
+    Ok((state, durable))
 }
 
 /// Replays batch headers from the state's map end offset up to `to` (exclusive). An

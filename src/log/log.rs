@@ -65,6 +65,9 @@ pub struct Log {
     dir_health: Arc<LogDirHealth>,
     /// Held while a producer snapshot is written outside `inner`, and by truncation.
     snapshot_lock: Mutex<()>,
+    /// The offset of the newest producer snapshot known to be on disk (written with
+    /// fsync, or found at a clean start), -1 if none: close writes none at that offset.
+    durable_snapshot: AtomicI64,
     /// Bumped by every truncation, so a snapshot serialised before one is not written.
     truncations: AtomicU64,
     /// Set by an owner that runs `complete_roll` in the background after each append
@@ -160,6 +163,7 @@ impl Log {
             created_unsynced: AtomicBool::new(created),
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
+            durable_snapshot: AtomicI64::new(loaded.durable_snapshot),
             truncations: AtomicU64::new(0),
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
@@ -376,16 +380,9 @@ impl Log {
         new_base: i64,
         now_ms: i64,
     ) -> Result<PendingSnapshot, LogError> {
-        let old_base = inner.active()?.base_offset();
-        if let Err(e) = self.open_next_segment(inner, config, new_base, now_ms) {
-            if let Some(old) = inner.segments.get_mut(&old_base) {
-                if let Err(again) = old.make_active() {
-                    tracing::warn!(partition = %self.topic_partition, error = %again, "cannot reopen the active segment's indexes after a failed roll");
-                    return Err(again);
-                }
-            }
-            return Err(e);
-        }
+        // A roll that fails after trimming the old segment's indexes leaves them trimmed:
+        // its next append grows them again.
+        self.open_next_segment(inner, config, new_base, now_ms)?;
         inner.producer_state.set_map_end_offset(new_base);
         let snapshot = PendingSnapshot {
             offset: new_base,
@@ -430,7 +427,10 @@ impl Log {
             return Ok(());
         }
         ProducerStateManager::write_snapshot(&self.dir, snapshot.offset, &snapshot.bytes)
-            .map_err(|e| self.on_failure("producer snapshot", e))
+            .map_err(|e| self.on_failure("producer snapshot", e))?;
+        self.durable_snapshot
+            .fetch_max(snapshot.offset, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Reads whole batches from the one containing `offset`: at most `max_bytes` (but the
@@ -538,6 +538,16 @@ impl Log {
         Ok(None)
     }
 
+    /// `found`, or `None` with the error logged: for the timestamp searches, which answer
+    /// "no such offset" rather than fail when a segment's index cannot be read.
+    fn readable<T>(&self, found: Result<T, LogError>) -> Option<T> {
+        found
+            .inspect_err(|e| {
+                tracing::warn!(partition = %self.topic_partition, error = %e, "cannot read a segment's index");
+            })
+            .ok()
+    }
+
     /// ListOffsets by timestamp (Kafka's `searchOffsetInLocalLog`): the first record with a
     /// timestamp >= `ts` and an offset >= the log start offset, searched in the first segment
     /// whose max timestamp reaches `ts`, from the time index's entry below `ts`.
@@ -550,12 +560,14 @@ impl Log {
         let log_start = self.log_start_offset();
         let (file, mut position, end) = {
             let inner = self.inner.lock();
-            let segment = inner
-                .segments
-                .values()
-                .find(|s| s.max_timestamp_and_offset().0 >= ts)?;
-            let (_, ts_offset) = segment.time_index().lookup(ts);
-            let (_, start) = segment.offset_index().lookup(ts_offset.max(log_start));
+            let segment = inner.segments.values().find(|s| {
+                self.readable(s.max_timestamp_and_offset())
+                    .is_some_and(|m| m.0 >= ts)
+            })?;
+            let (_, ts_offset) = self.readable(segment.time_index())?.lookup(ts);
+            let (_, start) = self
+                .readable(segment.offset_index())?
+                .lookup(ts_offset.max(log_start));
             (segment.log_file().clone(), u64::from(start), segment.size())
         };
         while let Ok(Some(h)) = read_header(&file, position, end) {
@@ -589,16 +601,17 @@ impl Log {
     pub fn max_timestamp_and_offset(&self) -> Option<TimestampAndOffset> {
         let (file, mut position, end, max_ts) = {
             let inner = self.inner.lock();
-            let mut best: Option<&LogSegment> = None;
+            let mut best: Option<(&LogSegment, (i64, i64))> = None;
             for s in inner.segments.values() {
-                let ts = s.max_timestamp_and_offset().0;
-                if ts >= 0 && best.is_none_or(|b| ts > b.max_timestamp_and_offset().0) {
-                    best = Some(s);
+                let Some(max) = self.readable(s.max_timestamp_and_offset()) else {
+                    continue;
+                };
+                if max.0 >= 0 && best.is_none_or(|(_, b)| max.0 > b.0) {
+                    best = Some((s, max));
                 }
             }
-            let segment = best?;
-            let (ts, offset) = segment.max_timestamp_and_offset();
-            let (_, start) = segment.offset_index().lookup(offset);
+            let (segment, (ts, offset)) = best?;
+            let (_, start) = self.readable(segment.offset_index())?.lookup(offset);
             (
                 segment.log_file().clone(),
                 u64::from(start),
@@ -839,6 +852,7 @@ impl Log {
         self.unflushed_messages.store(0, Ordering::Release);
         inner.leader_epoch_cache.truncate_from_end(i64::MIN)?;
         inner.producer_state.delete_snapshots_above(-1)?;
+        self.durable_snapshot.store(-1, Ordering::Release);
         let (state, _) = ProducerStateManager::load(&self.dir, offset, offset)?;
         inner.producer_state = state;
         Ok(())
@@ -877,12 +891,11 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.dir_dirty.store(true, Ordering::Release);
         } else {
-            let active = inner.active()?;
-            active.truncate_to(offset)?;
-            active.make_active()?;
+            inner.active()?.truncate_to(offset)?;
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
+        self.durable_snapshot.fetch_min(offset, Ordering::AcqRel);
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;
@@ -912,16 +925,33 @@ impl Log {
     /// Clean close: flush, write a producer snapshot, and trim the active segment's indexes
     /// (with its final time-index entry) so the files read back exactly.
     /// An offline log is left as it is: the next start recovers it.
+    ///
+    /// A log that changed nothing since its last flush, snapshot and trim costs no write
+    /// and no sync here (a broker with thousands of idle partitions stops at once): the
+    /// flush is skipped at the recovery point, the snapshot when a durable one at the log
+    /// end exists (truncation deletes the snapshots above its offset, so one there
+    /// describes this log), the trim when the indexes have no slack, and the sync of
+    /// indexes nothing wrote since their last.
     pub fn close(&self) -> Result<(), LogError> {
         self.complete_roll();
         self.flush()?;
-        self.producer_state_snapshot()?;
-        let mut inner = self.inner.lock();
-        let closed = inner.active().and_then(|active| {
-            active.on_become_inactive()?;
-            active.flush()
-        });
-        closed.map_err(|e| self.on_failure("close", e))
+        if self.durable_snapshot.load(Ordering::Acquire) != self.log_end_offset() {
+            self.producer_state_snapshot()?;
+        }
+        let targets = {
+            let mut inner = self.inner.lock();
+            let active = inner.active().map_err(|e| self.on_failure("close", e))?;
+            active
+                .on_become_inactive()
+                .map_err(|e| self.on_failure("close", e))?;
+            active.index_sync_targets()
+        };
+        for target in targets {
+            target
+                .sync()
+                .map_err(|e| self.on_failure("close", e.into()))?;
+        }
+        Ok(())
     }
 }
 
@@ -936,3 +966,7 @@ mod failure_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
 mod txn_tests;
+
+#[cfg(test)]
+#[path = "restart_tests.rs"]
+mod restart_tests;

@@ -81,6 +81,8 @@ pub struct LogManager {
     pub(super) file_delete_delay: Duration,
     /// The broker epoch the clean-shutdown marker records (-1: not registered).
     broker_epoch: std::sync::atomic::AtomicI64,
+    /// Threads per log dir that load logs at startup and close them at shutdown.
+    threads: usize,
 }
 
 /// One log dir and whether it is online.
@@ -129,6 +131,18 @@ impl LogManager {
         topic_configs: impl Fn(&str) -> LogConfig,
         file_delete_delay_ms: u64,
     ) -> Result<LogManager, LogError> {
+        Self::startup_parallel(log_dirs, assigned, topic_configs, file_delete_delay_ms, 1)
+    }
+
+    /// `startup` with the logs of each dir loaded by `threads` threads
+    /// (`num.recovery.threads.per.data.dir`).
+    pub fn startup_parallel(
+        log_dirs: Vec<(PathBuf, DirLock)>,
+        assigned: impl Assignment,
+        topic_configs: impl Fn(&str) -> LogConfig,
+        file_delete_delay_ms: u64,
+        threads: usize,
+    ) -> Result<LogManager, LogError> {
         let file_delete_delay = Duration::from_millis(file_delete_delay_ms);
         let delayed_deletes = Arc::new(DelayedDeletes::new());
         let mut dirs = Vec::new();
@@ -141,6 +155,7 @@ impl LogManager {
             let recovery_points = read_checkpoint_or_empty(&path.join(RECOVERY_POINT_CHECKPOINT));
             let log_starts = read_checkpoint_or_empty(&path.join(LOG_START_OFFSET_CHECKPOINT));
             let cleaner_offsets = read_checkpoint_or_empty(&path.join(CLEANER_OFFSET_CHECKPOINT));
+            let mut to_load = Vec::new();
             for entry in fs::read_dir(&path)? {
                 let entry = entry?;
                 if !entry.file_type()?.is_dir() {
@@ -169,7 +184,24 @@ impl LogManager {
                 let config = topic_configs(&tp.topic);
                 let rp = recovery_points.get(&tp).copied().unwrap_or(0);
                 let log_start = log_starts.get(&tp).copied().unwrap_or(0);
-                let log = Log::open(&dir, tp.clone(), config, rp, log_start, clean)?
+                to_load.push(ToLoad {
+                    dir,
+                    tp,
+                    topic_id,
+                    config,
+                    recovery_point: rp,
+                    log_start,
+                });
+            }
+            let opened = load_logs(&to_load, clean, threads);
+            for (
+                ToLoad {
+                    dir, tp, topic_id, ..
+                },
+                log,
+            ) in to_load.into_iter().zip(opened)
+            {
+                let log = log?
                     .in_log_dir(health.clone())
                     .with_delayed_deletes(delayed_deletes.clone());
                 if let Some(&offset) = cleaner_offsets.get(&tp) {
@@ -218,6 +250,7 @@ impl LogManager {
             delayed_deletes,
             file_delete_delay,
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            threads,
         };
         manager.drop_incomplete_futures(futures_found)?;
         Ok(manager)
@@ -614,15 +647,17 @@ impl LogManager {
         self.futures.write().clear();
         let mut failed_dirs = Vec::new();
         let mut first_error = None;
-        for h in self.logs.read().values() {
-            if self.dirs[h.dir_index].health.is_offline() {
-                continue;
-            }
-            if let Err(e) = h.log.close() {
-                tracing::error!(partition = %h.log.topic_partition(), error = %e, "failed to close log");
-                failed_dirs.push(h.dir_index);
-                first_error.get_or_insert(e);
-            }
+        let to_close: Vec<(usize, Arc<Log>)> = self
+            .logs
+            .read()
+            .values()
+            .filter(|h| !self.dirs[h.dir_index].health.is_offline())
+            .map(|h| (h.dir_index, h.log.clone()))
+            .collect();
+        let threads = (self.threads * self.dirs.len()).max(1);
+        for (dir_index, e) in close_logs(&to_close, threads) {
+            failed_dirs.push(dir_index);
+            first_error.get_or_insert(e);
         }
         for (i, dir) in self.dirs.iter().enumerate() {
             if dir.health.is_offline() || failed_dirs.contains(&i) {
@@ -641,6 +676,101 @@ impl LogManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Closes `logs` on `threads` threads; returns the failures with their dirs (logged).
+/// Closing is one or two syncs per log that changed since its last flush, and nothing
+/// for one that did not; threads overlap the syncs.
+fn close_logs(logs: &[(usize, Arc<Log>)], threads: usize) -> Vec<(usize, LogError)> {
+    let close = |(dir_index, log): &(usize, Arc<Log>)| {
+        log.close().err().map(|e| {
+            tracing::error!(partition = %log.topic_partition(), error = %e, "failed to close log");
+            (*dir_index, e)
+        })
+    };
+    let threads = threads.clamp(1, logs.len().max(1));
+    if threads == 1 {
+        return logs.iter().filter_map(close).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failed = Vec::new();
+                    while let Some(l) =
+                        logs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                    {
+                        failed.extend(close(l));
+                    }
+                    failed
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(failed) => failed,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
+/// A partition directory startup loads.
+struct ToLoad {
+    dir: PathBuf,
+    tp: TopicPartition,
+    topic_id: Option<Uuid>,
+    config: LogConfig,
+    recovery_point: i64,
+    log_start: i64,
+}
+
+/// Opens the logs of `to_load` on `threads` threads (each takes the next directory not
+/// yet taken), in `to_load`'s order. Loading is mostly file-system calls and page faults
+/// per partition, which threads overlap.
+fn load_logs(to_load: &[ToLoad], clean: bool, threads: usize) -> Vec<Result<Log, LogError>> {
+    let open = |l: &ToLoad| {
+        Log::open(
+            &l.dir,
+            l.tp.clone(),
+            l.config.clone(),
+            l.recovery_point,
+            l.log_start,
+            clean,
+        )
+    };
+    let threads = threads.clamp(1, to_load.len().max(1));
+    if threads == 1 {
+        return to_load.iter().map(open).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut opened: Vec<(usize, Result<Log, LogError>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(l) = to_load.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, open(l)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(mine) => mine,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    opened.sort_by_key(|(i, _)| *i);
+    opened.into_iter().map(|(_, log)| log).collect()
 }
 
 /// `path` made absolute (without resolving links), as Java's `File.getAbsolutePath`.

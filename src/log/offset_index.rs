@@ -18,13 +18,8 @@ pub struct OffsetIndex {
 pub const OFFSET_ENTRY_SIZE: usize = 8;
 
 impl OffsetIndex {
-    pub fn open(
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u32,
-        writable: bool,
-    ) -> Result<Self, LogError> {
-        let file = IndexFile::open(path, OFFSET_ENTRY_SIZE, max_index_size, writable)?;
+    pub fn open(path: &Path, base_offset: i64, max_index_size: u32) -> Result<Self, LogError> {
+        let file = IndexFile::open(path, OFFSET_ENTRY_SIZE, max_index_size)?;
         Ok(OffsetIndex { base_offset, file })
     }
 
@@ -134,7 +129,7 @@ mod tests {
     fn preallocates_appends_looks_up() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000100.index");
-        let mut idx = OffsetIndex::open(&path, 100, 1003, true).unwrap();
+        let mut idx = OffsetIndex::open(&path, 100, 1003).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000);
         assert_eq!(idx.lookup(150), (100, 0));
         idx.append(110, 4100).unwrap();
@@ -154,7 +149,7 @@ mod tests {
     fn trim_reopen_and_truncate() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
-        let mut idx = OffsetIndex::open(&path, 0, 4096, true).unwrap();
+        let mut idx = OffsetIndex::open(&path, 0, 4096).unwrap();
         for i in 1..=10u32 {
             idx.append(i64::from(i) * 10, i * 1000).unwrap();
         }
@@ -164,7 +159,7 @@ mod tests {
         let raw = std::fs::read(&path).unwrap();
         assert_eq!(raw.len(), 80);
         assert_eq!(&raw[..8], &[0, 0, 0, 10, 0, 0, 0x03, 0xe8]);
-        let mut idx = OffsetIndex::open(&path, 0, 4096, false).unwrap();
+        let mut idx = OffsetIndex::open(&path, 0, 4096).unwrap();
         assert_eq!(idx.entries(), 10);
         idx.sanity_check().unwrap();
         assert_eq!(idx.lookup(55), (50, 5000));
@@ -180,7 +175,7 @@ mod tests {
     fn full_index_and_garbage_detection() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
-        let mut idx = OffsetIndex::open(&path, 0, 16, true).unwrap();
+        let mut idx = OffsetIndex::open(&path, 0, 16).unwrap();
         idx.append(1, 10).unwrap();
         idx.append(2, 20).unwrap();
         assert!(idx.is_full());
@@ -188,9 +183,9 @@ mod tests {
         drop(idx);
         // An untrimmed file read back has zero slots that look like entries: caught.
         let path2 = dir.path().join("00000000000000000001.index");
-        let idx = OffsetIndex::open(&path2, 0, 64, true).unwrap();
+        let idx = OffsetIndex::open(&path2, 0, 64).unwrap();
         drop(idx);
-        let reopened = OffsetIndex::open(&path2, 0, 64, false).unwrap();
+        let reopened = OffsetIndex::open(&path2, 0, 64).unwrap();
         assert_eq!(reopened.entries(), 8);
         assert!(reopened.sanity_check().is_err());
     }

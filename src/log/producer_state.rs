@@ -513,7 +513,16 @@ impl ProducerStateManager {
         log_start_offset: i64,
         log_end_offset: i64,
     ) -> Result<(Self, bool), LogError> {
-        let snapshots = list_snapshots(dir)?;
+        Self::load_listed(dir, list_snapshots(dir)?, log_start_offset, log_end_offset)
+    }
+
+    /// `load` from the snapshots a listing of `dir` found.
+    pub fn load_listed(
+        dir: &Path,
+        snapshots: BTreeMap<i64, PathBuf>,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    ) -> Result<(Self, bool), LogError> {
         for (&offset, path) in snapshots.iter().rev() {
             if offset > log_end_offset {
                 fs::remove_file(path)?;

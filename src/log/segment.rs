@@ -3,7 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::batch::{self, BatchIter, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::offset_index::OffsetIndex;
@@ -60,18 +60,30 @@ pub struct LogSegment {
     log: Arc<File>,
     /// Bytes of whole batches in `.log`.
     size: u64,
-    offset_index: OffsetIndex,
-    time_index: TimeIndex,
+    /// The offset and time indexes. Mapped when the segment opens if it is active (or
+    /// new); for an older segment on first use, when they are checked against the log
+    /// and rebuilt from it if bad (Kafka's `LazyIndex`): a restart maps no index of a
+    /// segment nobody reads.
+    indexes: OnceLock<Indexes>,
+    index_path: PathBuf,
+    time_index_path: PathBuf,
     /// Aborted transactions whose markers are in this segment.
     txn_index: TransactionIndex,
     index_interval_bytes: u64,
     max_index_size: u32,
     bytes_since_last_index_entry: u64,
-    /// (max timestamp, offset of the batch carrying it), or (-1, -1).
-    max_timestamp_and_offset: (i64, i64),
+    /// (max timestamp, offset of the batch carrying it), or (-1, -1); `None` until the
+    /// time index of a lazily opened segment is read (its last entry holds it).
+    max_timestamp_and_offset: Option<(i64, i64)>,
     /// Max timestamp of the first batch: the clock `segment.ms` is measured against.
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
+}
+
+/// A segment's offset and time index.
+pub struct Indexes {
+    pub offset: OffsetIndex,
+    pub time: TimeIndex,
 }
 
 /// Where a read starts: a batch at `position` in a segment.
@@ -98,8 +110,8 @@ impl LogSegment {
         dir.join(offset_file_name(base_offset, TXN_INDEX_SUFFIX))
     }
 
-    /// Opens (creating if needed) the segment at `base_offset`. `active` segments get their
-    /// indexes preallocated to `max_index_size` so they can grow.
+    /// Opens (creating if needed) the segment at `base_offset`. An `active` segment's
+    /// indexes are mapped now; an older one's on first use.
     pub fn open(
         dir: &Path,
         base_offset: i64,
@@ -154,19 +166,8 @@ impl LogSegment {
             .truncate(false)
             .open(&log_path)?;
         let size = log.metadata()?.len();
-        let offset_index = OffsetIndex::open(
-            &with_suffix(&Self::index_path(dir, base_offset), suffix),
-            base_offset,
-            config.max_index_size,
-            active,
-        )?;
-        let time_index = TimeIndex::open(
-            &with_suffix(&Self::time_index_path(dir, base_offset), suffix),
-            base_offset,
-            config.max_index_size,
-            active,
-        )?;
-        let max_timestamp_and_offset = time_index.last_entry().unwrap_or((-1, -1));
+        let index_path = with_suffix(&Self::index_path(dir, base_offset), suffix);
+        let time_index_path = with_suffix(&Self::time_index_path(dir, base_offset), suffix);
         // With the suffix too: a cleaned segment's index is its own, not the live one's.
         let txn_path = with_suffix(&Self::txn_index_path(dir, base_offset), suffix);
         let txn_index = match TransactionIndex::open(&txn_path, base_offset) {
@@ -184,16 +185,22 @@ impl LogSegment {
             log_path,
             log: Arc::new(log),
             size,
-            offset_index,
-            time_index,
+            indexes: OnceLock::new(),
+            index_path,
+            time_index_path,
             txn_index,
             index_interval_bytes: u64::from(config.index_interval_bytes),
             max_index_size: config.max_index_size,
             bytes_since_last_index_entry: 0,
-            max_timestamp_and_offset,
+            max_timestamp_and_offset: None,
             rolling_based_timestamp: None,
             created_ms: now_ms,
         };
+        if active {
+            let indexes = segment.open_index_files()?;
+            segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
+            let _ = segment.indexes.set(indexes);
+        }
         segment.rolling_based_timestamp = segment
             .read_header_at(0)
             .ok()
@@ -211,14 +218,76 @@ impl LogSegment {
     pub fn log_file(&self) -> &Arc<File> {
         &self.log
     }
-    pub fn max_timestamp_and_offset(&self) -> (i64, i64) {
-        self.max_timestamp_and_offset
+    /// (max timestamp, offset of the batch carrying it), or (-1, -1) for a segment without
+    /// timestamps; read from the time index of a lazily opened segment.
+    pub fn max_timestamp_and_offset(&self) -> Result<(i64, i64), LogError> {
+        match self.max_timestamp_and_offset {
+            Some(known) => Ok(known),
+            None => Ok(self.indexes()?.time.last_entry().unwrap_or((-1, -1))),
+        }
     }
-    pub fn offset_index(&self) -> &OffsetIndex {
-        &self.offset_index
+    pub fn offset_index(&self) -> Result<&OffsetIndex, LogError> {
+        Ok(&self.indexes()?.offset)
     }
-    pub fn time_index(&self) -> &TimeIndex {
-        &self.time_index
+    pub fn time_index(&self) -> Result<&TimeIndex, LogError> {
+        Ok(&self.indexes()?.time)
+    }
+    /// Whether the indexes are mapped (an older segment's are only after first use).
+    pub fn indexes_open(&self) -> bool {
+        self.indexes.get().is_some()
+    }
+
+    /// The indexes, mapped (and checked, rebuilt if bad) on first use.
+    fn indexes(&self) -> Result<&Indexes, LogError> {
+        if let Some(indexes) = self.indexes.get() {
+            return Ok(indexes);
+        }
+        // Every use runs under the log's lock, so no two threads open the files at once.
+        let opened = self.open_checked_indexes()?;
+        Ok(self.indexes.get_or_init(|| opened))
+    }
+
+    fn indexes_mut(&mut self) -> Result<&mut Indexes, LogError> {
+        if self.indexes.get().is_none() {
+            let opened = self.open_checked_indexes()?;
+            let _ = self.indexes.set(opened);
+        }
+        self.indexes
+            .get_mut()
+            .ok_or_else(|| LogError::corrupt_file(&self.index_path, "index not open"))
+    }
+
+    /// Maps both index files as they are (creating missing ones).
+    fn open_index_files(&self) -> Result<Indexes, LogError> {
+        Ok(Indexes {
+            offset: OffsetIndex::open(&self.index_path, self.base_offset, self.max_index_size)?,
+            time: TimeIndex::open(&self.time_index_path, self.base_offset, self.max_index_size)?,
+        })
+    }
+
+    /// An older segment's indexes on first use: mapped, checked against the log, and
+    /// rebuilt from the log when missing or bad, so a damaged index is never trusted.
+    fn open_checked_indexes(&self) -> Result<Indexes, LogError> {
+        let mut indexes = self.open_index_files()?;
+        let created =
+            indexes.offset.index_file().was_created() || indexes.time.index_file().was_created();
+        let checked = match created {
+            true => Err(LogError::corrupt_file(
+                &self.index_path,
+                "index file missing",
+            )),
+            false => self.check_indexes(&indexes),
+        };
+        if let Err(e) = checked {
+            tracing::warn!(segment = %self.log_path.display(), error = %e, "rebuilding the indexes of a segment on first use");
+            self.index_batches(&mut indexes, self.size, &mut |_| {})?;
+            indexes.offset.trim_to_valid_size()?;
+            indexes.time.trim_to_valid_size()?;
+            for target in index_sync_targets(&indexes) {
+                target.sync()?;
+            }
+        }
+        Ok(indexes)
     }
     /// The aborted transactions whose markers are in this segment, in marker order.
     pub fn aborted_txns(&self) -> &[AbortedTxn] {
@@ -236,18 +305,21 @@ impl LogSegment {
 
     /// Everything that must reach disk for this segment to be durable, in a form that
     /// can be synced after the log's lock is released.
+    /// Indexes unchanged since their last sync (or never mapped) are left out.
     pub fn files_to_sync(&self) -> Vec<SyncTarget> {
-        let mut files = vec![
-            SyncTarget::File(self.log.clone()),
-            SyncTarget::Map(self.offset_index.index_file().mapping().clone()),
-            SyncTarget::Map(self.time_index.index_file().mapping().clone()),
-        ];
+        let mut files = vec![SyncTarget::File(self.log.clone())];
+        files.extend(self.index_sync_targets());
         // Aborted transactions recorded since the last flush must survive a crash with
         // the markers the flush makes durable (Kafka's `LogSegment.flush` syncs it too).
         if !self.txn_index.entries().is_empty() {
             files.push(SyncTarget::Path(self.txn_index.path().to_path_buf()));
         }
         files
+    }
+
+    /// The indexes' mappings changed since their last sync, to `msync`.
+    pub fn index_sync_targets(&self) -> Vec<SyncTarget> {
+        self.indexes.get().map_or_else(Vec::new, index_sync_targets)
     }
 
     /// Reads the batch header at `position`; `None` if fewer than a header's bytes remain.
@@ -275,8 +347,9 @@ impl LogSegment {
         };
         self.size > config.segment_bytes.saturating_sub(size)
             || (self.size > 0 && waited > config.max_segment_ms())
-            || self.offset_index.is_full()
-            || self.time_index.is_full()
+            || self
+                .indexes()
+                .is_ok_and(|i| i.offset.is_full() || i.time.is_full())
             || !self.fits_relative(last_offset)
     }
 
@@ -311,13 +384,15 @@ impl LogSegment {
             self.rolling_based_timestamp = Some(max_timestamp);
         }
         self.size += records.len() as u64;
-        if max_timestamp > self.max_timestamp_and_offset.0 {
-            self.max_timestamp_and_offset = (max_timestamp, offset_of_max_timestamp);
+        let mut max = self.max_timestamp_and_offset()?;
+        if max_timestamp > max.0 {
+            max = (max_timestamp, offset_of_max_timestamp);
+            self.max_timestamp_and_offset = Some(max);
         }
         if self.bytes_since_last_index_entry > self.index_interval_bytes {
-            self.offset_index.append(last_offset, to_u32(position)?)?;
-            let (ts, offset) = self.max_timestamp_and_offset;
-            self.time_index.maybe_append(ts, offset, false)?;
+            let indexes = self.indexes_mut()?;
+            indexes.offset.append(last_offset, to_u32(position)?)?;
+            indexes.time.maybe_append(max.0, max.1, false)?;
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += records.len() as u64;
@@ -356,7 +431,7 @@ impl LogSegment {
     /// `offset` would make a read skip batches, so it is caught here and the scan starts
     /// at the segment's beginning instead.
     fn scan_start(&self, offset: i64) -> Result<u64, LogError> {
-        let (_, start) = self.offset_index.lookup(offset);
+        let (_, start) = self.indexes()?.offset.lookup(offset);
         if start == 0 {
             return Ok(0);
         }
@@ -378,7 +453,8 @@ impl LogSegment {
     /// Offset after the last batch, found by scanning from the last index entry.
     pub fn read_next_offset(&self) -> Result<i64, LogError> {
         let mut next = self.base_offset;
-        let mut position = u64::from(self.offset_index.last_entry().map_or(0, |(_, p)| p));
+        let last_entry = self.indexes()?.offset.last_entry();
+        let mut position = u64::from(last_entry.map_or(0, |(_, p)| p));
         while let Some(header) = self.read_header_at(position)? {
             let size =
                 header.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))?;
@@ -398,35 +474,17 @@ impl LogSegment {
     /// file at the first bad or partial batch. `visit` sees each valid batch. Returns the
     /// number of bytes truncated.
     pub fn recover(&mut self, visit: &mut BatchVisitor<'_>) -> Result<u64, LogError> {
-        self.offset_index.reset();
-        self.time_index.reset();
-        self.offset_index.resize(self.max_index_size as usize)?;
-        self.time_index.resize(self.max_index_size as usize)?;
-        self.max_timestamp_and_offset = (-1, -1);
+        let mut indexes = match self.indexes.take() {
+            Some(indexes) => indexes,
+            None => self.open_index_files()?,
+        };
         self.bytes_since_last_index_entry = 0;
         let file_len = self.log.metadata()?.len();
         self.size = file_len;
-        let mut position = 0u64;
-        let mut next_offset = self.base_offset;
-        let mut buf = Vec::new();
-        while let Some(header) = self.valid_batch_at(position, next_offset, &mut buf)? {
-            let size = header.size_in_bytes() as u64;
-            if header.max_timestamp() > self.max_timestamp_and_offset.0 {
-                self.max_timestamp_and_offset = (header.max_timestamp(), header.last_offset());
-            }
-            // The same rule as append, applied per batch (Kafka's recover does likewise).
-            if self.bytes_since_last_index_entry > self.index_interval_bytes {
-                self.offset_index
-                    .append(header.last_offset(), to_u32(position)?)?;
-                let (ts, offset) = self.max_timestamp_and_offset;
-                self.time_index.maybe_append(ts, offset, false)?;
-                self.bytes_since_last_index_entry = 0;
-            }
-            self.bytes_since_last_index_entry += size;
-            next_offset = header.next_offset();
-            visit(&header);
-            position += size;
-        }
+        let scanned = self.index_batches(&mut indexes, file_len, visit);
+        let _ = self.indexes.set(indexes);
+        let (position, next_offset, max) = scanned?;
+        self.max_timestamp_and_offset = Some(max);
         // Markers cut below are forgotten; those kept are in the index already, or are
         // added back when producer state is replayed over them.
         self.txn_index.truncate_to(next_offset)?;
@@ -437,26 +495,64 @@ impl LogSegment {
         }
         self.size = position;
         self.rolling_based_timestamp = self.read_header_at(0)?.map(|h| h.max_timestamp());
-        self.offset_index.trim_to_valid_size()?;
-        let (ts, offset) = self.max_timestamp_and_offset;
-        if ts >= 0 {
-            self.time_index.maybe_append(ts, offset, true)?;
-        }
-        self.time_index.trim_to_valid_size()?;
+        let indexes = self.indexes_mut()?;
+        indexes.offset.trim_to_valid_size()?;
+        indexes.time.trim_to_valid_size()?;
         Ok(truncated)
+    }
+
+    /// Rebuilds `indexes` from the valid batches below `end`, as appends would have
+    /// written them, with the final time-index entry; they are not trimmed. Returns where
+    /// the valid batches end, the offset after them and their max timestamp and offset.
+    fn index_batches(
+        &self,
+        indexes: &mut Indexes,
+        end: u64,
+        visit: &mut BatchVisitor<'_>,
+    ) -> Result<(u64, i64, (i64, i64)), LogError> {
+        indexes.offset.reset();
+        indexes.time.reset();
+        let mut max = (-1, -1);
+        let mut since_last_entry = 0u64;
+        let mut position = 0u64;
+        let mut next_offset = self.base_offset;
+        let mut buf = Vec::new();
+        while let Some(header) = self.valid_batch_at(position, end, next_offset, &mut buf)? {
+            let size = header.size_in_bytes() as u64;
+            if header.max_timestamp() > max.0 {
+                max = (header.max_timestamp(), header.last_offset());
+            }
+            // The same rule as append, applied per batch (Kafka's recover does likewise).
+            if since_last_entry > self.index_interval_bytes {
+                indexes
+                    .offset
+                    .append(header.last_offset(), to_u32(position)?)?;
+                indexes.time.maybe_append(max.0, max.1, false)?;
+                since_last_entry = 0;
+            }
+            since_last_entry += size;
+            next_offset = header.next_offset();
+            visit(&header);
+            position += size;
+        }
+        if max.0 >= 0 {
+            indexes.time.maybe_append(max.0, max.1, true)?;
+        }
+        Ok((position, next_offset, max))
     }
 
     /// The batch at `position` if it is whole and sound, else `None` (the recovery cut).
     fn valid_batch_at(
         &self,
         position: u64,
+        end: u64,
         min_offset: i64,
         buf: &mut Vec<u8>,
     ) -> Result<Option<RecordBatchHeader>, LogError> {
-        let Some(header) = self.read_header_at(position)? else {
+        let Some(header) = read_header(&self.log, position, end)? else {
             return Ok(None);
         };
-        let available = usize::try_from(self.size - position).unwrap_or(usize::MAX);
+        let available = usize::try_from(end - position).unwrap_or(usize::MAX);
         let reason = if header.check_length(available).is_err() {
             "bad or partial length"
         } else if header.magic() != MAGIC_V2 {
@@ -499,10 +595,9 @@ impl LogSegment {
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
         let mapping = self.translate_offset(offset)?;
         self.txn_index.truncate_to(offset)?;
-        self.offset_index.truncate_to(offset);
-        self.time_index.truncate_to(offset);
-        self.offset_index.resize(self.max_index_size as usize)?;
-        self.time_index.resize(self.max_index_size as usize)?;
+        let indexes = self.indexes_mut()?;
+        indexes.offset.truncate_to(offset);
+        indexes.time.truncate_to(offset);
         let Some(mapping) = mapping else {
             return Ok(0);
         };
@@ -519,45 +614,57 @@ impl LogSegment {
 
     /// Recomputes the max timestamp from the last time-index entry and the batches after it.
     fn reload_max_timestamp(&mut self) -> Result<(), LogError> {
-        self.max_timestamp_and_offset = self.time_index.last_entry().unwrap_or((-1, -1));
-        let from = self
-            .time_index
-            .last_entry()
-            .map_or(self.base_offset, |(_, o)| o);
-        let mut position = u64::from(self.offset_index.lookup(from).1);
+        let indexes = self.indexes()?;
+        let last = indexes.time.last_entry();
+        let mut max = last.unwrap_or((-1, -1));
+        let from = last.map_or(self.base_offset, |(_, o)| o);
+        let mut position = u64::from(indexes.offset.lookup(from).1);
         while let Some(h) = self.read_header_at(position)? {
-            if h.max_timestamp() > self.max_timestamp_and_offset.0 {
-                self.max_timestamp_and_offset = (h.max_timestamp(), h.last_offset());
+            if h.max_timestamp() > max.0 {
+                max = (h.max_timestamp(), h.last_offset());
             }
             position +=
                 h.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))? as u64;
         }
+        self.max_timestamp_and_offset = Some(max);
         Ok(())
     }
 
     /// Roll/close: write the final time-index entry and trim both indexes to their entries.
+    /// A segment whose indexes were never mapped has nothing to write: its files are as
+    /// they were read.
     pub fn on_become_inactive(&mut self) -> Result<(), LogError> {
-        let (ts, offset) = self.max_timestamp_and_offset;
-        if ts >= 0 {
-            self.time_index.maybe_append(ts, offset, true)?;
+        if !self.indexes_open() {
+            return Ok(());
         }
-        self.offset_index.trim_to_valid_size()?;
-        self.time_index.trim_to_valid_size()?;
+        let (ts, offset) = self.max_timestamp_and_offset()?;
+        let indexes = self.indexes_mut()?;
+        if ts >= 0 {
+            indexes.time.maybe_append(ts, offset, true)?;
+        }
+        indexes.offset.trim_to_valid_size()?;
+        indexes.time.trim_to_valid_size()?;
         Ok(())
     }
 
-    /// Grows the indexes back to `max_index_size` so this segment can take appends again.
-    pub fn make_active(&mut self) -> Result<(), LogError> {
-        self.offset_index.resize(self.max_index_size as usize)?;
-        self.time_index.resize(self.max_index_size as usize)
+    /// Checks the on-disk indexes (mapping them if need be) and the transaction index;
+    /// an error means they must be rebuilt by `recover`.
+    pub fn sanity_check(&self) -> Result<(), LogError> {
+        match self.indexes.get() {
+            Some(indexes) => self.check_indexes(indexes)?,
+            None => {
+                self.indexes()?;
+            }
+        }
+        self.txn_index.sanity_check()
     }
 
-    /// Checks the on-disk indexes; an error means they must be rebuilt by `recover`.
-    pub fn sanity_check(&self) -> Result<(), LogError> {
-        self.offset_index.sanity_check()?;
-        self.time_index.sanity_check()?;
-        self.txn_index.sanity_check()?;
-        if let Some((offset, position)) = self.offset_index.last_entry() {
+    /// The invariants of both indexes, and that the last offset-index entry names a
+    /// batch of the log.
+    fn check_indexes(&self, indexes: &Indexes) -> Result<(), LogError> {
+        indexes.offset.sanity_check()?;
+        indexes.time.sanity_check()?;
+        if let Some((offset, position)) = indexes.offset.last_entry() {
             // The last entry must name a batch boundary: one pread catches an index that is
             // ordered but points into the middle of the data. (An entry written for a
             // multi-batch append carries the append's last offset, so only bound it.)
@@ -585,8 +692,12 @@ impl LogSegment {
     /// Kafka's `LogSegment.largestTimestamp`, which time retention goes by: the largest
     /// record timestamp, or the `.log` file's modification time when no batch carries one.
     pub fn largest_timestamp(&self) -> i64 {
-        if self.max_timestamp_and_offset.0 >= 0 {
-            return self.max_timestamp_and_offset.0;
+        match self.max_timestamp_and_offset() {
+            Ok((ts, _)) if ts >= 0 => return ts,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(segment = %self.log_path.display(), error = %e, "cannot read the time index; using the file's modification time");
+            }
         }
         self.log
             .metadata()
@@ -636,6 +747,18 @@ impl LogSegment {
         }
         Ok(())
     }
+}
+
+/// The mappings of `indexes` changed since their last sync.
+fn index_sync_targets(indexes: &Indexes) -> Vec<SyncTarget> {
+    [
+        indexes.offset.index_file().take_sync_target(),
+        indexes.time.index_file().take_sync_target(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(SyncTarget::Map)
+    .collect()
 }
 
 /// A segment file to make durable: the `.log` by fsync, an index by msync of its mapping

@@ -18,13 +18,8 @@ pub struct TimeIndex {
 pub const TIME_ENTRY_SIZE: usize = 12;
 
 impl TimeIndex {
-    pub fn open(
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u32,
-        writable: bool,
-    ) -> Result<Self, LogError> {
-        let file = IndexFile::open(path, TIME_ENTRY_SIZE, max_index_size, writable)?;
+    pub fn open(path: &Path, base_offset: i64, max_index_size: u32) -> Result<Self, LogError> {
+        let file = IndexFile::open(path, TIME_ENTRY_SIZE, max_index_size)?;
         Ok(TimeIndex { base_offset, file })
     }
 
@@ -145,7 +140,7 @@ mod tests {
     fn append_lookup_and_format() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000050.timeindex");
-        let mut idx = TimeIndex::open(&path, 50, 10485760, true).unwrap();
+        let mut idx = TimeIndex::open(&path, 50, 10485760).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 10485756);
         idx.maybe_append(1000, 52, false).unwrap();
         idx.maybe_append(1000, 55, false).unwrap(); // not newer: skipped
@@ -161,7 +156,7 @@ mod tests {
         assert_eq!(raw.len(), 24);
         assert_eq!(&raw[..12], &[0, 0, 0, 0, 0, 0, 0x03, 0xe8, 0, 0, 0, 2]);
         drop(idx);
-        let mut idx = TimeIndex::open(&path, 50, 10485760, false).unwrap();
+        let mut idx = TimeIndex::open(&path, 50, 10485760).unwrap();
         idx.sanity_check().unwrap();
         assert_eq!(idx.last_entry(), Some((2000, 60)));
         idx.truncate_to(60);
@@ -172,7 +167,7 @@ mod tests {
     fn keeps_one_slot_for_the_final_entry() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
-        let mut idx = TimeIndex::open(&path, 0, 36, true).unwrap();
+        let mut idx = TimeIndex::open(&path, 0, 36).unwrap();
         idx.maybe_append(1, 1, false).unwrap();
         idx.maybe_append(2, 2, false).unwrap();
         assert!(idx.is_full());

@@ -76,6 +76,7 @@ impl Log {
     pub fn cleaner_view(&self) -> CleanerView {
         let inner = self.inner.lock();
         let log_end_offset = self.log_end_offset();
+        let max_index = u64::from(self.config().max_index_size);
         let mut segments: Vec<SegmentView> = Vec::with_capacity(inner.segments.len());
         let mut it = inner.segments.values().peekable();
         while let Some(s) = it.next() {
@@ -87,8 +88,14 @@ impl Log {
                 next_offset: next.unwrap_or(log_end_offset),
                 largest_timestamp: s.largest_timestamp(),
                 first_batch_timestamp: s.first_batch_timestamp(),
-                offset_index_bytes: s.offset_index().entries() as u64 * 8,
-                time_index_bytes: s.time_index().entries() as u64 * 12,
+                // An index that cannot be read counts as full, so the segment is cleaned
+                // alone.
+                offset_index_bytes: s
+                    .offset_index()
+                    .map_or(max_index, |i| i.entries() as u64 * 8),
+                time_index_bytes: s
+                    .time_index()
+                    .map_or(max_index, |i| i.entries() as u64 * 12),
                 last_modified: s.last_modified(),
                 active: next.is_none(),
             });

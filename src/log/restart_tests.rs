@@ -1,0 +1,183 @@
+//! Restarts: indexes of segments below the active one are mapped on first use, and
+//! checked (rebuilt from the log if bad) then; a close writes only what changed.
+
+use std::fs;
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::log::test_util::*;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+/// 40 batches of one 60-byte record, timestamps 1000.., four batches per segment: ten
+/// segments, an index entry every 100 bytes.
+fn ten_segments(dir: &Path) -> LogConfig {
+    let batches = many_batches(40, 60);
+    let config = LogConfig {
+        segment_bytes: (batches[0].len() * 4) as u64,
+        index_interval_bytes: 100,
+        max_index_size: 4096,
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir, tp(), config.clone(), 0, 0, false).unwrap();
+    for b in batches {
+        log.append_as_leader(b, 0, 0).unwrap();
+    }
+    assert_eq!(log.segment_count(), 10);
+    log.close().unwrap();
+    config
+}
+
+fn segment_file(dir: &Path, base: i64, suffix: &str) -> std::path::PathBuf {
+    dir.join(crate::log::offset_file_name(base, suffix))
+}
+
+/// Whether this process has `path` mapped (its line in /proc/self/maps).
+fn is_mapped(path: &Path) -> bool {
+    let maps = fs::read_to_string("/proc/self/maps").unwrap();
+    let name = path.to_str().unwrap();
+    maps.lines().any(|l| l.ends_with(name))
+}
+
+fn first_base_offset(log: &Log, offset: i64) -> i64 {
+    let records = log.read(offset, 1, i64::MAX, true).unwrap().records;
+    let (_, header) = crate::log::batch::BatchIter::new(&records)
+        .next()
+        .unwrap()
+        .unwrap();
+    header.base_offset()
+}
+
+fn by_time(log: &Log, ts: i64) -> Option<(i64, i64)> {
+    log.fetch_offset_by_timestamp(ts)
+        .map(|f| (f.timestamp, f.offset))
+}
+
+#[test]
+fn old_segments_indexes_are_mapped_on_first_use_and_serve_lookups() {
+    for clean in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ten_segments(dir.path());
+        let index_of = |base| segment_file(dir.path(), base, ".index");
+        // After kill -9 recovery starts at the recovery point's segment (the last one).
+        let log = Log::open(dir.path(), tp(), config, 36, 0, clean).unwrap();
+        assert_eq!(log.log_end_offset(), 40);
+        for base in (0..36).step_by(4) {
+            assert!(
+                !is_mapped(&index_of(base)),
+                "segment {base} (clean: {clean})"
+            );
+        }
+        assert!(is_mapped(&index_of(36)), "the active segment's index");
+        // A read in segment 8 maps its indexes, and only its.
+        assert_eq!(first_base_offset(&log, 10), 10);
+        assert!(is_mapped(&index_of(8)));
+        assert!(!is_mapped(&index_of(4)));
+        for offset in 0..40 {
+            assert_eq!(first_base_offset(&log, offset), offset, "clean: {clean}");
+        }
+        // Time lookups go by the time indexes read back from disk.
+        assert_eq!(by_time(&log, 1_013), Some((1_013, 13)));
+        assert_eq!(by_time(&log, 999), Some((1_000, 0)));
+        assert_eq!(by_time(&log, 1_039), Some((1_039, 39)));
+        assert_eq!(by_time(&log, 1_040), None);
+        // The segments still roll and append after the restart.
+        log.append_as_leader(batch_bytes(&[b"x"], 2_000, None), 0, 0)
+            .unwrap();
+        assert_eq!(first_base_offset(&log, 40), 40);
+    }
+}
+
+#[test]
+fn a_bad_index_of_an_old_segment_is_rebuilt_when_first_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ten_segments(dir.path());
+    let index = segment_file(dir.path(), 12, ".index");
+    let time_index = segment_file(dir.path(), 12, ".timeindex");
+    let good_index = fs::read(&index).unwrap();
+    let good_time_index = fs::read(&time_index).unwrap();
+    assert!(good_index.len() >= 16, "two entries or more");
+    // Entries still in order, but the last one points into the middle of a batch, and
+    // the time index is garbage.
+    let mut bad_index = good_index.clone();
+    let last = bad_index.len() - 1;
+    bad_index[last] = bad_index[last].wrapping_add(1);
+    fs::write(&index, &bad_index).unwrap();
+    fs::write(&time_index, [0xffu8; 24]).unwrap();
+
+    let log = Log::open(dir.path(), tp(), config.clone(), 40, 0, true).unwrap();
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        bad_index,
+        "not read at the restart"
+    );
+    for offset in 12..16 {
+        assert_eq!(first_base_offset(&log, offset), offset);
+    }
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        good_index,
+        "rebuilt from the log"
+    );
+    assert_eq!(fs::read(&time_index).unwrap(), good_time_index);
+    assert_eq!(by_time(&log, 1_014), Some((1_014, 14)));
+    // And the rebuilt files are what the next start reads.
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), tp(), config, 40, 0, true).unwrap();
+    assert_eq!(by_time(&log, 1_015), Some((1_015, 15)));
+    let records: Bytes = log.read(13, 1, i64::MAX, true).unwrap().records;
+    assert!(!records.is_empty());
+}
+
+/// (inode, modification time) of `path`: changed by any rewrite of the file.
+fn identity(path: &Path) -> (u64, std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).unwrap();
+    (m.ino(), m.modified().unwrap())
+}
+
+#[test]
+fn closing_an_unchanged_log_rewrites_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ten_segments(dir.path());
+    let snapshot = segment_file(dir.path(), 40, ".snapshot");
+    let files = [
+        snapshot.clone(),
+        segment_file(dir.path(), 36, ".index"),
+        segment_file(dir.path(), 36, ".timeindex"),
+        segment_file(dir.path(), 36, ".log"),
+    ];
+    let before: Vec<_> = files.iter().map(|f| identity(f)).collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let log = Log::open(dir.path(), tp(), config.clone(), 40, 0, true).unwrap();
+    assert_eq!(first_base_offset(&log, 38), 38);
+    log.close().unwrap();
+    drop(log);
+    let after: Vec<_> = files.iter().map(|f| identity(f)).collect();
+    assert_eq!(before, after, "a clean restart and close wrote no file");
+
+    // After a crash the snapshot found may never have been synced: close writes it again.
+    let log = Log::open(dir.path(), tp(), config.clone(), 40, 0, false).unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert_ne!(identity(&snapshot), before[0]);
+
+    // A log that took an append since its start writes its snapshot and trims its indexes.
+    let log = Log::open(dir.path(), tp(), config, 40, 0, true).unwrap();
+    log.append_as_leader(batch_bytes(&[b"x"], 2_000, None), 0, 0)
+        .unwrap();
+    log.close().unwrap();
+    assert!(segment_file(dir.path(), 41, ".snapshot").exists());
+    let index_len = fs::metadata(segment_file(dir.path(), 40, ".index"))
+        .unwrap()
+        .len();
+    assert_eq!(index_len % 8, 0);
+    assert!(index_len < 4096, "trimmed at close: {index_len}");
+}

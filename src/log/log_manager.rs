@@ -45,7 +45,10 @@ pub(super) struct LogDir {
     /// DeleteRecords may write them at the same time. Always taken before the read lock
     /// of `LogManager::logs`, never while holding it.
     checkpoints: Mutex<()>,
-    _lock: DirLock,
+    /// The dir's `.lock`, held from start-up until the logs are closed at shutdown (as
+    /// Kafka's LogManager releases its locks), not until the last reference to the
+    /// manager goes: a task still winding down must not keep a restarted broker out.
+    lock: Mutex<Option<DirLock>>,
 }
 
 pub(super) struct Hosted {
@@ -238,7 +241,7 @@ impl LogManager {
                 path,
                 health,
                 checkpoints: Mutex::new(()),
-                _lock: lock,
+                lock: Mutex::new(Some(lock)),
             });
         }
         let manager = LogManager {
@@ -674,6 +677,9 @@ impl LogManager {
                 first_error.get_or_insert(self.on_dir_failure(i, "clean shutdown", e));
             }
         }
+        for dir in &self.dirs {
+            dir.lock.lock().take();
+        }
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -893,6 +899,20 @@ mod tests {
 
     fn start_knowing(dirs: &[PathBuf], assigned: impl Assignment) -> LogManager {
         LogManager::startup(locked(dirs), assigned, |_| config(), 60_000).unwrap()
+    }
+
+    #[test]
+    fn shutdown_releases_the_dir_locks_while_the_manager_lives_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = vec![tmp.path().join("a"), tmp.path().join("b")];
+        let manager = start(&dirs);
+        assert!(DirLock::acquire(&dirs[0]).is_err(), "held while running");
+        manager.shutdown().unwrap();
+        // A task winding down may still hold the manager; a restart must not wait for it.
+        for d in &dirs {
+            DirLock::acquire(d).unwrap();
+        }
+        drop(manager);
     }
 
     /// Every file under `dir` with its bytes, for byte-for-byte comparisons.

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, MetadataRequest, TopicName,
+    ApiVersionsRequest, CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use skua::client::reconnecting::{negotiate, ApiVersions};
@@ -115,33 +116,17 @@ pub async fn create_topic(
 /// A connection to the controller the cluster's metadata names (up to a minute while it
 /// names none), which is `broker` itself on a single node.
 async fn controller(broker: &Broker) -> Result<Broker, String> {
-    let version = broker.version(3, 1, 12)?;
     let req = MetadataRequest::default().with_topics(Some(Vec::new()));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let resp = broker
-            .conn
-            .send(&req, version)
-            .await
-            .map_err(|e| format!("Metadata: {e}"))?;
-        let addr = resp
-            .brokers
-            .iter()
-            .find(|b| b.node_id == resp.controller_id)
-            .and_then(|b| {
-                (b.host.as_str(), u16::try_from(b.port).ok()?)
-                    .to_socket_addrs()
-                    .ok()?
-                    .next()
-            });
-        if let Some(addr) = addr {
-            return connect(addr).await;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err("no controller in the cluster's metadata after 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let addr = poll_metadata(broker, &req, |resp| {
+        address(
+            resp.brokers
+                .iter()
+                .find(|b| b.node_id == resp.controller_id)?,
+        )
+    })
+    .await?
+    .ok_or("no controller in the cluster's metadata after 60 s")?;
+    connect(addr).await
 }
 
 /// Waits (up to a minute) until every partition of `topic` has a leader and all its
@@ -152,26 +137,14 @@ pub async fn wait_for_leaders(
     topic: &str,
     partitions: i32,
 ) -> Result<BTreeMap<i32, SocketAddr>, String> {
-    let version = broker.version(3, 1, 12)?;
     let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let resp = broker
-            .conn
-            .send(&req, version)
-            .await
-            .map_err(|e| format!("Metadata: {e}"))?;
+    let mut ready = 0;
+    let leaders = poll_metadata(broker, &req, |resp| {
         let addresses: BTreeMap<i32, Option<SocketAddr>> = resp
             .brokers
             .iter()
-            .map(|b| {
-                let addr = (b.host.as_str(), u16::try_from(b.port).unwrap_or(0))
-                    .to_socket_addrs()
-                    .ok()
-                    .and_then(|mut a| a.next());
-                (b.node_id.0, addr)
-            })
+            .map(|b| (b.node_id.0, address(b)))
             .collect();
         let leaders: BTreeMap<i32, SocketAddr> = resp
             .topics
@@ -180,14 +153,45 @@ pub async fn wait_for_leaders(
             .filter(|p| p.error_code == 0 && p.isr_nodes.len() >= p.replica_nodes.len())
             .filter_map(|p| Some((p.partition_index, addresses.get(&p.leader_id.0).copied()??)))
             .collect();
-        if leaders.len() >= partitions as usize {
-            return Ok(leaders);
+        ready = leaders.len();
+        (leaders.len() >= partitions as usize).then_some(leaders)
+    })
+    .await?;
+    leaders.ok_or_else(|| {
+        format!(
+            "{topic}: {ready} of {partitions} partitions have a leader and a full ISR after 60 s"
+        )
+    })
+}
+
+/// A broker's address as the metadata names it.
+fn address(b: &MetadataResponseBroker) -> Option<SocketAddr> {
+    (b.host.as_str(), u16::try_from(b.port).ok()?)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+}
+
+/// Sends `req` every 100 ms until `done` finds what it waits for in the answer; `None`
+/// after a minute without it (a failed request ends the wait at once, with its error).
+async fn poll_metadata<T>(
+    broker: &Broker,
+    req: &MetadataRequest,
+    mut done: impl FnMut(&MetadataResponse) -> Option<T>,
+) -> Result<Option<T>, String> {
+    let version = broker.version(3, 1, 12)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = broker
+            .conn
+            .send(req, version)
+            .await
+            .map_err(|e| format!("Metadata: {e}"))?;
+        if let Some(found) = done(&resp) {
+            return Ok(Some(found));
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(format!(
-                "{topic}: {} of {partitions} partitions have a leader and a full ISR after 60 s",
-                leaders.len()
-            ));
+            return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -120,6 +120,54 @@ async fn a_fixed_rate_is_kept() {
     broker.stop().await;
 }
 
+/// The e2e phase: producers at a fixed rate while consumers long-poll the same partitions
+/// (the 700 records already there are not counted), every acknowledged record
+/// matched to its fetch by offset and timed from due to fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_e2e_phase_times_every_record_from_due_to_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&dir.path().join("data"), &[]).await;
+    let topic = ["--topic", "e2e", "--create", "--partitions", "2"];
+    let before = [&topic[..], &["--records", "700", "--phases", "produce"]].concat();
+    let (ok, report) = load(&broker, dir.path(), "before", &before).await;
+    assert!(ok, "{report}");
+    let args = [
+        &topic[..],
+        &[
+            "--producers",
+            "2",
+            "--consumers",
+            "2",
+            "--records",
+            "1500",
+            "--warmup-records",
+            "300",
+            "--batch-records",
+            "1",
+            "--rate",
+            "3000",
+            "--acks",
+            "all",
+            "--phases",
+            "e2e",
+        ],
+    ]
+    .concat();
+    let (ok, report) = load(&broker, dir.path(), "e2e", &args).await;
+    assert!(ok, "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert_eq!(n(&report, "produce_records_acked"), 1500);
+    assert_eq!(n(&report, "e2e_records"), 1500);
+    let (p50, p99, max) = (
+        n(&report, "e2e_p50_us"),
+        n(&report, "e2e_p99_us"),
+        n(&report, "e2e_max_us"),
+    );
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    assert!(report.get("consume_records").is_none(), "{report}");
+    broker.stop().await;
+}
+
 /// On a three-broker skua cluster (scripts/cluster), a replicated topic's partitions are led
 /// by different brokers: skua-load creates it with the replication factor and
 /// min.insync.replicas asked for, sends each partition's requests to its leader and reads

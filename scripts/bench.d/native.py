@@ -20,7 +20,8 @@ NATIVE_CELLS = [
     ("1024B p8 acks=1", 1024, 8, 4, 2, "1", 16),
 ]
 # Latency: one record per request (linger.ms=0), one producer, at shares of Kafka's
-# maximum for the same requests.
+# maximum for the same requests, with a consumer long-polling the partition meanwhile:
+# produce (due to ack) and end-to-end (due to fetched) latency from the same run.
 NATIVE_LATENCY_CELLS = [("100B p1 acks=1 b1", "1"), ("100B p1 acks=all b1", "all")]
 NATIVE_SHARES = [10, 50, 80]
 
@@ -83,11 +84,11 @@ def native(opts, Broker, log):
                 log(f"native {R['label']} {name}: {statistics_median(runs, 'rps'):,.0f} rec/s produce, "
                     f"{statistics_median(runs, 'consume_rps'):,.0f} rec/s consume")
             for name, acks in NATIVE_LATENCY_CELLS:
-                base = ["--partitions", 1, "--acks", acks, "--batch-records", 1, "--phases", "produce"]
+                base = ["--partitions", 1, "--acks", acks, "--batch-records", 1]
                 lat_records = 20_000 if opts.quick else 100_000
                 if kind == "kafka":
                     top = run_load(opts, b, f"{kind}-{name.replace(' ', '-').replace('=', '')}-max",
-                                   base + ["--records", lat_records])
+                                   base + ["--records", lat_records, "--phases", "produce"])
                     R["latency"][f"{name} max"] = [top]
                     results["rates"] = results.get("rates", {})
                     results["rates"][name] = {s: top["rps"] * s / 100 for s in NATIVE_SHARES}
@@ -95,7 +96,7 @@ def native(opts, Broker, log):
                     n = max(int(rate * (2 if opts.quick else 10)), 1000)
                     r = run_load(opts, b, f"{kind}-{name.replace(' ', '-').replace('=', '')}-{share}",
                                  base + ["--records", n, "--warmup-records", n // 3,
-                                         "--rate", f"{rate:.0f}"])
+                                         "--rate", f"{rate:.0f}", "--phases", "e2e"])
                     R["latency"][f"{name} @{share}%"] = [r]
         finally:
             b.stop()
@@ -143,9 +144,11 @@ def render_native(opts, results, meta, fmt, rfmt, ratio):
           f"**{rfmt(ratio(m(s, 'consume_cpu_s_per_gb'), m(k, 'consume_cpu_s_per_gb')))}** | "
           f"{fmt(m(k, 'consume_client_cpu_s_per_gb'))} / {fmt(m(s, 'consume_client_cpu_s_per_gb'))} |")
     w("")
-    w("Produce latency at fixed rates (one record per request, one connection, shares of Kafka's maximum "
-      "for the same requests; latency from each request's scheduled send time, so a broker that falls "
-      "behind is charged for it):")
+    w("Latency at fixed rates (one record per request, one connection, shares of Kafka's maximum "
+      "for the same requests), while a consumer long-polls the partition (`max_wait_ms` 500, `min_bytes` 1) "
+      "over a connection of its own. Produce latency is from each request's scheduled send time to its "
+      "ack, so a broker that falls behind is charged for it; end-to-end latency is from the same due "
+      "time to the arrival of the fetch answer carrying the record (skua-load `--phases e2e`).")
     w("")
     w("| cell | rate rec/s | Kafka p50 / p99 / p99.9 / max µs | skua p50 / p99 / p99.9 / max µs | **p99 ratio** | p99.9 ratio |")
     w("|---|---:|---|---|---:|---:|")
@@ -159,5 +162,20 @@ def render_native(opts, results, meta, fmt, rfmt, ratio):
             w(f"| {name} @{share}% | {fmt(rate, nd=0)} | {lat(k)} | {lat(s)} | "
               f"**{rfmt(ratio(m(s, 'produce_p99_us'), m(k, 'produce_p99_us')))}** | "
               f"{rfmt(ratio(m(s, 'produce_p999_us'), m(k, 'produce_p999_us')))} |")
+    w("")
+    w("End to end, the same runs:")
+    w("")
+    w("| cell | rate rec/s | Kafka p50 / p99 / p99.9 / max µs | skua p50 / p99 / p99.9 / max µs | **p99 ratio** | p99.9 ratio |")
+    w("|---|---:|---|---|---:|---:|")
+    for name, _ in NATIVE_LATENCY_CELLS:
+        for share, rate in results["rates"][name].items():
+            key = f"{name} @{share}%"
+            k, s = K["latency"].get(key), S["latency"].get(key)
+            if not k or not s or m(k, "e2e_p99_us") == 0:
+                continue
+            lat = lambda runs: " / ".join(fmt(m(runs, f"e2e_{q}_us"), nd=0) for q in ("p50", "p99", "p999", "max"))
+            w(f"| {name} @{share}% | {fmt(rate, nd=0)} | {lat(k)} | {lat(s)} | "
+              f"**{rfmt(ratio(m(s, 'e2e_p99_us'), m(k, 'e2e_p99_us')))}** | "
+              f"{rfmt(ratio(m(s, 'e2e_p999_us'), m(k, 'e2e_p999_us')))} |")
     w("")
     return "\n".join(lines) + "\n"

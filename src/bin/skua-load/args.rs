@@ -8,7 +8,7 @@ pub const USAGE: &str =
     "usage: skua-load --bootstrap HOST:PORT --topic T [--create] [--partitions N] \
 [--producers N] [--consumers N] [--records N] [--warmup-records N] [--record-size B] \
 [--batch-records R] [--rate REC_PER_S] [--acks -1|1] [--in-flight K] \
-[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume,commit] \
+[--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume,commit,e2e] \
 [--groups N] [--commits N] [--connections N] \
 [--replication-factor N] [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--threads N] \
 [--json FILE]";
@@ -17,6 +17,8 @@ pub struct Phases {
     pub produce: bool,
     pub consume: bool,
     pub commit: bool,
+    /// Producers and long-polling consumers at once, each record timed from due to fetched.
+    pub e2e: bool,
 }
 
 pub struct Args {
@@ -75,6 +77,7 @@ impl Args {
                 produce: true,
                 consume: true,
                 commit: false,
+                e2e: false,
             },
             groups: 100,
             commits: 100_000,
@@ -157,6 +160,7 @@ impl Args {
                         produce: list.contains(&"produce"),
                         consume: list.contains(&"consume"),
                         commit: list.contains(&"commit"),
+                        e2e: list.contains(&"e2e"),
                     };
                 }
                 "--broker-pid" => {

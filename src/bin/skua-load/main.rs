@@ -5,7 +5,7 @@
 //!             [--producers N] [--consumers N] [--records N] [--warmup-records N]
 //!             [--record-size B] [--batch-records R] [--rate REC_PER_S] [--acks -1|1]
 //!             [--in-flight K] [--compression none|lz4|zstd|gzip|snappy]
-//!             [--phases produce,consume,commit] [--groups N] [--commits N]
+//!             [--phases produce,consume,commit,e2e] [--groups N] [--commits N]
 //!             [--connections N] [--replication-factor N]
 //!             [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--json FILE]
 //!
@@ -17,6 +17,10 @@
 //! CPU of this process and of the brokers (`--broker-pid`, summed) per GB, separately. It exits
 //! non-zero if any request failed or the records fetched are not the records acked.
 //!
+//! The e2e phase runs the producers (usually at a fixed `--rate`) while the consumers
+//! long-poll the same partitions from their ends, and times every record from the moment
+//! its request was due to the moment a fetch answer brought it back, in microseconds.
+//!
 //! The commit phase has N consumer groups commit offsets of the topic's partitions to
 //! their coordinators over `--connections` connections each, `--in-flight` commits
 //! outstanding per connection: commits/s, latency in µs and broker CPU per commit.
@@ -25,6 +29,7 @@ mod args;
 mod commit;
 mod consume;
 mod cpu;
+mod e2e;
 mod produce;
 mod records;
 mod report;
@@ -93,7 +98,7 @@ async fn run(args: Args) -> Result<bool, String> {
         report.create_seconds = Some(created.as_secs_f64());
     }
 
-    if args.phases.produce {
+    if args.phases.produce || args.phases.e2e {
         // Each producer has its own connection to every leader.
         let mut producers = Vec::with_capacity(args.producers);
         for _ in 0..args.producers {
@@ -105,7 +110,7 @@ async fn run(args: Args) -> Result<bool, String> {
             args.compression,
             0x5eed,
         );
-        let plans = |records: u64, rate: Option<f64>| {
+        let plans = |records: u64, rate: Option<f64>, trace: bool| {
             produce_plans(
                 &args,
                 &partitions,
@@ -115,50 +120,74 @@ async fn run(args: Args) -> Result<bool, String> {
                 produce_version,
                 records,
                 rate,
+                trace,
             )
         };
-        if args.warmup_records > 0 {
-            let warm = produce_all(plans(args.warmup_records, args.rate)).await;
-            report.warmup_acked = warm.records_acked;
-            if warm.errors > 0 {
-                report.errors.extend(warm.first_error);
+        if args.phases.produce {
+            if args.warmup_records > 0 {
+                let warm = produce::run_all(plans(args.warmup_records, args.rate, false)).await;
+                report.warmup_acked = warm.records_acked;
+                if warm.errors > 0 {
+                    report.errors.extend(warm.first_error);
+                }
             }
+            let meter = cpu::Meter::start(&args.broker_pids);
+            let started = Instant::now();
+            let outcome = produce::run_all(plans(args.records, args.rate, false)).await;
+            let elapsed = started.elapsed();
+            let (client_cpu, broker_cpu) = meter.elapsed();
+            report.produced(&outcome, elapsed, client_cpu, broker_cpu, batch.len());
         }
-        let meter = cpu::Meter::start(&args.broker_pids);
-        let started = Instant::now();
-        let outcome = produce_all(plans(args.records, args.rate)).await;
-        let elapsed = started.elapsed();
-        let (client_cpu, broker_cpu) = meter.elapsed();
-        report.produced(&outcome, elapsed, client_cpu, broker_cpu, batch.len());
+        if args.phases.e2e {
+            let readers = readers(&args, &partitions, &leaders).await?;
+            let list_offsets_version = admin.version(2, 1, 7)?;
+            let e2e = |records: u64| {
+                e2e::run(
+                    plans(records, args.rate, true),
+                    &readers,
+                    &args.topic,
+                    fetch_version,
+                    list_offsets_version,
+                )
+            };
+            if args.warmup_records > 0 {
+                let warm = e2e(args.warmup_records).await;
+                report.errors.extend(warm.first_error);
+                report.errors.extend(warm.produced.first_error);
+            }
+            let meter = cpu::Meter::start(&args.broker_pids);
+            let started = Instant::now();
+            let outcome = e2e(args.records).await;
+            let elapsed = started.elapsed();
+            let (client_cpu, broker_cpu) = meter.elapsed();
+            report.produced(
+                &outcome.produced,
+                elapsed,
+                client_cpu,
+                broker_cpu,
+                batch.len(),
+            );
+            report.end_to_end(&outcome);
+        }
     }
 
     if args.phases.consume {
-        // Consumer i reads partitions p with p % consumers == i, from each one's leader,
-        // over a connection of its own per leader.
-        let mut work = Vec::new();
-        for i in 0..args.consumers {
-            let mine: Vec<i32> = partitions
-                .iter()
-                .copied()
-                .filter(|p| *p as usize % args.consumers == i)
-                .collect();
-            let conns =
-                setup::connect_leaders(mine.iter().filter_map(|p| leaders.get(p).copied())).await?;
-            for (addr, conn) in conns {
-                let led: Vec<i32> = mine
-                    .iter()
-                    .copied()
-                    .filter(|p| leaders.get(p) == Some(&addr))
-                    .collect();
-                work.push((conn, led));
-            }
-        }
+        let work = readers(&args, &partitions, &leaders).await?;
         let meter = cpu::Meter::start(&args.broker_pids);
         let started = Instant::now();
         let mut tasks = Vec::new();
-        for (conn, led) in work {
+        for e2e::Reader {
+            connection,
+            partitions,
+        } in work
+        {
             let topic = args.topic.clone();
-            tasks.push(tokio::spawn(consume::run(conn, topic, led, fetch_version)));
+            tasks.push(tokio::spawn(consume::run(
+                connection,
+                topic,
+                partitions,
+                fetch_version,
+            )));
         }
         let mut outcome = consume::Outcome::default();
         for t in tasks {
@@ -214,6 +243,7 @@ fn produce_plans(
     version: i16,
     records: u64,
     rate: Option<f64>,
+    trace: bool,
 ) -> Vec<produce::Plan> {
     let n = args.producers as u64;
     let batches = records.div_ceil(args.batch_records);
@@ -249,27 +279,39 @@ fn produce_plans(
                 acks: args.acks,
                 in_flight: args.in_flight,
                 version,
+                trace,
             }
         })
         .collect()
 }
 
-async fn produce_all(plans: Vec<produce::Plan>) -> produce::Outcome {
-    let tasks: Vec<_> = plans
-        .into_iter()
-        .map(|plan| tokio::spawn(produce::run(plan)))
-        .collect();
-    let mut total = produce::Outcome::new();
-    for t in tasks {
-        match t.await {
-            Ok(one) => total.add(&one),
-            Err(e) => {
-                let mut failed = produce::Outcome::new();
-                failed.errors = 1;
-                failed.first_error = Some(format!("producer task: {e}"));
-                total.add(&failed);
-            }
+/// The consumers' share of the partitions: consumer i reads partitions p with
+/// p % consumers == i, from each one's leader, over a connection of its own per leader.
+async fn readers(
+    args: &Args,
+    partitions: &[i32],
+    leaders: &BTreeMap<i32, SocketAddr>,
+) -> Result<Vec<e2e::Reader>, String> {
+    let mut work = Vec::new();
+    for i in 0..args.consumers {
+        let mine: Vec<i32> = partitions
+            .iter()
+            .copied()
+            .filter(|p| *p as usize % args.consumers == i)
+            .collect();
+        let conns =
+            setup::connect_leaders(mine.iter().filter_map(|p| leaders.get(p).copied())).await?;
+        for (addr, connection) in conns {
+            let partitions = mine
+                .iter()
+                .copied()
+                .filter(|p| leaders.get(p) == Some(&addr))
+                .collect();
+            work.push(e2e::Reader {
+                connection,
+                partitions,
+            });
         }
     }
-    total
+    Ok(work)
 }

@@ -31,6 +31,8 @@ pub struct Plan {
     pub acks: i16,
     pub in_flight: usize,
     pub version: i16,
+    /// Whether to keep every acknowledged batch's offset and due time (end-to-end runs).
+    pub trace: bool,
 }
 
 /// What came back.
@@ -41,6 +43,9 @@ pub struct Outcome {
     pub first_error: Option<String>,
     /// Send-to-ack latency per request, µs.
     pub latency: Histogram<u64>,
+    /// With `Plan::trace`: (partition, base offset, records, due time) per acknowledged
+    /// batch.
+    pub acked: Vec<(i32, i64, u64, Instant)>,
 }
 
 impl Outcome {
@@ -53,6 +58,7 @@ impl Outcome {
             // 1 µs to 10 minutes at 3 significant digits.
             latency: Histogram::new_with_bounds(1, 600_000_000, 3)
                 .expect("constant histogram bounds are valid"),
+            acked: Vec::new(),
         }
     }
 
@@ -65,6 +71,7 @@ impl Outcome {
         }
         // Both histograms have the same bounds, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
+        self.acked.extend_from_slice(&other.acked);
     }
 
     fn failed(&mut self, why: String) {
@@ -129,10 +136,10 @@ fn pace(interval: Duration, requests: u64) -> mpsc::Receiver<Instant> {
 pub async fn run(plan: Plan) -> Outcome {
     let outcome = Arc::new(Mutex::new(Outcome::new()));
     let permits = Arc::new(Semaphore::new(plan.in_flight.max(1)));
-    let requests: Vec<(Arc<ProduceRequest>, Arc<Connection>)> = plan
+    let requests: Vec<(i32, Arc<ProduceRequest>, Arc<Connection>)> = plan
         .partitions
         .iter()
-        .map(|(p, conn)| (Arc::new(request(&plan, *p)), conn.clone()))
+        .map(|(p, conn)| (*p, Arc::new(request(&plan, *p)), conn.clone()))
         .collect();
     let mut tasks = Vec::new();
     if requests.is_empty() {
@@ -153,9 +160,9 @@ pub async fn run(plan: Plan) -> Outcome {
             break;
         };
         let due = due.unwrap_or_else(Instant::now);
-        let (req, connection) = requests[i as usize % requests.len()].clone();
+        let (partition, req, connection) = requests[i as usize % requests.len()].clone();
         let outcome = outcome.clone();
-        let (version, records) = (plan.version, plan.batch_records);
+        let (version, records, trace) = (plan.version, plan.batch_records, plan.trace);
         tasks.push(tokio::spawn(async move {
             let mut result = connection.send(&*req, version).await;
             // As Kafka's producer does: a partition whose leader is still settling (just
@@ -191,6 +198,15 @@ pub async fn run(plan: Plan) -> Outcome {
                         None => {
                             outcome.records_acked += records;
                             let _ = outcome.latency.record(micros.max(1));
+                            let base = resp
+                                .responses
+                                .iter()
+                                .flat_map(|t| t.partition_responses.iter())
+                                .map(|p| p.base_offset)
+                                .next();
+                            if let (true, Some(base)) = (trace, base) {
+                                outcome.acked.push((partition, base, records, due));
+                            }
                         }
                     }
                 }
@@ -206,5 +222,21 @@ pub async fn run(plan: Plan) -> Outcome {
     }
     let mut total = Outcome::new();
     total.add(&outcome.lock());
+    total
+}
+
+/// Runs every plan at once and adds up what the brokers answered.
+pub async fn run_all(plans: Vec<Plan>) -> Outcome {
+    let tasks: Vec<_> = plans
+        .into_iter()
+        .map(|plan| tokio::spawn(run(plan)))
+        .collect();
+    let mut total = Outcome::new();
+    for t in tasks {
+        match t.await {
+            Ok(one) => total.add(&one),
+            Err(e) => total.failed(format!("producer task: {e}")),
+        }
+    }
     total
 }

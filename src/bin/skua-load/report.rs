@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use crate::args::Args;
-use crate::{commit, consume, produce};
+use crate::{commit, consume, e2e, produce};
 
 pub struct Produced {
     pub records_sent: u64,
@@ -43,6 +43,14 @@ pub struct Committed {
     pub broker_cpu_s: Option<f64>,
 }
 
+pub struct EndToEnd {
+    pub records: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
 pub struct Report {
     record_size: u64,
     batch_records: u64,
@@ -51,6 +59,7 @@ pub struct Report {
     produced: Option<Produced>,
     consumed: Option<Consumed>,
     committed: Option<Committed>,
+    end_to_end: Option<EndToEnd>,
     groups: u64,
     /// From the CreateTopics request until every partition has a leader (with --create).
     pub create_seconds: Option<f64>,
@@ -72,6 +81,7 @@ impl Report {
             produced: None,
             consumed: None,
             committed: None,
+            end_to_end: None,
             groups: args.groups,
             create_seconds: None,
             errors: Vec::new(),
@@ -146,6 +156,19 @@ impl Report {
         });
     }
 
+    /// The records of an e2e run, timed from due to fetched.
+    pub fn end_to_end(&mut self, o: &e2e::Outcome) {
+        self.errors.extend(o.first_error.clone());
+        let h = &o.latency;
+        self.end_to_end = Some(EndToEnd {
+            records: o.records,
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        });
+    }
+
     /// Whether the run adds up: no errors, every record sent acked, and (when both phases
     /// ran) every record acked, warm-up included, fetched back exactly once.
     pub fn check(&mut self) -> bool {
@@ -162,6 +185,14 @@ impl Report {
                     self.errors
                         .push(format!("{acked} records acked, {} fetched", c.records));
                 }
+            }
+        }
+        if let (Some(p), Some(e)) = (&self.produced, &self.end_to_end) {
+            if e.records != p.records_acked {
+                self.errors.push(format!(
+                    "{} records acked, {} fetched end to end",
+                    p.records_acked, e.records
+                ));
             }
         }
         if let Some(c) = &self.committed {
@@ -217,6 +248,13 @@ CPU s/GB client {:.2} broker {}",
                 per_gb(c.client_cpu_s, c.bytes),
                 c.broker_cpu_s
                     .map_or("-".into(), |b| format!("{:.2}", per_gb(b, c.bytes))),
+            );
+        }
+        if let Some(e) = &self.end_to_end {
+            let _ = writeln!(
+                s,
+                "end to end: {} records, due to fetched latency µs p50 {} p99 {} p99.9 {} max {}",
+                e.records, e.p50_us, e.p99_us, e.p999_us, e.max_us,
             );
         }
         if let Some(c) = &self.committed {
@@ -276,6 +314,15 @@ latency µs p50 {} p99 {} p99.9 {} max {}; CPU µs/commit client {:.1} broker {}
                 ("consume_seconds".into(), c.seconds.into()),
                 ("consume_client_cpu_s".into(), c.client_cpu_s.into()),
                 ("consume_broker_cpu_s".into(), c.broker_cpu_s.into()),
+            ]);
+        }
+        if let Some(e) = &self.end_to_end {
+            fields.extend([
+                ("e2e_records".into(), e.records.into()),
+                ("e2e_p50_us".into(), e.p50_us.into()),
+                ("e2e_p99_us".into(), e.p99_us.into()),
+                ("e2e_p999_us".into(), e.p999_us.into()),
+                ("e2e_max_us".into(), e.max_us.into()),
             ]);
         }
         if let Some(c) = &self.committed {

@@ -366,3 +366,87 @@ fn skua_and_kafka_at_ibp_2_6_follow_each_other_through_a_leader_change() {
         "broker 1 cut its tail"
     );
 }
+
+/// The ISR of `topic`-0 as broker `b`'s Metadata answer gives it.
+fn metadata_isr(r: &Recorded3, b: usize, topic: &str) -> Option<Vec<i32>> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let req = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+    let resp = rt().block_on(async {
+        let mut client = common::Client::connect(r.addr(b)).await;
+        client.send(&req, 9).await
+    });
+    let partition = resp.topics.first()?.partitions.first()?;
+    Some(partition.isr_nodes.iter().map(|id| id.0).collect())
+}
+
+/// skua brokers 1 and 2 (started first, so one of them is the controller) with Apache
+/// Kafka 3.9.1 as broker 3, at inter.broker.protocol.version=2.6. There a Kafka leader has
+/// no AlterPartition: when its follower stops fetching, it writes the shrunk ISR into the
+/// partition's state znode itself and posts `/isr_change_notification/isr_change_<seq>`.
+/// The skua controller reads the notification, tells every broker with UpdateMetadata and
+/// deletes it, so Metadata shows the ISR Kafka wrote. (The follower's ZooKeeper session
+/// is made long, so the controller does not learn of it by the follower's expiry instead.)
+#[test]
+fn a_skua_controller_tells_brokers_of_an_isr_a_kafka_leader_wrote_to_zookeeper() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let extra = [
+        "--override",
+        "replica.lag.time.max.ms=3000",
+        "--override",
+        "zookeeper.session.timeout.ms=120000",
+    ];
+    let Some(r) = Recorded3::start("1,2", &extra) else {
+        return;
+    };
+    let zk = r.c.zk_session();
+    let controller = r.c.zk_controller(&zk);
+    assert!(
+        controller == 1 || controller == 2,
+        "a skua broker is the controller, not {controller}"
+    );
+    let follower = 3 - controller as usize;
+    r.create("shrink", &format!("3:{follower}"));
+    r.produce(3, "shrink", &values("in-sync", 3), -1);
+    eventually(
+        "Metadata shows both replicas in the ISR",
+        Duration::from_secs(60),
+        || (metadata_isr(&r, controller as usize, "shrink")?.len() == 2).then_some(()),
+    );
+
+    r.c.signal("pause", follower);
+    // A follower whose log ends where the leader's does stays in sync however long it is
+    // silent (Kafka's `Replica.isCaughtUp`): the leader needs records it lacks.
+    r.produce(3, "shrink", &values("out-of-sync", 3), 1);
+    eventually(
+        "Kafka's leader writes the shrunk ISR to ZooKeeper",
+        Duration::from_secs(60),
+        || (r.c.partition_state(&zk, "shrink", 0)?.isr == vec![3]).then_some(()),
+    );
+    // Well within the paused follower's session (40 s, ZooKeeper's maximum here), whose
+    // expiry would also take it out of the ISR.
+    eventually(
+        "the skua controller's brokers learn the ISR Kafka wrote",
+        Duration::from_secs(25),
+        || (metadata_isr(&r, controller as usize, "shrink")? == vec![3]).then_some(()),
+    );
+    eventually(
+        "the notification is deleted",
+        Duration::from_secs(30),
+        || {
+            let left = rt()
+                .block_on(zk.children("/isr_change_notification"))
+                .unwrap()
+                .unwrap_or_default();
+            left.is_empty().then_some(())
+        },
+    );
+    assert!(
+        r.c.log(controller as usize)
+            .contains("ISR changes written by their leaders"),
+        "the controller read the notification"
+    );
+    r.c.signal("resume", follower);
+}

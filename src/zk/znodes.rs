@@ -29,7 +29,12 @@ pub mod paths {
     pub const CONFIG_CHANGE_PREFIX: &str = "/config/changes/config_change_";
     pub const LATEST_PRODUCER_ID_BLOCK: &str = "/latest_producer_id_block";
     pub const FEATURE: &str = "/feature";
-    /// The persistent paths Kafka creates at startup (`KafkaZkClient.createTopLevelPaths`).
+    /// The persistent paths Kafka creates at startup (`KafkaZkClient.createTopLevelPaths`),
+    /// but for `/latest_producer_id_block`: Kafka creates that one with null data, which
+    /// its producer id manager reads as "no block yet", while ZooKeeper's wire format
+    /// from this client can only carry bytes, and a Kafka 3.9 broker or controller fails
+    /// to parse an empty znode there (at startup, below IBP 3.0). skua creates it with its
+    /// first block instead (`allocate_block`).
     pub const PERSISTENT: &[&str] = &[
         "/consumers",
         "/brokers/ids",
@@ -38,7 +43,6 @@ pub mod paths {
         "/admin/delete_topics",
         "/brokers/seqid",
         "/isr_change_notification",
-        "/latest_producer_id_block",
         "/log_dir_event_notification",
         "/config/topics",
         "/config/clients",

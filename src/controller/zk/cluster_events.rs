@@ -29,6 +29,7 @@ impl ControllerLoop {
         self.on_watch(w, Event::TopicDeletion(g));
         self.armed.deletions = true;
         self.watch_log_dir_events().await?;
+        self.watch_isr_change_events().await?;
 
         let fence = self.fence()?;
         self.ctx.epoch = fence.controller_epoch;

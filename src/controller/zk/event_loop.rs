@@ -41,6 +41,8 @@ pub enum Event {
     TopicDeletion(u64),
     /// `/log_dir_event_notification` has new children: brokers with an offline log dir.
     LogDirEventNotification(u64),
+    /// `/isr_change_notification` has new children: ISR changes leaders wrote themselves.
+    IsrChangeNotification(u64),
     LeaderAndIsrResponse {
         broker: i32,
         response: LeaderAndIsrResponse,
@@ -118,6 +120,7 @@ pub struct Armed {
     pub topics: bool,
     pub deletions: bool,
     pub log_dir_events: bool,
+    pub isr_change_events: bool,
     pub topic: std::collections::HashSet<String>,
     pub broker: std::collections::HashSet<i32>,
     pub preferred_election: bool,
@@ -205,6 +208,9 @@ impl ControllerLoop {
             Event::LogDirEventNotification(g) if *g == self.generation => {
                 self.armed.log_dir_events = false
             }
+            Event::IsrChangeNotification(g) if *g == self.generation => {
+                self.armed.isr_change_events = false
+            }
             Event::PartitionModifications(g, t) if *g == self.generation => {
                 self.armed.topic.remove(t);
             }
@@ -234,6 +240,9 @@ impl ControllerLoop {
             }
             Event::LogDirEventNotification(g) if g == self.generation && self.is_active() => {
                 self.process_log_dir_event_notification().await
+            }
+            Event::IsrChangeNotification(g) if g == self.generation && self.is_active() => {
+                self.process_isr_change_notification().await
             }
             Event::TopicDeletion(g) if g == self.generation && self.is_active() => {
                 self.process_topic_deletion().await
@@ -273,6 +282,7 @@ impl ControllerLoop {
             | Event::PartitionModifications(..)
             | Event::TopicDeletion(_)
             | Event::LogDirEventNotification(_)
+            | Event::IsrChangeNotification(_)
             | Event::BrokerModification(..)
             | Event::PreferredReplicaElection(_)
             | Event::AutoLeaderRebalance(_) => Ok(()),
@@ -438,6 +448,7 @@ impl ControllerLoop {
         self.armed.topics = false;
         self.armed.deletions = false;
         self.armed.log_dir_events = false;
+        self.armed.isr_change_events = false;
         self.armed.topic.clear();
         self.armed.broker.clear();
         self.armed.preferred_election = false;

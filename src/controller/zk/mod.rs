@@ -34,6 +34,7 @@ pub mod context;
 mod deletion;
 pub mod election;
 pub mod event_loop;
+mod isr_change_events;
 pub mod leader_and_isr;
 pub mod leader_election;
 mod log_dir_events;

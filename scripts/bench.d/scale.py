@@ -6,7 +6,8 @@ other on fresh data dirs:
     kill -9 with those partitions on disk;
   - one topic of SPREAD_PARTITIONS partitions created in one CreateTopics request, then
     produced to and consumed from by skua-load, one batch per partition per request:
-    records/s, broker CPU per GB, RSS;
+    records/s, broker CPU per GB, RSS; then the time of a clean stop, the restart after it
+    and the restart after kill -9, every record read back after each;
   - IDLE_CONNECTIONS connections each left idle after an ApiVersions and a Metadata request:
     the broker's RSS growth per connection and its CPU while they idle;
   - COMMIT_GROUPS consumer groups committing offsets (skua-load's commit phase): commits/s,
@@ -39,6 +40,9 @@ COMMITS = (1_000, 100_000, 50_000)
 COMMITS_QUICK = (1_000, 20_000, 10_000)
 # commit connections, commits in flight on each
 COMMIT_CONNECTIONS, COMMIT_IN_FLIGHT = 4, 8
+# the longest a stop or a restart of the spread cell's broker may take (Kafka's restart with
+# 10,000 partitions takes about a minute)
+RESTART_TIMEOUT = 300
 # the broker's warm-up (Kafka's JIT) before the load cells: records over 8 partitions
 WARMUP, WARMUP_QUICK = 1_000_000, 100_000
 
@@ -138,10 +142,12 @@ def idle_connections(b, n):
             "idle_cpu_s_per_10s": idle_cpu}
 
 
-def load(opts, b, topic, args, timeout=900):
-    """One skua-load run against `b`; its JSON report."""
-    out = f"{opts.workdir}/scale-{topic}.json"
-    argv = [opts.load, "--bootstrap", b.bootstrap, "--topic", topic, "--create",
+def load(opts, b, topic, args, timeout=900, create=True, name=None):
+    """One skua-load run against `b` (creating `topic` unless `create` is false); its JSON
+    report, kept as scale-`name`.json."""
+    out = f"{opts.workdir}/scale-{name or topic}.json"
+    argv = [opts.load, "--bootstrap", b.bootstrap, "--topic", topic,
+            *(["--create"] if create else []),
             "--broker-pid", str(b.proc.pid), "--json", out, *map(str, args)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     try:
@@ -165,6 +171,46 @@ def restart(b, argv, wait_ready, spawn, stop, how):
     t0 = time.monotonic()
     b.proc = spawn(argv, stdout=out, stderr=subprocess.STDOUT, cwd=b.dir)
     return wait_ready(b.port, b.proc, t0, timeout=600)
+
+
+def spread_restarts(opts, b, argv, wait_ready, spawn, parts, expected, log):
+    """After the spread cell: the time of a clean stop (SIGTERM until the process has exited),
+    the restart after it, then kill -9 and the restart after that, each restart timed from
+    the process start to the first ApiVersions answer; after each restart skua-load reads
+    every partition back and its count of records must be `expected`."""
+    r = {}
+    pgid = b.proc.pid
+    t0 = time.monotonic()
+    os.killpg(pgid, signal.SIGTERM)
+    try:
+        b.proc.wait(RESTART_TIMEOUT)
+        r["stop_clean_s"] = time.monotonic() - t0
+    except subprocess.TimeoutExpired:
+        log(f"scale {b.kind} clean stop with {parts} partitions: no exit in {RESTART_TIMEOUT} s")
+        os.killpg(pgid, signal.SIGKILL)
+        b.proc.wait()
+        r["stop_clean_s"] = None
+    for how in ("clean", "kill9"):
+        if how == "kill9":
+            b.proc.send_signal(signal.SIGKILL)
+            b.proc.wait()
+        out = open(f"{b.dir}/stdout-spread-{how}.log", "w")
+        t0 = time.monotonic()
+        b.proc = spawn(argv, stdout=out, stderr=subprocess.STDOUT, cwd=b.dir)
+        try:
+            r[f"restart_{how}_s"] = wait_ready(b.port, b.proc, t0, timeout=RESTART_TIMEOUT)
+        except RuntimeError as e:
+            log(f"scale {b.kind} restart after {how} with {parts} partitions: {e}")
+            r[f"restart_{how}_s"] = None
+            return r
+        c = load(opts, b, "spread", ["--partitions", parts, "--consumers", 2,
+                                     "--phases", "consume"],
+                 timeout=1800, create=False, name=f"spread-after-{how}")
+        r[f"records_after_{how}"] = c["consume_records"]
+        if c["consume_records"] != expected:
+            raise RuntimeError(f"{b.kind} after a restart ({how}) with {parts} partitions: "
+                               f"{c['consume_records']} records, {expected} written")
+    return r
 
 
 def skua_argv(b):
@@ -205,6 +251,10 @@ def scale(opts, Broker, log, tool, wait_ready, spawn, stop):
             r["spread"]["rss_mib"] = rss_mib(b.proc.pid)
             r["spread"]["hwm_mib"] = hwm_mib(b.proc.pid)
             log(f"scale {kind} spread over {parts} partitions: {summary(r['spread'])}")
+            argv = skua_argv(b) if kind == "skua" else kafka_argv(b)
+            r["spread_restart"] = spread_restarts(opts, b, argv, wait_ready, spawn, parts,
+                                                  parts * batch + records, log)
+            log(f"scale {kind} stop and restarts with {parts} partitions: {r['spread_restart']}")
         finally:
             b.stop()
         # idle connections, then committing groups: another fresh broker
@@ -333,7 +383,11 @@ def render_scale(opts, results, meta, fmt, rfmt, ratio):
       "partition takes writes some seconds after CreateTopics is answered), then "
       f"{fmt(get(S, 'spread', 'produce_records_acked'), nd=0)} records over "
       "4 connections, one batch of 50 records per request, the partitions in turn, and 2 consumers read every partition back from offset 0 in fetches naming all of "
-      "their partitions. Broker CPU per GB of record payload; RSS after both.")
+      "their partitions. Broker CPU per GB of record payload; RSS after both. Then the broker is "
+      "stopped with SIGTERM (timed until the process exits), restarted, killed with kill -9 and "
+      "restarted again (each restart timed from the process start to its first ApiVersions answer, "
+      f"at most {RESTART_TIMEOUT} s), and after each restart skua-load reads every partition back: "
+      "the count must be every record written.")
     w("")
     w("| cell | Kafka | skua | **skua / Kafka** |")
     w("|---|---:|---:|---:|")
@@ -345,6 +399,11 @@ def render_scale(opts, results, meta, fmt, rfmt, ratio):
     w(row("consume broker CPU s/GB", "spread", "consume_cpu_s_per_gb", "", 2))
     w(row("RSS after, MiB", "spread", "rss_mib"))
     w(row("peak RSS (VmHWM), MiB", "spread", "hwm_mib"))
+    w(row("clean stop (SIGTERM to exit), s", "spread_restart", "stop_clean_s", "", 2))
+    w(row("restart after the clean stop, s", "spread_restart", "restart_clean_s", "", 2))
+    w(row("restart after kill -9, s", "spread_restart", "restart_kill9_s", "", 2))
+    w(row("records read back after the clean stop", "spread_restart", "records_after_clean"))
+    w(row("records read back after kill -9", "spread_restart", "records_after_kill9"))
     w("")
     w(f"Idle connections, on a fresh broker: {fmt(idle.get('connections'), nd=0)} connections from 127.0.0.1, "
       "opened one after another, each after an ApiVersions and a Metadata request (no topics) answered, then "

@@ -75,13 +75,31 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, LogError> 
     }
 }
 
-fn write_checkpoint(path: &Path, lines: &[String]) -> Result<(), LogError> {
+/// Makes everything written to the file system holding `dir` durable: one `syncfs(2)`
+/// instead of one fsync per file, for a clean stop that wrote thousands of files. Its
+/// error reports a writeback failure of any file on that file system since it was opened.
+pub(crate) fn sync_filesystem(dir: &Path) -> Result<(), LogError> {
+    use std::os::fd::AsRawFd;
+    super::faults::check(dir, super::faults::Fault::SyncFs)?;
+    let file = File::open(dir)?;
+    // SAFETY: `file` is an open descriptor for the whole call; syncfs only reads it.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+fn checkpoint_text(lines: &[String]) -> String {
     let mut text = format!("0\n{}\n", lines.len());
     for line in lines {
         text.push_str(line);
         text.push('\n');
     }
-    write_atomic(path, text.as_bytes())
+    text
+}
+
+fn write_checkpoint(path: &Path, lines: &[String]) -> Result<(), LogError> {
+    write_atomic(path, checkpoint_text(lines).as_bytes())
 }
 
 /// The entry lines of a checkpoint, each split on whitespace. A missing file has none.

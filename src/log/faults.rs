@@ -11,6 +11,8 @@ pub enum Fault {
     WriteCheckpoint,
     /// An fsync of a log's segment files in `Log::flush_to`.
     Fsync,
+    /// `checkpoint::sync_filesystem`, the clean stop's one sync of a log dir's file system.
+    SyncFs,
     /// `Log::replace_segments`, before anything is renamed.
     CleanerSwapStart,
     /// `Log::replace_segments`, once the cleaned files are `.swap` and fsynced.

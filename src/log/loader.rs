@@ -25,6 +25,9 @@ pub struct LoadedLog {
     /// The offset of a producer snapshot known to be on disk, -1 if none (see
     /// `load_producer_state`).
     pub durable_snapshot: i64,
+    /// Where the producer state on disk is complete (see `Log::snapshot_on_disk`): the
+    /// log end when a snapshot there was found or written now, else the log start.
+    pub snapshot_on_disk: i64,
 }
 
 /// What one read of a partition directory found: loading lists it once, not once per
@@ -171,7 +174,7 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
-    let (mut producer_state, durable_snapshot) = load_producer_state(
+    let (mut producer_state, durable_snapshot, snapshot_on_disk) = load_producer_state(
         dir,
         listing.snapshots,
         &mut segments,
@@ -188,6 +191,7 @@ pub fn load(
         leader_epoch_cache,
         producer_state,
         durable_snapshot,
+        snapshot_on_disk,
     })
 }
 
@@ -294,14 +298,15 @@ fn load_producer_state(
     log_start_offset: i64,
     log_end_offset: i64,
     clean_shutdown: bool,
-) -> Result<(ProducerStateManager, i64), LogError> {
+) -> Result<(ProducerStateManager, i64, i64), LogError> {
     let any_below_start = snapshots.keys().any(|&o| o < log_start_offset);
     let (mut state, found) =
         ProducerStateManager::load_listed(dir, snapshots, log_start_offset, log_end_offset)?;
     if !found && clean_shutdown {
-        // As Kafka: a cleanly shut down log without snapshots had no producer state worth a scan.
+        // As Kafka: a cleanly shut down log without snapshots had no producer state worth a
+        // scan. As Kafka's `lastSnapOffset`, nothing on disk is complete past the log start.
         state.set_map_end_offset(log_end_offset);
-        return Ok((state, -1));
+        return Ok((state, -1, log_start_offset));
     }
     let from = state.map_end_offset();
     // A clean shutdown left a synced snapshot at the log end: if it is the one found, the
@@ -322,7 +327,16 @@ fn load_producer_state(
     if any_below_start {
         state.delete_snapshots_below(log_start_offset)?;
     }
-    Ok((state, durable))
+    // A snapshot found at the log end read back whole, so it holds this state, synced or
+    // not (after kill -9 the page cache still has it); one written just now holds it too.
+    // An empty log with no snapshot has nothing to write either (Kafka's `takeSnapshot`
+    // writes none unless the map end is past the last snapshot, the log start at first).
+    let on_disk = if found || from < log_end_offset {
+        log_end_offset
+    } else {
+        log_start_offset
+    };
+    Ok((state, durable, on_disk))
 }
 
 /// Replays batch headers from the state's map end offset up to `to` (exclusive). An

@@ -68,6 +68,12 @@ pub struct Log {
     /// The offset of the newest producer snapshot known to be on disk (written with
     /// fsync, or found at a clean start), -1 if none: close writes none at that offset.
     durable_snapshot: AtomicI64,
+    /// Where the producer state on disk is complete: the offset of a snapshot file holding
+    /// the state at that offset (synced or not), or the log start when the state is empty
+    /// there and no snapshot is needed; -1 if unknown. A clean stop writes a snapshot only
+    /// when the log end is past it, then makes it durable with one sync of the whole file
+    /// system (`close_unsynced`).
+    snapshot_on_disk: AtomicI64,
     /// Bumped by every truncation, so a snapshot serialised before one is not written.
     truncations: AtomicU64,
     /// Set by an owner that runs `complete_roll` in the background after each append
@@ -164,6 +170,7 @@ impl Log {
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
             durable_snapshot: AtomicI64::new(loaded.durable_snapshot),
+            snapshot_on_disk: AtomicI64::new(loaded.snapshot_on_disk),
             truncations: AtomicU64::new(0),
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
@@ -429,6 +436,8 @@ impl Log {
         ProducerStateManager::write_snapshot(&self.dir, snapshot.offset, &snapshot.bytes)
             .map_err(|e| self.on_failure("producer snapshot", e))?;
         self.durable_snapshot
+            .fetch_max(snapshot.offset, Ordering::AcqRel);
+        self.snapshot_on_disk
             .fetch_max(snapshot.offset, Ordering::AcqRel);
         Ok(())
     }
@@ -853,6 +862,8 @@ impl Log {
         inner.leader_epoch_cache.truncate_from_end(i64::MIN)?;
         inner.producer_state.delete_snapshots_above(-1)?;
         self.durable_snapshot.store(-1, Ordering::Release);
+        // Empty at its start, as after a load that found no snapshot.
+        self.snapshot_on_disk.store(offset, Ordering::Release);
         let (state, _) = ProducerStateManager::load(&self.dir, offset, offset)?;
         inner.producer_state = state;
         Ok(())
@@ -896,6 +907,12 @@ impl Log {
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
         self.durable_snapshot.fetch_min(offset, Ordering::AcqRel);
+        // Snapshots above `offset` are deleted below; one at `offset` itself stays.
+        let _ = self
+            .snapshot_on_disk
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s > offset).then_some(-1)
+            });
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;
@@ -952,6 +969,42 @@ impl Log {
                 .map_err(|e| self.on_failure("close", e.into()))?;
         }
         Ok(())
+    }
+}
+
+impl Log {
+    /// The first half of a clean stop (see `LogManager::shutdown`): the rolled segment's
+    /// work, a producer snapshot when the log end is past the one on disk, and the active
+    /// segment's indexes trimmed, all written without fsync. The log manager then syncs
+    /// each log dir's file system once and only then writes the clean-shutdown marker, so
+    /// stopping costs no fsync per file. The recovery point is not moved: until that sync
+    /// succeeds, a start recovers from where the last fsync left it. Returns the log end
+    /// it covers (see `synced_to`).
+    pub fn close_unsynced(&self) -> Result<i64, LogError> {
+        self.check_online()?;
+        self.complete_roll();
+        let _writing = self.snapshot_lock.lock();
+        let mut inner = self.inner.lock();
+        let leo = self.log_end_offset();
+        if self.snapshot_on_disk.load(Ordering::Acquire) != leo {
+            inner.producer_state.set_map_end_offset(leo);
+            let bytes = inner.producer_state.snapshot_bytes();
+            ProducerStateManager::write_snapshot_unsynced(&self.dir, leo, &bytes)
+                .map_err(|e| self.on_failure("producer snapshot", e))?;
+            self.snapshot_on_disk.store(leo, Ordering::Release);
+        }
+        inner
+            .active()
+            .and_then(|active| active.on_become_inactive())
+            .map_err(|e| self.on_failure("close", e))?;
+        Ok(leo)
+    }
+
+    /// The file system holding this log was synced after `close_unsynced` returned `end`:
+    /// every offset below it is durable.
+    pub fn synced_to(&self, end: i64) {
+        self.recovery_point
+            .fetch_max(end.min(self.log_end_offset()), Ordering::AcqRel);
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use uuid::Uuid;
 
 use super::checkpoint::{
-    read_offset_checkpoint, sync_dir, write_atomic, write_offset_checkpoint,
+    read_offset_checkpoint, sync_dir, sync_filesystem, write_atomic, write_offset_checkpoint,
     CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 };
@@ -639,9 +639,47 @@ impl LogManager {
         Ok(())
     }
 
-    /// Clean shutdown: flush and close every log (trimming indexes, writing producer
-    /// snapshots), write the checkpoints, then the clean-shutdown marker. A log that fails
-    /// to close leaves its directory without the marker, so the next start recovers it.
+    /// One `syncfs` per file system holding any of the dirs `dirs` (a dir whose file system
+    /// cannot be told is synced on its own); returns each dir whose sync failed.
+    fn sync_file_systems(&self, dirs: &[usize]) -> Vec<(usize, LogError)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut by_device: Vec<(Option<u64>, Vec<usize>)> = Vec::new();
+        for &i in dirs {
+            let device = fs::metadata(&self.dirs[i].path).ok().map(|m| m.dev());
+            match by_device
+                .iter_mut()
+                .find(|(d, _)| device.is_some() && *d == device)
+            {
+                Some((_, group)) => group.push(i),
+                None => by_device.push((device, vec![i])),
+            }
+        }
+        let mut failed = Vec::new();
+        for (_, group) in by_device {
+            let Some(&first) = group.first() else {
+                continue;
+            };
+            if let Err(e) = sync_filesystem(&self.dirs[first].path) {
+                tracing::error!(dir = %self.dirs[first].path.display(), error = %e, "syncfs of the log dir's file system failed");
+                // The error is the file system's: no dir on it is known to be whole.
+                for &i in &group {
+                    let e = LogError::KafkaStorage(std::io::Error::other(format!(
+                        "syncfs failed: {e}"
+                    )));
+                    failed.push((i, e));
+                }
+            }
+        }
+        failed
+    }
+
+    /// Clean shutdown: close every log (trimming indexes, writing the producer snapshots
+    /// that changed) without fsync; then one `syncfs` per file system holding log dirs;
+    /// only after it succeeded the recovery points move to the log ends and the checkpoints
+    /// and the clean-shutdown marker are written (each with its fsync: a few per dir, none
+    /// per partition). A log that fails to close, a failed sync or a failed checkpoint
+    /// leaves its dir without the marker, so the next start recovers it from the recovery
+    /// points the last fsync left.
     ///
     /// Offline dirs are left exactly as they are: no flush, no checkpoint, no marker.
     pub fn shutdown(&self) -> Result<(), LogError> {
@@ -658,22 +696,33 @@ impl LogManager {
             .map(|h| (h.dir_index, h.log.clone()))
             .collect();
         let threads = (self.threads * self.dirs.len()).max(1);
-        for (dir_index, e) in close_logs(&to_close, threads) {
+        let (closed, failed) = close_logs(&to_close, threads);
+        for (dir_index, e) in failed {
             failed_dirs.push(dir_index);
             first_error.get_or_insert(e);
         }
-        for (i, dir) in self.dirs.iter().enumerate() {
-            if dir.health.is_offline() || failed_dirs.contains(&i) {
-                continue;
+        let mut closing: Vec<usize> = (0..self.dirs.len())
+            .filter(|i| !self.dirs[*i].health.is_offline() && !failed_dirs.contains(i))
+            .collect();
+        for (i, e) in self.sync_file_systems(&closing) {
+            closing.retain(|&c| c != i);
+            first_error.get_or_insert(self.on_dir_failure(i, "syncing the log dir", e));
+        }
+        // Everything each log held when it closed is durable now.
+        for (dir_index, log, end) in &closed {
+            if closing.contains(dir_index) {
+                log.synced_to(*end);
             }
-            let epoch = self.broker_epoch.load(std::sync::atomic::Ordering::Acquire);
-            let closed = self.checkpoint_dir(i).and_then(|()| {
+        }
+        let epoch = self.broker_epoch.load(std::sync::atomic::Ordering::Acquire);
+        for i in closing {
+            let marked = self.checkpoint_dir(i).and_then(|()| {
                 write_atomic(
-                    &dir.path.join(CLEAN_SHUTDOWN_FILE),
+                    &self.dirs[i].path.join(CLEAN_SHUTDOWN_FILE),
                     format!(r#"{{"version":0,"brokerEpoch":{epoch}}}"#).as_bytes(),
                 )
             });
-            if let Err(e) = closed {
+            if let Err(e) = marked {
                 first_error.get_or_insert(self.on_dir_failure(i, "clean shutdown", e));
             }
         }
@@ -684,39 +733,63 @@ impl LogManager {
     }
 }
 
-/// Closes `logs` on `threads` threads; returns the failures with their dirs (logged).
-/// Closing is one or two syncs per log that changed since its last flush, and nothing
-/// for one that did not; threads overlap the syncs.
-fn close_logs(logs: &[(usize, Arc<Log>)], threads: usize) -> Vec<(usize, LogError)> {
-    let close = |(dir_index, log): &(usize, Arc<Log>)| {
-        log.close().err().map(|e| {
+/// A log closed without fsync, with its dir and the log end it covered.
+type Closed = (usize, Arc<Log>, i64);
+
+/// Closes `logs` without fsync (`Log::close_unsynced`) on `threads` threads; returns the
+/// closed logs and the failures with their dirs (logged). A log that changed nothing
+/// since its last snapshot and trim costs no write.
+fn close_logs(logs: &[(usize, Arc<Log>)], threads: usize) -> (Vec<Closed>, Vec<(usize, LogError)>) {
+    let close = |(dir_index, log): &(usize, Arc<Log>)| match log.close_unsynced() {
+        Ok(end) => Ok((*dir_index, log.clone(), end)),
+        Err(e) => {
             tracing::error!(partition = %log.topic_partition(), error = %e, "failed to close log");
-            (*dir_index, e)
-        })
+            Err((*dir_index, e))
+        }
     };
     let threads = threads.clamp(1, logs.len().max(1));
-    if threads == 1 {
-        return logs.iter().filter_map(close).collect();
+    let results: Vec<Result<Closed, (usize, LogError)>> = if threads == 1 {
+        logs.iter().map(close).collect()
+    } else {
+        close_on_threads(logs, threads, &close)
+    };
+    let mut closed = Vec::with_capacity(results.len());
+    let mut failed = Vec::new();
+    for r in results {
+        match r {
+            Ok(c) => closed.push(c),
+            Err(f) => failed.push(f),
+        }
     }
+    (closed, failed)
+}
+
+/// `close` of every log in `logs`, on `threads` threads (each takes the next log not yet
+/// taken); threads overlap the writes.
+fn close_on_threads<T, F>(logs: &[(usize, Arc<Log>)], threads: usize, close: &F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(&(usize, Arc<Log>)) -> T + Sync,
+{
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
-                    let mut failed = Vec::new();
+                    let mut mine = Vec::new();
                     while let Some(l) =
                         logs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
                     {
-                        failed.extend(close(l));
+                        mine.push(close(l));
                     }
-                    failed
+                    mine
                 })
             })
             .collect();
         workers
             .into_iter()
             .flat_map(|w| match w.join() {
-                Ok(failed) => failed,
+                Ok(mine) => mine,
                 Err(panic) => std::panic::resume_unwind(panic),
             })
             .collect()

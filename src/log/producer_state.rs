@@ -505,6 +505,12 @@ impl ProducerStateManager {
         write_atomic(&dir.join(offset_file_name(offset, SNAPSHOT_SUFFIX)), bytes)
     }
 
+    /// `write_snapshot` without fsync, for a clean stop that syncs the whole file system
+    /// afterwards, before its clean-shutdown marker.
+    pub fn write_snapshot_unsynced(dir: &Path, offset: i64, bytes: &[u8]) -> Result<(), LogError> {
+        write_unsynced(&dir.join(offset_file_name(offset, SNAPSHOT_SUFFIX)), bytes)
+    }
+
     /// Loads the newest valid snapshot at or below `log_end_offset`, deleting snapshots
     /// above it and any that are corrupt. Without one, the state is empty at
     /// `log_start_offset`. Returns the manager and whether a snapshot was found.

@@ -181,3 +181,195 @@ fn closing_an_unchanged_log_rewrites_nothing() {
     assert_eq!(index_len % 8, 0);
     assert!(index_len < 4096, "trimmed at close: {index_len}");
 }
+
+/// Every file under `dir` with its bytes, sorted by path.
+fn tree(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(tree(&path));
+        } else {
+            let bytes = fs::read(&path).unwrap();
+            out.push((path.strip_prefix(dir).unwrap().to_path_buf(), bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Producer 9's batches with sequences `from..from + n`, 60-byte values.
+fn idempotent(log: &Log, from: i32, n: i32) {
+    for seq in from..from + n {
+        let batch = batch_bytes(&[&[b'v'; 60][..]], 1000 + i64::from(seq), Some((9, 0, seq)));
+        log.append_as_leader(batch, 0, 0).unwrap();
+    }
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 400,
+        index_interval_bytes: 100,
+        max_index_size: 4096,
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn a_close_without_fsync_writes_the_bytes_a_synced_close_writes() {
+    let (synced, unsynced) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, sync) in [(synced.path(), true), (unsynced.path(), false)] {
+        let log = Log::open(dir, tp(), small_segments(), 0, 0, false).unwrap();
+        idempotent(&log, 0, 12);
+        assert!(log.segment_count() > 2, "rolled segments and an active one");
+        if sync {
+            log.close().unwrap();
+        } else {
+            assert_eq!(log.close_unsynced().unwrap(), 12);
+        }
+    }
+    let (a, b) = (tree(synced.path()), tree(unsynced.path()));
+    assert!(a
+        .iter()
+        .any(|(p, _)| p.to_string_lossy() == "00000000000000000012.snapshot"));
+    assert_eq!(a, b, "the same files with the same bytes");
+
+    // It reads back as a clean shutdown: every record, and producer 9's sequences.
+    let log = Log::open(unsynced.path(), tp(), small_segments(), 0, 0, true).unwrap();
+    assert_eq!(log.log_end_offset(), 12);
+    let dup = batch_bytes(&[&[b'v'; 60][..]], 1011, Some((9, 0, 11)));
+    assert!(log.append_as_leader(dup, 0, 0).unwrap().duplicate);
+}
+
+mod stop {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+
+    use uuid::Uuid;
+
+    use super::{idempotent, small_segments, tree};
+    use crate::log::faults::{self, Fault};
+    use crate::log::test_util::batch_bytes;
+    use crate::log::{
+        DirLock, LogManager, TopicPartition, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT,
+    };
+
+    fn start(dir: &Path) -> LogManager {
+        std::fs::create_dir_all(dir).unwrap();
+        let lock = DirLock::acquire(dir).unwrap();
+        LogManager::startup(
+            vec![(dir.to_path_buf(), lock)],
+            |_: &TopicPartition, _: Option<Uuid>| true,
+            |_| small_segments(),
+            60_000,
+        )
+        .unwrap()
+    }
+
+    fn snapshots(dir: &Path) -> Vec<(PathBuf, u64)> {
+        let mut out: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+            .map(|p| {
+                let inode = std::fs::metadata(&p).unwrap().ino();
+                (p, inode)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// A restart after kill -9 loads the producer snapshot at each log end; the clean stop
+    /// after it must not write those again (thousands of partitions made it take seconds),
+    /// and a log that never had a record gets no snapshot (as Kafka's, whose snapshot is
+    /// written only past the last one, the log start at first).
+    #[test]
+    fn a_stop_after_kill9_rewrites_no_unchanged_snapshot_and_an_empty_log_gets_none() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("d");
+        let lm = start(&dir);
+        let id = Uuid::new_v4();
+        let (full, empty) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let log = lm.get_or_create_log(&full, id, small_segments()).unwrap();
+        let idle = lm.get_or_create_log(&empty, id, small_segments()).unwrap();
+        idempotent(&log, 0, 5);
+        lm.shutdown().unwrap();
+        let (log_dir, idle_dir) = (log.dir().to_path_buf(), idle.dir().to_path_buf());
+        drop((log, idle, lm));
+        assert_eq!(
+            snapshots(&idle_dir),
+            vec![],
+            "an empty log has no producer state"
+        );
+        let written = snapshots(&log_dir);
+        assert!(written
+            .last()
+            .unwrap()
+            .0
+            .ends_with("00000000000000000005.snapshot"));
+
+        // A start (which takes the marker), then kill -9: the next start is unclean.
+        drop(start(&dir));
+        assert!(!dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        let lm = start(&dir);
+        let before = tree(&log_dir);
+        lm.shutdown().unwrap();
+        assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert_eq!(snapshots(&log_dir), written, "the same file, not rewritten");
+        assert_eq!(snapshots(&idle_dir), vec![]);
+        assert_eq!(
+            tree(&log_dir),
+            before,
+            "a stop with nothing new writes nothing"
+        );
+        drop(lm);
+
+        // The clean start after it still knows producer 9.
+        let lm = start(&dir);
+        let log = lm.get_log(&full).unwrap();
+        assert_eq!(log.log_end_offset(), 5);
+        let dup = batch_bytes(&[&[b'v'; 60][..]], 1004, Some((9, 0, 4)));
+        assert!(log.append_as_leader(dup, 0, 0).unwrap().duplicate);
+        lm.shutdown().unwrap();
+    }
+
+    /// The clean stop syncs the file system once; if that sync fails nothing claims the
+    /// dir is whole: no marker, no recovery point moved, and the next start recovers it.
+    #[test]
+    fn a_failed_sync_writes_no_clean_shutdown_marker() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("d");
+        let lm = start(&dir);
+        let tp = TopicPartition::new("t", 0);
+        let log = lm
+            .get_or_create_log(&tp, Uuid::new_v4(), small_segments())
+            .unwrap();
+        idempotent(&log, 0, 3);
+        log.flush().unwrap();
+        lm.checkpoint_recovery_points().unwrap();
+        let checkpoint = std::fs::read_to_string(dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap();
+        assert_eq!(checkpoint, "0\n1\nt 0 3\n");
+        idempotent(&log, 3, 4);
+
+        faults::arm(&dir, Fault::SyncFs, libc::EIO, Some(1));
+        let stopped = lm.shutdown();
+        faults::disarm(&dir);
+        assert_eq!(stopped.unwrap_err().error_code(), 56, "KAFKA_STORAGE_ERROR");
+        assert!(!dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
+            checkpoint,
+            "the recovery point stays where the last fsync left it"
+        );
+        drop((log, lm));
+        let lm = start(&dir);
+        let log = lm.get_log(&tp).unwrap();
+        assert_eq!(log.log_end_offset(), 7, "recovered from offset 3 on");
+        let dup = batch_bytes(&[&[b'v'; 60][..]], 1006, Some((9, 0, 6)));
+        assert!(log.append_as_leader(dup, 0, 0).unwrap().duplicate);
+        lm.shutdown().unwrap();
+        assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists());
+    }
+}

@@ -57,6 +57,18 @@ pub fn write_unsynced(path: &Path, contents: &[u8]) -> Result<(), LogError> {
     Ok(())
 }
 
+/// Creates `path`, which must not exist, holding `contents`; syncs nothing. For a file
+/// of a directory just made, where no reader or older file can be: three calls (open,
+/// write, close) where a temporary and a rename take five.
+pub fn write_new(path: &Path, contents: &[u8]) -> Result<(), LogError> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.write_all(contents)?;
+    Ok(())
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)?.sync_all()?;
     Ok(())

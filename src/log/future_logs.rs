@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use super::checkpoint::sync_dir;
 use super::log_manager::{absolute_path, suffixed_dir_name, Hosted, DELETE_SUFFIX, FUTURE_SUFFIX};
-use super::partition_metadata::write_new_partition_metadata;
 use super::{Log, LogConfig, LogError, LogManager, TopicPartition};
 
 impl LogManager {
@@ -90,12 +89,7 @@ impl LogManager {
         }
         super::fd_limit::check_headroom()?;
         let path = dir.path.join(suffixed_dir_name(tp, FUTURE_SUFFIX));
-        let created = Log::open(&path, tp.clone(), config, 0, 0, true).and_then(|log| {
-            if let Some(id) = topic_id {
-                write_new_partition_metadata(&path, id)?;
-            }
-            Ok(log)
-        });
+        let created = super::new_logs::make_log(&path, tp.clone(), topic_id, config);
         let log = created
             .map_err(|e| {
                 self.on_dir_failure(dir_index, &format!("creating the future log of {tp}"), e)

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::checkpoint::{
-    read_leader_epoch_checkpoint, write_leader_epoch_checkpoint, write_unsynced,
+    read_leader_epoch_checkpoint, write_leader_epoch_checkpoint, write_new, write_unsynced,
     LEADER_EPOCH_CHECKPOINT,
 };
 
@@ -67,6 +67,19 @@ impl LeaderEpochFileCache {
             write_unsynced(&cache.path, EMPTY_CHECKPOINT)?;
         }
         Ok(cache)
+    }
+
+    /// The empty cache of a new log, in a directory just made: the checkpoint is written
+    /// straight to its name (created exclusively), no temporary and no rename, as no
+    /// older file can be there to replace. Not synced, as in `load_listed`: a crash leaves
+    /// it absent, empty or torn, each of which loads as this same empty cache.
+    pub fn create_new(dir: &Path) -> Result<Self, LogError> {
+        let path = dir.join(LEADER_EPOCH_CHECKPOINT);
+        write_new(&path, EMPTY_CHECKPOINT)?;
+        Ok(LeaderEpochFileCache {
+            path,
+            entries: Vec::new(),
+        })
     }
 
     pub fn entries(&self) -> &[EpochEntry] {

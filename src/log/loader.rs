@@ -195,6 +195,23 @@ pub fn load(
     })
 }
 
+/// A new, empty log in `dir`, a directory just made: its first segment and an empty
+/// leader-epoch checkpoint are written without listing the directory or looking for
+/// files that cannot be there. The same log `load` makes of an empty directory.
+pub fn create(dir: &Path, config: &LogConfig, now_ms: i64) -> Result<LoadedLog, LogError> {
+    let segment = LogSegment::create_new(dir, 0, config, now_ms)?;
+    let leader_epoch_cache = LeaderEpochFileCache::create_new(dir)?;
+    Ok(LoadedLog {
+        segments: BTreeMap::from([(0, segment)]),
+        log_start_offset: 0,
+        log_end_offset: 0,
+        recovery_point: 0,
+        leader_epoch_cache,
+        producer_state: ProducerStateManager::new(dir, 0),
+        durable_snapshot: -1,
+    })
+}
+
 /// The base of the segment holding `recovery_point` (the first one if none does): where
 /// recovery after an unclean shutdown starts.
 fn recovery_start(bases: &[i64], recovery_point: i64) -> i64 {

@@ -144,11 +144,46 @@ impl Log {
             clean_shutdown,
             now_ms(),
         )?;
+        Ok(Self::from_loaded(
+            dir,
+            topic_partition,
+            config,
+            loaded,
+            created,
+        ))
+    }
+
+    /// A new, empty log in `dir`, which the caller has just made (so it is empty): nothing
+    /// is listed, probed or recovered (see `loader::create`). Nothing is synced either; the
+    /// first flush makes the directory and its files durable (`sync_creation`), and until
+    /// then a crash leaves a directory that loads as an empty log (or none at all).
+    pub fn create(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+    ) -> Result<Log, LogError> {
+        let created = loader::create(dir, &config, now_ms())?;
+        Ok(Self::from_loaded(
+            dir,
+            topic_partition,
+            config,
+            created,
+            true,
+        ))
+    }
+
+    fn from_loaded(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        loaded: loader::LoadedLog,
+        created: bool,
+    ) -> Log {
         let first_unstable = loaded
             .producer_state
             .first_unstable_offset()
             .unwrap_or(NO_UNSTABLE_OFFSET);
-        Ok(Log {
+        Log {
             dir: dir.to_path_buf(),
             topic_partition,
             config: RwLock::new(config),
@@ -178,7 +213,7 @@ impl Log {
             cleaner_checkpoint: AtomicI64::new(-1),
             cleaning: Mutex::new(()),
             cleaning_aborted: AtomicBool::new(false),
-        })
+        }
     }
 
     /// From now on, a roll's producer snapshot write and segment flush are left for

@@ -24,9 +24,7 @@ use super::checkpoint::{
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::log_dirs::METADATA_LOG_DIR;
-use super::partition_metadata::{
-    read_partition_metadata, write_new_partition_metadata, write_partition_metadata,
-};
+use super::partition_metadata::read_partition_metadata;
 use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
 /// Kafka's `CleanShutdownFileHandler` marker. Present at startup: the directory was shut
@@ -84,8 +82,12 @@ pub struct LogManager {
     pub(super) file_delete_delay: Duration,
     /// The broker epoch the clean-shutdown marker records (-1: not registered).
     broker_epoch: std::sync::atomic::AtomicI64,
-    /// Threads per log dir that load logs at startup and close them at shutdown.
-    threads: usize,
+    /// Threads per log dir that load logs at startup, create new ones and close them at
+    /// shutdown.
+    pub(super) threads: usize,
+    /// Held by whoever creates logs (see `new_logs`) and by `delete_log`, so that no two
+    /// make or remove the same directory while `logs` is unlocked. Taken before `logs`.
+    pub(super) creating: Mutex<()>,
 }
 
 /// One log dir and whether it is online.
@@ -254,6 +256,7 @@ impl LogManager {
             file_delete_delay,
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
             threads,
+            creating: Mutex::new(()),
         };
         manager.drop_incomplete_futures(futures_found)?;
         Ok(manager)
@@ -358,76 +361,6 @@ impl LogManager {
         self.logs.read().get(tp).and_then(|h| h.topic_id)
     }
 
-    /// The log of `tp`, created in the log dir hosting the fewest partitions if absent.
-    /// Writes `partition.metadata`; an existing log with a different topic id is an error.
-    pub fn get_or_create_log(
-        &self,
-        tp: &TopicPartition,
-        topic_id: Uuid,
-        config: LogConfig,
-    ) -> Result<Arc<Log>, LogError> {
-        let mut logs = self.logs.write();
-        if let Some(hosted) = logs.get_mut(tp) {
-            match hosted.topic_id {
-                Some(found) if found != topic_id => {
-                    return Err(LogError::InconsistentTopicId {
-                        expected: topic_id,
-                        found,
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    write_partition_metadata(hosted.log.dir(), topic_id)?;
-                    hosted.topic_id = Some(topic_id);
-                }
-            }
-            return Ok(hosted.log.clone());
-        }
-        let online: Vec<usize> = (0..self.dirs.len())
-            .filter(|&i| !self.dirs[i].health.is_offline())
-            .collect();
-        // The dir with the fewest logs; counting them walks every log, so only when
-        // there is a choice.
-        let dir_index = match online.as_slice() {
-            [only] => Some(*only),
-            _ => online
-                .into_iter()
-                .min_by_key(|&i| logs.values().filter(|h| h.dir_index == i).count()),
-        }
-        .ok_or_else(|| LogError::LogDirOffline {
-            dir: self
-                .dirs
-                .first()
-                .map(|d| d.path.clone())
-                .unwrap_or_default(),
-            cause: "no log dir is online".into(),
-        })?;
-        super::fd_limit::check_headroom()?;
-        let parent = &self.dirs[dir_index].path;
-        let dir = parent.join(tp.to_string());
-        // No fsync here: the log's first flush makes its directory and partition.metadata
-        // durable (see `Log::sync_creation`); the metadata record naming the partition
-        // already is.
-        let created = Log::open(&dir, tp.clone(), config, 0, 0, true).and_then(|log| {
-            write_new_partition_metadata(&dir, topic_id)?;
-            Ok(log)
-        });
-        let log = created
-            .map_err(|e| self.on_dir_failure(dir_index, &format!("creating the log of {tp}"), e))?
-            .in_log_dir(self.dirs[dir_index].health.clone())
-            .with_delayed_deletes(self.delayed_deletes.clone());
-        let log = Arc::new(log);
-        logs.insert(
-            tp.clone(),
-            Hosted {
-                log: log.clone(),
-                dir_index,
-                topic_id: Some(topic_id),
-            },
-        );
-        Ok(log)
-    }
-
     /// Whether new logs may be created now: an error while the file descriptors left are
     /// within the reserve (see `fd_limit`). Checked before metadata records a new
     /// partition, and again when its log is created.
@@ -441,6 +374,7 @@ impl LogManager {
     /// wait in (`DelayedDeletes`, emptied by `remove_due_deletions`).
     pub fn delete_log(&self, tp: &TopicPartition) -> Result<(), LogError> {
         self.abandon_future_log(tp);
+        let _creating = self.creating.lock();
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };

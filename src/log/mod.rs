@@ -37,6 +37,7 @@ mod log_dir_health;
 mod log_dirs;
 mod log_manager;
 mod meta_properties;
+mod new_logs;
 mod offset_index;
 mod partition_metadata;
 mod producer_state;

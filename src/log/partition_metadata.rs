@@ -4,7 +4,7 @@ use std::path::Path;
 
 use uuid::Uuid;
 
-use super::checkpoint::{read_bounded, write_atomic};
+use super::checkpoint::{read_bounded, write_atomic, write_new};
 use super::LogError;
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -17,15 +17,14 @@ pub fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogErr
     write_atomic(&dir.join(PARTITION_METADATA_FILE), text.as_bytes())
 }
 
-/// As [`write_partition_metadata`] (tmp + rename, so a reader never sees half a file),
-/// without the fsyncs: for a log just created, whose first flush makes the file durable.
+/// As [`write_partition_metadata`], for the directory of a log just made: written
+/// straight to its name (created exclusively) and not synced; the log's first flush
+/// makes it durable (see `Log::sync_creation`). A crash before that may leave it absent,
+/// empty or torn: startup then loads the log without a topic id, and the metadata, which
+/// names the partition durably, writes the file again (`LogManager::get_or_create_log`).
 pub fn write_new_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogError> {
     let text = format!("version: 0\ntopic_id: {}", uuid_to_kafka_string(topic_id));
-    let path = dir.join(PARTITION_METADATA_FILE);
-    let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)?;
-    Ok(())
+    write_new(&dir.join(PARTITION_METADATA_FILE), text.as_bytes())
 }
 
 /// The topic id stored in `dir`, or `None` if the file is absent.

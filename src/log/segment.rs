@@ -122,6 +122,45 @@ impl LogSegment {
         Self::open_with_suffix(dir, base_offset, config, active, now_ms, "")
     }
 
+    /// The first segment of a new log, in a directory just made: none of its files can
+    /// exist, so none is looked for or measured. The `.log` is created exclusively (an
+    /// existing one is an error, never truncated); the transaction index has no file until
+    /// its first entry; the indexes are created and mapped, as an active segment's are.
+    pub fn create_new(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let log_path = Self::log_path(dir, base_offset);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&log_path)?;
+        let txn_path = Self::txn_index_path(dir, base_offset);
+        let mut segment = LogSegment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size: 0,
+            indexes: OnceLock::new(),
+            index_path: Self::index_path(dir, base_offset),
+            time_index_path: Self::time_index_path(dir, base_offset),
+            txn_index: TransactionIndex::empty(&txn_path, base_offset),
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            max_index_size: config.max_index_size,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_and_offset: None,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+        };
+        let indexes = segment.open_index_files()?;
+        segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
+        let _ = segment.indexes.set(indexes);
+        Ok(segment)
+    }
+
     /// A new segment for the cleaner's output: `<base>.log.cleaned` and its indexes, which
     /// the loader deletes if the swap never happened (see `Log::replace_segments`).
     pub fn create_cleaned(

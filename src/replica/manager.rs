@@ -254,13 +254,16 @@ impl ReplicaManager {
     /// Makes this broker host the partitions of `topic` assigned to it, creating their
     /// logs, applies the topic's config to them, and gives each the role, leader epoch and
     /// ISR the metadata announces. A hosted partition of an older topic of the same name
-    /// (deleted and created again) is deleted first.
+    /// (deleted and created again) is deleted first. The new logs are made together (on
+    /// several threads, see `LogManager::get_or_create_logs`), and each partition is
+    /// served only once its log exists; one that cannot be made leaves the others served.
     fn apply_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         self.topics
             .insert(topic.name.clone(), topic.partitions.len());
         let log_config = topic::log_config(&self.config.current(), &topic.configs);
         self.quotas
             .update_topic(self.broker_id, &topic.name, &topic.configs);
+        let mut new = Vec::new();
         for p in topic
             .partitions
             .iter()
@@ -292,9 +295,21 @@ impl ReplicaManager {
                 }
                 None => {}
             }
-            let log = self
-                .logs
-                .get_or_create_log(&tp, topic.topic_id, log_config.clone())?;
+            new.push((tp, p));
+        }
+        let tps: Vec<TopicPartition> = new.iter().map(|(tp, _)| tp.clone()).collect();
+        let logs = self
+            .logs
+            .get_or_create_logs(&tps, topic.topic_id, &log_config);
+        let mut first_error = None;
+        for ((tp, p), log) in new.into_iter().zip(logs) {
+            let log = match log {
+                Ok(log) => log,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
             log.update_config(log_config.clone());
             // What was committed before a restart stays committed (and no more: a leader
             // exposes nothing its followers may not have until they report it).
@@ -306,7 +321,7 @@ impl ReplicaManager {
             self.take_place(&partition);
             self.partitions.insert(tp, partition);
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Gives every hosted log its config again from the broker config in force and its

@@ -1,0 +1,236 @@
+//! New logs: what a new partition directory holds, what a crash right after creation
+//! leaves loadable, and creation on several threads.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use super::super::checkpoint::LEADER_EPOCH_CHECKPOINT;
+use super::super::dir_lock::DirLock;
+use super::super::partition_metadata::{
+    read_partition_metadata, uuid_to_kafka_string, PARTITION_METADATA_FILE,
+};
+use super::super::test_util::batch_bytes;
+use super::*;
+
+fn config() -> LogConfig {
+    LogConfig {
+        max_index_size: 4096,
+        // Test batches carry timestamps near 1970, which the wall clock would expire.
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    }
+}
+
+/// A manager over `dirs` with every partition found assigned, creating on `threads`
+/// threads per dir.
+fn start(dirs: &[PathBuf], threads: usize) -> LogManager {
+    let locked = dirs
+        .iter()
+        .map(|d| {
+            fs::create_dir_all(d).unwrap();
+            (d.clone(), DirLock::acquire(d).unwrap())
+        })
+        .collect();
+    LogManager::startup_parallel(
+        locked,
+        |_: &TopicPartition, _: Option<Uuid>| true,
+        |_| config(),
+        60_000,
+        threads,
+    )
+    .unwrap()
+}
+
+fn partitions(topic: &str, n: i32) -> Vec<TopicPartition> {
+    (0..n).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_new_partition_dir_holds_kafkas_files_and_nothing_else() {
+    let root = tempfile::tempdir().unwrap();
+    let lm = start(&[root.path().join("d")], 1);
+    let id = Uuid::new_v4();
+    let log = lm
+        .get_or_create_log(&TopicPartition::new("orders", 7), id, config())
+        .unwrap();
+    assert_eq!(log.dir(), root.path().join("d").join("orders-7"));
+    assert_eq!(
+        names(log.dir()),
+        [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+            "leader-epoch-checkpoint",
+            "partition.metadata",
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(log.dir().join(LEADER_EPOCH_CHECKPOINT)).unwrap(),
+        "0\n0\n"
+    );
+    assert_eq!(
+        fs::read_to_string(log.dir().join(PARTITION_METADATA_FILE)).unwrap(),
+        format!("version: 0\ntopic_id: {}", uuid_to_kafka_string(id))
+    );
+    assert_eq!(
+        fs::metadata(log.dir().join("00000000000000000000.log"))
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+}
+
+/// Kafka's `assign` writes the checkpoint on the first append in an epoch (synced, as
+/// Kafka's `LeaderEpochCheckpointFile.write` is), and not again for later appends in it.
+#[test]
+fn the_first_write_records_its_leader_epoch_in_the_checkpoint() {
+    let root = tempfile::tempdir().unwrap();
+    let lm = start(&[root.path().join("d")], 1);
+    let log = lm
+        .get_or_create_log(&TopicPartition::new("orders", 0), Uuid::new_v4(), config())
+        .unwrap();
+    log.append_as_leader(batch_bytes(&[b"a", b"b"], 1, None), 3, 0)
+        .unwrap();
+    let checkpoint = log.dir().join(LEADER_EPOCH_CHECKPOINT);
+    assert_eq!(fs::read_to_string(&checkpoint).unwrap(), "0\n1\n3 0\n");
+    log.append_as_leader(batch_bytes(&[b"c"], 2, None), 3, 0)
+        .unwrap();
+    log.append_as_leader(batch_bytes(&[b"d"], 3, None), 5, 0)
+        .unwrap();
+    assert_eq!(fs::read_to_string(&checkpoint).unwrap(), "0\n2\n3 0\n5 3\n");
+}
+
+/// What a crash right after creation can leave of a partition directory, none of it
+/// synced: every state loads as an empty log, takes writes, and gets its topic id back
+/// when the metadata assigns the partition again.
+#[test]
+fn a_crash_right_after_creation_leaves_a_dir_that_loads() {
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage); 6] = [
+        ("every file as written", |_| {}),
+        ("every file empty", |dir| {
+            for name in names(dir) {
+                fs::write(dir.join(name), b"").unwrap();
+            }
+        }),
+        ("metadata and checkpoint torn", |dir| {
+            fs::write(dir.join(PARTITION_METADATA_FILE), b"version: 0\ntopic_i").unwrap();
+            fs::write(dir.join(LEADER_EPOCH_CHECKPOINT), b"0\n").unwrap();
+        }),
+        ("indexes missing", |dir| {
+            fs::remove_file(dir.join("00000000000000000000.index")).unwrap();
+            fs::remove_file(dir.join("00000000000000000000.timeindex")).unwrap();
+        }),
+        ("only the directory", |dir| {
+            for name in names(dir) {
+                fs::remove_file(dir.join(name)).unwrap();
+            }
+        }),
+        ("no directory", |dir| fs::remove_dir_all(dir).unwrap()),
+    ];
+    for (what, damage) in damages {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = [root.path().join("d")];
+        let id = Uuid::new_v4();
+        let tp = TopicPartition::new("orders", 0);
+        let lm = start(&dirs, 1);
+        let dir = lm
+            .get_or_create_log(&tp, id, config())
+            .unwrap()
+            .dir()
+            .to_path_buf();
+        // A crash: no shutdown, so no clean-shutdown marker and nothing flushed.
+        drop(lm);
+        damage(&dir);
+
+        let lm = start(&dirs, 1);
+        let log = lm.get_or_create_log(&tp, id, config()).unwrap();
+        assert_eq!(log.dir(), dir, "{what}");
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (0, 0),
+            "{what}"
+        );
+        assert_eq!(read_partition_metadata(&dir).unwrap(), Some(id), "{what}");
+        assert_eq!(lm.topic_id_of(&tp), Some(id), "{what}");
+        log.append_as_leader(batch_bytes(&[b"a"], 1, None), 0, 0)
+            .unwrap();
+        log.flush().unwrap();
+        assert_eq!(log.log_end_offset(), 1, "{what}");
+        lm.shutdown().unwrap();
+        drop((log, lm));
+        let lm = start(&dirs, 1);
+        assert_eq!(lm.get_log(&tp).unwrap().log_end_offset(), 1, "{what}");
+    }
+}
+
+/// One call makes many logs on several threads; each result is the log of the partition
+/// in its place, and no reader of the table ever finds a log whose files are not all
+/// made yet.
+#[test]
+fn many_logs_made_on_several_threads_are_hosted_only_once_complete() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("d1"), root.path().join("d2")];
+    let lm = start(&dirs, 2);
+    let tps = partitions("wide", 400);
+    let id = Uuid::new_v4();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let logs = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                for tp in &tps {
+                    if let Some(log) = lm.get_log(tp) {
+                        assert!(log.dir().join(PARTITION_METADATA_FILE).exists());
+                        assert!(log.dir().join("00000000000000000000.log").exists());
+                    }
+                }
+            }
+        });
+        let logs = lm.get_or_create_logs(&tps, id, &config());
+        done.store(true, std::sync::atomic::Ordering::Release);
+        reader.join().unwrap();
+        logs
+    });
+    assert_eq!(logs.len(), tps.len());
+    let mut per_dir = [0, 0];
+    for (tp, log) in tps.iter().zip(&logs) {
+        let log = log.as_ref().unwrap();
+        assert_eq!(log.topic_partition(), tp);
+        assert_eq!(
+            log.dir().file_name().unwrap().to_string_lossy(),
+            tp.to_string()
+        );
+        assert_eq!(read_partition_metadata(log.dir()).unwrap(), Some(id));
+        per_dir[usize::from(log.dir().parent() == Some(dirs[1].as_path()))] += 1;
+    }
+    assert_eq!(per_dir, [200, 200], "spread evenly over the log dirs");
+    assert_eq!(lm.all_logs().len(), 400);
+    // Asked again (with one new partition): the same logs, and the new one made.
+    let mut again = tps.clone();
+    again.push(TopicPartition::new("wide", 400));
+    let second = lm.get_or_create_logs(&again, id, &config());
+    for (first, second) in logs.iter().zip(&second) {
+        assert!(Arc::ptr_eq(
+            first.as_ref().unwrap(),
+            second.as_ref().unwrap()
+        ));
+    }
+    assert_eq!(second[400].as_ref().unwrap().log_end_offset(), 0);
+    let other = lm.get_or_create_logs(&tps[..1], Uuid::new_v4(), &config());
+    assert!(matches!(
+        other[0],
+        Err(LogError::InconsistentTopicId { .. })
+    ));
+}

@@ -209,6 +209,8 @@ pub fn create(dir: &Path, config: &LogConfig, now_ms: i64) -> Result<LoadedLog, 
         leader_epoch_cache,
         producer_state: ProducerStateManager::new(dir, 0),
         durable_snapshot: -1,
+        // Empty at the log start: nothing to write at a stop until a record arrives.
+        snapshot_on_disk: 0,
     })
 }
 

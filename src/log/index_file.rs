@@ -1,52 +1,68 @@
-//! A memory-mapped file of fixed-size entries: the shared machinery of `.index` and
-//! `.timeindex` (Kafka's `AbstractIndex`).
+//! A file of fixed-size entries: the shared machinery of `.index` and `.timeindex`
+//! (Kafka's `AbstractIndex`), on disk in Kafka's exact format.
 //!
 //! There is no header and no count: a file opened from disk is taken to hold
-//! `len / entry_size` entries. A new file is preallocated (zero-filled) to the largest
-//! multiple of the entry size within `max_index_size`, and must be trimmed to its valid
-//! entries when the segment rolls or closes, or the zero slots would later read as entries.
-//! An existing file is mapped at the length it has: opening never resizes it. The first
-//! append beyond that length grows it to `max_index_size` (the active segment after a
-//! clean shutdown, whose indexes were trimmed when it closed).
+//! `len / entry_size` entries. Those are read through a read-only mapping, taken when the
+//! file is opened and touched only by lookups (an older segment's index is opened on first
+//! use, see `LogSegment`). Entries appended after them live in a heap buffer sized by what
+//! was written, and lookups read them there; the file catches up with positioned writes
+//! (page cache, not this process's memory) once a page's worth is pending, at every flush
+//! and when the segment rolls or closes, which also trims the file to its entries and
+//! maps it again, freeing the buffer.
 //!
-//! As in Kafka, the file descriptor is closed once the file is mapped: a segment holds one
-//! descriptor (its `.log`), not three. The mapping is enough to read, write and `msync`
-//! the index; only a resize reopens the file for a moment.
+//! Kafka instead preallocates the file to `max_index_size` and writes entries through a
+//! shared writable mapping. With thousands of partitions that costs a dirty page per
+//! index, counted in the broker's resident memory for as long as the segment is active;
+//! the buffer costs the entries' bytes. The file may lag the buffer between flushes: a
+//! crash loses only entries for data after the recovery point, whose segments are rebuilt
+//! from the log on the next start (`loader`), as are an index's entries in Kafka after an
+//! unclean shutdown.
+//!
+//! As in Kafka, no file descriptor is kept open: a segment holds one descriptor (its
+//! `.log`), not three. Writing, trimming and syncing open the file for a moment.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use memmap2::{Advice, MmapOptions, MmapRaw};
+use memmap2::{Advice, Mmap, MmapOptions};
 
 use super::LogError;
 
-/// A memory-mapped index. The mapping is shared (`Arc`) only so that a flush can `msync`
-/// it after the log's lock is released; every read and write of entries goes through
-/// `&self` / `&mut self` of this struct, which the log's lock serialises.
+/// Pending bytes that make an append write them to the file: one page.
+const WRITE_BEHIND_BYTES: usize = 4096;
+
+/// An index: a mapped prefix read from disk, then the entries appended since. Reads go
+/// through `&self`, changes through `&mut self`; the log's lock serialises them.
 pub struct IndexFile {
     path: PathBuf,
-    /// The whole file; `None` while it is empty (nothing to map).
-    mmap: Option<Arc<MmapRaw>>,
+    /// The file as it was last opened or trimmed, read-only; `None` when that was empty.
+    mmap: Option<Mmap>,
+    /// Entries read from `mmap` (a truncation may leave fewer than it holds).
+    mapped: usize,
+    /// Entries after the mapped ones, `tail.len() / entry_size` of them.
+    tail: Vec<u8>,
     entry_size: usize,
-    entries: usize,
-    /// Entries the file may grow to (`max_index_size`, or the file's own length if larger).
+    /// The first `written` entries are in the file as they are here; the rest of `tail`
+    /// is still to be written. Never below `mapped`. Atomic so that `take_sync_target`
+    /// (under the log's lock, through `&self`) can write them.
+    written: AtomicUsize,
+    /// Entries the index may grow to (`max_index_size`, or the file's own length if larger).
     max_entries: usize,
-    /// Entries written or the length changed since the last `take_sync_target`: an
-    /// unchanged index is not synced again.
+    /// The file changed since the last `take_sync_target`: an unchanged index is not synced
+    /// again. Entries still to be written count as a change.
     dirty: AtomicBool,
     /// This open created the file (it was missing).
     created: bool,
 }
 
 impl IndexFile {
-    /// Opens `path`, creating and preallocating it to `max_index_size` if missing. An
-    /// existing file keeps its length and `len / entry_size` entries.
+    /// Opens `path`, creating it empty if missing. An existing file keeps its length and
+    /// `len / entry_size` entries.
     pub fn open(path: &Path, entry_size: usize, max_index_size: u32) -> Result<Self, LogError> {
-        let preallocated = round_down(max_index_size as usize, entry_size);
-        let (file, existed) = match OpenOptions::new().read(true).write(true).open(path) {
+        let (file, existed) = match OpenOptions::new().read(true).open(path) {
             Ok(file) => (file, true),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 let file = OpenOptions::new()
@@ -55,21 +71,23 @@ impl IndexFile {
                     .create(true)
                     .truncate(false)
                     .open(path)?;
-                file.set_len(preallocated as u64)?;
                 (file, false)
             }
             Err(e) => return Err(e.into()),
         };
         let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
-        let entries = if existed { len / entry_size } else { 0 };
-        let mmap = map(&file, len)?;
+        let entries = len / entry_size;
+        let mmap = map(&file, entries * entry_size)?;
         drop(file);
+        let max_len = round_down(max_index_size as usize, entry_size).max(len);
         Ok(IndexFile {
             path: path.to_path_buf(),
             mmap,
+            mapped: entries,
+            tail: Vec::new(),
             entry_size,
-            entries,
-            max_entries: preallocated.max(len) / entry_size,
+            written: AtomicUsize::new(entries),
+            max_entries: max_len / entry_size,
             dirty: AtomicBool::new(!existed),
             created: !existed,
         })
@@ -79,7 +97,7 @@ impl IndexFile {
         &self.path
     }
     pub fn entries(&self) -> usize {
-        self.entries
+        self.mapped + self.tail.len() / self.entry_size
     }
     pub fn max_entries(&self) -> usize {
         self.max_entries
@@ -88,82 +106,91 @@ impl IndexFile {
     pub fn was_created(&self) -> bool {
         self.created
     }
+    /// Heap bytes held for appended entries (what this index adds to resident memory
+    /// beyond the page cache).
+    pub fn buffered_bytes(&self) -> usize {
+        self.tail.capacity()
+    }
 
-    /// The mapping to `msync` outside the log's lock (`SyncTarget`) if the index changed
-    /// since the last call; the change is then counted as synced.
-    pub fn take_sync_target(&self) -> Option<Arc<MmapRaw>> {
+    /// The file to fsync outside the log's lock (`SyncTarget`) if the index changed since
+    /// the last call; entries not yet in the file are written to it first. The change is
+    /// then counted as synced (as written, on success).
+    pub fn take_sync_target(&self) -> Option<std::io::Result<File>> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return None;
         }
-        self.mmap.clone()
+        let opened = OpenOptions::new().write(true).open(&self.path);
+        let written = opened.and_then(|file| self.write_pending(&file).map(|()| file));
+        if written.is_err() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Some(written)
     }
 
-    /// Entries that fit in the file as it is mapped now.
-    fn mapped_entries(&self) -> usize {
-        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
-    }
-
-    fn bytes(&self) -> &[u8] {
-        let Some(mmap) = &self.mmap else {
-            return &[];
-        };
-        // SAFETY: the mapping covers `len()` bytes of a file at least that long (see
-        // `map`), stays mapped while `self.mmap` lives, and is only written through
-        // `bytes_mut`, which needs `&mut self`; so no write aliases this shared borrow.
-        unsafe { std::slice::from_raw_parts(mmap.as_ptr(), mmap.len()) }
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        let Some(mmap) = &self.mmap else {
-            return &mut [];
-        };
-        // SAFETY: as in `bytes`; `&mut self` makes this the only borrow of the mapping's
-        // bytes in this process (a concurrent msync reads nothing in user space).
-        unsafe { std::slice::from_raw_parts_mut(mmap.as_mut_ptr(), mmap.len()) }
+    /// Writes the entries the file lacks at their positions.
+    fn write_pending(&self, file: &File) -> std::io::Result<()> {
+        let from = self.written.load(Ordering::Acquire);
+        let entries = self.entries();
+        if from >= entries {
+            return Ok(());
+        }
+        // `written >= mapped` always holds, so every pending entry is in `tail`.
+        let start = (from - self.mapped) * self.entry_size;
+        file.write_all_at(&self.tail[start..], (from * self.entry_size) as u64)?;
+        self.written.store(entries, Ordering::Release);
+        Ok(())
     }
 
     /// The bytes of entry `n`, if it exists.
     pub fn entry(&self, n: usize) -> Option<&[u8]> {
-        if n >= self.entries {
-            return None;
+        let size = self.entry_size;
+        if n < self.mapped {
+            return self.mmap.as_ref()?.get(n * size..(n + 1) * size);
         }
-        self.bytes()
-            .get(n * self.entry_size..(n + 1) * self.entry_size)
+        let at = (n - self.mapped) * size;
+        self.tail.get(at..at + size)
     }
 
-    /// Appends one entry; the caller has checked ordering. Errors when the file is full;
-    /// grows a file mapped shorter than `max_index_size` first.
+    /// Appends one entry; the caller has checked ordering. Errors when the index is full.
     pub fn push(&mut self, entry: &[u8]) -> Result<(), LogError> {
         debug_assert_eq!(entry.len(), self.entry_size);
-        if self.entries >= self.max_entries {
+        if self.entries() >= self.max_entries {
             return Err(LogError::corrupt_file(&self.path, "index is full"));
         }
-        if self.entries >= self.mapped_entries() {
-            self.resize(self.max_entries * self.entry_size)?;
-        }
-        let (at, size) = (self.entries * self.entry_size, self.entry_size);
-        match self.bytes_mut().get_mut(at..at + size) {
-            Some(slot) => slot.copy_from_slice(entry),
-            None => {
-                return Err(LogError::corrupt_file(
-                    &self.path,
-                    "index shorter than its entries",
-                ))
-            }
-        }
-        self.entries += 1;
+        self.tail.extend_from_slice(entry);
         self.dirty.store(true, Ordering::Release);
+        let pending = self.entries() - self.written.load(Ordering::Acquire);
+        if pending * self.entry_size >= WRITE_BEHIND_BYTES {
+            let file = OpenOptions::new().write(true).open(&self.path)?;
+            self.write_pending(&file)?;
+        }
         Ok(())
     }
 
-    /// Forgets every entry from `n` on (the bytes stay until trimmed or overwritten).
+    /// Forgets every entry from `n` on (the file's bytes stay until trimmed or overwritten).
     pub fn truncate_entries(&mut self, n: usize) {
-        self.entries = self.entries.min(n);
+        if n < self.mapped {
+            // Later appends will be written over the cut entries, which the mapping still
+            // shows: the kept ones move to the buffer and the mapping goes (a truncation
+            // below an index's last flush is rare: a follower's or a recovery's).
+            let kept = self
+                .mmap
+                .as_ref()
+                .map_or(&[][..], |m| &m[..n * self.entry_size]);
+            self.tail = kept.to_vec();
+            self.mmap = None;
+            self.mapped = 0;
+        } else {
+            self.tail
+                .truncate(self.tail.len().min((n - self.mapped) * self.entry_size));
+        }
+        let written = self.written.get_mut();
+        *written = (*written).min(n);
     }
 
     /// Binary search for the last entry whose key (as read by `key`) is <= `target`.
     pub fn floor_slot(&self, target: i64, key: impl Fn(&[u8]) -> i64) -> Option<usize> {
-        let (mut lo, mut hi) = (0usize, self.entries);
+        let (mut lo, mut hi) = (0usize, self.entries());
         // Invariant: entries < lo have key <= target; entries >= hi have key > target.
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -175,31 +202,31 @@ impl IndexFile {
         lo.checked_sub(1)
     }
 
-    /// Resizes the file to `new_len` rounded down to whole entries (at least the valid
-    /// entries) and remaps it. Nothing is synced: the old and the new mapping share the
-    /// file's page cache, so entries written through the old one stay in the file and
-    /// reach disk with the next flush of the segment (as in Kafka's `AbstractIndex.resize`).
-    /// An `msync` here would cost a journal commit per resize, several per partition at
-    /// startup.
-    pub fn resize(&mut self, new_len: usize) -> Result<(), LogError> {
-        let new_len = round_down(new_len, self.entry_size).max(self.entries * self.entry_size);
-        if new_len == self.mapped_entries() * self.entry_size {
+    /// Writes the pending entries, cuts the file to its valid entries (at roll and close,
+    /// or the zero or stale bytes past them would later read as entries) and maps it
+    /// again, freeing the buffer. Nothing is synced: that is the next flush's (as in
+    /// Kafka's `AbstractIndex.trimToValidSize`); an fsync here would cost a journal commit
+    /// per segment at startup.
+    pub fn trim_to_valid_size(&mut self) -> Result<(), LogError> {
+        let entries = self.entries();
+        let valid = entries * self.entry_size;
+        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        self.write_pending(&file)?;
+        let len = file.metadata()?.len();
+        if len == valid as u64 && self.tail.is_empty() {
             return Ok(());
         }
-        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
-        file.set_len(new_len as u64)?;
-        // A flush may still hold the old mapping for its msync; this struct never touches
-        // it again, so no access reaches past the end of the shrunk file.
-        self.mmap = map(&file, new_len)?;
-        self.max_entries = self.max_entries.max(new_len / self.entry_size);
-        self.dirty.store(true, Ordering::Release);
+        // The old mapping goes before the file shrinks: nothing may read past its end.
+        self.mmap = None;
+        self.mapped = 0;
+        if len != valid as u64 {
+            file.set_len(valid as u64)?;
+            self.dirty.store(true, Ordering::Release);
+        }
+        self.mmap = map(&file, valid)?;
+        self.mapped = entries;
+        self.tail = Vec::new();
         Ok(())
-    }
-
-    /// Cuts the file to its valid entries (at roll and close); nothing to do when it has
-    /// no other bytes.
-    pub fn trim_to_valid_size(&mut self) -> Result<(), LogError> {
-        self.resize(self.entries * self.entry_size)
     }
 }
 
@@ -207,24 +234,23 @@ fn round_down(n: usize, multiple: usize) -> usize {
     n / multiple * multiple
 }
 
-/// Maps the whole of `file`, `len` bytes long; an empty file has no mapping.
-fn map(file: &File, len: usize) -> Result<Option<Arc<MmapRaw>>, LogError> {
+/// Maps the first `len` bytes of `file` read-only; nothing to map when `len` is 0.
+fn map(file: &File, len: usize) -> Result<Option<Mmap>, LogError> {
     if len == 0 {
         return Ok(None);
     }
-    // The index file lives in a partition directory that only this broker writes, and
-    // only `resize` changes its length, remapping at once; the mapping is taken of the
-    // whole file as it is now. `MmapRaw` hands out pointers, not references: `bytes` and
-    // `bytes_mut` carry the safety argument for reading and writing through them.
-    let mmap = MmapOptions::new().len(len).map_raw(file)?;
-    // Index pages are touched one at a time (a lookup's binary search, an append at the
-    // end), and most of a preallocated file is a hole. Without this advice every first
-    // touch faults in a whole read-around window of zeroed page cache (several MiB
-    // with large folios), which a trim then throws away: that made a restart with
-    // thousands of partitions spend most of its time zeroing memory. Advice only changes
-    // speed, so a refusal is not an error.
+    // SAFETY: the index file lives in a partition directory that only this broker
+    // writes, and no byte of it is written or cut while mapped: appends are written past
+    // the mapping (`written >= mapped`, and a truncation into the mapped entries drops
+    // the mapping), and `trim_to_valid_size` drops the mapping before it shortens the
+    // file. So the bytes behind the `&[u8]` the mapping hands out do not change.
+    let mmap = unsafe { MmapOptions::new().len(len).map(file)? };
+    // Lookups touch index pages one at a time (a binary search). Without this advice a
+    // first touch faults in a whole read-around window of page cache (several MiB with
+    // large folios): with thousands of partitions that made a restart spend most of its
+    // time reading. Advice only changes speed, so a refusal is not an error.
     let _ = mmap.advise(Advice::Random);
-    Ok(Some(Arc::new(mmap)))
+    Ok(Some(mmap))
 }
 
 #[cfg(test)]
@@ -243,11 +269,13 @@ mod tests {
     fn mappings_are_advised_random_so_a_touch_reads_no_window() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
+        std::fs::write(&path, [0u8; 64]).unwrap();
         let mut index = IndexFile::open(&path, 8, 1 << 20).unwrap();
         let flags = vm_flags(&path).expect("the index is mapped");
         assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
-        // A resize maps again, with the same advice.
-        index.resize(4096).unwrap();
+        // A trim maps again, with the same advice.
+        index.truncate_entries(4);
+        index.trim_to_valid_size().unwrap();
         let flags = vm_flags(&path).expect("the index is mapped");
         assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
     }

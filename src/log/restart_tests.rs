@@ -373,3 +373,132 @@ mod stop {
         assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists());
     }
 }
+
+/// A log of `n` single-record batches of 60 bytes (timestamps 1000..), one segment, an
+/// index entry every 100 bytes (at every append after the first).
+fn one_segment(dir: &Path, n: usize) -> (Log, LogConfig, usize) {
+    let batches = many_batches(n, 60);
+    let batch_len = batches[0].len();
+    let config = LogConfig {
+        index_interval_bytes: 100,
+        max_index_size: 1 << 20,
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir, tp(), config.clone(), 0, 0, false).unwrap();
+    for b in batches {
+        log.append_as_leader(b, 0, 0).unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    (log, config, batch_len)
+}
+
+/// Kafka's `.index` bytes for entries (offset, position), base offset 0.
+fn kafka_offset_index(entries: impl Iterator<Item = (i64, usize)>) -> Vec<u8> {
+    entries
+        .flat_map(|(o, p)| [(o as i32).to_be_bytes(), (p as u32).to_be_bytes()].concat())
+        .collect()
+}
+
+/// Kafka's `.timeindex` bytes for entries (timestamp, offset), base offset 0.
+fn kafka_time_index(entries: impl Iterator<Item = (i64, i64)>) -> Vec<u8> {
+    entries
+        .flat_map(|(t, o)| [&t.to_be_bytes()[..], &(o as i32).to_be_bytes()].concat())
+        .collect()
+}
+
+#[test]
+fn the_active_segments_index_is_not_mapped_and_a_flush_writes_it_in_kafkas_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, config, len) = one_segment(dir.path(), 20);
+    let (index, time_index) = (
+        segment_file(dir.path(), 0, ".index"),
+        segment_file(dir.path(), 0, ".timeindex"),
+    );
+    // Entries live in the heap, sized by what was written; no page of the files is mapped.
+    assert!(!is_mapped(&index));
+    assert!(!is_mapped(&time_index));
+    // Append i (from 1) indexed its batch: offset i at position i * len, timestamp 1000 + i.
+    let expected_index = kafka_offset_index((1..20).map(|i| (i, i as usize * len)));
+    let expected_time = kafka_time_index((1..20).map(|i| (1_000 + i, i)));
+    log.flush().unwrap();
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        expected_index,
+        "exactly the entries"
+    );
+    assert_eq!(fs::read(&time_index).unwrap(), expected_time);
+    // Kafka's reader of these formats reads them back.
+    let copy = dir.path().join("copy.index");
+    fs::copy(&index, &copy).unwrap();
+    let read =
+        crate::log::offset_index::OffsetIndex::open(&copy, 0, config.max_index_size).unwrap();
+    read.sanity_check().unwrap();
+    assert_eq!(read.entries(), 19);
+    assert_eq!(read.lookup(7), (7, (7 * len) as u32));
+    // Lookups are served from the buffer, and the files are the same after a clean close.
+    for offset in 0..20 {
+        assert_eq!(first_base_offset(&log, offset), offset);
+    }
+    assert_eq!(by_time(&log, 1_013), Some((1_013, 13)));
+    log.close().unwrap();
+    drop(log);
+    assert_eq!(fs::read(&index).unwrap(), expected_index);
+    assert_eq!(fs::read(&time_index).unwrap(), expected_time);
+    let log = Log::open(dir.path(), tp(), config, 20, 0, true).unwrap();
+    assert_eq!(by_time(&log, 1_005), Some((1_005, 5)));
+    assert_eq!(first_base_offset(&log, 11), 11);
+}
+
+#[test]
+fn kill_9_mid_append_leaves_a_prefix_of_the_index_and_recovery_rebuilds_it_exactly() {
+    // 700 appends: the offset index's file is written once 512 entries (a page) are
+    // pending, the time index's at 341; a flush at 600 writes both; 100 more stay in the
+    // heap when the process dies.
+    let reference = tempfile::tempdir().unwrap();
+    let (log, config, _) = one_segment(reference.path(), 700);
+    log.close().unwrap();
+    drop(log);
+    let index_of = |dir: &Path, suffix| fs::read(segment_file(dir, 0, suffix)).unwrap();
+    let (good_index, good_time) = (
+        index_of(reference.path(), ".index"),
+        index_of(reference.path(), ".timeindex"),
+    );
+    assert_eq!(good_index.len(), 699 * 8);
+
+    let dir = tempfile::tempdir().unwrap();
+    let batches = many_batches(700, 60);
+    let log = Log::open(dir.path(), tp(), config.clone(), 0, 0, false).unwrap();
+    for (i, b) in batches.into_iter().enumerate() {
+        if i == 520 {
+            // 519 entries: a page of each written behind, the rest in the heap.
+            assert_eq!(index_of(dir.path(), ".index"), good_index[..512 * 8]);
+            assert_eq!(index_of(dir.path(), ".timeindex"), good_time[..342 * 12]);
+        }
+        if i == 600 {
+            log.flush().unwrap();
+            assert_eq!(index_of(dir.path(), ".index"), good_index[..599 * 8]);
+            assert_eq!(index_of(dir.path(), ".timeindex"), good_time[..599 * 12]);
+        }
+        log.append_as_leader(b, 0, 0).unwrap();
+    }
+    let recovery_point = log.recovery_point();
+    // kill -9: nothing more is written.
+    drop(log);
+    assert_eq!(index_of(dir.path(), ".index"), good_index[..599 * 8]);
+    assert_eq!(index_of(dir.path(), ".timeindex"), good_time[..599 * 12]);
+
+    let log = Log::open(dir.path(), tp(), config, recovery_point, 0, false).unwrap();
+    assert_eq!(log.log_end_offset(), 700);
+    for offset in [0, 1, 341, 512, 599, 600, 650, 699] {
+        assert_eq!(first_base_offset(&log, offset), offset);
+    }
+    assert_eq!(by_time(&log, 1_650), Some((1_650, 650)));
+    log.close().unwrap();
+    assert_eq!(
+        index_of(dir.path(), ".index"),
+        good_index,
+        "rebuilt exactly"
+    );
+    assert_eq!(index_of(dir.path(), ".timeindex"), good_time);
+}

@@ -54,7 +54,14 @@ pub fn change_suffixes(
 /// batches, named by the segment's base offset; every batch's offsets are >= the base offset
 /// and fit in an i32 relative to it. Bytes are only ever appended at `size`, so readers may
 /// `pread` anything below a size they observed while the writer appends beyond it.
-pub struct LogSegment {
+///
+/// The state is boxed: a log keeps its segments in a `BTreeMap` whose every node has room
+/// for 11 values, and nearly every log has one segment, so a segment held inline cost 11
+/// times its size (5 KiB a partition, half the broker's heap with 10,000 partitions).
+pub struct LogSegment(Box<SegmentState>);
+
+/// What a `LogSegment` holds; its methods are `LogSegment`'s, reached through `Deref`.
+pub struct SegmentState {
     base_offset: i64,
     log_path: PathBuf,
     log: Arc<File>,
@@ -78,6 +85,19 @@ pub struct LogSegment {
     /// Max timestamp of the first batch: the clock `segment.ms` is measured against.
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
+}
+
+impl std::ops::Deref for LogSegment {
+    type Target = SegmentState;
+    fn deref(&self) -> &SegmentState {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for LogSegment {
+    fn deref_mut(&mut self) -> &mut SegmentState {
+        &mut self.0
+    }
 }
 
 /// A segment's offset and time index.
@@ -139,7 +159,7 @@ impl LogSegment {
             .create_new(true)
             .open(&log_path)?;
         let txn_path = Self::txn_index_path(dir, base_offset);
-        let mut segment = LogSegment {
+        let mut segment = LogSegment(Box::new(SegmentState {
             base_offset,
             log_path,
             log: Arc::new(log),
@@ -154,7 +174,7 @@ impl LogSegment {
             max_timestamp_and_offset: None,
             rolling_based_timestamp: None,
             created_ms: now_ms,
-        };
+        }));
         let indexes = segment.open_index_files()?;
         segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
         let _ = segment.indexes.set(indexes);
@@ -219,7 +239,7 @@ impl LogSegment {
             }
             other => other?,
         };
-        let mut segment = LogSegment {
+        let mut segment = LogSegment(Box::new(SegmentState {
             base_offset,
             log_path,
             log: Arc::new(log),
@@ -234,7 +254,7 @@ impl LogSegment {
             max_timestamp_and_offset: None,
             rolling_based_timestamp: None,
             created_ms: now_ms,
-        };
+        }));
         if active {
             let indexes = segment.open_index_files()?;
             segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
@@ -291,9 +311,11 @@ impl LogSegment {
             let opened = self.open_checked_indexes()?;
             let _ = self.indexes.set(opened);
         }
-        self.indexes
+        let state = &mut *self.0;
+        state
+            .indexes
             .get_mut()
-            .ok_or_else(|| LogError::corrupt_file(&self.index_path, "index not open"))
+            .ok_or_else(|| LogError::corrupt_file(&state.index_path, "index not open"))
     }
 
     /// Maps both index files as they are (creating missing ones).
@@ -788,7 +810,7 @@ impl LogSegment {
     }
 }
 
-/// The mappings of `indexes` changed since their last sync.
+/// The index files changed since their last sync, their pending entries written.
 fn index_sync_targets(indexes: &Indexes) -> Vec<SyncTarget> {
     [
         indexes.offset.index_file().take_sync_target(),
@@ -796,29 +818,36 @@ fn index_sync_targets(indexes: &Indexes) -> Vec<SyncTarget> {
     ]
     .into_iter()
     .flatten()
-    .map(SyncTarget::Map)
+    .map(|written| match written {
+        Ok(file) => SyncTarget::File(Arc::new(file)),
+        Err(e) => SyncTarget::Unwritten(e.kind(), e.to_string()),
+    })
     .collect()
 }
 
-/// A segment file to make durable: the `.log` by fsync, an index by msync of its mapping
-/// (index files keep no descriptor open).
+/// A segment file to make durable: the `.log` or an index by fsync (index files keep no
+/// descriptor open; the handle that wrote an index's pending entries is kept to sync it).
 pub enum SyncTarget {
     File(Arc<File>),
-    Map(Arc<memmap2::MmapRaw>),
     /// A file written through short-lived handles (the `.txnindex`); gone is synced.
     Path(PathBuf),
+    /// An index whose pending entries could not be written: its sync fails with this
+    /// error (and the index stays changed, so the next flush tries again).
+    Unwritten(std::io::ErrorKind, String),
 }
 
 impl SyncTarget {
     pub fn sync(&self) -> std::io::Result<()> {
         match self {
             SyncTarget::File(file) => file.sync_all(),
-            SyncTarget::Map(map) => map.flush(),
             SyncTarget::Path(path) => match File::open(path) {
                 Ok(f) => f.sync_all(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(e),
             },
+            SyncTarget::Unwritten(kind, message) => {
+                Err(std::io::Error::new(*kind, message.clone()))
+            }
         }
     }
 }

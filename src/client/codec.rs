@@ -86,9 +86,16 @@ pub async fn read_frame<S: AsyncRead + Unpin>(
                 format!("frame size {size} outside 0..={max_bytes}"),
             )
         })?;
-    let mut body = vec![0u8; size];
-    stream.read_exact(&mut body).await?;
-    Ok(Some(Bytes::from(body)))
+    // Read into uninitialised capacity: zero-filling a multi-megabyte fetch answer first
+    // costs as much as a bare reader spends receiving it.
+    let mut body = BytesMut::with_capacity(size);
+    let mut rest = (&mut *stream).take(size as u64);
+    while body.len() < size {
+        if rest.read_buf(&mut body).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(Some(body.freeze()))
 }
 
 /// Writes a whole frame (size prefix included).
@@ -145,5 +152,16 @@ mod tests {
         assert!(read_frame(&mut input, 1024).await.is_err());
         let mut empty: &[u8] = &[];
         assert!(read_frame(&mut empty, 1024).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn frames_are_read_one_at_a_time_and_a_short_one_is_an_error() {
+        let mut input: &[u8] = &[0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 2, 4, 5, 0, 0, 0, 4, 6];
+        let first = read_frame(&mut input, 1024).await.unwrap().unwrap();
+        assert_eq!(&first[..], &[1, 2, 3]);
+        let second = read_frame(&mut input, 1024).await.unwrap().unwrap();
+        assert_eq!(&second[..], &[4, 5]);
+        let err = read_frame(&mut input, 1024).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

@@ -43,24 +43,7 @@ pub async fn run(
     let mut reading: Vec<(i32, i64)> = partitions.into_iter().map(|p| (p, 0)).collect();
     let name = TopicName(StrBytes::from_string(topic));
     while !reading.is_empty() {
-        let req = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(100)
-            .with_min_bytes(1)
-            .with_max_bytes(50 * 1024 * 1024)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name.clone())
-                .with_partitions(
-                    reading
-                        .iter()
-                        .map(|(p, offset)| {
-                            FetchPartition::default()
-                                .with_partition(*p)
-                                .with_fetch_offset(*offset)
-                                .with_partition_max_bytes(1024 * 1024)
-                        })
-                        .collect(),
-                )]);
+        let req = fetch_request(&name, 100, reading.iter().copied());
         let resp = match connection.send(&req, version).await {
             Ok(resp) => resp,
             Err(e) => {
@@ -99,4 +82,30 @@ pub async fn run(
         reading.retain(|(_, offset)| *offset != i64::MAX);
     }
     out
+}
+
+/// A consumer's Fetch of `partitions` ((partition, offset) pairs) of one topic: at most
+/// 1 MiB a partition and 50 MiB in all, answered once a byte is there or after `max_wait_ms`.
+pub fn fetch_request(
+    name: &TopicName,
+    max_wait_ms: i32,
+    partitions: impl Iterator<Item = (i32, i64)>,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(50 * 1024 * 1024)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name.clone())
+            .with_partitions(
+                partitions
+                    .map(|(p, offset)| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(1024 * 1024)
+                    })
+                    .collect(),
+            )])
 }

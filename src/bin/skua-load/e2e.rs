@@ -11,15 +11,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use skua::client::Connection;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::produce;
+use crate::{consume, produce};
 
 /// How long a consumer's fetch may wait at the broker for a record (as a Java consumer's
 /// `fetch.max.wait.ms` default): the broker answers as soon as one is there.
@@ -192,23 +191,7 @@ async fn read(
                 return Ok(arrivals);
             }
         }
-        let req = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(MAX_WAIT_MS)
-            .with_min_bytes(1)
-            .with_max_bytes(50 * 1024 * 1024)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name.clone())
-                .with_partitions(
-                    next.iter()
-                        .map(|(p, offset)| {
-                            FetchPartition::default()
-                                .with_partition(*p)
-                                .with_fetch_offset(*offset)
-                                .with_partition_max_bytes(1024 * 1024)
-                        })
-                        .collect(),
-                )]);
+        let req = consume::fetch_request(&name, MAX_WAIT_MS, next.iter().map(|(p, o)| (*p, *o)));
         let resp = connection
             .send(&req, version)
             .await

@@ -150,32 +150,27 @@ def render_native(opts, results, meta, fmt, rfmt, ratio):
       "ack, so a broker that falls behind is charged for it; end-to-end latency is from the same due "
       "time to the arrival of the fetch answer carrying the record (skua-load `--phases e2e`).")
     w("")
-    w("| cell | rate rec/s | Kafka p50 / p99 / p99.9 / max µs | skua p50 / p99 / p99.9 / max µs | **p99 ratio** | p99.9 ratio |")
-    w("|---|---:|---|---|---:|---:|")
-    for name, _ in NATIVE_LATENCY_CELLS:
-        for share, rate in results["rates"][name].items():
-            key = f"{name} @{share}%"
-            k, s = K["latency"].get(key), S["latency"].get(key)
-            if not k or not s:
-                continue
-            lat = lambda runs: " / ".join(fmt(m(runs, f"produce_{q}_us"), nd=0) for q in ("p50", "p99", "p999", "max"))
-            w(f"| {name} @{share}% | {fmt(rate, nd=0)} | {lat(k)} | {lat(s)} | "
-              f"**{rfmt(ratio(m(s, 'produce_p99_us'), m(k, 'produce_p99_us')))}** | "
-              f"{rfmt(ratio(m(s, 'produce_p999_us'), m(k, 'produce_p999_us')))} |")
-    w("")
+    latency_table(w, results, "produce", fmt, rfmt, ratio)
     w("End to end, the same runs:")
     w("")
+    latency_table(w, results, "e2e", fmt, rfmt, ratio)
+    return "\n".join(lines) + "\n"
+
+
+def latency_table(w, results, what, fmt, rfmt, ratio):
+    """The fixed-rate cells' `what` latency (the report's `<what>_p50_us` and so on), Kafka
+    beside skua; cells a broker has no such numbers for are left out."""
+    K, S, m = results["kafka"], results["skua"], statistics_median
     w("| cell | rate rec/s | Kafka p50 / p99 / p99.9 / max µs | skua p50 / p99 / p99.9 / max µs | **p99 ratio** | p99.9 ratio |")
     w("|---|---:|---|---|---:|---:|")
     for name, _ in NATIVE_LATENCY_CELLS:
         for share, rate in results["rates"][name].items():
             key = f"{name} @{share}%"
             k, s = K["latency"].get(key), S["latency"].get(key)
-            if not k or not s or m(k, "e2e_p99_us") == 0:
+            if not k or not s or m(k, f"{what}_p99_us") == 0:
                 continue
-            lat = lambda runs: " / ".join(fmt(m(runs, f"e2e_{q}_us"), nd=0) for q in ("p50", "p99", "p999", "max"))
+            lat = lambda runs: " / ".join(fmt(m(runs, f"{what}_{q}_us"), nd=0) for q in ("p50", "p99", "p999", "max"))
             w(f"| {name} @{share}% | {fmt(rate, nd=0)} | {lat(k)} | {lat(s)} | "
-              f"**{rfmt(ratio(m(s, 'e2e_p99_us'), m(k, 'e2e_p99_us')))}** | "
-              f"{rfmt(ratio(m(s, 'e2e_p999_us'), m(k, 'e2e_p999_us')))} |")
+              f"**{rfmt(ratio(m(s, f'{what}_p99_us'), m(k, f'{what}_p99_us')))}** | "
+              f"{rfmt(ratio(m(s, f'{what}_p999_us'), m(k, f'{what}_p999_us')))} |")
     w("")
-    return "\n".join(lines) + "\n"

@@ -223,3 +223,164 @@ async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced(
     b2.stop().await;
     b1.stop().await;
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A cluster of two skua brokers (1, 2) and Apache Kafka 3.9.1 (3, started first): topic
+/// `k` has 8 partitions led by Kafka and followed by skua broker 1, which reaches Kafka
+/// through the decoding proxy. skua's fetches open a session Kafka keeps, idle ones name no
+/// partition, and when Kafka no longer finds the session (FETCH_SESSION_ID_NOT_FOUND, its
+/// answer for an evicted one) skua opens a new one; every record reaches skua with Kafka's
+/// segment bytes.
+#[test]
+fn a_skua_follower_keeps_a_fetch_session_with_a_kafka_leader() {
+    use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
+    const N: usize = 8;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let listen: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let proxy_port = free_port();
+    let kafka: std::net::SocketAddr = format!("127.0.0.1:{}", listen[2]).parse().unwrap();
+    let proxy = rt().block_on(FetchProxy::start(
+        format!("127.0.0.1:{proxy_port}").parse().unwrap(),
+        kafka,
+    ));
+    let ports = format!("{},{},{}", listen[0], listen[1], listen[2]);
+    let advertised = format!("{},{},{proxy_port}", listen[0], listen[1]);
+    let Some(c) = Cluster::start_kinds(
+        "1,2",
+        &[
+            "--kafka-first",
+            "--ports",
+            &ports,
+            "--advertised-ports",
+            &advertised,
+            "--override",
+            "replica.fetch.wait.max.ms=100",
+        ],
+    ) else {
+        return;
+    };
+    let assignment = ["3:1"; N].join(",");
+    let out = c.run(
+        "topics",
+        &[
+            "--create",
+            "--topic",
+            "k",
+            "--replica-assignment",
+            &assignment,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let produce = |round: &str| {
+        for p in 0..N as i32 {
+            let v = format!("{round}-{p}");
+            let records = batch(&[&v], None, Compression::None);
+            eventually(
+                &format!("Kafka takes a record of k-{p}"),
+                Duration::from_secs(60),
+                || {
+                    let error = rt().block_on(async {
+                        let mut client = common::Client::connect(kafka).await;
+                        client.produce("k", p, records.clone(), 1).await.0
+                    });
+                    (error == 0).then_some(())
+                },
+            );
+        }
+    };
+    let segment = |b: usize, p: usize| {
+        let path = c
+            .dir
+            .path()
+            .join(format!("broker-{b}/data/k-{p}/00000000000000000000.log"));
+        std::fs::read(path).unwrap_or_default()
+    };
+    let alike = |records: usize| {
+        eventually(
+            &format!("skua has Kafka's {records} record(s) of every partition"),
+            Duration::from_secs(60),
+            || {
+                (0..N)
+                    .all(|p| {
+                        let kafka = segment(3, p);
+                        // A batch of one short record takes at least 61 bytes.
+                        kafka.len() >= records * 61 && segment(1, p) == kafka
+                    })
+                    .then_some(())
+            },
+        )
+    };
+    let skua_fetches = || -> Vec<SeenFetch> {
+        proxy
+            .fetches()
+            .into_iter()
+            .filter(|f| f.client_id.starts_with("broker-1-fetcher"))
+            .collect()
+    };
+    produce("first");
+    alike(1);
+    std::thread::sleep(Duration::from_millis(500));
+    let from = skua_fetches().len();
+    std::thread::sleep(Duration::from_secs(1));
+    let idle: Vec<SeenFetch> = skua_fetches().split_off(from);
+    assert!(idle.len() >= 3, "idle fetches: {idle:?}");
+    let session = idle[0].session_id;
+    assert!(session > 0, "{idle:?}");
+    for f in &idle {
+        assert_eq!(f.version, 17, "Kafka 3.9 at IBP 3.9: {f:?}");
+        assert_eq!(
+            (f.session_id, f.partitions, f.forgotten),
+            (session, 0, 0),
+            "{f:?}"
+        );
+        assert!(f.epoch > 0, "{f:?}");
+        if let Some(answer) = f.answer {
+            assert_eq!(answer, (0, session, 0), "{f:?}");
+        }
+    }
+
+    // Kafka no longer finds the session; skua opens a new one and goes on replicating.
+    let from = skua_fetches().len();
+    proxy.lose_next_session();
+    eventually(
+        "a fetch whose session Kafka lost",
+        Duration::from_secs(30),
+        || skua_fetches()[from..].iter().find(|f| f.sabotaged).cloned(),
+    );
+    produce("second");
+    alike(2);
+    std::thread::sleep(Duration::from_millis(500));
+    let after = skua_fetches().split_off(from);
+    let lost = after.iter().position(|f| f.sabotaged).unwrap();
+    assert_eq!(
+        after[lost].answer.unwrap().0,
+        FETCH_SESSION_ID_NOT_FOUND,
+        "{after:?}"
+    );
+    let renewed = &after[lost + 1];
+    assert_eq!(
+        (renewed.session_id, renewed.epoch, renewed.partitions),
+        (0, 0, N),
+        "{after:?}"
+    );
+    let new_session = renewed.answer.unwrap().1;
+    assert!(new_session > 0 && new_session != session, "{after:?}");
+    let last = skua_fetches().last().unwrap().clone();
+    assert_eq!(
+        (last.session_id, last.partitions),
+        (new_session, 0),
+        "{last:?}"
+    );
+    assert!(last.epoch > 0);
+}

@@ -113,6 +113,72 @@ fn skua_builds_the_follower_fetch_kafka_3_9_sends() {
     }
 }
 
+/// Every follower fetch Kafka 3.9 sent, the session-opening ones and the incremental ones
+/// (naming only changed partitions, forgetting by topic id), is what skua builds for the
+/// same step of a session.
+#[test]
+fn skua_builds_every_session_fetch_kafka_3_9_followers_send() {
+    use skua::replica::fetcher::session::FetchData;
+    use skua::replica::fetcher::thread::build_fetch;
+    let fetches = kafka_follower_fetches();
+    let incremental = fetches.iter().filter(|(_, _, f)| f.session_epoch > 0);
+    assert!(incremental.count() >= 3, "captured incremental fetches");
+    for (file, version, kafka) in fetches {
+        let settings = FetcherSettings {
+            num_fetchers: 1,
+            max_wait_ms: kafka.max_wait_ms,
+            min_bytes: kafka.min_bytes,
+            max_bytes: kafka.max_bytes,
+            partition_max_bytes: kafka
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map_or(1 << 20, |p| p.partition_max_bytes),
+            backoff: std::time::Duration::from_secs(1),
+        };
+        let to_send = kafka
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| FetchedPartition {
+                    tp: TopicPartition::new("unused", p.partition),
+                    topic_id: t.topic_id,
+                    leader_epoch: p.current_leader_epoch,
+                    fetch_offset: p.fetch_offset,
+                    last_fetched_epoch: p.last_fetched_epoch,
+                    log_start_offset: p.log_start_offset,
+                })
+            })
+            .collect();
+        let forgotten = kafka
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (TopicPartition::new("unused", *p), t.topic_id))
+            })
+            .collect();
+        let data = FetchData {
+            session_id: kafka.session_id,
+            epoch: kafka.session_epoch,
+            to_send,
+            forgotten,
+        };
+        let skua = build_fetch(
+            version,
+            kafka.replica_state.replica_id.0,
+            kafka.replica_state.replica_epoch,
+            &settings,
+            &data,
+        );
+        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+        skua.encode(&mut a, version).unwrap();
+        kafka.encode(&mut b, version).unwrap();
+        assert_eq!(a, b, "{file}");
+    }
+}
+
 #[test]
 fn skua_builds_the_alter_partition_kafka_3_9_leaders_send() {
     use skua::replica::isr::{build_request as build_alter, IsrChange};

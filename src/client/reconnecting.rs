@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,6 +62,8 @@ struct State {
 pub struct Client {
     addr: SocketAddr,
     config: ClientConfig,
+    /// Connections opened so far.
+    opened: AtomicU64,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -69,6 +72,7 @@ impl Client {
         Client {
             addr,
             config,
+            opened: AtomicU64::new(0),
             state: tokio::sync::Mutex::new(State {
                 connection: None,
                 failures: 0,
@@ -79,6 +83,12 @@ impl Client {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many connections this client has opened: a new value means requests now go on
+    /// a new connection.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Acquire)
     }
 
     /// Sends `req` at `version` on the current connection, connecting first if there is
@@ -146,6 +156,7 @@ impl Client {
             Ok((connection, versions)) => {
                 let pair = (Arc::new(connection), Arc::new(versions));
                 state.connection = Some(pair.clone());
+                self.opened.fetch_add(1, Ordering::AcqRel);
                 state.failures = 0;
                 state.next_attempt = None;
                 Ok(pair)

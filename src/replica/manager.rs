@@ -231,6 +231,11 @@ impl ReplicaManager {
         self.stop_fetching(tp);
     }
 
+    /// What this broker's replica fetchers have sent, once replication started.
+    pub fn fetcher_stats(&self) -> Option<super::fetcher::stats::FetcherStatsSnapshot> {
+        Some(self.replication.get()?.fetchers.stats())
+    }
+
     /// The leader epoch `tp` is replicated at, if a fetcher replicates it.
     pub fn fetching(&self, tp: &TopicPartition) -> Option<i32> {
         self.replication.get()?.fetchers.fetching(tp)

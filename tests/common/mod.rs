@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod configs;
+pub mod fetch_proxy;
 pub mod txn;
 pub mod zookeeper;
 

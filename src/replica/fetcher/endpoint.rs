@@ -66,6 +66,12 @@ pub trait LeaderEndpoint: Send + Sync {
     /// watermark before fetching with an old Fetch version.
     fn is_offset_for_leader_epoch_supported(&self) -> bool;
 
+    /// Which connection to the leader requests go on (it changes when one is replaced), so
+    /// a fetcher starts a new fetch session on a new connection.
+    fn connection_generation(&self) -> u64 {
+        0
+    }
+
     /// Each partition's end offset of its epoch on the leader (Kafka's
     /// `fetchEpochEndOffsets`), asked as replica `replica_id`.
     async fn fetch_epoch_end_offsets(
@@ -118,6 +124,10 @@ impl LeaderEndpoint for RemoteLeader {
     fn is_offset_for_leader_epoch_supported(&self) -> bool {
         self.inter_broker_protocol
             .is_offset_for_leader_epoch_supported()
+    }
+
+    fn connection_generation(&self) -> u64 {
+        self.client.connections_opened()
     }
 
     async fn fetch_epoch_end_offsets(

@@ -6,8 +6,12 @@
 //!
 //! - `endpoint.rs`: the leader behind a fetcher (the network, or a test's partition).
 //! - `thread.rs`: one fetcher's loop.
+//! - `session.rs`: its KIP-227 fetch session with the leader.
+//! - `stats.rs`: counters of what the fetchers sent.
 
 pub mod endpoint;
+pub mod session;
+pub mod stats;
 pub mod thread;
 
 use std::collections::HashMap;
@@ -19,6 +23,7 @@ use parking_lot::Mutex;
 use uuid::Uuid;
 
 use self::endpoint::EndpointFactory;
+use self::stats::{FetcherStats, FetcherStatsSnapshot};
 use self::thread::{FetchState, Shared};
 use super::cluster_view::ClusterView;
 use super::throttle::ReplicationQuotas;
@@ -76,6 +81,7 @@ pub struct ReplicaFetcherManager {
     cluster: Arc<ClusterView>,
     quotas: Arc<ReplicationQuotas>,
     fetchers: Mutex<HashMap<(i32, usize), Fetcher>>,
+    stats: Arc<FetcherStats>,
 }
 
 /// Java's `String.hashCode`, for Kafka's fetcher id.
@@ -107,6 +113,7 @@ impl ReplicaFetcherManager {
             cluster,
             quotas,
             fetchers: Mutex::new(HashMap::new()),
+            stats: Arc::default(),
         }
     }
 
@@ -163,7 +170,7 @@ impl ReplicaFetcherManager {
     }
 
     fn spawn(&self, leader: i32, addr: SocketAddr, id: usize) -> Fetcher {
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::with_stats(self.stats.clone()));
         let endpoint = self.endpoints.connect(leader, addr, id);
         let task = tokio::spawn(thread::run(
             shared.clone(),
@@ -201,6 +208,11 @@ impl ReplicaFetcherManager {
             .lock()
             .values()
             .find_map(|f| f.shared.partitions.lock().get(tp).map(|s| s.leader_epoch))
+    }
+
+    /// What every fetcher of this broker has sent so far.
+    pub fn stats(&self) -> FetcherStatsSnapshot {
+        self.stats.snapshot()
     }
 
     /// How many fetcher tasks run.

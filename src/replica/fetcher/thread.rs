@@ -1,8 +1,12 @@
 //! One fetcher (Kafka's `ReplicaFetcherThread`): a task that replicates a set of
 //! partitions from one leader over one connection, in a loop of Fetch requests.
 //!
-//! Each round asks every partition not backing off from its log end offset, naming the
-//! epoch of its last batch (KIP-320). Per partition, the answer is one of:
+//! Each round fetches every partition not backing off from its log end offset, naming the
+//! epoch of its last batch (KIP-320), through a KIP-227 fetch session from Fetch v7
+//! (`session.rs`): the request names only the partitions whose position changed since
+//! the last one, the answer only those with something new, and a session the leader lost
+//! or refused makes the next round a full fetch at once. Per partition, the answer is one
+//! of:
 //! - records: appended as they are (`Partition::append_as_follower`), then the high
 //!   watermark and log start offset follow the leader's;
 //! - a diverging epoch: the log is cut where it parts from the leader's (Kafka's
@@ -29,13 +33,15 @@
 //! off. Nothing a fetch brings back is applied to a partition that left the fetcher or
 //! changed leader epoch in between.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchTopic, ForgottenTopic, ReplicaState,
+};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -45,6 +51,8 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::endpoint::{EpochEnd, EpochQuery, LeaderEndpoint};
+use super::session::{FetchData, FetchSessionHandler};
+use super::stats::FetcherStats;
 use super::FetcherSettings;
 use crate::log::{whole_batches_len, TopicPartition};
 use crate::replica::cluster_view::ClusterView;
@@ -86,14 +94,21 @@ pub struct Shared {
     /// Woken when partitions are added or the fetcher is stopped.
     pub changed: Notify,
     pub stopped: AtomicBool,
+    /// Counts what the fetcher sends (shared by all fetchers of a broker).
+    pub stats: Arc<FetcherStats>,
 }
 
 impl Shared {
     pub fn new() -> Self {
+        Shared::with_stats(Arc::default())
+    }
+
+    pub fn with_stats(stats: Arc<FetcherStats>) -> Self {
         Shared {
             partitions: Mutex::new(BTreeMap::new()),
             changed: Notify::new(),
             stopped: AtomicBool::new(false),
+            stats,
         }
     }
 
@@ -165,12 +180,15 @@ pub async fn run(
     cluster: Arc<ClusterView>,
     quotas: Arc<ReplicationQuotas>,
 ) {
+    let stats = shared.stats.clone();
     let fetcher = Fetcher {
         shared,
         endpoint,
         settings,
         cluster,
         quotas,
+        session: Mutex::new(SessionState::default()),
+        stats,
     };
     while !fetcher.shared.is_stopped() {
         fetcher.round().await;
@@ -186,13 +204,22 @@ struct Fetcher {
     settings: FetcherSettings,
     cluster: Arc<ClusterView>,
     quotas: Arc<ReplicationQuotas>,
+    session: Mutex<SessionState>,
+    stats: Arc<FetcherStats>,
 }
 
-/// One partition of a request, as it was when the request was built.
+/// One partition of a round, as it was when the request was built (named in the request,
+/// or unchanged in the fetch session).
 struct Asked {
-    tp: TopicPartition,
+    fetched: FetchedPartition,
     state: FetchState,
-    fetch_offset: i64,
+}
+
+/// The fetch session with the leader, and the connection it was made on.
+#[derive(Default)]
+struct SessionState {
+    handler: FetchSessionHandler,
+    connection: u64,
 }
 
 impl Fetcher {
@@ -270,35 +297,90 @@ impl Fetcher {
         let asked: Vec<Asked> = ready
             .into_iter()
             .map(|(tp, state)| {
-                let (fetch_offset, _, _) = state.partition.follower_fetch_position();
+                let (fetch_offset, last_fetched_epoch, log_start_offset) =
+                    state.partition.follower_fetch_position();
                 Asked {
-                    tp,
+                    fetched: FetchedPartition {
+                        tp,
+                        topic_id: state.topic_id,
+                        leader_epoch: state.leader_epoch,
+                        fetch_offset,
+                        last_fetched_epoch,
+                        log_start_offset,
+                    },
                     state,
-                    fetch_offset,
                 }
             })
             .collect();
-        let request = self.request(version, &asked);
+        let data = {
+            let mut session = self.session.lock();
+            // A new connection starts a new session, as after a failed request.
+            let connection = self.endpoint.connection_generation();
+            if session.connection != connection {
+                session.connection = connection;
+                session.handler.handle_error();
+            }
+            let next = asked.iter().map(|a| a.fetched.clone()).collect();
+            session.handler.build(version, next)
+        };
+        let request = build_fetch(
+            version,
+            self.cluster.local_id(),
+            self.cluster.broker_epoch(),
+            &self.settings,
+            &data,
+        );
+        self.stats.record(&data);
         tracing::debug!(target: "replica_latency", "follower fetch sent");
-        let response = self
-            .endpoint
-            .fetch(&request, version)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = match self.endpoint.fetch(&request, version).await {
+            Ok(response) => response,
+            Err(e) => {
+                self.session.lock().handler.handle_error();
+                return Err(e.to_string());
+            }
+        };
         tracing::debug!(target: "replica_latency", "follower fetch answered");
-        if response.error_code != 0 {
-            return Err(format!("fetch answered error {}", response.error_code));
+        if !self
+            .session
+            .lock()
+            .handler
+            .handle_response(version, &response)
+        {
+            return match ResponseError::try_from_code(response.error_code) {
+                // The leader lost the session (evicted, restarted) or the epochs parted:
+                // the next round is a full fetch, at once.
+                Some(
+                    e @ (ResponseError::FetchSessionIdNotFound
+                    | ResponseError::InvalidFetchSessionEpoch
+                    | ResponseError::FetchSessionTopicIdError),
+                ) => {
+                    tracing::info!(session_id = data.session_id, epoch = data.epoch, error = ?e,
+                        "the leader refused the fetch session; fetching in full");
+                    Ok(())
+                }
+                None => Ok(()),
+                Some(e) => Err(format!("fetch answered error {e:?}")),
+            };
         }
+        let by_id = version >= TOPIC_ID_VERSION;
+        let index: HashMap<(&str, Uuid, i32), &Asked> = asked
+            .iter()
+            .map(|a| {
+                let f = &a.fetched;
+                let key = match by_id {
+                    true => ("", f.topic_id, f.tp.partition),
+                    false => (f.tp.topic.as_str(), Uuid::nil(), f.tp.partition),
+                };
+                (key, a)
+            })
+            .collect();
         for t in &response.responses {
             for p in &t.partitions {
-                let found = asked.iter().find(|a| {
-                    a.tp.partition == p.partition_index
-                        && match version >= TOPIC_ID_VERSION {
-                            true => a.state.topic_id == t.topic_id,
-                            false => a.tp.topic == t.topic.0.as_str(),
-                        }
-                });
-                if let Some(a) = found {
+                let key = match by_id {
+                    true => ("", t.topic_id, p.partition_index),
+                    false => (t.topic.0.as_str(), Uuid::nil(), p.partition_index),
+                };
+                if let Some(a) = index.get(&key) {
                     self.process(a, p).await;
                 }
             }
@@ -398,42 +480,16 @@ impl Fetcher {
         self.shared.set_truncating(tp, leader_epoch, !completed);
     }
 
-    /// The Fetch request for `asked` at `version`.
-    fn request(&self, version: i16, asked: &[Asked]) -> FetchRequest {
-        let partitions: Vec<FetchedPartition> = asked
-            .iter()
-            .map(|a| {
-                let (fetch_offset, last_fetched_epoch, log_start_offset) =
-                    a.state.partition.follower_fetch_position();
-                FetchedPartition {
-                    tp: a.tp.clone(),
-                    topic_id: a.state.topic_id,
-                    leader_epoch: a.state.leader_epoch,
-                    fetch_offset,
-                    last_fetched_epoch,
-                    log_start_offset,
-                }
-            })
-            .collect();
-        build_request(
-            version,
-            self.cluster.local_id(),
-            self.cluster.broker_epoch(),
-            &self.settings,
-            &partitions,
-        )
-    }
-
     /// Applies one partition's answer.
     async fn process(&self, a: &Asked, data: &PartitionData) {
         let epoch = a.state.leader_epoch;
         // Only while the partition is still fetched here, in the same leader epoch, from
         // the same offset (no truncation in between).
-        let Some(state) = self.shared.current(&a.tp, epoch) else {
+        let Some(state) = self.shared.current(&a.fetched.tp, epoch) else {
             return;
         };
         let p = &state.partition;
-        if p.log_end_offset() != a.fetch_offset {
+        if p.log_end_offset() != a.fetched.fetch_offset {
             return;
         }
         let outcome = match ResponseError::try_from_code(data.error_code) {
@@ -442,8 +498,9 @@ impl Fetcher {
             Some(e) => Err(format!("leader answered {e:?}")),
         };
         if let Err(e) = outcome {
-            tracing::debug!(partition = %a.tp, leader_epoch = epoch, error = %e, "partition backs off");
-            self.shared.delay(&a.tp, epoch, self.settings.backoff);
+            tracing::debug!(partition = %a.fetched.tp, leader_epoch = epoch, error = %e, "partition backs off");
+            self.shared
+                .delay(&a.fetched.tp, epoch, self.settings.backoff);
         }
     }
 
@@ -501,7 +558,10 @@ impl Fetcher {
     /// again there.
     async fn out_of_range(&self, a: &Asked, p: &Arc<Partition>, epoch: i32) -> Result<(), String> {
         let local_id = self.cluster.local_id();
-        let ask = |ts| self.endpoint.list_offset(&a.tp, local_id, epoch, ts);
+        let ask = |ts| {
+            self.endpoint
+                .list_offset(&a.fetched.tp, local_id, epoch, ts)
+        };
         let leader_end = ask(LATEST)
             .await
             .map_err(|e| e.to_string())?
@@ -526,7 +586,7 @@ impl Fetcher {
 }
 
 /// One partition of a follower's Fetch.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchedPartition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
@@ -536,8 +596,8 @@ pub struct FetchedPartition {
     pub log_start_offset: i64,
 }
 
-/// A follower's Fetch request at `version`, as a Kafka 3.9 follower sends it, except that
-/// it keeps no fetch session: every request is a full fetch (session id 0, epoch -1).
+/// A follower's full Fetch request at `version` outside any session (session id 0,
+/// epoch -1), as a Kafka 3.9 follower builds it.
 pub fn build_request(
     version: i16,
     replica_id: i32,
@@ -545,8 +605,28 @@ pub fn build_request(
     settings: &FetcherSettings,
     partitions: &[FetchedPartition],
 ) -> FetchRequest {
+    let data = FetchData {
+        session_id: 0,
+        epoch: -1,
+        to_send: partitions.to_vec(),
+        forgotten: Vec::new(),
+    };
+    build_fetch(version, replica_id, broker_epoch, settings, &data)
+}
+
+/// A follower's Fetch request at `version` for one step of its fetch session, as a Kafka
+/// 3.9 follower builds it: the partitions `data` names, grouped by topic in the order
+/// first met, and those it forgets (by topic id from v13, by name below).
+pub fn build_fetch(
+    version: i16,
+    replica_id: i32,
+    broker_epoch: i64,
+    settings: &FetcherSettings,
+    data: &FetchData,
+) -> FetchRequest {
+    let by_id = version >= TOPIC_ID_VERSION;
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for a in partitions {
+    for a in &data.to_send {
         let fp = FetchPartition::default()
             .with_partition(a.tp.partition)
             .with_current_leader_epoch(a.leader_epoch)
@@ -557,14 +637,19 @@ pub fn build_request(
             })
             .with_log_start_offset(a.log_start_offset)
             .with_partition_max_bytes(settings.partition_max_bytes);
-        let same = |t: &FetchTopic| match version >= TOPIC_ID_VERSION {
+        let same = |t: &FetchTopic| match by_id {
             true => t.topic_id == a.topic_id,
             false => t.topic.0.as_str() == a.tp.topic,
         };
-        match topics.iter_mut().find(|t| same(t)) {
+        // Consecutive partitions of a topic are the common case: look at the last first.
+        let found = match topics.last().is_some_and(same) {
+            true => topics.last_mut(),
+            false => topics.iter_mut().find(|t| same(t)),
+        };
+        match found {
             Some(t) => t.partitions.push(fp),
             None => {
-                let t = match version >= TOPIC_ID_VERSION {
+                let t = match by_id {
                     true => FetchTopic::default().with_topic_id(a.topic_id),
                     false => FetchTopic::default()
                         .with_topic(TopicName(StrBytes::from_string(a.tp.topic.clone()))),
@@ -573,14 +658,33 @@ pub fn build_request(
             }
         }
     }
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    for (tp, topic_id) in &data.forgotten {
+        let same = |t: &ForgottenTopic| match by_id {
+            true => t.topic_id == *topic_id,
+            false => t.topic.0.as_str() == tp.topic,
+        };
+        match forgotten.iter_mut().find(|t| same(t)) {
+            Some(t) => t.partitions.push(tp.partition),
+            None => {
+                let t = match by_id {
+                    true => ForgottenTopic::default().with_topic_id(*topic_id),
+                    false => ForgottenTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone()))),
+                };
+                forgotten.push(t.with_partitions(vec![tp.partition]));
+            }
+        }
+    }
     let request = FetchRequest::default()
         .with_max_wait_ms(settings.max_wait_ms)
         .with_min_bytes(settings.min_bytes)
         .with_max_bytes(settings.max_bytes)
         .with_isolation_level(0)
-        .with_session_id(0)
-        .with_session_epoch(-1)
-        .with_topics(topics);
+        .with_session_id(data.session_id)
+        .with_session_epoch(data.epoch)
+        .with_topics(topics)
+        .with_forgotten_topics_data(forgotten);
     match version >= REPLICA_STATE_VERSION {
         true => request.with_replica_id(BrokerId(-1)).with_replica_state(
             ReplicaState::default()

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use super::append_bytes::AppendBytes;
 use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::compression::{self, CappedBuf, Codec, Compressor};
-use super::records::{Keep, RecordWalk};
+use super::records::RecordWalk;
 use super::{LogConfig, LogError, RecordError, TimestampType, TopicPartition};
 
 /// A client's validated batch, ready for its offsets, plus what the append needs to know.
@@ -244,7 +244,7 @@ fn walk_records<R: BufRead>(
     let mut record_errors = Vec::new();
     let mut invalid_timestamp = false;
     let mut index = 0i32;
-    while let Some(r) = walk.next(Keep::Positions)? {
+    while let Some(r) = walk.next_fields()? {
         if r.offset_delta != index {
             return Err(LogError::InvalidRecord(format!(
                 "Inner record offset delta {} where {index} was expected",

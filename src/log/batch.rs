@@ -265,24 +265,42 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 /// Kafka's `DefaultRecordBatch.setMaxTimestamp`: sets the timestamp-type bit and
 /// `maxTimestamp`, then recomputes the CRC; nothing is written when both already hold.
 /// `baseTimestamp` and the records are untouched; readers of a LogAppendTime batch take
-/// every record's timestamp from `maxTimestamp`.
+/// every record's timestamp from `maxTimestamp`. (Appends patch the header apart:
+/// `set_max_timestamp_apart`.)
+#[cfg(test)]
 pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: super::TimestampType, timestamp: i64) {
-    let Ok(header) = RecordBatchHeader::parse(batch) else {
+    let (header, records) = batch.split_at_mut(HEADER_SIZE.min(batch.len()));
+    set_max_timestamp_apart(header, records, timestamp_type, timestamp)
+}
+
+/// `set_max_timestamp` for a batch whose header is held apart from its records (an append
+/// that writes the request's records where they are): only `header` changes, the CRC is
+/// computed over both.
+pub fn set_max_timestamp_apart(
+    header: &mut [u8],
+    records: &[u8],
+    timestamp_type: super::TimestampType,
+    timestamp: i64,
+) {
+    let Ok(parsed) = RecordBatchHeader::parse(header) else {
         return;
     };
-    if header.timestamp_type() == timestamp_type && header.max_timestamp() == timestamp {
+    if parsed.timestamp_type() == timestamp_type && parsed.max_timestamp() == timestamp {
         return;
     }
     let attributes = match timestamp_type {
-        super::TimestampType::LogAppendTime => header.attributes() | TIMESTAMP_TYPE_MASK,
-        super::TimestampType::CreateTime => header.attributes() & !TIMESTAMP_TYPE_MASK,
+        super::TimestampType::LogAppendTime => parsed.attributes() | TIMESTAMP_TYPE_MASK,
+        super::TimestampType::CreateTime => parsed.attributes() & !TIMESTAMP_TYPE_MASK,
     };
-    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&timestamp.to_be_bytes());
-    write_crc(batch);
+    header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&timestamp.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Stamps a batch with the broker's time (LogAppendTime).
+#[cfg(test)]
 pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
     set_max_timestamp(batch, super::TimestampType::LogAppendTime, timestamp)
 }

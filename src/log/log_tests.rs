@@ -1182,3 +1182,46 @@ fn deferred_roll_work_is_done_by_complete_roll_or_close() {
     assert!(!log.has_pending_roll());
     assert!(dir.path().join("00000000000000000008.snapshot").exists());
 }
+
+/// A request's records arrive as a slice of a frame that other requests and fields still
+/// share: the append patches its header apart and writes the records from where they are,
+/// so the frame is left as it came and the log holds the batch with its offsets and epoch.
+#[test]
+fn an_append_from_a_shared_frame_leaves_the_frame_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config(), false);
+    append(&log, &[b"a", b"b"]);
+    let batch = batch_bytes(&[b"c", b"d", b"e"], 1_000, None);
+    let mut frame = b"header-and-fields".to_vec();
+    frame.extend_from_slice(&batch);
+    frame.extend_from_slice(b"next-request");
+    let frame = Bytes::from(frame);
+    let records = frame.slice(17..17 + batch.len());
+    let info = log.append_as_leader(records, 9, 5_000).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (2, 4));
+    assert_eq!(
+        &frame[17..17 + batch.len()],
+        &batch[..],
+        "the frame was patched"
+    );
+    let read = log.read(2, 1 << 20, i64::MAX, true).unwrap().records;
+    let h = headers(&read);
+    assert_eq!(h.len(), 1);
+    assert_eq!((h[0].base_offset(), h[0].partition_leader_epoch()), (2, 9));
+    crate::log::batch::verify_crc(&read).unwrap();
+    let header_size = crate::log::HEADER_SIZE;
+    assert_eq!(&read[header_size..], &batch[header_size..]);
+    let values: Vec<_> = decode_all(&read)[0]
+        .records
+        .iter()
+        .map(|r| (r.offset, r.value.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        values,
+        vec![
+            (2, Bytes::from("c")),
+            (3, Bytes::from("d")),
+            (4, Bytes::from("e"))
+        ]
+    );
+}

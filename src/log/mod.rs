@@ -16,6 +16,7 @@
 //! another codec. Every file format is described in the doc comment of the type that owns
 //! it; the records inside a batch are read by `records` (bounded by `compression`).
 
+mod append_bytes;
 mod batch;
 mod checkpoint;
 pub mod cleaner;
@@ -48,6 +49,7 @@ mod time_index;
 mod timestamp_search;
 mod txn_index;
 mod validation;
+mod write_at;
 
 use std::fmt;
 

@@ -9,6 +9,7 @@ use super::batch::{self, BatchIter, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::offset_index::OffsetIndex;
 use super::time_index::TimeIndex;
 use super::txn_index::{AbortedTxn, TransactionIndex};
+use super::write_at::write_all_at_parts;
 use super::{offset_file_name, LogConfig, LogError};
 
 pub const LOG_SUFFIX: &str = ".log";
@@ -423,7 +424,26 @@ impl LogSegment {
         offset_of_max_timestamp: i64,
         records: &[u8],
     ) -> Result<(), LogError> {
-        if records.is_empty() {
+        self.append_parts(
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            [records, &[]],
+        )
+    }
+
+    /// `append` of batches held in two buffers, written in order with one `pwritev`: a
+    /// patched batch header and the records behind it, which stay where the request
+    /// brought them.
+    pub fn append_parts(
+        &mut self,
+        last_offset: i64,
+        max_timestamp: i64,
+        offset_of_max_timestamp: i64,
+        parts: [&[u8]; 2],
+    ) -> Result<(), LogError> {
+        let len = (parts[0].len() + parts[1].len()) as u64;
+        if len == 0 {
             return Ok(());
         }
         if !self.fits_relative(last_offset) {
@@ -436,7 +456,7 @@ impl LogSegment {
             ));
         }
         let position = self.size;
-        if let Err(e) = self.log.write_all_at(records, position) {
+        if let Err(e) = write_all_at_parts(&self.log, parts, position) {
             // Leave no partial batch behind to be read; recovery would cut it anyway.
             let _ = self.log.set_len(position);
             return Err(e.into());
@@ -444,7 +464,7 @@ impl LogSegment {
         if self.size == 0 {
             self.rolling_based_timestamp = Some(max_timestamp);
         }
-        self.size += records.len() as u64;
+        self.size += len;
         let mut max = self.max_timestamp_and_offset()?;
         if max_timestamp > max.0 {
             max = (max_timestamp, offset_of_max_timestamp);
@@ -456,7 +476,7 @@ impl LogSegment {
             indexes.time.maybe_append(max.0, max.1, false)?;
             self.bytes_since_last_index_entry = 0;
         }
-        self.bytes_since_last_index_entry += records.len() as u64;
+        self.bytes_since_last_index_entry += len;
         Ok(())
     }
 

@@ -12,27 +12,21 @@
 
 use std::io::{self, BufRead, Read, Write};
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
+use super::append_bytes::AppendBytes;
 use super::batch::{self, RecordBatchHeader, HEADER_SIZE, MAGIC_V2};
 use super::compression::{self, CappedBuf, Codec, Compressor};
-use super::records::{Keep, RecordWalk};
+use super::records::RecordWalk;
 use super::{LogConfig, LogError, RecordError, TimestampType, TopicPartition};
 
-/// One batch of a validated blob.
-#[derive(Clone, Copy, Debug)]
-pub struct ValidatedBatch {
-    /// Byte position of the batch within the blob.
-    pub position: usize,
-    pub size: usize,
-    pub header: RecordBatchHeader,
-}
-
-/// Validated batches plus what the append needs to know about them.
+/// A client's validated batch, ready for its offsets, plus what the append needs to know.
 #[derive(Debug)]
 pub struct ValidatedRecords {
-    /// Exactly one batch (a client's append), with its max timestamp corrected.
-    pub batches: Vec<ValidatedBatch>,
+    /// The one batch, its max timestamp corrected, its header patched apart from the
+    /// request's records (see [`AppendBytes`]).
+    pub bytes: AppendBytes,
+    pub header: RecordBatchHeader,
     pub records_count: u64,
     /// The broker time stamped in, or -1 under CreateTime.
     pub log_append_time: i64,
@@ -88,15 +82,16 @@ pub fn check_produce_records(version: i16, records: &[u8]) -> Result<(), LogErro
     }
 }
 
-/// Validates a client's records for appending (see the module doc). `buf` is patched in
-/// place, or replaced by a rebuilt batch when `compression.type` asks for another codec.
+/// Validates a client's records for appending (see the module doc). The records are not
+/// copied: only their header is patched, in [`AppendBytes`]; a batch rebuilt because
+/// `compression.type` asks for another codec replaces them.
 pub fn validate_records(
-    buf: &mut BytesMut,
+    records: Bytes,
     config: &LogConfig,
     now_ms: i64,
     topic_partition: &TopicPartition,
 ) -> Result<ValidatedRecords, LogError> {
-    let (header, size) = analyze(buf, config)?;
+    let (header, size) = analyze(&records, config)?;
     validate_batch(&header)?;
     let compacted = config.cleanup_policy.compact.then_some(topic_partition);
     let source = Codec::from_id(header.compression_codec()).ok_or_else(|| {
@@ -106,39 +101,36 @@ pub fn validate_records(
         ))
     })?;
     let target = config.compression_type.target(source);
-    let walked = if target == source {
-        walk_in_place(&buf[..size], &header, config, now_ms, compacted)?
+    let (mut bytes, walked) = if target == source {
+        let walked = walk_in_place(&records[..size], &header, config, now_ms, compacted)?;
+        (AppendBytes::with_header(records), walked)
     } else {
         let (rebuilt, walked) = rebuild(
-            &buf[..size],
+            &records[..size],
             &header,
             (source, target),
             config,
             now_ms,
             compacted,
         )?;
-        *buf = BytesMut::from(&rebuilt[..]);
-        walked
+        (AppendBytes::with_header(Bytes::from(rebuilt)), walked)
     };
-    let size = buf.len();
-    let bytes = &mut buf[..size];
+    let (head, body) = bytes.header_mut();
     let log_append_time = match config.message_timestamp_type {
         TimestampType::LogAppendTime => {
-            batch::set_log_append_time(bytes, now_ms);
+            batch::set_max_timestamp_apart(head, body, TimestampType::LogAppendTime, now_ms);
             now_ms
         }
         TimestampType::CreateTime => {
-            batch::set_max_timestamp(bytes, TimestampType::CreateTime, walked.max_timestamp);
+            let max = walked.max_timestamp;
+            batch::set_max_timestamp_apart(head, body, TimestampType::CreateTime, max);
             -1
         }
     };
-    let header = RecordBatchHeader::parse(bytes)?;
+    let header = RecordBatchHeader::parse(bytes.header())?;
     Ok(ValidatedRecords {
-        batches: vec![ValidatedBatch {
-            position: 0,
-            size,
-            header,
-        }],
+        bytes,
+        header,
         records_count: header.records_count() as u64,
         log_append_time,
     })
@@ -252,7 +244,7 @@ fn walk_records<R: BufRead>(
     let mut record_errors = Vec::new();
     let mut invalid_timestamp = false;
     let mut index = 0i32;
-    while let Some(r) = walk.next(Keep::Positions)? {
+    while let Some(r) = walk.next_fields()? {
         if r.offset_delta != index {
             return Err(LogError::InvalidRecord(format!(
                 "Inner record offset delta {} where {index} was expected",

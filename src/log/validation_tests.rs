@@ -24,10 +24,13 @@ fn validate(blob: &[u8], config: &LogConfig) -> Result<ValidatedRecords, LogErro
 fn validate_with(
     blob: &[u8],
     config: &LogConfig,
-) -> Result<(ValidatedRecords, BytesMut), LogError> {
-    let mut buf = BytesMut::from(blob);
+) -> Result<(ValidatedRecords, bytes::BytesMut), LogError> {
     let tp = crate::log::TopicPartition::new("t", 0);
-    validate_records(&mut buf, config, NOW, &tp).map(|v| (v, buf))
+    let records = bytes::Bytes::copy_from_slice(blob);
+    validate_records(records, config, NOW, &tp).map(|v| {
+        let written = bytes::BytesMut::from(&v.bytes.to_vec()[..]);
+        (v, written)
+    })
 }
 
 fn invalid_record(result: Result<ValidatedRecords, LogError>) -> String {
@@ -52,8 +55,7 @@ fn accepts_one_batch_in_every_codec() {
     for c in CODECS {
         let blob = batch_in(c, &[b"aaaa", b"bbbb", b"cccc"]);
         let v = validate(&blob, &cfg()).unwrap();
-        assert_eq!(v.batches.len(), 1);
-        assert_eq!(v.batches[0].header.compression_codec(), c as u8);
+        assert_eq!(v.header.compression_codec(), c as u8);
         assert_eq!(v.records_count, 3);
         assert_eq!(v.log_append_time, -1);
     }
@@ -253,7 +255,7 @@ fn log_append_time_rewrites_header_with_valid_crc() {
         };
         let (v, buf) = validate_with(&blob, &config).unwrap();
         assert_eq!(v.log_append_time, NOW);
-        let h = v.batches[0].header;
+        let h = v.header;
         assert_eq!(h.max_timestamp(), NOW);
         assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
         batch::verify_crc(&buf).unwrap();
@@ -276,7 +278,7 @@ fn a_wrong_max_timestamp_is_corrected() {
         blob[35..43].copy_from_slice(&(NOW + 999).to_be_bytes());
         resign(&mut blob);
         let (v, buf) = validate_with(&blob, &cfg()).unwrap();
-        assert_eq!(v.batches[0].header.max_timestamp(), NOW + 50, "{c:?}");
+        assert_eq!(v.header.max_timestamp(), NOW + 50, "{c:?}");
         batch::verify_crc(&buf).unwrap();
     }
 }
@@ -375,7 +377,7 @@ fn compression_type_recompresses_to_the_topic_codec() {
                 ..cfg()
             };
             let (v, buf) = validate_with(&blob, &config).unwrap();
-            let h = v.batches[0].header;
+            let h = v.header;
             assert_eq!(h.compression_codec(), id, "{source:?} -> {target:?}");
             assert_eq!(h.size_in_bytes(), buf.len());
             assert_eq!(
@@ -430,4 +432,18 @@ fn a_decompressed_record_over_max_decompressed_message_bytes_is_refused() {
     );
     // Kafka bounds records only where it decompresses them.
     validate(&batch_in(Compression::None, &[&[1u8; 200]]), &config).unwrap();
+}
+
+/// The records of a batch stored as it came are not copied out of the request: what goes
+/// to the segment after the patched header is the request's own buffer, though the
+/// request (here `frame`) still shares it.
+#[test]
+fn records_are_written_from_the_request_buffer() {
+    let frame = batch_in(Compression::None, &[b"aaaa", b"bbbb"]);
+    let frame = bytes::Bytes::from(frame);
+    let tp = crate::log::TopicPartition::new("t", 0);
+    let v = validate_records(frame.clone(), &cfg(), NOW, &tp).unwrap();
+    assert_eq!(v.bytes.tail().as_ptr(), frame[HEADER_SIZE..].as_ptr());
+    assert_eq!(v.bytes.len(), frame.len());
+    assert_eq!(&v.bytes.to_vec()[HEADER_SIZE..], &frame[HEADER_SIZE..]);
 }

@@ -18,10 +18,11 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::MutexGuard;
 
 use super::{now_ms, Log, LogInner, PendingSnapshot};
+use crate::log::append_bytes::AppendBytes;
 use crate::log::batch::{self, RecordBatchHeader, MAGIC_V2};
 use crate::log::control::{self, EndTxnMarker, TxnResult};
 use crate::log::log_dir_health::is_fd_exhaustion;
@@ -33,7 +34,7 @@ use crate::log::{AppendInfo, LogConfig, LogError};
 /// An append ready for the segment: batches with their final offsets, and what the log's
 /// caches learn from them once they are written.
 struct PendingAppend {
-    records: BytesMut,
+    records: AppendBytes,
     first_offset: i64,
     /// The log end offset after the append.
     next_offset: i64,
@@ -47,16 +48,10 @@ struct PendingAppend {
     aborted: Vec<AbortedTxn>,
 }
 
-fn into_mut(records: Bytes) -> BytesMut {
-    // Reuses the buffer when this is its only owner; otherwise one copy of the request.
-    records
-        .try_into_mut()
-        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
-}
-
 impl Log {
     /// Appends a producer's records (see the module contract): validate, detect duplicates,
-    /// check producer state, assign offsets in place, then the shared core.
+    /// check producer state, assign offsets in the batch header (patched apart from
+    /// the records, which are written from the request's buffer), then the shared core.
     ///
     /// Durability: the bytes are in the page cache when this returns. When
     /// `flush_interval_messages` is reached (`flush_needed()`), the caller calls
@@ -94,18 +89,15 @@ impl Log {
     ) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let config = self.config();
-        let mut buf = into_mut(records);
-        let validated = validate_records(&mut buf, &config, now_ms, &self.topic_partition)?;
-        if buf.len() as u64 > config.segment_bytes {
+        let validated = validate_records(records, &config, now_ms, &self.topic_partition)?;
+        if validated.bytes.len() as u64 > config.segment_bytes {
             return Err(LogError::RecordListTooLarge);
         }
         let inner = self.inner.lock();
         let log_start_offset = self.log_start_offset();
-        for b in &validated.batches {
-            if b.header.producer_id() < 0 || origin == AppendOrigin::Coordinator {
-                continue;
-            }
-            if let Some(dup) = inner.producer_state.find_duplicate(&b.header) {
+        let producer_id = validated.header.producer_id();
+        if producer_id >= 0 && origin != AppendOrigin::Coordinator {
+            if let Some(dup) = inner.producer_state.find_duplicate(&validated.header) {
                 return Ok(AppendInfo {
                     first_offset: dup.first_offset,
                     last_offset: dup.last_offset,
@@ -116,8 +108,13 @@ impl Log {
             }
         }
         let first_offset = self.log_end_offset();
+        let mut bytes = validated.bytes;
+        let (head, _) = bytes.header_mut();
+        batch::set_base_offset(head, first_offset);
+        batch::set_partition_leader_epoch(head, leader_epoch);
+        let header = RecordBatchHeader::parse(bytes.header())?;
         let mut pending = PendingAppend {
-            records: BytesMut::new(),
+            records: bytes,
             first_offset,
             next_offset: first_offset,
             max_timestamp: -1,
@@ -130,19 +127,12 @@ impl Log {
         if leader_epoch >= 0 {
             pending.epochs.push((leader_epoch, first_offset));
         }
-        for b in &validated.batches {
-            let bytes = &mut buf[b.position..b.position + b.size];
-            batch::set_base_offset(bytes, pending.next_offset);
-            batch::set_partition_leader_epoch(bytes, leader_epoch);
-            let header = RecordBatchHeader::parse(bytes)?;
-            if header.producer_id() >= 0 {
-                inner
-                    .producer_state
-                    .stage(&mut pending.producers, &header, origin)?;
-            }
-            pending.note_batch(&header);
+        if header.producer_id() >= 0 {
+            inner
+                .producer_state
+                .stage(&mut pending.producers, &header, origin)?;
         }
-        pending.records = buf;
+        pending.note_batch(&header);
         let (first_offset, last_offset) = self.append_core(inner, &config, pending, now_ms)?;
         Ok(AppendInfo {
             first_offset,
@@ -159,8 +149,7 @@ impl Log {
     pub fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let config = self.config();
-        let buf = into_mut(records);
-        let batches = check_follower_batches(&buf, self.log_end_offset())?;
+        let batches = check_follower_batches(&records, self.log_end_offset())?;
         let inner = self.inner.lock();
         let log_start_offset = self.log_start_offset();
         let log_end_offset = self.log_end_offset();
@@ -179,7 +168,7 @@ impl Log {
             ));
         }
         let mut pending = PendingAppend {
-            records: buf,
+            records: AppendBytes::whole(records.clone()),
             first_offset: first.base_offset(),
             next_offset: first.base_offset(),
             max_timestamp: -1,
@@ -196,7 +185,7 @@ impl Log {
             }
             let ended = inner.producer_state.stage_replay(&mut pending.producers, h);
             if let Some(first_offset) = ended {
-                let raw = &pending.records[*position..*position + h.size_in_bytes()];
+                let raw = &records[*position..*position + h.size_in_bytes()];
                 if let Some(marker) = control::read_marker(raw)? {
                     pending.note_end(&inner, h, first_offset, marker);
                 }
@@ -229,7 +218,7 @@ impl Log {
     ) -> Result<AppendInfo, LogError> {
         self.check_online()?;
         let config = self.config();
-        let mut buf = into_mut(control::marker_batch(
+        let mut bytes = AppendBytes::with_header(control::marker_batch(
             producer_id,
             producer_epoch,
             marker,
@@ -238,11 +227,12 @@ impl Log {
         let inner = self.inner.lock();
         let log_start_offset = self.log_start_offset();
         let first_offset = self.log_end_offset();
-        batch::set_base_offset(&mut buf, first_offset);
-        batch::set_partition_leader_epoch(&mut buf, leader_epoch);
-        let header = RecordBatchHeader::parse(&buf)?;
+        let (head, _) = bytes.header_mut();
+        batch::set_base_offset(head, first_offset);
+        batch::set_partition_leader_epoch(head, leader_epoch);
+        let header = RecordBatchHeader::parse(bytes.header())?;
         let mut pending = PendingAppend {
-            records: BytesMut::new(),
+            records: bytes,
             first_offset,
             next_offset: first_offset,
             max_timestamp: -1,
@@ -262,7 +252,6 @@ impl Log {
             pending.note_end(&inner, &header, txn_first, marker);
         }
         pending.note_batch(&header);
-        pending.records = buf;
         let (first_offset, last_offset) = self.append_core(inner, &config, pending, now_ms)?;
         Ok(AppendInfo {
             first_offset,
@@ -329,11 +318,11 @@ impl Log {
         pending: &PendingAppend,
     ) -> Result<(), LogError> {
         let active = inner.active()?;
-        active.append(
+        active.append_parts(
             pending.next_offset - 1,
             pending.max_timestamp,
             pending.offset_of_max_timestamp,
-            &pending.records,
+            pending.records.parts(),
         )?;
         for &txn in &pending.aborted {
             active.append_aborted_txn(txn)?;

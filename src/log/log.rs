@@ -941,13 +941,15 @@ impl Log {
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
-        self.durable_snapshot.fetch_min(offset, Ordering::AcqRel);
-        // Snapshots above `offset` are deleted below; one at `offset` itself stays.
-        let _ = self
-            .snapshot_on_disk
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+        // Snapshots above `offset` are deleted below; one at `offset` itself stays. Neither
+        // mark may then name an offset past it: no snapshot need exist at `offset`, and a
+        // close that believed one did would write none, so a clean start would find none
+        // and lose the producers (a retried batch then appended twice).
+        for mark in [&self.durable_snapshot, &self.snapshot_on_disk] {
+            let _ = mark.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 (s > offset).then_some(-1)
             });
+        }
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;

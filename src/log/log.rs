@@ -136,6 +136,46 @@ impl Log {
     ) -> Result<Log, LogError> {
         let created = !dir.exists();
         std::fs::create_dir_all(dir)?;
+        Self::load(
+            dir,
+            topic_partition,
+            config,
+            (recovery_point, log_start_offset),
+            clean_shutdown,
+            created,
+        )
+    }
+
+    /// `open` of a directory found by listing its log dir at start: it exists, so it is
+    /// neither looked up nor made again (with thousands of partitions, three calls each).
+    pub fn open_found(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+        clean_shutdown: bool,
+    ) -> Result<Log, LogError> {
+        let checkpoints = (recovery_point, log_start_offset);
+        Self::load(
+            dir,
+            topic_partition,
+            config,
+            checkpoints,
+            clean_shutdown,
+            false,
+        )
+    }
+
+    /// Loads the log in `dir` with the (recovery point, log start) of the checkpoints.
+    fn load(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        (recovery_point, log_start_offset): (i64, i64),
+        clean_shutdown: bool,
+        created: bool,
+    ) -> Result<Log, LogError> {
         let loaded = loader::load(
             dir,
             &config,

@@ -76,15 +76,57 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
 
 /// Reads a whole small file, refusing anything larger than `max` bytes.
 pub fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, LogError> {
-    match fs::metadata(path) {
-        Ok(m) if m.len() > max => Err(LogError::corrupt_file(
+    match read_small(path, max)? {
+        SmallFile::Missing => Ok(None),
+        SmallFile::TooLarge(len) => Err(LogError::corrupt_file(
             path,
-            format!("{} bytes is more than {max}", m.len()),
+            format!("{len} bytes is more than {max}"),
         )),
-        Ok(_) => Ok(Some(fs::read(path)?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
+        SmallFile::Read(bytes) => Ok(Some(bytes)),
     }
+}
+
+/// What `read_small` found.
+pub enum SmallFile {
+    Missing,
+    /// Longer than allowed: this many bytes (or more) and nothing read.
+    TooLarge(u64),
+    Read(Vec<u8>),
+}
+
+/// Reads a whole file of at most `max` bytes with one open and no lookup of its size when
+/// it is small (a start reads three small files per partition): the first `FIRST_READ`
+/// bytes are read at once; only a file that fills them is measured, and refused when over
+/// `max` before more is read. No more than `max` bytes are read even if it grows meanwhile.
+pub fn read_small(path: &Path, max: u64) -> std::io::Result<SmallFile> {
+    use std::io::Read;
+    /// Larger than a partition's checkpoints, metadata and a snapshot of a few producers.
+    const FIRST_READ: u64 = 8 * 1024;
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SmallFile::Missing),
+        Err(e) => return Err(e),
+    };
+    let first = FIRST_READ.min(max.saturating_add(1));
+    let mut bytes = Vec::with_capacity(usize::try_from(first).unwrap_or(0));
+    (&file).take(first).read_to_end(&mut bytes)?;
+    if (bytes.len() as u64) < first {
+        return Ok(SmallFile::Read(bytes));
+    }
+    let len = file.metadata()?.len();
+    if len > max {
+        return Ok(SmallFile::TooLarge(len));
+    }
+    // `len` <= `max`, the caller's bound. One byte of room lets the read see the end.
+    let rest = usize::try_from(len.saturating_sub(first)).unwrap_or(0);
+    bytes.reserve(rest.saturating_add(1));
+    (&file)
+        .take(max.saturating_add(1) - first)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Ok(SmallFile::TooLarge(bytes.len() as u64));
+    }
+    Ok(SmallFile::Read(bytes))
 }
 
 /// Makes everything written to the file system holding `dir` durable: one `syncfs(2)`
@@ -237,6 +279,36 @@ fn epoch_entries(path: &Path, entries: Vec<Vec<String>>) -> Result<Vec<EpochEntr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_files_are_read_whole_and_larger_than_allowed_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let read = |max| match read_small(&path, max).unwrap() {
+            SmallFile::Missing => "missing".to_string(),
+            SmallFile::TooLarge(len) => format!("too large: {len}"),
+            SmallFile::Read(bytes) => format!("read {}", bytes.len()),
+        };
+        assert_eq!(read(10), "missing");
+        for (len, max, expected) in [
+            (0, 10, "read 0"),
+            (10, 10, "read 10"),
+            (11, 10, "too large: 11"),
+            (8192, 8192, "read 8192"),
+            (8193, 8192, "too large: 8193"),
+            (8192, 100_000, "read 8192"),
+            (50_000, 100_000, "read 50000"),
+            (100_000, 100_000, "read 100000"),
+            (100_001, 100_000, "too large: 100001"),
+        ] {
+            let contents: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            fs::write(&path, &contents).unwrap();
+            assert_eq!(read(max), expected, "{len} bytes, at most {max}");
+            if let SmallFile::Read(bytes) = read_small(&path, max).unwrap() {
+                assert_eq!(bytes, contents);
+            }
+        }
+    }
 
     #[test]
     fn offset_checkpoint_round_trip_in_kafka_text() {

@@ -24,8 +24,17 @@ const FDS_PER_CHECK: u64 = 4;
 /// The longest an estimate stands in for a count.
 const COUNT_MAX_AGE: Duration = Duration::from_secs(1);
 
-/// The last count of open descriptors and the checks passed since, process-wide.
-static LAST_COUNT: Mutex<Option<(Instant, u64, u64)>> = Mutex::new(None);
+/// The last count of open descriptors: when, how many, the checks passed since and the
+/// soft limit read with it (process-wide). The limit is read again only with a count, not
+/// on every check, as it changes only when the process raises it at start.
+static LAST_COUNT: Mutex<Option<LastCount>> = Mutex::new(None);
+
+struct LastCount {
+    at: Instant,
+    in_use: u64,
+    checks: u64,
+    limit: u64,
+}
 
 /// Errors when opening a new log would leave fewer than `reserve` descriptors free.
 ///
@@ -34,27 +43,34 @@ static LAST_COUNT: Mutex<Option<(Instant, u64, u64)>> = Mutex::new(None);
 /// while far from the limit, each check since assumed to have opened `FDS_PER_CHECK`
 /// descriptors; close to the limit every check counts.
 pub fn check_headroom() -> Result<(), LogError> {
-    let Some(limit) = soft_limit() else {
-        return Ok(());
-    };
     {
         let mut last = LAST_COUNT.lock();
-        if let Some((at, in_use, checks)) = last.as_mut() {
-            *checks += 1;
-            let estimate = *in_use + *checks * FDS_PER_CHECK;
-            if at.elapsed() < COUNT_MAX_AGE && estimate + 2 * reserve(limit) <= limit {
+        if let Some(count) = last.as_mut() {
+            count.checks += 1;
+            let estimate = count.in_use + count.checks * FDS_PER_CHECK;
+            if count.at.elapsed() < COUNT_MAX_AGE
+                && estimate + 2 * reserve(count.limit) <= count.limit
+            {
                 return Ok(());
             }
         }
         *last = None;
     }
+    let Some(limit) = soft_limit() else {
+        return Ok(());
+    };
     let in_use = match open_descriptors() {
         Ok(n) => n,
         // Listing /proc/self/fd needs a descriptor too: none left is the answer.
         Err(e) if super::is_fd_exhaustion(&e) => limit,
         Err(_) => return Ok(()), // no /proc: nothing to measure
     };
-    *LAST_COUNT.lock() = Some((Instant::now(), in_use, 0));
+    *LAST_COUNT.lock() = Some(LastCount {
+        at: Instant::now(),
+        in_use,
+        checks: 0,
+        limit,
+    });
     if in_use + reserve(limit) <= limit {
         return Ok(());
     }

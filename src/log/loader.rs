@@ -37,6 +37,8 @@ struct Listing {
     logs: BTreeSet<i64>,
     /// Base offsets of segments with both an `.index` and a `.timeindex`.
     indexed: BTreeSet<i64>,
+    /// Base offsets of segments with a `.txnindex`.
+    txn_indexed: BTreeSet<i64>,
     /// Index files whose `.log` is missing.
     orphans: Vec<PathBuf>,
     /// Producer snapshots by offset.
@@ -52,6 +54,7 @@ impl Listing {
         let mut listing = Listing {
             logs: BTreeSet::new(),
             indexed: BTreeSet::new(),
+            txn_indexed: BTreeSet::new(),
             orphans: Vec::new(),
             snapshots: BTreeMap::new(),
             leader_epoch_checkpoint: false,
@@ -91,6 +94,7 @@ impl Listing {
                     .map(|&base| dir.join(super::offset_file_name(base, suffix))),
             );
         }
+        listing.txn_indexed = txn_indexes;
         listing.indexed = offset_indexes
             .intersection(&time_indexes)
             .copied()
@@ -139,7 +143,8 @@ pub fn load(
     let recovered_from = (!clean_shutdown).then(|| recovery_start(&bases, recovery_point));
     for &base in &bases {
         let active = Some(base) == last_base;
-        let mut segment = LogSegment::open(dir, base, config, active, now_ms)?;
+        let txn_index = listing.txn_indexed.contains(&base);
+        let mut segment = LogSegment::open_listed(dir, base, config, active, now_ms, txn_index)?;
         if recovered_from.is_some_and(|from| base >= from) {
             segments.insert(base, segment);
             continue;
@@ -367,6 +372,10 @@ pub fn replay_producer_state(
     to: i64,
 ) -> Result<(), LogError> {
     let from = state.map_end_offset();
+    if from >= to {
+        // A snapshot at the log end (every clean start): no batch to read.
+        return Ok(());
+    }
     let first = segments
         .range(..=from)
         .next_back()

@@ -136,6 +136,46 @@ impl Log {
     ) -> Result<Log, LogError> {
         let created = !dir.exists();
         std::fs::create_dir_all(dir)?;
+        Self::load(
+            dir,
+            topic_partition,
+            config,
+            (recovery_point, log_start_offset),
+            clean_shutdown,
+            created,
+        )
+    }
+
+    /// `open` of a directory found by listing its log dir at start: it exists, so it is
+    /// neither looked up nor made again (with thousands of partitions, three calls each).
+    pub fn open_found(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+        clean_shutdown: bool,
+    ) -> Result<Log, LogError> {
+        let checkpoints = (recovery_point, log_start_offset);
+        Self::load(
+            dir,
+            topic_partition,
+            config,
+            checkpoints,
+            clean_shutdown,
+            false,
+        )
+    }
+
+    /// Loads the log in `dir` with the (recovery point, log start) of the checkpoints.
+    fn load(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        (recovery_point, log_start_offset): (i64, i64),
+        clean_shutdown: bool,
+        created: bool,
+    ) -> Result<Log, LogError> {
         let loaded = loader::load(
             dir,
             &config,
@@ -941,13 +981,15 @@ impl Log {
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
-        self.durable_snapshot.fetch_min(offset, Ordering::AcqRel);
-        // Snapshots above `offset` are deleted below; one at `offset` itself stays.
-        let _ = self
-            .snapshot_on_disk
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+        // Snapshots above `offset` are deleted below; one at `offset` itself stays. Neither
+        // mark may then name an offset past it: no snapshot need exist at `offset`, and a
+        // close that believed one did would write none, so a clean start would find none
+        // and lose the producers (a retried batch then appended twice).
+        for mark in [&self.durable_snapshot, &self.snapshot_on_disk] {
+            let _ = mark.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 (s > offset).then_some(-1)
             });
+        }
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
         inner.producer_state.delete_snapshots_above(offset)?;

@@ -745,7 +745,7 @@ struct ToLoad {
 /// per partition, which threads overlap.
 fn load_logs(to_load: &[ToLoad], clean: bool, threads: usize) -> Vec<Result<Log, LogError>> {
     let open = |l: &ToLoad| {
-        Log::open(
+        Log::open_found(
             &l.dir,
             l.tp.clone(),
             l.config.clone(),

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::batch::{decrement_sequence, RecordBatchHeader};
-use super::checkpoint::{read_bounded, write_atomic, write_unsynced};
+use super::checkpoint::{read_small, write_atomic, write_unsynced, SmallFile};
 use super::control::EndTxnMarker;
 use super::{offset_file_name, parse_offset_file_name, LogError};
 
@@ -537,13 +537,17 @@ impl ProducerStateManager {
             if offset < log_start_offset {
                 break;
             }
-            let len = fs::metadata(path)?.len();
-            if len > MAX_SNAPSHOT_BYTES {
-                tracing::warn!(path = %path.display(), bytes = len, max = MAX_SNAPSHOT_BYTES, "producer snapshot is larger than startup reads; deleting it and rebuilding producer state from the log instead (slow for a long log; lower producer.id.expiration.ms)");
-                fs::remove_file(path)?;
-                continue;
-            }
-            match read_snapshot(path) {
+            let bytes = match read_small(path, MAX_SNAPSHOT_BYTES)? {
+                SmallFile::Read(bytes) => bytes,
+                SmallFile::TooLarge(len) => {
+                    tracing::warn!(path = %path.display(), bytes = len, max = MAX_SNAPSHOT_BYTES, "producer snapshot is larger than startup reads; deleting it and rebuilding producer state from the log instead (slow for a long log; lower producer.id.expiration.ms)");
+                    fs::remove_file(path)?;
+                    continue;
+                }
+                // Listed a moment ago: gone since, as a corrupt one would be below.
+                SmallFile::Missing => continue,
+            };
+            match parse_snapshot(path, &bytes) {
                 Ok(producers) => {
                     let manager = ProducerStateManager::with_producers(dir, producers, offset);
                     return Ok((manager, true));
@@ -618,12 +622,6 @@ pub fn list_snapshots(dir: &Path) -> Result<BTreeMap<i64, PathBuf>, LogError> {
         }
     }
     Ok(out)
-}
-
-fn read_snapshot(path: &Path) -> Result<HashMap<i64, ProducerStateEntry>, LogError> {
-    let bytes = read_bounded(path, MAX_SNAPSHOT_BYTES)?
-        .ok_or_else(|| LogError::corrupt_file(path, "missing"))?;
-    parse_snapshot(path, &bytes)
 }
 
 /// Parses the bytes of a producer snapshot (for fuzzing and tools): the number of

@@ -502,3 +502,32 @@ fn kill_9_mid_append_leaves_a_prefix_of_the_index_and_recovery_rebuilds_it_exact
     );
     assert_eq!(index_of(dir.path(), ".timeindex"), good_time);
 }
+
+/// A truncation below the newest producer snapshot deletes it, and no snapshot exists at
+/// the truncation offset: a synced close must then write one there, or a clean start finds
+/// none, starts with no producers and takes a retried batch still in the log as new.
+#[test]
+fn a_clean_close_after_truncating_below_a_snapshot_keeps_the_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        producer_id_expiration_ms: i64::MAX,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), tp(), config.clone(), 0, 0, false).unwrap();
+    idempotent(&log, 0, 6);
+    log.producer_state_snapshot().unwrap();
+    assert!(segment_file(dir.path(), 6, ".snapshot").exists());
+    log.truncate_to(3).unwrap();
+    assert!(!segment_file(dir.path(), 6, ".snapshot").exists());
+    log.close().unwrap();
+    drop(log);
+
+    let log = Log::open(dir.path(), tp(), config, 0, 0, true).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    let retry = batch_bytes(&[&[b'v'; 60][..]], 1002, Some((9, 0, 2)));
+    let retried = log.append_as_leader(retry, 0, 0).unwrap();
+    assert!(retried.duplicate, "sequence 2 is at offset 2 already");
+    assert_eq!(log.log_end_offset(), 3);
+    let next = batch_bytes(&[&[b'v'; 60][..]], 1003, Some((9, 0, 3)));
+    assert_eq!(log.append_as_leader(next, 0, 0).unwrap().first_offset, 3);
+}

@@ -140,7 +140,20 @@ impl LogSegment {
         active: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        Self::open_with_suffix(dir, base_offset, config, active, now_ms, "")
+        Self::open_with_suffix(dir, base_offset, config, active, now_ms, "", true)
+    }
+
+    /// `open` of a segment whose directory was just listed: `txn_index` says whether its
+    /// `.txnindex` was among the files, so a segment without one (most) costs no lookup.
+    pub fn open_listed(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        active: bool,
+        now_ms: i64,
+        txn_index: bool,
+    ) -> Result<Self, LogError> {
+        Self::open_with_suffix(dir, base_offset, config, active, now_ms, "", txn_index)
     }
 
     /// The first segment of a new log, in a directory just made: none of its files can
@@ -197,7 +210,7 @@ impl LogSegment {
                 _ => {}
             }
         }
-        Self::open_with_suffix(dir, base_offset, config, true, now_ms, CLEANED_SUFFIX)
+        Self::open_with_suffix(dir, base_offset, config, true, now_ms, CLEANED_SUFFIX, true)
     }
 
     /// Every file a segment may have: `.log`, `.index`, `.timeindex`, `.txnindex`.
@@ -217,6 +230,7 @@ impl LogSegment {
         active: bool,
         now_ms: i64,
         suffix: &str,
+        txn_index_may_exist: bool,
     ) -> Result<Self, LogError> {
         let log_path = with_suffix(&Self::log_path(dir, base_offset), suffix);
         let log = OpenOptions::new()
@@ -230,7 +244,11 @@ impl LogSegment {
         let time_index_path = with_suffix(&Self::time_index_path(dir, base_offset), suffix);
         // With the suffix too: a cleaned segment's index is its own, not the live one's.
         let txn_path = with_suffix(&Self::txn_index_path(dir, base_offset), suffix);
-        let txn_index = match TransactionIndex::open(&txn_path, base_offset) {
+        let opened = match txn_index_may_exist {
+            true => TransactionIndex::open(&txn_path, base_offset),
+            false => Ok(TransactionIndex::empty(&txn_path, base_offset)),
+        };
+        let txn_index = match opened {
             Err(e @ LogError::CorruptFile { .. }) => {
                 // Its entries come back when producer state is replayed over the markers.
                 tracing::warn!(path = %txn_path.display(), error = %e, "discarding a corrupt transaction index");

@@ -38,7 +38,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `capture.py` in front of one broker, keeping every Fetch and OffsetForLeaderEpoch.
+/// `capture.py` in front of one broker, keeping every Fetch and OffsetForLeaderEpoch, and
+/// every LeaderAndIsr, StopReplica and UpdateMetadata.
 struct Recorder {
     child: Child,
     out: tempfile::TempDir,
@@ -61,7 +62,13 @@ impl Recorder {
             .arg(script)
             .args(["--listen", &format!("127.0.0.1:{listen}")])
             .args(["--upstream", &format!("127.0.0.1:{upstream}")])
-            .args(["--client", "recorded", "--apis", "1,23", "--no-responses"])
+            .args([
+                "--client",
+                "recorded",
+                "--apis",
+                "1,23,4,5,6",
+                "--no-responses",
+            ])
             .args(["--max-per-version", "1000000", "--out"])
             .arg(out.path())
             .stdout(Stdio::null())
@@ -156,6 +163,23 @@ impl Recorded3 {
             .requests()
             .into_iter()
             .filter(|r| r.client_id.starts_with(&prefix))
+            .collect()
+    }
+
+    /// The (API, version)s broker `b` was sent by controller `controller` (Kafka's and
+    /// skua's controllers name themselves by their broker id).
+    fn sent_by_controller(&self, b: usize, controller: i32) -> BTreeSet<(i16, i16)> {
+        self.recorders[b - 1]
+            .requests()
+            .into_iter()
+            .filter(|r| r.client_id == controller.to_string())
+            .filter(|r| {
+                matches!(
+                    r.api_key,
+                    ApiKey::LeaderAndIsr | ApiKey::UpdateMetadata | ApiKey::StopReplica
+                )
+            })
+            .map(|r| (r.api_key as i16, r.version))
             .collect()
     }
 
@@ -449,4 +473,28 @@ fn a_skua_controller_tells_brokers_of_an_isr_a_kafka_leader_wrote_to_zookeeper()
         "the controller read the notification"
     );
     r.c.signal("resume", follower);
+    // The skua controller spoke 2.6's versions to every broker, Kafka's included, as
+    // Kafka 3.9's controller does at 2.6 (LeaderAndIsr v4, UpdateMetadata v6), with
+    // LeaderAndIsr to the two replicas of `shrink`.
+    for b in 1..=3 {
+        let sent = r.sent_by_controller(b, controller);
+        assert!(
+            sent.contains(&(ApiKey::UpdateMetadata as i16, 6)),
+            "broker {b} was sent UpdateMetadata v6: {sent:?}"
+        );
+        if b == 3 || b == follower {
+            assert!(
+                sent.contains(&(ApiKey::LeaderAndIsr as i16, 4)),
+                "broker {b} was sent LeaderAndIsr v4: {sent:?}"
+            );
+        }
+        assert!(
+            sent.iter().all(|&(key, v)| match ApiKey::try_from(key) {
+                Ok(ApiKey::LeaderAndIsr) => v == 4,
+                Ok(ApiKey::UpdateMetadata) => v == 6,
+                _ => v == 3,
+            }),
+            "broker {b} was sent nothing newer than 2.6's: {sent:?}"
+        );
+    }
 }

@@ -373,6 +373,7 @@ impl ZkController {
         let settings_broker_id = settings.broker_id;
         let session = Arc::new(ZkSession::connect(&settings.zk).await?);
         registration::create_top_level_paths(&session).await?;
+        producer_ids::repair_empty_block(&session, settings.broker_id).await?;
         let cluster_id =
             registration::create_or_get_cluster_id(&session, &proposed_cluster_id).await?;
         tracing::info!(cluster_id = %cluster_id, zookeeper = %settings.zk.servers, chroot = ?settings.zk.chroot, "connected to ZooKeeper");

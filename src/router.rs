@@ -96,7 +96,7 @@ pub static ROUTES: &[Route] = &[
     // Not v6: the crate's request codec stops at v5 (its ApiKey table says 6), and a v6
     // request (KIP-939's 2PC fields) would fail to decode and close the connection.
     route!(InitProducerId, 0, 5, init_producer_id::handle),
-    route!(OffsetForLeaderEpoch, 2, 4, offset_for_leader_epoch::handle),
+    route!(OffsetForLeaderEpoch, 0, 4, offset_for_leader_epoch::handle),
     route!(AddPartitionsToTxn, 0, 5, add_partitions_to_txn::handle),
     route!(AddOffsetsToTxn, 0, 4, add_offsets_to_txn::handle),
     // Not v5: that is KIP-890's transaction version 2, which skua does not offer.

@@ -1,7 +1,8 @@
 //! skua's controller requests against Kafka 3.9.1's, byte for byte.
 //!
 //! For every LeaderAndIsr, UpdateMetadata and StopReplica a Kafka 3.9.1 controller sent
-//! in `protocol-tests/fixtures-cluster/`, the test rebuilds the controller state the
+//! in `protocol-tests/fixtures-cluster/`, at its default `inter.broker.protocol.version`
+//! and at every older one captured that skua runs at (0.11.0 to 3.3), the test rebuilds the controller state the
 //! request describes (live brokers and epochs, leaderships, topic ids, deletions), has
 //! skua's `RequestBatch` build the request for the same broker, and frames it as skua's
 //! controller channel does (client id = controller id). The frames must be identical,
@@ -20,19 +21,29 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use skua::client::codec::encode_request;
+use skua::config::inter_broker_protocol::MetadataVersion;
 use skua::controller::zk::context::{ControllerContext, Leadership, LiveBroker, TopicPartition};
 use skua::controller::zk::leader_and_isr::{
     LeaderAndIsr, EPOCH_DURING_DELETE, LEADER_DURING_DELETE,
 };
-use skua::controller::zk::requests::{
-    ControlRequest, RequestBatch, LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION,
-    UPDATE_METADATA_VERSION,
-};
+use skua::controller::zk::requests::{ControlRequest, RequestBatch};
 use skua::zk::znodes::EndPoint;
 
 const LISTENER: &str = "PLAINTEXT";
 
-fn fixtures() -> Vec<(ApiKey, i16, PathBuf)> {
+/// The inter-broker protocol a capture's controller ran at, from its directory's name
+/// (`kafka-3.9.1-ibp-2.4-IV0-to-broker-1`); None for captures of other senders, and of
+/// versions older than skua runs at.
+fn protocol_of(client: &str) -> Option<MetadataVersion> {
+    let rest = client.strip_prefix("kafka-3.9.1-")?;
+    if rest.starts_with("to-broker-") {
+        return Some(MetadataVersion::LATEST);
+    }
+    let version = rest.strip_prefix("ibp-")?.rsplit_once("-to-broker-")?.0;
+    MetadataVersion::parse(version).ok()
+}
+
+fn fixtures() -> Vec<(ApiKey, i16, MetadataVersion, PathBuf)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/fixtures-cluster");
     let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv")).unwrap();
     manifest
@@ -40,17 +51,15 @@ fn fixtures() -> Vec<(ApiKey, i16, PathBuf)> {
         .skip(1)
         .filter_map(|l| {
             let c: Vec<&str> = l.split('\t').collect();
-            // The current protocol only: the captures at older inter-broker protocol
-            // versions and releases are compared by tests/zk_broker_replay.rs.
-            if !c[1].starts_with("kafka-3.9.1-to-broker-") {
-                return None;
-            }
+            // Kafka 3.9.1's controller only: older releases' captures are compared by
+            // tests/zk_broker_replay.rs.
+            let protocol = protocol_of(c[1])?;
             let key = ApiKey::try_from(c[3].parse::<i16>().ok()?).ok()?;
             matches!(
                 key,
                 ApiKey::LeaderAndIsr | ApiKey::UpdateMetadata | ApiKey::StopReplica
             )
-            .then(|| (key, c[5].parse().unwrap(), dir.join(c[6])))
+            .then(|| (key, c[5].parse().unwrap(), protocol, dir.join(c[6])))
         })
         .collect()
 }
@@ -102,10 +111,20 @@ fn rebuild_leader_and_isr(
         }
     }
     let mut batch = RequestBatch::default();
-    for t in &req.topic_states {
+    // Below v2 the partitions are listed one by one, each with its topic's name.
+    let ungrouped = req.ungrouped_partition_states.iter().map(|p| {
+        let topic = p.topic_name.0.to_string();
+        (topic, p)
+    });
+    let grouped = req.topic_states.iter().flat_map(|t| {
         let topic = t.topic_name.0.to_string();
-        ctx.topic_ids.insert(topic.clone(), t.topic_id);
-        for p in &t.partition_states {
+        t.partition_states.iter().map(move |p| (topic.clone(), p))
+    });
+    for t in &req.topic_states {
+        ctx.topic_ids.insert(t.topic_name.0.to_string(), t.topic_id);
+    }
+    {
+        for (topic, p) in ungrouped.chain(grouped) {
             assert!(
                 p.adding_replicas.is_empty() && p.removing_replicas.is_empty(),
                 "no reassignment captured"
@@ -159,10 +178,20 @@ fn rebuild_update_metadata(
         );
     }
     let mut partitions = Vec::new();
-    for t in &req.topic_states {
+    // Below v5 the partitions are listed one by one, each with its topic's name.
+    let ungrouped = req.ungrouped_partition_states.iter().map(|p| {
+        let topic = p.topic_name.0.to_string();
+        (topic, p)
+    });
+    let grouped = req.topic_states.iter().flat_map(|t| {
         let topic = t.topic_name.0.to_string();
-        ctx.topic_ids.insert(topic.clone(), t.topic_id);
-        for p in &t.partition_states {
+        t.partition_states.iter().map(move |p| (topic.clone(), p))
+    });
+    for t in &req.topic_states {
+        ctx.topic_ids.insert(t.topic_name.0.to_string(), t.topic_id);
+    }
+    {
+        for (topic, p) in ungrouped.chain(grouped) {
             let tp = TopicPartition::new(topic.clone(), p.partition_index);
             ctx.assignments
                 .entry(topic.clone())
@@ -212,33 +241,52 @@ fn rebuild_stop_replica(
     ctx.live_brokers
         .insert(target, broker(target, req.broker_epoch, "unused", 1, None));
     let mut batch = RequestBatch::default();
-    for t in &req.topic_states {
-        let topic = t.topic_name.0.to_string();
-        for p in &t.partition_states {
-            let tp = TopicPartition::new(topic.clone(), p.partition_index);
-            ctx.assignments
-                .entry(topic.clone())
-                .or_default()
-                .insert(p.partition_index, vec![target]);
-            if p.leader_epoch == EPOCH_DURING_DELETE {
-                ctx.topics_to_delete.insert(topic.clone());
-            } else {
-                ctx.leadership.insert(
-                    tp.clone(),
-                    Leadership {
-                        leader_and_isr: LeaderAndIsr {
-                            leader: target,
-                            leader_epoch: p.leader_epoch,
-                            isr: vec![target],
-                            recovering: false,
-                            partition_epoch: 0,
-                        },
-                        controller_epoch: req.controller_epoch,
-                    },
-                );
-            }
-            batch.add_stop_replica(&[target], &tp, p.delete_partition);
+    // (topic, partition, leader epoch, delete): from v3 each partition says, before one
+    // flag says for all, and no leader epoch is sent (any will do).
+    let mut states: Vec<(String, i32, i32, bool)> = Vec::new();
+    for p in &req.ungrouped_partitions {
+        states.push((
+            p.topic_name.0.to_string(),
+            p.partition_index,
+            0,
+            req.delete_partitions,
+        ));
+    }
+    for t in &req.topics {
+        for &p in &t.partition_indexes {
+            states.push((t.name.0.to_string(), p, 0, req.delete_partitions));
         }
+    }
+    for t in &req.topic_states {
+        for p in &t.partition_states {
+            let state = (t.topic_name.0.to_string(), p.partition_index);
+            states.push((state.0, state.1, p.leader_epoch, p.delete_partition));
+        }
+    }
+    for (topic, partition, leader_epoch, delete) in states {
+        let tp = TopicPartition::new(topic.clone(), partition);
+        ctx.assignments
+            .entry(topic.clone())
+            .or_default()
+            .insert(partition, vec![target]);
+        if leader_epoch == EPOCH_DURING_DELETE {
+            ctx.topics_to_delete.insert(topic.clone());
+        } else {
+            ctx.leadership.insert(
+                tp.clone(),
+                Leadership {
+                    leader_and_isr: LeaderAndIsr {
+                        leader: target,
+                        leader_epoch,
+                        isr: vec![target],
+                        recovering: false,
+                        partition_epoch: 0,
+                    },
+                    controller_epoch: req.controller_epoch,
+                },
+            );
+        }
+        batch.add_stop_replica(&[target], &tp, delete);
     }
     (ctx, batch)
 }
@@ -253,6 +301,9 @@ fn normalize(req: &mut RequestKind) {
                 t.partition_states.sort_by_key(|p| p.partition_index);
             }
             r.live_leaders.sort_by_key(|l| l.broker_id.0);
+            r.ungrouped_partition_states.sort_by(|a, b| {
+                (&a.topic_name.0, a.partition_index).cmp(&(&b.topic_name.0, b.partition_index))
+            });
         }
         RequestKind::UpdateMetadata(r) => {
             r.topic_states
@@ -261,6 +312,9 @@ fn normalize(req: &mut RequestKind) {
                 t.partition_states.sort_by_key(|p| p.partition_index);
             }
             r.live_brokers.sort_by_key(|b| b.id.0);
+            r.ungrouped_partition_states.sort_by(|a, b| {
+                (&a.topic_name.0, a.partition_index).cmp(&(&b.topic_name.0, b.partition_index))
+            });
         }
         RequestKind::StopReplica(r) => {
             r.topic_states
@@ -268,6 +322,13 @@ fn normalize(req: &mut RequestKind) {
             for t in &mut r.topic_states {
                 t.partition_states.sort_by_key(|p| p.partition_index);
             }
+            r.topics.sort_by(|a, b| a.name.0.cmp(&b.name.0));
+            for t in &mut r.topics {
+                t.partition_indexes.sort();
+            }
+            r.ungrouped_partitions.sort_by(|a, b| {
+                (&a.topic_name.0, a.partition_index).cmp(&(&b.topic_name.0, b.partition_index))
+            });
         }
         _ => unreachable!(),
     }
@@ -288,7 +349,8 @@ fn controller_requests_match_kafkas_byte_for_byte() {
     assert!(all.len() > 30, "the capture has the controller's requests");
     let mut exact = 0;
     let mut kinds = BTreeSet::new();
-    for (key, version, path) in &all {
+    let mut versions = BTreeSet::new();
+    for (key, version, protocol, path) in &all {
         let bytes = Bytes::from(std::fs::read(path).unwrap());
         let mut buf = bytes.clone();
         let header = RequestHeader::decode(&mut buf, key.request_header_version(*version)).unwrap();
@@ -296,35 +358,57 @@ fn controller_requests_match_kafkas_byte_for_byte() {
         let target = target_of(path);
         let (ctx, mut batch, controller_id) = match &kafka {
             RequestKind::LeaderAndIsr(r) => {
-                assert_eq!(*version, LEADER_AND_ISR_VERSION);
+                assert_eq!(*version, protocol.leader_and_isr_request_version());
                 let (c, b) = rebuild_leader_and_isr(r, target);
                 (c, b, r.controller_id.0)
             }
             RequestKind::UpdateMetadata(r) => {
-                assert_eq!(*version, UPDATE_METADATA_VERSION);
+                assert_eq!(*version, protocol.update_metadata_request_version());
                 let (c, b) = rebuild_update_metadata(r, target);
                 (c, b, r.controller_id.0)
             }
             RequestKind::StopReplica(r) => {
-                assert_eq!(*version, STOP_REPLICA_VERSION);
+                assert_eq!(*version, protocol.stop_replica_request_version());
                 let (c, b) = rebuild_stop_replica(r, target);
                 (c, b, r.controller_id.0)
             }
             _ => unreachable!(),
         };
         let built: Vec<RequestKind> = batch
-            .build(&ctx, controller_id, LISTENER)
+            .build(&ctx, controller_id, LISTENER, *protocol)
             .into_iter()
             .filter(|(b, _)| *b == target)
             .filter_map(|(_, r)| match (r, key) {
-                (ControlRequest::LeaderAndIsr(r), ApiKey::LeaderAndIsr) => {
-                    Some(RequestKind::LeaderAndIsr(r))
+                (
+                    ControlRequest::LeaderAndIsr {
+                        request,
+                        version: v,
+                    },
+                    ApiKey::LeaderAndIsr,
+                ) => {
+                    assert_eq!(v, *version);
+                    Some(RequestKind::LeaderAndIsr(request))
                 }
-                (ControlRequest::UpdateMetadata(r), ApiKey::UpdateMetadata) => {
-                    Some(RequestKind::UpdateMetadata(r))
+                (
+                    ControlRequest::UpdateMetadata {
+                        request,
+                        version: v,
+                    },
+                    ApiKey::UpdateMetadata,
+                ) => {
+                    assert_eq!(v, *version);
+                    Some(RequestKind::UpdateMetadata(request))
                 }
-                (ControlRequest::StopReplica(r, _), ApiKey::StopReplica) => {
-                    Some(RequestKind::StopReplica(r))
+                (
+                    ControlRequest::StopReplica {
+                        request,
+                        version: v,
+                        ..
+                    },
+                    ApiKey::StopReplica,
+                ) => {
+                    assert_eq!(v, *version);
+                    Some(RequestKind::StopReplica(request))
                 }
                 _ => None,
             })
@@ -376,11 +460,18 @@ fn controller_requests_match_kafkas_byte_for_byte() {
             path.display()
         );
         kinds.insert(*key as i16);
+        versions.insert((*key as i16, *version));
     }
     assert_eq!(
         kinds.len(),
         3,
         "LeaderAndIsr, UpdateMetadata and StopReplica all compared"
+    );
+    // LeaderAndIsr v0-7, UpdateMetadata v3-8 and StopReplica v0-4.
+    assert_eq!(
+        versions.len(),
+        8 + 6 + 5,
+        "every version a controller at 0.11.0 or later sends: {versions:?}"
     );
     eprintln!(
         "{} frames compared; {exact} identical as sent, all identical in id order",
@@ -409,11 +500,11 @@ fn broker_epochs_and_controller_epoch_go_where_kafka_puts_them() {
     ctx.leadership.insert(tp.clone(), l.clone());
     let mut batch = RequestBatch::default();
     batch.add_leader_and_isr(&ctx, &[2], &tp, &l, true);
-    let requests = batch.build(&ctx, 1, LISTENER);
+    let requests = batch.build(&ctx, 1, LISTENER, MetadataVersion::LATEST);
     let mut seen = BTreeMap::new();
     for (b, r) in requests {
         match r {
-            ControlRequest::LeaderAndIsr(r) => {
+            ControlRequest::LeaderAndIsr { request: r, .. } => {
                 assert_eq!((b, r.controller_epoch, r.broker_epoch), (2, 7, 40));
                 let p = &r.topic_states[0].partition_states[0];
                 assert_eq!(p.controller_epoch, 6, "the epoch that wrote the leadership");
@@ -421,12 +512,12 @@ fn broker_epochs_and_controller_epoch_go_where_kafka_puts_them() {
                 assert_eq!(r.live_leaders.len(), 1);
                 assert_eq!(r.live_leaders[0].host_name.as_str(), "h1");
             }
-            ControlRequest::UpdateMetadata(r) => {
+            ControlRequest::UpdateMetadata { request: r, .. } => {
                 let expected = if b == 1 { 30 } else { 40 };
                 assert_eq!(r.broker_epoch, expected, "each broker gets its own epoch");
                 assert_eq!(r.live_brokers.len(), 2);
             }
-            ControlRequest::StopReplica(..) => panic!("no StopReplica asked"),
+            ControlRequest::StopReplica { .. } => panic!("no StopReplica asked"),
         }
         *seen.entry(b).or_insert(0) += 1;
     }

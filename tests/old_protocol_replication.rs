@@ -3,7 +3,9 @@
 //! loopback): three skua brokers, and two skua brokers with Apache Kafka 3.9.1 (started
 //! first, so it is the controller). At 2.6 followers send Fetch v11, whose answers never
 //! say where a follower's log diverged, so a follower truncates with OffsetForLeaderEpoch
-//! v3 before it fetches, on becoming a follower and after every leader change.
+//! v3 before it fetches, on becoming a follower and after every leader change. At 2.0
+//! (Apache Kafka 3.9.1 as broker 1 with two skua brokers) they send Fetch v8 and
+//! OffsetForLeaderEpoch v1.
 //!
 //! The scenario: topic `diverge` (replicas 1, 3, 2) and topic `handover` (1, 2, 3) are led
 //! by broker 1. With both followers paused, broker 1 takes records with acks=1 that nobody
@@ -11,7 +13,8 @@
 //! more records, and broker 1 comes back with a divergent tail. Every replica must end
 //! with the same segment bytes. A recording proxy (`protocol-tests/capture.py`) in front of
 //! each broker keeps every Fetch and OffsetForLeaderEpoch it was sent: the followers'
-//! versions are 2.6's, and the returning broker asked its new leader where its epoch ends.
+//! versions are the protocol's, and the returning broker asked its new leader where its
+//! epoch ends.
 //! Skipped, with a message, only when java is not installed.
 
 mod common;
@@ -28,8 +31,6 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 use kafka_protocol::records::Compression;
 
-const IBP: &str = "inter.broker.protocol.version=2.6";
-
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -38,7 +39,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `capture.py` in front of one broker, keeping every Fetch and OffsetForLeaderEpoch.
+/// `capture.py` in front of one broker, keeping every Fetch and OffsetForLeaderEpoch, and
+/// every LeaderAndIsr, StopReplica and UpdateMetadata.
 struct Recorder {
     child: Child,
     out: tempfile::TempDir,
@@ -61,7 +63,13 @@ impl Recorder {
             .arg(script)
             .args(["--listen", &format!("127.0.0.1:{listen}")])
             .args(["--upstream", &format!("127.0.0.1:{upstream}")])
-            .args(["--client", "recorded", "--apis", "1,23", "--no-responses"])
+            .args([
+                "--client",
+                "recorded",
+                "--apis",
+                "1,23,4,5,6",
+                "--no-responses",
+            ])
             .args(["--max-per-version", "1000000", "--out"])
             .arg(out.path())
             .stdout(Stdio::null())
@@ -112,7 +120,8 @@ struct Recorded3 {
 }
 
 impl Recorded3 {
-    fn start(skua: &str, extra: &[&str]) -> Option<Recorded3> {
+    /// Brokers `skua` are skua's, the others Kafka 3.9.1's, all at `ibp`.
+    fn start(skua: &str, ibp: &str, extra: &[&str]) -> Option<Recorded3> {
         let listen: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let advertised: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let recorders: Vec<Recorder> = (0..3)
@@ -126,13 +135,14 @@ impl Recorded3 {
                 .join(",")
         };
         let (listen_csv, advertised_csv) = (csv(&listen), csv(&advertised));
+        let ibp = format!("inter.broker.protocol.version={ibp}");
         let mut args = vec![
             "--ports",
             &listen_csv,
             "--advertised-ports",
             &advertised_csv,
             "--override",
-            IBP,
+            &ibp,
         ];
         args.extend_from_slice(extra);
         let c = Cluster::start_kinds(skua, &args)?;
@@ -156,6 +166,23 @@ impl Recorded3 {
             .requests()
             .into_iter()
             .filter(|r| r.client_id.starts_with(&prefix))
+            .collect()
+    }
+
+    /// The (API, version)s broker `b` was sent by controller `controller` (Kafka's and
+    /// skua's controllers name themselves by their broker id).
+    fn sent_by_controller(&self, b: usize, controller: i32) -> BTreeSet<(i16, i16)> {
+        self.recorders[b - 1]
+            .requests()
+            .into_iter()
+            .filter(|r| r.client_id == controller.to_string())
+            .filter(|r| {
+                matches!(
+                    r.api_key,
+                    ApiKey::LeaderAndIsr | ApiKey::UpdateMetadata | ApiKey::StopReplica
+                )
+            })
+            .map(|r| (r.api_key as i16, r.version))
             .collect()
     }
 
@@ -235,8 +262,15 @@ fn values(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
-/// The scenario of this file's doc comment on a started cluster.
-fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
+/// The versions followers send at an inter-broker protocol version: (Fetch,
+/// OffsetForLeaderEpoch), as Kafka 3.9 picks them.
+const AT_2_6: (i16, i16) = (11, 3);
+const AT_2_0: (i16, i16) = (8, 1);
+
+/// The scenario of this file's doc comment on a started cluster whose followers send
+/// `versions` (Fetch, OffsetForLeaderEpoch).
+fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3, versions: (i16, i16)) {
+    let (fetch_version, epoch_version) = versions;
     r.create("diverge", "1:3:2");
     r.create("handover", "1:2:3");
     for topic in ["diverge", "handover"] {
@@ -276,9 +310,9 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
         );
     }
 
-    // Broker 1 asked broker 3 where its epoch of `diverge` ends, then fetched with v11.
+    // Broker 1 asked broker 3 where its epoch of `diverge` ends, then fetched.
     let asked = r.sent_by_fetchers_of(3, 1);
-    let versions = |api: ApiKey| -> BTreeSet<i16> {
+    let sent = |api: ApiKey| -> BTreeSet<i16> {
         asked
             .iter()
             .filter(|q| q.api_key == api)
@@ -286,11 +320,11 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
             .collect()
     };
     assert_eq!(
-        versions(ApiKey::OffsetForLeaderEpoch),
-        BTreeSet::from([3]),
+        sent(ApiKey::OffsetForLeaderEpoch),
+        BTreeSet::from([epoch_version]),
         "broker 1 at its new leader: {asked:?}"
     );
-    assert_eq!(versions(ApiKey::Fetch), BTreeSet::from([11]));
+    assert_eq!(sent(ApiKey::Fetch), BTreeSet::from([fetch_version]));
     let epoch_query = asked
         .iter()
         .find(|q| q.api_key == ApiKey::OffsetForLeaderEpoch)
@@ -298,12 +332,16 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
     let mut frame = Bytes::from(std::fs::read(&epoch_query.file).unwrap());
     RequestHeader::decode(
         &mut frame,
-        ApiKey::OffsetForLeaderEpoch.request_header_version(3),
+        ApiKey::OffsetForLeaderEpoch.request_header_version(epoch_version),
     )
     .unwrap();
     let request =
-        kafka_protocol::messages::OffsetForLeaderEpochRequest::decode(&mut frame, 3).unwrap();
-    assert_eq!(request.replica_id.0, 1, "asked as replica 1");
+        kafka_protocol::messages::OffsetForLeaderEpochRequest::decode(&mut frame, epoch_version)
+            .unwrap();
+    // Only v3 names the replica, and v2 the epoch the asker knows its leader by.
+    if epoch_version >= 3 {
+        assert_eq!(request.replica_id.0, 1, "asked as replica 1");
+    }
     let p = request
         .topics
         .iter()
@@ -311,16 +349,18 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
         .flat_map(|t| &t.partitions)
         .next()
         .expect("diverge asked about");
-    assert_eq!(p.current_leader_epoch, diverge_epoch);
+    if epoch_version >= 2 {
+        assert_eq!(p.current_leader_epoch, diverge_epoch);
+    }
     assert!(p.leader_epoch < diverge_epoch, "its own last epoch");
 
-    // Every follower, of either kind, at either leader, spoke 2.6's versions.
+    // Every follower, of either kind, at either leader, spoke the protocol's versions.
     for b in 1..=3 {
         for from in (1..=3).filter(|&f| f != b) {
             for q in r.sent_by_fetchers_of(b, from) {
                 let want = match q.api_key {
-                    ApiKey::Fetch => 11,
-                    _ => 3,
+                    ApiKey::Fetch => fetch_version,
+                    _ => epoch_version,
                 };
                 assert_eq!(q.version, want, "broker {from} to broker {b}: {q:?}");
             }
@@ -340,10 +380,10 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3) {
 #[test]
 fn skua_followers_at_ibp_2_6_truncate_with_offset_for_leader_epoch() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(r) = Recorded3::start("1,2,3", &[]) else {
+    let Some(r) = Recorded3::start("1,2,3", "2.6", &[]) else {
         return;
     };
-    a_returning_leader_truncates_its_divergent_tail(&r);
+    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_6);
     assert!(
         r.c.log(1).contains("truncating a divergent tail"),
         "broker 1 cut its tail"
@@ -357,13 +397,34 @@ fn skua_followers_at_ibp_2_6_truncate_with_offset_for_leader_epoch() {
 #[test]
 fn skua_and_kafka_at_ibp_2_6_follow_each_other_through_a_leader_change() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(r) = Recorded3::start("1,2", &["--kafka-first"]) else {
+    let Some(r) = Recorded3::start("1,2", "2.6", &["--kafka-first"]) else {
         return;
     };
-    a_returning_leader_truncates_its_divergent_tail(&r);
+    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_6);
     assert!(
         r.c.log(1).contains("truncating a divergent tail"),
         "broker 1 cut its tail"
+    );
+}
+
+/// Apache Kafka 3.9.1 as broker 1 with skua brokers 2 and 3 (one of them the controller),
+/// all at inter.broker.protocol.version=2.0, where followers ask OffsetForLeaderEpoch v1
+/// (no replica id, no current leader epoch to be fenced by) and fetch with v8. Kafka,
+/// killed with a tail only it has, comes back as follower of the skua leaders,
+/// asks them where its epoch ends, and cuts its tail: every replica ends with the same
+/// segment bytes.
+#[test]
+fn kafka_at_ibp_2_0_truncates_at_a_skua_leaders_word() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = Recorded3::start("2,3", "2.0", &[]) else {
+        return;
+    };
+    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_0);
+    assert!(
+        r.c.log(1).contains("Truncating partition diverge-0")
+            || r.c.log(1).contains("Truncating to offset 20"),
+        "Kafka broker 1 cut its tail:\n{}",
+        r.c.log(1)
     );
 }
 
@@ -398,7 +459,7 @@ fn a_skua_controller_tells_brokers_of_an_isr_a_kafka_leader_wrote_to_zookeeper()
         "--override",
         "zookeeper.session.timeout.ms=120000",
     ];
-    let Some(r) = Recorded3::start("1,2", &extra) else {
+    let Some(r) = Recorded3::start("1,2", "2.6", &extra) else {
         return;
     };
     let zk = r.c.zk_session();
@@ -449,4 +510,28 @@ fn a_skua_controller_tells_brokers_of_an_isr_a_kafka_leader_wrote_to_zookeeper()
         "the controller read the notification"
     );
     r.c.signal("resume", follower);
+    // The skua controller spoke 2.6's versions to every broker, Kafka's included, as
+    // Kafka 3.9's controller does at 2.6 (LeaderAndIsr v4, UpdateMetadata v6), with
+    // LeaderAndIsr to the two replicas of `shrink`.
+    for b in 1..=3 {
+        let sent = r.sent_by_controller(b, controller);
+        assert!(
+            sent.contains(&(ApiKey::UpdateMetadata as i16, 6)),
+            "broker {b} was sent UpdateMetadata v6: {sent:?}"
+        );
+        if b == 3 || b == follower {
+            assert!(
+                sent.contains(&(ApiKey::LeaderAndIsr as i16, 4)),
+                "broker {b} was sent LeaderAndIsr v4: {sent:?}"
+            );
+        }
+        assert!(
+            sent.iter().all(|&(key, v)| match ApiKey::try_from(key) {
+                Ok(ApiKey::LeaderAndIsr) => v == 4,
+                Ok(ApiKey::UpdateMetadata) => v == 6,
+                _ => v == 3,
+            }),
+            "broker {b} was sent nothing newer than 2.6's: {sent:?}"
+        );
+    }
 }

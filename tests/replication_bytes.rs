@@ -375,3 +375,52 @@ fn at_ibp_2_6_skua_builds_the_offset_for_leader_epoch_kafka_followers_send() {
         assert_eq!(a, b, "{file}");
     }
 }
+
+/// Below `inter.broker.protocol.version` 2.1 followers ask OffsetForLeaderEpoch v1 (2.0)
+/// or v0 (0.11.0 to 1.1), which carry neither the asker's id nor its current leader epoch:
+/// skua's follower request encodes to the bytes Kafka 3.9.1's followers sent.
+#[test]
+fn below_ibp_2_1_skua_encodes_the_offset_for_leader_epoch_kafka_followers_send() {
+    use kafka_protocol::messages::OffsetForLeaderEpochRequest;
+    use skua::config::inter_broker_protocol::MetadataVersion;
+    use skua::replica::fetcher::endpoint::{build_offset_for_leader_epoch_request, EpochQuery};
+    for (ibp, expected) in [("2.0", 1), ("1.1", 0)] {
+        let version = MetadataVersion::parse(ibp)
+            .unwrap()
+            .offset_for_leader_epoch_request_version();
+        assert_eq!(version, expected);
+        let requests: Vec<(String, i16, OffsetForLeaderEpochRequest)> = captured_from(
+            &format!("kafka-3.9.1-ibp-{ibp}-follower"),
+            ApiKey::OffsetForLeaderEpoch,
+            "OffsetForLeaderEpoch",
+        );
+        assert!(!requests.is_empty(), "Kafka's followers at {ibp} truncated");
+        for (file, v, kafka) in requests {
+            assert_eq!(v, version, "{file}");
+            assert_eq!(
+                (
+                    kafka.replica_id.0,
+                    kafka.topics[0].partitions[0].current_leader_epoch
+                ),
+                (-2, -1),
+                "{file}: neither on the wire"
+            );
+            let queries: Vec<EpochQuery> = kafka
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().map(|p| EpochQuery {
+                        tp: TopicPartition::new(t.topic.0.as_str(), p.partition),
+                        current_leader_epoch: 9,
+                        leader_epoch: p.leader_epoch,
+                    })
+                })
+                .collect();
+            let skua = build_offset_for_leader_epoch_request(1, &queries);
+            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+            skua.encode(&mut a, version).unwrap();
+            kafka.encode(&mut b, version).unwrap();
+            assert_eq!(a, b, "{file}");
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //! protocol a broker speaks to other brokers while a cluster is being upgraded. skua's
 //! followers take from it the highest Fetch, OffsetForLeaderEpoch and ListOffsets versions
 //! they send, as a Kafka 3.9 broker at that version does, and whether they truncate from a
-//! Fetch response's diverging epoch (2.7-IV1 and later) or ask OffsetForLeaderEpoch first.
+//! Fetch response's diverging epoch (2.7-IV1 and later) or ask OffsetForLeaderEpoch first;
+//! a controller the LeaderAndIsr, UpdateMetadata and StopReplica versions it sends.
 //!
 //! The values are Kafka 3.9's: a version (`2.6-IV0`), or a release (`2.6`, `2.6.1`,
 //! `0.10.1`), which means the last version of that release. skua stores record format v2
@@ -201,6 +202,42 @@ impl MetadataVersion {
         ])
     }
 
+    /// The LeaderAndIsr version a controller sends (Kafka's `ControllerChannelManager`).
+    pub fn leader_and_isr_request_version(self) -> i16 {
+        self.highest(&[
+            ("3.4-IV0", 7),
+            ("3.2-IV0", 6),
+            ("2.8-IV1", 5),
+            ("2.4-IV1", 4),
+            ("2.4-IV0", 3),
+            ("2.2-IV0", 2),
+            ("1.0-IV0", 1),
+        ])
+    }
+
+    /// The UpdateMetadata version a controller sends. Versions 0–2 are older than skua's
+    /// oldest inter-broker protocol, so never chosen.
+    pub fn update_metadata_request_version(self) -> i16 {
+        self.highest(&[
+            ("3.4-IV0", 8),
+            ("2.8-IV1", 7),
+            ("2.4-IV1", 6),
+            ("2.2-IV0", 5),
+            ("1.0-IV0", 4),
+            ("0.10.2-IV0", 3),
+        ])
+    }
+
+    /// The StopReplica version a controller sends.
+    pub fn stop_replica_request_version(self) -> i16 {
+        self.highest(&[
+            ("3.4-IV0", 4),
+            ("2.6-IV0", 3),
+            ("2.4-IV1", 2),
+            ("2.2-IV0", 1),
+        ])
+    }
+
     /// The ListOffsets version a follower sends.
     pub fn list_offset_request_version(self) -> i16 {
         self.highest(&[
@@ -253,12 +290,21 @@ mod tests {
             "2.0-IV1",
             "2.1-IV1",
             "2.1-IV2",
+            "1.0-IV0",
+            "0.10.2-IV0",
+            "2.2-IV0",
             "2.2-IV1",
             "2.3-IV1",
+            "2.4-IV0",
+            "2.4-IV1",
+            "2.6-IV0",
             "2.7-IV1",
             "2.8-IV0",
+            "2.8-IV1",
             "3.0-IV1",
             "3.1-IV0",
+            "3.2-IV0",
+            "3.4-IV0",
             "3.5-IV0",
             "3.5-IV1",
             "3.7-IV4",
@@ -329,6 +375,48 @@ mod tests {
         }
         assert!(!v("0.11.0-IV1").is_offset_for_leader_epoch_supported());
         assert!(v("0.11.0-IV2").is_offset_for_leader_epoch_supported());
+    }
+
+    #[test]
+    fn controller_request_versions_are_kafkas() {
+        // (version, LeaderAndIsr, UpdateMetadata, StopReplica), from Kafka 3.9's
+        // ControllerChannelManager.
+        for (name, leader_and_isr, update_metadata, stop_replica) in [
+            ("0.11.0", 0, 3, 0),
+            ("1.0", 1, 4, 0),
+            ("2.1", 1, 4, 0),
+            ("2.2-IV0", 2, 5, 1),
+            ("2.3", 2, 5, 1),
+            ("2.4-IV0", 3, 5, 1),
+            ("2.4-IV1", 4, 6, 2),
+            ("2.5", 4, 6, 2),
+            ("2.6", 4, 6, 3),
+            ("2.7", 4, 6, 3),
+            ("2.8-IV0", 4, 6, 3),
+            ("2.8-IV1", 5, 7, 3),
+            ("3.1", 5, 7, 3),
+            ("3.2", 6, 7, 3),
+            ("3.3", 6, 7, 3),
+            ("3.4", 7, 8, 4),
+            ("3.9", 7, 8, 4),
+        ] {
+            let version = v(name);
+            assert_eq!(
+                version.leader_and_isr_request_version(),
+                leader_and_isr,
+                "{name}"
+            );
+            assert_eq!(
+                version.update_metadata_request_version(),
+                update_metadata,
+                "{name}"
+            );
+            assert_eq!(
+                version.stop_replica_request_version(),
+                stop_replica,
+                "{name}"
+            );
+        }
     }
 
     #[test]

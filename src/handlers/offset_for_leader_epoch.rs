@@ -1,5 +1,9 @@
 //! OffsetForLeaderEpoch: the end offset of a leader epoch, from the leader-epoch cache.
-//! Consumers use it to detect log truncation after a leader change (KIP-320).
+//! Followers ask it before they truncate (KIP-101: v0 from inter-broker protocol 0.11.0,
+//! v1 from 2.0, whose answers add the epoch, v2 from 2.1, which fences by the asker's
+//! current leader epoch); consumers use it to detect log truncation after a leader change
+//! (KIP-320). Every version is answered alike: a request below v2 carries no current epoch
+//! (-1, so not fenced), and a v0 answer leaves the epoch out.
 
 use std::sync::Arc;
 

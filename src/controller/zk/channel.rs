@@ -14,9 +14,7 @@ use tokio::sync::mpsc;
 
 use super::context::LiveBroker;
 use super::event_loop::Event;
-use super::requests::{
-    ControlRequest, LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION,
-};
+use super::requests::ControlRequest;
 use crate::client::{Client, ClientConfig, ClientError};
 
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
@@ -163,12 +161,12 @@ async fn deliver(
     events: &mpsc::UnboundedSender<Event>,
 ) -> Result<(), ClientError> {
     match request {
-        ControlRequest::LeaderAndIsr(req) => {
-            let response = client.send(req, LEADER_AND_ISR_VERSION).await?;
+        ControlRequest::LeaderAndIsr { request, version } => {
+            let response = client.send(request, *version).await?;
             let _ = events.send(Event::LeaderAndIsrResponse { broker, response });
         }
-        ControlRequest::UpdateMetadata(req) => {
-            let response = client.send(req, UPDATE_METADATA_VERSION).await?;
+        ControlRequest::UpdateMetadata { request, version } => {
+            let response = client.send(request, *version).await?;
             if response.error_code != 0 {
                 tracing::error!(
                     broker,
@@ -177,8 +175,12 @@ async fn deliver(
                 );
             }
         }
-        ControlRequest::StopReplica(req, deleting) => {
-            let response = client.send(req, STOP_REPLICA_VERSION).await?;
+        ControlRequest::StopReplica {
+            request,
+            version,
+            deleting,
+        } => {
+            let response = client.send(request, *version).await?;
             if !deleting.is_empty() {
                 let _ = events.send(Event::StopReplicaResponse {
                     broker,

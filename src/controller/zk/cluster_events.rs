@@ -454,17 +454,23 @@ impl ControllerLoop {
         let storage = ResponseError::KafkaStorageError.code();
         let mut offline = Vec::new();
         let mut online = Vec::new();
-        for t in &response.topics {
-            let Some(topic) = self.ctx.topic_name(t.topic_id).map(str::to_string) else {
-                continue;
-            };
-            for p in &t.partition_errors {
-                let tp = TopicPartition::new(topic.clone(), p.partition_index);
-                if p.error_code == storage {
-                    offline.push(tp);
-                } else if p.error_code == 0 {
-                    online.push(tp);
-                }
+        // Below v5 the errors are listed by topic name, from v5 grouped by topic id.
+        let by_name = response.partition_errors.iter().map(|p| {
+            let tp = TopicPartition::new(p.topic_name.0.to_string(), p.partition_index);
+            (tp, p.error_code)
+        });
+        let by_id = response.topics.iter().flat_map(|t| {
+            let topic = self.ctx.topic_name(t.topic_id).map(str::to_string);
+            t.partition_errors.iter().filter_map(move |p| {
+                let tp = TopicPartition::new(topic.clone()?, p.partition_index);
+                Some((tp, p.error_code))
+            })
+        });
+        for (tp, error_code) in by_name.chain(by_id) {
+            if error_code == storage {
+                offline.push(tp);
+            } else if error_code == 0 {
+                online.push(tp);
             }
         }
         let known = self.ctx.offline_replicas.entry(broker).or_default();

@@ -351,6 +351,7 @@ impl ControllerLoop {
             &self.ctx,
             self.settings.broker_id,
             &self.settings.inter_broker_listener,
+            self.settings.inter_broker_protocol,
         );
         for (broker, request) in requests {
             self.channels.send(broker, request);

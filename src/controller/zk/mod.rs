@@ -49,6 +49,7 @@ mod replica_machine;
 pub mod requests;
 pub mod states;
 pub mod store;
+pub mod versions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,6 +64,7 @@ use uuid::Uuid;
 use self::context::LiveBroker;
 use self::event_loop::{ControllerLoop, Event};
 use super::{BrokerInfo, Controller, ControllerError, NewTopic, PartitionInfo, TopicInfo};
+use crate::config::inter_broker_protocol::MetadataVersion;
 use crate::config::BrokerConfig;
 use crate::zk::session::{ZkConfig, ZkSession};
 use crate::zk::znodes::{BrokerRegistration, EndPoint};
@@ -76,6 +78,8 @@ pub struct Settings {
     pub endpoints: Vec<EndPoint>,
     /// The listener other brokers (and the controller) use.
     pub inter_broker_listener: String,
+    /// `inter.broker.protocol.version`: the versions of the controller's requests.
+    pub inter_broker_protocol: MetadataVersion,
     pub rack: Option<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -123,6 +127,7 @@ impl Settings {
             zk,
             endpoints,
             inter_broker_listener,
+            inter_broker_protocol: config.replication.inter_broker_protocol_version,
             rack: config.rack.clone(),
             num_partitions: config.log.num_partitions,
             default_replication_factor: config.replication.default_replication_factor,
@@ -368,6 +373,7 @@ impl ZkController {
         let settings_broker_id = settings.broker_id;
         let session = Arc::new(ZkSession::connect(&settings.zk).await?);
         registration::create_top_level_paths(&session).await?;
+        producer_ids::repair_empty_block(&session, settings.broker_id).await?;
         let cluster_id =
             registration::create_or_get_cluster_id(&session, &proposed_cluster_id).await?;
         tracing::info!(cluster_id = %cluster_id, zookeeper = %settings.zk.servers, chroot = ?settings.zk.chroot, "connected to ZooKeeper");

@@ -1,7 +1,8 @@
 //! Producer id blocks from `/latest_producer_id_block` (Kafka's
 //! `ZkProducerIdManager.getNewProducerIdBlock`): the next 1000 ids after the last block
 //! handed out, claimed with a compare-and-set on the znode's version, so two brokers (or
-//! two controllers) never get the same block.
+//! two controllers) never get the same block. An empty znode (older skua versions created
+//! one at startup) means no block handed out yet, as a missing one does.
 
 use crate::zk::session::{ZkError, ZkSession};
 use crate::zk::znodes::{self, paths, ProducerIdBlock};
@@ -67,5 +68,26 @@ pub async fn allocate_block(s: &ZkSession, broker_id: i32) -> Result<i64, BlockE
             Err(ZkError::BadVersion(_) | ZkError::NodeExists(_) | ZkError::NoNode(_)) => continue,
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Makes an empty `/latest_producer_id_block` a valid one by claiming the first block for
+/// `broker_id`. skua reads an empty znode as "no block yet", but a Kafka 3.9 broker below
+/// inter-broker protocol 3.0 claims its own blocks at startup and fails to start parsing
+/// an empty one. The ids of the block claimed here are simply never handed out.
+pub async fn repair_empty_block(s: &ZkSession, broker_id: i32) -> Result<(), BlockError> {
+    match s.get(paths::LATEST_PRODUCER_ID_BLOCK).await? {
+        Some((data, _)) if data.is_empty() => {
+            let first = allocate_block(s, broker_id).await?;
+            tracing::warn!(
+                broker_id,
+                first,
+                "{} was empty (left by an older skua); wrote a valid block so Kafka brokers \
+                 below inter.broker.protocol.version 3.0 can start",
+                paths::LATEST_PRODUCER_ID_BLOCK
+            );
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }

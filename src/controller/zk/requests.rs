@@ -1,41 +1,51 @@
 //! One round of controller → broker requests (Kafka's `ControllerBrokerRequestBatch`):
 //! state changes add partitions to per-broker LeaderAndIsr and StopReplica requests and
-//! to one UpdateMetadata for a set of brokers; `build` turns them into requests, filled
-//! as Kafka 3.9 fills them (`inter.broker.protocol.version=3.9`: LeaderAndIsr v7,
-//! UpdateMetadata v8, StopReplica v4, each carrying the controller's id and epoch and
-//! the receiving broker's epoch).
+//! to one UpdateMetadata for a set of brokers; `build` turns them into requests at the
+//! versions Kafka 3.9's controller sends at the cluster's `inter.broker.protocol.version`
+//! (LeaderAndIsr v7, UpdateMetadata v8 and StopReplica v4 at 3.4 and later; `versions.rs`
+//! lays them out as each version carries them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::leader_and_isr_request::{
-    LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrTopicState,
-};
-use kafka_protocol::messages::stop_replica_request::{
-    StopReplicaPartitionState, StopReplicaTopicState,
+    LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState,
 };
 use kafka_protocol::messages::update_metadata_request::{
     UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState,
-    UpdateMetadataTopicState,
 };
 use kafka_protocol::messages::{
     BrokerId, LeaderAndIsrRequest, StopReplicaRequest, TopicName, UpdateMetadataRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use uuid::Uuid;
 
 use super::context::{ControllerContext, Leadership, TopicPartition};
+use super::versions;
+use crate::config::inter_broker_protocol::MetadataVersion;
 
-pub const LEADER_AND_ISR_VERSION: i16 = 7;
-pub const UPDATE_METADATA_VERSION: i16 = 8;
-pub const STOP_REPLICA_VERSION: i16 = 4;
-
-/// A request for one broker.
+/// A request for one broker, with the version it is sent at.
 #[derive(Debug, Clone)]
 pub enum ControlRequest {
-    LeaderAndIsr(LeaderAndIsrRequest),
-    UpdateMetadata(UpdateMetadataRequest),
+    LeaderAndIsr {
+        request: LeaderAndIsrRequest,
+        version: i16,
+    },
+    UpdateMetadata {
+        request: UpdateMetadataRequest,
+        version: i16,
+    },
     /// With the partitions it deletes, whose answers topic deletion waits for.
-    StopReplica(StopReplicaRequest, BTreeSet<TopicPartition>),
+    StopReplica {
+        request: StopReplicaRequest,
+        version: i16,
+        deleting: BTreeSet<TopicPartition>,
+    },
+}
+
+/// What every controller request starts with.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    pub controller_id: i32,
+    pub controller_epoch: i32,
 }
 
 #[derive(Default)]
@@ -145,15 +155,22 @@ impl RequestBatch {
     }
 
     /// The requests, per broker in the order Kafka sends them (LeaderAndIsr, then
-    /// UpdateMetadata, then StopReplica); brokers not live are skipped. Empties the batch.
+    /// UpdateMetadata, then StopReplica), at the versions `protocol` names; brokers not
+    /// live are skipped. Empties the batch.
     pub fn build(
         &mut self,
         ctx: &ControllerContext,
         controller_id: i32,
         listener: &str,
+        protocol: MetadataVersion,
     ) -> Vec<(i32, ControlRequest)> {
         let mut out = Vec::new();
+        let header = Header {
+            controller_id,
+            controller_epoch: ctx.epoch,
+        };
         let live = ctx.live_or_shutting_down_ids();
+        let version = protocol.leader_and_isr_request_version();
         for (broker, states) in std::mem::take(&mut self.leader_and_isr) {
             let Some(target) = ctx.live_brokers.get(&broker) else {
                 continue;
@@ -173,32 +190,19 @@ impl RequestBatch {
                     )
                 })
                 .collect();
-            let mut topics: BTreeMap<String, LeaderAndIsrTopicState> = BTreeMap::new();
-            for (tp, state) in states {
-                topics
-                    .entry(tp.topic.clone())
-                    .or_insert_with(|| {
-                        LeaderAndIsrTopicState::default()
-                            .with_topic_name(topic_name(&tp.topic))
-                            .with_topic_id(
-                                ctx.topic_ids.get(&tp.topic).copied().unwrap_or(Uuid::nil()),
-                            )
-                    })
-                    .partition_states
-                    .push(state);
-            }
-            let req = LeaderAndIsrRequest::default()
-                .with_controller_id(BrokerId(controller_id))
-                .with_is_k_raft_controller(false)
-                .with_controller_epoch(ctx.epoch)
-                .with_broker_epoch(target.epoch)
-                .with_type(0)
-                .with_topic_states(topics.into_values().collect())
-                .with_live_leaders(live_leaders);
-            out.push((broker, ControlRequest::LeaderAndIsr(req)));
+            let request = versions::leader_and_isr(
+                version,
+                header,
+                target.epoch,
+                states.into_values().collect(),
+                &ctx.topic_ids,
+                live_leaders,
+            );
+            out.push((broker, ControlRequest::LeaderAndIsr { request, version }));
         }
         let brokers = std::mem::take(&mut self.update_metadata_brokers);
         let partitions = std::mem::take(&mut self.update_metadata_partitions);
+        let version = protocol.update_metadata_request_version();
         if !brokers.is_empty() {
             let live_brokers: Vec<UpdateMetadataBroker> = ctx
                 .live_brokers
@@ -223,65 +227,42 @@ impl RequestBatch {
                         .with_rack(b.rack.clone().map(StrBytes::from_string))
                 })
                 .collect();
-            let mut topics: BTreeMap<String, UpdateMetadataTopicState> = BTreeMap::new();
-            for (tp, state) in partitions {
-                topics
-                    .entry(tp.topic.clone())
-                    .or_insert_with(|| {
-                        UpdateMetadataTopicState::default()
-                            .with_topic_name(topic_name(&tp.topic))
-                            .with_topic_id(
-                                ctx.topic_ids.get(&tp.topic).copied().unwrap_or(Uuid::nil()),
-                            )
-                    })
-                    .partition_states
-                    .push(state);
-            }
-            let topics: Vec<UpdateMetadataTopicState> = topics.into_values().collect();
+            let states: Vec<UpdateMetadataPartitionState> = partitions.into_values().collect();
             for broker in brokers.intersection(&live) {
-                let epoch = ctx.live_brokers[broker].epoch;
-                let req = UpdateMetadataRequest::default()
-                    .with_controller_id(BrokerId(controller_id))
-                    .with_is_k_raft_controller(false)
-                    .with_type(0)
-                    .with_controller_epoch(ctx.epoch)
-                    .with_broker_epoch(epoch)
-                    .with_topic_states(topics.clone())
-                    .with_live_brokers(live_brokers.clone());
-                out.push((*broker, ControlRequest::UpdateMetadata(req)));
+                let request = versions::update_metadata(
+                    version,
+                    header,
+                    ctx.live_brokers[broker].epoch,
+                    states.clone(),
+                    &ctx.topic_ids,
+                    live_brokers.clone(),
+                );
+                out.push((*broker, ControlRequest::UpdateMetadata { request, version }));
             }
         }
+        let version = protocol.stop_replica_request_version();
         for (broker, partitions) in std::mem::take(&mut self.stop_replica) {
             let Some(target) = ctx.live_brokers.get(&broker) else {
                 continue;
             };
-            let mut topics: BTreeMap<String, StopReplicaTopicState> = BTreeMap::new();
-            let mut deleting = BTreeSet::new();
-            for (tp, delete) in partitions {
-                if delete {
-                    deleting.insert(tp.clone());
-                }
-                topics
-                    .entry(tp.topic.clone())
-                    .or_insert_with(|| {
-                        StopReplicaTopicState::default().with_topic_name(topic_name(&tp.topic))
-                    })
-                    .partition_states
-                    .push(
-                        StopReplicaPartitionState::default()
-                            .with_partition_index(tp.partition)
-                            .with_leader_epoch(ctx.leader_epoch_for_stop_replica(&tp))
-                            .with_delete_partition(delete),
-                    );
+            let states = partitions
+                .into_iter()
+                .map(|(tp, delete)| {
+                    let epoch = ctx.leader_epoch_for_stop_replica(&tp);
+                    (tp, epoch, delete)
+                })
+                .collect();
+            for (request, deleting) in versions::stop_replica(version, header, target.epoch, states)
+            {
+                out.push((
+                    broker,
+                    ControlRequest::StopReplica {
+                        request,
+                        version,
+                        deleting,
+                    },
+                ));
             }
-            let req = StopReplicaRequest::default()
-                .with_controller_id(BrokerId(controller_id))
-                .with_is_k_raft_controller(false)
-                .with_controller_epoch(ctx.epoch)
-                .with_broker_epoch(target.epoch)
-                .with_delete_partitions(false)
-                .with_topic_states(topics.into_values().collect());
-            out.push((broker, ControlRequest::StopReplica(req, deleting)));
         }
         out
     }

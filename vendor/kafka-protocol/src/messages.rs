@@ -1610,7 +1610,7 @@ impl ApiKey {
             ApiKey::DeleteTopics => VersionRange { min: 1, max: 6 },
             ApiKey::DeleteRecords => VersionRange { min: 0, max: 2 },
             ApiKey::InitProducerId => VersionRange { min: 0, max: 6 },
-            ApiKey::OffsetForLeaderEpoch => VersionRange { min: 2, max: 4 },
+            ApiKey::OffsetForLeaderEpoch => VersionRange { min: 0, max: 4 },
             ApiKey::AddPartitionsToTxn => VersionRange { min: 0, max: 5 },
             ApiKey::AddOffsetsToTxn => VersionRange { min: 0, max: 4 },
             ApiKey::EndTxn => VersionRange { min: 0, max: 5 },

@@ -8,77 +8,33 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::fetch_proxy::{FetchProxy, SeenFetch};
+use common::two_brokers::{
+    self, committed, eventually, leader_and_isr, partition_info, TwoBrokers,
+};
 use common::{batch, TestBroker};
 use kafka_protocol::records::Compression;
-use skua::controller::delta::{MetadataDelta, MetadataListener, TopicDelta};
-use skua::controller::image::MetadataImage;
-use skua::controller::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
-use skua::replica::Partition;
+use skua::controller::TopicInfo;
 use uuid::Uuid;
 
 const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 
-/// `s`'s `partitions` partitions on replicas 1 and 2, led by broker 1.
+/// Topic `s` as `partitions` partitions on replicas 1 and 2, led by broker 1.
 fn announce(b: &TestBroker, topic_id: Uuid, partitions: i32, epoch: i32) {
-    let state = LeaderAndIsr {
-        leader: 1,
-        leader_epoch: epoch,
-        partition_epoch: epoch,
-        isr: vec![1, 2],
-        eligible_leader_replicas: Vec::new(),
-        last_known_elr: Vec::new(),
-        leader_recovery_state: 0,
-    };
-    let topic = Arc::new(TopicInfo {
-        name: "s".into(),
-        topic_id,
-        partitions: (0..partitions)
-            .map(|partition| PartitionInfo {
-                partition,
-                assignment: PartitionAssignment {
-                    replicas: vec![1, 2],
-                    directories: vec![Uuid::nil(); 2],
-                },
-                state: state.clone(),
-            })
-            .collect(),
-        configs: BTreeMap::new(),
-    });
-    let delta = MetadataDelta {
-        topics: BTreeMap::from([("s".to_string(), TopicDelta::Changed(topic))]),
-        ..Default::default()
-    };
-    let failed = b
-        .broker
-        .replicas
-        .on_delta(&MetadataImage::default(), &delta);
-    assert!(failed.is_empty(), "{failed:?}");
-}
-
-fn info(id: i32, addr: std::net::SocketAddr) -> BrokerInfo {
-    BrokerInfo {
-        id,
-        host: addr.ip().to_string(),
-        port: i32::from(addr.port()),
-        rack: None,
-    }
-}
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn committed(p: &Partition) -> Bytes {
-    p.read(0, 1 << 20, true).unwrap().records
+    let state = leader_and_isr(1, epoch, &[1, 2]);
+    two_brokers::announce(
+        b,
+        TopicInfo {
+            name: "s".into(),
+            topic_id,
+            partitions: (0..partitions)
+                .map(|partition| partition_info(partition, &[1, 2], state.clone()))
+                .collect(),
+            configs: BTreeMap::new(),
+        },
+    );
 }
 
 async fn produce(c: &mut common::Client, p: i32, v: String) {
@@ -95,25 +51,18 @@ fn since(proxy: &FetchProxy, from: usize) -> Vec<SeenFetch> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced() {
     const N: i32 = 40;
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let fast = [
-        ("replica.fetch.backoff.ms", "50"),
-        ("replica.fetch.wait.max.ms", "50"),
-    ];
-    let b1 = TestBroker::start(d1.path(), &[&[("broker.id", "1")][..], &fast].concat()).await;
-    let b2 = TestBroker::start(d2.path(), &[&[("broker.id", "2")][..], &fast].concat()).await;
-    let mut c1 = b1.client().await;
-    assert_eq!(c1.create_topic("s", N).await, 0);
-    let topic_id = b1.broker.controller.topic("s").unwrap().topic_id;
-    let epoch = b1.broker.replicas.partition("s", 0).unwrap().leader_epoch();
+    let pair = TwoBrokers::start("50", "s", N).await;
     // Broker 2 reaches broker 1 through the proxy.
-    let proxy = FetchProxy::start("127.0.0.1:0".parse().unwrap(), b1.addr).await;
-    for b in [&b1, &b2] {
-        b.broker
-            .replicas
-            .cluster
-            .set_brokers(vec![info(1, proxy.addr), info(2, b2.addr)], 1);
-    }
+    let proxy = FetchProxy::start("127.0.0.1:0".parse().unwrap(), pair.b1.addr).await;
+    pair.introduce(proxy.addr);
+    let TwoBrokers {
+        b1,
+        b2,
+        topic_id,
+        epoch,
+        ..
+    } = pair;
+    let mut c1 = b1.client().await;
     announce(&b1, topic_id, N, epoch);
     announce(&b2, topic_id, N, epoch);
     let leader = |p: i32| b1.broker.replicas.partition("s", p).unwrap();

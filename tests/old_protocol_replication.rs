@@ -8,7 +8,7 @@
 //! OffsetForLeaderEpoch v1.
 //!
 //! The scenario: topic `diverge` (replicas 1, 3, 2) and topic `handover` (1, 2, 3) are led
-//! by broker 1. With both followers paused, broker 1 takes records with acks=1 that nobody
+//! by broker 1. Cut off from both followers, broker 1 takes records with acks=1 that nobody
 //! else has and is killed; broker 3 takes over `diverge` and broker 2 `handover`, both take
 //! more records, and broker 1 comes back with a divergent tail. Every replica must end
 //! with the same segment bytes. A recording proxy (`protocol-tests/capture.py`) in front of
@@ -20,10 +20,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
@@ -43,6 +43,8 @@ fn free_port() -> u16 {
 /// every LeaderAndIsr, StopReplica and UpdateMetadata.
 struct Recorder {
     child: Child,
+    listen: u16,
+    upstream: u16,
     out: tempfile::TempDir,
 }
 
@@ -58,6 +60,17 @@ struct Recorded {
 impl Recorder {
     fn start(listen: u16, upstream: u16) -> Recorder {
         let out = tempfile::tempdir().unwrap();
+        let child = Recorder::spawn(listen, upstream, out.path());
+        Recorder {
+            child,
+            listen,
+            upstream,
+            out,
+        }
+    }
+
+    /// `capture.py` appending to the records in `out`, once it listens.
+    fn spawn(listen: u16, upstream: u16, out: &Path) -> Child {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol-tests/capture.py");
         let child = Command::new("python3")
             .arg(script)
@@ -71,12 +84,29 @@ impl Recorder {
                 "--no-responses",
             ])
             .args(["--max-per-version", "1000000", "--out"])
-            .arg(out.path())
+            .arg(out)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 runs capture.py");
-        Recorder { child, out }
+        eventually(
+            &format!("capture.py listens on {listen}"),
+            Duration::from_secs(60),
+            || TcpStream::connect(("127.0.0.1", listen)).ok().map(drop),
+        );
+        child
+    }
+
+    /// Stops the proxy, closing every connection through it: what the broker behind it
+    /// answers from now on reaches no one.
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A proxy on the same port again, adding to the same records.
+    fn start_again(&mut self) {
+        self.child = Recorder::spawn(self.listen, self.upstream, self.out.path());
     }
 
     fn requests(&self) -> Vec<Recorded> {
@@ -107,8 +137,7 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
@@ -233,16 +262,28 @@ impl Recorded3 {
     /// segment bytes on all three.
     fn in_sync_alike(&self, topic: &str, leader: i32) {
         let zk = self.c.zk_session();
-        eventually(
-            &format!("{topic}: led by {leader}, every replica in the ISR with the same bytes"),
-            Duration::from_secs(90),
-            || {
-                let state = self.c.partition_state(&zk, topic, 0)?;
-                let bytes = self.segment(1, topic);
-                let alike = !bytes.is_empty() && (2..=3).all(|b| self.segment(b, topic) == bytes);
-                (state.leader == leader && state.isr.len() == 3 && alike).then_some(())
-            },
-        );
+        let limit = Duration::from_secs(90);
+        let start = Instant::now();
+        loop {
+            let state = self.c.partition_state(&zk, topic, 0);
+            let segments: Vec<Vec<u8>> = (1..=3).map(|b| self.segment(b, topic)).collect();
+            let alike = !segments[0].is_empty() && segments.iter().all(|s| *s == segments[0]);
+            if alike
+                && state
+                    .as_ref()
+                    .is_some_and(|s| s.leader == leader && s.isr.len() == 3)
+            {
+                return;
+            }
+            // What was last seen, for when it never comes.
+            let sizes: Vec<usize> = segments.iter().map(Vec::len).collect();
+            assert!(
+                start.elapsed() < limit,
+                "{topic}: led by {leader}, every replica in the ISR with the same bytes within \
+                 {limit:?}; last seen {state:?}, segment sizes on brokers 1-3 {sizes:?}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 
     fn wait_leader(&self, topic: &str, leader: i32) -> i32 {
@@ -269,7 +310,7 @@ const AT_2_0: (i16, i16) = (8, 1);
 
 /// The scenario of this file's doc comment on a started cluster whose followers send
 /// `versions` (Fetch, OffsetForLeaderEpoch).
-fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3, versions: (i16, i16)) {
+fn a_returning_leader_truncates_its_divergent_tail(r: &mut Recorded3, versions: (i16, i16)) {
     let (fetch_version, epoch_version) = versions;
     r.create("diverge", "1:3:2");
     r.create("handover", "1:2:3");
@@ -279,16 +320,14 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3, versions: (i16
         r.in_sync_alike(topic, 1);
     }
 
-    // Both followers paused (longer than a follower's long poll, so no answer is left in
-    // flight), broker 1 alone takes records, then dies with them.
-    r.c.signal("pause", 2);
-    r.c.signal("pause", 3);
-    std::thread::sleep(Duration::from_millis(1200));
+    // Broker 1 cut off from both followers, which reach it only at its recorder's address:
+    // with the recorder stopped, no fetch they left waiting at broker 1 can be answered
+    // with what it takes next. Broker 1 alone takes records, then dies with them.
+    r.recorders[0].stop();
     let lost = r.produce(1, "diverge", &values("lost", 5), 1);
     assert_eq!(lost, 20, "the lost records follow the committed ones");
     r.c.signal("kill", 1);
-    r.c.signal("resume", 3);
-    r.c.signal("resume", 2);
+    r.recorders[0].start_again();
 
     // The new leaders write past broker 1's log end: fetching from there would find
     // records, so only the epochs tell that broker 1's offsets 20..25 are not theirs.
@@ -380,10 +419,10 @@ fn a_returning_leader_truncates_its_divergent_tail(r: &Recorded3, versions: (i16
 #[test]
 fn skua_followers_at_ibp_2_6_truncate_with_offset_for_leader_epoch() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(r) = Recorded3::start("1,2,3", "2.6", &[]) else {
+    let Some(mut r) = Recorded3::start("1,2,3", "2.6", &[]) else {
         return;
     };
-    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_6);
+    a_returning_leader_truncates_its_divergent_tail(&mut r, AT_2_6);
     assert!(
         r.c.log(1).contains("truncating a divergent tail"),
         "broker 1 cut its tail"
@@ -397,10 +436,10 @@ fn skua_followers_at_ibp_2_6_truncate_with_offset_for_leader_epoch() {
 #[test]
 fn skua_and_kafka_at_ibp_2_6_follow_each_other_through_a_leader_change() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(r) = Recorded3::start("1,2", "2.6", &["--kafka-first"]) else {
+    let Some(mut r) = Recorded3::start("1,2", "2.6", &["--kafka-first"]) else {
         return;
     };
-    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_6);
+    a_returning_leader_truncates_its_divergent_tail(&mut r, AT_2_6);
     assert!(
         r.c.log(1).contains("truncating a divergent tail"),
         "broker 1 cut its tail"
@@ -416,10 +455,10 @@ fn skua_and_kafka_at_ibp_2_6_follow_each_other_through_a_leader_change() {
 #[test]
 fn kafka_at_ibp_2_0_truncates_at_a_skua_leaders_word() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(r) = Recorded3::start("2,3", "2.0", &[]) else {
+    let Some(mut r) = Recorded3::start("2,3", "2.0", &[]) else {
         return;
     };
-    a_returning_leader_truncates_its_divergent_tail(&r, AT_2_0);
+    a_returning_leader_truncates_its_divergent_tail(&mut r, AT_2_0);
     assert!(
         r.c.log(1).contains("Truncating partition diverge-0")
             || r.c.log(1).contains("Truncating to offset 20"),

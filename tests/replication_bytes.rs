@@ -52,6 +52,29 @@ fn captured_from<R: Decodable>(label: &str, api: ApiKey, name: &str) -> Vec<(Str
     found
 }
 
+/// What skua built encodes to the bytes Kafka sent, at `version`.
+fn assert_same_bytes<R: Encodable>(skua: &R, kafka: &R, version: i16, file: &str) {
+    let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+    skua.encode(&mut a, version).unwrap();
+    kafka.encode(&mut b, version).unwrap();
+    assert_eq!(a, b, "{file}");
+}
+
+/// A fetch skua built with no session is, in the session `kafka` names, `kafka` field for
+/// field and byte for byte.
+fn assert_same_in_kafkas_session(
+    mut skua: FetchRequest,
+    kafka: &FetchRequest,
+    version: i16,
+    file: &str,
+) {
+    assert_eq!((skua.session_id, skua.session_epoch), (0, -1), "{file}");
+    skua.session_id = kafka.session_id;
+    skua.session_epoch = kafka.session_epoch;
+    assert_eq!(&skua, kafka, "{file}");
+    assert_same_bytes(&skua, kafka, version, file);
+}
+
 fn kafka_follower_fetches() -> Vec<(String, i16, FetchRequest)> {
     captured(ApiKey::Fetch, "Fetch")
 }
@@ -95,21 +118,14 @@ fn skua_builds_the_follower_fetch_kafka_3_9_sends() {
                 })
             })
             .collect();
-        let mut skua = build_request(
+        let skua = build_request(
             version,
             kafka.replica_state.replica_id.0,
             kafka.replica_state.replica_epoch,
             &settings,
             &partitions,
         );
-        assert_eq!((skua.session_id, skua.session_epoch), (0, -1), "{file}");
-        skua.session_id = kafka.session_id;
-        skua.session_epoch = kafka.session_epoch;
-        assert_eq!(skua, kafka, "{file}");
-        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        skua.encode(&mut a, version).unwrap();
-        kafka.encode(&mut b, version).unwrap();
-        assert_eq!(a, b, "{file}");
+        assert_same_in_kafkas_session(skua, &kafka, version, &file);
     }
 }
 
@@ -172,10 +188,7 @@ fn skua_builds_every_session_fetch_kafka_3_9_followers_send() {
             &settings,
             &data,
         );
-        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        skua.encode(&mut a, version).unwrap();
-        kafka.encode(&mut b, version).unwrap();
-        assert_eq!(a, b, "{file}");
+        assert_same_bytes(&skua, &kafka, version, &file);
     }
 }
 
@@ -215,10 +228,7 @@ fn skua_builds_the_alter_partition_kafka_3_9_leaders_send() {
         let changes: Vec<&IsrChange> = changes.iter().collect();
         let skua = build_alter(version, kafka.broker_id.0, kafka.broker_epoch, &changes);
         assert_eq!(skua, kafka, "{file}");
-        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        skua.encode(&mut a, version).unwrap();
-        kafka.encode(&mut b, version).unwrap();
-        assert_eq!(a, b, "{file}");
+        assert_same_bytes(&skua, &kafka, version, &file);
     }
 }
 
@@ -321,15 +331,8 @@ fn at_ibp_2_6_skua_builds_the_follower_fetch_kafka_sends() {
                 })
             })
             .collect();
-        let mut skua = build_request(version, kafka.replica_id.0, 5, &settings, &partitions);
-        assert_eq!((skua.session_id, skua.session_epoch), (0, -1), "{file}");
-        skua.session_id = kafka.session_id;
-        skua.session_epoch = kafka.session_epoch;
-        assert_eq!(skua, kafka, "{file}");
-        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        skua.encode(&mut a, version).unwrap();
-        kafka.encode(&mut b, version).unwrap();
-        assert_eq!(a, b, "{file}");
+        let skua = build_request(version, kafka.replica_id.0, 5, &settings, &partitions);
+        assert_same_in_kafkas_session(skua, &kafka, version, &file);
     }
 }
 
@@ -369,10 +372,7 @@ fn at_ibp_2_6_skua_builds_the_offset_for_leader_epoch_kafka_followers_send() {
             .all(|q| q.leader_epoch <= q.current_leader_epoch));
         let skua = build_offset_for_leader_epoch_request(kafka.replica_id.0, &queries);
         assert_eq!(skua, kafka, "{file}");
-        let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-        skua.encode(&mut a, version).unwrap();
-        kafka.encode(&mut b, version).unwrap();
-        assert_eq!(a, b, "{file}");
+        assert_same_bytes(&skua, &kafka, version, &file);
     }
 }
 
@@ -417,10 +417,7 @@ fn below_ibp_2_1_skua_encodes_the_offset_for_leader_epoch_kafka_followers_send()
                 })
                 .collect();
             let skua = build_offset_for_leader_epoch_request(1, &queries);
-            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-            skua.encode(&mut a, version).unwrap();
-            kafka.encode(&mut b, version).unwrap();
-            assert_eq!(a, b, "{file}");
+            assert_same_bytes(&skua, &kafka, version, &file);
         }
     }
 }

@@ -6,18 +6,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::two_brokers::{
+    self, committed, eventually, leader_and_isr, partition_info, TwoBrokers,
+};
 use common::{batch, values, TestBroker};
 use kafka_protocol::records::Compression;
-use skua::controller::delta::{MetadataDelta, MetadataListener, TopicDelta};
-use skua::controller::image::MetadataImage;
-use skua::controller::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
-use skua::replica::Partition;
+use skua::controller::TopicInfo;
 use uuid::Uuid;
 
+/// Topic `r` (min.insync.replicas=2) as one partition on `replicas`, led by `leader`.
 fn announce(
     b: &TestBroker,
     topic_id: Uuid,
@@ -26,78 +26,30 @@ fn announce(
     epoch: i32,
     isr: &[i32],
 ) {
-    let topic = Arc::new(TopicInfo {
-        name: "r".into(),
-        topic_id,
-        partitions: vec![PartitionInfo {
-            partition: 0,
-            assignment: PartitionAssignment {
-                replicas: replicas.to_vec(),
-                directories: vec![Uuid::nil(); replicas.len()],
-            },
-            state: LeaderAndIsr {
-                leader,
-                leader_epoch: epoch,
-                partition_epoch: epoch,
-                isr: isr.to_vec(),
-                eligible_leader_replicas: Vec::new(),
-                last_known_elr: Vec::new(),
-                leader_recovery_state: 0,
-            },
-        }],
-        configs: BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]),
-    });
-    let delta = MetadataDelta {
-        topics: BTreeMap::from([("r".to_string(), TopicDelta::Changed(topic))]),
-        ..Default::default()
-    };
-    let failed = b
-        .broker
-        .replicas
-        .on_delta(&MetadataImage::default(), &delta);
-    assert!(failed.is_empty(), "{failed:?}");
-}
-
-fn info(id: i32, b: &TestBroker) -> BrokerInfo {
-    BrokerInfo {
-        id,
-        host: b.addr.ip().to_string(),
-        port: i32::from(b.addr.port()),
-        rack: None,
-    }
-}
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn committed(p: &Partition) -> Bytes {
-    p.read(0, 1 << 20, true).unwrap().records
+    let state = leader_and_isr(leader, epoch, isr);
+    two_brokers::announce(
+        b,
+        TopicInfo {
+            name: "r".into(),
+            topic_id,
+            partitions: vec![partition_info(0, replicas, state)],
+            configs: BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]),
+        },
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_replicates_over_tcp_and_takes_over_with_every_acknowledged_record() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let fast = [
-        ("replica.fetch.backoff.ms", "50"),
-        ("replica.fetch.wait.max.ms", "100"),
-    ];
-    let b1 = TestBroker::start(d1.path(), &[&[("broker.id", "1")][..], &fast].concat()).await;
-    let b2 = TestBroker::start(d2.path(), &[&[("broker.id", "2")][..], &fast].concat()).await;
+    let pair = TwoBrokers::start("100", "r", 1).await;
+    pair.introduce(pair.b1.addr);
+    let TwoBrokers {
+        b1,
+        b2,
+        topic_id,
+        epoch,
+        ..
+    } = pair;
     let mut c1 = b1.client().await;
-    assert_eq!(c1.create_topic("r", 1).await, 0);
-    let topic_id = b1.broker.controller.topic("r").unwrap().topic_id;
-    let epoch = b1.broker.replicas.partition("r", 0).unwrap().leader_epoch();
-    for b in [&b1, &b2] {
-        b.broker
-            .replicas
-            .cluster
-            .set_brokers(vec![info(1, &b1), info(2, &b2)], 1);
-    }
     announce(&b1, topic_id, &[1, 2], 1, epoch, &[1, 2]);
     announce(&b2, topic_id, &[1, 2], 1, epoch, &[1, 2]);
     let (leader, follower) = (

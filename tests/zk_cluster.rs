@@ -918,9 +918,20 @@ fn deposed_controller_changes_nothing() {
             })
         },
     );
-    // Let the new controller finish what it does about broker 3 and the paused broker 1.
-    std::thread::sleep(Duration::from_secs(3));
-    let before = rt.block_on(znode_snapshot(&s));
+    // The new controller has finished what it does about broker 3 and the paused broker 1
+    // once ZooKeeper holds the same znodes two seconds apart.
+    let mut last = rt.block_on(znode_snapshot(&s));
+    let before = eventually(
+        "the new controller's changes settle",
+        failover_limit() * 4,
+        || {
+            std::thread::sleep(Duration::from_secs(2));
+            let now = rt.block_on(znode_snapshot(&s));
+            let settled = now == last;
+            last = now;
+            settled.then(|| last.clone())
+        },
+    );
     let epoch_before = before["/controller_epoch"].0.clone();
 
     c.signal("resume", 1);

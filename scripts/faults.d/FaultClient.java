@@ -184,6 +184,8 @@ public class FaultClient {
                                 } else {
                                     out.write("ack " + md.partition() + " " + md.offset() + " " + n + "\n");
                                 }
+                                // The harness counts acknowledged writes in the file as they come.
+                                out.flush();
                             } catch (IOException io) {
                                 errors.add(io.toString());
                             }
@@ -246,6 +248,8 @@ public class FaultClient {
                     out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
                     seen++;
                 }
+                // The harness sees in the file that the consumer reads.
+                out.flush();
             }
             System.out.println("follow: " + seen + " records read while the faults ran");
         }

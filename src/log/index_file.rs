@@ -80,17 +80,60 @@ impl IndexFile {
         let mmap = map(&file, entries * entry_size)?;
         drop(file);
         let max_len = round_down(max_index_size as usize, entry_size).max(len);
-        Ok(IndexFile {
+        Ok(Self::with_mapped(
+            path,
+            mmap,
+            entries,
+            entry_size,
+            max_len / entry_size,
+            !existed,
+        ))
+    }
+
+    /// A new, empty index at `path`, which cannot exist yet (its segment's directory was
+    /// just made): created exclusively, with nothing looked up or measured first.
+    pub fn create_new(
+        path: &Path,
+        entry_size: usize,
+        max_index_size: u32,
+    ) -> Result<Self, LogError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        let max_len = round_down(max_index_size as usize, entry_size);
+        Ok(Self::with_mapped(
+            path,
+            None,
+            0,
+            entry_size,
+            max_len / entry_size,
+            true,
+        ))
+    }
+
+    /// The index whose file's first `entries` entries are `mmap`; `created`: the file was
+    /// made by this open, so it is also unsynced.
+    fn with_mapped(
+        path: &Path,
+        mmap: Option<Mmap>,
+        entries: usize,
+        entry_size: usize,
+        max_entries: usize,
+        created: bool,
+    ) -> Self {
+        IndexFile {
             path: path.to_path_buf(),
             mmap,
             mapped: entries,
             tail: Vec::new(),
             entry_size,
             written: AtomicUsize::new(entries),
-            max_entries: max_len / entry_size,
-            dirty: AtomicBool::new(!existed),
-            created: !existed,
-        })
+            max_entries,
+            dirty: AtomicBool::new(created),
+            created,
+        }
     }
 
     pub fn path(&self) -> &Path {

@@ -136,14 +136,17 @@ impl Log {
     ) -> Result<Log, LogError> {
         let created = !dir.exists();
         std::fs::create_dir_all(dir)?;
-        Self::load(
+        let log = Self::open_found(
             dir,
             topic_partition,
             config,
-            (recovery_point, log_start_offset),
+            recovery_point,
+            log_start_offset,
             clean_shutdown,
-            created,
-        )
+        )?;
+        // A directory made just now is durable only once the first flush syncs it.
+        log.created_unsynced.store(created, Ordering::Release);
+        Ok(log)
     }
 
     /// `open` of a directory found by listing its log dir at start: it exists, so it is
@@ -155,26 +158,6 @@ impl Log {
         recovery_point: i64,
         log_start_offset: i64,
         clean_shutdown: bool,
-    ) -> Result<Log, LogError> {
-        let checkpoints = (recovery_point, log_start_offset);
-        Self::load(
-            dir,
-            topic_partition,
-            config,
-            checkpoints,
-            clean_shutdown,
-            false,
-        )
-    }
-
-    /// Loads the log in `dir` with the (recovery point, log start) of the checkpoints.
-    fn load(
-        dir: &Path,
-        topic_partition: TopicPartition,
-        config: LogConfig,
-        (recovery_point, log_start_offset): (i64, i64),
-        clean_shutdown: bool,
-        created: bool,
     ) -> Result<Log, LogError> {
         let loaded = loader::load(
             dir,
@@ -189,7 +172,7 @@ impl Log {
             topic_partition,
             config,
             loaded,
-            created,
+            false,
         ))
     }
 

@@ -23,6 +23,16 @@ impl OffsetIndex {
         Ok(OffsetIndex { base_offset, file })
     }
 
+    /// A new, empty index at `path`, which cannot exist yet (see `IndexFile::create_new`).
+    pub fn create_new(
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u32,
+    ) -> Result<Self, LogError> {
+        let file = IndexFile::create_new(path, OFFSET_ENTRY_SIZE, max_index_size)?;
+        Ok(OffsetIndex { base_offset, file })
+    }
+
     fn decode(&self, e: &[u8]) -> (i64, u32) {
         let rel = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
         let pos = u32::from_be_bytes([e[4], e[5], e[6], e[7]]);

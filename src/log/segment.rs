@@ -172,26 +172,30 @@ impl LogSegment {
             .write(true)
             .create_new(true)
             .open(&log_path)?;
-        let txn_path = Self::txn_index_path(dir, base_offset);
-        let mut segment = LogSegment(Box::new(SegmentState {
+        let txn_index =
+            TransactionIndex::empty(&Self::txn_index_path(dir, base_offset), base_offset);
+        let mut segment = Self::assemble(
+            dir,
             base_offset,
-            log_path,
-            log: Arc::new(log),
-            size: 0,
-            indexes: OnceLock::new(),
-            index_path: Self::index_path(dir, base_offset),
-            time_index_path: Self::time_index_path(dir, base_offset),
-            txn_index: TransactionIndex::empty(&txn_path, base_offset),
-            index_interval_bytes: u64::from(config.index_interval_bytes),
-            max_index_size: config.max_index_size,
-            bytes_since_last_index_entry: 0,
-            max_timestamp_and_offset: None,
-            rolling_based_timestamp: None,
-            created_ms: now_ms,
-        }));
-        let indexes = segment.open_index_files()?;
-        segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
-        let _ = segment.indexes.set(indexes);
+            "",
+            (log_path, log, 0),
+            txn_index,
+            config,
+            now_ms,
+        );
+        let indexes = Indexes {
+            offset: OffsetIndex::create_new(
+                &segment.index_path,
+                base_offset,
+                config.max_index_size,
+            )?,
+            time: TimeIndex::create_new(
+                &segment.time_index_path,
+                base_offset,
+                config.max_index_size,
+            )?,
+        };
+        segment.set_indexes(indexes);
         Ok(segment)
     }
 
@@ -240,8 +244,6 @@ impl LogSegment {
             .truncate(false)
             .open(&log_path)?;
         let size = log.metadata()?.len();
-        let index_path = with_suffix(&Self::index_path(dir, base_offset), suffix);
-        let time_index_path = with_suffix(&Self::time_index_path(dir, base_offset), suffix);
         // With the suffix too: a cleaned segment's index is its own, not the live one's.
         let txn_path = with_suffix(&Self::txn_index_path(dir, base_offset), suffix);
         let opened = match txn_index_may_exist {
@@ -258,26 +260,18 @@ impl LogSegment {
             }
             other => other?,
         };
-        let mut segment = LogSegment(Box::new(SegmentState {
+        let mut segment = Self::assemble(
+            dir,
             base_offset,
-            log_path,
-            log: Arc::new(log),
-            size,
-            indexes: OnceLock::new(),
-            index_path,
-            time_index_path,
+            suffix,
+            (log_path, log, size),
             txn_index,
-            index_interval_bytes: u64::from(config.index_interval_bytes),
-            max_index_size: config.max_index_size,
-            bytes_since_last_index_entry: 0,
-            max_timestamp_and_offset: None,
-            rolling_based_timestamp: None,
-            created_ms: now_ms,
-        }));
+            config,
+            now_ms,
+        );
         if active {
             let indexes = segment.open_index_files()?;
-            segment.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
-            let _ = segment.indexes.set(indexes);
+            segment.set_indexes(indexes);
         }
         segment.rolling_based_timestamp = segment
             .read_header_at(0)
@@ -285,6 +279,42 @@ impl LogSegment {
             .flatten()
             .map(|h| h.max_timestamp());
         Ok(segment)
+    }
+
+    /// The segment of `log` (the file at `log_path`, `size` bytes long) with its indexes'
+    /// paths (carrying `suffix`, as the log's does) and `txn_index`; indexes not mapped yet.
+    fn assemble(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+        (log_path, log, size): (PathBuf, File, u64),
+        txn_index: TransactionIndex,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Self {
+        LogSegment(Box::new(SegmentState {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            indexes: OnceLock::new(),
+            index_path: with_suffix(&Self::index_path(dir, base_offset), suffix),
+            time_index_path: with_suffix(&Self::time_index_path(dir, base_offset), suffix),
+            txn_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            max_index_size: config.max_index_size,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_and_offset: None,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+        }))
+    }
+
+    /// The indexes in use from now on, as an active segment's are from the start; the
+    /// segment's max timestamp is the time index's last entry.
+    fn set_indexes(&mut self, indexes: Indexes) {
+        self.max_timestamp_and_offset = Some(indexes.time.last_entry().unwrap_or((-1, -1)));
+        let _ = self.indexes.set(indexes);
     }
 
     pub fn base_offset(&self) -> i64 {

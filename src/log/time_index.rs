@@ -23,6 +23,16 @@ impl TimeIndex {
         Ok(TimeIndex { base_offset, file })
     }
 
+    /// A new, empty index at `path`, which cannot exist yet (see `IndexFile::create_new`).
+    pub fn create_new(
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u32,
+    ) -> Result<Self, LogError> {
+        let file = IndexFile::create_new(path, TIME_ENTRY_SIZE, max_index_size)?;
+        Ok(TimeIndex { base_offset, file })
+    }
+
     fn decode(&self, e: &[u8]) -> (i64, i64) {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&e[..8]);

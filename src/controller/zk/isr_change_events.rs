@@ -14,7 +14,6 @@ use serde::Deserialize;
 use super::context::TopicPartition;
 use super::event_loop::{ControllerLoop, Event, ZkResult};
 use super::store;
-use crate::zk::znodes;
 
 /// The parent of the notifications (Kafka's `IsrChangeNotificationZNode`).
 pub const ISR_CHANGE_NOTIFICATION: &str = "/isr_change_notification";
@@ -38,7 +37,8 @@ impl ControllerLoop {
         let (children, w) = self.s.children_and_watch(ISR_CHANGE_NOTIFICATION).await?;
         self.on_watch(w, Event::IsrChangeNotification(self.generation));
         self.armed.isr_change_events = true;
-        self.delete_isr_change_notifications(&children).await
+        self.delete_notifications(ISR_CHANGE_NOTIFICATION, &children)
+            .await
     }
 
     /// New notifications: the partitions' leadership from ZooKeeper, then UpdateMetadata.
@@ -48,24 +48,17 @@ impl ControllerLoop {
             self.on_watch(w, Event::IsrChangeNotification(self.generation));
             self.armed.isr_change_events = true;
         }
-        let mut changed = BTreeSet::new();
-        for child in &children {
-            let path = format!("{ISR_CHANGE_NOTIFICATION}/{child}");
-            let Some((data, _)) = self.s.get(&path).await? else {
-                continue;
-            };
-            match znodes::decode::<IsrChange>(&data) {
-                Ok(change) => {
-                    changed.extend(change.partitions.into_iter().map(|p| TopicPartition {
-                        topic: p.topic,
-                        partition: p.partition,
-                    }))
-                }
-                Err(e) => {
-                    tracing::warn!(path, error = %e, "ignoring an unreadable ISR change notification")
-                }
-            }
-        }
+        let changes: Vec<IsrChange> = self
+            .read_notifications(ISR_CHANGE_NOTIFICATION, &children, "ISR change")
+            .await?;
+        let changed: BTreeSet<TopicPartition> = changes
+            .into_iter()
+            .flat_map(|change| change.partitions)
+            .map(|p| TopicPartition {
+                topic: p.topic,
+                partition: p.partition,
+            })
+            .collect();
         // Partitions of topics the controller no longer knows are left out, as Kafka does.
         let known: Vec<TopicPartition> = changed
             .into_iter()
@@ -74,7 +67,8 @@ impl ControllerLoop {
         let result = self.on_isr_changes(&known).await;
         // Deleted whatever happened, as Kafka does: a notification is a hint, and the next
         // failover or election reads the state znodes anyway.
-        self.delete_isr_change_notifications(&children).await?;
+        self.delete_notifications(ISR_CHANGE_NOTIFICATION, &children)
+            .await?;
         result
     }
 
@@ -92,19 +86,6 @@ impl ControllerLoop {
         self.batch
             .add_update_metadata(&self.ctx, &brokers, partitions);
         self.flush();
-        Ok(())
-    }
-
-    async fn delete_isr_change_notifications(&mut self, children: &[String]) -> ZkResult<()> {
-        let fence = self.fence()?;
-        for child in children {
-            store::delete_fenced(
-                &self.s,
-                fence,
-                &format!("{ISR_CHANGE_NOTIFICATION}/{child}"),
-            )
-            .await?;
-        }
         Ok(())
     }
 }

@@ -12,8 +12,6 @@ use std::collections::BTreeSet;
 use super::broker::log_dir_events::LogDirEvent;
 use super::event_loop::{ControllerLoop, Event, ZkResult};
 use super::states::ReplicaState;
-use super::store;
-use crate::zk::znodes;
 
 /// The parent of the notifications (Kafka's `LogDirEventNotificationZNode`).
 pub const LOG_DIR_EVENT_NOTIFICATION: &str = "/log_dir_event_notification";
@@ -29,16 +27,8 @@ impl ControllerLoop {
             .await?;
         self.on_watch(w, Event::LogDirEventNotification(self.generation));
         self.armed.log_dir_events = true;
-        let fence = self.fence()?;
-        for child in children {
-            store::delete_fenced(
-                &self.s,
-                fence,
-                &format!("{LOG_DIR_EVENT_NOTIFICATION}/{child}"),
-            )
-            .await?;
-        }
-        Ok(())
+        self.delete_notifications(LOG_DIR_EVENT_NOTIFICATION, &children)
+            .await
     }
 
     /// New notifications: ask their brokers about every replica they host.
@@ -51,30 +41,12 @@ impl ControllerLoop {
             self.on_watch(w, Event::LogDirEventNotification(self.generation));
             self.armed.log_dir_events = true;
         }
-        let mut brokers = BTreeSet::new();
-        for child in &children {
-            let path = format!("{LOG_DIR_EVENT_NOTIFICATION}/{child}");
-            let Some((data, _)) = self.s.get(&path).await? else {
-                continue;
-            };
-            match znodes::decode::<LogDirEvent>(&data) {
-                Ok(event) => {
-                    brokers.insert(event.broker);
-                }
-                Err(e) => {
-                    tracing::warn!(path, error = %e, "ignoring an unreadable log dir event notification")
-                }
-            }
-        }
-        let fence = self.fence()?;
-        for child in &children {
-            store::delete_fenced(
-                &self.s,
-                fence,
-                &format!("{LOG_DIR_EVENT_NOTIFICATION}/{child}"),
-            )
+        let events: Vec<LogDirEvent> = self
+            .read_notifications(LOG_DIR_EVENT_NOTIFICATION, &children, "log dir event")
             .await?;
-        }
+        let brokers: BTreeSet<i32> = events.iter().map(|event| event.broker).collect();
+        self.delete_notifications(LOG_DIR_EVENT_NOTIFICATION, &children)
+            .await?;
         self.on_broker_log_dir_failure(&brokers).await
     }
 

@@ -39,6 +39,7 @@ pub mod leader_and_isr;
 pub mod leader_election;
 mod log_dir_events;
 mod member;
+mod notifications;
 mod partition_machine;
 pub mod partition_reassignment;
 pub mod producer_ids;

@@ -194,9 +194,9 @@ def worst_env(runs):
             f"{max(e['load1'] for e in envs):.1f}")
 
 
-def ratio_range(k, s, key, rfmt):
+def ratio_range(k, s, key):
     r = paired_ratios(k, s, key)
-    return "–" if not r else f"{rfmt(min(r))}–{rfmt(max(r))}"
+    return "–" if not r else f"{min(r):.2f}–{max(r):.2f}×"
 
 
 def render_native(opts, results, meta, fmt, rfmt, ratio):
@@ -233,26 +233,26 @@ def render_native(opts, results, meta, fmt, rfmt, ratio):
       "count as others, so this is an upper bound), the hypervisor's steal time, both as shares of all "
       "cores, and the 1-minute load average at its end. The last column shows the cell's worst run.")
     w("")
-    w("| cell | Kafka rec/s | skua rec/s | **ratio** | pairs | p50 / p99 / p99.9 µs Kafka | skua | "
-      "broker CPU s/GB K / s | **CPU ratio** | pairs | client CPU s/GB K / s | others / steal, load |")
+    w("| cell | Kafka rec/s | skua rec/s | **ratio** | pairs' range | p50 / p99 / p99.9 µs Kafka | skua | "
+      "broker CPU s/GB K / s | **CPU ratio** | pairs' range | client CPU s/GB K / s | others / steal, load |")
     w("|---|---:|---:|---:|---|---|---|---|---:|---|---|---|")
     for name in K["cells"]:
         k, s = K["cells"][name], S["cells"][name]
         lat = lambda runs: " / ".join(fmt(m(runs, f"produce_{q}_us"), nd=0) for q in ("p50", "p99", "p999"))
         w(f"| produce {name} | {fmt(m(k, 'rps'), nd=0)} | {fmt(m(s, 'rps'), nd=0)} | "
-          f"**{rfmt(ratio(m(s, 'rps'), m(k, 'rps')))}** | {ratio_range(k, s, 'rps', rfmt)} | {lat(k)} | {lat(s)} | "
+          f"**{rfmt(ratio(m(s, 'rps'), m(k, 'rps')))}** | {ratio_range(k, s, 'rps')} | {lat(k)} | {lat(s)} | "
           f"{fmt(m(k, 'cpu_s_per_gb'))} / {fmt(m(s, 'cpu_s_per_gb'))} | "
           f"**{rfmt(ratio(m(s, 'cpu_s_per_gb'), m(k, 'cpu_s_per_gb')))}** | "
-          f"{ratio_range(k, s, 'cpu_s_per_gb', rfmt)} | "
+          f"{ratio_range(k, s, 'cpu_s_per_gb')} | "
           f"{fmt(m(k, 'client_cpu_s_per_gb'))} / {fmt(m(s, 'client_cpu_s_per_gb'))} | {worst_env(k + s)} |")
     for name in K["cells"]:
         k, s = K["cells"][name], S["cells"][name]
         w(f"| consume {name} | {fmt(m(k, 'consume_rps'), nd=0)} | {fmt(m(s, 'consume_rps'), nd=0)} | "
           f"**{rfmt(ratio(m(s, 'consume_rps'), m(k, 'consume_rps')))}** | "
-          f"{ratio_range(k, s, 'consume_rps', rfmt)} | – | – | "
+          f"{ratio_range(k, s, 'consume_rps')} | – | – | "
           f"{fmt(m(k, 'consume_cpu_s_per_gb'))} / {fmt(m(s, 'consume_cpu_s_per_gb'))} | "
           f"**{rfmt(ratio(m(s, 'consume_cpu_s_per_gb'), m(k, 'consume_cpu_s_per_gb')))}** | "
-          f"{ratio_range(k, s, 'consume_cpu_s_per_gb', rfmt)} | "
+          f"{ratio_range(k, s, 'consume_cpu_s_per_gb')} | "
           f"{fmt(m(k, 'consume_client_cpu_s_per_gb'))} / {fmt(m(s, 'consume_client_cpu_s_per_gb'))} | "
           f"{worst_env(k + s)} |")
     w("")
@@ -274,12 +274,12 @@ def render_native(opts, results, meta, fmt, rfmt, ratio):
 
 def disturbed_line(runs, most=12):
     """The runs during which other processes used more than DISTURBED_SHARE of the machine."""
-    hit = [(label, kind, r["env"]["other_share"]) for label, kind, r in runs
-           if "env" in r and r["env"]["other_share"] > DISTURBED_SHARE]
+    hit = sorted((label, NAMES[kind], r["env"]["other_share"]) for label, kind, r in runs
+                 if "env" in r and r["env"]["other_share"] > DISTURBED_SHARE)
     head = f"Runs during which other processes used more than {DISTURBED_SHARE:.0%} of the machine's CPU: "
     if not hit:
         return head + f"none of {len(runs)}."
-    listed = ", ".join(f"{label} {NAMES[kind]} ({share:.0%})" for label, kind, share in hit[:most])
+    listed = ", ".join(f"{label} {name} ({share:.0%})" for label, name, share in hit[:most])
     more = f" and {len(hit) - most} more" if len(hit) > most else ""
     return head + f"{len(hit)} of {len(runs)}: {listed}{more}."
 

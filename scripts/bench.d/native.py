@@ -279,6 +279,8 @@ def disturbed_line(runs, most=12):
     head = f"Runs during which other processes used more than {DISTURBED_SHARE:.0%} of the machine's CPU: "
     if not hit:
         return head + f"none of {len(runs)}."
+    if len(hit) == len(runs):
+        return head + f"all {len(runs)}, from {min(h[2] for h in hit):.0%} to {max(h[2] for h in hit):.0%}."
     listed = ", ".join(f"{label} {name} ({share:.0%})" for label, name, share in hit[:most])
     more = f" and {len(hit) - most} more" if len(hit) > most else ""
     return head + f"{len(hit)} of {len(runs)}: {listed}{more}."

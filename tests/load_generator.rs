@@ -93,6 +93,46 @@ async fn a_run_over_several_connections_adds_up_and_a_rerun_on_old_records_does_
     broker.stop().await;
 }
 
+/// `--consume-passes 3`: every record acked is fetched three times over, and a count that
+/// is not a whole number of passes fails the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_consume_pass_reads_every_record_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(&dir.path().join("data"), &[]).await;
+    let args = [
+        "--topic",
+        "passes",
+        "--create",
+        "--partitions",
+        "3",
+        "--consumers",
+        "2",
+        "--records",
+        "6000",
+        "--batch-records",
+        "50",
+        "--consume-passes",
+        "3",
+    ];
+    let (ok, report) = load(&broker, dir.path(), "passes", &args).await;
+    assert!(ok, "{report}");
+    assert_eq!(n(&report, "produce_records_acked"), 6_000);
+    assert_eq!(n(&report, "consume_passes"), 3);
+    assert_eq!(n(&report, "consume_records"), 18_000);
+    assert!(report["consume_broker_cpu_s"].is_f64(), "{report}");
+
+    // A second run on the same topic finds 12,000 records a pass, not the 6,000 it acked.
+    let (ok, report) = load(&broker, dir.path(), "passes-again", &args).await;
+    assert!(!ok, "{report}");
+    assert_eq!(n(&report, "consume_records"), 36_000);
+    let errors = report["errors"].to_string();
+    assert!(
+        errors.contains("6000 records acked, 36000 fetched in 3 passes"),
+        "{errors}"
+    );
+    broker.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_rate_is_kept() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ pub const USAGE: &str =
 [--producers N] [--consumers N] [--records N] [--warmup-records N] [--record-size B] \
 [--batch-records R] [--rate REC_PER_S] [--acks -1|1] [--in-flight K] \
 [--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume,commit,e2e] \
-[--groups N] [--commits N] [--connections N] \
+[--consume-passes N] [--groups N] [--commits N] [--connections N] \
 [--replication-factor N] [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--threads N] \
 [--json FILE]";
 
@@ -42,6 +42,8 @@ pub struct Args {
     pub in_flight: usize,
     pub compression: Compression,
     pub phases: Phases,
+    /// How many times the consume phase reads every partition from offset 0 to its end.
+    pub consume_passes: u64,
     /// Consumer groups committing offsets (the commit phase).
     pub groups: u64,
     /// Offset commits the commit phase times (after --warmup-records unmeasured ones).
@@ -79,6 +81,7 @@ impl Args {
                 commit: false,
                 e2e: false,
             },
+            consume_passes: 1,
             groups: 100,
             commits: 100_000,
             connections: 4,
@@ -169,6 +172,7 @@ impl Args {
                         .map(|pid| pid.parse().map_err(|_| bad("pids, comma-separated")))
                         .collect::<Result<_, _>>()?
                 }
+                "--consume-passes" => a.consume_passes = count()?.clamp(1, 100),
                 "--groups" => a.groups = count()?.clamp(1, 1_000_000),
                 "--commits" => a.commits = count()?,
                 "--connections" => a.connections = count()?.clamp(1, 1000) as usize,

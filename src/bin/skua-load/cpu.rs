@@ -17,20 +17,31 @@ pub fn own() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// User + system CPU of process `pid` (the broker) from /proc/PID/stat, or None when it
-/// cannot be read.
+/// CPU time of process `pid` (the broker), every thread of it, or None when it cannot be
+/// read (no such process).
+///
+/// Read from the process's CPU-time clock (clock_getcpuclockid): the kernel sums the
+/// scheduler's nanosecond runtime of every live thread and of every thread that has
+/// exited, the same total /proc/PID/stat's utime + stime is scaled to, but without that
+/// file's 10 ms clock ticks, which quantise a CPU reading of a second or two by ±25 %.
+/// Summing /proc/PID/task/*/schedstat instead would miss threads that exited during the
+/// run. Children the process has reaped are not counted (neither broker forks).
 pub fn of_pid(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; fields after its closing ')' are plain.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf only reads a constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
-    Some(Duration::from_micros((utime + stime) * 1_000_000 / ticks))
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes only the clock id it is given a pointer to.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    // SAFETY: clock_gettime writes only into the zeroed timespec it is given.
+    let now = unsafe {
+        let mut now: libc::timespec = std::mem::zeroed();
+        (libc::clock_gettime(clock, &mut now) == 0).then_some(now)
+    }?;
+    Some(Duration::new(
+        u64::try_from(now.tv_sec).ok()?,
+        u32::try_from(now.tv_nsec).ok()?,
+    ))
 }
 
 /// User + system CPU of every process in `pids` together; None when there are none or
@@ -66,5 +77,57 @@ impl Meter {
             _ => None,
         };
         (own().saturating_sub(self.client), broker)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPU time the calling thread has used.
+    fn thread_cpu() -> Duration {
+        // SAFETY: clock_gettime writes only into the zeroed timespec it is given.
+        let now = unsafe {
+            let mut now: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now);
+            now
+        };
+        Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    }
+
+    /// Threads that burn CPU and exit before the second reading are still counted, as a
+    /// broker's short-lived threads are (a sum over /proc/PID/task would lose them).
+    #[test]
+    fn counts_threads_that_exited() {
+        let pid = std::process::id();
+        let before = of_pid(pid).expect("this process's CPU clock");
+        let burned: Duration = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let start = thread_cpu();
+                    while thread_cpu() - start < Duration::from_millis(30) {}
+                    thread_cpu() - start
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("burner thread"))
+            .sum();
+        let after = of_pid(pid).expect("this process's CPU clock");
+        assert!(
+            after - before >= burned,
+            "{burned:?} burned by exited threads, clock moved {:?}",
+            after - before
+        );
+    }
+
+    #[test]
+    fn gone_process() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait true");
+        assert_eq!(of_pid(pid), None);
     }
 }

@@ -5,14 +5,16 @@
 //!             [--producers N] [--consumers N] [--records N] [--warmup-records N]
 //!             [--record-size B] [--batch-records R] [--rate REC_PER_S] [--acks -1|1]
 //!             [--in-flight K] [--compression none|lz4|zstd|gzip|snappy]
-//!             [--phases produce,consume,commit,e2e] [--groups N] [--commits N]
+//!             [--phases produce,consume,commit,e2e] [--consume-passes N]
+//!             [--groups N] [--commits N]
 //!             [--connections N] [--replication-factor N]
 //!             [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--json FILE]
 //!
 //! Producers send one batch of R records per request over N connections (per leader),
 //! spread over the partitions, each request to the partition's leader; consumers then read
 //! every partition back from offset 0 from its leader over their own connections,
-//! counting records from batch headers. It reports records/s, MB/s, the
+//! counting records from batch headers (`--consume-passes` times over, so a short
+//! produce phase still gives the consume phase enough to time). It reports records/s, MB/s, the
 //! produce latency in microseconds (p50/p99/p99.9/max, from an HDR histogram), and the
 //! CPU of this process and of the brokers (`--broker-pid`, summed) per GB, separately. It exits
 //! non-zero if any request failed or the records fetched are not the records acked.
@@ -175,24 +177,24 @@ async fn run(args: Args) -> Result<bool, String> {
         let work = readers(&args, &partitions, &leaders).await?;
         let meter = cpu::Meter::start(&args.broker_pids);
         let started = Instant::now();
-        let mut tasks = Vec::new();
-        for e2e::Reader {
-            connection,
-            partitions,
-        } in work
-        {
-            let topic = args.topic.clone();
-            tasks.push(tokio::spawn(consume::run(
-                connection,
-                topic,
-                partitions,
-                fetch_version,
-            )));
-        }
         let mut outcome = consume::Outcome::default();
-        for t in tasks {
-            let one = t.await.map_err(|e| format!("consumer task: {e}"))?;
-            outcome.add(&one);
+        // The passes one after another: each reads every partition from offset 0 again.
+        for _ in 0..args.consume_passes {
+            let tasks: Vec<_> = work
+                .iter()
+                .map(|reader| {
+                    tokio::spawn(consume::run(
+                        reader.connection.clone(),
+                        args.topic.clone(),
+                        reader.partitions.clone(),
+                        fetch_version,
+                    ))
+                })
+                .collect();
+            for t in tasks {
+                let one = t.await.map_err(|e| format!("consumer task: {e}"))?;
+                outcome.add(&one);
+            }
         }
         let elapsed = started.elapsed();
         let (client_cpu, broker_cpu) = meter.elapsed();

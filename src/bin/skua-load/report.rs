@@ -55,6 +55,7 @@ pub struct Report {
     record_size: u64,
     batch_records: u64,
     partitions: i32,
+    consume_passes: u64,
     pub warmup_acked: u64,
     produced: Option<Produced>,
     consumed: Option<Consumed>,
@@ -77,6 +78,7 @@ impl Report {
             record_size: args.record_size as u64,
             batch_records: args.batch_records,
             partitions: args.partitions,
+            consume_passes: args.consume_passes,
             warmup_acked: 0,
             produced: None,
             consumed: None,
@@ -170,7 +172,7 @@ impl Report {
     }
 
     /// Whether the run adds up: no errors, every record sent acked, and (when both phases
-    /// ran) every record acked, warm-up included, fetched back exactly once.
+    /// ran) every record acked, warm-up included, fetched back exactly once a pass.
     pub fn check(&mut self) -> bool {
         if let Some(p) = &self.produced {
             if p.records_sent != p.records_acked {
@@ -181,9 +183,15 @@ impl Report {
             }
             if let Some(c) = &self.consumed {
                 let acked = p.records_acked + self.warmup_acked;
-                if c.records != acked {
-                    self.errors
-                        .push(format!("{acked} records acked, {} fetched", c.records));
+                if c.records != acked * self.consume_passes {
+                    let passes = match self.consume_passes {
+                        1 => String::new(),
+                        n => format!(" in {n} passes"),
+                    };
+                    self.errors.push(format!(
+                        "{acked} records acked, {} fetched{passes}",
+                        c.records
+                    ));
                 }
             }
         }
@@ -236,12 +244,13 @@ latency µs p50 {} p99 {} p99.9 {} max {}; CPU s/GB client {:.2} broker {}",
         if let Some(c) = &self.consumed {
             let _ = writeln!(
                 s,
-                "consume: {} records, {} bytes ({} fetches over {} partitions) in {:.3} s: {:.0} rec/s, {:.2} MB/s; \
+                "consume: {} records, {} bytes ({} fetches over {} partitions, {} passes) in {:.3} s: {:.0} rec/s, {:.2} MB/s; \
 CPU s/GB client {:.2} broker {}",
                 c.records,
                 c.bytes,
                 c.fetches,
                 self.partitions,
+                self.consume_passes,
                 c.seconds,
                 c.records as f64 / c.seconds,
                 c.bytes as f64 / 1e6 / c.seconds,
@@ -308,6 +317,7 @@ latency µs p50 {} p99 {} p99.9 {} max {}; CPU µs/commit client {:.1} broker {}
         }
         if let Some(c) = &self.consumed {
             fields.extend([
+                ("consume_passes".into(), self.consume_passes.into()),
                 ("consume_records".into(), c.records.into()),
                 ("consume_bytes".into(), c.bytes.into()),
                 ("consume_fetches".into(), c.fetches.into()),

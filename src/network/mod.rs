@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod dispatch;
+mod gone;
 pub mod memory;
 pub(crate) mod sendfile;
 pub mod server;

@@ -181,7 +181,7 @@ impl Serving {
         let (abort, abort_rx) = watch::channel(false);
         self.accepts.spawn(accept_loop(
             Listening {
-                name: spec.name.clone(),
+                name: spec.name.as_str().into(),
                 listener,
                 broker: self.broker.clone(),
                 limits: self.limits,
@@ -242,7 +242,7 @@ impl Serving {
 
 /// One listener and what its connections share.
 struct Listening {
-    name: String,
+    name: Arc<str>,
     listener: TcpListener,
     broker: Arc<Broker>,
     limits: Limits,
@@ -272,7 +272,7 @@ async fn accept_loop(
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 let transport = PlainTransport(stream);
-                let session = Session::new(&l.name, transport.security_protocol(), peer);
+                let session = Session::new(l.name.clone(), transport.security_protocol(), peer);
                 let (reader, writer) = connection::open(
                     transport,
                     session,

@@ -5,8 +5,10 @@
 //! authentication); SASL will authenticate within a session and set its principal, and the
 //! authorizer will read it from the request context.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Kafka's security protocols that skua speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,19 +25,21 @@ impl SecurityProtocol {
     }
 }
 
-/// Kafka's `KafkaPrincipal`: a type and a name.
+/// Kafka's `KafkaPrincipal`: a type and a name. Borrowed where they are constants (the
+/// anonymous principal every plaintext connection has costs no allocation), owned where
+/// authentication names them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
-    pub principal_type: String,
-    pub name: String,
+    pub principal_type: Cow<'static, str>,
+    pub name: Cow<'static, str>,
 }
 
 impl Principal {
     /// The principal of an unauthenticated connection.
     pub fn anonymous() -> Principal {
         Principal {
-            principal_type: "User".into(),
-            name: "ANONYMOUS".into(),
+            principal_type: Cow::Borrowed("User"),
+            name: Cow::Borrowed("ANONYMOUS"),
         }
     }
 }
@@ -49,8 +53,9 @@ impl fmt::Display for Principal {
 /// A connection's identity: where it came in, how, from whom.
 #[derive(Clone, Debug)]
 pub struct Session {
-    /// The listener's name (`PLAINTEXT` in `listeners=PLAINTEXT://:9092`).
-    pub listener: String,
+    /// The listener's name (`PLAINTEXT` in `listeners=PLAINTEXT://:9092`), shared by the
+    /// listener's connections.
+    pub listener: Arc<str>,
     pub security_protocol: SecurityProtocol,
     pub principal: Principal,
     pub peer: SocketAddr,
@@ -59,9 +64,13 @@ pub struct Session {
 impl Session {
     /// A new connection's session: anonymous until it authenticates (never, on a
     /// plaintext listener).
-    pub fn new(listener: &str, security_protocol: SecurityProtocol, peer: SocketAddr) -> Session {
+    pub fn new(
+        listener: impl Into<Arc<str>>,
+        security_protocol: SecurityProtocol,
+        peer: SocketAddr,
+    ) -> Session {
         Session {
-            listener: listener.to_string(),
+            listener: listener.into(),
             security_protocol,
             principal: Principal::anonymous(),
             peer,

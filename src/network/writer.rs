@@ -8,11 +8,13 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use super::dispatch::{Job, Work};
+use super::gone::ClientGone;
 use super::transport::TransportWrite;
 use crate::log::FileSlice;
 use crate::protocol::zero_copy::Chunk;
@@ -23,39 +25,57 @@ const COPY_CHUNK: usize = 64 * 1024;
 
 pub async fn write_responses<W: TransportWrite>(
     writer: W,
-    mut pending: mpsc::Receiver<Job>,
-    mut gone: watch::Receiver<bool>,
+    mut pending: mpsc::Receiver<Box<Job>>,
+    gone: Arc<ClientGone>,
     peer: SocketAddr,
 ) {
     let mut socket = writer;
-    // The write buffer lives for one burst of queued requests, so an idle connection
-    // holds none: pipelined responses share a syscall, and the burst ends with a flush
-    // once the queue is drained.
     while let Some(first) = pending.recv().await {
-        let mut out = BufWriter::new(socket);
-        let mut job = first;
-        loop {
-            match answer(&mut out, job, &mut gone, peer).await {
-                Step::Next => {}
-                Step::Close => {
-                    let _ = out.flush().await;
-                    let _ = out.into_inner().shutdown().await;
-                    return;
-                }
-                Step::Failed => return,
-            }
-            job = match pending.try_recv() {
-                Ok(job) => job,
-                Err(_) => break,
-            };
-        }
-        if let Err(e) = out.flush().await {
-            tracing::debug!(%peer, error = %e, "flush failed");
-            return;
-        }
-        socket = out.into_inner();
+        // The burst is boxed: what answering a request needs (the write buffer, the
+        // handler's select, the write futures) is then allocated for the burst only, and
+        // an idle connection's writer task is no larger than its wait for the next job.
+        let burst = write_burst(socket, first, &mut pending, &gone, peer);
+        socket = match Box::pin(burst).await {
+            Some(socket) => socket,
+            None => return,
+        };
     }
     let _ = socket.shutdown().await;
+}
+
+/// Answers `first` and then every job already queued behind it, through one write buffer,
+/// so that pipelined responses share a syscall; flushes once the queue is drained. Gives
+/// the socket back for the next burst, or `None` once the connection is closed or failed.
+async fn write_burst<W: TransportWrite>(
+    socket: W,
+    first: Box<Job>,
+    pending: &mut mpsc::Receiver<Box<Job>>,
+    gone: &ClientGone,
+    peer: SocketAddr,
+) -> Option<W> {
+    // The write buffer lives for one burst, so an idle connection holds none.
+    let mut out = BufWriter::new(socket);
+    let mut job = first;
+    loop {
+        match answer(&mut out, *job, gone, peer).await {
+            Step::Next => {}
+            Step::Close => {
+                let _ = out.flush().await;
+                let _ = out.into_inner().shutdown().await;
+                return None;
+            }
+            Step::Failed => return None,
+        }
+        job = match pending.try_recv() {
+            Ok(job) => job,
+            Err(_) => break,
+        };
+    }
+    if let Err(e) = out.flush().await {
+        tracing::debug!(%peer, error = %e, "flush failed");
+        return None;
+    }
+    Some(out.into_inner())
 }
 
 /// What the writer does after a job.
@@ -72,10 +92,10 @@ enum Step {
 async fn answer<W: TransportWrite>(
     out: &mut BufWriter<W>,
     job: Job,
-    gone: &mut watch::Receiver<bool>,
+    gone: &ClientGone,
     peer: SocketAddr,
 ) -> Step {
-    if *gone.borrow() && job.expects_response {
+    if gone.is_set() && job.expects_response {
         return Step::Next;
     }
     let frame = match job.work {
@@ -90,7 +110,7 @@ async fn answer<W: TransportWrite>(
                         return Step::Close;
                     }
                 },
-                _ = client_gone(gone) => return Step::Next,
+                _ = gone.wait() => return Step::Next,
             }
         }
         Work::Handle(handler) => match handler.await {
@@ -104,7 +124,7 @@ async fn answer<W: TransportWrite>(
     let Some(frame) = frame else {
         return Step::Next;
     };
-    if *gone.borrow() {
+    if gone.is_set() {
         return Step::Next;
     }
     if let Err(e) = write_frame(out, frame).await {
@@ -119,13 +139,6 @@ async fn answer<W: TransportWrite>(
     // The request's memory (job.memory) is released here, once its response is written
     // into the buffer or the socket.
     Step::Next
-}
-
-/// Resolves when the reader reports the client gone; never if the reader ends otherwise.
-async fn client_gone(gone: &mut watch::Receiver<bool>) {
-    if gone.wait_for(|g| *g).await.is_err() {
-        std::future::pending::<()>().await
-    }
 }
 
 /// Writes one response: memory chunks through the buffer (large ones, fetched records,

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::handlers::*;
@@ -19,7 +20,8 @@ use crate::network::Session;
 pub struct RequestContext {
     pub api_version: i16,
     pub correlation_id: i32,
-    pub client_id: Option<String>,
+    /// A slice of the request frame, like the body's strings: no copy per request.
+    pub client_id: Option<StrBytes>,
     /// The client's address (also in `session`, kept here for the handlers that log it).
     pub peer: SocketAddr,
     /// The connection's listener, security protocol and principal.

@@ -46,7 +46,7 @@ pub async fn handle(
         member_epoch: req.member_epoch,
         instance_id: req.instance_id.map(|s| s.to_string()),
         rack_id: req.rack_id.map(|s| s.to_string()),
-        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_id: ctx.client_id.as_deref().unwrap_or_default().to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
         rebalance_timeout_ms: req.rebalance_timeout_ms,
         subscribed: req

@@ -23,7 +23,7 @@ pub async fn handle(
     let join = JoinRequest {
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.map(|s| s.to_string()),
-        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_id: ctx.client_id.as_deref().unwrap_or_default().to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: the session timeout serves for both.

@@ -6,6 +6,7 @@
 //! partition's high watermark passes its append (at once with one replica), or the
 //! request's timeout ends.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +16,15 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
     TopicProduceResponse,
 };
-use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
+use uuid::Uuid;
 
 use super::leader_hint::LeaderHints;
 use super::{now_ms, str_bytes};
 use crate::broker::Broker;
 use crate::coordinator::is_internal_topic;
 use crate::error::ApiError;
-use crate::log::{check_produce_records, RecordBatchHeader, TopicPartition};
+use crate::log::{check_produce_records, RecordBatchHeader};
 use crate::replica::{AppendError, DelayedProduce, Partition};
 use crate::router::RequestContext;
 
@@ -55,9 +57,15 @@ pub async fn handle(
     let mut watched = Vec::new();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
-        let name = resolve_name(&broker, &topic, ctx.api_version);
-        let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        for p in topic.partition_data {
+        let TopicProduceData {
+            name: topic_name,
+            topic_id,
+            partition_data,
+            ..
+        } = topic;
+        let name = resolve_name(&broker, &topic_name, topic_id, ctx.api_version);
+        let mut partitions = Vec::with_capacity(partition_data.len());
+        for p in partition_data {
             let resp = match (refusal, &name) {
                 (Some((e, why)), _) => error(p.index, e, why),
                 (None, Err(e)) => error(p.index, *e, "unknown topic"),
@@ -85,10 +93,11 @@ pub async fn handle(
             };
             partitions.push(resp);
         }
+        drop(name); // it may borrow `topic_name`, which the response takes
         responses.push(
             TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
+                .with_name(topic_name)
+                .with_topic_id(topic_id)
                 .with_partition_responses(partitions),
         );
     }
@@ -113,17 +122,24 @@ pub async fn handle(
 /// the response carries those leaders' endpoints.
 fn name_current_leaders(broker: &Broker, response: &mut ProduceResponse) {
     let mut hints = LeaderHints::default();
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
     for t in &mut response.responses {
+        if t.partition_responses
+            .iter()
+            .all(|p| p.error_code != not_leader)
+        {
+            continue;
+        }
         // From v13 topics are named by id only.
         let name = match t.name.0.is_empty() {
             true => broker
                 .controller
                 .topic_by_id(t.topic_id)
-                .map(|i| i.name.clone()),
-            false => Some(t.name.0.to_string()),
+                .map(|i| Cow::Owned(i.name.clone())),
+            false => Some(Cow::Borrowed(&*t.name.0)),
         };
         for p in &mut t.partition_responses {
-            if p.error_code != ResponseError::NotLeaderOrFollower.code() {
+            if p.error_code != not_leader {
                 continue;
             }
             let (leader, epoch) = match &name {
@@ -147,19 +163,22 @@ fn name_current_leaders(broker: &Broker, response: &mut ProduceResponse) {
         .collect();
 }
 
-fn resolve_name(
+/// The topic's name: before v13 the request's own (borrowed, no copy per topic), from
+/// v13 the metadata's name for the topic id.
+fn resolve_name<'t>(
     broker: &Broker,
-    topic: &TopicProduceData,
+    name: &'t TopicName,
+    topic_id: Uuid,
     version: i16,
-) -> Result<String, ResponseError> {
+) -> Result<Cow<'t, str>, ResponseError> {
     if version >= TOPIC_ID_VERSION {
         broker
             .controller
-            .topic_by_id(topic.topic_id)
-            .map(|t| t.name.clone())
+            .topic_by_id(topic_id)
+            .map(|t| Cow::Owned(t.name.clone()))
             .ok_or(ResponseError::UnknownTopicId)
     } else {
-        Ok(topic.name.0.to_string())
+        Ok(Cow::Borrowed(&name.0))
     }
 }
 
@@ -173,11 +192,11 @@ async fn append(
     acks: i16,
     transactional_id: Option<&str>,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
-    let tp = TopicPartition::new(topic, p.index);
-    let partition = match broker.replicas.leader(&tp, -1) {
+    let partition = match broker.replicas.leader_of(topic, p.index, -1) {
         Ok(partition) => partition,
         Err(e) => {
-            tracing::debug!(partition = %tp, error = %e, "produce refused");
+            let index = p.index;
+            tracing::debug!(partition = %format_args!("{topic}-{index}"), error = %e, "produce refused");
             return (error(p.index, e.error, &e.message()), None);
         }
     };

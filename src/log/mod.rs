@@ -40,6 +40,7 @@ mod log_manager;
 mod meta_properties;
 mod new_logs;
 mod offset_index;
+mod partition_key;
 mod partition_metadata;
 mod producer_state;
 pub mod records;
@@ -76,6 +77,7 @@ pub use self::log_manager::{
     CLEAN_SHUTDOWN_FILE,
 };
 pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
+pub use self::partition_key::PartitionKey;
 pub use self::partition_metadata::{
     kafka_string_to_uuid, read_partition_metadata, uuid_to_kafka_string,
     write_partition_metadata as write_partition_metadata_file,

@@ -428,7 +428,9 @@ fn read_record<R: BufRead>(
 /// A sound record that lies whole in `buf` (always, for an uncompressed batch in memory),
 /// read straight from the slice, and the bytes it took; `None` for anything else, which
 /// `read_record`'s byte-at-a-time path then reads again and reports. Produce validation
-/// walks every record of every batch, so this is the broker's per-record cost.
+/// walks every record of every batch, so this is the broker's per-record cost; inlined,
+/// so that validation's walk (`Keep::Positions`) compiles without the key's branch.
+#[inline(always)]
 fn record_in_buffer(
     buf: &[u8],
     keep: Keep,
@@ -490,13 +492,33 @@ struct Cursor<'b> {
 }
 
 impl<'b> Cursor<'b> {
+    /// A small record's varints take one or two bytes (a 100-byte record's length, value
+    /// size and offset deltas from 64 take two): those are read inline, longer ones by
+    /// the loop. `max_bytes` is at least 5, so two bytes are always within it.
+    #[inline(always)]
     fn zigzag(&mut self, max_bytes: usize) -> Option<i64> {
+        let &first = self.buf.get(self.pos)?;
+        if first & 0x80 == 0 {
+            self.pos += 1;
+            return Some(unzigzag(u64::from(first)));
+        }
+        if let Some(&second) = self.buf.get(self.pos + 1) {
+            if second & 0x80 == 0 {
+                self.pos += 2;
+                return Some(unzigzag(u64::from(first & 0x7f) | (u64::from(second) << 7)));
+            }
+        }
+        self.zigzag_multibyte(max_bytes)
+    }
+
+    fn zigzag_multibyte(&mut self, max_bytes: usize) -> Option<i64> {
         let rest = self.buf.get(self.pos..)?;
         let (value, n) = decode_varint(&rest[..rest.len().min(max_bytes)])?;
         self.pos += n;
         Some(unzigzag(value))
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Option<i32> {
         i32::try_from(self.zigzag(5)?).ok()
     }

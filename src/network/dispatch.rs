@@ -91,7 +91,7 @@ pub fn dispatch(
     let ctx = RequestContext {
         api_version: version,
         correlation_id,
-        client_id: request.header.client_id.as_ref().map(|c| c.to_string()),
+        client_id: request.header.client_id,
         peer: session.peer,
         session: session.clone(),
     };

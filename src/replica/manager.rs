@@ -27,7 +27,7 @@ use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::error::ApiError;
 use crate::log::cleaner::{Candidate, LogCleaner};
-use crate::log::{now_ms, LogError, LogManager, TopicPartition};
+use crate::log::{now_ms, LogError, LogManager, PartitionKey, TopicPartition};
 
 pub struct ReplicaManager {
     broker_id: i32,
@@ -385,11 +385,27 @@ impl ReplicaManager {
         tp: &TopicPartition,
         current_leader_epoch: i32,
     ) -> Result<Arc<Partition>, ApiError> {
-        let Some(p) = self.partitions.get(tp).map(|p| p.clone()) else {
+        self.leader_of(&tp.topic, tp.partition, current_leader_epoch)
+    }
+
+    /// [`leader`](Self::leader) for a partition named by a borrowed topic name (a slice of
+    /// the request), so finding it copies no name.
+    pub fn leader_of(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ApiError> {
+        let key = (topic, partition);
+        let found = self
+            .partitions
+            .get(&key as &dyn PartitionKey)
+            .map(|p| p.clone());
+        let Some(p) = found else {
             let known = self
                 .topics
-                .get(&tp.topic)
-                .is_some_and(|count| usize::try_from(tp.partition).is_ok_and(|i| i < *count));
+                .get(topic)
+                .is_some_and(|count| usize::try_from(partition).is_ok_and(|i| i < *count));
             let error = match known {
                 true => ResponseError::NotLeaderOrFollower,
                 false => ResponseError::UnknownTopicOrPartition,

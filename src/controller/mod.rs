@@ -66,6 +66,22 @@ pub struct LeaderAndIsr {
     pub leader_recovery_state: i8,
 }
 
+impl LeaderAndIsr {
+    /// `leader` at `epoch` (also the partition epoch) with `isr` in sync, recovered and
+    /// with no eligible leader replicas: a partition as a clean election leaves it.
+    pub fn elected(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
+        LeaderAndIsr {
+            leader,
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+            isr: isr.to_vec(),
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
+        }
+    }
+}
+
 /// One partition, as Kafka's `PartitionRegistration` holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionInfo {

@@ -384,15 +384,7 @@ impl Cluster {
                     replicas: replicas.to_vec(),
                     directories: vec![Uuid::nil(); replicas.len()],
                 },
-                state: LeaderAndIsr {
-                    leader,
-                    leader_epoch: epoch,
-                    partition_epoch: epoch,
-                    isr: isr.to_vec(),
-                    eligible_leader_replicas: Vec::new(),
-                    last_known_elr: Vec::new(),
-                    leader_recovery_state: 0,
-                },
+                state: LeaderAndIsr::elected(leader, epoch, isr),
             }],
             configs: configs
                 .iter()

@@ -342,15 +342,7 @@ mod tests {
     use super::*;
 
     fn announced(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
-        LeaderAndIsr {
-            leader,
-            leader_epoch: epoch,
-            partition_epoch: epoch,
-            isr: isr.to_vec(),
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-            leader_recovery_state: 0,
-        }
+        LeaderAndIsr::elected(leader, epoch, isr)
     }
 
     #[test]

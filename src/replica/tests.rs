@@ -20,15 +20,7 @@ const FOLLOWER: i32 = 2;
 const LONG: Duration = Duration::from_secs(10);
 
 fn announced(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
-    LeaderAndIsr {
-        leader,
-        leader_epoch: epoch,
-        partition_epoch: epoch,
-        isr: isr.to_vec(),
-        eligible_leader_replicas: Vec::new(),
-        last_known_elr: Vec::new(),
-        leader_recovery_state: 0,
-    }
+    LeaderAndIsr::elected(leader, epoch, isr)
 }
 
 /// A partition on broker `ME` with `replicas`, as metadata announces it.

@@ -82,15 +82,7 @@ pub fn info(id: i32, addr: SocketAddr) -> BrokerInfo {
 
 /// `leader` at `epoch` (also the partition epoch) with `isr` in sync.
 pub fn leader_and_isr(leader: i32, epoch: i32, isr: &[i32]) -> LeaderAndIsr {
-    LeaderAndIsr {
-        leader,
-        leader_epoch: epoch,
-        partition_epoch: epoch,
-        isr: isr.to_vec(),
-        eligible_leader_replicas: Vec::new(),
-        last_known_elr: Vec::new(),
-        leader_recovery_state: 0,
-    }
+    LeaderAndIsr::elected(leader, epoch, isr)
 }
 
 /// Partition `partition` on `replicas` in `state`.

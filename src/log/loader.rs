@@ -317,10 +317,10 @@ fn next_offset_of_last(
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "last segment unreadable after a clean shutdown; recovering it");
             recover_after(dir, segments, i64::MAX, cache)?;
-            let segment = segments
+            let mut segment = segments
                 .last_entry()
                 .ok_or_else(|| LogError::corrupt_file(dir, "no segments"))?;
-            segment.get().read_next_offset()
+            segment.get_mut().read_next_offset()
         }
     }
 }

@@ -372,6 +372,38 @@ async fn cleanup_policy_and_dirty_ratio_changed_on_a_live_topic_take_effect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lower_cleaner_backoff_set_at_runtime_takes_effect() {
     let dir = tempfile::tempdir().unwrap();
+    // A log cleanable from the broker's start: its cleaning shows the cleaner's first
+    // round has run.
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("log.cleaner.enable", "false"),
+            ("log.retention.check.interval.ms", "100"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    c.create_topic_with(
+        "warm",
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    )
+    .await;
+    let twice = [(Some("k".to_string()), Some("old".to_string()))];
+    produce(&mut c, "warm", &twice).await;
+    produce(&mut c, "warm", &twice).await;
+    let warm = b.log("warm");
+    wait_for("the idle roll of warm", Duration::from_secs(30), || {
+        let rolled = warm.segment_count() == 2;
+        async move { rolled }
+    })
+    .await;
+    drop(warm);
+    b.stop().await;
+
     let b = TestBroker::start(
         dir.path(),
         &[
@@ -382,6 +414,14 @@ async fn a_lower_cleaner_backoff_set_at_runtime_takes_effect() {
     )
     .await;
     let mut c = b.client().await;
+    let warm = b.log("warm");
+    wait_for("the cleaner's first round", Duration::from_secs(60), || {
+        let cleaned = warm.cleaner_checkpoint().is_some();
+        async move { cleaned }
+    })
+    .await;
+    assert_eq!(consume_all(&mut c, "warm").await.0, 1, "warm cleaned");
+    // The next round is an hour away.
     c.create_topic_with(
         "live",
         &[
@@ -391,20 +431,25 @@ async fn a_lower_cleaner_backoff_set_at_runtime_takes_effect() {
         ],
     )
     .await;
-    // The cleaner's first round (within its one-second tick) finds nothing to clean; the
-    // next is an hour away.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     let first: Vec<_> = (0..1_000)
         .map(|i| (Some(format!("k{i:04}")), Some(format!("first-{i:04}"))))
         .collect();
     produce(&mut c, "live", &first).await;
     produce(&mut c, "live", &first).await;
-    // An idle roll later the log is cleanable, but the cleaner's backoff is an hour.
+    // An idle roll later the log is cleanable, but the cleaner's backoff is an hour: a
+    // few of the cleaner jobs' one-second ticks go by without a cleaning.
+    let live = b.log("live");
+    wait_for("the idle roll of live", Duration::from_secs(30), || {
+        let rolled = live.segment_count() == 2;
+        async move { rolled }
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(consume_all(&mut c, "live").await.0, 2_000);
 
     set_resource_config(&mut c, 4, "", "log.cleaner.backoff.ms", "100").await;
     wait_for_count(&mut c, "the cleaning after the backoff was lowered", 1_000).await;
+    drop((warm, live));
     b.stop().await;
 }
 

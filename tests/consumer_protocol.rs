@@ -53,14 +53,32 @@ fn count(tps: &[TopicPartitions]) -> usize {
     tps.iter().map(|t| t.partitions.len()).sum()
 }
 
+/// A broker with topic "t" of `partitions` partitions and a client that found `group`'s
+/// coordinator.
+async fn start_with_group(
+    dir: &std::path::Path,
+    config: &[(&str, &str)],
+    partitions: i32,
+    group: &str,
+) -> (TestBroker, Client) {
+    let b = TestBroker::start(dir, config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("t", partitions).await, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(group)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    (b, c)
+}
+
 #[tokio::test]
 async fn two_members_converge_revoking_before_assigning() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "3")]).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 4).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "3")],
+        4,
+        "kip848",
+    )
+    .await;
 
     let r = heartbeat(&mut c, "a", 0, None).await;
     assert_eq!((r.error_code, r.member_epoch), (0, 1));
@@ -183,11 +201,13 @@ async fn two_members_converge_revoking_before_assigning() {
 #[tokio::test]
 async fn version_0_gets_a_member_id_from_the_broker_and_v1_must_bring_one() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 2).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("v0")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "1")],
+        2,
+        "v0",
+    )
+    .await;
     let join = ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("v0")))
         .with_member_epoch(0)
@@ -241,11 +261,7 @@ async fn describe_epochs(c: &mut Client) -> (String, i32, i32) {
 async fn a_converged_group_survives_a_restart_at_the_same_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let config = &[("offsets.topic.num.partitions", "3")];
-    let b = TestBroker::start(dir.path(), config).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 4).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(dir.path(), config, 4, "kip848").await;
 
     // Converge a and b to two partitions each at epoch 2.
     let a_all = owned(&heartbeat(&mut c, "a", 0, None).await);
@@ -374,11 +390,13 @@ fn fetch_request(member: Option<&str>, epoch: i32) -> OffsetFetchRequest {
 #[tokio::test]
 async fn offset_commit_and_fetch_check_the_member_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(dir.path(), &[("offsets.topic.num.partitions", "1")]).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 1).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "1")],
+        1,
+        "kip848",
+    )
+    .await;
     let r = heartbeat(&mut c, "a", 0, None).await;
     assert_eq!(r.member_epoch, 1);
 
@@ -471,11 +489,7 @@ async fn an_empty_group_changes_protocol_and_stays_changed_after_a_restart() {
         ("offsets.topic.num.partitions", "1"),
         ("group.initial.rebalance.delay.ms", "0"),
     ];
-    let b = TestBroker::start(dir.path(), config).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 2).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("kip848")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(dir.path(), config, 2, "kip848").await;
 
     // A classic group commits, then its only member leaves: an empty classic group.
     let (member, generation) = classic_member(&mut c).await;
@@ -611,11 +625,7 @@ async fn static_members_hand_their_place_to_their_next_instance() {
         ("offsets.topic.num.partitions", "1"),
         ("group.consumer.session.timeout.ms", "1000"),
     ];
-    let b = TestBroker::start(dir.path(), config).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 2).await, 0);
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("static")]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c) = start_with_group(dir.path(), config, 2, "static").await;
 
     let r = c.send(&static_heartbeat("a1", "app-1", 0, None), 1).await;
     assert_eq!((r.error_code, r.member_epoch), (0, 1));

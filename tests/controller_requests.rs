@@ -334,6 +334,29 @@ fn normalize(req: &mut RequestKind) {
     }
 }
 
+/// The API key, version and body of a request skua's controller built.
+fn built_request(request: ControlRequest) -> (ApiKey, i16, RequestKind) {
+    match request {
+        ControlRequest::LeaderAndIsr { request, version } => (
+            ApiKey::LeaderAndIsr,
+            version,
+            RequestKind::LeaderAndIsr(request),
+        ),
+        ControlRequest::UpdateMetadata { request, version } => (
+            ApiKey::UpdateMetadata,
+            version,
+            RequestKind::UpdateMetadata(request),
+        ),
+        ControlRequest::StopReplica {
+            request, version, ..
+        } => (
+            ApiKey::StopReplica,
+            version,
+            RequestKind::StopReplica(request),
+        ),
+    }
+}
+
 fn frame(header: &RequestHeader, key: ApiKey, version: i16, body: &RequestKind) -> Vec<u8> {
     let mut out = BytesMut::new();
     header
@@ -378,39 +401,11 @@ fn controller_requests_match_kafkas_byte_for_byte() {
             .build(&ctx, controller_id, LISTENER, *protocol)
             .into_iter()
             .filter(|(b, _)| *b == target)
-            .filter_map(|(_, r)| match (r, key) {
-                (
-                    ControlRequest::LeaderAndIsr {
-                        request,
-                        version: v,
-                    },
-                    ApiKey::LeaderAndIsr,
-                ) => {
-                    assert_eq!(v, *version);
-                    Some(RequestKind::LeaderAndIsr(request))
-                }
-                (
-                    ControlRequest::UpdateMetadata {
-                        request,
-                        version: v,
-                    },
-                    ApiKey::UpdateMetadata,
-                ) => {
-                    assert_eq!(v, *version);
-                    Some(RequestKind::UpdateMetadata(request))
-                }
-                (
-                    ControlRequest::StopReplica {
-                        request,
-                        version: v,
-                        ..
-                    },
-                    ApiKey::StopReplica,
-                ) => {
-                    assert_eq!(v, *version);
-                    Some(RequestKind::StopReplica(request))
-                }
-                _ => None,
+            .map(|(_, r)| built_request(r))
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, v, r)| {
+                assert_eq!(v, *version);
+                r
             })
             .collect();
         assert_eq!(

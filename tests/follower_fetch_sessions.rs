@@ -48,6 +48,14 @@ fn since(proxy: &FetchProxy, from: usize) -> Vec<SeenFetch> {
     proxy.fetches().split_off(from)
 }
 
+/// Whether a fetch after the first `from` was answered and named no partition: every
+/// position the follower had by then reached the leader, and the session is idle.
+fn idle_since(proxy: &FetchProxy, from: usize) -> bool {
+    since(proxy, from)
+        .iter()
+        .any(|f| f.partitions == 0 && f.answer.is_some())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced() {
     const N: i32 = 40;
@@ -88,9 +96,10 @@ async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced(
     assert!(session > 0, "the leader made a session");
 
     // Idle: incremental fetches naming nothing, answered with nothing, epochs in a row.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let caught_up = proxy.fetches().len();
+    eventually("an idle fetch", || idle_since(&proxy, caught_up)).await;
     let from = proxy.fetches().len();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    eventually("three more fetches", || since(&proxy, from).len() >= 3).await;
     let idle = since(&proxy, from);
     assert!(idle.len() >= 3, "idle fetches: {idle:?}");
     for (f, next) in idle.iter().zip(idle.iter().skip(1)) {
@@ -122,7 +131,11 @@ async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced(
     produce(&mut c1, 3, "second-3".into()).await;
     produce(&mut c1, 7, "second-7".into()).await;
     eventually("the follower has the new records", all_alike).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let caught_up = proxy.fetches().len();
+    eventually("an idle fetch after the new records", || {
+        idle_since(&proxy, caught_up)
+    })
+    .await;
     let moved = since(&proxy, from);
     assert!(
         moved.iter().all(|f| f.epoch > 0 && f.partitions <= 2),
@@ -154,7 +167,11 @@ async fn idle_follower_fetches_name_no_partition_and_a_lost_session_is_replaced(
     assert!(renewed.bytes > 20 * N as usize, "a full fetch: {renewed:?}");
     let new_session = renewed.answer.unwrap().1;
     assert!(new_session > 0 && new_session != session);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let caught_up = proxy.fetches().len();
+    eventually("an idle fetch in the new session", || {
+        idle_since(&proxy, caught_up)
+    })
+    .await;
     let last = proxy.fetches().last().unwrap().clone();
     assert_eq!(
         (last.session_id, last.partitions),
@@ -277,11 +294,22 @@ fn a_skua_follower_keeps_a_fetch_session_with_a_kafka_leader() {
             .filter(|f| f.client_id.starts_with("broker-1-fetcher"))
             .collect()
     };
+    // Answered fetches naming no partition after the first `from`: skua's session is idle.
+    let settled = |from: usize| {
+        eventually("an idle fetch", Duration::from_secs(30), || {
+            skua_fetches()[from..]
+                .iter()
+                .any(|f| f.partitions == 0 && f.answer.is_some())
+                .then_some(())
+        })
+    };
     produce("first");
     alike(1);
-    std::thread::sleep(Duration::from_millis(500));
+    settled(skua_fetches().len());
     let from = skua_fetches().len();
-    std::thread::sleep(Duration::from_secs(1));
+    eventually("three more fetches", Duration::from_secs(30), || {
+        (skua_fetches().len() >= from + 3).then_some(())
+    });
     let idle: Vec<SeenFetch> = skua_fetches().split_off(from);
     assert!(idle.len() >= 3, "idle fetches: {idle:?}");
     let session = idle[0].session_id;
@@ -309,7 +337,7 @@ fn a_skua_follower_keeps_a_fetch_session_with_a_kafka_leader() {
     );
     produce("second");
     alike(2);
-    std::thread::sleep(Duration::from_millis(500));
+    settled(skua_fetches().len());
     let after = skua_fetches().split_off(from);
     let lost = after.iter().position(|f| f.sabotaged).unwrap();
     assert_eq!(

@@ -495,3 +495,65 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
         stopped.elapsed()
     );
 }
+
+/// While no producer id block can be claimed (here `/latest_producer_id_block` holds what
+/// no broker can read), InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS, which
+/// producers retry, as a Kafka 3.9 broker does while it holds no block; the retry once
+/// the znode is readable again gets the first id of the next block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_producer_id_is_retriable_while_no_block_can_be_claimed() {
+    let Some(zk) = ZooKeeper::start() else { return };
+    let chroot = format!("{}/producer-ids", zk.connect);
+    let session =
+        ZkSession::connect(&ZkConfig::new(&chroot, Duration::from_secs(10), None).unwrap())
+            .await
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::TestBroker::start(
+        dir.path(),
+        &[
+            ("zookeeper.connect", &chroot),
+            ("zookeeper.session.timeout.ms", "6000"),
+        ],
+    )
+    .await;
+    eventually("skua is registered", || async {
+        session.get(&paths::broker(1)).await.unwrap().map(|_| ())
+    })
+    .await;
+    let write_block = |data: Vec<u8>| {
+        let session = &session;
+        async move {
+            match session.get(paths::LATEST_PRODUCER_ID_BLOCK).await.unwrap() {
+                Some(_) => session
+                    .set(paths::LATEST_PRODUCER_ID_BLOCK, &data, None)
+                    .await
+                    .unwrap(),
+                None => session
+                    .create_recursive(paths::LATEST_PRODUCER_ID_BLOCK, &data)
+                    .await
+                    .unwrap(),
+            };
+        }
+    };
+
+    write_block(b"not a block".to_vec()).await;
+    let mut client = broker.client().await;
+    let init = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+    let r = client.send(&init, 4).await;
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (ResponseError::CoordinatorLoadInProgress.code(), -1, -1)
+    );
+
+    write_block(znodes::encode(&ProducerIdBlock::new(2, 0, 1000))).await;
+    let r = client.send(&init, 4).await;
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (0, 1000, 0)
+    );
+    let r = client.send(&init, 4).await;
+    assert_eq!((r.error_code, r.producer_id.0), (0, 1001));
+    drop(client);
+    broker.stop().await;
+}

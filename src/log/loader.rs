@@ -22,12 +22,38 @@ pub struct LoadedLog {
     pub recovery_point: i64,
     pub leader_epoch_cache: LeaderEpochFileCache,
     pub producer_state: ProducerStateManager,
-    /// The offset of a producer snapshot known to be on disk, -1 if none (see
-    /// `load_producer_state`).
-    pub durable_snapshot: i64,
-    /// Where the producer state on disk is complete (see `Log::snapshot_on_disk`): the
-    /// log end when a snapshot there was found or written now, else the log start.
-    pub snapshot_on_disk: i64,
+    /// Where the producer state on disk is complete (see `load_producer_state`).
+    pub snapshot_on_disk: SnapshotOnDisk,
+}
+
+/// Where the producer state on disk is complete, and whether that is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotOnDisk {
+    /// The offset of a snapshot file holding the state at that offset, or the log start
+    /// when the state is empty there and no snapshot is needed; -1 if unknown.
+    pub offset: i64,
+    /// Whether a snapshot file at `offset` is durable (written with fsync, or found after
+    /// a clean shutdown): a clean close then need not write it again.
+    pub synced: bool,
+}
+
+impl SnapshotOnDisk {
+    pub const UNKNOWN: SnapshotOnDisk = SnapshotOnDisk {
+        offset: -1,
+        synced: false,
+    };
+
+    /// A snapshot at `offset` written with fsync: it describes the state from there on
+    /// unless a newer one already does.
+    pub fn synced_at(self, offset: i64) -> SnapshotOnDisk {
+        match offset >= self.offset {
+            true => SnapshotOnDisk {
+                offset,
+                synced: true,
+            },
+            false => self,
+        }
+    }
 }
 
 /// What one read of a partition directory found: loading lists it once, not once per
@@ -179,7 +205,7 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
-    let (mut producer_state, durable_snapshot, snapshot_on_disk) = load_producer_state(
+    let (mut producer_state, snapshot_on_disk) = load_producer_state(
         dir,
         listing.snapshots,
         &mut segments,
@@ -195,7 +221,6 @@ pub fn load(
         recovery_point,
         leader_epoch_cache,
         producer_state,
-        durable_snapshot,
         snapshot_on_disk,
     })
 }
@@ -213,9 +238,11 @@ pub fn create(dir: &Path, config: &LogConfig, now_ms: i64) -> Result<LoadedLog, 
         recovery_point: 0,
         leader_epoch_cache,
         producer_state: ProducerStateManager::new(dir, 0),
-        durable_snapshot: -1,
         // Empty at the log start: nothing to write at a stop until a record arrives.
-        snapshot_on_disk: 0,
+        snapshot_on_disk: SnapshotOnDisk {
+            offset: 0,
+            synced: false,
+        },
     })
 }
 
@@ -290,10 +317,10 @@ fn next_offset_of_last(
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "last segment unreadable after a clean shutdown; recovering it");
             recover_after(dir, segments, i64::MAX, cache)?;
-            let segment = segments
+            let mut segment = segments
                 .last_entry()
                 .ok_or_else(|| LogError::corrupt_file(dir, "no segments"))?;
-            segment.get().read_next_offset()
+            segment.get_mut().read_next_offset()
         }
     }
 }
@@ -322,7 +349,7 @@ fn load_producer_state(
     log_start_offset: i64,
     log_end_offset: i64,
     clean_shutdown: bool,
-) -> Result<(ProducerStateManager, i64, i64), LogError> {
+) -> Result<(ProducerStateManager, SnapshotOnDisk), LogError> {
     let any_below_start = snapshots.keys().any(|&o| o < log_start_offset);
     let (mut state, found) =
         ProducerStateManager::load_listed(dir, snapshots, log_start_offset, log_end_offset)?;
@@ -330,17 +357,17 @@ fn load_producer_state(
         // As Kafka: a cleanly shut down log without snapshots had no producer state worth a
         // scan. As Kafka's `lastSnapOffset`, nothing on disk is complete past the log start.
         state.set_map_end_offset(log_end_offset);
-        return Ok((state, -1, log_start_offset));
+        let empty = SnapshotOnDisk {
+            offset: log_start_offset,
+            synced: false,
+        };
+        return Ok((state, empty));
     }
     let from = state.map_end_offset();
     // A clean shutdown left a synced snapshot at the log end: if it is the one found, the
     // next clean close need not write it again. After a crash a snapshot found may be one
     // an earlier start wrote without fsync.
-    let durable = if found && clean_shutdown && from == log_end_offset {
-        from
-    } else {
-        -1
-    };
+    let synced = found && clean_shutdown && from == log_end_offset;
     if !found && from < log_end_offset {
         tracing::info!(dir = %dir.display(), from, to = log_end_offset, "no producer snapshot: rebuilding producer state by reading every batch header in the log");
     }
@@ -355,12 +382,12 @@ fn load_producer_state(
     // not (after kill -9 the page cache still has it); one written just now holds it too.
     // An empty log with no snapshot has nothing to write either (Kafka's `takeSnapshot`
     // writes none unless the map end is past the last snapshot, the log start at first).
-    let on_disk = if found || from < log_end_offset {
+    let offset = if found || from < log_end_offset {
         log_end_offset
     } else {
         log_start_offset
     };
-    Ok((state, durable, on_disk))
+    Ok((state, SnapshotOnDisk { offset, synced }))
 }
 
 /// Replays batch headers from the state's map end offset up to `to` (exclusive). An

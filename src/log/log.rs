@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::checkpoint::sync_dir;
 use super::faults::{self, Fault};
 use super::leader_epoch::LeaderEpochFileCache;
-use super::loader::{self, replay_producer_state};
+use super::loader::{self, replay_producer_state, SnapshotOnDisk};
 use super::log_dir_health::LogDirHealth;
 use super::producer_state::{ProducerStateEntry, ProducerStateManager};
 use super::segment::{read_header, whole_batches_len, LogSegment, SyncTarget};
@@ -65,15 +65,11 @@ pub struct Log {
     dir_health: Arc<LogDirHealth>,
     /// Held while a producer snapshot is written outside `inner`, and by truncation.
     snapshot_lock: Mutex<()>,
-    /// The offset of the newest producer snapshot known to be on disk (written with
-    /// fsync, or found at a clean start), -1 if none: close writes none at that offset.
-    durable_snapshot: AtomicI64,
-    /// Where the producer state on disk is complete: the offset of a snapshot file holding
-    /// the state at that offset (synced or not), or the log start when the state is empty
-    /// there and no snapshot is needed; -1 if unknown. A clean stop writes a snapshot only
-    /// when the log end is past it, then makes it durable with one sync of the whole file
-    /// system (`close_unsynced`).
-    snapshot_on_disk: AtomicI64,
+    /// Where the producer state on disk is complete, and whether durably. A clean stop
+    /// writes a snapshot only when the log end is past it, then makes it durable with one
+    /// sync of the whole file system (`close_unsynced`); `close` writes one with fsync
+    /// unless a durable one at the log end exists.
+    snapshot_on_disk: Mutex<SnapshotOnDisk>,
     /// Bumped by every truncation, so a snapshot serialised before one is not written.
     truncations: AtomicU64,
     /// Set by an owner that runs `complete_roll` in the background after each append
@@ -227,8 +223,7 @@ impl Log {
             created_unsynced: AtomicBool::new(created),
             dir_health: Arc::new(LogDirHealth::new(dir.parent().unwrap_or(dir), None)),
             snapshot_lock: Mutex::new(()),
-            durable_snapshot: AtomicI64::new(loaded.durable_snapshot),
-            snapshot_on_disk: AtomicI64::new(loaded.snapshot_on_disk),
+            snapshot_on_disk: Mutex::new(loaded.snapshot_on_disk),
             truncations: AtomicU64::new(0),
             defer_roll_work: AtomicBool::new(false),
             pending_roll: Mutex::new(None),
@@ -493,10 +488,8 @@ impl Log {
         }
         ProducerStateManager::write_snapshot(&self.dir, snapshot.offset, &snapshot.bytes)
             .map_err(|e| self.on_failure("producer snapshot", e))?;
-        self.durable_snapshot
-            .fetch_max(snapshot.offset, Ordering::AcqRel);
-        self.snapshot_on_disk
-            .fetch_max(snapshot.offset, Ordering::AcqRel);
+        let mut on_disk = self.snapshot_on_disk.lock();
+        *on_disk = on_disk.synced_at(snapshot.offset);
         Ok(())
     }
 
@@ -919,9 +912,11 @@ impl Log {
         self.unflushed_messages.store(0, Ordering::Release);
         inner.leader_epoch_cache.truncate_from_end(i64::MIN)?;
         inner.producer_state.delete_snapshots_above(-1)?;
-        self.durable_snapshot.store(-1, Ordering::Release);
         // Empty at its start, as after a load that found no snapshot.
-        self.snapshot_on_disk.store(offset, Ordering::Release);
+        *self.snapshot_on_disk.lock() = SnapshotOnDisk {
+            offset,
+            synced: false,
+        };
         let (state, _) = ProducerStateManager::load(&self.dir, offset, offset)?;
         inner.producer_state = state;
         Ok(())
@@ -964,14 +959,15 @@ impl Log {
         }
         self.log_end_offset.store(offset, Ordering::Release);
         self.recovery_point.fetch_min(offset, Ordering::AcqRel);
-        // Snapshots above `offset` are deleted below; one at `offset` itself stays. Neither
-        // mark may then name an offset past it: no snapshot need exist at `offset`, and a
-        // close that believed one did would write none, so a clean start would find none
+        // Snapshots above `offset` are deleted below; one at `offset` itself stays. The
+        // mark may then not name an offset past it: no snapshot need exist at `offset`, and
+        // a close that believed one did would write none, so a clean start would find none
         // and lose the producers (a retried batch then appended twice).
-        for mark in [&self.durable_snapshot, &self.snapshot_on_disk] {
-            let _ = mark.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                (s > offset).then_some(-1)
-            });
+        {
+            let mut on_disk = self.snapshot_on_disk.lock();
+            if on_disk.offset > offset {
+                *on_disk = SnapshotOnDisk::UNKNOWN;
+            }
         }
         inner.leader_epoch_cache.truncate_from_end(offset)?;
         let log_start = self.log_start_offset();
@@ -1012,7 +1008,8 @@ impl Log {
     pub fn close(&self) -> Result<(), LogError> {
         self.complete_roll();
         self.flush()?;
-        if self.durable_snapshot.load(Ordering::Acquire) != self.log_end_offset() {
+        let on_disk = *self.snapshot_on_disk.lock();
+        if !(on_disk.synced && on_disk.offset == self.log_end_offset()) {
             self.producer_state_snapshot()?;
         }
         let targets = {
@@ -1046,12 +1043,15 @@ impl Log {
         let _writing = self.snapshot_lock.lock();
         let mut inner = self.inner.lock();
         let leo = self.log_end_offset();
-        if self.snapshot_on_disk.load(Ordering::Acquire) != leo {
+        if self.snapshot_on_disk.lock().offset != leo {
             inner.producer_state.set_map_end_offset(leo);
             let bytes = inner.producer_state.snapshot_bytes();
             ProducerStateManager::write_snapshot_unsynced(&self.dir, leo, &bytes)
                 .map_err(|e| self.on_failure("producer snapshot", e))?;
-            self.snapshot_on_disk.store(leo, Ordering::Release);
+            *self.snapshot_on_disk.lock() = SnapshotOnDisk {
+                offset: leo,
+                synced: false,
+            };
         }
         inner
             .active()

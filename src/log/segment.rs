@@ -272,12 +272,16 @@ impl LogSegment {
         if active {
             let indexes = segment.open_index_files()?;
             segment.set_indexes(indexes);
+        } else {
+            // An active segment's first batch is read where its end is found
+            // (`read_next_offset` after a clean shutdown, `recover` otherwise), which reads
+            // that header anyway when the segment is small.
+            segment.rolling_based_timestamp = segment
+                .read_header_at(0)
+                .ok()
+                .flatten()
+                .map(|h| h.max_timestamp());
         }
-        segment.rolling_based_timestamp = segment
-            .read_header_at(0)
-            .ok()
-            .flatten()
-            .map(|h| h.max_timestamp());
         Ok(segment)
     }
 
@@ -579,12 +583,24 @@ impl LogSegment {
         }
     }
 
-    /// Offset after the last batch, found by scanning from the last index entry.
-    pub fn read_next_offset(&self) -> Result<i64, LogError> {
+    /// Offset after the last batch, found by scanning from the last index entry; the
+    /// first batch's timestamp (which an active segment's open leaves unread) is taken
+    /// on the way when the scan starts there.
+    pub fn read_next_offset(&mut self) -> Result<i64, LogError> {
         let mut next = self.base_offset;
         let last_entry = self.indexes()?.offset.last_entry();
         let mut position = u64::from(last_entry.map_or(0, |(_, p)| p));
+        if position > 0 {
+            self.rolling_based_timestamp = self
+                .read_header_at(0)
+                .ok()
+                .flatten()
+                .map(|h| h.max_timestamp());
+        }
         while let Some(header) = self.read_header_at(position)? {
+            if position == 0 {
+                self.rolling_based_timestamp = Some(header.max_timestamp());
+            }
             let size =
                 header.check_length(usize::try_from(self.size - position).unwrap_or(usize::MAX))?;
             next = header.next_offset();

@@ -295,6 +295,19 @@ impl Shared {
     }
 }
 
+/// InitProducerId's answer while no producer id block can be claimed (no ZooKeeper
+/// session, a ZooKeeper error, an unreadable `/latest_producer_id_block`). A Kafka 3.9
+/// broker (inter.broker.protocol.version 3.0 and above) answers COORDINATOR_LOAD_IN_PROGRESS
+/// whenever it holds no block, the allocation in flight or failed (`RPCProducerIdManager`):
+/// producers retry it, where UNKNOWN_SERVER_ERROR is fatal to an idempotent Java producer.
+fn no_producer_id_block(e: impl std::fmt::Display) -> ControllerError {
+    tracing::warn!(error = %e, "cannot claim a producer id block");
+    ControllerError::new(
+        ResponseError::CoordinatorLoadInProgress,
+        format!("no producer id block: {e}"),
+    )
+}
+
 /// Topics as the `Controller` trait describes them, from the controller's context.
 fn topics_of(
     l: &ControllerLoop,
@@ -834,12 +847,10 @@ impl Controller for ZkController {
     async fn next_producer_id(&self) -> Result<i64, ControllerError> {
         let mut ids = self.shared.producer_ids.lock().await;
         if ids.0 >= ids.1 {
-            let session = self.shared.session()?;
+            let session = self.shared.session().map_err(no_producer_id_block)?;
             let first = producer_ids::allocate_block(&session, self.shared.settings.broker_id)
                 .await
-                .map_err(|e| {
-                    ControllerError::new(ResponseError::UnknownServerError, e.to_string())
-                })?;
+                .map_err(no_producer_id_block)?;
             *ids = (first, first + producer_ids::PRODUCER_ID_BLOCK_SIZE);
         }
         let id = ids.0;

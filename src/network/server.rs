@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -294,15 +295,11 @@ async fn accept_loop(
                 );
                 links.add(link);
                 // The connection counts against max.connections until both halves end.
+                // `map`, not an `async` block that awaits them: a block would hold each
+                // future twice (as captured and as awaited), doubling its task's size.
                 let held = permit.clone();
-                connections.spawn(async move {
-                    reader.await;
-                    drop(held);
-                });
-                connections.spawn(async move {
-                    writer.await;
-                    drop(permit);
-                });
+                connections.spawn(reader.map(move |()| drop(held)));
+                connections.spawn(writer.map(move |()| drop(permit)));
             }
             Err(e) => {
                 // Typically EMFILE: back off instead of spinning.

@@ -379,6 +379,81 @@ async fn shutdown_ends_every_connection_task_before_the_logs_close() {
     );
 }
 
+/// `connections.max.idle.ms`: a connection that has read nothing for that long is closed,
+/// unless a request of it is still waiting to be answered (a long poll past the limit is
+/// answered, and the connection closed only once it has been idle that long again); one
+/// that keeps sending stays open; and a clean stop closes the idle connections at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_idle_past_the_limit_are_closed_but_not_while_a_request_waits() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    const IDLE: Duration = Duration::from_millis(400);
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), &[("connections.max.idle.ms", "400")]).await;
+    let mut admin = b.client().await;
+    assert_eq!(admin.create_topic("quiet", 1).await, 0);
+    drop(admin);
+
+    // Answered, then idle.
+    let mut idle = b.client().await;
+    idle.send(&ApiVersionsRequest::default(), 3).await;
+    let answered = Instant::now();
+    // A long poll of 1.5 s, well past the limit.
+    let mut polling = b.client().await;
+    polling
+        .stream
+        .write_all(&frame(&long_poll("quiet", 1_500), 12, 1))
+        .await
+        .unwrap();
+    let polled = Instant::now();
+    // One request every 100 ms for 1.2 s.
+    let mut busy = b.client().await;
+
+    let closed = tokio::spawn(async move {
+        let gone = idle.read_frame().await;
+        (gone.is_none(), answered.elapsed())
+    });
+    for _ in 0..12 {
+        busy.send(&ApiVersionsRequest::default(), 3).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (eof, after) = tokio::time::timeout(Duration::from_secs(10), closed)
+        .await
+        .expect("the idle connection is closed")
+        .unwrap();
+    assert!(eof, "closed without an answer");
+    assert!(after >= IDLE, "closed after {after:?}, before the limit");
+
+    let answer = tokio::time::timeout(Duration::from_secs(10), polling.read_frame())
+        .await
+        .expect("the long poll is answered");
+    assert!(answer.is_some(), "not closed while the long poll waited");
+    assert!(polled.elapsed() >= Duration::from_millis(1_400));
+    let idle_again = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(10), polling.read_frame())
+        .await
+        .expect("closed once idle");
+    assert!(end.is_none());
+    assert!(idle_again.elapsed() >= Duration::from_millis(300));
+
+    // The sweep ends with the listener: what closes this one is the stop.
+    let mut last = b.client().await;
+    last.send(&ApiVersionsRequest::default(), 3).await;
+    let stopping = Instant::now();
+    let stop = tokio::spawn(b.stop());
+    let end = tokio::time::timeout(Duration::from_secs(5), last.read_frame())
+        .await
+        .expect("closed by the stop");
+    assert!(end.is_none());
+    tokio::time::timeout(Duration::from_secs(5), stop)
+        .await
+        .expect("stopped")
+        .unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "an idle connection does not hold up the stop"
+    );
+}
+
 /// Issue: partition ranges over 16 MB were read whole into memory (five fetchers that
 /// never read their sockets took 963 MB). A 20 MB range is answered as one file chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

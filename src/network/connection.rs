@@ -13,6 +13,11 @@
 //! writer. While any bound is reached the reader is muted: it reads nothing, but still
 //! watches for the client closing the connection, so that a client that leaves does not
 //! keep its queued requests (and their memory) alive.
+//!
+//! An idle connection waits on its socket and on its [`Link`], nothing else: its listener
+//! tells it through the link to stop (at shutdown) or to check whether it has been idle
+//! past `connections.max.idle.ms` (from its last read or answer), so that it holds no
+//! timer and no shutdown watch.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,12 +25,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, watch};
 
-use super::dispatch::{dispatch, Job};
-use super::gone::ClientGone;
+use super::dispatch::dispatch;
+use super::link::{Asked, JobSender, Link};
 use super::memory::{ConnectionMemory, MemoryPool, RequestMemory};
+use super::queue::Refused;
 use super::session::Session;
 use super::transport::{Transport, TransportRead};
 use super::writer::write_responses;
@@ -43,7 +47,8 @@ pub struct Limits {
     /// Bytes of requests read but not yet answered, per connection: past this the
     /// connection reads no further request until one is answered.
     pub read_ahead_bytes: usize,
-    /// `connections.max.idle.ms`.
+    /// `connections.max.idle.ms`: a connection that has read and written nothing for
+    /// longer, with nothing waiting to be answered, is closed.
     pub idle: Duration,
 }
 
@@ -63,28 +68,28 @@ struct Reader<R> {
     broker: Arc<Broker>,
     limits: Limits,
     memory: ConnectionMemory,
-    shutdown: watch::Receiver<bool>,
+    jobs: JobSender,
 }
 
 /// Opens a connection: returns its reader and its writer, to be run as two tasks (so the
-/// next request decodes while the current one is handled). The connection is done when
-/// both are.
+/// next request decodes while the current one is handled), and its link, through which
+/// the listener stops it or has it checked for idleness. The connection is done when the
+/// reader and the writer are.
 pub fn open<T: Transport>(
     transport: T,
     session: Session,
     broker: Arc<Broker>,
     limits: Limits,
     broker_memory: Arc<MemoryPool>,
-    shutdown: watch::Receiver<bool>,
 ) -> (
     impl Future<Output = ()> + Send + 'static,
     impl Future<Output = ()> + Send + 'static,
+    Arc<Link>,
 ) {
     let (stream, writer) = transport.into_split();
-    // Jobs are boxed in the queue: the channel allocates its first block of 32 slots up
-    // front, and 32 pointers cost an idle connection 256 bytes where 32 jobs cost 2 KiB.
-    let (queue, pending) = mpsc::channel::<Box<Job>>(limits.max_in_flight);
-    let gone = ClientGone::new();
+    // Jobs are boxed in the queue: a connection's queue keeps the room its most
+    // pipelined moment needed, and pointers cost 8 bytes a slot where jobs cost 64.
+    let (jobs, pending, link) = Link::open(limits.max_in_flight);
     let peer = session.peer;
     let reader = Reader {
         stream,
@@ -95,19 +100,16 @@ pub fn open<T: Transport>(
             connection: MemoryPool::new(Some(limits.read_ahead_bytes)),
             broker: broker_memory,
         },
-        shutdown,
+        jobs,
     };
     (
-        read_requests(reader, queue, gone.clone()),
-        write_responses(writer, pending, gone, peer),
+        read_requests(reader),
+        write_responses(writer, pending, peer),
+        link,
     )
 }
 
-async fn read_requests<R: TransportRead>(
-    mut r: Reader<R>,
-    queue: mpsc::Sender<Box<Job>>,
-    gone: Arc<ClientGone>,
-) {
+async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
     let peer = r.session.peer;
     let max_decoded_bytes = r.limits.max_frame_bytes.max(MIN_DECODE_BYTES);
     let mut buf = BytesMut::new();
@@ -128,7 +130,7 @@ async fn read_requests<R: TransportRead>(
                 Some(reserved) => reserved,
                 None => {
                     let reserve = r.memory.clone().reserve(bytes);
-                    match Box::pin(muted(&mut r, &gone, reserve)).await {
+                    match Box::pin(muted(&r, reserve)).await {
                         Some(reserved) => reserved,
                         None => break None,
                     }
@@ -146,45 +148,49 @@ async fn read_requests<R: TransportRead>(
                     Ok(job) => job,
                     Err(why) => break Some(why),
                 };
-                match queue.try_send(Box::new(job)) {
+                match r.jobs.try_send(Box::new(job)) {
                     Ok(()) => continue,
-                    Err(TrySendError::Closed(_)) => break None,
-                    Err(TrySendError::Full(job)) => {
-                        match Box::pin(muted(&mut r, &gone, queue.send(job))).await {
-                            Some(Ok(())) => continue,
-                            Some(Err(_)) | None => break None,
-                        }
-                    }
+                    Err(Refused::Closed(_)) => break None,
+                    Err(Refused::Full(job)) => match Box::pin(muted(&r, r.jobs.send(job))).await {
+                        Some(Ok(())) => continue,
+                        Some(Err(_)) | None => break None,
+                    },
                 }
             }
             // Not whole yet: keep its reservation while the rest of it is read.
             (_, reserved) => held = reserved,
         }
+        let link = r.jobs.link();
         let read = tokio::select! {
-            read = tokio::time::timeout(r.limits.idle, read_some(&mut r.stream, &mut buf)) => read,
-            _ = r.shutdown.changed() => break None,
+            read = read_some(&mut r.stream, &mut buf) => read,
+            asked = link.asked() => match asked {
+                Asked::Stop => break None,
+                // Idle only when nothing is waiting to be answered (a long poll may be).
+                Asked::CheckIdle
+                    if link.idle_for() >= r.limits.idle
+                        && waiting_for_nothing(&r.memory, held.as_ref()) =>
+                {
+                    break Some(format!(
+                        "idle for more than {} ms",
+                        r.limits.idle.as_millis()
+                    ))
+                }
+                Asked::CheckIdle => continue,
+            },
         };
         match read {
-            Ok(Ok(0)) => {
-                gone.set();
+            Ok(0) => {
+                link.gone.set();
                 if buf.is_empty() {
                     break None;
                 }
                 break Some("connection closed mid-frame".to_string());
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                gone.set();
+            Ok(_) => link.touch(),
+            Err(e) => {
+                link.gone.set();
                 break Some(format!("read failed: {e}"));
             }
-            // Idle only when nothing is waiting to be answered (a long poll may be).
-            Err(_) if waiting_for_nothing(&r.memory, held.as_ref()) => {
-                break Some(format!(
-                    "idle for more than {} ms",
-                    r.limits.idle.as_millis()
-                ))
-            }
-            Err(_) => {}
         }
     };
     if let Some(why) = reason {
@@ -209,30 +215,27 @@ async fn read_some<R: TransportRead>(stream: &mut R, buf: &mut BytesMut) -> std:
 }
 
 /// Waits for `until` while the connection reads nothing (it is muted), noting meanwhile
-/// whether the client closes the connection. `None` when the broker is shutting down.
+/// whether the client closes the connection. `None` when the listener stops the reader.
 /// Callers box it: muting is rare, and its futures inline would make every connection's
 /// reader task larger while it idles.
-async fn muted<R: TransportRead, F: Future>(
-    r: &mut Reader<R>,
-    gone: &ClientGone,
-    until: F,
-) -> Option<F::Output> {
+async fn muted<R: TransportRead, F: Future>(r: &Reader<R>, until: F) -> Option<F::Output> {
+    let link = r.jobs.link();
     tokio::pin!(until);
-    if !gone.is_set() {
+    if !link.gone.is_set() {
         tokio::select! {
             done = &mut until => return Some(done),
             _ = r.stream.peer_closed() => {
                 tracing::debug!(peer = %r.session.peer, "client left while requests were queued");
-                gone.set();
+                link.gone.set();
             }
-            _ = r.shutdown.changed() => return None,
+            _ = link.stopped() => return None,
         }
     }
     // Gone: the writer now drops what expects an answer, so the wait is short; what is
     // still unread is read to its end for requests that expect none (acks=0 produce).
     tokio::select! {
         done = until => Some(done),
-        _ = r.shutdown.changed() => None,
+        _ = link.stopped() => None,
     }
 }
 

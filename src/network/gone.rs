@@ -1,11 +1,10 @@
 //! Whether a connection's client has gone: set once by the reader (it saw the close),
-//! read and awaited by the writer.
+//! read and awaited by the writer. Part of the connection's [`super::link::Link`].
 //!
 //! A flag and one `Notify` rather than a `watch` channel: every connection has one, and a
 //! watch channel's shared state (eight wait lists for its receivers) is ten times larger.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use tokio::sync::Notify;
 
@@ -16,10 +15,6 @@ pub struct ClientGone {
 }
 
 impl ClientGone {
-    pub fn new() -> Arc<ClientGone> {
-        Arc::new(ClientGone::default())
-    }
-
     /// Records that the client has gone, waking the writer if it waits for that.
     pub fn set(&self) {
         self.gone.store(true, Ordering::Release);
@@ -48,11 +43,12 @@ impl ClientGone {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::time::Duration;
 
     #[tokio::test]
     async fn a_waiting_writer_is_woken_when_the_client_goes() {
-        let gone = ClientGone::new();
+        let gone = Arc::new(ClientGone::default());
         let waiting = tokio::spawn({
             let gone = gone.clone();
             async move { gone.wait().await }

@@ -4,7 +4,9 @@
 pub mod connection;
 pub mod dispatch;
 mod gone;
+mod link;
 pub mod memory;
+mod queue;
 pub(crate) mod sendfile;
 pub mod server;
 pub mod session;

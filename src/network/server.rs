@@ -4,11 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::connection::{self, Limits};
+use super::link::Link;
 use super::memory::MemoryPool;
 use super::session::Session;
 use super::transport::{PlainTransport, Transport};
@@ -257,15 +259,26 @@ async fn accept_loop(
 ) {
     // Every connection's reader and writer: owned here, so none outlives the server.
     let mut connections = JoinSet::new();
+    let mut links = Links::default();
+    let mut sweep = tokio::time::interval(sweep_period(l.limits.idle));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let permit = tokio::select! {
-            p = l.permits.clone().acquire_owned() => match p { Ok(p) => Arc::new(p), Err(_) => break },
-            _ = shutdown.changed() => break,
+        let permit = loop {
+            tokio::select! {
+                p = l.permits.clone().acquire_owned() => break p.ok().map(Arc::new),
+                _ = shutdown.changed() => break None,
+                _ = sweep.tick() => links.check_idle(l.limits.idle),
+            }
         };
-        let accepted = tokio::select! {
-            a = l.listener.accept() => a,
-            _ = shutdown.changed() => break,
+        let Some(permit) = permit else { break };
+        let accepted = loop {
+            tokio::select! {
+                a = l.listener.accept() => break Some(a),
+                _ = shutdown.changed() => break None,
+                _ = sweep.tick() => links.check_idle(l.limits.idle),
+            }
         };
+        let Some(accepted) = accepted else { break };
         match accepted {
             Ok((stream, peer)) => {
                 if let Err(e) = stream.set_nodelay(true) {
@@ -273,24 +286,20 @@ async fn accept_loop(
                 }
                 let transport = PlainTransport(stream);
                 let session = Session::new(l.name.clone(), transport.security_protocol(), peer);
-                let (reader, writer) = connection::open(
+                let (reader, writer, link) = connection::open(
                     transport,
                     session,
                     l.broker.clone(),
                     l.limits,
                     l.memory.clone(),
-                    shutdown.clone(),
                 );
+                links.add(link);
                 // The connection counts against max.connections until both halves end.
+                // `map`, not an `async` block that awaits them: a block would hold each
+                // future twice (as captured and as awaited), doubling its task's size.
                 let held = permit.clone();
-                connections.spawn(async move {
-                    reader.await;
-                    drop(held);
-                });
-                connections.spawn(async move {
-                    writer.await;
-                    drop(permit);
-                });
+                connections.spawn(reader.map(move |()| drop(held)));
+                connections.spawn(writer.map(move |()| drop(permit)));
             }
             Err(e) => {
                 // Typically EMFILE: back off instead of spinning.
@@ -300,8 +309,9 @@ async fn accept_loop(
         }
         while connections.try_join_next().is_some() {}
     }
-    // Let connections answer what they have read, until told to abort them; then wait
+    // Readers stop; writers answer what was read, until told to abort them; then wait
     // for the aborted tasks to end.
+    links.stop_all();
     let mut aborting = false;
     loop {
         tokio::select! {
@@ -310,6 +320,53 @@ async fn accept_loop(
                 aborting = true;
                 connections.abort_all();
             }
+        }
+    }
+}
+
+/// How often a listener looks for connections idle past `idle`: a connection is closed at
+/// most this late.
+fn sweep_period(idle: Duration) -> Duration {
+    (idle / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// A listener's open connections, for its idle sweep and its shutdown.
+#[derive(Default)]
+struct Links {
+    links: Vec<Arc<Link>>,
+    /// Ended connections are dropped from `links` once it grows to this many.
+    prune_at: usize,
+}
+
+impl Links {
+    fn add(&mut self, link: Arc<Link>) {
+        if self.links.len() >= self.prune_at {
+            self.prune();
+            self.prune_at = (self.links.len() * 2).max(64);
+        }
+        self.links.push(link);
+    }
+
+    /// Drops the connections whose reader and writer have both ended (only this list
+    /// still holds their link).
+    fn prune(&mut self) {
+        self.links.retain(|link| Arc::strong_count(link) > 1);
+    }
+
+    /// Has each connection that has read and written nothing for `idle` check whether it
+    /// is idle.
+    fn check_idle(&mut self, idle: Duration) {
+        self.prune();
+        for link in &self.links {
+            if link.idle_for() >= idle {
+                link.check_idle();
+            }
+        }
+    }
+
+    fn stop_all(&mut self) {
+        for link in self.links.drain(..) {
+            link.stop();
         }
     }
 }

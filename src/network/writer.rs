@@ -8,13 +8,12 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::mpsc;
 
 use super::dispatch::{Job, Work};
 use super::gone::ClientGone;
+use super::link::JobReceiver;
 use super::transport::TransportWrite;
 use crate::log::FileSlice;
 use crate::protocol::zero_copy::Chunk;
@@ -23,22 +22,20 @@ use crate::protocol::Frame;
 /// File bytes copied per write where the transport cannot `sendfile`.
 const COPY_CHUNK: usize = 64 * 1024;
 
-pub async fn write_responses<W: TransportWrite>(
-    writer: W,
-    mut pending: mpsc::Receiver<Box<Job>>,
-    gone: Arc<ClientGone>,
-    peer: SocketAddr,
-) {
+pub async fn write_responses<W: TransportWrite>(writer: W, pending: JobReceiver, peer: SocketAddr) {
     let mut socket = writer;
+    let gone = &pending.link().gone;
     while let Some(first) = pending.recv().await {
         // The burst is boxed: what answering a request needs (the write buffer, the
         // handler's select, the write futures) is then allocated for the burst only, and
         // an idle connection's writer task is no larger than its wait for the next job.
-        let burst = write_burst(socket, first, &mut pending, &gone, peer);
+        let burst = write_burst(socket, first, &pending, gone, peer);
         socket = match Box::pin(burst).await {
             Some(socket) => socket,
             None => return,
         };
+        // Answering is activity: the idle limit counts from the last answer written.
+        pending.link().touch();
     }
     let _ = socket.shutdown().await;
 }
@@ -49,7 +46,7 @@ pub async fn write_responses<W: TransportWrite>(
 async fn write_burst<W: TransportWrite>(
     socket: W,
     first: Box<Job>,
-    pending: &mut mpsc::Receiver<Box<Job>>,
+    pending: &JobReceiver,
     gone: &ClientGone,
     peer: SocketAddr,
 ) -> Option<W> {
@@ -67,8 +64,8 @@ async fn write_burst<W: TransportWrite>(
             Step::Failed => return None,
         }
         job = match pending.try_recv() {
-            Ok(job) => job,
-            Err(_) => break,
+            Some(job) => job,
+            None => break,
         };
     }
     if let Err(e) = out.flush().await {

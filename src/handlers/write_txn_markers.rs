@@ -21,8 +21,10 @@ pub async fn handle(
     _ctx: RequestContext,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
-    let mut results = Vec::with_capacity(req.markers.len());
-    for m in req.markers {
+    // Every partition's marker is appended and awaited at once, as Kafka appends a
+    // request's markers in one go: each waits for its ISR, and one after another a
+    // request with many partitions would take that many replication rounds.
+    let writes = req.markers.iter().flat_map(|m| {
         let marker = EndTxnMarker {
             result: match m.transaction_result {
                 true => TxnResult::Commit,
@@ -30,10 +32,9 @@ pub async fn handle(
             },
             coordinator_epoch: m.coordinator_epoch,
         };
-        let mut topics = Vec::with_capacity(m.topics.len());
-        for t in m.topics {
-            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
-            for &p in &t.partition_indexes {
+        let broker = &broker;
+        m.topics.iter().flat_map(move |t| {
+            t.partition_indexes.iter().map(move |&p| async move {
                 let tp = TopicPartition::new(t.name.0.as_str(), p);
                 let written = write_local_marker(
                     &broker.replicas,
@@ -47,23 +48,38 @@ pub async fn handle(
                 if let Err(e) = written {
                     tracing::debug!(partition = %tp, error = ?e, "transaction marker refused");
                 }
-                partitions.push(
-                    WritableTxnMarkerPartitionResult::default()
-                        .with_partition_index(p)
-                        .with_error_code(written.err().map_or(0, |e| e.code())),
-                );
-            }
-            topics.push(
-                WritableTxnMarkerTopicResult::default()
-                    .with_name(t.name)
-                    .with_partitions(partitions),
-            );
-        }
-        results.push(
+                written.err().map_or(0, |e| e.code())
+            })
+        })
+    });
+    let mut codes = futures::future::join_all(writes).await.into_iter();
+    let results = req
+        .markers
+        .into_iter()
+        .map(|m| {
+            let topics = m
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let partitions = t
+                        .partition_indexes
+                        .iter()
+                        .zip(codes.by_ref())
+                        .map(|(&p, code)| {
+                            WritableTxnMarkerPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(t.name)
+                        .with_partitions(partitions)
+                })
+                .collect();
             WritableTxnMarkerResult::default()
                 .with_producer_id(m.producer_id)
-                .with_topics(topics),
-        );
-    }
+                .with_topics(topics)
+        })
+        .collect();
     WriteTxnMarkersResponse::default().with_markers(results)
 }

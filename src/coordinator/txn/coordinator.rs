@@ -304,6 +304,7 @@ impl TransactionCoordinator {
             result: c.result,
             coordinator_epoch,
         };
+        let started = std::time::Instant::now();
         let writes = c
             .partitions
             .iter()
@@ -312,6 +313,12 @@ impl TransactionCoordinator {
         if written.contains(&false) {
             return;
         }
+        tracing::debug!(
+            producer_id = c.producer_id,
+            partitions = c.partitions.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "transaction markers written"
+        );
         let partition = c.partition;
         let result = self
             .runtime

@@ -1,11 +1,18 @@
-//! What the transaction machinery asks other brokers, one outbound client per broker,
-//! each request at the highest version both sides speak:
+//! What the transaction machinery asks other brokers, each request at the highest
+//! version both sides speak:
 //! - WriteTxnMarkers to a partition's leader (Kafka's `TransactionMarkerChannelManager`
 //!   sending side), the partition's answer handed back for the coordinator to decide on
 //!   a retry;
 //! - AddPartitionsToTxn verify-only to a transactional id's coordinator (Kafka's
 //!   `AddPartitionsToTxnManager`, KIP-890), before a partition led here opens a
 //!   transaction.
+//!
+//! Each kind has its own connection to each broker, as Kafka's marker sender and
+//! `AddPartitionsToTxnManager` have their own network clients: a broker answers one
+//! request of a connection at a time, and a WriteTxnMarkers is answered only once its
+//! markers are replicated, so a verification queued behind markers would wait for that
+//! replication (seconds on a loaded machine) while the producer's TxnOffsetCommit or
+//! produce that needs it waits too, past the producer's request timeout.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,23 +43,38 @@ const VERIFY_MAX_VERSION: i16 = 5;
 
 pub struct TxnPeers {
     cluster: Arc<ClusterView>,
-    config: ClientConfig,
-    /// One client per broker, replaced when the broker's address changes.
-    clients: parking_lot::Mutex<HashMap<i32, Arc<Client>>>,
+    /// Connections carrying WriteTxnMarkers.
+    markers: Clients,
+    /// Connections carrying verify-only AddPartitionsToTxn.
+    verify: Clients,
 }
 
-impl TxnPeers {
-    pub fn new(cluster: Arc<ClusterView>, config: ClientConfig) -> Self {
-        TxnPeers {
-            cluster,
-            config,
-            clients: parking_lot::Mutex::new(HashMap::new()),
+/// One client per broker, replaced when the broker's address changes.
+struct Clients {
+    config: ClientConfig,
+    by_broker: parking_lot::Mutex<HashMap<i32, Arc<Client>>>,
+}
+
+impl Clients {
+    /// `config` with the client id suffixed by `purpose`, so each connection says
+    /// what it carries in the other broker's logs.
+    fn new(config: &ClientConfig, purpose: &str) -> Self {
+        let client_id = config
+            .client_id
+            .as_ref()
+            .map(|id| format!("{id}-{purpose}"));
+        Clients {
+            config: ClientConfig {
+                client_id,
+                ..config.clone()
+            },
+            by_broker: parking_lot::Mutex::new(HashMap::new()),
         }
     }
 
-    fn client(&self, broker: i32) -> Option<Arc<Client>> {
-        let addr = self.cluster.address(broker)?;
-        let mut clients = self.clients.lock();
+    fn client(&self, cluster: &ClusterView, broker: i32) -> Option<Arc<Client>> {
+        let addr = cluster.address(broker)?;
+        let mut clients = self.by_broker.lock();
         let client = clients
             .entry(broker)
             .and_modify(|c| {
@@ -62,6 +84,16 @@ impl TxnPeers {
             })
             .or_insert_with(|| Arc::new(Client::new(addr, self.config.clone())));
         Some(client.clone())
+    }
+}
+
+impl TxnPeers {
+    pub fn new(cluster: Arc<ClusterView>, config: ClientConfig) -> Self {
+        TxnPeers {
+            cluster,
+            markers: Clients::new(&config, "markers"),
+            verify: Clients::new(&config, "verify"),
+        }
     }
 
     /// Sends one marker for `tp` to `broker`, its leader. A broker that cannot be reached
@@ -75,7 +107,7 @@ impl TxnPeers {
         producer_epoch: i16,
         marker: EndTxnMarker,
     ) -> Result<(), ResponseError> {
-        let Some(client) = self.client(broker) else {
+        let Some(client) = self.markers.client(&self.cluster, broker) else {
             return Err(ResponseError::NotLeaderOrFollower);
         };
         let request =
@@ -129,7 +161,7 @@ impl TxnPeers {
         producer_epoch: i16,
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
-        let Some(client) = self.client(broker) else {
+        let Some(client) = self.verify.client(&self.cluster, broker) else {
             return Err(ResponseError::NotCoordinator);
         };
         let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();

@@ -1290,3 +1290,40 @@ fn a_retry_of_a_batch_below_the_log_start_is_not_found() {
     assert!(retry.duplicate);
     assert_eq!((retry.first_offset, retry.last_offset), (8, 11));
 }
+
+/// The stall scripts/faults saw, at the log: the old leader took five batches whose
+/// requests it never answered, a follower replicated them and became leader, took the
+/// producer's later batches in sequence, and then the five come back as retries. Each is
+/// acknowledged at the offsets the follower copied it to.
+#[test]
+fn a_new_leader_acknowledges_retries_of_the_batches_it_replicated() {
+    let old_dir = tempfile::tempdir().unwrap();
+    let old_leader = open(old_dir.path(), small_config(), false);
+    for seq in (0..20).step_by(4) {
+        old_leader
+            .append_as_leader(idem(42, 0, seq, 4), 0, 0)
+            .unwrap();
+    }
+    let replicated = old_leader
+        .read(0, 1 << 20, i64::MAX, false)
+        .unwrap()
+        .records;
+    let new_dir = tempfile::tempdir().unwrap();
+    let new_leader = open(new_dir.path(), small_config(), false);
+    new_leader.append_as_follower(replicated).unwrap();
+    for seq in (20..60).step_by(4) {
+        let next = new_leader
+            .append_as_leader(idem(42, 0, seq, 4), 1, 0)
+            .unwrap();
+        assert_eq!(next.first_offset, i64::from(seq), "in sequence");
+    }
+    for seq in (0..20).step_by(4) {
+        let retry = new_leader
+            .append_as_leader(idem(42, 0, seq, 4), 1, 0)
+            .unwrap();
+        assert!(retry.duplicate, "seq {seq}");
+        let first = i64::from(seq);
+        assert_eq!((retry.first_offset, retry.last_offset), (first, first + 3));
+    }
+    assert_eq!(new_leader.log_end_offset(), 60);
+}

@@ -23,6 +23,7 @@ use super::{DelayedDeletes, FetchData, FileSlice, LogConfig, LogError, TopicPart
 mod append;
 mod cleaning;
 mod retention;
+mod retried_batches;
 
 pub use cleaning::{delete_cleaned, CleanerView, SegmentView};
 

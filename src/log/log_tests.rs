@@ -1225,3 +1225,105 @@ fn an_append_from_a_shared_frame_leaves_the_frame_untouched() {
         ]
     );
 }
+
+/// A leader that hung with a producer's requests open: the new leader took the producer's
+/// later batches, and the hung requests come back as retries after more than five batches.
+/// Each retried batch is found in the log (here across segments, with another producer's
+/// batches between) and acknowledged at its original offsets; a range never written as one
+/// batch, and an epoch or producer the batch does not carry, stay out of order.
+#[test]
+fn a_retry_older_than_the_remembered_batches_is_found_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 400,
+        ..small_config()
+    };
+    let log = open(dir.path(), config, false);
+    let mut written = Vec::new();
+    for seq in (0..40).step_by(4) {
+        let info = log.append_as_leader(idem(42, 0, seq, 4), 0, 0).unwrap();
+        written.push((seq, info.first_offset, info.last_offset));
+        log.append_as_leader(idem(7, 3, seq / 4, 1), 0, 0).unwrap();
+    }
+    assert!(log.segment_count() > 3, "the batches span segments");
+    let end = log.log_end_offset();
+    for &(seq, first, last) in &written[..5] {
+        let retry = log.append_as_leader(idem(42, 0, seq, 4), 0, 0).unwrap();
+        assert!(retry.duplicate, "seq {seq}");
+        assert_eq!((retry.first_offset, retry.last_offset), (first, last));
+    }
+    for never_one_batch in [idem(42, 0, 2, 4), idem(42, 0, 4, 2), idem(42, 1, 4, 4)] {
+        assert!(matches!(
+            log.append_as_leader(never_one_batch, 0, 0),
+            Err(LogError::OutOfOrderSequence { .. })
+        ));
+    }
+    assert!(matches!(
+        log.append_as_leader(idem(42, 0, 40, 4), 0, 0),
+        Ok(AppendInfo {
+            duplicate: false,
+            ..
+        })
+    ));
+    assert_eq!(
+        log.log_end_offset(),
+        end + 4,
+        "only the next batch was written"
+    );
+}
+
+/// Below the log start nothing is looked up: a retry of a batch retention removed stays
+/// out of order.
+#[test]
+fn a_retry_of_a_batch_below_the_log_start_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), small_config(), false);
+    for seq in (0..32).step_by(4) {
+        log.append_as_leader(idem(42, 0, seq, 4), 0, 0).unwrap();
+    }
+    log.maybe_increment_log_start_offset(8).unwrap();
+    assert!(matches!(
+        log.append_as_leader(idem(42, 0, 4, 4), 0, 0),
+        Err(LogError::OutOfOrderSequence { .. })
+    ));
+    let retry = log.append_as_leader(idem(42, 0, 8, 4), 0, 0).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.first_offset, retry.last_offset), (8, 11));
+}
+
+/// The stall scripts/faults saw, at the log: the old leader took five batches whose
+/// requests it never answered, a follower replicated them and became leader, took the
+/// producer's later batches in sequence, and then the five come back as retries. Each is
+/// acknowledged at the offsets the follower copied it to.
+#[test]
+fn a_new_leader_acknowledges_retries_of_the_batches_it_replicated() {
+    let old_dir = tempfile::tempdir().unwrap();
+    let old_leader = open(old_dir.path(), small_config(), false);
+    for seq in (0..20).step_by(4) {
+        old_leader
+            .append_as_leader(idem(42, 0, seq, 4), 0, 0)
+            .unwrap();
+    }
+    let replicated = old_leader
+        .read(0, 1 << 20, i64::MAX, false)
+        .unwrap()
+        .records;
+    let new_dir = tempfile::tempdir().unwrap();
+    let new_leader = open(new_dir.path(), small_config(), false);
+    new_leader.append_as_follower(replicated).unwrap();
+    for seq in (20..60).step_by(4) {
+        let next = new_leader
+            .append_as_leader(idem(42, 0, seq, 4), 1, 0)
+            .unwrap();
+        assert_eq!(next.first_offset, i64::from(seq), "in sequence");
+    }
+    for seq in (0..20).step_by(4) {
+        let retry = new_leader
+            .append_as_leader(idem(42, 0, seq, 4), 1, 0)
+            .unwrap();
+        assert!(retry.duplicate, "seq {seq}");
+        let first = i64::from(seq);
+        assert_eq!((retry.first_offset, retry.last_offset), (first, first + 3));
+    }
+    assert_eq!(new_leader.log_end_offset(), 60);
+}

@@ -250,7 +250,7 @@ impl ProducerStateManager {
     pub fn set_map_end_offset(&mut self, offset: i64) {
         self.map_end_offset = offset;
     }
-    #[cfg(test)]
+    /// What the partition knows about `producer_id`.
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
     }

@@ -21,6 +21,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use parking_lot::MutexGuard;
 
+use super::retried_batches::find_retried_batch;
 use super::{now_ms, Log, LogInner, PendingSnapshot};
 use crate::log::append_bytes::AppendBytes;
 use crate::log::batch::{self, RecordBatchHeader, MAGIC_V2};
@@ -97,7 +98,13 @@ impl Log {
         let log_start_offset = self.log_start_offset();
         let producer_id = validated.header.producer_id();
         if producer_id >= 0 && origin != AppendOrigin::Coordinator {
-            if let Some(dup) = inner.producer_state.find_duplicate(&validated.header) {
+            // The last five batches first, as Kafka; then, for a retry of an older one,
+            // the log (`retried_batches`).
+            let duplicate = match inner.producer_state.find_duplicate(&validated.header) {
+                Some(dup) => Some(dup),
+                None => find_retried_batch(&inner, &validated.header, log_start_offset)?,
+            };
+            if let Some(dup) = duplicate {
                 return Ok(AppendInfo {
                     first_offset: dup.first_offset,
                     last_offset: dup.last_offset,

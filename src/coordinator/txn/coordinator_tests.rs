@@ -4,7 +4,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use super::*;
@@ -22,22 +21,26 @@ struct Markers {
     written: Mutex<Vec<Written>>,
 }
 
-#[async_trait]
 impl MarkerWriter for Markers {
-    async fn write_marker(
+    fn write_markers(
         &self,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
-    ) -> Result<(), ResponseError> {
-        if self.refuse.load(Ordering::Acquire) {
-            return Err(ResponseError::NotLeaderOrFollower);
-        }
-        self.written
-            .lock()
-            .push((tp.clone(), producer_id, producer_epoch, marker));
-        Ok(())
+    ) -> Vec<MarkerWrite> {
+        partitions
+            .iter()
+            .map(|tp| -> MarkerWrite {
+                if self.refuse.load(Ordering::Acquire) {
+                    return Box::pin(std::future::ready(Err(ResponseError::NotLeaderOrFollower)));
+                }
+                self.written
+                    .lock()
+                    .push((tp.clone(), producer_id, producer_epoch, marker));
+                Box::pin(std::future::ready(Ok(())))
+            })
+            .collect()
     }
 }
 

@@ -229,6 +229,98 @@ fn markers_between_skua_and_a_kafka_broker() {
     commits_seen_once_aborts_never(&c);
 }
 
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Each broker is reached (by clients and other brokers alike) through a proxy recording
+/// the WriteTxnMarkers it carries. `wide` has two partitions led by each broker, so a
+/// transaction's coordinator has two markers for each other broker: they leave in one
+/// request, and every committed record is read.
+#[test]
+fn a_transactions_markers_for_one_broker_go_in_one_request() {
+    use common::cluster::rt;
+    use common::request_proxy::RequestProxy;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let listen: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let proxies: Vec<RequestProxy> = listen
+        .iter()
+        .map(|&port| {
+            rt().block_on(RequestProxy::start(
+                "127.0.0.1:0".parse().unwrap(),
+                format!("127.0.0.1:{port}").parse().unwrap(),
+            ))
+        })
+        .collect();
+    let ports = listen
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let advertised = proxies
+        .iter()
+        .map(|p| p.addr.port().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = OVERRIDES.to_vec();
+    args.extend(["--ports", &ports, "--advertised-ports", &advertised]);
+    let Some(c) = Cluster::start_kinds("1,2,3", &args) else {
+        return;
+    };
+    let out = c.run(
+        "topics",
+        &[
+            "--create",
+            "--topic",
+            "wide",
+            "--replica-assignment",
+            "1:2:3,1:2:3,2:3:1,2:3:1,3:1:2,3:1:2",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "kafka-topics.sh --create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One committed transaction for each id (`run` aborts every second one, and an abort
+    // may end before all its records were sent); the ids' coordinators differ.
+    let ids = ["wide-a", "wide-b", "wide-c"];
+    let mut committed = Vec::new();
+    for id in ids {
+        assert_eq!(c.java_lines(&["run", &c.all(), "wide", id, "1"]), ["done"]);
+        committed.extend((0..6).map(|p| format!("{id}:t0-p{p}")));
+    }
+    committed.sort();
+    eventually(
+        "every committed record read",
+        Duration::from_secs(60),
+        || {
+            let mut got = c.java_lines(&["consume", &c.all(), "wide"]);
+            assert_eq!(got.pop().as_deref(), Some("END"));
+            got.sort();
+            (got == committed).then_some(())
+        },
+    );
+    // The coordinator's own two partitions are local appends; each other broker gets
+    // one request per transaction naming both of its partitions.
+    let requests: Vec<_> = proxies.iter().flat_map(|p| p.write_txn_markers()).collect();
+    let named: usize = requests.iter().flatten().map(|&(_, n)| n).sum();
+    assert!(
+        named >= 4 * ids.len(),
+        "markers for two other brokers' partitions: {requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.iter().map(|&(_, n)| n).sum::<usize>() >= 2),
+        "a request with one partition: the other broker's second marker went alone: {requests:?}"
+    );
+}
+
 /// A transaction whose records are on every broker; the coordinator's broker is killed
 /// before the commit. The producer finds the new coordinator (the new leader of the
 /// transaction's `__transaction_state` partition, which loaded the ongoing transaction

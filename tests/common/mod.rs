@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod configs;
 pub mod fetch_proxy;
+pub mod request_proxy;
 pub mod two_brokers;
 pub mod txn;
 pub mod zookeeper;

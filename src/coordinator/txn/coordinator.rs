@@ -18,7 +18,7 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::mpsc;
 
-use super::markers::MarkerWriter;
+use super::markers::{MarkerWrite, MarkerWriter};
 use super::peers::TxnPeers;
 use super::records::{partition_for, TxnRecord};
 use super::shard::{Completion, EndTxnOutcome, TxnDescription, TxnShard};
@@ -304,11 +304,20 @@ impl TransactionCoordinator {
             result: c.result,
             coordinator_epoch,
         };
+        if self.runtime.check(c.partition).is_err() {
+            return;
+        }
         let started = std::time::Instant::now();
-        let writes = c
-            .partitions
+        // Every first attempt starts at once, so the markers bound for one broker leave
+        // in one request; each partition then retries on its own.
+        let partitions: Vec<TopicPartition> = c.partitions.iter().cloned().collect();
+        let first =
+            self.markers
+                .write_markers(&partitions, c.producer_id, c.producer_epoch, marker);
+        let writes = partitions
             .iter()
-            .map(|tp| self.write_marker_until_done(&c, tp, marker));
+            .zip(first)
+            .map(|(tp, first)| self.write_marker_until_done(&c, tp, marker, first));
         let written = futures::future::join_all(writes).await;
         if written.contains(&false) {
             return;
@@ -329,26 +338,21 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Writes one marker, retrying with backoff; false when this broker stopped
-    /// coordinating (or was fenced) first.
+    /// Awaits one marker's `first` write, retrying with backoff (the leader looked up
+    /// again each time); false when this broker stopped coordinating (or was fenced)
+    /// first.
     async fn write_marker_until_done(
         &self,
         c: &Completion,
         tp: &TopicPartition,
         marker: EndTxnMarker,
+        first: MarkerWrite,
     ) -> bool {
         let mut backoff = MARKER_RETRY_MIN;
-        let mut attempts: u64 = 0;
+        let mut attempts: u64 = 1;
+        let mut write = first;
         loop {
-            attempts += 1;
-            if self.runtime.check(c.partition).is_err() {
-                return false;
-            }
-            let written = self
-                .markers
-                .write_marker(tp, c.producer_id, c.producer_epoch, marker)
-                .await;
-            match written {
+            match write.await {
                 Ok(()) => return true,
                 // A deleted partition has no transaction to end (Kafka drops these too).
                 Err(ResponseError::UnknownTopicOrPartition) => {
@@ -376,6 +380,20 @@ impl TransactionCoordinator {
                     backoff = (backoff * 2).min(MARKER_RETRY_MAX);
                 }
             }
+            attempts += 1;
+            if self.runtime.check(c.partition).is_err() {
+                return false;
+            }
+            let again = self.markers.write_markers(
+                std::slice::from_ref(tp),
+                c.producer_id,
+                c.producer_epoch,
+                marker,
+            );
+            write = match again.into_iter().next() {
+                Some(w) => w,
+                None => Box::pin(std::future::ready(Err(ResponseError::UnknownServerError))),
+            };
         }
     }
 

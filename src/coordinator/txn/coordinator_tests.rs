@@ -4,7 +4,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use super::*;
@@ -20,24 +19,31 @@ struct Markers {
     /// Partitions refuse markers while set (their leader is away).
     refuse: AtomicBool,
     written: Mutex<Vec<Written>>,
+    /// How many partitions each call was handed.
+    calls: Mutex<Vec<usize>>,
 }
 
-#[async_trait]
 impl MarkerWriter for Markers {
-    async fn write_marker(
+    fn write_markers(
         &self,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
-    ) -> Result<(), ResponseError> {
-        if self.refuse.load(Ordering::Acquire) {
-            return Err(ResponseError::NotLeaderOrFollower);
-        }
-        self.written
-            .lock()
-            .push((tp.clone(), producer_id, producer_epoch, marker));
-        Ok(())
+    ) -> Vec<MarkerWrite> {
+        self.calls.lock().push(partitions.len());
+        partitions
+            .iter()
+            .map(|tp| -> MarkerWrite {
+                if self.refuse.load(Ordering::Acquire) {
+                    return Box::pin(std::future::ready(Err(ResponseError::NotLeaderOrFollower)));
+                }
+                self.written
+                    .lock()
+                    .push((tp.clone(), producer_id, producer_epoch, marker));
+                Box::pin(std::future::ready(Ok(())))
+            })
+            .collect()
     }
 }
 
@@ -88,4 +94,52 @@ async fn a_prepared_transaction_is_completed_by_the_next_coordinator() {
     assert_eq!(written.len(), 1);
     let (at, p, e, m) = &written[0];
     assert_eq!((at, *p, *e, m.result), (&tp, pid, epoch, TxnResult::Commit));
+}
+
+/// Every partition's first marker is handed over in one call (so a broker's markers can
+/// leave in one request); a partition refused is retried on its own.
+#[tokio::test]
+async fn a_transactions_markers_start_together_and_retry_alone() {
+    let markers = Arc::new(Markers::default());
+    let c = coordinator(Arc::new(MemoryLog::default()), markers.clone());
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let partitions: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("t", p)).collect();
+    c.add_partitions("tx", pid, epoch, partitions.clone())
+        .await
+        .unwrap();
+    c.end_txn("tx", pid, epoch, true).await.unwrap();
+    assert_eq!(*markers.calls.lock(), vec![3]);
+    let mut written: Vec<TopicPartition> =
+        markers.written.lock().iter().map(|w| w.0.clone()).collect();
+    written.sort();
+    assert_eq!(written, partitions);
+
+    markers.refuse.store(true, Ordering::Release);
+    c.set_completion_wait(Duration::from_millis(300));
+    c.add_partitions("tx", pid, epoch, partitions.clone())
+        .await
+        .unwrap();
+    c.end_txn("tx", pid, epoch, false).await.unwrap();
+    markers.refuse.store(false, Ordering::Release);
+    for _ in 0..200 {
+        if c.describe("tx").await.unwrap().unwrap().value.state == TxnState::CompleteAbort {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        c.describe("tx").await.unwrap().unwrap().value.state,
+        TxnState::CompleteAbort
+    );
+    let calls = markers.calls.lock().clone();
+    assert_eq!(calls[..2], [3, 3]);
+    assert!(
+        calls[2..].iter().all(|&n| n == 1),
+        "retries one partition each: {calls:?}"
+    );
+    assert_eq!(markers.written.lock().len(), 6);
 }

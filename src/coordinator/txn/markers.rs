@@ -3,16 +3,19 @@
 //! metadata names it: a partition this broker leads gets it by a local append, as Kafka's
 //! WriteTxnMarkers handler appends it (a `__consumer_offsets` partition through the group
 //! coordinator's owner of it); one led by another broker gets a WriteTxnMarkers request
-//! (`peers.rs`). A partition without a leader, or whose leader moved or cannot be
+//! (`peers.rs`), in one request with every other marker then pending for that broker
+//! (`marker_sender.rs`). A partition without a leader, or whose leader moved or cannot be
 //! reached, answers NOT_LEADER_OR_FOLLOWER and the coordinator retries with the metadata
 //! of then; a topic the metadata no longer has is UNKNOWN_TOPIC_OR_PARTITION (dropped).
 //! A marker is written once it is replicated to the whole ISR (acks=all, as Kafka's).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use futures::future::BoxFuture;
 use kafka_protocol::error::ResponseError;
 
+use super::marker_sender::PendingMarker;
 use super::peers::TxnPeers;
 use crate::controller::Controller;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
@@ -25,16 +28,20 @@ use crate::replica::ReplicaManager;
 /// How long a marker waits for the ISR (Kafka's marker requests use `request.timeout.ms`).
 const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-#[async_trait]
+/// A marker being written; resolves once it is (or with why not).
+pub type MarkerWrite = BoxFuture<'static, Result<(), ResponseError>>;
+
 pub trait MarkerWriter: Send + Sync + 'static {
-    /// Appends `marker` for `producer_id` at `producer_epoch` to `tp` as its leader.
-    async fn write_marker(
+    /// Starts appending `marker` for `producer_id` at `producer_epoch` to each of
+    /// `partitions` as their leaders; the writes in the same order. The markers bound for
+    /// one broker are queued together before this returns, so they leave in one request.
+    fn write_markers(
         &self,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
-    ) -> Result<(), ResponseError>;
+    ) -> Vec<MarkerWrite>;
 }
 
 /// Markers to each partition's current leader, this broker or another.
@@ -74,39 +81,79 @@ impl ClusterMarkerWriter {
     }
 }
 
-#[async_trait]
 impl MarkerWriter for ClusterMarkerWriter {
-    async fn write_marker(
+    fn write_markers(
         &self,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         producer_id: i64,
         producer_epoch: i16,
         marker: EndTxnMarker,
-    ) -> Result<(), ResponseError> {
-        match self.leader(tp) {
-            None => Err(ResponseError::UnknownTopicOrPartition),
-            Some(leader) if leader < 0 => Err(ResponseError::NotLeaderOrFollower),
-            Some(leader) if leader == self.broker_id => write_local_marker(
-                &self.replicas,
-                &self.groups,
-                tp,
-                producer_id,
-                producer_epoch,
-                marker,
-            )
-            .await
-            // The metadata names this broker before the partition is hosted here.
-            .map_err(|e| match e {
-                ResponseError::UnknownTopicOrPartition => ResponseError::NotLeaderOrFollower,
-                e => e,
-            }),
-            Some(leader) => {
-                self.peers
-                    .write_marker(leader, tp, producer_id, producer_epoch, marker)
-                    .await
+    ) -> Vec<MarkerWrite> {
+        let mut writes: Vec<Option<MarkerWrite>> = Vec::with_capacity(partitions.len());
+        // Partitions led by other brokers, by leader: (their place in `writes`, marker).
+        let mut elsewhere: HashMap<i32, Vec<(usize, PendingMarker)>> = HashMap::new();
+        for tp in partitions {
+            let write: MarkerWrite = match self.leader(tp) {
+                None => ready(Err(ResponseError::UnknownTopicOrPartition)),
+                Some(leader) if leader < 0 => ready(Err(ResponseError::NotLeaderOrFollower)),
+                Some(leader) if leader == self.broker_id => {
+                    let (replicas, groups, tp) =
+                        (self.replicas.clone(), self.groups.clone(), tp.clone());
+                    Box::pin(async move {
+                        write_local_marker(
+                            &replicas,
+                            &groups,
+                            &tp,
+                            producer_id,
+                            producer_epoch,
+                            marker,
+                        )
+                        .await
+                        // The metadata names this broker before the partition is hosted here.
+                        .map_err(|e| match e {
+                            ResponseError::UnknownTopicOrPartition => {
+                                ResponseError::NotLeaderOrFollower
+                            }
+                            e => e,
+                        })
+                    })
+                }
+                Some(leader) => {
+                    let pending = PendingMarker {
+                        tp: tp.clone(),
+                        producer_id,
+                        producer_epoch,
+                        marker,
+                    };
+                    elsewhere
+                        .entry(leader)
+                        .or_default()
+                        .push((writes.len(), pending));
+                    writes.push(None);
+                    continue;
+                }
+            };
+            writes.push(Some(write));
+        }
+        for (leader, markers) in elsewhere {
+            let (places, markers): (Vec<usize>, Vec<PendingMarker>) = markers.into_iter().unzip();
+            let answers = self.peers.write_markers(leader, markers);
+            for (place, answer) in places.into_iter().zip(answers) {
+                // No answer: the sender went away with the request; the leader is looked
+                // up again on the retry.
+                writes[place] = Some(Box::pin(async move {
+                    answer
+                        .await
+                        .unwrap_or(Err(ResponseError::NotLeaderOrFollower))
+                }));
             }
         }
+        writes.into_iter().flatten().collect()
     }
+}
+
+fn ready(result: Result<(), ResponseError>) -> MarkerWrite {
+    Box::pin(std::future::ready(result))
 }
 
 /// Appends a marker to a partition this broker leads: what WriteTxnMarkers does for

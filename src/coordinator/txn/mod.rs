@@ -5,9 +5,12 @@
 //! - `records.rs`: `TransactionLogKey`/`TransactionLogValue` with Kafka's schemas;
 //! - `shard.rs`: one partition's transactional ids and their state transitions;
 //! - `coordinator.rs`: what the handlers call, leadership, completing transactions;
-//! - `markers.rs`: writing the commit/abort markers to the transaction's partitions.
+//! - `markers.rs`: writing the commit/abort markers to the transaction's partitions;
+//! - `marker_sender.rs`: each other broker's markers queued and sent in one request;
+//! - `peers.rs`: the connections to other brokers.
 
 pub mod coordinator;
+pub mod marker_sender;
 pub mod markers;
 pub mod peers;
 pub mod records;

@@ -1,8 +1,8 @@
 //! What the transaction machinery asks other brokers, each request at the highest
 //! version both sides speak:
-//! - WriteTxnMarkers to a partition's leader (Kafka's `TransactionMarkerChannelManager`
-//!   sending side), the partition's answer handed back for the coordinator to decide on
-//!   a retry;
+//! - WriteTxnMarkers to partitions' leader (Kafka's `TransactionMarkerChannelManager`
+//!   sending side, `marker_sender.rs`), each partition's answer handed back for the
+//!   coordinator to decide on a retry;
 //! - AddPartitionsToTxn verify-only to a transactional id's coordinator (Kafka's
 //!   `AddPartitionsToTxnManager`, KIP-890), before a partition led here opens a
 //!   transaction.
@@ -21,36 +21,28 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::write_txn_markers_request::{
-    WritableTxnMarker, WritableTxnMarkerTopic,
-};
-use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
-};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
+use super::marker_sender::{MarkerAnswer, MarkerQueues, PendingMarker};
 use crate::client::{Client, ClientConfig};
-use crate::log::control::{EndTxnMarker, TxnResult};
 use crate::log::TopicPartition;
 use crate::replica::cluster_view::ClusterView;
 
-/// WriteTxnMarkers versions this broker sends (Kafka 3.9 answers 0 and 1).
-const MARKERS_MIN_VERSION: i16 = 0;
-const MARKERS_MAX_VERSION: i16 = 1;
 /// AddPartitionsToTxn versions with verify-only transactions (KIP-890).
 const VERIFY_MIN_VERSION: i16 = 4;
 const VERIFY_MAX_VERSION: i16 = 5;
 
 pub struct TxnPeers {
     cluster: Arc<ClusterView>,
-    /// Connections carrying WriteTxnMarkers.
-    markers: Clients,
+    /// Each broker's queue of markers, sent on connections of their own.
+    markers: MarkerQueues,
     /// Connections carrying verify-only AddPartitionsToTxn.
     verify: Clients,
 }
 
 /// One client per broker, replaced when the broker's address changes.
-struct Clients {
+pub struct Clients {
     config: ClientConfig,
     by_broker: parking_lot::Mutex<HashMap<i32, Arc<Client>>>,
 }
@@ -58,7 +50,7 @@ struct Clients {
 impl Clients {
     /// `config` with the client id suffixed by `purpose`, so each connection says
     /// what it carries in the other broker's logs.
-    fn new(config: &ClientConfig, purpose: &str) -> Self {
+    pub fn new(config: &ClientConfig, purpose: &str) -> Self {
         let client_id = config
             .client_id
             .as_ref()
@@ -72,7 +64,7 @@ impl Clients {
         }
     }
 
-    fn client(&self, cluster: &ClusterView, broker: i32) -> Option<Arc<Client>> {
+    pub fn client(&self, cluster: &ClusterView, broker: i32) -> Option<Arc<Client>> {
         let addr = cluster.address(broker)?;
         let mut clients = self.by_broker.lock();
         let client = clients
@@ -90,64 +82,16 @@ impl Clients {
 impl TxnPeers {
     pub fn new(cluster: Arc<ClusterView>, config: ClientConfig) -> Self {
         TxnPeers {
-            cluster,
-            markers: Clients::new(&config, "markers"),
+            cluster: cluster.clone(),
+            markers: MarkerQueues::new(cluster.clone(), Arc::new(Clients::new(&config, "markers"))),
             verify: Clients::new(&config, "verify"),
         }
     }
 
-    /// Sends one marker for `tp` to `broker`, its leader. A broker that cannot be reached
-    /// (or has no known address) is NOT_LEADER_OR_FOLLOWER: the coordinator looks the
-    /// leader up again and retries, as Kafka's marker sender does after a disconnect.
-    pub async fn write_marker(
-        &self,
-        broker: i32,
-        tp: &TopicPartition,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: EndTxnMarker,
-    ) -> Result<(), ResponseError> {
-        let Some(client) = self.markers.client(&self.cluster, broker) else {
-            return Err(ResponseError::NotLeaderOrFollower);
-        };
-        let request =
-            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(producer_epoch)
-                .with_transaction_result(marker.result == TxnResult::Commit)
-                .with_coordinator_epoch(marker.coordinator_epoch)
-                .with_topics(vec![WritableTxnMarkerTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
-                    .with_partition_indexes(vec![tp.partition])])]);
-        let response = match client
-            .send_negotiated(&request, MARKERS_MIN_VERSION, MARKERS_MAX_VERSION)
-            .await
-        {
-            Ok((_, response)) => response,
-            Err(e) => {
-                tracing::debug!(broker, partition = %tp, error = %e, "WriteTxnMarkers got no answer");
-                return Err(ResponseError::NotLeaderOrFollower);
-            }
-        };
-        let code = response
-            .markers
-            .iter()
-            .filter(|m| m.producer_id.0 == producer_id)
-            .flat_map(|m| &m.topics)
-            .filter(|t| t.name.0.as_str() == tp.topic)
-            .flat_map(|t| &t.partitions)
-            .find(|p| p.partition_index == tp.partition)
-            .map(|p| p.error_code);
-        match code {
-            Some(0) => Ok(()),
-            Some(code) => {
-                Err(ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError))
-            }
-            None => {
-                tracing::warn!(broker, partition = %tp, "WriteTxnMarkers answered without the partition");
-                Err(ResponseError::UnknownServerError)
-            }
-        }
+    /// Queues markers for `broker`, their partitions' leader, to leave together in its
+    /// next WriteTxnMarkers (`marker_sender.rs`); their answers in the same order.
+    pub fn write_markers(&self, broker: i32, markers: Vec<PendingMarker>) -> Vec<MarkerAnswer> {
+        self.markers.enqueue(broker, markers)
     }
 
     /// Asks `broker`, the coordinator of `transactional_id`, whether each partition is in

@@ -85,14 +85,16 @@ impl Drop for FetchProxy {
     }
 }
 
-async fn read_frame(s: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Bytes> {
+/// One size-prefixed frame (without its size), or `None` at the end of the stream.
+pub async fn read_frame(s: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Bytes> {
     let len = s.read_i32().await.ok()?;
     let mut buf = vec![0; usize::try_from(len).ok()?];
     s.read_exact(&mut buf).await.ok()?;
     Some(Bytes::from(buf))
 }
 
-fn framed(body: &[u8]) -> Vec<u8> {
+/// `body` with its size prefix.
+pub fn framed(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 4);
     out.put_i32(body.len() as i32);
     out.extend_from_slice(body);

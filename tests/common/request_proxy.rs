@@ -5,12 +5,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{ApiKey, RequestHeader, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::Decodable;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+use super::fetch_proxy::{framed, read_frame};
 
 /// One WriteTxnMarkers seen: (producer id, partitions) of each of its markers.
 pub type SeenMarkers = Vec<(i64, usize)>;
@@ -51,13 +53,6 @@ impl Drop for RequestProxy {
     }
 }
 
-async fn read_frame(s: &mut tokio::net::tcp::OwnedReadHalf) -> Option<Bytes> {
-    let len = s.read_i32().await.ok()?;
-    let mut buf = vec![0; usize::try_from(len).ok()?];
-    s.read_exact(&mut buf).await.ok()?;
-    Some(Bytes::from(buf))
-}
-
 fn markers_in(frame: &Bytes) -> Option<SeenMarkers> {
     if frame.len() < 4 || (&frame[..2]).get_i16() != ApiKey::WriteTxnMarkers as i16 {
         return None;
@@ -92,10 +87,7 @@ async fn relay(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<SeenMar
         if let Some(markers) = markers_in(&frame) {
             seen.lock().push(markers);
         }
-        let mut out = Vec::with_capacity(frame.len() + 4);
-        out.put_i32(frame.len() as i32);
-        out.extend_from_slice(&frame);
-        if server_w.write_all(&out).await.is_err() {
+        if server_w.write_all(&framed(&frame)).await.is_err() {
             break;
         }
     }

@@ -53,6 +53,16 @@ pub async fn handle(
         })
     });
     let mut codes = futures::future::join_all(writes).await.into_iter();
+    // One code per partition, in the request's order.
+    answer_shaped_like(req, |_, _| codes.next().unwrap_or(0))
+}
+
+/// The answer to `req`: its markers, topics and partitions in order, each partition with
+/// the error code `code(topic, partition)` gives (0: written).
+pub fn answer_shaped_like(
+    req: WriteTxnMarkersRequest,
+    mut code: impl FnMut(&str, i32) -> i16,
+) -> WriteTxnMarkersResponse {
     let results = req
         .markers
         .into_iter()
@@ -64,11 +74,10 @@ pub async fn handle(
                     let partitions = t
                         .partition_indexes
                         .iter()
-                        .zip(codes.by_ref())
-                        .map(|(&p, code)| {
+                        .map(|&p| {
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(p)
-                                .with_error_code(code)
+                                .with_error_code(code(t.name.0.as_str(), p))
                         })
                         .collect();
                     WritableTxnMarkerTopicResult::default()

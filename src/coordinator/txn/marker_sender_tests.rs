@@ -5,9 +5,6 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::write_txn_markers_response::{
-    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
-};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use parking_lot::Mutex;
@@ -104,38 +101,12 @@ async fn serve(mut stream: tokio::net::TcpStream, broker: Arc<StandIn>) {
 
 impl StandIn {
     fn answer_to(&self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
-        let markers = request
-            .markers
-            .into_iter()
-            .map(|m| {
-                let topics = m
-                    .topics
-                    .into_iter()
-                    .map(|t| {
-                        let partitions = t
-                            .partition_indexes
-                            .iter()
-                            .map(|&p| {
-                                let refused = self.refused.contains(&(t.name.0.to_string(), p));
-                                WritableTxnMarkerPartitionResult::default()
-                                    .with_partition_index(p)
-                                    .with_error_code(match refused {
-                                        true => ResponseError::NotLeaderOrFollower.code(),
-                                        false => 0,
-                                    })
-                            })
-                            .collect();
-                        WritableTxnMarkerTopicResult::default()
-                            .with_name(t.name)
-                            .with_partitions(partitions)
-                    })
-                    .collect();
-                WritableTxnMarkerResult::default()
-                    .with_producer_id(m.producer_id)
-                    .with_topics(topics)
-            })
-            .collect();
-        WriteTxnMarkersResponse::default().with_markers(markers)
+        crate::handlers::write_txn_markers::answer_shaped_like(request, |topic, p| {
+            match self.refused.contains(&(topic.to_string(), p)) {
+                true => ResponseError::NotLeaderOrFollower.code(),
+                false => 0,
+            }
+        })
     }
 
     async fn wait_for_requests(&self, n: usize) {

@@ -12,9 +12,12 @@
 //! Besides "no panic", allocations are bounded: a counting global allocator records the
 //! largest single allocation made while decoding, which must stay proportional to the frame.
 
+#[path = "it/common/mod.rs"]
 mod common;
+#[path = "it/fuzzing/mod.rs"]
 mod fuzzing;
 use fuzzing::{budget, Rng, NASTY_I32};
+#[path = "it/replay/mod.rs"]
 mod replay;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+#[path = "it/fuzzing/mod.rs"]
 mod fuzzing;
 use fuzzing::{budget, mutate, Rng};
 use uuid::Uuid;

@@ -5,6 +5,7 @@
 //! Peak memory is the process's (VmHWM, reset before each measurement), so the tests in
 //! this file run one at a time.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

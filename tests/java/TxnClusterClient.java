@@ -1,5 +1,5 @@
 // The Java (Kafka 3.9.1) transactional producer and read_committed consumer that
-// tests/txn_cluster.rs drives against a three-broker cluster.
+// tests/it/txn_cluster.rs drives against a three-broker cluster.
 //
 //   run BOOTSTRAP TOPIC TXN_ID N      N transactions, each one record per partition
 //                                     ("TXN_ID:tI-pP"); even ones committed, odd aborted

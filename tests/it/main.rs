@@ -1,0 +1,63 @@
+//! The integration tests in one binary (one link of the broker instead of one per
+//! scenario file): a module per file. `scripts/test` runs each test in a process of its
+//! own, the cluster scenarios two at a time (`scripts/test.d/run-tests.py`); plain
+//! `cargo test` runs them all in this process. The tests that install a global allocator
+//! to measure what decoding allocates (`tests/decoder_fuzz.rs`,
+//! `tests/offsets_records_fuzz.rs`, `tests/resource_bounds.rs`) are binaries of their
+//! own: another test's allocations would count against theirs.
+
+mod common;
+mod fuzzing;
+mod replay;
+
+mod authorized_operations;
+mod auto_create;
+mod broker_jobs;
+mod broker_over_tcp;
+mod cluster_fixtures;
+mod cluster_ops;
+mod compaction;
+mod compaction_crash;
+mod consumer_groups;
+mod consumer_protocol;
+mod controller_requests;
+mod coordinator_leadership;
+mod crash_recovery;
+mod decompression_bombs;
+mod dynamic_configs;
+mod dynamic_listeners;
+mod faults;
+mod fetch_sessions;
+mod follower_fetch_sessions;
+mod group_configs;
+mod idle_groups;
+mod isr_membership;
+mod kafka_dir_adoption;
+mod load_generator;
+mod log_dir_failure;
+mod log_dirs;
+mod metadata_records_fuzz;
+mod named_listeners;
+mod offsets_topic_safety;
+mod old_protocol_replication;
+mod outbound_client;
+mod protocol_fixtures;
+mod reassignment;
+mod record_validation_over_tcp;
+mod replication_bytes;
+mod replication_over_tcp;
+mod replication_throttles;
+mod retention;
+mod storage_limits;
+mod stored_data_fuzz;
+mod strays_and_deletions;
+mod transactions;
+mod txn_cluster;
+mod txn_offsets;
+mod txn_offsets_cluster;
+mod zk_broker_replay;
+mod zk_cluster;
+mod zk_controller_apis;
+mod zk_log_dir_identity;
+mod zk_producer_id_block;
+mod zk_session;

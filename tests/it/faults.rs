@@ -16,10 +16,9 @@
 //! minutes, e.g. 40 rounds).
 
 use std::process::Command;
-use std::sync::Mutex;
 
-/// Three brokers, ZooKeeper and two client JVMs: one cluster at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// Three brokers, ZooKeeper and two client JVMs: one cluster at a time in this process.
+use crate::common::cluster::ONE_AT_A_TIME;
 
 fn run_faults(extra: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

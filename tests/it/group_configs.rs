@@ -4,7 +4,7 @@
 //! coordinator runs each group with its own session timeout and heartbeat interval.
 //!
 //! `kafka_answers` runs against Apache Kafka 4.4 too, with its default group settings:
-//! `SKUA_TEST_BOOTSTRAP=127.0.0.1:PORT cargo test --test group_configs kafka_answers`
+//! `SKUA_TEST_BOOTSTRAP=127.0.0.1:PORT cargo test --test it group_configs::kafka_answers`
 //! (`compat/kafka-broker.sh --version 4.4.0 --daemon` starts one).
 
 use crate::common;

@@ -3,6 +3,7 @@
 
   run-tests.py --bin target/debug/deps/it-HASH [--bin ...] [--heavy-jobs 2]
                [--light-jobs 2] [--filter SUBSTRING] [--times FILE] [--logs DIR]
+               [--groups FILE]
 
 Tests of the `it` binary go by their module path (`zk_cluster::deposed_...`), those of
 another binary by `binary/test`.
@@ -16,7 +17,10 @@ state (fd limits, signal handlers, leaked threads) from reaching another.
 
 Prints each failure with its output's tail, the slowest tests, and `N passed, M failed`;
 exits 1 when a test failed or ran past its time limit (it is then killed with its
-process group, so a hang cannot stall the run). Per-test wall times go to --times (TSV).
+process group, so a hang cannot stall the run). Per-test wall times go to --times (TSV);
+per scenario file (a module of `it`, or another binary) --groups gets its lane, its
+tests, the wall time from its first test's start to its last one's end, and the sum of
+its tests' times.
 """
 import argparse
 import os
@@ -88,6 +92,7 @@ class Run:
         self.logs = Path(logs)
         self.logs.mkdir(parents=True, exist_ok=True)
         self.results = []  # (name, seconds, status)
+        self.spans = {}  # name -> (start, end), monotonic
         self.lock = threading.Lock()
 
     def one(self, test, limit):
@@ -106,9 +111,11 @@ class Run:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 status = f"TIMEOUT after {limit}s"
-        secs = time.monotonic() - start
+        end = time.monotonic()
+        secs = end - start
         with self.lock:
             self.results.append((name, secs, status))
+            self.spans[name] = (start, end)
             if status != "ok":
                 tail = log_path.read_text(errors="replace").splitlines()[-60:]
                 print(f"---- {name}: {status} ({secs:.1f}s), log {log_path}", flush=True)
@@ -128,6 +135,29 @@ class Run:
         return threads
 
 
+def group_of(name):
+    """The scenario file a test belongs to: its module in `it`, or its binary."""
+    return name.split("/", 1)[0] if "/" in name else name.split("::", 1)[0]
+
+
+def write_groups(path, run, heavy_set):
+    groups = {}
+    for name, secs, status in run.results:
+        start, end = run.spans[name]
+        g = groups.setdefault(group_of(name), {"lane": "light", "tests": 0, "sum": 0.0,
+                                               "start": start, "end": end, "failed": 0})
+        g["tests"] += 1
+        g["sum"] += secs
+        g["start"], g["end"] = min(g["start"], start), max(g["end"], end)
+        g["failed"] += status != "ok"
+        if name in heavy_set:
+            g["lane"] = "heavy"
+    with open(path, "w") as f:
+        for name, g in sorted(groups.items(), key=lambda kv: (kv[1]["lane"], -kv[1]["sum"])):
+            f.write(f"{name}\t{g['lane']}\t{g['tests']}\t{g['end'] - g['start']:.0f}"
+                    f"\t{g['sum']:.0f}\t{g['failed']}\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True)
@@ -136,6 +166,7 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--times", default="target/test-times.tsv")
     ap.add_argument("--logs", default="target/test-logs")
+    ap.add_argument("--groups", default="")
     args = ap.parse_args()
 
     tests, skipped = [], 0
@@ -167,6 +198,8 @@ def main():
     with open(args.times, "w") as f:
         for name, secs, status in sorted(run.results):
             f.write(f"{name}\t{secs:.1f}\t{status}\n")
+    if args.groups:
+        write_groups(args.groups, run, heavy_set)
     print("slowest tests:")
     for name, secs, status in sorted(run.results, key=lambda r: -r[1])[:15]:
         lane = "heavy" if name in heavy_set else "light"

@@ -4,10 +4,13 @@
 // of every word (read back by a plain consumer), then closes cleanly. While it reads, it
 // prints `progress N` whenever its reader has seen N output records in all (committed ones
 // only, under exactly_once_v2), so a test can tell when the application has made progress.
+// A stream thread that dies prints `stream thread died: EXCEPTION` and ends the run (exit 1).
 //   java -cp 'LIBS/*' WordCount.java BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR SECONDS word=count...
 import java.time.Duration;
 import java.util.*;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.*;
 import org.apache.kafka.streams.*;
@@ -35,6 +38,17 @@ public class WordCount {
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        // -DmaxPartitionFetchBytes=N: the application's consumers (main and restore) fetch at
+        // most N bytes a partition, and its producer writes batches of up to 256 KiB, so that
+        // batches of the repartition topic exceed the limit as well as the input's (KIP-74: a
+        // fetch still returns its first batch whole, and the consumer must make progress).
+        String fetchLimit = System.getProperty("maxPartitionFetchBytes");
+        if (fetchLimit != null) {
+            props.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG),
+                Integer.parseInt(fetchLimit));
+            props.put(StreamsConfig.producerPrefix(ProducerConfig.BATCH_SIZE_CONFIG), 256 * 1024);
+            props.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 1000);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(input)
@@ -45,14 +59,21 @@ public class WordCount {
             .toStream()
             .to(output, Produced.with(Serdes.String(), Serdes.Long()));
 
+        AtomicReference<Throwable> died = new AtomicReference<>();
         try (KafkaStreams streams = new KafkaStreams(builder.build(), props)) {
             streams.setUncaughtExceptionHandler(e -> {
                 e.printStackTrace();
+                died.compareAndSet(null, e);
                 return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
             });
             streams.start();
             boolean committedOnly = !guarantee.equals(StreamsConfig.AT_LEAST_ONCE);
-            Map<String, Long> seen = readCounts(bootstrap, output, expected, deadline, committedOnly);
+            Map<String, Long> seen = readCounts(bootstrap, output, expected, deadline, committedOnly, died);
+            if (died.get() != null) {
+                // the client shuts down: no count would change any more
+                System.out.println("stream thread died: " + died.get());
+                System.exit(1);
+            }
             if (!seen.equals(expected)) {
                 System.out.println("counts: want " + expected + ", got " + seen + " (state " + streams.state() + ")");
                 System.exit(1);
@@ -62,9 +83,9 @@ public class WordCount {
         System.out.println("counts ok: " + expected);
     }
 
-    /** The latest count of every word in the output topic, read until it is `expected`. */
+    /** The latest count of every word in the output topic, read until it is `expected` or a thread died. */
     static Map<String, Long> readCounts(String bootstrap, String topic, Map<String, Long> expected, long deadline,
-                                        boolean committedOnly) {
+                                        boolean committedOnly, AtomicReference<Throwable> died) {
         Properties p = new Properties();
         if (committedOnly) {
             p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
@@ -81,7 +102,7 @@ public class WordCount {
             consumer.assign(parts);
             consumer.seekToBeginning(parts);
             long read = 0;
-            while (!seen.equals(expected) && System.currentTimeMillis() < deadline) {
+            while (!seen.equals(expected) && died.get() == null && System.currentTimeMillis() < deadline) {
                 ConsumerRecords<String, Long> records = consumer.poll(Duration.ofMillis(500));
                 for (ConsumerRecord<String, Long> r : records) {
                     seen.put(r.key(), r.value());

@@ -19,9 +19,11 @@ STATE="$CASE_TMP/state"
 topics() { "$BIN/kafka-topics.sh" --bootstrap-server "$B" "$@"; }
 lines() { printf '%s\n' "$@" | "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$IN"; }
 GUARANTEE=at_least_once
+FETCH_LIMIT=""   # when set, the application's consumers' max.partition.fetch.bytes
 wordcount() {
   timeout -k 5 150 java -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Dlog4j2.configurationFile="$(tools_log4j)" -Dguarantee="$GUARANTEE" -cp "$LIBS/*" "$here/WordCount.java" \
+    -Dlog4j2.configurationFile="$(tools_log4j)" -Dguarantee="$GUARANTEE" \
+    ${FETCH_LIMIT:+-DmaxPartitionFetchBytes=$FETCH_LIMIT} -cp "$LIBS/*" "$here/WordCount.java" \
     "$B" "$APP" "$IN" "$OUT" "$STATE" 90 "$@" >"$CASE_TMP/app" 2>&1
   local rc=$?
   ((rc == 0)) || fail "$(app_failure "$CASE_TMP/app")"
@@ -71,6 +73,35 @@ APP=$(uniq_name wordcount-eos) GUARANTEE=exactly_once_v2
 IN="$APP-input" OUT="$APP-output" STATE="$CASE_TMP/state-eos"
 run_case streams.eos_wordcount c_wordcount
 run_case streams.eos_restart c_restart
+
+# Exactly-once with the consumers' max.partition.fetch.bytes at 16384 over batches larger
+# than that: a Kafka Streams application run so lost its stream threads to "Failed to make
+# progress reading messages" when a fetch answered a partition with only a cut-off piece
+# of a batch (KIP-74: the first batch is returned whole). 12000 lines written in ~64 KiB
+# batches to both input partitions (one fetch asks for both), and the application's
+# producer writing batches of up to 256 KiB to the repartition topic (WordCount.java),
+# which it reads back under the same limit. Exact counts, and no stream thread may die.
+# An application of its own: a restarted one would first wait out its predecessor's
+# session timeout (Streams does not leave its group on close).
+c_eos_small_fetch() {
+  topics --create --topic "$IN" --partitions 2 --replication-factor 1 >/dev/null || return 1
+  topics --create --topic "$OUT" --partitions 1 --replication-factor 1 >/dev/null || return 1
+  local i want
+  for ((i = 0; i < 12000; i++)); do echo "w$((i % 61)) v$((i % 23))"; done >"$CASE_TMP/big-lines"
+  "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$IN" \
+    --producer-property batch.size=65536 --producer-property compression.type=none \
+    <"$CASE_TMP/big-lines" || return 1
+  mapfile -t want < <(tr ' ' '\n' <"$CASE_TMP/big-lines" | sort | uniq -c | awk '{print $2 "=" $1}')
+  FETCH_LIMIT=16384 wordcount "${want[@]}"
+  local rc=$?
+  # the first thread death, rather than what followed it, as the reason
+  local died; died=$(grep -m1 -E 'stream thread died|Failed to make progress' "$CASE_TMP/app")
+  [[ -z $died ]] || { fail "${died:0:380}"; return 1; }
+  return $rc
+}
+APP=$(uniq_name wordcount-fetch)
+IN="$APP-input" OUT="$APP-output" STATE="$CASE_TMP/state-fetch"
+run_case streams.eos_small_fetch c_eos_small_fetch
 
 # Exactly-once through kill -9: the word count at exactly_once_v2 over input written in
 # three batches, its output read read_committed. The first two batches are written at a

@@ -2,6 +2,7 @@
 
     python librdkafka_cases.py HOST:PORT
 """
+import logging
 import sys
 import time
 import zlib
@@ -70,9 +71,14 @@ def produce(topic, records, **conf):
 
 
 def consume_all(topic, partition, n, **conf):
+    return consume_partitions(topic, [partition], n, **conf)
+
+
+def consume_partitions(topic, partitions, n, **conf):
+    """n messages read from the start of the partitions, all assigned to one consumer."""
     c = Consumer({"bootstrap.servers": B, "group.id": "unused-assign-only", "enable.auto.commit": False,
                   "enable.auto.offset.store": False, **conf})
-    c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out = []
     deadline = time.time() + 40
     try:
@@ -201,6 +207,65 @@ def large_message():
         produce(t, sent, **{"message.max.bytes": 1_100_000})
         got = consume_all(t, 0, 1)
         check(len(got) == 1 and got[0].value() == sent[0]["value"], "large value differs")
+    finally:
+        delete_topic(t)
+
+
+class _Lines(logging.Handler):
+    """A logging handler that keeps every message (librdkafka's log, through `logger`)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def fetch_below_batch(limits):
+    """Fetch limits below one batch (KIP-74): partition p of a four-partition topic holds p
+    uncompressed batches of 64 messages of 1000 bytes (about 64 KiB each), then a batch of
+    one small message, read by one consumer with `limits` below a batch. The broker must
+    return the first partition's first batch whole and never a cut-off piece of a batch
+    as a partition's only content; every message is read, in order, none twice."""
+    parts, per_batch = 4, 64
+    t = topic_name("rdk-fetch-below-batch")
+    create_topic(t, parts)
+    try:
+        sent = {p: [] for p in range(parts)}
+        # one producer per round, flushed: each round is one batch per partition; big
+        # batches first, then each partition's small last one, which leaves most of a
+        # small fetch.max.bytes to the next partition
+        for rnd in range(parts + 1):
+            recs = []
+            for p in range(parts):
+                n = per_batch if rnd < p else 1 if rnd == parts else 0
+                for _ in range(n):
+                    i = len(sent[p])
+                    fill = bytes([ord("a") + (i + p) % 26])
+                    value = f"p{p}-{i}-".encode().ljust(100 if rnd == parts else 1000, fill)
+                    sent[p].append(value)
+                    recs.append({"key": f"k{i}".encode(), "value": value, "partition": p})
+            if recs:
+                produce(t, recs, **{"compression.type": "none", "linger.ms": 10_000})
+        # librdkafka copes with a partition answered with only a cut-off piece of a batch
+        # by doubling its fetch size for the partition and fetching again; it says so in
+        # its fetch debug log, which a broker following KIP-74 never makes it write
+        log = logging.getLogger(t)
+        log.propagate, lines = False, _Lines()
+        log.addHandler(lines)
+        log.setLevel(logging.DEBUG)
+        got = consume_partitions(t, range(parts), sum(map(len, sent.values())),
+                                 **limits, debug="fetch", logger=log)
+        cut = [m for m in lines.messages if "Increasing max fetch bytes" in m]
+        check(not cut, f"{len(cut)} times a partition was answered with only a cut-off piece of a batch:"
+                       f" {cut[0][cut[0].find('Topic'):] if cut else ''}")
+        for p in range(parts):
+            mine = [m for m in got if m.partition() == p]
+            check(len(mine) == len(sent[p]), f"partition {p}: read {len(mine)} of {len(sent[p])} messages")
+            for i, m in enumerate(mine):
+                check(m.offset() == i and m.value() == sent[p][i],
+                      f"partition {p}: message {i} at offset {m.offset()} differs")
     finally:
         delete_topic(t)
 
@@ -521,6 +586,11 @@ if __name__ == "__main__":
     run("librdkafka.keyed.consistent_random", keyed, "consistent_random",
         lambda k, n: (zlib.crc32(k) & 0xFFFFFFFF) % n)
     run("librdkafka.large_message", large_message)
+    run("librdkafka.fetch_below_batch.max_partition_fetch_bytes", fetch_below_batch,
+        {"max.partition.fetch.bytes": 1024})
+    # librdkafka's smallest fetch.max.bytes: at least message.max.bytes, itself at least 1000
+    run("librdkafka.fetch_below_batch.fetch_max_bytes", fetch_below_batch,
+        {"fetch.max.bytes": 1000, "message.max.bytes": 1000})
     run("librdkafka.admin.topics", admin_topics)
     run("librdkafka.offsets_for_times", offsets_for_times)
     for codec in ("uncompressed", "gzip", "snappy", "lz4", "zstd"):

@@ -13,7 +13,12 @@
 //! whatever its size. Only ranges under 16 KiB are read into the response, and at most
 //! 1 MiB of them per response, so a fetch's memory does not grow with what the client
 //! asks for. As in Kafka, the last batch of a partition may be cut at the size limit;
-//! clients drop the partial batch and fetch it again.
+//! clients drop the partial batch and fetch it again. The first batch of a partition is
+//! never cut (KIP-74): the first partition with records returns it whole whatever the
+//! limits, and a later one whose first batch does not fit what is left answers no
+//! records, so every response holds at least one whole batch to make progress with
+//! (fetch sessions move partitions that returned records to the end, so a skipped one
+//! comes first in time).
 //!
 //! A follower's fetch is subject to the leader's replication throttle
 //! (`replica::throttle`): a throttled partition of an out-of-sync follower answers no

@@ -520,8 +520,9 @@ impl Log {
     /// Where a read from `offset` lies in a segment file, without reading it: as [`Log::read`]
     /// but, like Kafka's `FileRecords.slice`, the last batch may be cut at `max_bytes`
     /// (clients drop a partial trailing batch and fetch it again from its start). The first
-    /// batch is always whole when `min_one_message`, and no batch reaching `max_offset` is
-    /// included. `None` when there is nothing to read.
+    /// batch is always whole: read regardless of `max_bytes` when `min_one_message`
+    /// (KIP-74), and otherwise, when it does not fit, nothing is read. No batch reaching
+    /// `max_offset` is included. `None` when there is nothing to read.
     pub fn read_slice(
         &self,
         offset: i64,
@@ -588,13 +589,21 @@ impl Log {
                     .map_or(segment.size(), |end| end.position),
             };
             let available = usize::try_from(limit.saturating_sub(bp.position)).unwrap_or(0);
+            let first_batch = bp.header.size_in_bytes();
             let want = if min_one_message {
-                max_bytes.max(bp.header.size_in_bytes())
+                max_bytes.max(first_batch)
             } else {
                 max_bytes
             };
+            let len = want.min(available);
+            // A read that cannot hold its first batch whole holds nothing (Kafka answers
+            // such a partition empty from Fetch v3 on): a cut-off piece as the only content
+            // is a response the client can make no progress with.
+            if len < first_batch {
+                return Ok(None);
+            }
             let file = segment.log_file().clone();
-            return Ok(Some(FileSlice::new(file, bp.position, want.min(available))));
+            return Ok(Some(FileSlice::new(file, bp.position, len)));
         }
         Ok(None)
     }

@@ -177,8 +177,13 @@ fn slices_cut_at_the_size_limit_and_stop_before_the_high_watermark() {
         &whole[..],
         "the batch at offset 1 first"
     );
-    // ...the first is whole with min_one, and nothing at or past the high watermark.
+    // ...the first is whole with min_one, and without it a first batch that does not fit
+    // is not read at all (never a cut-off piece alone), and nothing at or past the high
+    // watermark.
     assert_eq!(slice(0, 1, i64::MAX, true).unwrap().len(), size);
+    assert!(slice(0, size - 1, i64::MAX, false).is_none());
+    assert!(slice(2, 1, i64::MAX, false).is_none());
+    assert_eq!(slice(2, size, i64::MAX, false).unwrap().len(), size);
     assert_eq!(slice(0, 1 << 20, 3, false).unwrap().len(), 3 * size);
     assert_eq!(slice(2, 1 << 20, 3, true).unwrap().len(), size);
     assert!(slice(3, 1 << 20, 3, true).is_none());

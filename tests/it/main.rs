@@ -27,6 +27,7 @@ mod decompression_bombs;
 mod dynamic_configs;
 mod dynamic_listeners;
 mod faults;
+mod fetch_progress;
 mod fetch_sessions;
 mod follower_fetch_sessions;
 mod group_configs;

@@ -1,5 +1,6 @@
 // Command franzcases runs skua's own compatibility cases for franz-go (kgo), beyond
-// franz-go's test suite: scenarios that need several client processes.
+// franz-go's test suite: scenarios that need several client processes, and fetch
+// limits below a batch.
 //
 //	go build -o franz-cases ./franzcases && ./franz-cases -bootstrap 127.0.0.1:9092
 //
@@ -15,6 +16,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var bootstrap = flag.String("bootstrap", "127.0.0.1:9092", "broker host:port")
@@ -45,4 +48,7 @@ func main() {
 	}
 	flag.Parse()
 	run("franzcases.group.failover_kill9", 150*time.Second, failoverKill9)
+	run("franzcases.fetch_below_batch.max_partition_bytes", 60*time.Second, fetchBelowBatch(kgo.FetchMaxPartitionBytes(1024)))
+	// FetchMaxBytes also lowers the partition limit to it
+	run("franzcases.fetch_below_batch.max_bytes", 60*time.Second, fetchBelowBatch(kgo.FetchMaxBytes(1024)))
 }

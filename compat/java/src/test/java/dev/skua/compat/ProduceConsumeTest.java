@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -15,6 +16,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -200,6 +202,100 @@ class ProduceConsumeTest {
                 ProducerConfig.BATCH_SIZE_CONFIG, 1_000_000,
                 ProducerConfig.LINGER_MS_CONFIG, 50,
                 ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4"));
+    }
+
+    /**
+     * Fetch limits below one batch (KIP-74): partition p of a four-partition topic holds p
+     * uncompressed batches of 64 records of 1000 bytes (about 64 KiB each), then a batch of
+     * one small record. The consumer's {@code extra} limits are 1 KiB, so almost no batch
+     * fits them: the broker must still return the first partition's first batch whole and
+     * never a cut-off piece of a batch as a partition's only content, which the Java
+     * consumer rejects ("Received a non-empty fetch response from the server, but no
+     * complete records were found"). Every record must be read, in order, none twice.
+     */
+    private void fetchBelowBatch(String what, Map<String, Object> extra) throws Exception {
+        int parts = 4, perBatch = 64, valueSize = 1000;
+        String topic = Support.topicName(what);
+        Support.createTopic(topic, parts);
+        try {
+            Properties p = Support.producerProps();
+            // nothing is sent before flush(): each flush makes one batch per partition
+            p.put(ProducerConfig.BATCH_SIZE_CONFIG, 1 << 20);
+            p.put(ProducerConfig.LINGER_MS_CONFIG, 10_000);
+            p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
+            List<List<byte[]>> sent = new ArrayList<>();
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                List<Future<RecordMetadata>> acks = new ArrayList<>();
+                for (int part = 0; part < parts; part++) sent.add(new ArrayList<>());
+                // big batches first, one round per flush; then each partition's small last
+                // batch, which leaves most of a 1 KiB fetch.max.bytes to the next partition
+                for (int round = 0; round <= parts; round++) {
+                    for (int part = 0; part < parts; part++) {
+                        int n = round < part ? perBatch : round == parts ? 1 : 0;
+                        for (int i = 0; i < n; i++) {
+                            int index = sent.get(part).size();
+                            byte[] value = new byte[round == parts ? 100 : valueSize];
+                            Arrays.fill(value, (byte) ('a' + (index + part) % 26));
+                            byte[] prefix = b("p" + part + "-" + index + "-");
+                            System.arraycopy(prefix, 0, value, 0, prefix.length);
+                            sent.get(part).add(value);
+                            acks.add(producer.send(new ProducerRecord<>(topic, part, b("k" + index), value)));
+                        }
+                    }
+                    producer.flush();
+                }
+                for (Future<RecordMetadata> f : acks) f.get(30, TimeUnit.SECONDS);
+                // the premise: the batches on the broker really are ~64 KiB
+                double maxBatch = producer.metrics().entrySet().stream()
+                        .filter(e -> e.getKey().name().equals("batch-size-max")
+                                && e.getKey().group().equals("producer-metrics"))
+                        .mapToDouble(e -> ((Number) e.getValue().metricValue()).doubleValue())
+                        .max().orElse(0);
+                assertTrue(maxBatch >= perBatch * valueSize, "largest batch sent: " + maxBatch + " bytes");
+            }
+            int total = sent.stream().mapToInt(List::size).sum();
+            Properties cp = Support.consumerProps();
+            cp.putAll(extra);
+            List<List<ConsumerRecord<byte[], byte[]>>> got = new ArrayList<>();
+            for (int part = 0; part < parts; part++) got.add(new ArrayList<>());
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (int part = 0; part < parts; part++) tps.add(new TopicPartition(topic, part));
+                c.assign(tps);
+                c.seekToBeginning(tps);
+                int read = 0;
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (read < total && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                        got.get(r.partition()).add(r);
+                        read++;
+                    }
+                }
+                // one more short poll to catch records read twice
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(300))) got.get(r.partition()).add(r);
+            }
+            for (int part = 0; part < parts; part++) {
+                List<ConsumerRecord<byte[], byte[]>> rs = got.get(part);
+                assertEquals(sent.get(part).size(), rs.size(), "records read from partition " + part);
+                for (int i = 0; i < rs.size(); i++) {
+                    assertEquals(i, rs.get(i).offset(), "offset of record " + i + " of partition " + part);
+                    assertArrayEquals(sent.get(part).get(i), rs.get(i).value(),
+                            "value of record " + i + " of partition " + part);
+                }
+            }
+        } finally {
+            Support.deleteTopicQuietly(topic);
+        }
+    }
+
+    @Test @DisplayName("java.client.fetch_below_batch.max_partition_fetch_bytes")
+    void fetchBelowBatchPartitionLimit() throws Exception {
+        fetchBelowBatch("fetch-part", Map.of(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 1024));
+    }
+
+    @Test @DisplayName("java.client.fetch_below_batch.fetch_max_bytes")
+    void fetchBelowBatchRequestLimit() throws Exception {
+        fetchBelowBatch("fetch-max", Map.of(ConsumerConfig.FETCH_MAX_BYTES_CONFIG, 1024));
     }
 
     @Test @DisplayName("java.client.null_key_and_value")

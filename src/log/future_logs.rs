@@ -184,7 +184,7 @@ impl LogManager {
             );
             self.futures.write().remove(tp);
         }
-        current.abort_cleaning();
+        current.retire();
         if let Err(e) = self.rename_for_deletion(tp, current.dir()) {
             // The new copy serves; the old one stays under its name and the next start
             // sets it aside (see step 2).

@@ -87,6 +87,9 @@ pub struct Log {
     cleaning: Mutex<()>,
     /// Set when the log is being deleted: the cleaner stops and does not come back.
     cleaning_aborted: AtomicBool,
+    /// Set before the log's directory is renamed for deletion (`retire`): from then on an
+    /// I/O error on this log comes from its directory having gone, not from the disk.
+    retired: AtomicBool,
 }
 
 /// A producer snapshot serialised under the lock, to be written after it is released.
@@ -232,6 +235,7 @@ impl Log {
             cleaner_checkpoint: AtomicI64::new(-1),
             cleaning: Mutex::new(()),
             cleaning_aborted: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         }
     }
 

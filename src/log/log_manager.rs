@@ -378,8 +378,9 @@ impl LogManager {
         let Some(hosted) = self.logs.write().remove(tp) else {
             return Ok(());
         };
-        // The cleaner writes into the log's directory: it stops first.
-        hosted.log.abort_cleaning();
+        // The cleaner writes into the log's directory: it stops first; jobs still holding
+        // the log may fail on its old path, and that is no disk failure.
+        hosted.log.retire();
         let dir = hosted.log.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
@@ -1086,6 +1087,41 @@ mod tests {
         assert!(lm.pending_deletions().is_empty());
         // Deleting what is not hosted touches nothing.
         lm.delete_log(&TopicPartition::new("never", 0)).unwrap();
+    }
+
+    /// A job that took the log before the topic was deleted (a retention check that rolls
+    /// it, a flush, a produce) fails on the directory's old path; the log dir stays
+    /// online and its other logs keep serving. Before, such a failure took the only log
+    /// dir offline and halted the broker.
+    #[test]
+    fn jobs_on_a_deleted_log_leave_its_dir_online() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let lm = start(&dirs);
+        let (gone, kept) = (
+            TopicPartition::new("gone", 0),
+            TopicPartition::new("kept", 0),
+        );
+        let held = lm
+            .get_or_create_log(&gone, Uuid::new_v4(), config())
+            .unwrap();
+        let other = lm
+            .get_or_create_log(&kept, Uuid::new_v4(), config())
+            .unwrap();
+        fill(&held, 0, 2);
+        lm.delete_log(&gone).unwrap();
+        let far = crate::log::now_ms() + 10 * 365 * 24 * 3_600_000;
+        assert!(
+            held.roll_if_idle(far).is_err(),
+            "rolls in a directory that is gone"
+        );
+        let _ = held.flush();
+        let _ = held.append_as_leader(batch_bytes(&[b"late"], 2, Some((9, 0, 2))), 0, 0);
+        assert!(!held.is_offline());
+        assert!(!lm.all_dirs_offline());
+        fill(&other, 0, 2);
+        other.flush().unwrap();
+        assert_eq!(other.log_end_offset(), 2);
     }
 
     #[test]

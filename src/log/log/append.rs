@@ -365,6 +365,7 @@ impl Log {
                 }
                 self.on_failure("append", error)
             }
+            Err(_) if self.is_retired() => self.on_failure("append", error),
             Err(cut) => {
                 // The unacknowledged bytes may still be in the segment: only a restart's
                 // recovery can be trusted with this log now.
@@ -386,6 +387,10 @@ impl Log {
         };
         if is_fd_exhaustion(io) {
             tracing::error!(partition = %self.topic_partition, error = %io, "{what} failed: out of file descriptors (raise `ulimit -n`); the log is unchanged");
+            return error;
+        }
+        if self.is_retired() {
+            tracing::info!(partition = %self.topic_partition, error = %io, "{what} failed on a log being deleted; its log dir stays online");
             return error;
         }
         self.dir_health

@@ -150,6 +150,20 @@ impl Log {
         self.cleaning_aborted.load(Ordering::Acquire)
     }
 
+    /// The log is leaving this broker: its directory is about to be renamed for deletion
+    /// (a deleted topic, StopReplica with delete, a replica moved to another dir). Cleaning
+    /// stops, and jobs that still hold the log (a retention check, a flush, a produce in
+    /// flight) may fail on the directory's old path: those failures stay this log's and
+    /// never take the log dir offline.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+        self.abort_cleaning();
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// Swaps `cleaned` (written as `.cleaned` files, flushed, its indexes trimmed) in for
     /// the segments `replaced`, as the module describes. Returns false, changing nothing,
     /// when one of them left the log since the cleaner saw it (retention or DeleteRecords

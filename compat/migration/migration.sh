@@ -109,7 +109,9 @@ kafka_writes() {
 # ------------------------------------------------------------------ skua serves ----
 c_skua_starts() {
   start_skua "$D" "$D/skua.log" || return 1
-  grep -q "metadata log replayed" "$D/skua.log" || fail "no metadata log replay in skua's log"
+  # skua listens before it has replayed the metadata log (requests wait for it), so the
+  # port answering does not mean the line is written yet
+  retry_until 60 grep -q "metadata log replayed" "$D/skua.log" || fail "no metadata log replay in skua's log"
 }
 c_describe_same() {
   describe_all skua || return 1

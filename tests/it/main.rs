@@ -41,6 +41,7 @@ mod named_listeners;
 mod offsets_topic_safety;
 mod old_protocol_replication;
 mod outbound_client;
+mod partition_limits;
 mod protocol_fixtures;
 mod reassignment;
 mod record_validation_over_tcp;

@@ -62,3 +62,4 @@ mod zk_controller_apis;
 mod zk_log_dir_identity;
 mod zk_producer_id_block;
 mod zk_session;
+mod zk_untrusted_names;

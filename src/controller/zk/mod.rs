@@ -51,6 +51,7 @@ pub mod requests;
 pub mod states;
 pub mod store;
 pub mod versions;
+pub mod znode_checks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -286,8 +286,42 @@ async fn create_partitions_refuses_a_broker_twice_in_an_assignment() {
     let Some(zk) = ZooKeeper::start() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (broker, session) = start(&zk, "/grow", dir.path()).await;
+    // A second registered broker (nothing listens there: the assignments are what is
+    // checked), so that a topic can have two replicas and [1, 1] the right length.
+    let endpoint = znodes::EndPoint {
+        listener: "PLAINTEXT".into(),
+        security_protocol: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: 1,
+    };
+    let registration = znodes::BrokerRegistration::new(&[endpoint], None, 1);
+    session
+        .register_ephemeral(&paths::broker(2), &znodes::encode(&registration))
+        .await
+        .unwrap();
     let mut c = broker.client().await;
-    assert_eq!(c.create_topic("grow", 1).await, 0);
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![create_topics_request::CreatableTopic::default()
+            .with_name(name("grow"))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![
+                create_topics_request::CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+            ])]);
+    let created = eventually("broker 2 is known and the topic created", || {
+        let create = create.clone();
+        let addr = broker.addr;
+        async move {
+            let mut c = common::Client::connect(addr).await;
+            let r = c.send(&create, 7).await;
+            (r.topics[0].error_code == 0).then_some(r)
+        }
+    })
+    .await;
+    assert_eq!(created.topics[0].num_partitions, 1);
     let grow = |replicas: Vec<i32>| {
         CreatePartitionsRequest::default()
             .with_timeout_ms(30_000)
@@ -303,6 +337,10 @@ async fn create_partitions_refuses_a_broker_twice_in_an_assignment() {
     };
     let r = c.send(&grow(vec![1, 1]), 3).await;
     assert_eq!(r.results[0].error_code, INVALID_REPLICA_ASSIGNMENT, "{r:?}");
+    assert_eq!(
+        r.results[0].error_message.as_deref(),
+        Some("Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 1.")
+    );
     let (data, _) = session.get(&paths::topic("grow")).await.unwrap().unwrap();
     let a: TopicAssignment = znodes::decode(&data).unwrap();
     assert_eq!(a.partitions.0.len(), 1, "the znode is unchanged");

@@ -60,6 +60,7 @@ mod zk_broker_replay;
 mod zk_cluster;
 mod zk_controller_apis;
 mod zk_log_dir_identity;
+mod zk_metadata_names_fuzz;
 mod zk_producer_id_block;
 mod zk_session;
 mod zk_untrusted_names;

@@ -347,3 +347,90 @@ async fn create_partitions_refuses_a_broker_twice_in_an_assignment() {
     drop(session);
     broker.stop().await;
 }
+
+fn update_metadata(controller_epoch: i32, topic: &str, partitions: i32) -> UpdateMetadataRequest {
+    use kafka_protocol::messages::update_metadata_request::{
+        UpdateMetadataPartitionState, UpdateMetadataTopicState,
+    };
+    UpdateMetadataRequest::default()
+        .with_controller_id(BrokerId(1))
+        .with_controller_epoch(controller_epoch)
+        .with_broker_epoch(-1)
+        .with_topic_states(vec![UpdateMetadataTopicState::default()
+            .with_topic_name(name(topic))
+            .with_topic_id(uuid::Uuid::new_v4())
+            // High to low: each was inserted at the front of the sorted partition list.
+            .with_partition_states(
+                (0..partitions)
+                    .rev()
+                    .map(|p| {
+                        UpdateMetadataPartitionState::default()
+                            .with_partition_index(p)
+                            .with_leader(BrokerId(2))
+                            .with_isr(vec![BrokerId(2)])
+                            .with_replicas(vec![BrokerId(2)])
+                    })
+                    .collect(),
+            )])
+}
+
+/// Item 4: three UpdateMetadata requests of 40,000 partitions each, named high to low,
+/// sent at once over TCP. Each is applied in time linear in it, off the runtime's
+/// workers: an ApiVersions sent meanwhile is answered at once (before, three such
+/// requests left it unanswered for more than 5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_metadata_with_many_partitions_stalls_nobody() {
+    let Some(zk) = ZooKeeper::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, session) = start(&zk, "/cache", dir.path()).await;
+    let (data, _) = session.get(paths::CONTROLLER_EPOCH).await.unwrap().unwrap();
+    let epoch: i32 = String::from_utf8(data).unwrap().trim().parse().unwrap();
+    let started = Instant::now();
+    let updates: Vec<_> = (0..3)
+        .map(|i| {
+            let addr = broker.addr;
+            tokio::spawn(async move {
+                let mut c = common::Client::connect(addr).await;
+                let r = c
+                    .send(&update_metadata(epoch, &format!("wide-{i}"), 40_000), 8)
+                    .await;
+                (r.error_code, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut c = broker.client().await;
+    let asked = Instant::now();
+    let versions = c.send(&ApiVersionsRequest::default(), 3).await;
+    let answered_in = asked.elapsed();
+    assert_eq!(versions.error_code, 0);
+    let mut applied = Vec::new();
+    for u in updates {
+        let (code, took) = u.await.unwrap();
+        assert_eq!(code, 0);
+        applied.push(took);
+    }
+    eprintln!("ApiVersions answered in {answered_in:?}; UpdateMetadata applied after {applied:?}");
+    assert!(
+        answered_in < Duration::from_secs(1),
+        "ApiVersions took {answered_in:?}"
+    );
+    assert!(
+        applied.iter().all(|t| *t < Duration::from_secs(20)),
+        "{applied:?}"
+    );
+    let cached = broker
+        .broker
+        .controller
+        .zk()
+        .unwrap()
+        .shared()
+        .broker
+        .cache();
+    for i in 0..3 {
+        let t = cached.topic(&format!("wide-{i}")).unwrap();
+        assert_eq!(t.partitions.len(), 40_000);
+    }
+    drop(session);
+    broker.stop().await;
+}

@@ -477,7 +477,10 @@ fn a_member_keeps_no_join_frame_alive() {
     let mut join = req("", &[]);
     join.require_known_member_id = false;
     // The rest of the request goes now; its protocols' metadata are frame slices.
-    let protocols = (|r: JoinGroupRequest| r.protocols)(decoded);
+    fn protocols_of(r: JoinGroupRequest) -> Vec<JoinGroupRequestProtocol> {
+        r.protocols
+    }
+    let protocols = protocols_of(decoded);
     join.protocols = protocols
         .into_iter()
         .map(|p| (p.name.to_string(), p.metadata))

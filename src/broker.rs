@@ -412,6 +412,16 @@ impl Broker {
         out.into_iter().flatten().collect()
     }
 
+    /// How many partitions a CreatePartitions to `count` would add to `name` (0 for a
+    /// topic that does not exist, or already has as many).
+    pub fn partitions_to_add(&self, name: &str, count: i32) -> i32 {
+        let existing = self
+            .controller
+            .topic(name)
+            .map_or(0, |t| t.partitions.len() as i32);
+        count.saturating_sub(existing).max(0)
+    }
+
     pub async fn create_partitions(
         &self,
         name: &str,
@@ -671,6 +681,22 @@ fn new_cluster_id() -> String {
 /// Partitions one request may create, as Kafka's controller bounds a single operation:
 /// creating a partition costs files and fsyncs, so a huge count would stall the broker.
 pub const MAX_PARTITIONS_PER_REQUEST: i32 = 10_000;
+
+/// The whole request's partitions against [`MAX_PARTITIONS_PER_REQUEST`], as Kafka's
+/// controller bounds the records of one operation: above it the request is refused
+/// whole, each of its topics answered POLICY_VIOLATION with Kafka's message.
+pub fn check_request_partitions(
+    counts: impl IntoIterator<Item = i32>,
+) -> Result<(), ControllerError> {
+    let total: i64 = counts.into_iter().map(|n| i64::from(n.max(0))).sum();
+    if total > i64::from(MAX_PARTITIONS_PER_REQUEST) {
+        return Err(ControllerError::new(
+            ResponseError::PolicyViolation,
+            "Unable to perform excessively large batch operation.",
+        ));
+    }
+    Ok(())
+}
 
 fn check_partition_count(n: i32) -> Result<(), ControllerError> {
     if n > MAX_PARTITIONS_PER_REQUEST {

@@ -7,7 +7,7 @@
 //! configs with it. A record that contradicts the image (a partition of an unknown topic) is
 //! an error: the log is not what Kafka or skua would have written.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -49,6 +49,9 @@ pub struct MetadataImage {
     /// The live brokers clients are told about, and the active controller.
     brokers: Vec<BrokerInfo>,
     controller_id: i32,
+    /// Topics whose TopicRecord named them illegally (a metadata log written by something
+    /// else, or damaged): skipped with their partitions, never a log directory.
+    illegal_topic_ids: BTreeSet<Uuid>,
 }
 
 impl MetadataImage {
@@ -150,6 +153,11 @@ impl MetadataImage {
     pub fn replay(&mut self, record: &MetadataRecord) -> Result<Change, String> {
         match record {
             MetadataRecord::Topic { name, topic_id } => {
+                if let Err(why) = super::topic_name::validate(name) {
+                    tracing::error!(topic_id = %topic_id, "TopicRecord skipped with its partitions: {why}");
+                    self.illegal_topic_ids.insert(*topic_id);
+                    return Ok(Change::None);
+                }
                 if let Some(old) = self.topics.get(name) {
                     if old.topic_id != *topic_id {
                         return Err(format!(
@@ -170,6 +178,15 @@ impl MetadataImage {
                     }),
                 );
                 Ok(Change::Topic(name.clone()))
+            }
+            MetadataRecord::Partition(p) if self.illegal_topic_ids.contains(&p.topic_id) => {
+                Ok(Change::None)
+            }
+            MetadataRecord::PartitionChange(c) if self.illegal_topic_ids.contains(&c.topic_id) => {
+                Ok(Change::None)
+            }
+            MetadataRecord::RemoveTopic { topic_id } if self.illegal_topic_ids.remove(topic_id) => {
+                Ok(Change::None)
             }
             MetadataRecord::Partition(p) => {
                 let topic = self.topic_mut(p.topic_id, "PartitionRecord")?;
@@ -387,6 +404,31 @@ mod tests {
         for r in records {
             image.replay(r).unwrap();
         }
+    }
+
+    /// A metadata log naming a topic illegally (`../x`, 300 characters) replays without
+    /// it: no topic, no partition for the log layer to make a directory of, no error.
+    #[test]
+    fn illegal_topic_names_are_skipped_with_their_partitions() {
+        let mut image = MetadataImage::default();
+        let long = "L".repeat(300);
+        replay_all(
+            &mut image,
+            &[
+                topic("../outside/escaped", 1),
+                partition(1, 0),
+                topic(&long, 2),
+                partition(2, 0),
+                topic("fine", 3),
+                partition(3, 0),
+                MetadataRecord::RemoveTopic {
+                    topic_id: Uuid::from_u128(2),
+                },
+            ],
+        );
+        let names: Vec<&str> = image.topics().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fine"]);
+        assert!(image.topic_by_id(Uuid::from_u128(1)).is_none());
     }
 
     #[test]

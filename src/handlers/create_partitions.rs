@@ -15,6 +15,22 @@ pub async fn handle(
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
+    // The partitions the whole request adds are bounded, as CreateTopics'.
+    if let Err(e) = crate::broker::check_request_partitions(
+        req.topics
+            .iter()
+            .map(|t| broker.partitions_to_add(t.name.0.as_str(), t.count)),
+    ) {
+        for t in req.topics {
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(e.message.clone()))),
+            );
+        }
+        return CreatePartitionsResponse::default().with_results(results);
+    }
     for t in req.topics {
         let assignments = t.assignments.filter(|a| !a.is_empty()).map(|a| {
             a.into_iter()

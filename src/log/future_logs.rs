@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use super::checkpoint::sync_dir;
 use super::log_manager::{absolute_path, suffixed_dir_name, Hosted, DELETE_SUFFIX, FUTURE_SUFFIX};
+use super::partition_dirs::{child_dir, sibling_dir};
 use super::{Log, LogConfig, LogError, LogManager, TopicPartition};
 
 impl LogManager {
@@ -88,7 +89,7 @@ impl LogManager {
             });
         }
         super::fd_limit::check_headroom()?;
-        let path = dir.path.join(suffixed_dir_name(tp, FUTURE_SUFFIX));
+        let path = child_dir(&dir.path, &suffixed_dir_name(tp, FUTURE_SUFFIX))?;
         let created = super::new_logs::make_log(&path, tp.clone(), topic_id, config);
         let log = created
             .map_err(|e| {
@@ -141,7 +142,7 @@ impl LogManager {
             return Err(LogError::InvalidRecord(format!("{tp} has no current log")));
         };
         let parent = self.dirs[dir_index].path.clone();
-        let dest = parent.join(tp.to_string());
+        let dest = child_dir(&parent, &tp.to_string())?;
         let moved = future
             .close()
             .and_then(|()| Ok(fs::rename(future.dir(), &dest)?))
@@ -197,8 +198,7 @@ impl LogManager {
     /// Renames `dir` (a partition directory of `tp`) to Kafka's `-delete` name, durably,
     /// and queues its removal after `file.delete.delay.ms`.
     fn rename_for_deletion(&self, tp: &TopicPartition, dir: &Path) -> Result<(), LogError> {
-        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
+        let (parent, doomed) = sibling_dir(dir, &suffixed_dir_name(tp, DELETE_SUFFIX))?;
         fs::rename(dir, &doomed)?;
         sync_dir(&parent)?;
         self.delayed_deletes

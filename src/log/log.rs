@@ -373,6 +373,16 @@ impl Log {
             .has_ongoing_txn(producer_id, epoch)
     }
 
+    /// Whether this partition remembers `producer_id` (it wrote here, and has not
+    /// expired).
+    pub fn knows_producer(&self, producer_id: i64) -> bool {
+        self.inner
+            .lock()
+            .producer_state
+            .entry(producer_id)
+            .is_some()
+    }
+
     /// Every producer this partition remembers, for DescribeProducers.
     pub fn producer_states(&self) -> Vec<ProducerStateEntry> {
         self.inner

@@ -24,6 +24,7 @@ use super::checkpoint::{
 use super::dir_lock::DirLock;
 use super::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 use super::log_dirs::METADATA_LOG_DIR;
+use super::partition_dirs::{child_dir, sibling_dir};
 use super::partition_metadata::read_partition_metadata;
 use super::{DelayedDeletes, Log, LogConfig, LogError, TopicPartition};
 
@@ -382,8 +383,7 @@ impl LogManager {
         // the log may fail on its old path, and that is no disk failure.
         hosted.log.retire();
         let dir = hosted.log.dir().to_path_buf();
-        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        let doomed = parent.join(suffixed_dir_name(tp, DELETE_SUFFIX));
+        let (parent, doomed) = sibling_dir(&dir, &suffixed_dir_name(tp, DELETE_SUFFIX))?;
         fs::rename(&dir, &doomed)?;
         sync_dir(&parent)?;
         tracing::info!(partition = %tp, dir = %doomed.display(), delay_ms = self.file_delete_delay.as_millis() as u64, "log renamed for deletion");
@@ -847,7 +847,7 @@ fn set_aside_stray(
     tp: &TopicPartition,
     topic_id: Option<Uuid>,
 ) -> Result<(), LogError> {
-    let stray = parent.join(suffixed_dir_name(tp, STRAY_SUFFIX));
+    let stray = child_dir(parent, &suffixed_dir_name(tp, STRAY_SUFFIX))?;
     fs::rename(dir, &stray)?;
     sync_dir(parent)?;
     let id = topic_id.map_or_else(|| "none".to_string(), super::uuid_to_kafka_string);

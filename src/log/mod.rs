@@ -40,6 +40,7 @@ mod log_manager;
 mod meta_properties;
 mod new_logs;
 mod offset_index;
+mod partition_dirs;
 mod partition_key;
 mod partition_metadata;
 mod producer_state;
@@ -343,6 +344,10 @@ pub enum LogError {
         path: std::path::PathBuf,
         reason: String,
     },
+    /// A partition directory the log layer will not make: its topic name is not a legal
+    /// one, or the name is not one plain directory name (see `partition_dirs`).
+    #[error("{0}")]
+    InvalidPartitionDir(String),
     /// An I/O failure; shown as the I/O error itself (it names what failed).
     #[error(transparent)]
     KafkaStorage(#[from] std::io::Error),
@@ -376,6 +381,7 @@ impl LogError {
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             LogError::PolicyViolation(_) => ResponseError::PolicyViolation,
             LogError::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
+            LogError::InvalidPartitionDir(_) => ResponseError::InvalidTopicException,
             LogError::CorruptFile { .. }
             | LogError::KafkaStorage(_)
             | LogError::LogDirOffline { .. } => ResponseError::KafkaStorageError,

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::log_manager::Hosted;
+use super::partition_dirs::{log_dir_takes_new_dirs, new_partition_dir};
 use super::partition_metadata::{write_new_partition_metadata, write_partition_metadata};
 use super::{Log, LogConfig, LogError, LogManager, TopicPartition};
 
@@ -63,8 +64,10 @@ impl LogManager {
     /// The logs of `tps` (distinct partitions of the topic `topic_id`), in `tps`' order:
     /// each hosted one as it is (given the topic id if it had none), each other one
     /// created in the log dir hosting the fewest partitions, several on their own
-    /// threads (see the module comment). Each succeeds or fails on its own; an I/O error
-    /// creating one takes its dir offline.
+    /// threads (see the module comment). Each succeeds or fails on its own: an illegal
+    /// topic name is refused before any path is made (`partition_dirs`), and an I/O error
+    /// creating one fails that log alone unless its log dir is failing, which then goes
+    /// offline.
     pub fn get_or_create_logs(
         &self,
         tps: &[TopicPartition],
@@ -85,11 +88,7 @@ impl LogManager {
         let made: Vec<Result<Log, LogError>> = to_create
             .iter()
             .zip(made)
-            .map(|(c, made)| {
-                made.map_err(|e| {
-                    self.on_dir_failure(c.dir_index, &format!("creating the log of {}", c.tp), e)
-                })
-            })
+            .map(|(c, made)| made.map_err(|e| self.on_creation_failure(c, e)))
             .collect();
         let mut logs = self.logs.write();
         for (c, made) in to_create.into_iter().zip(made) {
@@ -141,16 +140,39 @@ impl LogManager {
                 continue;
             }
             let (dir_index, count) = counts.iter_mut().min_by_key(|(_, n)| *n)?;
+            let dir = match new_partition_dir(&self.dirs[*dir_index].path, tp) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    tracing::error!(partition = %tp, error = %e, "no log made for an illegal partition name");
+                    results.push(Some(Err(e)));
+                    continue;
+                }
+            };
             *count += 1;
             results.push(None);
             to_create.push(ToCreate {
                 slot,
                 dir_index: *dir_index,
-                dir: self.dirs[*dir_index].path.join(tp.to_string()),
+                dir,
                 tp: tp.clone(),
             });
         }
         Some(to_create)
+    }
+
+    /// A log that could not be made fails alone while its log dir still takes new
+    /// directories (a name the file system refuses, say); otherwise the dir is failing
+    /// and goes offline.
+    fn on_creation_failure(&self, c: &ToCreate, error: LogError) -> LogError {
+        let what = format!("creating the log of {}", c.tp);
+        let LogError::KafkaStorage(io) = &error else {
+            return error;
+        };
+        if log_dir_takes_new_dirs(&self.dirs[c.dir_index].path) {
+            tracing::error!(partition = %c.tp, dir = %c.dir.display(), error = %io, "{what} failed; the log dir is healthy and stays online");
+            return error;
+        }
+        self.on_dir_failure(c.dir_index, &what, error)
     }
 
     fn no_dir_online(&self) -> LogError {

@@ -234,3 +234,84 @@ fn many_logs_made_on_several_threads_are_hosted_only_once_complete() {
         Err(LogError::InconsistentTopicId { .. })
     ));
 }
+
+/// Every entry under `root`, recursively, as paths relative to it.
+fn tree(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in fs::read_dir(&dir).unwrap().flatten() {
+            let path = e.path();
+            out.push(path.strip_prefix(root).unwrap().to_path_buf());
+            if path.is_dir() {
+                todo.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Topic names that are paths (`../outside/escaped`, an absolute path) or too long for a
+/// directory make no directory anywhere, and leave the log dir online: before, the
+/// first two made directories outside the log dir and the third took the only log dir
+/// offline ("every log dir is offline: halting the broker").
+#[test]
+fn illegal_names_make_no_directory_and_leave_the_dir_online() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    let lm = start(std::slice::from_ref(&dir), 1);
+    let victim = root.path().join("victim-7");
+    fs::create_dir(&victim).unwrap();
+    fs::write(victim.join("not-kafkas.txt"), b"keep me").unwrap();
+    let before = tree(root.path());
+    let absolute = root.path().join("victim").display().to_string();
+    for topic in [
+        "../outside/escaped",
+        absolute.as_str(),
+        &"L".repeat(300),
+        "..",
+    ] {
+        let tp = TopicPartition::new(topic, 7);
+        let Err(e) = lm.get_or_create_log(&tp, Uuid::new_v4(), config()) else {
+            panic!("a log for {topic}");
+        };
+        assert!(
+            matches!(e, LogError::InvalidPartitionDir(_)),
+            "{topic}: {e}"
+        );
+        assert_eq!(e.response_error().code(), 17, "INVALID_TOPIC_EXCEPTION");
+    }
+    assert_eq!(tree(root.path()), before, "nothing made, nothing moved");
+    assert!(!lm.all_dirs_offline());
+    assert!(lm
+        .get_or_create_log(&TopicPartition::new("fine", 0), Uuid::new_v4(), config())
+        .is_ok());
+}
+
+/// A legal topic of 249 characters whose partition index makes `topic-P` longer than a
+/// file name: that partition fails with a storage error, the dir stays online and the
+/// next log is made in it.
+#[test]
+fn a_directory_the_file_system_refuses_fails_its_partition_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    let lm = start(std::slice::from_ref(&dir), 1);
+    let tp = TopicPartition::new("x".repeat(249), 1_000_000);
+    let Err(e) = lm.get_or_create_log(&tp, Uuid::new_v4(), config()) else {
+        panic!("a log for {tp}");
+    };
+    assert!(matches!(e, LogError::KafkaStorage(_)), "{e}");
+    assert_eq!(e.response_error().code(), 56, "KAFKA_STORAGE_ERROR");
+    assert!(!lm.all_dirs_offline(), "the dir itself is healthy");
+    assert!(lm
+        .get_or_create_log(&TopicPartition::new("next", 0), Uuid::new_v4(), config())
+        .is_ok());
+    assert_eq!(
+        tree(&dir)
+            .iter()
+            .filter(|p| p.starts_with(".skua-probe"))
+            .count(),
+        0
+    );
+}

@@ -7,6 +7,8 @@ pub mod decode_budget;
 pub mod frame;
 pub mod frame_buf;
 pub mod legacy_produce;
+#[cfg(test)]
+pub mod tracked_frame;
 pub mod zero_copy;
 
 pub use codec::{decode_request, decode_request_within, encode_response, DecodeError, Request};

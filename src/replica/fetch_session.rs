@@ -23,6 +23,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
@@ -38,6 +39,15 @@ pub const FINAL_EPOCH: i32 = -1;
 pub const EVICTION_MS: u64 = 120_000;
 /// Fetch requests name topics by id from this version on.
 const TOPIC_ID_VERSION: i16 = 13;
+/// The most a session may hold, counted as [`PARTITION_BYTES`] per partition plus its
+/// topic name: a full fetch that would need more gets no session (the client goes on
+/// with full fetches), and an incremental fetch that would grow its session past it
+/// ends the session (FETCH_SESSION_ID_NOT_FOUND: the client starts over with a full
+/// fetch). Some 200,000 partitions of short-named topics fit.
+pub const MAX_SESSION_BYTES: usize = 64 << 20;
+/// What a session holds per partition besides its topic name: the key, the cached
+/// request and answer offsets, and the index map's entry.
+pub const PARTITION_BYTES: usize = 256;
 
 /// A partition of a session: the topic as the request names it (by id from v13, by
 /// name before; the other field is unset) and the partition index.
@@ -46,6 +56,49 @@ pub struct SessionPartitionKey {
     pub topic_id: Uuid,
     pub topic: TopicName,
     pub partition: i32,
+}
+
+impl SessionPartitionKey {
+    /// What a session holding this partition is counted as holding.
+    fn bytes(&self) -> usize {
+        PARTITION_BYTES + self.topic.len()
+    }
+}
+
+/// Copies what a session keeps out of the request it came in. A decoded request's
+/// strings and unknown tagged fields are slices of its frame, and a slice keeps the
+/// whole frame alive: one partition kept from a Fetch carrying a 64 MiB `rack_id` kept
+/// 64 MiB. Consecutive partitions of one topic share one copy of its name.
+#[derive(Default)]
+struct Detacher {
+    last: Option<TopicName>,
+}
+
+impl Detacher {
+    fn name(&mut self, name: &TopicName) -> TopicName {
+        match &self.last {
+            Some(last) if last.as_str() == name.as_str() => last.clone(),
+            _ => {
+                let copy = TopicName(StrBytes::from_string(name.as_str().to_string()));
+                self.last = Some(copy.clone());
+                copy
+            }
+        }
+    }
+
+    fn key(&mut self, key: SessionPartitionKey) -> SessionPartitionKey {
+        SessionPartitionKey {
+            topic: self.name(&key.topic),
+            ..key
+        }
+    }
+}
+
+/// The request of one partition without what skua does not read (its unknown tagged
+/// fields, slices of the frame).
+fn detached_request(mut request: FetchPartition) -> FetchPartition {
+    request.unknown_tagged_fields = Default::default();
+    request
 }
 
 /// What a session remembers of one partition: the fetch parameters the client last sent
@@ -94,6 +147,8 @@ struct FetchSession {
     /// In the order fetches read them: partitions that returned records move to the end,
     /// so that a response cut at `max_bytes` does not always favour the same partitions.
     partitions: IndexMap<SessionPartitionKey, CachedPartition>,
+    /// What the partitions are counted as holding (see [`MAX_SESSION_BYTES`]).
+    bytes: usize,
 }
 
 /// How to answer one fetch (Kafka's `FetchContext`), decided before reading.
@@ -186,6 +241,16 @@ impl FetchSessionCache {
             return FetchContext::Error(ResponseError::FetchSessionTopicIdError);
         }
         update(session, req.topics, req.forgotten);
+        if session.bytes > MAX_SESSION_BYTES {
+            tracing::warn!(
+                session_id = req.session_id,
+                partitions = session.partitions.len(),
+                bytes = session.bytes,
+                "fetch session closed: it grew past {MAX_SESSION_BYTES} bytes"
+            );
+            sessions.remove(&req.session_id);
+            return FetchContext::Error(ResponseError::FetchSessionIdNotFound);
+        }
         if session.partitions.is_empty() {
             // Nothing left to fetch: the session ends, as in Kafka.
             sessions.remove(&req.session_id);
@@ -214,6 +279,10 @@ impl FetchSessionCache {
         if self.max_sessions == 0 {
             return INVALID_SESSION_ID;
         }
+        let bytes: usize = answered.iter().map(|(key, _, _)| key.bytes()).sum();
+        if bytes > MAX_SESSION_BYTES {
+            return INVALID_SESSION_ID;
+        }
         let mut sessions = self.sessions.lock();
         if sessions.len() >= self.max_sessions
             && !try_evict(&mut sessions, privileged, answered.len(), now_ms)
@@ -221,15 +290,16 @@ impl FetchSessionCache {
             return INVALID_SESSION_ID;
         }
         let id = new_session_id(&sessions);
+        let mut detach = Detacher::default();
         let partitions = answered
             .into_iter()
             .map(|(key, request, data)| {
                 let cached = CachedPartition {
-                    request,
+                    request: detached_request(request),
                     high_watermark: data.high_watermark,
                     log_start_offset: data.log_start_offset,
                 };
-                (key, cached)
+                (detach.key(key), cached)
             })
             .collect();
         let session = FetchSession {
@@ -239,6 +309,7 @@ impl FetchSessionCache {
             last_used_ms: now_ms,
             epoch: next_epoch(INITIAL_EPOCH),
             partitions,
+            bytes,
         };
         tracing::debug!(
             session_id = id,
@@ -248,6 +319,11 @@ impl FetchSessionCache {
         );
         sessions.insert(id, session);
         id
+    }
+
+    /// What every session is counted as holding (see [`MAX_SESSION_BYTES`]).
+    pub fn retained_bytes(&self) -> usize {
+        self.sessions.lock().values().map(|s| s.bytes).sum()
     }
 
     /// Drops from `responses` (one entry per key of `keys`, in that order) the partitions
@@ -287,7 +363,8 @@ impl FetchSessionCache {
         }
         responses.retain(|t| !t.partitions.is_empty());
         for key in moved {
-            if let Some(cached) = session.partitions.shift_remove(&key) {
+            // The session's own key goes back in, not the caller's copy of it.
+            if let Some((key, cached)) = session.partitions.shift_remove_entry(&key) {
                 session.partitions.insert(key, cached);
             }
         }
@@ -298,21 +375,25 @@ impl FetchSessionCache {
 /// Applies an incremental fetch's changes: new or changed partitions take the request's
 /// parameters, forgotten ones leave.
 fn update(session: &mut FetchSession, topics: Vec<FetchTopic>, forgotten: Vec<ForgottenTopic>) {
+    let mut detach = Detacher::default();
     for t in topics {
+        let topic = detach.name(&t.topic);
         for fp in t.partitions {
             let key = SessionPartitionKey {
                 topic_id: t.topic_id,
-                topic: t.topic.clone(),
+                topic: topic.clone(),
                 partition: fp.partition,
             };
+            let request = detached_request(fp);
             match session.partitions.get_mut(&key) {
-                Some(cached) => cached.request = fp,
+                Some(cached) => cached.request = request,
                 None => {
                     let cached = CachedPartition {
-                        request: fp,
+                        request,
                         high_watermark: -1,
                         log_start_offset: -1,
                     };
+                    session.bytes += key.bytes();
                     session.partitions.insert(key, cached);
                 }
             }
@@ -325,7 +406,9 @@ fn update(session: &mut FetchSession, topics: Vec<FetchTopic>, forgotten: Vec<Fo
                 topic: t.topic.clone(),
                 partition,
             };
-            session.partitions.shift_remove(&key);
+            if session.partitions.shift_remove(&key).is_some() {
+                session.bytes -= key.bytes();
+            }
         }
     }
 }

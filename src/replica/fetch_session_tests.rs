@@ -261,3 +261,128 @@ fn zero_slots_means_no_sessions() {
     let cache = FetchSessionCache::new(0);
     assert_eq!(session(&cache, 0, false, 1), INVALID_SESSION_ID);
 }
+
+/// A Fetch v12 frame (a `rack_id` of 1 MiB, an unknown tagged field on its partition)
+/// naming `topic`'s `partitions`, decoded as the network layer does (zero copy), with a
+/// handle telling whether the frame is still alive.
+fn tracked_fetch(
+    topic: &str,
+    partitions: &[i32],
+    session_id: i32,
+    epoch: i32,
+) -> (
+    kafka_protocol::messages::FetchRequest,
+    crate::protocol::tracked_frame::FrameAlive,
+) {
+    use kafka_protocol::messages::FetchRequest;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    let mut topic = fetch(
+        topic,
+        &partitions.iter().map(|&p| (p, 0)).collect::<Vec<_>>(),
+    );
+    for p in &mut topic.partitions {
+        p.unknown_tagged_fields
+            .insert(99, Bytes::from(vec![1u8; 4096]));
+    }
+    let req = FetchRequest::default()
+        .with_session_id(session_id)
+        .with_session_epoch(epoch)
+        .with_rack_id(StrBytes::from_string("r".repeat(1 << 20)))
+        .with_topics(vec![topic]);
+    let mut out = bytes::BytesMut::new();
+    req.encode(&mut out, 12).unwrap();
+    let (mut frame, alive) = crate::protocol::tracked_frame::tracked(out.to_vec());
+    let decoded = FetchRequest::decode(&mut frame, 12).unwrap();
+    (decoded, alive)
+}
+
+fn session_request(req: kafka_protocol::messages::FetchRequest) -> SessionRequest {
+    SessionRequest {
+        version: 12,
+        session_id: req.session_id,
+        epoch: req.session_epoch,
+        is_follower: false,
+        topics: req.topics,
+        forgotten: req.forgotten_topics_data,
+    }
+}
+
+/// A session keeps no slice of the requests that made and updated it: before, its keys
+/// held the topic name as a slice of the frame, and one partition kept a whole frame
+/// (8 fetches with a 64 MiB `rack_id` held 513 MB after their connections closed).
+#[test]
+fn a_session_keeps_no_request_frame_alive() {
+    let cache = FetchSessionCache::new(1);
+    let (req, first) = tracked_fetch("t", &[0], INVALID_SESSION_ID, INITIAL_EPOCH);
+    let FetchContext::Full { topics, .. } = cache.new_context(0, session_request(req)) else {
+        panic!("a full fetch");
+    };
+    let answer = data(0, 5, 0);
+    let answered = topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|fp| {
+                let key = SessionPartitionKey {
+                    topic_id: t.topic_id,
+                    topic: t.topic.clone(),
+                    partition: fp.partition,
+                };
+                (key, fp.clone(), &answer)
+            })
+        })
+        .collect();
+    let id = cache.maybe_create(0, false, false, answered);
+    assert_ne!(id, INVALID_SESSION_ID);
+    drop(topics);
+    assert!(!first.alive(), "the full fetch's frame is gone");
+
+    // An incremental fetch adding a partition.
+    let (req, second) = tracked_fetch("t", &[1], id, 1);
+    let context = cache.new_context(1, session_request(req));
+    assert_eq!(partitions_of(&context), vec![(0, 0), (1, 0)]);
+    drop(context);
+    assert!(!second.alive(), "the incremental fetch's frame is gone");
+    assert_eq!(cache.retained_bytes(), 2 * (PARTITION_BYTES + 1));
+}
+
+/// Incremental fetches that keep adding partitions with long names end their session
+/// once it would hold more than MAX_SESSION_BYTES; a full fetch that big gets none.
+#[test]
+fn a_session_is_bounded_in_what_it_holds() {
+    let cache = FetchSessionCache::new(1);
+    let id = session(&cache, 0, false, 1);
+    let long = "n".repeat(32_000);
+    let per_fetch = 100;
+    let mut epoch = 1;
+    let ended = loop {
+        let partitions: Vec<(i32, i64)> =
+            (0..per_fetch).map(|p| (epoch * per_fetch + p, 0)).collect();
+        match cache.new_context(0, request(id, epoch, vec![fetch(&long, &partitions)])) {
+            FetchContext::Incremental { .. } => {}
+            other => break other,
+        }
+        assert!(cache.retained_bytes() <= MAX_SESSION_BYTES);
+        epoch += 1;
+        assert!(epoch < 1000, "the session never ended");
+    };
+    assert!(matches!(
+        ended,
+        FetchContext::Error(ResponseError::FetchSessionIdNotFound)
+    ));
+    assert_eq!((cache.len(), cache.retained_bytes()), (0, 0));
+
+    let answer = data(0, 5, 0);
+    let too_many = (0..(MAX_SESSION_BYTES / 32_000) as i32 + 1)
+        .map(|p| {
+            (
+                key(&long, p),
+                FetchPartition::default().with_partition(p),
+                &answer,
+            )
+        })
+        .collect();
+    assert_eq!(
+        cache.maybe_create(0, false, false, too_many),
+        INVALID_SESSION_ID
+    );
+}

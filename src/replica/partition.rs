@@ -296,6 +296,11 @@ impl Partition {
         self.log().has_ongoing_txn(producer_id, epoch)
     }
 
+    /// Whether this partition remembers `producer_id`.
+    pub fn knows_producer(&self, producer_id: i64) -> bool {
+        self.log().knows_producer(producer_id)
+    }
+
     /// The producers this partition remembers (DescribeProducers).
     pub fn producer_states(&self) -> Vec<crate::log::ProducerStateEntry> {
         self.log().producer_states()

@@ -304,3 +304,74 @@ async fn write_txn_markers_ends_a_hanging_transaction() {
     assert_eq!(stale.markers[0].topics[0].partitions[0].error_code, 47);
     broker.stop().await;
 }
+
+/// WriteTxnMarkers over TCP naming partition 0 two hundred thousand times: for producer
+/// id -1 every answer is INVALID_REQUEST, for a producer the partition never saw every
+/// answer is NONE and nothing is written, and for the producer with the open
+/// transaction exactly one marker is appended. Before, each listed partition was its
+/// own marker append (a 3.9 MB request appended a million markers and held 512 MB).
+#[tokio::test]
+async fn write_txn_markers_writes_each_marker_once_and_only_for_known_producers() {
+    const TIMES: usize = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path(), OVERRIDES).await;
+    let mut c = broker.client().await;
+    assert_eq!(c.create_topic(TOPIC, 1).await, 0);
+    assert_eq!(
+        find_txn_coordinator(&mut c, "many").await.coordinators[0].error_code,
+        0
+    );
+    let r = init(&mut c, "many", (-1, -1)).await;
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add_partition(&mut c, "many", pid, epoch, 0).await, 0);
+    let (err, _) = produce(&mut c, "many", txn_batch(&["m0", "m1"], (pid, epoch, 0))).await;
+    assert_eq!(err, 0);
+    assert_eq!(fetch(&mut c, false).await.high_watermark, 2);
+
+    let marker = |pid: i64, epoch: i16| {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_transaction_result(true)
+                .with_coordinator_epoch(0)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partition_indexes(vec![0; TIMES]),
+                ]),
+        ])
+    };
+    // (how many answers, the distinct codes among them)
+    let codes = |r: &WriteTxnMarkersResponse| -> (usize, std::collections::BTreeSet<i16>) {
+        let partitions = &r.markers[0].topics[0].partitions;
+        let codes = partitions.iter().map(|p| p.error_code).collect();
+        (partitions.len(), codes)
+    };
+    let only = |code: i16| (TIMES, std::collections::BTreeSet::from([code]));
+    let none = c.send(&marker(-1, 0), 1).await;
+    assert_eq!(codes(&none), only(42), "INVALID_REQUEST for each listing");
+    assert_eq!(
+        fetch(&mut c, false).await.high_watermark,
+        2,
+        "nothing written"
+    );
+
+    let stranger = c.send(&marker(pid + 1000, 0), 1).await;
+    assert_eq!(codes(&stranger), only(0));
+    assert_eq!(
+        fetch(&mut c, false).await.high_watermark,
+        2,
+        "nothing written"
+    );
+
+    let real = c.send(&marker(pid, epoch), 1).await;
+    assert_eq!(codes(&real), only(0));
+    let after = fetch(&mut c, true).await;
+    assert_eq!(
+        (after.high_watermark, after.last_stable_offset),
+        (3, 3),
+        "one commit marker"
+    );
+    broker.stop().await;
+}

@@ -309,7 +309,21 @@ pub async fn create_partitions(
                         .join(", ")
                 )));
             }
-            (existing..count).zip(a).collect()
+            let added: BTreeMap<i32, Vec<i32>> = (existing..count).zip(a).collect();
+            // Kafka's `validateReplicaAssignment`: a broker holds one replica of a partition.
+            for (p, replicas) in &added {
+                if replicas.iter().collect::<BTreeSet<_>>().len() != replicas.len() {
+                    return Err(invalid_assignment(format!(
+                        "Duplicate brokers not allowed in replica assignment: {} for partition id {p}.",
+                        replicas
+                            .iter()
+                            .map(i32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+            added
         }
         None => {
             // Kafka starts the new partitions where partition 0's first replica sits.

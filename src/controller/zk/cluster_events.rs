@@ -497,7 +497,9 @@ impl ControllerLoop {
             self.on_watch(w, Event::TopicChange(self.generation));
             self.armed.topics = true;
         }
-        let now: BTreeSet<String> = topics.into_iter().collect();
+        let now: BTreeSet<String> = super::znode_checks::legal_topic_names(topics)
+            .into_iter()
+            .collect();
         let known: BTreeSet<String> = self.ctx.assignments.keys().cloned().collect();
         let new: Vec<String> = now.difference(&known).cloned().collect();
         for t in known.difference(&now) {
@@ -539,6 +541,7 @@ impl ControllerLoop {
             tracing::warn!(topic, "unreadable topic assignment");
             return Ok(());
         };
+        let a = super::znode_checks::checked_assignment(topic, a);
         let known = self.ctx.assignments.get(topic).cloned().unwrap_or_default();
         let added: BTreeMap<i32, Vec<i32>> = a
             .partitions

@@ -51,6 +51,7 @@ pub mod requests;
 pub mod states;
 pub mod store;
 pub mod versions;
+pub mod znode_checks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -513,27 +514,40 @@ impl ZkController {
         &self,
         topics: impl IntoIterator<Item = String>,
     ) -> BTreeMap<String, BTreeMap<String, String>> {
+        /// Reads under way at once: round trips overlap, ZooKeeper is not flooded.
+        const READS_AT_ONCE: usize = 32;
         let mut out = BTreeMap::new();
         let Ok(session) = self.shared.session() else {
             return out;
         };
-        for t in topics {
-            let path = crate::zk::znodes::paths::entity_config(&format!("topics/{t}"));
-            match session.get(&path).await {
-                Ok(Some((data, _))) => {
-                    match crate::zk::znodes::decode::<crate::zk::znodes::EntityConfig>(&data) {
-                        Ok(c) => {
-                            out.insert(t, c.config.0);
-                        }
-                        Err(e) => {
-                            tracing::warn!(topic = %t, error = %e, "unreadable topic config znode")
+        // Only legal names become znode paths (the callers check them already).
+        let topics: Vec<String> = topics
+            .into_iter()
+            .filter(|t| crate::controller::topic_name::validate(t).is_ok())
+            .collect();
+        for chunk in topics.chunks(READS_AT_ONCE) {
+            let reads = chunk.iter().map(|t| {
+                let path = crate::zk::znodes::paths::entity_config(&format!("topics/{t}"));
+                let session = &session;
+                async move { (t, session.get(&path).await) }
+            });
+            for (t, read) in futures::future::join_all(reads).await {
+                match read {
+                    Ok(Some((data, _))) => {
+                        match crate::zk::znodes::decode::<crate::zk::znodes::EntityConfig>(&data) {
+                            Ok(c) => {
+                                out.insert(t.clone(), c.config.0);
+                            }
+                            Err(e) => {
+                                tracing::warn!(topic = %t, error = %e, "unreadable topic config znode")
+                            }
                         }
                     }
+                    Ok(None) => {
+                        out.insert(t.clone(), BTreeMap::new());
+                    }
+                    Err(e) => tracing::warn!(topic = %t, error = %e, "cannot read topic configs"),
                 }
-                Ok(None) => {
-                    out.insert(t, BTreeMap::new());
-                }
-                Err(e) => tracing::warn!(topic = %t, error = %e, "cannot read topic configs"),
             }
         }
         out

@@ -46,8 +46,10 @@ pub async fn read_brokers(s: &ZkSession) -> Result<BTreeMap<i32, LiveBroker>, Zk
     Ok(out)
 }
 
+/// The legal topic names under `/brokers/topics` (see `znode_checks`).
 pub async fn read_topic_names(s: &ZkSession) -> Result<Vec<String>, ZkError> {
-    Ok(s.children(paths::TOPICS).await?.unwrap_or_default())
+    let names = s.children(paths::TOPICS).await?.unwrap_or_default();
+    Ok(super::znode_checks::legal_topic_names(names))
 }
 
 /// A topic's assignment znode and its version.
@@ -59,7 +61,10 @@ pub async fn read_assignment(
         return Ok(None);
     };
     match znodes::decode::<TopicAssignment>(&data) {
-        Ok(a) => Ok(Some((a, stat.version))),
+        Ok(a) => Ok(Some((
+            super::znode_checks::checked_assignment(topic, a),
+            stat.version,
+        ))),
         Err(e) => {
             tracing::warn!(topic, error = %e, "unreadable topic assignment; ignored");
             Ok(None)

@@ -21,7 +21,7 @@
 //! (members, waiters and session timers are not records) and its GroupMetadata record
 //! persists it; that record is replayed only when the partition loads (`record.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -186,6 +186,9 @@ pub struct ClassicGroup {
     /// `group.initial.rebalance.delay.ms`, applied when an empty group first rebalances.
     pub initial_delay_ms: i32,
     effects: Effects,
+    /// How many members support each protocol (Kafka's `supportedProtocols`): whether
+    /// every member supports one is a look-up, not a walk over every member's list.
+    protocol_counts: HashMap<String, usize>,
 }
 
 fn member_id_for(prefix: &str) -> String {
@@ -210,7 +213,30 @@ impl ClassicGroup {
             sync_deadline: None,
             initial_delay_ms: 0,
             effects: Effects::default(),
+            protocol_counts: HashMap::new(),
         }
+    }
+
+    /// Counts `protocols` (a member's, each name once) in or out of `protocol_counts`.
+    fn count_protocols(&mut self, protocols: &[(String, Bytes)], joined: bool) {
+        let names: HashSet<&String> = protocols.iter().map(|(n, _)| n).collect();
+        for name in names {
+            if joined {
+                *self.protocol_counts.entry(name.clone()).or_default() += 1;
+                continue;
+            }
+            if let Some(count) = self.protocol_counts.get_mut(name) {
+                *count -= 1;
+                if *count == 0 {
+                    self.protocol_counts.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Whether every member supports `protocol`.
+    fn all_support(&self, protocol: &str) -> bool {
+        self.protocol_counts.get(protocol) == Some(&self.members.len())
     }
 
     pub fn take_effects(&mut self) -> Effects {
@@ -327,6 +353,8 @@ impl ClassicGroup {
                 .insert(instance.clone(), member_id.clone());
         }
         let (tx, rx) = oneshot::channel();
+        let protocols = owned_protocols(req.protocols);
+        self.count_protocols(&protocols, true);
         self.members.insert(
             member_id.clone(),
             Member {
@@ -336,7 +364,7 @@ impl ClassicGroup {
                 client_host: req.client_host,
                 session_timeout_ms: req.session_timeout_ms,
                 rebalance_timeout_ms: req.rebalance_timeout_ms,
-                protocols: req.protocols,
+                protocols,
                 assignment: Bytes::new(),
                 join_waiter: Some(tx),
                 sync_waiter: None,
@@ -379,7 +407,10 @@ impl ClassicGroup {
         member.client_host = req.client_host.clone();
         member.session_timeout_ms = req.session_timeout_ms;
         member.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        member.protocols = req.protocols.clone();
+        let protocols = owned_protocols(req.protocols.clone());
+        self.count_protocols(&member.protocols, false);
+        self.count_protocols(&protocols, true);
+        member.protocols = protocols;
         member.heartbeat_deadline = now + ms(req.session_timeout_ms);
         self.members.insert(new_id.clone(), member);
         if let Some(instance) = &req.group_instance_id {
@@ -416,8 +447,12 @@ impl ClassicGroup {
 
     fn update_member(&mut self, req: &JoinRequest, now: Instant) -> oneshot::Receiver<JoinResult> {
         let (tx, rx) = oneshot::channel();
+        let protocols = owned_protocols(req.protocols.clone());
+        let old = std::mem::take(&mut self.members[&req.member_id].protocols);
+        self.count_protocols(&old, false);
+        self.count_protocols(&protocols, true);
         let m = &mut self.members[&req.member_id];
-        m.protocols = req.protocols.clone();
+        m.protocols = protocols;
         m.session_timeout_ms = req.session_timeout_ms;
         m.rebalance_timeout_ms = req.rebalance_timeout_ms;
         m.heartbeat_deadline = now + ms(req.session_timeout_ms);
@@ -441,9 +476,7 @@ impl ClassicGroup {
             return true;
         }
         self.protocol_type.as_deref() == Some(protocol_type)
-            && protocols
-                .iter()
-                .any(|(name, _)| self.members.values().all(|m| has_protocol(m, name)))
+            && protocols.iter().any(|(name, _)| self.all_support(name))
     }
 
     fn check_instance(&self, member_id: &str, instance: Option<&str>) -> Result<(), ResponseError> {
@@ -606,18 +639,18 @@ impl ClassicGroup {
     /// The protocol every member supports that most members prefer.
     fn vote(&self) -> Option<String> {
         let first = self.members.values().next()?;
-        let candidates: Vec<&String> = first
-            .protocols
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| self.members.values().all(|m| has_protocol(m, n)))
-            .collect();
+        let mut candidates: Vec<&String> = Vec::new();
+        let mut at: HashMap<&String, usize> = HashMap::new();
+        for (n, _) in &first.protocols {
+            if self.all_support(n) && !at.contains_key(n) {
+                at.insert(n, candidates.len());
+                candidates.push(n);
+            }
+        }
         let mut votes: Vec<(&String, usize)> = candidates.iter().map(|c| (*c, 0)).collect();
         for m in self.members.values() {
-            if let Some((name, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(&n)) {
-                if let Some(v) = votes.iter_mut().find(|(c, _)| *c == name) {
-                    v.1 += 1;
-                }
+            if let Some(&i) = m.protocols.iter().find_map(|(n, _)| at.get(n)) {
+                votes[i].1 += 1;
             }
         }
         // Ties go to the earliest candidate in the first member's preference order.
@@ -631,6 +664,7 @@ impl ClassicGroup {
     /// Drops a member from every table, answering anything it waits for.
     fn forget_member(&mut self, member_id: &str) {
         if let Some(m) = self.members.shift_remove(member_id) {
+            self.count_protocols(&m.protocols, false);
             if let Some(i) = &m.group_instance_id {
                 if self.static_members.get(i).map(String::as_str) == Some(member_id) {
                     self.static_members.remove(i);
@@ -715,7 +749,11 @@ impl ClassicGroup {
     fn complete_sync(&mut self, assignments: Vec<(String, Bytes)>, now_ms: i64) {
         let mut assignments: HashMap<String, Bytes> = assignments.into_iter().collect();
         for m in self.members.values_mut() {
-            m.assignment = assignments.remove(&m.member_id).unwrap_or_default();
+            // A copy: the leader's SyncGroup frame holds every member's assignment.
+            m.assignment = assignments
+                .remove(&m.member_id)
+                .map(|a| Bytes::copy_from_slice(&a))
+                .unwrap_or_default();
         }
         self.sync_deadline = None;
         self.transition(GroupState::Stable, now_ms);
@@ -860,8 +898,14 @@ impl ClassicGroup {
     }
 }
 
-fn has_protocol(m: &Member, name: &str) -> bool {
-    m.protocols.iter().any(|(n, _)| n == name)
+/// `protocols` with each metadata copied out of the JoinGroup frame it is a slice of:
+/// a member lives for as long as the group does, and a slice kept the whole frame alive
+/// (8 joins with a 64 MiB unknown tagged field held 513 MB).
+fn owned_protocols(protocols: Vec<(String, Bytes)>) -> Vec<(String, Bytes)> {
+    protocols
+        .into_iter()
+        .map(|(name, metadata)| (name, Bytes::copy_from_slice(&metadata)))
+        .collect()
 }
 
 fn metadata_in(protocols: &[(String, Bytes)], name: &str) -> Bytes {

@@ -101,7 +101,7 @@ async fn serve(mut stream: tokio::net::TcpStream, broker: Arc<StandIn>) {
 
 impl StandIn {
     fn answer_to(&self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
-        crate::handlers::write_txn_markers::answer_shaped_like(request, |topic, p| {
+        crate::handlers::write_txn_markers::answer_shaped_like(&request, |_, topic, p| {
             match self.refused.contains(&(topic.to_string(), p)) {
                 true => ResponseError::NotLeaderOrFollower.code(),
                 false => 0,

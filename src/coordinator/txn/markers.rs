@@ -160,6 +160,11 @@ fn ready(result: Result<(), ResponseError>) -> MarkerWrite {
 /// each of its partitions. A `__consumer_offsets` partition gets it through the group
 /// coordinator, which applies the transaction's pending offsets as the marker lands;
 /// its "not served here" answers are the partition's NOT_LEADER_OR_FOLLOWER.
+///
+/// A producer id below 0 is no producer's (INVALID_REQUEST). A marker for a producer
+/// the partition does not know is not written and answered as done: that producer has
+/// no transaction open here to end (it added the partition and aborted before writing
+/// to it, or never existed), and an error would have its coordinator retry forever.
 pub async fn write_local_marker(
     replicas: &ReplicaManager,
     groups: &GroupCoordinator,
@@ -168,6 +173,9 @@ pub async fn write_local_marker(
     producer_epoch: i16,
     marker: EndTxnMarker,
 ) -> Result<(), ResponseError> {
+    if producer_id < 0 {
+        return Err(ResponseError::InvalidRequest);
+    }
     let p = replicas.leader(tp, -1).map_err(|e| e.error)?;
     if tp.topic == OFFSETS_TOPIC {
         return groups
@@ -179,6 +187,10 @@ pub async fn write_local_marker(
                 | ResponseError::CoordinatorLoadInProgress => ResponseError::NotLeaderOrFollower,
                 e => e,
             });
+    }
+    if !p.knows_producer(producer_id) {
+        tracing::debug!(partition = %tp, producer_id, "transaction marker for a producer this partition does not know: nothing to end, not written");
+        return Ok(());
     }
     let info = p
         .append_marker(producer_id, producer_epoch, marker, now_ms())

@@ -139,6 +139,10 @@ async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Res
     };
     let own = shared.settings.broker_id.to_string();
     match kind {
+        "topics" if crate::controller::topic_name::validate(name).is_err() => {
+            let shown = super::checked_names::shown(name);
+            tracing::error!(topic = %shown, "topic config for an illegal topic name; skipped");
+        }
         "topics" => {
             let configs = read_configs(session, entity).await?;
             shared.broker.apply_topic_configs(name, configs);

@@ -8,7 +8,7 @@
 //! or unloads the `__consumer_offsets` partitions this broker now leads or follows.
 //! A topic the listeners could not apply is answered KAFKA_STORAGE_ERROR.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leader_and_isr_request::LeaderAndIsrPartitionState;
@@ -18,7 +18,9 @@ use kafka_protocol::messages::leader_and_isr_response::{
 use kafka_protocol::messages::{LeaderAndIsrRequest, LeaderAndIsrResponse};
 use uuid::Uuid;
 
-use super::{BrokerSide, HostedTopic};
+use super::capped_lines::CappedLines;
+use super::checked_names::check_partition;
+use super::{refusal, BrokerSide, HostedTopic};
 use crate::controller::delta::{MetadataDelta, TopicDelta};
 use crate::controller::{LeaderAndIsr, PartitionAssignment, PartitionInfo};
 
@@ -26,8 +28,41 @@ use crate::controller::{LeaderAndIsr, PartitionAssignment, PartitionInfo};
 const TOPIC_ID_RESPONSE_VERSION: i16 = 5;
 
 impl BrokerSide {
-    /// `topic_configs`: the config overrides of the request's topics, as ZooKeeper has
-    /// them, applied to the logs created here.
+    /// The topics of `req` whose logs it would create here, whose config overrides are
+    /// to be read from ZooKeeper before [`BrokerSide::leader_and_isr`]: none when the
+    /// request is to be refused (a stale controller costs no ZooKeeper read), and only
+    /// legal names assigned here and not hosted yet (a hosted topic's configs follow
+    /// their change notifications).
+    pub fn topics_to_configure(
+        &self,
+        req: &LeaderAndIsrRequest,
+        broker_epoch: i64,
+    ) -> BTreeSet<String> {
+        let state = self.state.lock();
+        if refusal(&state, req.controller_epoch, req.broker_epoch, broker_epoch).is_some() {
+            return BTreeSet::new();
+        }
+        let grouped = req
+            .topic_states
+            .iter()
+            .flat_map(|t| t.partition_states.iter().map(move |p| (&t.topic_name, p)));
+        let ungrouped = req
+            .ungrouped_partition_states
+            .iter()
+            .map(|p| (&p.topic_name, p));
+        grouped
+            .chain(ungrouped)
+            .filter(|(topic, p)| {
+                p.replicas.iter().any(|b| b.0 == self.broker_id)
+                    && !state.hosted.contains_key(topic.as_str())
+                    && check_partition(topic, p.partition_index).is_ok()
+            })
+            .map(|(topic, _)| topic.to_string())
+            .collect()
+    }
+
+    /// `topic_configs`: the config overrides of the topics [`BrokerSide::topics_to_configure`]
+    /// named, as ZooKeeper has them, applied to the logs created here.
     pub fn leader_and_isr(
         &self,
         req: &LeaderAndIsrRequest,
@@ -55,7 +90,24 @@ impl BrokerSide {
         let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
         let mut taken: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
         let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
+        let mut illegal = CappedLines::new("LeaderAndIsr refused for an illegal topic name");
+        let mut offline = CappedLines::new("LeaderAndIsr for a replica in an offline log dir");
+        let mut stale = CappedLines::new("LeaderAndIsr ignored: leader epoch not newer");
+        let mut unassigned = CappedLines::new("LeaderAndIsr ignored: partition not assigned here");
         for (topic_id, p) in &requested {
+            if let Err(why) = check_partition(&p.topic_name, p.partition_index) {
+                if illegal.allow() {
+                    tracing::error!(
+                        partition = p.partition_index,
+                        "LeaderAndIsr refused for a partition: {why}"
+                    );
+                }
+                errors.insert(
+                    (p.topic_name.to_string(), p.partition_index),
+                    ResponseError::InvalidTopicException,
+                );
+                continue;
+            }
             let topic = p.topic_name.0.to_string();
             ids.insert(topic.clone(), *topic_id);
             let hosted = state.hosted.get(&topic).and_then(|h| {
@@ -73,22 +125,29 @@ impl BrokerSide {
             if self.replica_offline(&topic, p.partition_index) {
                 // Before the epoch check, as Kafka's: this answer is how a controller
                 // learns, after a log dir event, which replicas went offline.
-                tracing::warn!(topic = %topic, partition = p.partition_index, "LeaderAndIsr for a replica in an offline log dir");
+                if offline.allow() {
+                    tracing::warn!(topic = %topic, partition = p.partition_index, "LeaderAndIsr for a replica in an offline log dir");
+                }
                 errors.insert(key, ResponseError::KafkaStorageError);
             } else if !topic_id.is_nil() && log_id.is_some_and(|id| id != *topic_id) {
                 tracing::error!(topic = %topic, partition = p.partition_index, request_topic_id = %topic_id, log_topic_id = ?log_id, "LeaderAndIsr names another topic id than the log");
                 errors.insert(key, ResponseError::InconsistentTopicId);
             } else if p.leader_epoch <= current_epoch {
-                tracing::info!(topic = %topic, partition = p.partition_index, leader_epoch = p.leader_epoch, current_epoch, "LeaderAndIsr ignored for a partition: its leader epoch is not newer");
+                if stale.allow() {
+                    tracing::info!(topic = %topic, partition = p.partition_index, leader_epoch = p.leader_epoch, current_epoch, "LeaderAndIsr ignored for a partition: its leader epoch is not newer");
+                }
                 errors.insert(key, ResponseError::StaleControllerEpoch);
             } else if !p.replicas.iter().any(|b| b.0 == self.broker_id) {
-                tracing::warn!(topic = %topic, partition = p.partition_index, replicas = ?p.replicas, "LeaderAndIsr ignored for a partition not assigned here");
+                if unassigned.allow() {
+                    tracing::warn!(topic = %topic, partition = p.partition_index, replicas = ?p.replicas, "LeaderAndIsr ignored for a partition not assigned here");
+                }
                 errors.insert(key, ResponseError::UnknownTopicOrPartition);
             } else {
                 taken.entry(topic).or_default().push(partition_info(p));
             }
         }
         let mut delta = MetadataDelta::default();
+        let mut hosted_lines = CappedLines::new("partition hosted by LeaderAndIsr");
         for (topic, partitions) in &taken {
             let request_id = ids.get(topic).copied().unwrap_or_default();
             if let Some(configs) = topic_configs.get(topic) {
@@ -102,6 +161,10 @@ impl BrokerSide {
                 hosted.topic_id = request_id;
             }
             for p in partitions {
+                if !hosted_lines.allow() {
+                    hosted.partitions.insert(p.partition, p.clone());
+                    continue;
+                }
                 tracing::info!(
                     topic = %topic,
                     partition = p.partition,
@@ -194,18 +257,18 @@ fn response(
         return LeaderAndIsrResponse::default().with_partition_errors(errors);
     }
     let mut topics: Vec<LeaderAndIsrTopicError> = Vec::with_capacity(topic_states.len());
+    // Where each topic id's answer is in `topics`: one look-up per partition, however
+    // many topics the request names.
+    let mut at: HashMap<Uuid, usize> = HashMap::with_capacity(topic_states.len());
     for (id, _, p, code) in codes {
         let error = LeaderAndIsrPartitionError::default()
             .with_partition_index(p)
             .with_error_code(code);
-        match topics.iter_mut().find(|t| t.topic_id == id) {
-            Some(t) => t.partition_errors.push(error),
-            None => topics.push(
-                LeaderAndIsrTopicError::default()
-                    .with_topic_id(id)
-                    .with_partition_errors(vec![error]),
-            ),
-        }
+        let i = *at.entry(id).or_insert_with(|| {
+            topics.push(LeaderAndIsrTopicError::default().with_topic_id(id));
+            topics.len() - 1
+        });
+        topics[i].partition_errors.push(error);
     }
     LeaderAndIsrResponse::default().with_topics(topics)
 }

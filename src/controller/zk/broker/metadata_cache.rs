@@ -15,6 +15,8 @@ use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionSt
 use kafka_protocol::messages::UpdateMetadataRequest;
 use uuid::Uuid;
 
+use super::capped_lines::CappedLines;
+use super::checked_names::check_partition;
 use crate::controller::image::MetadataImage;
 use crate::controller::{BrokerInfo, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo};
 
@@ -199,23 +201,43 @@ impl MetadataCache {
         self.image.set_cluster(brokers, self.controller_id);
 
         let mut update = CacheUpdate::default();
-        let mut touched: BTreeMap<String, (Option<Uuid>, Vec<&UpdateMetadataPartitionState>)> =
+        let mut touched: BTreeMap<&str, (Option<Uuid>, Vec<&UpdateMetadataPartitionState>)> =
             BTreeMap::new();
+        let mut illegal = CappedLines::new("UpdateMetadata left out an illegal partition");
+        let mut legal = |topic: &str, p: &UpdateMetadataPartitionState| {
+            let checked = check_partition(topic, p.partition_index);
+            if let Err(why) = &checked {
+                if illegal.allow() {
+                    tracing::error!(
+                        partition = p.partition_index,
+                        "UpdateMetadata left out a partition: {why}"
+                    );
+                }
+            }
+            checked.is_ok()
+        };
         for t in &req.topic_states {
-            let entry = touched.entry(t.topic_name.0.to_string()).or_default();
+            let states: Vec<&UpdateMetadataPartitionState> = t
+                .partition_states
+                .iter()
+                .filter(|p| legal(&t.topic_name, p))
+                .collect();
+            let name_illegal = || check_partition(&t.topic_name, 0).is_err();
+            if states.is_empty() && (!t.partition_states.is_empty() || name_illegal()) {
+                continue;
+            }
+            let entry = touched.entry(t.topic_name.as_str()).or_default();
             // v5 and v6 group by topic without ids: nothing to say about the id then.
             entry.0 = (!t.topic_id.is_nil() || entry.0.is_some()).then_some(t.topic_id);
-            entry.1.extend(t.partition_states.iter());
+            entry.1.extend(states);
         }
         for p in &req.ungrouped_partition_states {
-            touched
-                .entry(p.topic_name.0.to_string())
-                .or_default()
-                .1
-                .push(p);
+            if legal(&p.topic_name, p) {
+                touched.entry(p.topic_name.as_str()).or_default().1.push(p);
+            }
         }
         for (name, (id, states)) in touched {
-            self.apply_topic(&name, id, &states, &mut update);
+            self.apply_topic(name, id, &states, &mut update);
         }
         update
     }
@@ -249,23 +271,21 @@ impl MetadataCache {
         if let Some(id) = id {
             topic.topic_id = id;
         }
+        // Merged by index in a map, then laid out sorted again: linear in the topic and
+        // the request whatever order the request names partitions in (inserting each
+        // into the sorted list moved the whole list per partition).
+        let mut partitions: BTreeMap<i32, PartitionInfo> = std::mem::take(&mut topic.partitions)
+            .into_iter()
+            .map(|p| (p.partition, p))
+            .collect();
         for s in states {
             let key = (name.to_string(), s.partition_index);
-            let at = topic
-                .partitions
-                .binary_search_by_key(&s.partition_index, |p| p.partition);
             if s.leader.0 == LEADER_DURING_DELETE {
-                if let Ok(i) = at {
-                    topic.partitions.remove(i);
-                }
+                partitions.remove(&s.partition_index);
                 self.offline.remove(&key);
                 continue;
             }
-            let info = partition_info(s);
-            match at {
-                Ok(i) => topic.partitions[i] = info,
-                Err(i) => topic.partitions.insert(i, info),
-            }
+            partitions.insert(s.partition_index, partition_info(s));
             match s.offline_replicas.is_empty() {
                 true => self.offline.remove(&key),
                 false => self
@@ -273,6 +293,7 @@ impl MetadataCache {
                     .insert(key, s.offline_replicas.iter().map(|b| b.0).collect()),
             };
         }
+        topic.partitions = partitions.into_values().collect();
         if topic.partitions.is_empty() {
             if let Some(old) = old {
                 if !old.topic_id.is_nil() {
@@ -473,6 +494,73 @@ mod tests {
         ));
         assert_eq!(c.deleted_topic_id(&format!("t{last}")), None);
         assert_eq!(c.deleted_order.len(), MAX_DELETED_IDS - 1);
+    }
+
+    /// 40,000 partitions named high to low: each was inserted at the front of the sorted
+    /// list, moving the whole list (seconds of work under the broker side's lock).
+    #[test]
+    fn applying_partitions_in_any_order_is_linear() {
+        const PARTITIONS: i32 = 40_000;
+        let states: Vec<_> = (0..PARTITIONS)
+            .rev()
+            .map(|p| state(p, 1, 0, &[1]))
+            .collect();
+        let mut c = MetadataCache::default();
+        let started = std::time::Instant::now();
+        c.apply(&request(
+            1,
+            vec![broker(1, 9091)],
+            vec![("t", Uuid::from_u128(1), states)],
+        ));
+        let took = started.elapsed();
+        let t = c.topic("t").unwrap();
+        assert_eq!(t.partitions.len(), PARTITIONS as usize);
+        assert!(t
+            .partitions
+            .windows(2)
+            .all(|w| w[0].partition < w[1].partition));
+        assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    }
+
+    /// Names a controller passed on from ZooKeeper that are no topic's never reach the
+    /// cache (the Metadata answer, the listeners, the log layer).
+    #[test]
+    fn illegal_names_and_indexes_are_left_out() {
+        let mut c = MetadataCache::default();
+        let long = "L".repeat(300);
+        let u = c.apply(&request(
+            1,
+            vec![broker(1, 9091)],
+            vec![
+                (&long, Uuid::from_u128(1), vec![state(0, 1, 0, &[1])]),
+                (
+                    "../outside/escaped",
+                    Uuid::from_u128(2),
+                    vec![state(0, 1, 0, &[1])],
+                ),
+                (
+                    "/tmp/victim",
+                    Uuid::from_u128(3),
+                    vec![state(7, 1, 0, &[1])],
+                ),
+                (
+                    "fine",
+                    Uuid::from_u128(4),
+                    vec![state(-1, 1, 0, &[1]), state(0, 1, 0, &[1])],
+                ),
+            ],
+        ));
+        assert_eq!(u.reshaped, BTreeSet::from(["fine".to_string()]));
+        let names: Vec<&str> = c.image().topics().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fine"]);
+        let fine: Vec<i32> = c
+            .topic("fine")
+            .unwrap()
+            .partitions
+            .iter()
+            .map(|p| p.partition)
+            .collect();
+        assert_eq!(fine, [0]);
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! A partition assigned here that no LeaderAndIsr made hosted yet is left out, so a
 //! listener never starts hosting from UpdateMetadata alone.
 
+mod capped_lines;
+mod checked_names;
 pub mod config_changes;
 pub mod controlled_shutdown;
 mod leader_and_isr;
@@ -161,15 +163,11 @@ impl BrokerSide {
         request_broker_epoch: i64,
         broker_epoch: i64,
     ) -> Option<ResponseError> {
-        // -1: a controller that does not know the epoch (Kafka before KIP-380) is trusted.
-        if request_broker_epoch != -1 && request_broker_epoch < broker_epoch {
-            return Some(ResponseError::StaleBrokerEpoch);
+        let refused = refusal(state, controller_epoch, request_broker_epoch, broker_epoch);
+        if refused.is_none() {
+            state.controller_epoch = controller_epoch;
         }
-        if controller_epoch < state.controller_epoch {
-            return Some(ResponseError::StaleControllerEpoch);
-        }
-        state.controller_epoch = controller_epoch;
-        None
+        refused
     }
 
     pub fn update_metadata(
@@ -314,6 +312,23 @@ impl BrokerSide {
             configs: state.topic_configs.get(name).cloned().unwrap_or_default(),
         }))
     }
+}
+
+/// The answer [`BrokerSide::fence`] would give, remembering nothing.
+fn refusal(
+    state: &State,
+    controller_epoch: i32,
+    request_broker_epoch: i64,
+    broker_epoch: i64,
+) -> Option<ResponseError> {
+    // -1: a controller that does not know the epoch (Kafka before KIP-380) is trusted.
+    if request_broker_epoch != -1 && request_broker_epoch < broker_epoch {
+        return Some(ResponseError::StaleBrokerEpoch);
+    }
+    if controller_epoch < state.controller_epoch {
+        return Some(ResponseError::StaleControllerEpoch);
+    }
+    None
 }
 
 /// The live brokers and the controller an image names.

@@ -19,6 +19,8 @@ use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
 use kafka_protocol::messages::{StopReplicaRequest, StopReplicaResponse};
 use uuid::Uuid;
 
+use super::capped_lines::CappedLines;
+use super::checked_names::check_partition;
 use super::BrokerSide;
 use crate::controller::delta::{MetadataDelta, TopicDelta};
 use crate::controller::{PartitionAssignment, PartitionInfo, TopicInfo};
@@ -52,7 +54,24 @@ impl BrokerSide {
         let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
         // Topic → (topic id, partitions to delete).
         let mut deleted: BTreeMap<String, (Uuid, Vec<i32>)> = BTreeMap::new();
+        let mut illegal = CappedLines::new("StopReplica refused for an illegal topic name");
+        let mut stopped_lines = CappedLines::new("replica stopped by StopReplica");
         for s in &stops {
+            // Never a deletion of a name that is no topic's: no log was made of one.
+            if let Err(why) = check_partition(&s.topic, s.partition) {
+                if illegal.allow() {
+                    tracing::error!(
+                        partition = s.partition,
+                        delete = s.delete,
+                        "StopReplica refused for a partition: {why}"
+                    );
+                }
+                errors.insert(
+                    (s.topic.clone(), s.partition),
+                    ResponseError::InvalidTopicException,
+                );
+                continue;
+            }
             let hosted = state.hosted.get(&s.topic).and_then(|h| {
                 h.partitions
                     .get(&s.partition)
@@ -80,7 +99,9 @@ impl BrokerSide {
                     .or_else(|| state.cache.deleted_topic_id(&s.topic))
                     .unwrap_or_default(),
             };
-            tracing::info!(topic = %s.topic, partition = s.partition, delete = s.delete, "replica stopped by StopReplica");
+            if stopped_lines.allow() {
+                tracing::info!(topic = %s.topic, partition = s.partition, delete = s.delete, "replica stopped by StopReplica");
+            }
             if !s.delete && hosted.is_some() {
                 self.stop_replica_fetcher(&s.topic, s.partition);
             }

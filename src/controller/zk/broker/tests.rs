@@ -457,3 +457,86 @@ fn configs_from_zookeeper_reach_the_listeners() {
     side.apply_broker_configs("", BTreeMap::new());
     assert_eq!(side.image().resource_configs(&resource), None);
 }
+
+/// Topic names a controller passed on from ZooKeeper that are no topic's (too long for a
+/// directory, a relative or absolute path): answered INVALID_TOPIC_EXCEPTION, never
+/// hosted, never handed to the listeners (whose log layer would make a directory of
+/// them), and never deleted by StopReplica. The legal topic beside them is hosted.
+#[test]
+fn illegal_topic_names_are_refused_and_reach_no_listener() {
+    let (side, rec) = side();
+    let long = "L".repeat(300);
+    for (i, bad) in [long.as_str(), "../outside/escaped", "/tmp/victim"]
+        .iter()
+        .enumerate()
+    {
+        let id = Uuid::from_u128(10 + i as u128);
+        let r = side.leader_and_isr(
+            &leader_and_isr(1, EPOCH, bad, id, &[(7, 1, 0, &[1])]),
+            7,
+            EPOCH,
+            &BTreeMap::new(),
+        );
+        assert_eq!(codes(&r), vec![(7, 17)], "{bad}: INVALID_TOPIC_EXCEPTION");
+        let r = side.stop_replica(&stop(1, bad, 7, -2, true), EPOCH);
+        assert_eq!(r.partition_errors[0].error_code, 17, "{bad}");
+    }
+    let r = side.leader_and_isr(
+        &leader_and_isr(
+            1,
+            EPOCH,
+            "fine",
+            Uuid::from_u128(1),
+            &[(0, 1, 0, &[1]), (-1, 1, 0, &[1])],
+        ),
+        7,
+        EPOCH,
+        &BTreeMap::new(),
+    );
+    assert_eq!(codes(&r), vec![(0, 0), (-1, 17)]);
+    let seen: Vec<String> = rec
+        .deltas
+        .lock()
+        .iter()
+        .flat_map(|d| d.topics.keys().cloned())
+        .collect();
+    assert_eq!(seen, ["fine"]);
+}
+
+/// A LeaderAndIsr the broker will refuse asks for no topic config from ZooKeeper; one it
+/// takes asks only for the legal topics whose logs it creates here.
+#[test]
+fn only_logs_to_create_have_their_configs_read() {
+    let (side, _rec) = side();
+    let id = Uuid::from_u128(5);
+    let first = leader_and_isr(5, EPOCH, "t", id, &[(0, 1, 0, &[1])]);
+    let wanted: Vec<String> = side
+        .topics_to_configure(&first, EPOCH)
+        .into_iter()
+        .collect();
+    assert_eq!(wanted, ["t"]);
+    side.leader_and_isr(&first, 7, EPOCH, &BTreeMap::new());
+    // Hosted now: its configs follow their change notifications.
+    let again = leader_and_isr(5, EPOCH, "t", id, &[(0, 1, 1, &[1])]);
+    assert!(side.topics_to_configure(&again, EPOCH).is_empty());
+    // A stale controller, a stale broker epoch, an illegal name, another broker's
+    // partition: nothing to read.
+    let many = |epoch, broker_epoch| {
+        let mut r = leader_and_isr(epoch, broker_epoch, "u", id, &[(0, 1, 0, &[1])]);
+        for i in 0..1000 {
+            let mut t = r.topic_states[0].clone();
+            t.topic_name = name(&format!("u{i}"));
+            r.topic_states.push(t);
+        }
+        r
+    };
+    assert!(side.topics_to_configure(&many(4, EPOCH), EPOCH).is_empty());
+    assert!(side
+        .topics_to_configure(&many(5, EPOCH - 1), EPOCH)
+        .is_empty());
+    assert_eq!(side.topics_to_configure(&many(5, EPOCH), EPOCH).len(), 1001);
+    let odd = leader_and_isr(5, EPOCH, "../x", id, &[(0, 1, 0, &[1])]);
+    assert!(side.topics_to_configure(&odd, EPOCH).is_empty());
+    let elsewhere = leader_and_isr(5, EPOCH, "v", id, &[(0, 2, 0, &[2])]);
+    assert!(side.topics_to_configure(&elsewhere, EPOCH).is_empty());
+}

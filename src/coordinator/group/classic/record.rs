@@ -1,5 +1,6 @@
 //! A group to and from its GroupMetadataValue record in `__consumer_offsets`.
 
+use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{ms, ClassicGroup, GroupState, Member};
@@ -20,6 +21,9 @@ impl ClassicGroup {
                 g.static_members
                     .insert(instance.clone(), m.member_id.clone());
             }
+            // Copies: the record's fields are slices of the batch read from the log.
+            let protocols = vec![(protocol, Bytes::copy_from_slice(&m.subscription))];
+            g.count_protocols(&protocols, true);
             g.members.insert(
                 m.member_id.clone(),
                 Member {
@@ -29,8 +33,8 @@ impl ClassicGroup {
                     client_host: m.client_host,
                     session_timeout_ms: m.session_timeout_ms,
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    protocols: vec![(protocol, m.subscription)],
-                    assignment: m.assignment,
+                    protocols,
+                    assignment: Bytes::copy_from_slice(&m.assignment),
                     join_waiter: None,
                     sync_waiter: None,
                     heartbeat_deadline: now + ms(m.session_timeout_ms),

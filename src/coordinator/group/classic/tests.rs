@@ -448,3 +448,88 @@ fn restore_brings_back_a_stable_group_whose_members_must_heartbeat() {
     r.tick(after(now, SESSION_MS as u64), 0);
     assert_eq!(r.state, GroupState::Empty, "nobody came back");
 }
+
+/// A member keeps no slice of the JoinGroup frame it joined with: before, its protocol
+/// metadata was one, and a member kept the whole frame (a 64 MiB unknown tagged field)
+/// for as long as it stayed in the group.
+#[test]
+fn a_member_keeps_no_join_frame_alive() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::JoinGroupRequest;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    let mut wire = JoinGroupRequest::default()
+        .with_group_id(kafka_protocol::messages::GroupId(
+            StrBytes::from_static_str("g"),
+        ))
+        .with_session_timeout_ms(SESSION_MS)
+        .with_rebalance_timeout_ms(REBALANCE_MS)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(Bytes::from_static(b"subscription"))]);
+    wire.unknown_tagged_fields
+        .insert(99, Bytes::from(vec![0u8; 1 << 20]));
+    let mut out = bytes::BytesMut::new();
+    wire.encode(&mut out, 9).unwrap();
+    let (mut frame, alive) = crate::protocol::tracked_frame::tracked(out.to_vec());
+    let decoded = JoinGroupRequest::decode(&mut frame, 9).unwrap();
+    drop(frame);
+    let mut join = req("", &[]);
+    join.require_known_member_id = false;
+    // The rest of the request goes now; its protocols' metadata are frame slices.
+    fn protocols_of(r: JoinGroupRequest) -> Vec<JoinGroupRequestProtocol> {
+        r.protocols
+    }
+    let protocols = protocols_of(decoded);
+    join.protocols = protocols
+        .into_iter()
+        .map(|p| (p.name.to_string(), p.metadata))
+        .collect();
+    assert!(alive.alive(), "the metadata slices hold the frame");
+    let mut g = ClassicGroup::new("g", 0);
+    let _wait = g.join(join, &cfg(), Instant::now(), 0);
+    assert_eq!(g.members.len(), 1);
+    assert!(!alive.alive(), "the JoinGroup frame is gone");
+    let member = g.members.values().next().unwrap();
+    assert_eq!(
+        member.metadata("range"),
+        Bytes::from_static(b"subscription")
+    );
+}
+
+/// 401 members with 1,000 protocols each, all but the last supporting every one: a
+/// stranger's join naming 1,000 of them is refused INCONSISTENT_GROUP_PROTOCOL after a
+/// look-up per protocol, not a walk over every member's list per protocol (up to 1.5 s
+/// a join before).
+#[test]
+fn a_join_checks_its_protocols_in_time_linear_in_them() {
+    let names: Vec<String> = (0..1000).map(|i| format!("protocol-{i}")).collect();
+    let protocols = |names: &[String]| -> Vec<(String, Bytes)> {
+        names.iter().map(|n| (n.clone(), Bytes::new())).collect()
+    };
+    let mut g = ClassicGroup::new("g", 0);
+    let now = Instant::now();
+    for i in 0..401 {
+        let mut join = req("", &[]);
+        join.require_known_member_id = false;
+        // The last member supports protocol-0 only (the group's common protocol).
+        join.protocols = match i {
+            400 => protocols(&names[..1]),
+            _ => protocols(&names),
+        };
+        let _ = g.join(join, &cfg(), now, 0);
+    }
+    assert_eq!(g.members.len(), 401);
+    let mut stranger = req("", &[]);
+    stranger.require_known_member_id = false;
+    stranger.protocols = protocols(&names[1..]);
+    let started = std::time::Instant::now();
+    let answer = done(g.join(stranger, &cfg(), now, 0));
+    let took = started.elapsed();
+    assert_eq!(answer.error, Some(ResponseError::InconsistentGroupProtocol));
+    assert!(
+        took < std::time::Duration::from_millis(200),
+        "took {took:?}"
+    );
+    assert_eq!(g.members.len(), 401);
+}

@@ -17,6 +17,8 @@ pub use zk::Stat;
 /// What `zookeeper.connect` and its timeouts say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZkConfig {
+    /// Set for sessions on an in-process ensemble (tests, the simulation): no server.
+    pub memory: Option<super::memory::Ensemble>,
     /// `host:port[,host:port...]`.
     pub servers: String,
     /// The path every znode lives under (`/kafka` in `host:port/kafka`), if any.
@@ -46,11 +48,23 @@ impl ZkConfig {
             return Err(ZkError::BadConfig(format!("bad chroot in {connect:?}")));
         }
         Ok(ZkConfig {
+            memory: None,
             servers: servers.to_string(),
             chroot,
             session_timeout,
             connection_timeout: connection_timeout.unwrap_or(session_timeout),
         })
+    }
+
+    /// Sessions on `ensemble`, in this process.
+    pub fn in_memory(ensemble: super::memory::Ensemble, session_timeout: Duration) -> ZkConfig {
+        ZkConfig {
+            memory: Some(ensemble),
+            servers: "in-memory".into(),
+            chroot: None,
+            session_timeout,
+            connection_timeout: session_timeout,
+        }
     }
 }
 
@@ -122,12 +136,29 @@ impl SessionEvent {
 }
 
 /// The session's state changes, in order; after a terminal event there are no more.
-pub struct SessionEvents(zk::StateWatcher);
+pub struct SessionEvents(EventSource);
+
+enum EventSource {
+    Client(zk::StateWatcher),
+    Memory(tokio::sync::watch::Receiver<SessionEvent>),
+}
 
 impl SessionEvents {
     /// The next change; a terminal event is returned again on every later call.
     pub async fn next(&mut self) -> SessionEvent {
-        SessionEvent::from_state(self.0.changed().await)
+        match &mut self.0 {
+            EventSource::Client(w) => SessionEvent::from_state(w.changed().await),
+            EventSource::Memory(rx) => {
+                let now = *rx.borrow_and_update();
+                if now.is_terminal() {
+                    return now;
+                }
+                match rx.changed().await {
+                    Ok(()) => *rx.borrow_and_update(),
+                    Err(_) => SessionEvent::Closed,
+                }
+            }
+        }
     }
 }
 
@@ -143,11 +174,24 @@ pub enum WatchEvent {
 }
 
 /// A one-shot watch left by a read; fires once.
-pub struct Watch(zk::OneshotWatcher);
+pub struct Watch(WatchSource);
+
+enum WatchSource {
+    Client(zk::OneshotWatcher),
+    Memory(tokio::sync::oneshot::Receiver<WatchEvent>),
+}
 
 impl Watch {
     pub async fn changed(self) -> WatchEvent {
-        let event = self.0.changed().await;
+        let w = match self.0 {
+            WatchSource::Client(w) => w,
+            WatchSource::Memory(rx) => {
+                return rx
+                    .await
+                    .unwrap_or(WatchEvent::Session(SessionEvent::Closed))
+            }
+        };
+        let event = w.changed().await;
         match event.event_type {
             zk::EventType::NodeCreated => WatchEvent::Created(event.path),
             zk::EventType::NodeDeleted => WatchEvent::Deleted(event.path),
@@ -194,15 +238,26 @@ const EPHEMERAL: zk::CreateOptions<'static> =
 const PERSISTENT_SEQUENTIAL: zk::CreateOptions<'static> =
     zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
 
-/// One ZooKeeper session, rooted at the configured chroot.
+/// One ZooKeeper session, rooted at the configured chroot; on a server, or on an
+/// in-process ensemble (`memory`) when the config names one.
 pub struct ZkSession {
-    client: zk::Client,
+    backend: Backend,
+}
+
+enum Backend {
+    Client(zk::Client),
+    /// With the session timeout it was opened with.
+    Memory(super::memory::Session, Duration),
 }
 
 impl ZkSession {
     /// Opens a session within `connection_timeout`. A missing chroot is created first, as
     /// Kafka does (`KafkaZkClient.createChrootIfNecessary`).
     pub async fn connect(config: &ZkConfig) -> Result<ZkSession, ZkError> {
+        if let Some(ensemble) = &config.memory {
+            let client = Backend::Memory(ensemble.connect(), config.session_timeout);
+            return Ok(ZkSession { backend: client });
+        }
         let connect = || async {
             let connecting = zk::Client::connector()
                 .with_session_timeout(config.session_timeout)
@@ -218,7 +273,8 @@ impl ZkSession {
         };
         let client = connect().await?;
         let Some(chroot) = &config.chroot else {
-            return Ok(ZkSession { client });
+            let client = Backend::Client(client);
+            return Ok(ZkSession { backend: client });
         };
         match client.mkdir(chroot, &PERSISTENT).await {
             Ok(()) | Err(zk::Error::NodeExists) => {}
@@ -227,21 +283,39 @@ impl ZkSession {
         let client = client
             .chroot(chroot.as_str())
             .map_err(|_| ZkError::BadConfig(format!("bad chroot {chroot:?}")))?;
-        Ok(ZkSession { client })
+        let client = Backend::Client(client);
+        Ok(ZkSession { backend: client })
     }
 
     pub fn session_id(&self) -> i64 {
-        self.client.session_id().0
+        match &self.backend {
+            Backend::Client(c) => c.session_id().0,
+            Backend::Memory(m, _) => m.id(),
+        }
     }
 
     /// The timeout the server granted (within its tickTime bounds).
     pub fn session_timeout(&self) -> Duration {
-        self.client.session_timeout()
+        match &self.backend {
+            Backend::Client(c) => c.session_timeout(),
+            Backend::Memory(_, timeout) => *timeout,
+        }
     }
 
     /// Session state changes from now on.
     pub fn events(&self) -> SessionEvents {
-        SessionEvents(self.client.state_watcher())
+        SessionEvents(match &self.backend {
+            Backend::Client(c) => EventSource::Client(c.state_watcher()),
+            Backend::Memory(m, _) => EventSource::Memory(m.events()),
+        })
+    }
+
+    /// The server's client, or the in-memory session `memory` is given to.
+    fn client(&self) -> Result<&zk::Client, &super::memory::Session> {
+        match &self.backend {
+            Backend::Client(c) => Ok(c),
+            Backend::Memory(m, _) => Err(m),
+        }
     }
 
     /// Creates a persistent znode and any missing parents (empty), like Kafka's
@@ -255,7 +329,11 @@ impl ZkSession {
 
     /// Creates a persistent znode and its parents unless it exists.
     pub async fn ensure_path(&self, path: &str) -> Result<(), ZkError> {
-        match self.client.mkdir(path, &PERSISTENT).await {
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.mkdir(path).await,
+        };
+        match c.mkdir(path, &PERSISTENT).await {
             Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(ZkError::at(path, e)),
         }
@@ -264,13 +342,19 @@ impl ZkSession {
     /// An ephemeral znode, deleted when the session ends. Its `czxid` is what Kafka uses
     /// as the broker epoch of a `/brokers/ids/<id>` registration.
     pub async fn create_ephemeral(&self, path: &str, data: &[u8]) -> Result<Stat, ZkError> {
+        if let Err(m) = self.client() {
+            return m.create(path, data, true).await;
+        }
         self.create(path, data, &EPHEMERAL).await
     }
 
     /// A persistent sequential znode (`<prefix><10-digit sequence>`); returns its path.
     pub async fn create_sequential(&self, prefix: &str, data: &[u8]) -> Result<String, ZkError> {
-        let (_, seq) = self
-            .client
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.create_sequential(prefix, data).await,
+        };
+        let (_, seq) = c
             .create(prefix, data, &PERSISTENT_SEQUENTIAL)
             .await
             .map_err(|e| ZkError::at(prefix, e))?;
@@ -283,8 +367,12 @@ impl ZkSession {
         data: &[u8],
         options: &zk::CreateOptions<'_>,
     ) -> Result<Stat, ZkError> {
-        let (stat, _) = self
-            .client
+        let c = match self.client() {
+            Ok(c) => c,
+            // Persistent: `create_ephemeral` answers in-memory sessions itself.
+            Err(m) => return m.create(path, data, false).await,
+        };
+        let (stat, _) = c
             .create(path, data, options)
             .await
             .map_err(|e| ZkError::at(path, e))?;
@@ -293,7 +381,11 @@ impl ZkSession {
 
     /// The znode's data and stat, or None if it does not exist.
     pub async fn get(&self, path: &str) -> Result<Option<(Vec<u8>, Stat)>, ZkError> {
-        match self.client.get_data(path).await {
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.get(path).await,
+        };
+        match c.get_data(path).await {
             Ok(found) => Ok(Some(found)),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(ZkError::at(path, e)),
@@ -306,20 +398,29 @@ impl ZkSession {
         &self,
         path: &str,
     ) -> Result<(Option<(Vec<u8>, Stat)>, Watch), ZkError> {
-        match self.client.get_and_watch_data(path).await {
-            Ok((data, stat, watcher)) => Ok((Some((data, stat)), Watch(watcher))),
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => {
+                let (found, rx) = m.get_and_watch(path).await?;
+                return Ok((found, Watch(WatchSource::Memory(rx))));
+            }
+        };
+        match c.get_and_watch_data(path).await {
+            Ok((data, stat, watcher)) => {
+                Ok((Some((data, stat)), Watch(WatchSource::Client(watcher))))
+            }
             Err(zk::Error::NoNode) => {
                 // Gone between the two calls? Then the exists-watch sees it come back.
-                let (stat, watcher) = self
-                    .client
+                let (stat, watcher) = c
                     .check_and_watch_stat(path)
                     .await
                     .map_err(|e| ZkError::at(path, e))?;
+                let watch = Watch(WatchSource::Client(watcher));
                 match stat {
-                    None => Ok((None, Watch(watcher))),
-                    Some(_) => match self.client.get_data(path).await {
-                        Ok(found) => Ok((Some(found), Watch(watcher))),
-                        Err(zk::Error::NoNode) => Ok((None, Watch(watcher))),
+                    None => Ok((None, watch)),
+                    Some(_) => match c.get_data(path).await {
+                        Ok(found) => Ok((Some(found), watch)),
+                        Err(zk::Error::NoNode) => Ok((None, watch)),
                         Err(e) => Err(ZkError::at(path, e)),
                     },
                 }
@@ -330,7 +431,11 @@ impl ZkSession {
 
     /// The znode's children (names, unordered), or None if it does not exist.
     pub async fn children(&self, path: &str) -> Result<Option<Vec<String>>, ZkError> {
-        match self.client.list_children(path).await {
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.children(path).await,
+        };
+        match c.list_children(path).await {
             Ok(children) => Ok(Some(children)),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(ZkError::at(path, e)),
@@ -339,12 +444,18 @@ impl ZkSession {
 
     /// The znode's children, watching for a child added or removed (or the znode deleted).
     pub async fn children_and_watch(&self, path: &str) -> Result<(Vec<String>, Watch), ZkError> {
-        let (children, watcher) = self
-            .client
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => {
+                let (children, rx) = m.children_and_watch(path).await?;
+                return Ok((children, Watch(WatchSource::Memory(rx))));
+            }
+        };
+        let (children, watcher) = c
             .list_and_watch_children(path)
             .await
             .map_err(|e| ZkError::at(path, e))?;
-        Ok((children, Watch(watcher)))
+        Ok((children, Watch(WatchSource::Client(watcher))))
     }
 
     /// Replaces the data if the znode is at `version` (any version with None).
@@ -354,15 +465,21 @@ impl ZkSession {
         data: &[u8],
         version: Option<i32>,
     ) -> Result<Stat, ZkError> {
-        self.client
-            .set_data(path, data, version)
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.set(path, data, version).await,
+        };
+        c.set_data(path, data, version)
             .await
             .map_err(|e| ZkError::at(path, e))
     }
 
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), ZkError> {
-        self.client
-            .delete(path, version)
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.delete(path, version).await,
+        };
+        c.delete(path, version)
             .await
             .map_err(|e| ZkError::at(path, e))
     }
@@ -371,7 +488,11 @@ impl ZkSession {
     /// filled by a version-0 set in the same multi-op, so its data version is 1 like a
     /// Kafka broker's. Returns the stat after the set (its `czxid` is the broker epoch).
     pub async fn register_ephemeral(&self, path: &str, data: &[u8]) -> Result<Stat, ZkError> {
-        let mut writer = self.client.new_multi_writer();
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.register_ephemeral(path, data).await,
+        };
+        let mut writer = c.new_multi_writer();
         writer
             .add_create(path, &[], &EPHEMERAL)
             .map_err(|e| ZkError::at(path, e))?;
@@ -393,10 +514,11 @@ impl ZkSession {
 
     /// The znode's stat, or None if it does not exist.
     pub async fn stat(&self, path: &str) -> Result<Option<Stat>, ZkError> {
-        self.client
-            .check_stat(path)
-            .await
-            .map_err(|e| ZkError::at(path, e))
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.stat(path).await,
+        };
+        c.check_stat(path).await.map_err(|e| ZkError::at(path, e))
     }
 
     /// Applies `ops` atomically if and only if `check_path` is still at `check_version`:
@@ -409,8 +531,11 @@ impl ZkSession {
         check_version: i32,
         ops: &[Op<'_>],
     ) -> Result<Vec<Option<Stat>>, ZkError> {
-        let mut writer = self
-            .client
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(m) => return m.multi(Some((check_path, check_version)), ops).await,
+        };
+        let mut writer = c
             .new_check_writer(check_path, Some(check_version))
             .map_err(|e| ZkError::at(check_path, e))?;
         for op in ops {

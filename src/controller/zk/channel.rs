@@ -5,10 +5,17 @@
 //! answered or the broker is removed, as Kafka's `RequestSendThread` does: a broker must
 //! not miss a state change. Answers that matter to the controller go back to its event
 //! loop.
+//!
+//! With an [`Outbox`] (unit tests, the cluster simulation) nothing is sent: each request
+//! is recorded in the order decided, with the event queue its answer goes to, for the
+//! caller to deliver, lose or reorder.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use tokio::sync::mpsc;
 
@@ -19,14 +26,42 @@ use crate::client::{Client, ClientConfig, ClientError};
 
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
-struct BrokerChannel {
-    queue: mpsc::UnboundedSender<ControlRequest>,
-    sender: tokio::task::JoinHandle<()>,
+enum BrokerChannel {
+    Network {
+        queue: mpsc::UnboundedSender<ControlRequest>,
+        sender: tokio::task::JoinHandle<()>,
+    },
+    /// Requests go to the outbox, stamped with the broker's epoch as registered.
+    Recorded { broker_epoch: i64, outbox: Outbox },
 }
 
 impl Drop for BrokerChannel {
     fn drop(&mut self) {
-        self.sender.abort();
+        if let BrokerChannel::Network { sender, .. } = self {
+            sender.abort();
+        }
+    }
+}
+
+/// A controller request recorded instead of sent.
+pub struct Sent {
+    pub from: i32,
+    pub to: i32,
+    /// The epoch of the registration the controller addressed.
+    pub broker_epoch: i64,
+    pub request: ControlRequest,
+    /// The event loop that sent it: answers go here.
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// Where controller requests go instead of the network, in the order decided.
+#[derive(Clone, Default)]
+pub struct Outbox(Arc<Mutex<Vec<Sent>>>);
+
+impl Outbox {
+    /// Everything recorded since the last call.
+    pub fn take(&self) -> Vec<Sent> {
+        std::mem::take(&mut self.0.lock())
     }
 }
 
@@ -36,6 +71,7 @@ pub struct ChannelManager {
     request_timeout: Duration,
     events: mpsc::UnboundedSender<Event>,
     channels: BTreeMap<i32, BrokerChannel>,
+    outbox: Option<Outbox>,
 }
 
 impl ChannelManager {
@@ -44,6 +80,7 @@ impl ChannelManager {
         listener: String,
         request_timeout: Duration,
         events: mpsc::UnboundedSender<Event>,
+        outbox: Option<Outbox>,
     ) -> Self {
         ChannelManager {
             controller_id,
@@ -51,6 +88,7 @@ impl ChannelManager {
             request_timeout,
             events,
             channels: BTreeMap::new(),
+            outbox,
         }
     }
 
@@ -62,6 +100,14 @@ impl ChannelManager {
             tracing::error!(broker = broker.id, listener = %self.listener, "broker has no endpoint for the inter-broker listener; it gets no requests");
             return;
         };
+        if let Some(outbox) = &self.outbox {
+            let channel = BrokerChannel::Recorded {
+                broker_epoch: broker.epoch,
+                outbox: outbox.clone(),
+            };
+            self.channels.insert(broker.id, channel);
+            return;
+        }
         // The queue is unbounded as Kafka's is: it holds the state changes decided and not
         // yet delivered, which a broker must receive in full and in order.
         let (tx, rx) = mpsc::unbounded_channel();
@@ -80,7 +126,7 @@ impl ChannelManager {
             self.events.clone(),
         ));
         self.channels
-            .insert(broker.id, BrokerChannel { queue: tx, sender });
+            .insert(broker.id, BrokerChannel::Network { queue: tx, sender });
     }
 
     /// Stops sending to a broker; what its queue still holds is dropped.
@@ -90,10 +136,22 @@ impl ChannelManager {
 
     pub fn send(&self, broker: i32, request: ControlRequest) {
         match self.channels.get(&broker) {
-            Some(c) => {
-                if c.queue.send(request).is_err() {
+            Some(BrokerChannel::Network { queue, .. }) => {
+                if queue.send(request).is_err() {
                     tracing::warn!(broker, "channel closed; request dropped");
                 }
+            }
+            Some(BrokerChannel::Recorded {
+                broker_epoch,
+                outbox,
+            }) => {
+                outbox.0.lock().push(Sent {
+                    from: self.controller_id,
+                    to: broker,
+                    broker_epoch: *broker_epoch,
+                    request,
+                    events: self.events.clone(),
+                });
             }
             None => tracing::warn!(broker, "not sending to broker {broker}: it is offline"),
         }

@@ -135,6 +135,7 @@ impl ControllerLoop {
             settings.inter_broker_listener.clone(),
             settings.controller_socket_timeout,
             tx.clone(),
+            shared.outbox.clone(),
         );
         ControllerLoop {
             s,
@@ -158,35 +159,59 @@ impl ControllerLoop {
     /// Runs until the session expires (or another terminal ZooKeeper error); the caller
     /// then starts over on a new session. Resigns on the way out.
     pub async fn run(mut self) -> ZkError {
-        let _ = self.tx.send(Event::Elect);
-        if let Err(e) = self.refresh_brokers().await {
+        if let Err(e) = self.start().await {
             return e;
         }
         while let Some(event) = self.rx.recv().await {
-            if let Err(e) = self.process(event).await {
-                match e {
-                    ZkError::SessionExpired => {
-                        self.on_resignation();
-                        self.publish();
-                        return e;
-                    }
-                    ZkError::Fenced { .. } => {
-                        tracing::warn!(
-                            "controller epoch moved on: another controller was elected; resigning"
-                        );
-                        self.on_resignation();
-                        let _ = self.tx.send(Event::ControllerChanged);
-                    }
-                    e if self.is_active() => {
-                        tracing::error!(error = %e, "controller failed on a ZooKeeper error; resigning so another broker takes over");
-                        self.trigger_controller_move().await;
-                    }
-                    e => tracing::warn!(error = %e, "ZooKeeper error"),
-                }
+            if let Some(end) = self.handle(event).await {
+                return end;
             }
-            self.publish();
         }
         ZkError::Other("controller event queue closed".into())
+    }
+
+    /// What the loop does before its first event: queue an election, read the brokers.
+    pub async fn start(&mut self) -> ZkResult<()> {
+        let _ = self.tx.send(Event::Elect);
+        self.refresh_brokers().await
+    }
+
+    /// The next queued event, if any (for callers that drive the loop themselves).
+    pub fn try_next_event(&mut self) -> Option<Event> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Processes one event and publishes the outcome; Some(error) when the session is
+    /// over and the loop must end.
+    pub async fn handle(&mut self, event: Event) -> Option<ZkError> {
+        if let Err(e) = self.process(event).await {
+            match e {
+                ZkError::SessionExpired => {
+                    self.on_resignation();
+                    self.publish();
+                    return Some(e);
+                }
+                ZkError::Fenced { .. } => {
+                    tracing::warn!(
+                        "controller epoch moved on: another controller was elected; resigning"
+                    );
+                    self.on_resignation();
+                    let _ = self.tx.send(Event::ControllerChanged);
+                }
+                e if self.is_active() => {
+                    tracing::error!(error = %e, "controller failed on a ZooKeeper error; resigning so another broker takes over");
+                    self.trigger_controller_move().await;
+                }
+                e => tracing::warn!(error = %e, "ZooKeeper error"),
+            }
+        }
+        self.publish();
+        None
+    }
+
+    /// The controller epoch this member holds, None when it is not the controller.
+    pub fn controller_epoch(&self) -> Option<i32> {
+        self.fence.map(|f| f.controller_epoch)
     }
 
     pub fn is_active(&self) -> bool {
@@ -370,9 +395,7 @@ impl ControllerLoop {
         if controller.is_some() {
             return Ok(());
         }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = self.shared.clock.now_ms();
         match election::try_elect(&self.s, self.settings.broker_id, now_ms).await? {
             Some(fence) => {
                 tracing::info!(

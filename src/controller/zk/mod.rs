@@ -28,7 +28,8 @@ pub mod admin;
 pub mod assignment;
 pub mod broker;
 mod broker_apis;
-mod channel;
+pub mod channel;
+pub mod clock;
 mod cluster_events;
 pub mod context;
 mod deletion;
@@ -217,14 +218,45 @@ pub struct Shared {
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     /// This broker's side of the cluster protocol: the metadata cache, hosted replicas.
     pub broker: broker::BrokerSide,
+    pub(super) clock: Arc<dyn clock::Clock>,
+    /// Set in tests and the simulation: controller requests are recorded, not sent.
+    pub(super) outbox: Option<channel::Outbox>,
 }
 
 impl Shared {
+    /// A member's shared state, no session's event loop started yet.
+    pub(crate) fn new(
+        settings: Arc<Settings>,
+        cluster_id: String,
+        session: Option<Arc<ZkSession>>,
+        clock: Arc<dyn clock::Clock>,
+        outbox: Option<channel::Outbox>,
+    ) -> Shared {
+        let broker_id = settings.broker_id;
+        Shared {
+            advertised: RwLock::new(settings.endpoints.clone()),
+            settings,
+            cluster_id,
+            snapshot: RwLock::new(Snapshot {
+                controller_id: -1,
+                ..Snapshot::default()
+            }),
+            events: Mutex::new(None),
+            session: Mutex::new(session),
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            epoch_followers: Mutex::new(Vec::new()),
+            changed: tokio::sync::watch::Sender::new(0),
+            topic_configs: Mutex::new(BTreeMap::new()),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            broker: broker::BrokerSide::new(broker_id),
+            clock,
+            outbox,
+        }
+    }
+
     /// What `/brokers/ids/<id>` holds for this broker now.
     fn registration(&self) -> BrokerRegistration {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = self.clock.now_ms();
         BrokerRegistration::new(&self.advertised.read(), self.settings.rack.clone(), now_ms)
     }
 
@@ -385,30 +417,19 @@ impl ZkController {
         proposed_cluster_id: String,
     ) -> anyhow::Result<ZkController> {
         let settings = Arc::new(settings);
-        let settings_broker_id = settings.broker_id;
         let session = Arc::new(ZkSession::connect(&settings.zk).await?);
         registration::create_top_level_paths(&session).await?;
         producer_ids::repair_empty_block(&session, settings.broker_id).await?;
         let cluster_id =
             registration::create_or_get_cluster_id(&session, &proposed_cluster_id).await?;
         tracing::info!(cluster_id = %cluster_id, zookeeper = %settings.zk.servers, chroot = ?settings.zk.chroot, "connected to ZooKeeper");
-        let shared = Arc::new(Shared {
-            advertised: RwLock::new(settings.endpoints.clone()),
+        let shared = Arc::new(Shared::new(
             settings,
             cluster_id,
-            snapshot: RwLock::new(Snapshot {
-                controller_id: -1,
-                ..Snapshot::default()
-            }),
-            events: Mutex::new(None),
-            session: Mutex::new(Some(session)),
-            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
-            epoch_followers: Mutex::new(Vec::new()),
-            changed: tokio::sync::watch::Sender::new(0),
-            topic_configs: Mutex::new(BTreeMap::new()),
-            producer_ids: tokio::sync::Mutex::new((0, 0)),
-            broker: broker::BrokerSide::new(settings_broker_id),
-        });
+            Some(session),
+            Arc::new(clock::SystemClock),
+            None,
+        ));
         // Before the broker opens its logs: the dynamic broker configs and the topic
         // configs ZooKeeper holds are in force from the start.
         let session = shared.session()?;

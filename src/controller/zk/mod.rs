@@ -51,6 +51,8 @@ mod replica_machine;
 pub mod requests;
 pub mod states;
 pub mod store;
+#[cfg(test)]
+mod testkit;
 pub mod versions;
 pub mod znode_checks;
 

@@ -225,3 +225,7 @@ impl ControllerLoop {
             }))
     }
 }
+
+#[cfg(test)]
+#[path = "partition_machine_tests.rs"]
+mod tests;

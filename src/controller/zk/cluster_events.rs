@@ -589,3 +589,7 @@ impl ControllerLoop {
         self.replica_changes(&replicas, ReplicaState::Online).await
     }
 }
+
+#[cfg(test)]
+#[path = "cluster_events_tests.rs"]
+mod tests;

@@ -199,3 +199,7 @@ impl ControllerLoop {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+#[path = "replica_machine_tests.rs"]
+mod tests;

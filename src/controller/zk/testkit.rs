@@ -240,3 +240,99 @@ pub fn stop_replica_to(sent: &[Sent], broker: i32) -> Vec<(String, i32, bool)> {
     }
     out
 }
+
+impl Cluster {
+    /// Every StopReplica with deletion in `sent` answered as done, as a broker would.
+    pub async fn answer_deletions(&mut self, sent: &[Sent]) {
+        use kafka_protocol::messages::stop_replica_response::StopReplicaPartitionError;
+        use kafka_protocol::messages::{StopReplicaResponse, TopicName};
+        for s in sent {
+            let ControlRequest::StopReplica { deleting, .. } = &s.request else {
+                continue;
+            };
+            if deleting.is_empty() {
+                continue;
+            }
+            let errors = deleting
+                .iter()
+                .map(|tp| {
+                    StopReplicaPartitionError::default()
+                        .with_topic_name(TopicName(tp.topic.clone().into()))
+                        .with_partition_index(tp.partition)
+                })
+                .collect();
+            let _ = s
+                .events
+                .send(super::event_loop::Event::StopReplicaResponse {
+                    broker: s.to,
+                    response: StopReplicaResponse::default().with_partition_errors(errors),
+                    deleting: deleting.clone(),
+                });
+        }
+        self.settle().await;
+    }
+
+    /// AlterPartition (v3) from `broker` for `topic`-`partition`: `isr` at the leader
+    /// and partition epochs ZooKeeper holds now; the answer's error code for the partition.
+    pub async fn alter_isr(
+        &mut self,
+        broker: i32,
+        topic: &str,
+        partition: i32,
+        isr: &[i32],
+    ) -> i16 {
+        let tp = super::context::TopicPartition::new(topic, partition);
+        let l = self.l.ctx.leadership[&tp].leader_and_isr.clone();
+        self.alter_isr_at(broker, &tp, l.leader_epoch, l.partition_epoch, isr)
+            .await
+    }
+
+    /// AlterPartition (v3) from `broker` at the epochs given.
+    pub async fn alter_isr_at(
+        &mut self,
+        broker: i32,
+        tp: &super::context::TopicPartition,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[i32],
+    ) -> i16 {
+        use kafka_protocol::messages::alter_partition_request::{
+            BrokerState, PartitionData, TopicData,
+        };
+        use kafka_protocol::messages::{AlterPartitionRequest, BrokerId};
+        let (topic, partition) = (tp.topic.as_str(), tp.partition);
+        let epochs = |b: i32| self.l.ctx.live_brokers.get(&b).map_or(-1, |x| x.epoch);
+        let p = PartitionData::default()
+            .with_partition_index(partition)
+            .with_leader_epoch(leader_epoch)
+            .with_partition_epoch(partition_epoch)
+            .with_new_isr_with_epochs(
+                isr.iter()
+                    .map(|&b| {
+                        BrokerState::default()
+                            .with_broker_id(BrokerId(b))
+                            .with_broker_epoch(epochs(b))
+                    })
+                    .collect(),
+            );
+        let request = AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(broker))
+            .with_broker_epoch(epochs(broker))
+            .with_topics(vec![TopicData::default()
+                .with_topic_id(self.l.ctx.topic_ids[topic])
+                .with_partitions(vec![p])]);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let event = super::event_loop::Event::AlterPartition {
+            request,
+            version: 3,
+            reply,
+        };
+        assert!(self.l.handle(event).await.is_none());
+        self.settle().await;
+        let response = answer.await.expect("answered");
+        match response.topics.first().and_then(|t| t.partitions.first()) {
+            Some(p) => p.error_code,
+            None => response.error_code,
+        }
+    }
+}

@@ -255,3 +255,7 @@ impl ControllerLoop {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "deletion_tests.rs"]
+mod tests;

@@ -486,3 +486,7 @@ impl ControllerLoop {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "partition_reassignment_tests.rs"]
+mod tests;

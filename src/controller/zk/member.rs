@@ -45,7 +45,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut session: Arc<ZkSession>) {
     }
 }
 
-async fn terminal(events: &mut crate::zk::session::SessionEvents) -> SessionEvent {
+pub(super) async fn terminal(events: &mut crate::zk::session::SessionEvents) -> SessionEvent {
     loop {
         let e = events.next().await;
         match e {

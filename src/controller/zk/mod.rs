@@ -52,6 +52,8 @@ pub mod requests;
 pub mod states;
 pub mod store;
 #[cfg(test)]
+mod sim;
+#[cfg(test)]
 mod testkit;
 pub mod versions;
 pub mod znode_checks;

@@ -71,9 +71,8 @@ pub async fn register(session: &ZkSession, broker_id: i32) -> i64 {
 pub struct Cluster {
     pub ensemble: Ensemble,
     pub outbox: Outbox,
-    /// Each live broker's session; the controller's is `sessions[controller_id]`.
+    /// Each live broker's session; the controller's is the first broker's.
     pub sessions: BTreeMap<i32, Arc<ZkSession>>,
-    pub controller_id: i32,
     pub l: ControllerLoop,
     /// A session of its own for what an administrator writes.
     pub admin: Arc<ZkSession>,
@@ -109,7 +108,6 @@ impl Cluster {
             ensemble,
             outbox,
             sessions,
-            controller_id,
             l,
             admin,
         };

@@ -49,10 +49,10 @@ pub mod registration;
 pub mod replica_election;
 mod replica_machine;
 pub mod requests;
-pub mod states;
-pub mod store;
 #[cfg(test)]
 mod sim;
+pub mod states;
+pub mod store;
 #[cfg(test)]
 mod testkit;
 pub mod versions;

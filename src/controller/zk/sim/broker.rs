@@ -86,7 +86,12 @@ impl Broker {
 
     /// Applies a controller request addressed to registration `broker_epoch` while
     /// the current one is `current_epoch`.
-    pub fn apply(&mut self, request: &ControlRequest, broker_epoch: i64, current_epoch: i64) -> Applied {
+    pub fn apply(
+        &mut self,
+        request: &ControlRequest,
+        broker_epoch: i64,
+        current_epoch: i64,
+    ) -> Applied {
         if broker_epoch < current_epoch {
             return Applied::Refused;
         }
@@ -96,10 +101,12 @@ impl Broker {
                 if !self.accept_controller(epoch, id) {
                     return Applied::Refused;
                 }
-                let states = request
-                    .ungrouped_partition_states
-                    .iter()
-                    .chain(request.topic_states.iter().flat_map(|t| t.partition_states.iter()));
+                let states = request.ungrouped_partition_states.iter().chain(
+                    request
+                        .topic_states
+                        .iter()
+                        .flat_map(|t| t.partition_states.iter()),
+                );
                 let mut led = Vec::new();
                 for s in states {
                     let tp = TopicPartition::new(s.topic_name.0.to_string(), s.partition_index);

@@ -73,7 +73,9 @@ impl Checker {
         } else if let Some((topic, p)) = state_path(path) {
             match znodes::decode::<PartitionState>(data) {
                 Ok(s) => self.state_written(path, topic, p, s),
-                Err(e) => self.violations.push(format!("{path}: unreadable state: {e}")),
+                Err(e) => self
+                    .violations
+                    .push(format!("{path}: unreadable state: {e}")),
             }
         } else if let Some(topic) = topic_path(path) {
             if let Ok(a) = znodes::decode::<znodes::TopicAssignment>(data) {
@@ -98,21 +100,30 @@ impl Checker {
             return; // the epoch znode's creation, at 0
         };
         if let Some(other) = self.controllers.insert(epoch, id) {
-            self.violations
-                .push(format!("controllers {other} and {id} both elected at epoch {epoch}"));
+            self.violations.push(format!(
+                "controllers {other} and {id} both elected at epoch {epoch}"
+            ));
         }
     }
 
     fn state_written(&mut self, path: &str, topic: &str, p: i32, s: PartitionState) {
         let v = &mut self.violations;
         if s.leader >= 0 && !s.isr.contains(&s.leader) {
-            v.push(format!("{path}: leader {} not in ISR {:?}", s.leader, s.isr));
+            v.push(format!(
+                "{path}: leader {} not in ISR {:?}",
+                s.leader, s.isr
+            ));
         }
         let replicas = self.replicas.get(topic).and_then(|t| t.get(&p));
         match replicas {
             Some(rs) if s.isr.iter().all(|r| rs.contains(r)) => {}
-            Some(rs) => v.push(format!("{path}: ISR {:?} not within replicas {rs:?}", s.isr)),
-            None => v.push(format!("{path}: written for a partition with no assignment")),
+            Some(rs) => v.push(format!(
+                "{path}: ISR {:?} not within replicas {rs:?}",
+                s.isr
+            )),
+            None => v.push(format!(
+                "{path}: written for a partition with no assignment"
+            )),
         }
         if let Some(prev) = self.states.get(path) {
             if s.leader_epoch < prev.leader_epoch {

@@ -88,7 +88,9 @@ async fn supervise(shared: Arc<Shared>, config: ZkConfig, current: Arc<Mutex<i64
         };
         let session = Arc::new(session);
         *current.lock() = session.session_id();
-        if registration::create_top_level_paths(&session).await.is_err()
+        if registration::create_top_level_paths(&session)
+            .await
+            .is_err()
             || member::register(&shared, &session).await.is_err()
         {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -130,6 +132,8 @@ pub struct Sim {
     /// What leaders acknowledged, per partition: the log below the high watermark.
     acked: BTreeMap<TopicPartition, Vec<i32>>,
     topics: BTreeMap<String, Uuid>,
+    /// Topics asked to be deleted: their records may go (nothing is checked of them).
+    deleting: std::collections::BTreeSet<String>,
     created: u32,
     pub trace: Vec<String>,
 }
@@ -163,6 +167,7 @@ impl Sim {
             checker: Checker::default(),
             acked: BTreeMap::new(),
             topics: BTreeMap::new(),
+            deleting: Default::default(),
             created: 0,
             trace: Vec::new(),
         };
@@ -205,15 +210,15 @@ impl Sim {
 
     /// One step: a choice, its consequences settled, the invariants checked.
     async fn step(&mut self) {
-        match self.rng.below(100) {
-            0..=39 => self.deliver(),
-            40..=54 => self.produce(),
-            55..=74 => self.fetch(),
-            75..=82 => self.change_isr(),
-            83..=87 => self.administer().await,
-            88..=89 => self.expire_session(),
-            90 => self.crash(),
-            91..=93 => self.restart(),
+        match self.rng.below(1000) {
+            0..=349 => self.deliver(),
+            350..=499 => self.produce(),
+            500..=699 => self.fetch(),
+            700..=799 => self.change_isr(),
+            800..=849 => self.administer().await,
+            850..=859 => self.expire_session(),
+            860..=864 => self.crash(),
+            865..=899 => self.restart(),
             _ => {
                 let ms = 1 + self.rng.below(3000) as u64;
                 self.note(format!("time +{ms} ms"));
@@ -238,9 +243,16 @@ impl Sim {
             .map_or(-1, |m| m.shared.broker_epoch())
     }
 
+    /// Controller requests reach a broker: a run of them, in order.
+    fn deliver(&mut self) {
+        for _ in 0..1 + self.rng.below(6) {
+            self.deliver_one();
+        }
+    }
+
     /// A controller request reaches its broker: usually the oldest for a broker, now
     /// and then any (reordered), rarely none (lost).
-    fn deliver(&mut self) {
+    fn deliver_one(&mut self) {
         if self.in_flight.is_empty() {
             return;
         }
@@ -336,11 +348,18 @@ impl Sim {
         let Ok(z) = znodes::decode::<znodes::PartitionState>(&data) else {
             return;
         };
+        if self.deleting.contains(&tp.topic) {
+            return;
+        }
         if z.leader_epoch != epoch || z.leader != broker {
             return; // a leadership ZooKeeper has moved on from: a zombie, harmless
         }
         let acked = self.acked.get(tp).cloned().unwrap_or_default();
-        let log = self.brokers[&broker].logs.get(tp).cloned().unwrap_or_default();
+        let log = self.brokers[&broker]
+            .logs
+            .get(tp)
+            .cloned()
+            .unwrap_or_default();
         if log.len() < acked.len() || log[..acked.len()] != acked[..] {
             self.checker.violations.push(format!(
                 "{tp}: broker {broker} leads at epoch {epoch} with log end {} but {} records were acknowledged",
@@ -351,23 +370,39 @@ impl Sim {
     }
 
     fn pick_up_broker(&mut self) -> Option<i32> {
-        let up: Vec<i32> = self.brokers.values().filter(|b| b.up).map(|b| b.id).collect();
+        let up: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| b.up)
+            .map(|b| b.id)
+            .collect();
         (!up.is_empty()).then(|| up[self.rng.below(up.len())])
     }
 
+    /// Every (broker, partition, replica) of brokers up, for `pick` to choose from.
+    fn replicas_up(
+        &self,
+        pick: impl Fn(i32, &broker::Replica) -> bool,
+    ) -> Vec<(i32, TopicPartition)> {
+        self.brokers
+            .values()
+            .filter(|b| b.up)
+            .flat_map(|b| {
+                b.partitions
+                    .iter()
+                    .filter(|(_, r)| pick(b.id, r))
+                    .map(|(tp, _)| (b.id, tp.clone()))
+            })
+            .collect()
+    }
+
     fn produce(&mut self) {
-        let Some(id) = self.pick_up_broker() else { return };
-        let b = &self.brokers[&id];
-        let led: Vec<(TopicPartition, i32)> = b
-            .partitions
-            .iter()
-            .filter(|(_, r)| r.leads(id))
-            .map(|(tp, r)| (tp.clone(), r.leader_epoch))
-            .collect();
+        let led = self.replicas_up(|id, r| r.leads(id));
         if led.is_empty() {
             return;
         }
-        let (tp, epoch) = led[self.rng.below(led.len())].clone();
+        let (id, tp) = led[self.rng.below(led.len())].clone();
+        let epoch = self.brokers[&id].partitions[&tp].leader_epoch;
         let b = self.brokers.get_mut(&id).expect("picked");
         b.logs.entry(tp.clone()).or_default().push(epoch);
         self.note(format!("produce {tp} on {id}"));
@@ -376,21 +411,21 @@ impl Sim {
 
     /// A follower fetches from the leader it knows, at the epoch it knows.
     fn fetch(&mut self) {
-        let Some(f) = self.pick_up_broker() else { return };
-        let following: Vec<(TopicPartition, i32, i32)> = self.brokers[&f]
-            .partitions
-            .iter()
-            .filter(|(_, r)| !r.stopped && r.leader >= 0 && r.leader != f)
-            .map(|(tp, r)| (tp.clone(), r.leader, r.leader_epoch))
-            .collect();
+        let following = self.replicas_up(|id, r| !r.stopped && r.leader >= 0 && r.leader != id);
         if following.is_empty() {
             return;
         }
-        let (tp, leader, epoch) = following[self.rng.below(following.len())].clone();
+        let (f, tp) = following[self.rng.below(following.len())].clone();
+        let (leader, epoch) = {
+            let r = &self.brokers[&f].partitions[&tp];
+            (r.leader, r.leader_epoch)
+        };
         let Some(l) = self.brokers.get(&leader).filter(|l| l.up) else {
             return;
         };
-        let Some(lr) = l.partitions.get(&tp) else { return };
+        let Some(lr) = l.partitions.get(&tp) else {
+            return;
+        };
         if !lr.leads(leader) || lr.leader_epoch != epoch || !lr.replicas.contains(&f) {
             return;
         }
@@ -417,7 +452,9 @@ impl Sim {
     /// below it is acknowledged (acks=all).
     fn advance_high_watermark(&mut self, leader: i32, tp: &TopicPartition) {
         let b = &self.brokers[&leader];
-        let Some(r) = b.partitions.get(tp) else { return };
+        let Some(r) = b.partitions.get(tp) else {
+            return;
+        };
         let log = b.logs.get(tp).cloned().unwrap_or_default();
         let mut maximal = r.isr.clone();
         maximal.extend(r.pending_isr.iter().flatten().copied());
@@ -436,6 +473,9 @@ impl Sim {
             return;
         }
         *known = hw;
+        if self.deleting.contains(&tp.topic) {
+            return;
+        }
         let acked = self.acked.entry(tp.clone()).or_default();
         let n = acked.len().min(hw);
         if log[..n] != acked[..n] {
@@ -451,18 +491,12 @@ impl Sim {
     /// A leader asks the controller to shrink its ISR (laggards out) or expand it
     /// (caught-up replicas in).
     fn change_isr(&mut self) {
-        let Some(id) = self.pick_up_broker() else { return };
-        let b = &self.brokers[&id];
-        let led: Vec<TopicPartition> = b
-            .partitions
-            .iter()
-            .filter(|(_, r)| r.leads(id) && !r.in_flight)
-            .map(|(tp, _)| tp.clone())
-            .collect();
+        let led = self.replicas_up(|id, r| r.leads(id) && !r.in_flight);
         if led.is_empty() {
             return;
         }
-        let tp = led[self.rng.below(led.len())].clone();
+        let (id, tp) = led[self.rng.below(led.len())].clone();
+        let b = &self.brokers[&id];
         let r = &b.partitions[&tp];
         let end = b.logs.get(&tp).map_or(0, Vec::len);
         let hw = b.high_watermarks.get(&tp).copied().unwrap_or(0);
@@ -641,6 +675,8 @@ impl Sim {
         }
         let t = live[self.rng.below(live.len())].clone();
         self.note(format!("delete {t}"));
+        self.acked.retain(|tp, _| tp.topic != t);
+        self.deleting.insert(t.clone());
         let _ = self
             .admin
             .create_recursive(&paths::delete_topic(&t), &[])
@@ -653,7 +689,8 @@ impl Sim {
             return None;
         }
         let t = &live[self.rng.below(live.len())];
-        let a: znodes::TopicAssignment = znodes::decode(&self.ensemble.read(&paths::topic(t))?).ok()?;
+        let a: znodes::TopicAssignment =
+            znodes::decode(&self.ensemble.read(&paths::topic(t))?).ok()?;
         let ps: Vec<i32> = a.partitions.0.keys().copied().collect();
         Some(TopicPartition::new(t.clone(), ps[self.rng.below(ps.len())]))
     }
@@ -663,13 +700,17 @@ impl Sim {
     }
 
     fn reassign(&mut self) {
-        let Some(tp) = self.some_partition() else { return };
+        let Some(tp) = self.some_partition() else {
+            return;
+        };
         let rf = 2 + self.rng.below(2);
         let target = match self.rng.chance(20) {
             true => None,
             false => Some(self.replica_set(rf)),
         };
-        let Some(events) = self.active_controller() else { return };
+        let Some(events) = self.active_controller() else {
+            return;
+        };
         self.note(format!("reassign {tp} to {target:?}"));
         let (reply, _answer) = oneshot::channel();
         let _ = events.send(Event::AlterPartitionReassignments {
@@ -679,7 +720,9 @@ impl Sim {
     }
 
     async fn preferred_election(&mut self) {
-        let Some(tp) = self.some_partition() else { return };
+        let Some(tp) = self.some_partition() else {
+            return;
+        };
         self.note(format!("preferred election {tp}"));
         let data = format!(
             r#"{{"version":1,"partitions":[{{"topic":"{}","partition":{}}}]}}"#,
@@ -693,7 +736,9 @@ impl Sim {
 
     fn expire_session(&mut self) {
         let id = BROKERS[self.rng.below(BROKERS.len())];
-        let Some(m) = self.members.get(&id) else { return };
+        let Some(m) = self.members.get(&id) else {
+            return;
+        };
         let session = *m.session.lock();
         if self.ensemble.is_live(session) {
             self.note(format!("session of {id} expires"));
@@ -706,7 +751,9 @@ impl Sim {
         if up <= 2 {
             return;
         }
-        let Some(id) = self.pick_up_broker() else { return };
+        let Some(id) = self.pick_up_broker() else {
+            return;
+        };
         self.note(format!("{id} crashes"));
         let m = self.members.remove(&id).expect("a member per broker");
         m.task.abort();
@@ -719,7 +766,12 @@ impl Sim {
     }
 
     fn restart(&mut self) {
-        let down: Vec<i32> = self.brokers.values().filter(|b| !b.up).map(|b| b.id).collect();
+        let down: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| !b.up)
+            .map(|b| b.id)
+            .collect();
         if down.is_empty() {
             return;
         }

@@ -22,6 +22,38 @@ use super::store::{self, UpdateOutcome};
 
 type PartitionResult = Result<LeaderAndIsr, ResponseError>;
 
+/// Kafka's checks of one proposed ISR change against the partition's leadership as
+/// the controller has it: Ok(Some(current)) when it is already in force (a repeat),
+/// Ok(None) when it is to be written, else the error the partition is answered with.
+fn alter_partition_verdict(
+    new: &LeaderAndIsr,
+    current: &LeaderAndIsr,
+    live: &std::collections::BTreeSet<i32>,
+    version: i16,
+) -> Result<Option<LeaderAndIsr>, ResponseError> {
+    if new.partition_epoch > current.partition_epoch || new.leader_epoch > current.leader_epoch {
+        // The leader knows a newer state than this controller: it was likely deposed.
+        Err(ResponseError::NotController)
+    } else if new.leader_epoch < current.leader_epoch {
+        Err(ResponseError::FencedLeaderEpoch)
+    } else if new.equals_allow_stale_partition_epoch(current) {
+        Ok(Some(current.clone()))
+    } else if new.partition_epoch < current.partition_epoch {
+        Err(ResponseError::InvalidUpdateVersion)
+    } else if new.recovering && (new.isr.len() > 1 || !current.recovering) {
+        // A recovering leader leads alone, and a recovered one cannot go back.
+        Err(ResponseError::InvalidRequest)
+    } else if new.isr.iter().any(|r| !live.contains(r)) {
+        Err(if version > 1 {
+            ResponseError::IneligibleReplica
+        } else {
+            ResponseError::OperationNotAttempted
+        })
+    } else {
+        Ok(None)
+    }
+}
+
 impl ControllerLoop {
     /// An ISR change asked by a partition's leader, accepted only at its current leader
     /// and partition epochs.
@@ -48,29 +80,62 @@ impl ControllerLoop {
             }
         }
         let by_id = version > 1;
+        let (proposed, unknown_ids) = self.proposed_isr_changes(&req, version);
+        let live = self.ctx.live_broker_ids();
         let mut results: BTreeMap<TopicPartition, PartitionResult> = BTreeMap::new();
+        let mut updates = Vec::new();
+        for (tp, new) in &proposed {
+            let Some(current) = self.ctx.leadership.get(tp).map(|l| &l.leader_and_isr) else {
+                results.insert(tp.clone(), Err(ResponseError::UnknownTopicOrPartition));
+                continue;
+            };
+            match alter_partition_verdict(new, current, &live, version) {
+                Ok(Some(same)) => {
+                    results.insert(tp.clone(), Ok(same));
+                }
+                Ok(None) => updates.push((tp.clone(), new.clone())),
+                Err(e) => {
+                    results.insert(tp.clone(), Err(e));
+                }
+            }
+        }
+        results.extend(self.write_isr_changes(&updates).await?);
+        let all: Vec<i32> = self.ctx.live_or_shutting_down_ids().into_iter().collect();
+        let touched: Vec<TopicPartition> = proposed.keys().cloned().collect();
+        self.batch.add_update_metadata(&self.ctx, &all, &touched);
+        self.flush();
+        Ok(self.alter_partition_response(results, unknown_ids, by_id))
+    }
+
+    /// The leaderships an AlterPartition proposes, by partition, and the answers for
+    /// topics whose id is unknown.
+    fn proposed_isr_changes(
+        &self,
+        req: &AlterPartitionRequest,
+        version: i16,
+    ) -> (BTreeMap<TopicPartition, LeaderAndIsr>, Vec<TopicData>) {
         let mut unknown_ids: Vec<TopicData> = Vec::new();
         let mut proposed: BTreeMap<TopicPartition, LeaderAndIsr> = BTreeMap::new();
         for t in &req.topics {
-            let name = if by_id {
+            let name = if version > 1 {
                 self.ctx.topic_name(t.topic_id).map(str::to_string)
             } else {
                 Some(t.topic_name.0.to_string())
             };
             let Some(name) = name else {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        PartitionData::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(ResponseError::UnknownTopicId.code())
+                    })
+                    .collect();
                 unknown_ids.push(
                     TopicData::default()
                         .with_topic_id(t.topic_id)
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    PartitionData::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(ResponseError::UnknownTopicId.code())
-                                })
-                                .collect(),
-                        ),
+                        .with_partitions(partitions),
                 );
                 continue;
             };
@@ -86,7 +151,7 @@ impl ControllerLoop {
                 proposed.insert(
                     TopicPartition::new(name.clone(), p.partition_index),
                     LeaderAndIsr {
-                        leader: broker,
+                        leader: req.broker_id.0,
                         leader_epoch: p.leader_epoch,
                         isr,
                         recovering: p.leader_recovery_state == 1,
@@ -95,47 +160,17 @@ impl ControllerLoop {
                 );
             }
         }
-        let live = self.ctx.live_broker_ids();
-        let mut updates = Vec::new();
-        for (tp, new) in &proposed {
-            let Some(current) = self.ctx.leadership.get(tp).map(|l| &l.leader_and_isr) else {
-                results.insert(tp.clone(), Err(ResponseError::UnknownTopicOrPartition));
-                continue;
-            };
-            let verdict = if new.partition_epoch > current.partition_epoch
-                || new.leader_epoch > current.leader_epoch
-            {
-                // The leader knows a newer state than this controller: it was likely deposed.
-                Err(ResponseError::NotController)
-            } else if new.leader_epoch < current.leader_epoch {
-                Err(ResponseError::FencedLeaderEpoch)
-            } else if new.equals_allow_stale_partition_epoch(current) {
-                Ok(Some(current.clone()))
-            } else if new.partition_epoch < current.partition_epoch {
-                Err(ResponseError::InvalidUpdateVersion)
-            } else if new.recovering && (new.isr.len() > 1 || !current.recovering) {
-                // A recovering leader leads alone, and a recovered one cannot go back.
-                Err(ResponseError::InvalidRequest)
-            } else if new.isr.iter().any(|r| !live.contains(r)) {
-                Err(if version > 1 {
-                    ResponseError::IneligibleReplica
-                } else {
-                    ResponseError::OperationNotAttempted
-                })
-            } else {
-                Ok(None)
-            };
-            match verdict {
-                Ok(Some(same)) => {
-                    results.insert(tp.clone(), Ok(same));
-                }
-                Ok(None) => updates.push((tp.clone(), new.clone())),
-                Err(e) => {
-                    results.insert(tp.clone(), Err(e));
-                }
-            }
-        }
-        for (tp, outcome) in store::update_leader_and_isr(&self.s, self.fence()?, &updates).await? {
+        (proposed, unknown_ids)
+    }
+
+    /// Writes accepted ISR changes (conditional on their partition epochs) into
+    /// ZooKeeper and the context.
+    async fn write_isr_changes(
+        &mut self,
+        updates: &[(TopicPartition, LeaderAndIsr)],
+    ) -> ZkResult<Vec<(TopicPartition, PartitionResult)>> {
+        let mut results = Vec::new();
+        for (tp, outcome) in store::update_leader_and_isr(&self.s, self.fence()?, updates).await? {
             let result = match outcome {
                 UpdateOutcome::Done(l) => {
                     tracing::info!(partition = %tp, isr = ?l.isr, partition_epoch = l.partition_epoch, "ISR changed");
@@ -154,13 +189,9 @@ impl ControllerLoop {
                     Err(ResponseError::UnknownServerError)
                 }
             };
-            results.insert(tp, result);
+            results.push((tp, result));
         }
-        let all: Vec<i32> = self.ctx.live_or_shutting_down_ids().into_iter().collect();
-        let touched: Vec<TopicPartition> = proposed.keys().cloned().collect();
-        self.batch.add_update_metadata(&self.ctx, &all, &touched);
-        self.flush();
-        Ok(self.alter_partition_response(results, unknown_ids, by_id))
+        Ok(results)
     }
 
     fn alter_partition_response(

@@ -94,6 +94,25 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The term of the controller that armed the watch (or timer) this event comes
+    /// from; None for the election's events, broker changes, and requests.
+    fn generation(&self) -> Option<u64> {
+        match self {
+            Event::TopicChange(g)
+            | Event::PartitionModifications(g, _)
+            | Event::TopicDeletion(g)
+            | Event::LogDirEventNotification(g)
+            | Event::IsrChangeNotification(g)
+            | Event::BrokerModification(g, _)
+            | Event::PreferredReplicaElection(g)
+            | Event::AutoLeaderRebalance(g) => Some(*g),
+            Event::ZkPartitionReassignment { generation, .. } => Some(*generation),
+            _ => None,
+        }
+    }
+}
+
 pub struct ControllerLoop {
     pub(super) s: Arc<ZkSession>,
     pub(super) settings: Arc<Settings>,
@@ -224,32 +243,8 @@ impl ControllerLoop {
     }
 
     async fn process(&mut self, event: Event) -> ZkResult<()> {
-        // A fired watch is gone: the processing below leaves a new one.
-        match &event {
-            Event::Elect | Event::ControllerChanged => self.armed.controller = false,
-            Event::BrokerChange => self.armed.brokers = false,
-            Event::TopicChange(g) if *g == self.generation => self.armed.topics = false,
-            Event::TopicDeletion(g) if *g == self.generation => self.armed.deletions = false,
-            Event::LogDirEventNotification(g) if *g == self.generation => {
-                self.armed.log_dir_events = false
-            }
-            Event::IsrChangeNotification(g) if *g == self.generation => {
-                self.armed.isr_change_events = false
-            }
-            Event::PartitionModifications(g, t) if *g == self.generation => {
-                self.armed.topic.remove(t);
-            }
-            Event::BrokerModification(g, id) if *g == self.generation => {
-                self.armed.broker.remove(id);
-            }
-            Event::PreferredReplicaElection(g) if *g == self.generation => {
-                self.armed.preferred_election = false;
-            }
-            Event::ZkPartitionReassignment { generation, .. } if *generation == self.generation => {
-                self.armed.reassign_partitions = false;
-            }
-            _ => {}
-        }
+        self.disarm_fired_watch(&event);
+        let current = self.is_active() && event.generation() == Some(self.generation);
         match event {
             Event::Elect => {
                 self.maybe_resign().await?;
@@ -257,37 +252,71 @@ impl ControllerLoop {
             }
             Event::ControllerChanged => self.maybe_resign().await,
             Event::BrokerChange => self.process_broker_change().await,
-            Event::TopicChange(g) if g == self.generation && self.is_active() => {
-                self.process_topic_change().await
+            e if e.generation().is_some() => match current {
+                true => self.process_watch(e).await,
+                // A watch of an earlier term, or one fired after resigning.
+                false => Ok(()),
+            },
+            e => self.process_request(e).await,
+        }
+    }
+
+    /// A fired watch is gone: the processing of its event leaves a new one.
+    fn disarm_fired_watch(&mut self, event: &Event) {
+        if let Event::Elect | Event::ControllerChanged = event {
+            self.armed.controller = false;
+        }
+        if let Event::BrokerChange = event {
+            self.armed.brokers = false;
+        }
+        if event.generation() != Some(self.generation) {
+            return;
+        }
+        let a = &mut self.armed;
+        match event {
+            Event::TopicChange(_) => a.topics = false,
+            Event::TopicDeletion(_) => a.deletions = false,
+            Event::LogDirEventNotification(_) => a.log_dir_events = false,
+            Event::IsrChangeNotification(_) => a.isr_change_events = false,
+            Event::PartitionModifications(_, t) => {
+                a.topic.remove(t);
             }
-            Event::PartitionModifications(g, topic) if g == self.generation && self.is_active() => {
+            Event::BrokerModification(_, id) => {
+                a.broker.remove(id);
+            }
+            Event::PreferredReplicaElection(_) => a.preferred_election = false,
+            Event::ZkPartitionReassignment { .. } => a.reassign_partitions = false,
+            _ => {}
+        }
+    }
+
+    /// A watch of this term fired (or its timer came due) while this member controls.
+    async fn process_watch(&mut self, event: Event) -> ZkResult<()> {
+        match event {
+            Event::TopicChange(_) => self.process_topic_change().await,
+            Event::PartitionModifications(_, topic) => {
                 self.process_partition_modifications(&topic).await
             }
-            Event::LogDirEventNotification(g) if g == self.generation && self.is_active() => {
-                self.process_log_dir_event_notification().await
-            }
-            Event::IsrChangeNotification(g) if g == self.generation && self.is_active() => {
-                self.process_isr_change_notification().await
-            }
-            Event::TopicDeletion(g) if g == self.generation && self.is_active() => {
-                self.process_topic_deletion().await
-            }
-            Event::BrokerModification(g, id) if g == self.generation && self.is_active() => {
-                self.process_broker_modification(id).await
-            }
-            Event::PreferredReplicaElection(g) if g == self.generation && self.is_active() => {
+            Event::LogDirEventNotification(_) => self.process_log_dir_event_notification().await,
+            Event::IsrChangeNotification(_) => self.process_isr_change_notification().await,
+            Event::TopicDeletion(_) => self.process_topic_deletion().await,
+            Event::BrokerModification(_, id) => self.process_broker_modification(id).await,
+            Event::PreferredReplicaElection(_) => {
                 self.process_preferred_replica_election_znode().await
             }
-            Event::AutoLeaderRebalance(g) if g == self.generation && self.is_active() => {
-                self.process_auto_leader_rebalance().await
-            }
-            Event::ZkPartitionReassignment {
-                generation,
-                created,
-            } if generation == self.generation && self.is_active() => self
+            Event::AutoLeaderRebalance(_) => self.process_auto_leader_rebalance().await,
+            Event::ZkPartitionReassignment { created, .. } => self
                 .process_zk_partition_reassignment(created)
                 .await
                 .map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
+    /// A broker's answer, or a request from a broker or an admin client (answered
+    /// NOT_CONTROLLER by the steps themselves on a member that does not control).
+    async fn process_request(&mut self, event: Event) -> ZkResult<()> {
+        match event {
             Event::AlterPartitionReassignments {
                 reassignments,
                 reply,
@@ -296,21 +325,10 @@ impl ControllerLoop {
                     .process_api_partition_reassignment(reassignments)
                     .await?;
                 let _ = reply.send(result);
-                Ok(())
             }
             Event::ListPartitionReassignments { partitions, reply } => {
                 let _ = reply.send(self.process_list_partition_reassignments(partitions));
-                Ok(())
             }
-            Event::ZkPartitionReassignment { .. }
-            | Event::TopicChange(_)
-            | Event::PartitionModifications(..)
-            | Event::TopicDeletion(_)
-            | Event::LogDirEventNotification(_)
-            | Event::IsrChangeNotification(_)
-            | Event::BrokerModification(..)
-            | Event::PreferredReplicaElection(_)
-            | Event::AutoLeaderRebalance(_) => Ok(()),
             Event::ReplicaLeaderElection {
                 partitions,
                 election,
@@ -320,10 +338,10 @@ impl ControllerLoop {
                     .process_replica_leader_election(partitions, election, Trigger::AdminClient)
                     .await?;
                 let _ = reply.send(results);
-                Ok(())
             }
             Event::LeaderAndIsrResponse { broker, response } => {
-                self.process_leader_and_isr_response(broker, response).await
+                self.process_leader_and_isr_response(broker, response)
+                    .await?
             }
             Event::StopReplicaResponse {
                 broker,
@@ -331,7 +349,7 @@ impl ControllerLoop {
                 deleting,
             } => {
                 self.process_stop_replica_response(broker, response, deleting)
-                    .await
+                    .await?
             }
             Event::AlterPartition {
                 request,
@@ -343,7 +361,7 @@ impl ControllerLoop {
                 let _ = reply.send(response);
                 // Answered first, as Kafka does: an ISR that now holds every target
                 // replica finishes a reassignment.
-                self.maybe_complete_reassignments(&changed).await
+                self.maybe_complete_reassignments(&changed).await?
             }
             Event::ControlledShutdown {
                 broker_id,
@@ -354,7 +372,6 @@ impl ControllerLoop {
                     .process_controlled_shutdown(broker_id, broker_epoch)
                     .await?;
                 let _ = reply.send(result);
-                Ok(())
             }
             Event::AllocateProducerIds {
                 broker_id,
@@ -365,9 +382,10 @@ impl ControllerLoop {
                     .process_allocate_producer_ids(broker_id, broker_epoch)
                     .await?;
                 let _ = reply.send(result);
-                Ok(())
             }
+            _ => {}
         }
+        Ok(())
     }
 
     /// Sends what the state changes since the last flush decided.

@@ -114,6 +114,12 @@ impl ControllerLoop {
                 Err(does_not_exist())
             } else if self.ctx.replicas(&tp).is_empty() {
                 Err(does_not_exist())
+            } else if self.would_strand_the_isr(&tp, &a) {
+                tracing::warn!(partition = %tp, replicas = ?a.replicas, "refusing a reassignment that would remove every in-sync replica");
+                Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    Some("The reassignment would remove every in-sync replica.".to_string()),
+                ))
             } else {
                 match self.on_partition_reassignment(&tp, a).await {
                     Ok(true) => Ok(()),
@@ -128,6 +134,20 @@ impl ControllerLoop {
             results.insert(tp, result);
         }
         Ok(results)
+    }
+
+    /// Whether `a` drops every replica of the partition's ISR: cancelling (or replacing)
+    /// a reassignment whose only in-sync replicas are ones it was adding. Kafka 3.9's
+    /// ZooKeeper controller goes ahead, leaving an ISR outside the replicas and the
+    /// partition without a leader, and stops the one replica with every acknowledged
+    /// record; its KRaft controller refuses, as this one does (found by the simulation,
+    /// `sim`, seed 658).
+    fn would_strand_the_isr(&self, tp: &TopicPartition, a: &ReplicaAssignment) -> bool {
+        let Some(l) = self.ctx.leadership.get(tp) else {
+            return false;
+        };
+        let isr = &l.leader_and_isr.isr;
+        !isr.is_empty() && isr.iter().all(|r| !a.replicas.contains(r))
     }
 
     /// Kafka's `onPartitionReassignment` (phases U, A and B above). False when a step

@@ -99,3 +99,37 @@ async fn a_new_controller_finishes_a_reassignment_the_znodes_show_under_way() {
     assert_eq!(assignment(&c, "t").partitions.0[&0], vec![3, 2]);
     assert_eq!(c.state("t", 0).unwrap().leader, 3);
 }
+
+#[tokio::test]
+async fn a_cancel_that_would_drop_every_in_sync_replica_is_refused() {
+    let mut c = Cluster::start(&[1, 2, 3, 4], |_| {}).await;
+    c.create_topic("t", &[(0, &[2, 3])]).await;
+    let tp = TopicPartition::new("t", 0);
+    reassign(&mut c, &tp, Some(vec![1, 4])).await;
+    assert_eq!(
+        c.alter_isr(2, "t", 0, &[2, 3, 1]).await,
+        0,
+        "4 not caught up yet"
+    );
+    c.kill(2).await;
+    c.kill(3).await;
+    let z = c.state("t", 0).unwrap();
+    assert_eq!(
+        (z.leader, z.isr.clone()),
+        (1, vec![1]),
+        "only an adding replica is in sync"
+    );
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let event = Event::AlterPartitionReassignments {
+        reassignments: BTreeMap::from([(tp.clone(), None)]),
+        reply,
+    };
+    assert!(c.l.handle(event).await.is_none());
+    c.settle().await;
+    let results = answer.await.unwrap().unwrap();
+    let invalid = kafka_protocol::error::ResponseError::InvalidReplicaAssignment;
+    assert_eq!(results[&tp].as_ref().unwrap_err().0, invalid);
+    let z = c.state("t", 0).unwrap();
+    assert_eq!((z.leader, z.isr.clone()), (1, vec![1]), "nothing changed");
+    assert_eq!(assignment(&c, "t").partitions.0[&0], vec![1, 4, 2, 3]);
+}

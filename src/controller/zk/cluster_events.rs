@@ -57,26 +57,7 @@ impl ControllerLoop {
             .children(paths::DELETE_TOPICS)
             .await?
             .unwrap_or_default();
-        let ineligible: BTreeSet<String> = self
-            .ctx
-            .assignments
-            .keys()
-            .filter(|t| {
-                self.ctx.partitions_of(t).iter().any(|tp| {
-                    self.ctx
-                        .replicas(tp)
-                        .iter()
-                        .any(|&r| !self.ctx.is_replica_online(r, tp, false))
-                })
-            })
-            .cloned()
-            .chain(
-                self.ctx
-                    .partitions_being_reassigned
-                    .iter()
-                    .map(|tp| tp.topic.clone()),
-            )
-            .collect();
+        let ineligible = self.topics_ineligible_for_deletion();
         self.init_deletion(queued, ineligible).await?;
 
         // Brokers learn the live brokers before any LeaderAndIsr names them.
@@ -97,6 +78,28 @@ impl ControllerLoop {
         // Kafka's first imbalance check comes 5 s after the failover.
         self.schedule_auto_leader_rebalance(std::time::Duration::from_secs(5));
         self.try_topic_deletion().await
+    }
+
+    /// Topics that cannot be deleted now: a replica offline, or a partition moving.
+    fn topics_ineligible_for_deletion(&self) -> BTreeSet<String> {
+        let ctx = &self.ctx;
+        let offline_replica = |t: &String| {
+            ctx.partitions_of(t).iter().any(|tp| {
+                ctx.replicas(tp)
+                    .iter()
+                    .any(|&r| !ctx.is_replica_online(r, tp, false))
+            })
+        };
+        ctx.assignments
+            .keys()
+            .filter(|t| offline_replica(t))
+            .cloned()
+            .chain(
+                ctx.partitions_being_reassigned
+                    .iter()
+                    .map(|tp| tp.topic.clone()),
+            )
+            .collect()
     }
 
     /// Watches a topic's assignment znode (partitions added to it).

@@ -355,14 +355,7 @@ impl ControllerLoop {
                 request,
                 version,
                 reply,
-            } => {
-                let response = self.process_alter_partition(request, version).await?;
-                let changed = self.partitions_changed(&response);
-                let _ = reply.send(response);
-                // Answered first, as Kafka does: an ISR that now holds every target
-                // replica finishes a reassignment.
-                self.maybe_complete_reassignments(&changed).await?
-            }
+            } => self.alter_partition(request, version, reply).await?,
             Event::ControlledShutdown {
                 broker_id,
                 broker_epoch,
@@ -495,6 +488,20 @@ impl ControllerLoop {
         self.armed.broker.clear();
         self.armed.preferred_election = false;
         self.armed.reassign_partitions = false;
+    }
+
+    /// AlterPartition answered first, as Kafka does; then an ISR that now holds every
+    /// target replica finishes a reassignment.
+    async fn alter_partition(
+        &mut self,
+        request: AlterPartitionRequest,
+        version: i16,
+        reply: oneshot::Sender<AlterPartitionResponse>,
+    ) -> ZkResult<()> {
+        let response = self.process_alter_partition(request, version).await?;
+        let changed = self.partitions_changed(&response);
+        let _ = reply.send(response);
+        self.maybe_complete_reassignments(&changed).await
     }
 
     /// The partitions an AlterPartition answer reports changed (or confirmed).

@@ -21,6 +21,19 @@ pub enum Strategy {
     Reassign,
 }
 
+/// Kafka's invariants of an elected leadership, by construction of the rules below: the
+/// leader is in the ISR, and the leader epoch moved past the current one.
+fn checked(current: &LeaderAndIsr, elected: LeaderAndIsr) -> LeaderAndIsr {
+    debug_assert!(
+        elected.isr.contains(&elected.leader),
+        "leader {} outside ISR {:?}",
+        elected.leader,
+        elected.isr
+    );
+    debug_assert!(elected.leader_epoch > current.leader_epoch);
+    elected
+}
+
 /// The new leadership after an offline election, or None when no replica qualifies
 /// (the partition stays offline). A leader from outside the ISR (unclean) starts an
 /// ISR of itself alone and is marked recovering.
@@ -46,9 +59,10 @@ pub fn offline(
             .copied()
             .filter(|r| live.contains(r))
             .collect();
-        Some(current.new_leader_and_isr(leader, isr))
+        Some(checked(current, current.new_leader_and_isr(leader, isr)))
     } else {
-        Some(current.new_recovering_leader_and_isr(leader, vec![leader]))
+        let unclean = current.new_recovering_leader_and_isr(leader, vec![leader]);
+        Some(checked(current, unclean))
     }
 }
 
@@ -59,7 +73,8 @@ pub fn preferred(
     live: &BTreeSet<i32>,
 ) -> Option<LeaderAndIsr> {
     let first = *assignment.first()?;
-    (live.contains(&first) && current.isr.contains(&first)).then(|| current.new_leader(first))
+    (live.contains(&first) && current.isr.contains(&first))
+        .then(|| checked(current, current.new_leader(first)))
 }
 
 /// The first of the reassignment's target replicas that is live and in the ISR; the
@@ -73,7 +88,7 @@ pub fn reassign(
         .iter()
         .copied()
         .find(|r| live.contains(r) && current.isr.contains(r))?;
-    Some(current.new_leader(leader))
+    Some(checked(current, current.new_leader(leader)))
 }
 
 /// A leader that is not shutting down, from the ISR; the shutting-down brokers leave the ISR.
@@ -92,7 +107,7 @@ pub fn controlled_shutdown(
         .copied()
         .filter(|r| !shutting_down.contains(r))
         .collect();
-    Some(current.new_leader_and_isr(leader, isr))
+    Some(checked(current, current.new_leader_and_isr(leader, isr)))
 }
 
 #[cfg(test)]

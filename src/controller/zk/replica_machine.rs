@@ -28,34 +28,8 @@ impl ControllerLoop {
             }
         }
         match target {
-            ReplicaState::New => {
-                for (tp, r) in valid {
-                    match self.ctx.leadership.get(&tp).cloned() {
-                        Some(l) if l.leader_and_isr.leader == r => {
-                            tracing::error!(partition = %tp, replica = r, "a new replica cannot be the leader");
-                            continue;
-                        }
-                        Some(l) => self
-                            .batch
-                            .add_leader_and_isr(&self.ctx, &[r], &tp, &l, true),
-                        None => {}
-                    }
-                    self.ctx.replica_states.insert((tp, r), ReplicaState::New);
-                }
-            }
-            ReplicaState::Online => {
-                for (tp, r) in valid {
-                    if self.ctx.replica_state(&tp, r) != ReplicaState::New {
-                        if let Some(l) = self.ctx.leadership.get(&tp).cloned() {
-                            self.batch
-                                .add_leader_and_isr(&self.ctx, &[r], &tp, &l, false);
-                        }
-                    }
-                    self.ctx
-                        .replica_states
-                        .insert((tp, r), ReplicaState::Online);
-                }
-            }
+            ReplicaState::New => self.replicas_new(valid),
+            ReplicaState::Online => self.replicas_online(valid),
             ReplicaState::Offline => self.replicas_offline(valid).await?,
             ReplicaState::DeletionStarted => {
                 for (tp, r) in valid {
@@ -86,6 +60,38 @@ impl ControllerLoop {
         }
         self.flush();
         Ok(())
+    }
+
+    /// New replicas of a partition with a leader are told it (they create their logs).
+    fn replicas_new(&mut self, replicas: Vec<(TopicPartition, i32)>) {
+        for (tp, r) in replicas {
+            match self.ctx.leadership.get(&tp).cloned() {
+                Some(l) if l.leader_and_isr.leader == r => {
+                    tracing::error!(partition = %tp, replica = r, "a new replica cannot be the leader");
+                    continue;
+                }
+                Some(l) => self
+                    .batch
+                    .add_leader_and_isr(&self.ctx, &[r], &tp, &l, true),
+                None => {}
+            }
+            self.ctx.replica_states.insert((tp, r), ReplicaState::New);
+        }
+    }
+
+    /// Replicas coming online are told the leadership (new ones were told already).
+    fn replicas_online(&mut self, replicas: Vec<(TopicPartition, i32)>) {
+        for (tp, r) in replicas {
+            if self.ctx.replica_state(&tp, r) != ReplicaState::New {
+                if let Some(l) = self.ctx.leadership.get(&tp).cloned() {
+                    self.batch
+                        .add_leader_and_isr(&self.ctx, &[r], &tp, &l, false);
+                }
+            }
+            self.ctx
+                .replica_states
+                .insert((tp, r), ReplicaState::Online);
+        }
     }
 
     async fn replicas_offline(&mut self, replicas: Vec<(TopicPartition, i32)>) -> ZkResult<()> {

@@ -164,12 +164,24 @@ impl RequestBatch {
         listener: &str,
         protocol: MetadataVersion,
     ) -> Vec<(i32, ControlRequest)> {
-        let mut out = Vec::new();
         let header = Header {
             controller_id,
             controller_epoch: ctx.epoch,
         };
-        let live = ctx.live_or_shutting_down_ids();
+        let mut out = self.build_leader_and_isr(ctx, header, listener, protocol);
+        out.extend(self.build_update_metadata(ctx, header, protocol));
+        out.extend(self.build_stop_replica(ctx, header, protocol));
+        out
+    }
+
+    fn build_leader_and_isr(
+        &mut self,
+        ctx: &ControllerContext,
+        header: Header,
+        listener: &str,
+        protocol: MetadataVersion,
+    ) -> Vec<(i32, ControlRequest)> {
+        let mut out = Vec::new();
         let version = protocol.leader_and_isr_request_version();
         for (broker, states) in std::mem::take(&mut self.leader_and_isr) {
             let Some(target) = ctx.live_brokers.get(&broker) else {
@@ -200,46 +212,50 @@ impl RequestBatch {
             );
             out.push((broker, ControlRequest::LeaderAndIsr { request, version }));
         }
+        out
+    }
+
+    fn build_update_metadata(
+        &mut self,
+        ctx: &ControllerContext,
+        header: Header,
+        protocol: MetadataVersion,
+    ) -> Vec<(i32, ControlRequest)> {
+        let mut out = Vec::new();
         let brokers = std::mem::take(&mut self.update_metadata_brokers);
         let partitions = std::mem::take(&mut self.update_metadata_partitions);
-        let version = protocol.update_metadata_request_version();
-        if !brokers.is_empty() {
-            let live_brokers: Vec<UpdateMetadataBroker> = ctx
-                .live_brokers
-                .values()
-                .map(|b| {
-                    UpdateMetadataBroker::default()
-                        .with_id(BrokerId(b.id))
-                        .with_endpoints(
-                            b.endpoints
-                                .iter()
-                                .map(|e| {
-                                    UpdateMetadataEndpoint::default()
-                                        .with_host(StrBytes::from_string(e.host.clone()))
-                                        .with_port(e.port)
-                                        .with_listener(StrBytes::from_string(e.listener.clone()))
-                                        .with_security_protocol(security_protocol_id(
-                                            &e.security_protocol,
-                                        ))
-                                })
-                                .collect(),
-                        )
-                        .with_rack(b.rack.clone().map(StrBytes::from_string))
-                })
-                .collect();
-            let states: Vec<UpdateMetadataPartitionState> = partitions.into_values().collect();
-            for broker in brokers.intersection(&live) {
-                let request = versions::update_metadata(
-                    version,
-                    header,
-                    ctx.live_brokers[broker].epoch,
-                    states.clone(),
-                    &ctx.topic_ids,
-                    live_brokers.clone(),
-                );
-                out.push((*broker, ControlRequest::UpdateMetadata { request, version }));
-            }
+        if brokers.is_empty() {
+            return out;
         }
+        let version = protocol.update_metadata_request_version();
+        let live = ctx.live_or_shutting_down_ids();
+        let live_brokers: Vec<UpdateMetadataBroker> = ctx
+            .live_brokers
+            .values()
+            .map(update_metadata_broker)
+            .collect();
+        let states: Vec<UpdateMetadataPartitionState> = partitions.into_values().collect();
+        for broker in brokers.intersection(&live) {
+            let request = versions::update_metadata(
+                version,
+                header,
+                ctx.live_brokers[broker].epoch,
+                states.clone(),
+                &ctx.topic_ids,
+                live_brokers.clone(),
+            );
+            out.push((*broker, ControlRequest::UpdateMetadata { request, version }));
+        }
+        out
+    }
+
+    fn build_stop_replica(
+        &mut self,
+        ctx: &ControllerContext,
+        header: Header,
+        protocol: MetadataVersion,
+    ) -> Vec<(i32, ControlRequest)> {
+        let mut out = Vec::new();
         let version = protocol.stop_replica_request_version();
         for (broker, partitions) in std::mem::take(&mut self.stop_replica) {
             let Some(target) = ctx.live_brokers.get(&broker) else {
@@ -266,6 +282,25 @@ impl RequestBatch {
         }
         out
     }
+}
+
+/// A live broker as UpdateMetadata lists it, with every endpoint.
+fn update_metadata_broker(b: &super::context::LiveBroker) -> UpdateMetadataBroker {
+    let endpoints = b
+        .endpoints
+        .iter()
+        .map(|e| {
+            UpdateMetadataEndpoint::default()
+                .with_host(StrBytes::from_string(e.host.clone()))
+                .with_port(e.port)
+                .with_listener(StrBytes::from_string(e.listener.clone()))
+                .with_security_protocol(security_protocol_id(&e.security_protocol))
+        })
+        .collect();
+    UpdateMetadataBroker::default()
+        .with_id(BrokerId(b.id))
+        .with_endpoints(endpoints)
+        .with_rack(b.rack.clone().map(StrBytes::from_string))
 }
 
 /// Kafka's `SecurityProtocol` ids.

@@ -114,29 +114,54 @@ async fn write_topic(
     topic: NewTopic,
     validate_only: bool,
 ) -> Result<Arc<TopicInfo>, ControllerError> {
-    topic_name::validate(&topic.name)
+    check_new_name(zk, &topic.name)?;
+    let assignment = new_topic_assignment(zk, &topic)?;
+    let id = Uuid::new_v4();
+    let info = topic_info(&topic.name, id, &assignment, topic.configs.clone());
+    if validate_only {
+        return Ok(Arc::new(info));
+    }
+    write_new_topic(zk, &topic, id, &assignment).await?;
+    tracing::info!(topic = %topic.name, assignment = ?assignment, "topic written to ZooKeeper");
+    let name = topic.name.clone();
+    let message =
+        format!("Topic '{name}' was written but not all its partitions have a leader yet.");
+    await_leaders(zk, &name, assignment.len(), message).await
+}
+
+/// A legal name, not taken and not colliding with another topic's (`.` and `_`).
+fn check_new_name(zk: &ZkController, name: &str) -> Result<(), ControllerError> {
+    topic_name::validate(name)
         .map_err(|m| ControllerError::new(ResponseError::InvalidTopicException, m))?;
     let existing = zk.topics();
-    if existing.iter().any(|t| t.name == topic.name) {
+    if existing.iter().any(|t| t.name == name) {
         return Err(ControllerError::new(
             ResponseError::TopicAlreadyExists,
-            format!("Topic '{}' already exists.", topic.name),
+            format!("Topic '{name}' already exists."),
         ));
     }
     if let Some(other) = existing
         .iter()
-        .find(|t| topic_name::collides(&t.name, &topic.name))
+        .find(|t| topic_name::collides(&t.name, name))
     {
         return Err(ControllerError::new(
             ResponseError::InvalidTopicException,
             format!(
-                "Topic '{}' collides with existing topic: {}",
-                topic.name, other.name
+                "Topic '{name}' collides with existing topic: {}",
+                other.name
             ),
         ));
     }
+    Ok(())
+}
+
+/// The assignment asked for, or Kafka's over the live brokers with the defaults.
+fn new_topic_assignment(
+    zk: &ZkController,
+    topic: &NewTopic,
+) -> Result<BTreeMap<i32, Vec<i32>>, ControllerError> {
     let settings = zk.settings();
-    let assignment = if topic.assignments.is_empty() {
+    if topic.assignments.is_empty() {
         let n = if topic.num_partitions == -1 {
             settings.num_partitions
         } else {
@@ -147,22 +172,25 @@ async fn write_topic(
         } else {
             topic.replication_factor
         };
-        assign_replicas_to_brokers(&broker_metadata(zk), n, rf as i32, None, 0)?
-    } else {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return Err(ControllerError::new(
-                ResponseError::InvalidRequest,
-                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-            ));
-        }
-        validate_assignment(&topic.assignments)?;
-        topic.assignments.clone()
-    };
-    let id = Uuid::new_v4();
-    let info = topic_info(&topic.name, id, &assignment, topic.configs.clone());
-    if validate_only {
-        return Ok(Arc::new(info));
+        return assign_replicas_to_brokers(&broker_metadata(zk), n, rf as i32, None, 0);
     }
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return Err(ControllerError::new(
+            ResponseError::InvalidRequest,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+        ));
+    }
+    validate_assignment(&topic.assignments)?;
+    Ok(topic.assignments.clone())
+}
+
+/// `/config/topics/<t>` then `/brokers/topics/<t>`, as Kafka's `AdminZkClient` writes them.
+async fn write_new_topic(
+    zk: &ZkController,
+    topic: &NewTopic,
+    id: Uuid,
+    assignment: &BTreeMap<i32, Vec<i32>>,
+) -> Result<(), ControllerError> {
     let session = zk.shared.session()?;
     let config_path = paths::entity_config(&format!("topics/{}", topic.name));
     let config = znodes::encode(&EntityConfig::new(topic.configs.clone()));
@@ -194,24 +222,32 @@ async fn write_topic(
         .topic_configs
         .lock()
         .insert(topic.name.clone(), topic.configs.clone());
-    tracing::info!(topic = %topic.name, assignment = ?assignment, "topic written to ZooKeeper");
-    let partitions = assignment.len();
-    let name = topic.name.clone();
-    let created = zk
+    Ok(())
+}
+
+/// Waits (up to `request.timeout.ms`) until the topic has `partitions` partitions, each
+/// with a leader; REQUEST_TIMED_OUT with `message` otherwise.
+async fn await_leaders(
+    zk: &ZkController,
+    name: &str,
+    partitions: usize,
+    message: String,
+) -> Result<Arc<TopicInfo>, ControllerError> {
+    let done = zk
         .wait_until(zk.settings().admin_timeout, |z| {
-            z.topic(&name).is_some_and(|t| {
+            z.topic(name).is_some_and(|t| {
                 t.partitions.len() == partitions && t.partitions.iter().all(|p| p.state.leader >= 0)
             })
         })
         .await;
-    if !created {
+    if !done {
         return Err(ControllerError::new(
             ResponseError::RequestTimedOut,
-            format!("Topic '{name}' was written but not all its partitions have a leader yet."),
+            message,
         ));
     }
-    zk.topic(&name)
-        .ok_or_else(|| ControllerError::unknown_topic(&name))
+    zk.topic(name)
+        .ok_or_else(|| ControllerError::unknown_topic(name))
 }
 
 pub async fn delete_topic(
@@ -282,69 +318,7 @@ pub async fn create_partitions(
         ));
     }
     let first = znode.partitions.0.get(&0).cloned().unwrap_or_default();
-    let brokers = broker_metadata(zk);
-    let added: BTreeMap<i32, Vec<i32>> = match assignments {
-        Some(a) => {
-            if a.len() as i32 != count - existing {
-                return Err(invalid_assignment(format!(
-                    "Increasing the number of partitions by {} but {} assignments provided.",
-                    count - existing,
-                    a.len()
-                )));
-            }
-            let known: BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
-            let unknown: BTreeSet<i32> = a
-                .iter()
-                .flatten()
-                .copied()
-                .filter(|b| !known.contains(b))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(invalid_assignment(format!(
-                    "Unknown broker(s) in replica assignment: {}.",
-                    unknown
-                        .iter()
-                        .map(i32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            let added: BTreeMap<i32, Vec<i32>> = (existing..count).zip(a).collect();
-            // Kafka's `validateReplicaAssignment`: a broker holds one replica of a partition.
-            for (p, replicas) in &added {
-                if replicas.iter().collect::<BTreeSet<_>>().len() != replicas.len() {
-                    return Err(invalid_assignment(format!(
-                        "Duplicate brokers not allowed in replica assignment: {} for partition id {p}.",
-                        replicas
-                            .iter()
-                            .map(i32::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-            }
-            added
-        }
-        None => {
-            // Kafka starts the new partitions where partition 0's first replica sits.
-            let start = first
-                .first()
-                .and_then(|&f| brokers.iter().position(|b| b.id >= f))
-                .unwrap_or(0);
-            assign_replicas_to_brokers(
-                &brokers,
-                count - existing,
-                first.len().max(1) as i32,
-                Some(start),
-                existing,
-            )?
-        }
-    };
-    if added.values().any(|r| r.len() != first.len()) {
-        return Err(invalid_assignment(
-            "Inconsistent replication factor between partitions",
-        ));
-    }
+    let added = added_partitions(zk, &first, existing, count, assignments)?;
     let mut info = (*zk
         .topic(name)
         .ok_or_else(|| ControllerError::unknown_topic(name))?)
@@ -365,22 +339,92 @@ pub async fn create_partitions(
             ),
             e => zk_error(e),
         })?;
-    let total = count as usize;
-    let grown = zk
-        .wait_until(zk.settings().admin_timeout, |z| {
-            z.topic(name).is_some_and(|t| {
-                t.partitions.len() == total && t.partitions.iter().all(|p| p.state.leader >= 0)
-            })
-        })
-        .await;
-    if !grown {
-        return Err(ControllerError::new(
-            ResponseError::RequestTimedOut,
-            "The new partitions were written but do not all have a leader yet.",
+    let message = "The new partitions were written but do not all have a leader yet.".to_string();
+    await_leaders(zk, name, count as usize, message).await
+}
+
+/// New partitions as asked: one assignment per partition, known brokers, one replica
+/// of a partition per broker (Kafka's `validateReplicaAssignment`).
+fn explicit_partitions(
+    brokers: &[BrokerMetadata],
+    existing: i32,
+    count: i32,
+    a: Vec<Vec<i32>>,
+) -> Result<BTreeMap<i32, Vec<i32>>, ControllerError> {
+    if a.len() as i32 != count - existing {
+        return Err(invalid_assignment(format!(
+            "Increasing the number of partitions by {} but {} assignments provided.",
+            count - existing,
+            a.len()
+        )));
+    }
+    let known: BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
+    let unknown: BTreeSet<i32> = a
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|b| !known.contains(b))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(invalid_assignment(format!(
+            "Unknown broker(s) in replica assignment: {}.",
+            unknown
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let added: BTreeMap<i32, Vec<i32>> = (existing..count).zip(a).collect();
+    // Kafka's `validateReplicaAssignment`: a broker holds one replica of a partition.
+    for (p, replicas) in &added {
+        if replicas.iter().collect::<BTreeSet<_>>().len() != replicas.len() {
+            return Err(invalid_assignment(format!(
+                "Duplicate brokers not allowed in replica assignment: {} for partition id {p}.",
+                replicas
+                    .iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    Ok(added)
+}
+
+/// The partitions `existing..count`: as asked (checked as Kafka checks them), or
+/// assigned from partition 0's first replica on; with partition 0's replication factor.
+fn added_partitions(
+    zk: &ZkController,
+    first: &[i32],
+    existing: i32,
+    count: i32,
+    assignments: Option<Vec<Vec<i32>>>,
+) -> Result<BTreeMap<i32, Vec<i32>>, ControllerError> {
+    let brokers = broker_metadata(zk);
+    let added: BTreeMap<i32, Vec<i32>> = match assignments {
+        Some(a) => explicit_partitions(&brokers, existing, count, a)?,
+        None => {
+            // Kafka starts the new partitions where partition 0's first replica sits.
+            let start = first
+                .first()
+                .and_then(|&f| brokers.iter().position(|b| b.id >= f))
+                .unwrap_or(0);
+            assign_replicas_to_brokers(
+                &brokers,
+                count - existing,
+                first.len().max(1) as i32,
+                Some(start),
+                existing,
+            )?
+        }
+    };
+    if added.values().any(|r| r.len() != first.len()) {
+        return Err(invalid_assignment(
+            "Inconsistent replication factor between partitions",
         ));
     }
-    zk.topic(name)
-        .ok_or_else(|| ControllerError::unknown_topic(name))
+    Ok(added)
 }
 
 /// `/config/topics/<topic>` and a change notification, so every broker re-reads it

@@ -217,7 +217,7 @@ impl Sim {
             700..=799 => self.change_isr(),
             800..=849 => self.administer().await,
             850..=859 => self.expire_session(),
-            860..=864 => self.crash(),
+            860..=864 => self.crash().await,
             865..=899 => self.restart(),
             _ => {
                 let ms = 1 + self.rng.below(3000) as u64;
@@ -746,7 +746,9 @@ impl Sim {
         }
     }
 
-    fn crash(&mut self) {
+    /// A broker stops: half the time after a controlled shutdown (its leaderships moved
+    /// away first, as a broker asks before it stops), else abruptly.
+    async fn crash(&mut self) {
         let up = self.brokers.values().filter(|b| b.up).count();
         if up <= 2 {
             return;
@@ -754,6 +756,18 @@ impl Sim {
         let Some(id) = self.pick_up_broker() else {
             return;
         };
+        if self.rng.chance(50) {
+            if let Some(events) = self.active_controller() {
+                self.note(format!("{id} shuts down"));
+                let (reply, _answer) = oneshot::channel();
+                let _ = events.send(Event::ControlledShutdown {
+                    broker_id: id,
+                    broker_epoch: self.current_epoch(id),
+                    reply,
+                });
+                self.after_step().await;
+            }
+        }
         self.note(format!("{id} crashes"));
         let m = self.members.remove(&id).expect("a member per broker");
         m.task.abort();

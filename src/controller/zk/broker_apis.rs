@@ -309,3 +309,46 @@ impl ControllerLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn l(leader_epoch: i32, partition_epoch: i32, isr: &[i32], recovering: bool) -> LeaderAndIsr {
+        LeaderAndIsr {
+            leader: 1,
+            leader_epoch,
+            isr: isr.to_vec(),
+            recovering,
+            partition_epoch,
+        }
+    }
+
+    /// Kafka's `processAlterPartition` checks, in its order.
+    #[test]
+    fn alter_partition_verdicts_are_kafkas() {
+        let live: BTreeSet<i32> = [1, 2].into();
+        let cur = l(5, 7, &[1, 2], false);
+        let v = |new: LeaderAndIsr, version| alter_partition_verdict(&new, &cur, &live, version);
+        use ResponseError::*;
+        assert_eq!(v(l(6, 7, &[1], false), 3), Err(NotController));
+        assert_eq!(v(l(5, 8, &[1], false), 3), Err(NotController));
+        assert_eq!(v(l(4, 7, &[1], false), 3), Err(FencedLeaderEpoch));
+        assert_eq!(
+            v(l(5, 6, &[1, 2], false), 3),
+            Ok(Some(cur.clone())),
+            "a repeat"
+        );
+        assert_eq!(v(l(5, 6, &[1], false), 3), Err(InvalidUpdateVersion));
+        assert_eq!(
+            v(l(5, 7, &[1], true), 3),
+            Err(InvalidRequest),
+            "recovered stays"
+        );
+        assert_eq!(v(l(5, 7, &[1, 2, 3], false), 3), Err(IneligibleReplica));
+        assert_eq!(v(l(5, 7, &[1, 2, 3], false), 1), Err(OperationNotAttempted));
+        assert_eq!(v(l(5, 7, &[1], false), 3), Ok(None));
+    }
+}

@@ -119,30 +119,7 @@ pub fn stop_replica(
         .with_controller_epoch(header.controller_epoch)
         .with_broker_epoch(broker_epoch);
     if version >= 3 {
-        let deleting = states
-            .iter()
-            .filter(|(_, _, delete)| *delete)
-            .map(|(tp, _, _)| tp.clone())
-            .collect();
-        let mut topics: BTreeMap<String, StopReplicaTopicState> = BTreeMap::new();
-        for (tp, leader_epoch, delete) in states {
-            topics
-                .entry(tp.topic.clone())
-                .or_insert_with(|| {
-                    StopReplicaTopicState::default().with_topic_name(topic_name(&tp.topic))
-                })
-                .partition_states
-                .push(
-                    StopReplicaPartitionState::default()
-                        .with_partition_index(tp.partition)
-                        .with_leader_epoch(leader_epoch)
-                        .with_delete_partition(delete),
-                );
-        }
-        return vec![(
-            request.with_topic_states(topics.into_values().collect()),
-            deleting,
-        )];
+        return vec![stop_replica_grouped(request, states)];
     }
     let (delete, keep): (Vec<_>, Vec<_>) = states.into_iter().partition(|(_, _, d)| *d);
     let mut out = Vec::new();
@@ -151,35 +128,11 @@ pub fn stop_replica(
             continue;
         }
         let partitions: BTreeSet<TopicPartition> = group.into_iter().map(|(tp, ..)| tp).collect();
-        let request = request.clone().with_delete_partitions(flag);
-        let request = match version {
-            0 => request.with_ungrouped_partitions(
-                partitions
-                    .iter()
-                    .map(|tp| {
-                        StopReplicaPartitionV0::default()
-                            .with_topic_name(topic_name(&tp.topic))
-                            .with_partition_index(tp.partition)
-                    })
-                    .collect(),
-            ),
-            _ => {
-                let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                for tp in &partitions {
-                    topics.entry(&tp.topic).or_default().push(tp.partition);
-                }
-                request.with_topics(
-                    topics
-                        .into_iter()
-                        .map(|(name, indexes)| {
-                            StopReplicaTopicV1::default()
-                                .with_name(topic_name(name))
-                                .with_partition_indexes(indexes)
-                        })
-                        .collect(),
-                )
-            }
-        };
+        let request = stop_replica_listed(
+            request.clone().with_delete_partitions(flag),
+            version,
+            &partitions,
+        );
         let deleting = match flag {
             true => partitions,
             false => BTreeSet::new(),
@@ -187,6 +140,71 @@ pub fn stop_replica(
         out.push((request, deleting));
     }
     out
+}
+
+/// StopReplica v3+: every partition with its leader epoch and its own delete flag.
+fn stop_replica_grouped(
+    request: StopReplicaRequest,
+    states: Vec<(TopicPartition, i32, bool)>,
+) -> (StopReplicaRequest, BTreeSet<TopicPartition>) {
+    let deleting = states
+        .iter()
+        .filter(|(_, _, delete)| *delete)
+        .map(|(tp, _, _)| tp.clone())
+        .collect();
+    let mut topics: BTreeMap<String, StopReplicaTopicState> = BTreeMap::new();
+    for (tp, leader_epoch, delete) in states {
+        topics
+            .entry(tp.topic.clone())
+            .or_insert_with(|| {
+                StopReplicaTopicState::default().with_topic_name(topic_name(&tp.topic))
+            })
+            .partition_states
+            .push(
+                StopReplicaPartitionState::default()
+                    .with_partition_index(tp.partition)
+                    .with_leader_epoch(leader_epoch)
+                    .with_delete_partition(delete),
+            );
+    }
+    (
+        request.with_topic_states(topics.into_values().collect()),
+        deleting,
+    )
+}
+
+/// StopReplica v0–2: the partitions listed, one by one (v0) or by topic (v1, v2).
+fn stop_replica_listed(
+    request: StopReplicaRequest,
+    version: i16,
+    partitions: &BTreeSet<TopicPartition>,
+) -> StopReplicaRequest {
+    if version == 0 {
+        return request.with_ungrouped_partitions(
+            partitions
+                .iter()
+                .map(|tp| {
+                    StopReplicaPartitionV0::default()
+                        .with_topic_name(topic_name(&tp.topic))
+                        .with_partition_index(tp.partition)
+                })
+                .collect(),
+        );
+    }
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        topics.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    request.with_topics(
+        topics
+            .into_iter()
+            .map(|(name, indexes)| {
+                StopReplicaTopicV1::default()
+                    .with_name(topic_name(name))
+                    .with_partition_indexes(indexes)
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

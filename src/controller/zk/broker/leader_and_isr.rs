@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::capped_lines::CappedLines;
 use super::checked_names::check_partition;
-use super::{refusal, BrokerSide, HostedTopic};
+use super::{refusal, BrokerSide, HostedTopic, State};
 use crate::controller::delta::{MetadataDelta, TopicDelta};
 use crate::controller::{LeaderAndIsr, PartitionAssignment, PartitionInfo};
 
@@ -90,65 +90,110 @@ impl BrokerSide {
         let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
         let mut taken: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
         let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
-        let mut illegal = CappedLines::new("LeaderAndIsr refused for an illegal topic name");
-        let mut offline = CappedLines::new("LeaderAndIsr for a replica in an offline log dir");
-        let mut stale = CappedLines::new("LeaderAndIsr ignored: leader epoch not newer");
-        let mut unassigned = CappedLines::new("LeaderAndIsr ignored: partition not assigned here");
+        let mut lines = Lines::new();
         for (topic_id, p) in &requested {
-            if let Err(why) = check_partition(&p.topic_name, p.partition_index) {
-                if illegal.allow() {
-                    tracing::error!(
-                        partition = p.partition_index,
-                        "LeaderAndIsr refused for a partition: {why}"
-                    );
-                }
-                errors.insert(
-                    (p.topic_name.to_string(), p.partition_index),
-                    ResponseError::InvalidTopicException,
-                );
-                continue;
+            if check_partition(&p.topic_name, p.partition_index).is_ok() {
+                ids.insert(p.topic_name.0.to_string(), *topic_id);
             }
-            let topic = p.topic_name.0.to_string();
-            ids.insert(topic.clone(), *topic_id);
-            let hosted = state.hosted.get(&topic).and_then(|h| {
-                h.partitions
-                    .get(&p.partition_index)
-                    .map(|x| (h.topic_id, x))
-            });
-            let current_epoch = hosted.map_or(-1, |(_, x)| x.state.leader_epoch);
-            let log_id = match hosted {
-                Some((id, _)) => Some(id),
-                None => self.log_topic_id(&topic, p.partition_index),
-            }
-            .filter(|id| !id.is_nil());
-            let key = (topic.clone(), p.partition_index);
-            if self.replica_offline(&topic, p.partition_index) {
-                // Before the epoch check, as Kafka's: this answer is how a controller
-                // learns, after a log dir event, which replicas went offline.
-                if offline.allow() {
-                    tracing::warn!(topic = %topic, partition = p.partition_index, "LeaderAndIsr for a replica in an offline log dir");
+            match self.judge(&state, *topic_id, p, &mut lines) {
+                Ok(info) => taken
+                    .entry(p.topic_name.0.to_string())
+                    .or_default()
+                    .push(info),
+                Err(e) => {
+                    errors.insert((p.topic_name.to_string(), p.partition_index), e);
                 }
-                errors.insert(key, ResponseError::KafkaStorageError);
-            } else if !topic_id.is_nil() && log_id.is_some_and(|id| id != *topic_id) {
-                tracing::error!(topic = %topic, partition = p.partition_index, request_topic_id = %topic_id, log_topic_id = ?log_id, "LeaderAndIsr names another topic id than the log");
-                errors.insert(key, ResponseError::InconsistentTopicId);
-            } else if p.leader_epoch <= current_epoch {
-                if stale.allow() {
-                    tracing::info!(topic = %topic, partition = p.partition_index, leader_epoch = p.leader_epoch, current_epoch, "LeaderAndIsr ignored for a partition: its leader epoch is not newer");
-                }
-                errors.insert(key, ResponseError::StaleControllerEpoch);
-            } else if !p.replicas.iter().any(|b| b.0 == self.broker_id) {
-                if unassigned.allow() {
-                    tracing::warn!(topic = %topic, partition = p.partition_index, replicas = ?p.replicas, "LeaderAndIsr ignored for a partition not assigned here");
-                }
-                errors.insert(key, ResponseError::UnknownTopicOrPartition);
-            } else {
-                taken.entry(topic).or_default().push(partition_info(p));
             }
         }
+        let delta = self.host(&mut state, &taken, &ids, topic_configs);
+        for failed in self.publish(&state, &delta) {
+            tracing::error!(topic = %failed.topic, error = %failed.message, "cannot host the partitions LeaderAndIsr assigned");
+            if let Some(partitions) = taken.get(&failed.topic) {
+                for p in partitions {
+                    errors.insert(
+                        (failed.topic.clone(), p.partition),
+                        ResponseError::KafkaStorageError,
+                    );
+                }
+            }
+        }
+        let codes = requested.iter().map(|(id, p)| {
+            let topic = p.topic_name.0.to_string();
+            let code = errors
+                .get(&(topic.clone(), p.partition_index))
+                .map_or(0, |e| e.code());
+            (*id, topic, p.partition_index, code)
+        });
+        response(codes, version, &req.topic_states)
+    }
+
+    /// One partition of a LeaderAndIsr: taken (its new state), or the error it is
+    /// answered with, in Kafka's order of checks.
+    fn judge(
+        &self,
+        state: &State,
+        topic_id: Uuid,
+        p: &LeaderAndIsrPartitionState,
+        lines: &mut Lines,
+    ) -> Result<PartitionInfo, ResponseError> {
+        if let Err(why) = check_partition(&p.topic_name, p.partition_index) {
+            if lines.illegal.allow() {
+                tracing::error!(
+                    partition = p.partition_index,
+                    "LeaderAndIsr refused for a partition: {why}"
+                );
+            }
+            return Err(ResponseError::InvalidTopicException);
+        }
+        let topic = p.topic_name.0.to_string();
+        let hosted = state.hosted.get(&topic).and_then(|h| {
+            h.partitions
+                .get(&p.partition_index)
+                .map(|x| (h.topic_id, x))
+        });
+        let current_epoch = hosted.map_or(-1, |(_, x)| x.state.leader_epoch);
+        let log_id = match hosted {
+            Some((id, _)) => Some(id),
+            None => self.log_topic_id(&topic, p.partition_index),
+        }
+        .filter(|id| !id.is_nil());
+        if self.replica_offline(&topic, p.partition_index) {
+            // Before the epoch check, as Kafka's: this answer is how a controller
+            // learns, after a log dir event, which replicas went offline.
+            if lines.offline.allow() {
+                tracing::warn!(topic = %topic, partition = p.partition_index, "LeaderAndIsr for a replica in an offline log dir");
+            }
+            Err(ResponseError::KafkaStorageError)
+        } else if !topic_id.is_nil() && log_id.is_some_and(|id| id != topic_id) {
+            tracing::error!(topic = %topic, partition = p.partition_index, request_topic_id = %topic_id, log_topic_id = ?log_id, "LeaderAndIsr names another topic id than the log");
+            Err(ResponseError::InconsistentTopicId)
+        } else if p.leader_epoch <= current_epoch {
+            if lines.stale.allow() {
+                tracing::info!(topic = %topic, partition = p.partition_index, leader_epoch = p.leader_epoch, current_epoch, "LeaderAndIsr ignored for a partition: its leader epoch is not newer");
+            }
+            Err(ResponseError::StaleControllerEpoch)
+        } else if !p.replicas.iter().any(|b| b.0 == self.broker_id) {
+            if lines.unassigned.allow() {
+                tracing::warn!(topic = %topic, partition = p.partition_index, replicas = ?p.replicas, "LeaderAndIsr ignored for a partition not assigned here");
+            }
+            Err(ResponseError::UnknownTopicOrPartition)
+        } else {
+            Ok(partition_info(p))
+        }
+    }
+
+    /// Hosts the partitions taken (with the config overrides read for new topics) and
+    /// returns the delta that tells the listeners.
+    fn host(
+        &self,
+        state: &mut State,
+        taken: &BTreeMap<String, Vec<PartitionInfo>>,
+        ids: &BTreeMap<String, Uuid>,
+        topic_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> MetadataDelta {
         let mut delta = MetadataDelta::default();
         let mut hosted_lines = CappedLines::new("partition hosted by LeaderAndIsr");
-        for (topic, partitions) in &taken {
+        for (topic, partitions) in taken {
             let request_id = ids.get(topic).copied().unwrap_or_default();
             if let Some(configs) = topic_configs.get(topic) {
                 state.topic_configs.insert(topic.clone(), configs.clone());
@@ -176,29 +221,30 @@ impl BrokerSide {
                 );
                 hosted.partitions.insert(p.partition, p.clone());
             }
-            if let Some(t) = self.view(&state, topic) {
+            if let Some(t) = self.view(state, topic) {
                 delta.topics.insert(topic.clone(), TopicDelta::Changed(t));
             }
         }
-        for failed in self.publish(&state, &delta) {
-            tracing::error!(topic = %failed.topic, error = %failed.message, "cannot host the partitions LeaderAndIsr assigned");
-            if let Some(partitions) = taken.get(&failed.topic) {
-                for p in partitions {
-                    errors.insert(
-                        (failed.topic.clone(), p.partition),
-                        ResponseError::KafkaStorageError,
-                    );
-                }
-            }
+        delta
+    }
+}
+
+/// The capped log lines of one LeaderAndIsr, by kind.
+struct Lines {
+    illegal: CappedLines,
+    offline: CappedLines,
+    stale: CappedLines,
+    unassigned: CappedLines,
+}
+
+impl Lines {
+    fn new() -> Lines {
+        Lines {
+            illegal: CappedLines::new("LeaderAndIsr refused for an illegal topic name"),
+            offline: CappedLines::new("LeaderAndIsr for a replica in an offline log dir"),
+            stale: CappedLines::new("LeaderAndIsr ignored: leader epoch not newer"),
+            unassigned: CappedLines::new("LeaderAndIsr ignored: partition not assigned here"),
         }
-        let codes = requested.iter().map(|(id, p)| {
-            let topic = p.topic_name.0.to_string();
-            let code = errors
-                .get(&(topic.clone(), p.partition_index))
-                .map_or(0, |e| e.code());
-            (*id, topic, p.partition_index, code)
-        });
-        response(codes, version, &req.topic_states)
     }
 }
 

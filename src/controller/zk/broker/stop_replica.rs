@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::capped_lines::CappedLines;
 use super::checked_names::check_partition;
-use super::BrokerSide;
+use super::{BrokerSide, State};
 use crate::controller::delta::{MetadataDelta, TopicDelta};
 use crate::controller::{PartitionAssignment, PartitionInfo, TopicInfo};
 
@@ -57,96 +57,21 @@ impl BrokerSide {
         let mut illegal = CappedLines::new("StopReplica refused for an illegal topic name");
         let mut stopped_lines = CappedLines::new("replica stopped by StopReplica");
         for s in &stops {
-            // Never a deletion of a name that is no topic's: no log was made of one.
-            if let Err(why) = check_partition(&s.topic, s.partition) {
-                if illegal.allow() {
-                    tracing::error!(
-                        partition = s.partition,
-                        delete = s.delete,
-                        "StopReplica refused for a partition: {why}"
-                    );
+            match self.stop(&mut state, s, &mut illegal, &mut stopped_lines) {
+                Ok(topic_id) if s.delete => {
+                    let entry = deleted
+                        .entry(s.topic.clone())
+                        .or_insert((topic_id, Vec::new()));
+                    entry.1.push(s.partition);
                 }
-                errors.insert(
-                    (s.topic.clone(), s.partition),
-                    ResponseError::InvalidTopicException,
-                );
-                continue;
-            }
-            let hosted = state.hosted.get(&s.topic).and_then(|h| {
-                h.partitions
-                    .get(&s.partition)
-                    .map(|p| (h.topic_id, p.state.leader_epoch))
-            });
-            let topic_id = match hosted {
-                Some((id, current)) => {
-                    let stale = s.leader_epoch != EPOCH_DURING_DELETE
-                        && s.leader_epoch != NO_EPOCH
-                        && s.leader_epoch < current;
-                    if stale {
-                        tracing::info!(topic = %s.topic, partition = s.partition, leader_epoch = s.leader_epoch, current, "StopReplica ignored for a partition: its leader epoch is older");
-                        errors.insert(
-                            (s.topic.clone(), s.partition),
-                            ResponseError::FencedLeaderEpoch,
-                        );
-                        continue;
-                    }
-                    id
-                }
-                // Not hosted: whatever log is on disk (its own id), else the id the
-                // topic had before its deletion.
-                None => self
-                    .log_topic_id(&s.topic, s.partition)
-                    .or_else(|| state.cache.deleted_topic_id(&s.topic))
-                    .unwrap_or_default(),
-            };
-            if stopped_lines.allow() {
-                tracing::info!(topic = %s.topic, partition = s.partition, delete = s.delete, "replica stopped by StopReplica");
-            }
-            if !s.delete && hosted.is_some() {
-                self.stop_replica_fetcher(&s.topic, s.partition);
-            }
-            if s.delete {
-                let entry = deleted
-                    .entry(s.topic.clone())
-                    .or_insert((topic_id, Vec::new()));
-                entry.1.push(s.partition);
-                if let Some(h) = state.hosted.get_mut(&s.topic) {
-                    h.partitions.remove(&s.partition);
-                    if h.partitions.is_empty() {
-                        state.hosted.remove(&s.topic);
-                    }
+                Ok(_) => {}
+                Err(e) => {
+                    errors.insert((s.topic.clone(), s.partition), e);
                 }
             }
         }
-        let mut removal = MetadataDelta::default();
-        let mut after = MetadataDelta::default();
-        for (topic, (topic_id, partitions)) in &deleted {
-            let info = TopicInfo {
-                name: topic.clone(),
-                topic_id: *topic_id,
-                partitions: partitions.iter().map(|&p| removed_partition(p)).collect(),
-                configs: BTreeMap::new(),
-            };
-            removal
-                .topics
-                .insert(topic.clone(), TopicDelta::Removed(Arc::new(info)));
-            // A topic that lives on (a replica moved away): listeners see it again
-            // without the partitions deleted here.
-            if let Some(t) = self.view(&state, topic) {
-                after.topics.insert(topic.clone(), TopicDelta::Changed(t));
-            }
-        }
-        let failed = self
-            .publish(&state, &removal)
-            .into_iter()
-            .chain(self.publish(&state, &after));
-        for f in failed {
-            tracing::error!(topic = %f.topic, error = %f.message, "cannot delete the logs StopReplica named");
-            if let Some((_, partitions)) = deleted.get(&f.topic) {
-                for &p in partitions {
-                    errors.insert((f.topic.clone(), p), ResponseError::KafkaStorageError);
-                }
-            }
+        for (topic, partition) in self.remove_deleted(&state, &deleted) {
+            errors.insert((topic, partition), ResponseError::KafkaStorageError);
         }
         let partition_errors = stops
             .iter()
@@ -161,6 +86,106 @@ impl BrokerSide {
             })
             .collect();
         StopReplicaResponse::default().with_partition_errors(partition_errors)
+    }
+
+    /// One partition stopped (its fetcher, or with deletion its hosting), Kafka's checks
+    /// first; returns the topic id its log is deleted under.
+    fn stop(
+        &self,
+        state: &mut State,
+        s: &Stop,
+        illegal: &mut CappedLines,
+        stopped_lines: &mut CappedLines,
+    ) -> Result<Uuid, ResponseError> {
+        // Never a deletion of a name that is no topic's: no log was made of one.
+        if let Err(why) = check_partition(&s.topic, s.partition) {
+            if illegal.allow() {
+                tracing::error!(
+                    partition = s.partition,
+                    delete = s.delete,
+                    "StopReplica refused for a partition: {why}"
+                );
+            }
+            return Err(ResponseError::InvalidTopicException);
+        }
+        let hosted = state.hosted.get(&s.topic).and_then(|h| {
+            h.partitions
+                .get(&s.partition)
+                .map(|p| (h.topic_id, p.state.leader_epoch))
+        });
+        let topic_id = match hosted {
+            Some((id, current)) => {
+                let stale = s.leader_epoch != EPOCH_DURING_DELETE
+                    && s.leader_epoch != NO_EPOCH
+                    && s.leader_epoch < current;
+                if stale {
+                    tracing::info!(topic = %s.topic, partition = s.partition, leader_epoch = s.leader_epoch, current, "StopReplica ignored for a partition: its leader epoch is older");
+                    return Err(ResponseError::FencedLeaderEpoch);
+                }
+                id
+            }
+            // Not hosted: whatever log is on disk (its own id), else the id the
+            // topic had before its deletion.
+            None => self
+                .log_topic_id(&s.topic, s.partition)
+                .or_else(|| state.cache.deleted_topic_id(&s.topic))
+                .unwrap_or_default(),
+        };
+        if stopped_lines.allow() {
+            tracing::info!(topic = %s.topic, partition = s.partition, delete = s.delete, "replica stopped by StopReplica");
+        }
+        if !s.delete && hosted.is_some() {
+            self.stop_replica_fetcher(&s.topic, s.partition);
+        }
+        if s.delete {
+            if let Some(h) = state.hosted.get_mut(&s.topic) {
+                h.partitions.remove(&s.partition);
+                if h.partitions.is_empty() {
+                    state.hosted.remove(&s.topic);
+                }
+            }
+        }
+        Ok(topic_id)
+    }
+
+    /// Hands the listeners the removal of the partitions deleted (topic → its id and
+    /// partitions), and topics that live on without them; returns the partitions whose
+    /// logs could not be deleted.
+    fn remove_deleted(
+        &self,
+        state: &State,
+        deleted: &BTreeMap<String, (Uuid, Vec<i32>)>,
+    ) -> Vec<(String, i32)> {
+        let mut removal = MetadataDelta::default();
+        let mut after = MetadataDelta::default();
+        for (topic, (topic_id, partitions)) in deleted {
+            let info = TopicInfo {
+                name: topic.clone(),
+                topic_id: *topic_id,
+                partitions: partitions.iter().map(|&p| removed_partition(p)).collect(),
+                configs: BTreeMap::new(),
+            };
+            removal
+                .topics
+                .insert(topic.clone(), TopicDelta::Removed(Arc::new(info)));
+            // A topic that lives on (a replica moved away): listeners see it again
+            // without the partitions deleted here.
+            if let Some(t) = self.view(state, topic) {
+                after.topics.insert(topic.clone(), TopicDelta::Changed(t));
+            }
+        }
+        let failed = self
+            .publish(state, &removal)
+            .into_iter()
+            .chain(self.publish(state, &after));
+        let mut out = Vec::new();
+        for f in failed {
+            tracing::error!(topic = %f.topic, error = %f.message, "cannot delete the logs StopReplica named");
+            if let Some((_, partitions)) = deleted.get(&f.topic) {
+                out.extend(partitions.iter().map(|&p| (f.topic.clone(), p)));
+            }
+        }
+        out
     }
 }
 

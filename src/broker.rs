@@ -88,7 +88,13 @@ fn follow_metadata(
     // After the replica manager, so the partitions it loads are hosted; the ones led
     // now load before this returns, so no request finds them loading.
     controller.subscribe(groups.metadata_listener());
-    let txns = transaction_coordinator(&config, replicas, &groups, controller);
+    let txns = transaction_coordinator(
+        &config,
+        shared_config.outbound_tls(),
+        replicas,
+        &groups,
+        controller,
+    );
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
@@ -167,7 +173,9 @@ impl Broker {
         };
         dirs.write_meta_properties()?;
 
+        let outbound_tls = config.outbound_tls()?;
         let shared_config = SharedConfig::new(config);
+        shared_config.set_outbound_tls(outbound_tls);
         let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
@@ -264,6 +272,7 @@ impl Broker {
             .clone()
             .or_else(|| config.cluster_id.clone())
             .unwrap_or_else(new_cluster_id);
+        let outbound_tls = settings.outbound_tls.clone();
         let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
         let cluster_id = zk.cluster_id();
         if let Some(id) = dirs.cluster_id.as_ref().filter(|id| **id != cluster_id) {
@@ -276,6 +285,7 @@ impl Broker {
         dirs.assign_directory_ids(&cluster_id, 0);
         dirs.write_meta_properties()?;
         let shared_config = SharedConfig::new(config);
+        shared_config.set_outbound_tls(outbound_tls);
         let config = shared_config.current();
         let defaults = {
             let config = shared_config.clone();
@@ -718,6 +728,7 @@ fn storage(e: crate::log::LogError) -> ControllerError {
 /// through the outbound client).
 fn transaction_coordinator(
     config: &BrokerConfig,
+    tls: Option<crate::tls::OutboundTls>,
     replicas: &Arc<ReplicaManager>,
     groups: &Arc<GroupCoordinator>,
     controller: &Arc<dyn Controller>,
@@ -726,6 +737,7 @@ fn transaction_coordinator(
         replicas.cluster.clone(),
         crate::client::ClientConfig {
             client_id: Some(format!("broker-{}-txn", config.broker_id)),
+            tls,
             ..crate::client::ClientConfig::default()
         },
     ));

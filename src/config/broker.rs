@@ -21,6 +21,25 @@ pub enum ConfigError {
     },
 }
 
+/// The definition a key is checked by: a broker key, or a listener's own security key
+/// (`listener.name.<l>.ssl.keystore.location`, `listener.name.<l>.<mechanism>.sasl.jaas.config`),
+/// which Kafka checks as the key it overrides.
+pub fn key_def(name: &str) -> Option<&'static ConfigKey> {
+    if let Some(def) = broker_key(name) {
+        return Some(def);
+    }
+    let rest = name.strip_prefix("listener.name.")?;
+    let (_, key) = rest.split_once('.')?;
+    let key = match key.split_once('.') {
+        // `<mechanism>.sasl.jaas.config`: a mechanism name holds no dot.
+        Some((_, jaas @ "sasl.jaas.config")) => jaas,
+        _ => key,
+    };
+    broker_key(key).filter(|_| {
+        key.starts_with("ssl.") || key.starts_with("sasl.") || key == "connections.max.reauth.ms"
+    })
+}
+
 pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -104,7 +123,7 @@ impl BrokerConfig {
     pub fn from_properties(props: BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let mut values = BTreeMap::new();
         for (k, v) in props {
-            match broker_key(&k) {
+            match key_def(&k) {
                 Some(def) => {
                     def.check(&v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
@@ -143,11 +162,26 @@ impl BrokerConfig {
             Some(v) => Listener::parse_list("advertised.listeners", &v)?,
             None => listeners.iter().map(Listener::advertised_default).collect(),
         };
+        if keys.is_set("inter.broker.listener.name")
+            && keys.is_set("security.inter.broker.protocol")
+        {
+            return Err(invalid(
+                "security.inter.broker.protocol",
+                "inter.broker.listener.name and security.inter.broker.protocol should not be set at the same time",
+            ));
+        }
+        // Kafka's inter-broker listener: named, or the listener named after the protocol
+        // when that is set (its default, PLAINTEXT, is not required to be a listener here).
+        let inter_broker = keys.get("inter.broker.listener.name").or_else(|| {
+            keys.is_set("security.inter.broker.protocol")
+                .then(|| keys.get("security.inter.broker.protocol"))
+                .flatten()
+        });
         Listener::check_names(
             &listeners,
             &advertised_listeners,
             &keys.string("listener.security.protocol.map"),
-            keys.get("inter.broker.listener.name").as_deref(),
+            inter_broker.as_deref(),
         )?;
         let log_dirs: Vec<PathBuf> = keys
             .get("log.dirs")
@@ -160,7 +194,7 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "no directory given"));
         }
-        Ok(BrokerConfig {
+        let config = BrokerConfig {
             broker_id,
             broker_id_set: keys.is_set("node.id") || keys.is_set("broker.id"),
             cluster_id: keys.get("cluster.id"),
@@ -184,7 +218,52 @@ impl BrokerConfig {
             .unwrap_or(0),
             values,
             dynamic,
-        })
+        };
+        config.check_tls_listeners()?;
+        Ok(config)
+    }
+
+    /// Every SSL listener's `ssl.*` keys resolve and are values rustls can honour (the
+    /// stores they name are read when the listener is bound).
+    fn check_tls_listeners(&self) -> Result<(), ConfigError> {
+        for l in &self.listeners {
+            if self.security_protocol(&l.name).as_deref() == Some("SSL") {
+                crate::tls::SslSettings::for_listener(self, &l.name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The security protocol of listener `name` in `listener.security.protocol.map`.
+    pub fn security_protocol(&self, name: &str) -> Option<String> {
+        let map = self
+            .get("listener.security.protocol.map")
+            .unwrap_or_default();
+        Listener::protocol_map(&map)
+            .ok()?
+            .remove(&name.to_ascii_uppercase())
+    }
+
+    /// The listener other brokers are reached on: `inter.broker.listener.name`, or the
+    /// listener named after `security.inter.broker.protocol` (PLAINTEXT by default).
+    pub fn inter_broker_listener(&self) -> String {
+        self.get("inter.broker.listener.name")
+            .or_else(|| self.get("security.inter.broker.protocol"))
+            .unwrap_or_else(|| "PLAINTEXT".into())
+            .trim()
+            .to_ascii_uppercase()
+    }
+
+    /// The TLS context of the broker's own connections to other brokers, when the
+    /// inter-broker listener is SSL (`None`: they are plain TCP). Reads the listener's
+    /// keystore and truststore.
+    pub fn outbound_tls(&self) -> anyhow::Result<Option<crate::tls::OutboundTls>> {
+        let listener = self.inter_broker_listener();
+        if self.security_protocol(&listener).as_deref() != Some("SSL") {
+            return Ok(None);
+        }
+        let settings = crate::tls::SslSettings::for_listener(self, &listener)?;
+        Ok(Some(crate::tls::OutboundTls::build(&settings)?))
     }
 
     /// A new config with `dynamic` (every dynamic config in force, not only the changed
@@ -197,7 +276,7 @@ impl BrokerConfig {
         let take = |map: &BTreeMap<String, String>, per_broker: bool| {
             let mut kept = BTreeMap::new();
             for (k, v) in map {
-                let allowed = broker_key(k)
+                let allowed = key_def(k)
                     .or_else(|| dynamic_only_broker_key(k))
                     .filter(|def| match def.mode {
                         UpdateMode::ReadOnly => false,

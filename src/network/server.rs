@@ -13,9 +13,11 @@ use super::connection::{self, Limits};
 use super::link::Link;
 use super::memory::MemoryPool;
 use super::session::Session;
+use super::tls::TlsTransport;
 use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
+use crate::tls::{ListenerTls, SslSettings};
 
 /// Bytes of requests read but not yet answered that one connection may hold before it
 /// stops reading: a few pipelined requests, so that one client cannot take the whole of
@@ -25,8 +27,21 @@ pub const CONNECTION_READ_AHEAD_BYTES: usize = 4 * 1024 * 1024;
 /// How long connections get at shutdown to answer what they have read.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// Each configured listener with its bound socket.
-pub type BoundListeners = Vec<(Listener, TcpListener)>;
+/// Each configured listener with its bound socket and, for an SSL listener, its TLS
+/// context (keystore and truststore read at bind time, so a bad one stops startup).
+pub type BoundListeners = Vec<(Listener, TcpListener, Option<Arc<ListenerTls>>)>;
+
+/// The TLS context of `listener` if its security protocol is SSL.
+pub fn listener_tls(
+    config: &BrokerConfig,
+    listener: &Listener,
+) -> anyhow::Result<Option<Arc<ListenerTls>>> {
+    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+        return Ok(None);
+    }
+    let settings = SslSettings::for_listener(config, &listener.name)?;
+    Ok(Some(Arc::new(ListenerTls::build(&settings)?)))
+}
 
 pub struct Server {
     listeners: BoundListeners,
@@ -44,6 +59,7 @@ impl Server {
     pub async fn bind_listeners(config: &mut BrokerConfig) -> anyhow::Result<BoundListeners> {
         let mut listeners = Vec::new();
         for l in &config.listeners {
+            let tls = listener_tls(config, l)?;
             let addr = l.bind_addr();
             let listener = TcpListener::bind(&addr)
                 .await
@@ -54,7 +70,13 @@ impl Server {
                     advertised.port = bound;
                 }
             }
-            listeners.push((l.clone(), listener));
+            listeners.push((l.clone(), listener, tls));
+        }
+        if listeners.iter().any(|(_, _, tls)| tls.is_some()) {
+            match super::tls::kernel_tls_available() {
+                true => tracing::info!("TLS fetches are copied through user space; this kernel offers kernel TLS, which skua does not use yet"),
+                false => tracing::info!("TLS fetches are copied through user space (no kernel TLS: `tls` is not in /proc/sys/net/ipv4/tcp_available_ulp)"),
+            }
         }
         Ok(listeners)
     }
@@ -88,7 +110,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|(_, l)| l.local_addr().ok())
+            .filter_map(|(_, l, _)| l.local_addr().ok())
             .collect()
     }
 
@@ -113,8 +135,8 @@ impl Server {
             memory: self.memory.clone(),
             permits,
         };
-        for (spec, listener) in self.listeners {
-            serving.start(spec, listener);
+        for (spec, listener, tls) in self.listeners {
+            serving.start(spec, listener, tls);
         }
         // The dynamic configs read while the broker opened may already name other
         // listeners than server.properties.
@@ -178,13 +200,14 @@ struct Serving {
 }
 
 impl Serving {
-    fn start(&mut self, spec: Listener, listener: TcpListener) {
+    fn start(&mut self, spec: Listener, listener: TcpListener, tls: Option<Arc<ListenerTls>>) {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (abort, abort_rx) = watch::channel(false);
         self.accepts.spawn(accept_loop(
             Listening {
                 name: spec.name.as_str().into(),
                 listener,
+                tls,
                 broker: self.broker.clone(),
                 limits: self.limits,
                 memory: self.memory.clone(),
@@ -221,10 +244,17 @@ impl Serving {
             .collect();
         for spec in added {
             let addr = spec.bind_addr();
+            let tls = match listener_tls(config, &spec) {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::error!(listener = %spec.name, error = %e, "cannot set up TLS for an added listener");
+                    continue;
+                }
+            };
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
                     tracing::info!(listener = %spec.name, %addr, "listener added");
-                    self.start(spec, listener);
+                    self.start(spec, listener, tls);
                 }
                 // Checked when the change was made; the address was taken since.
                 Err(e) => {
@@ -246,6 +276,8 @@ impl Serving {
 struct Listening {
     name: Arc<str>,
     listener: TcpListener,
+    /// Set on an SSL listener.
+    tls: Option<Arc<ListenerTls>>,
     broker: Arc<Broker>,
     limits: Limits,
     memory: Arc<MemoryPool>,
@@ -259,6 +291,9 @@ async fn accept_loop(
 ) {
     // Every connection's reader and writer: owned here, so none outlives the server.
     let mut connections = JoinSet::new();
+    // TLS handshakes under way, each holding its connection's permit; owned here too.
+    let mut handshakes: JoinSet<Option<Handshaken>> = JoinSet::new();
+    let handshake_timeout = super::tls::HANDSHAKE_TIMEOUT.min(l.limits.idle);
     let mut links = Links::default();
     let mut sweep = tokio::time::interval(sweep_period(l.limits.idle));
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -268,6 +303,9 @@ async fn accept_loop(
                 p = l.permits.clone().acquire_owned() => break p.ok().map(Arc::new),
                 _ = shutdown.changed() => break None,
                 _ = sweep.tick() => links.check_idle(l.limits.idle),
+                Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                    l.serve_handshaken(done, &mut connections, &mut links)
+                }
             }
         };
         let Some(permit) = permit else { break };
@@ -276,6 +314,9 @@ async fn accept_loop(
                 a = l.listener.accept() => break Some(a),
                 _ = shutdown.changed() => break None,
                 _ = sweep.tick() => links.check_idle(l.limits.idle),
+                Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                    l.serve_handshaken(done, &mut connections, &mut links)
+                }
             }
         };
         let Some(accepted) = accepted else { break };
@@ -284,22 +325,38 @@ async fn accept_loop(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
-                let transport = PlainTransport(stream);
-                let session = Session::new(l.name.clone(), transport.security_protocol(), peer);
-                let (reader, writer, link) = connection::open(
-                    transport,
-                    session,
-                    l.broker.clone(),
-                    l.limits,
-                    l.memory.clone(),
-                );
-                links.add(link);
-                // The connection counts against max.connections until both halves end.
-                // `map`, not an `async` block that awaits them: a block would hold each
-                // future twice (as captured and as awaited), doubling its task's size.
-                let held = permit.clone();
-                connections.spawn(reader.map(move |()| drop(held)));
-                connections.spawn(writer.map(move |()| drop(permit)));
+                match &l.tls {
+                    None => {
+                        let transport = PlainTransport(stream);
+                        let session =
+                            Session::new(l.name.clone(), transport.security_protocol(), peer);
+                        l.serve(transport, session, permit, &mut connections, &mut links);
+                    }
+                    // The handshake runs in a task of its own, so a slow client delays no
+                    // other; it holds the connection's permit meanwhile.
+                    Some(tls) => {
+                        let tls = tls.clone();
+                        let name = l.name.clone();
+                        handshakes.spawn(async move {
+                            match TlsTransport::accept(&tls, stream, handshake_timeout).await {
+                                Ok((transport, principal)) => {
+                                    let mut session =
+                                        Session::new(name, transport.security_protocol(), peer);
+                                    session.principal = principal;
+                                    Some(Handshaken {
+                                        transport,
+                                        session,
+                                        permit,
+                                    })
+                                }
+                                Err(e) => {
+                                    tracing::warn!(%peer, listener = %name, "closing connection: {e}");
+                                    None
+                                }
+                            }
+                        });
+                    }
+                }
             }
             Err(e) => {
                 // Typically EMFILE: back off instead of spinning.
@@ -309,6 +366,8 @@ async fn accept_loop(
         }
         while connections.try_join_next().is_some() {}
     }
+    // Handshakes under way end with the listener.
+    handshakes.abort_all();
     // Readers stop; writers answer what was read, until told to abort them; then wait
     // for the aborted tasks to end.
     links.stop_all();
@@ -320,6 +379,51 @@ async fn accept_loop(
                 aborting = true;
                 connections.abort_all();
             }
+        }
+    }
+}
+
+/// A TLS connection whose handshake is done, waiting to be served.
+struct Handshaken {
+    transport: TlsTransport,
+    session: Session,
+    permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Listening {
+    /// Opens a connection over `transport` and runs its reader and writer.
+    fn serve<T: Transport>(
+        &self,
+        transport: T,
+        session: Session,
+        permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+        connections: &mut JoinSet<()>,
+        links: &mut Links,
+    ) {
+        let (reader, writer, link) = connection::open(
+            transport,
+            session,
+            self.broker.clone(),
+            self.limits,
+            self.memory.clone(),
+        );
+        links.add(link);
+        // The connection counts against max.connections until both halves end.
+        // `map`, not an `async` block that awaits them: a block would hold each
+        // future twice (as captured and as awaited), doubling its task's size.
+        let held = permit.clone();
+        connections.spawn(reader.map(move |()| drop(held)));
+        connections.spawn(writer.map(move |()| drop(permit)));
+    }
+
+    fn serve_handshaken(
+        &self,
+        done: Result<Option<Handshaken>, tokio::task::JoinError>,
+        connections: &mut JoinSet<()>,
+        links: &mut Links,
+    ) {
+        if let Ok(Some(h)) = done {
+            self.serve(h.transport, h.session, h.permit, connections, links);
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct ChannelManager {
     controller_id: i32,
     listener: String,
     request_timeout: Duration,
+    /// TLS toward the brokers' inter-broker listener; `None`: plain TCP.
+    tls: Option<crate::tls::OutboundTls>,
     events: mpsc::UnboundedSender<Event>,
     channels: BTreeMap<i32, BrokerChannel>,
 }
@@ -43,12 +45,14 @@ impl ChannelManager {
         controller_id: i32,
         listener: String,
         request_timeout: Duration,
+        tls: Option<crate::tls::OutboundTls>,
         events: mpsc::UnboundedSender<Event>,
     ) -> Self {
         ChannelManager {
             controller_id,
             listener,
             request_timeout,
+            tls,
             events,
             channels: BTreeMap::new(),
         }
@@ -70,6 +74,8 @@ impl ChannelManager {
             client_id: Some(self.controller_id.to_string()),
             request_timeout: self.request_timeout,
             max_in_flight: 1,
+            tls: self.tls.clone(),
+            server_name: Some(endpoint.host.clone()),
             ..ClientConfig::default()
         };
         let sender = tokio::spawn(send_loop(

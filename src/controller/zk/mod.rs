@@ -389,6 +389,7 @@ impl ZkController {
     ) -> anyhow::Result<ZkController> {
         let settings = Arc::new(settings);
         let settings_broker_id = settings.broker_id;
+        let settings_listener = settings.inter_broker_listener.clone();
         let session = Arc::new(ZkSession::connect(&settings.zk).await?);
         registration::create_top_level_paths(&session).await?;
         producer_ids::repair_empty_block(&session, settings.broker_id).await?;
@@ -410,7 +411,10 @@ impl ZkController {
             changed: tokio::sync::watch::Sender::new(0),
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
-            broker: broker::BrokerSide::new(settings_broker_id),
+            broker: broker::BrokerSide::with_inter_broker_listener(
+                settings_broker_id,
+                &settings_listener,
+            ),
         });
         // Before the broker opens its logs: the dynamic broker configs and the topic
         // configs ZooKeeper holds are in force from the start.

@@ -524,13 +524,31 @@ impl Broker {
                 ))
             })?;
         }
+        // A listener whose TLS settings change (KIP-226 keystore rotation) must get a
+        // context from its new stores; a keystore that cannot be read is refused now.
+        for l in &next.listeners {
+            if next.security_protocol(&l.name).as_deref() != Some("SSL") {
+                continue;
+            }
+            let now = crate::tls::SslSettings::for_listener(&next, &l.name)
+                .map_err(|e| invalid(e.to_string()))?;
+            let served = config.listeners.contains(l)
+                && config.security_protocol(&l.name).as_deref() == Some("SSL");
+            let was = served
+                .then(|| crate::tls::SslSettings::for_listener(&config, &l.name).ok())
+                .flatten();
+            if was.as_ref() != Some(&now) {
+                crate::tls::ListenerTls::build(&now).map_err(|e| invalid(e.to_string()))?;
+            }
+        }
         if validate_only {
             return Ok(());
         }
         self.controller
             .set_resource_configs(resource, configs.clone())
             .await?;
-        tracing::info!(broker = entity, ?configs, "dynamic broker configs changed");
+        let shown = crate::config::broker::redacted(&configs);
+        tracing::info!(broker = entity, configs = ?shown, "dynamic broker configs changed");
         Ok(())
     }
 

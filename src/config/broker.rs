@@ -40,6 +40,23 @@ pub fn key_def(name: &str) -> Option<&'static ConfigKey> {
     })
 }
 
+/// `configs` for a log line: the values of password keys (`ssl.keystore.password`,
+/// `listener.name.l.plain.sasl.jaas.config`, ...) replaced, as Kafka never logs them.
+pub fn redacted(configs: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    configs
+        .iter()
+        .map(|(k, v)| {
+            let secret = key_def(k).is_some_and(|d| d.kind == super::defs::Kind::Password);
+            let shown = if secret {
+                "[hidden]".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), shown)
+        })
+        .collect()
+}
+
 pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -228,7 +245,13 @@ impl BrokerConfig {
     fn check_tls_listeners(&self) -> Result<(), ConfigError> {
         for l in &self.listeners {
             if self.security_protocol(&l.name).as_deref() == Some("SSL") {
-                crate::tls::SslSettings::for_listener(self, &l.name)?;
+                let settings = crate::tls::SslSettings::for_listener(self, &l.name)?;
+                if settings.keystore.is_none() {
+                    return Err(invalid(
+                        "ssl.keystore.location",
+                        format!("SSL listener {} needs a keystore (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)", l.name),
+                    ));
+                }
             }
         }
         Ok(())
@@ -531,6 +554,32 @@ pub(super) fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, C
     v.trim()
         .parse()
         .map_err(|_| invalid(key, format!("{v:?} is not a number in range")))
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    #[test]
+    fn password_values_are_hidden_in_log_lines() {
+        let configs: BTreeMap<String, String> = [
+            ("ssl.keystore.password", "hunter2"),
+            ("listener.name.internal.ssl.key.password", "hunter3"),
+            (
+                "listener.name.client.plain.sasl.jaas.config",
+                "x required password=\"p\";",
+            ),
+            ("log.retention.ms", "1000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let shown = format!("{:?}", redacted(&configs));
+        for secret in ["hunter2", "hunter3", "password="] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("1000"));
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,19 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// context (keystore and truststore read at bind time, so a bad one stops startup).
 pub type BoundListeners = Vec<(Listener, TcpListener, Option<Arc<ListenerTls>>)>;
 
+/// An SSL listener's context, swapped when its keystore is altered at runtime (KIP-226):
+/// connections accepted after the swap handshake with the new certificate, those open
+/// keep their session.
+type TlsSlot = Arc<parking_lot::RwLock<Option<Arc<ListenerTls>>>>;
+
+/// The TLS settings of `listener` in `config` if its security protocol is SSL.
+fn ssl_settings(config: &BrokerConfig, listener: &Listener) -> Option<SslSettings> {
+    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+        return None;
+    }
+    SslSettings::for_listener(config, &listener.name).ok()
+}
+
 /// The TLS context of `listener` if its security protocol is SSL.
 pub fn listener_tls(
     config: &BrokerConfig,
@@ -183,10 +196,36 @@ impl Server {
 /// A listener being served, and how to stop it.
 struct Running {
     spec: Listener,
+    /// The context its accepts use, and the settings it was built from.
+    tls: TlsSlot,
+    ssl_settings: Option<SslSettings>,
     /// Stops accepting (and tells its connections to finish).
     shutdown: watch::Sender<bool>,
     /// Aborts its connections.
     abort: watch::Sender<bool>,
+}
+
+impl Running {
+    /// Builds a new context when the listener's TLS settings changed (a keystore or
+    /// truststore altered at runtime); the alteration was checked against the new stores
+    /// when it was made, so a failure here (the file changed since) keeps the old context.
+    fn reload_tls(&mut self, config: &BrokerConfig) {
+        let now = ssl_settings(config, &self.spec);
+        if now.is_none() || now == self.ssl_settings {
+            return;
+        }
+        match now.as_ref().map(ListenerTls::build) {
+            Some(Ok(tls)) => {
+                *self.tls.write() = Some(Arc::new(tls));
+                self.ssl_settings = now;
+                tracing::info!(listener = %self.spec.name, "TLS keystore or truststore reloaded; new connections use it");
+            }
+            Some(Err(e)) => {
+                tracing::error!(listener = %self.spec.name, error = %e, "cannot reload TLS; the listener keeps its current keystore")
+            }
+            None => {}
+        }
+    }
 }
 
 /// The listeners being served and what they share.
@@ -203,11 +242,13 @@ impl Serving {
     fn start(&mut self, spec: Listener, listener: TcpListener, tls: Option<Arc<ListenerTls>>) {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (abort, abort_rx) = watch::channel(false);
+        let ssl_settings = ssl_settings(&self.broker.config(), &spec);
+        let tls: TlsSlot = Arc::new(parking_lot::RwLock::new(tls));
         self.accepts.spawn(accept_loop(
             Listening {
                 name: spec.name.as_str().into(),
                 listener,
-                tls,
+                tls: tls.clone(),
                 broker: self.broker.clone(),
                 limits: self.limits,
                 memory: self.memory.clone(),
@@ -218,6 +259,8 @@ impl Serving {
         ));
         self.running.push(Running {
             spec,
+            tls,
+            ssl_settings,
             shutdown,
             abort,
         });
@@ -231,6 +274,9 @@ impl Serving {
             .into_iter()
             .partition(|r| config.listeners.contains(&r.spec));
         self.running = kept;
+        for r in &mut self.running {
+            r.reload_tls(config);
+        }
         for r in removed {
             tracing::info!(listener = %r.spec.name, addr = %r.spec.bind_addr(), "listener removed; closing its connections");
             let _ = r.shutdown.send(true);
@@ -277,7 +323,7 @@ struct Listening {
     name: Arc<str>,
     listener: TcpListener,
     /// Set on an SSL listener.
-    tls: Option<Arc<ListenerTls>>,
+    tls: TlsSlot,
     broker: Arc<Broker>,
     limits: Limits,
     memory: Arc<MemoryPool>,
@@ -325,7 +371,8 @@ async fn accept_loop(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
-                match &l.tls {
+                let tls = l.tls.read().clone();
+                match tls {
                     None => {
                         let transport = PlainTransport(stream);
                         let session =
@@ -335,7 +382,6 @@ async fn accept_loop(
                     // The handshake runs in a task of its own, so a slow client delays no
                     // other; it holds the connection's permit meanwhile.
                     Some(tls) => {
-                        let tls = tls.clone();
                         let name = l.name.clone();
                         handshakes.spawn(async move {
                             match TlsTransport::accept(&tls, stream, handshake_timeout).await {

@@ -399,3 +399,85 @@ async fn pkcs12_stores_are_read_and_jks_is_refused_with_the_conversion() {
         eprintln!("keytool unavailable: the JKS case is not run");
     }
 }
+
+/// The subject of the certificate the listener at `addr` presents now.
+async fn served_subject(addr: std::net::SocketAddr, ca: &TestCa) -> String {
+    let outbound = skua::tls::OutboundTls::build(&client_settings(ca, None)).unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let stream = outbound.connect("localhost", tcp).await.unwrap();
+    let leaf = stream.get_ref().1.peer_certificates().unwrap()[0].clone();
+    skua::tls::principal::subject_dn(&leaf).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_listener_keystore_is_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let issue = |file: &str, cn: &str| {
+        ca.issue(
+            file,
+            &["localhost", "127.0.0.1"],
+            &[(DnType::CommonName, cn)],
+        )
+    };
+    let old = issue("old.pem", "broker-2025");
+    let new = issue("new.pem", "broker-2026");
+    let old_path = old.keystore.display().to_string();
+    let broker = TestBroker::start(
+        dir.path(),
+        &[
+            ("listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"),
+            ("ssl.keystore.type", "PEM"),
+            ("listener.name.ssl.ssl.keystore.location", &old_path),
+        ],
+    )
+    .await;
+    let ssl_port = broker
+        .broker
+        .config()
+        .advertised_listeners
+        .iter()
+        .find(|l| l.name == "SSL")
+        .unwrap()
+        .port;
+    let ssl = std::net::SocketAddr::from(([127, 0, 0, 1], ssl_port));
+    assert_eq!(served_subject(ssl, &ca).await, "CN=broker-2025");
+    let open = tls_client(ssl, &client_settings(&ca, None), "localhost");
+    assert!(open.api_versions().await.is_ok());
+
+    let mut admin = broker.client().await;
+    let key = "listener.name.ssl.ssl.keystore.location";
+    // A keystore that cannot be read is refused when altered, naming the file.
+    let (code, message) = common::configs::incremental_alter(
+        &mut admin,
+        common::configs::BROKER,
+        "1",
+        &[(common::configs::SET, key, Some("/nonexistent/k.pem"))],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(message.unwrap_or_default().contains("/nonexistent/k.pem"));
+    assert_eq!(served_subject(ssl, &ca).await, "CN=broker-2025");
+
+    let new_path = new.keystore.display().to_string();
+    let (code, message) = common::configs::incremental_alter(
+        &mut admin,
+        common::configs::BROKER,
+        "1",
+        &[(common::configs::SET, key, Some(&new_path))],
+    )
+    .await;
+    assert_eq!(code, 0, "{message:?}");
+    let since = Instant::now();
+    while served_subject(ssl, &ca).await != "CN=broker-2026" {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "the new keystore is not served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The connection opened before the rotation still works.
+    assert!(open.api_versions().await.is_ok());
+    broker.stop().await;
+}

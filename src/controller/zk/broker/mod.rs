@@ -266,7 +266,7 @@ impl BrokerSide {
         }
         tracing::info!(
             broker = entity,
-            ?configs,
+            configs = ?crate::config::broker::redacted(&configs),
             "dynamic broker configs read from ZooKeeper"
         );
         state.cache.set_resource_configs(resource.clone(), configs);

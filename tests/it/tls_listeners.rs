@@ -481,3 +481,37 @@ async fn an_altered_listener_keystore_is_served_without_a_restart() {
     assert!(open.api_versions().await.is_ok());
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_pem_stores_serve_and_verify() {
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let broker_cert = ca.broker("broker.pem");
+    let ca_pem = std::fs::read_to_string(ca.truststore()).unwrap();
+    let mut server = client_settings(&ca, None);
+    server.listener = "INLINE".into();
+    server.keystore = Some(skua::tls::settings::KeystoreSettings {
+        store_type: "PEM".into(),
+        source: skua::tls::settings::StoreSource::Inline {
+            key: Some(common::tls::secret(&broker_cert.key_pem)),
+            certs: common::tls::secret(&broker_cert.cert_pem),
+        },
+        password: None,
+        key_password: None,
+    });
+    server.truststore = Some(skua::tls::settings::TruststoreSettings {
+        store_type: "PEM".into(),
+        source: skua::tls::settings::StoreSource::Inline {
+            key: None,
+            certs: common::tls::secret(&ca_pem),
+        },
+        password: None,
+    });
+    server.client_auth = skua::tls::ClientAuth::Required;
+    let bob = ca.issue("bob.pem", &[], &[(DnType::CommonName, "bob")]);
+    let got = principal_of(&server, &client_settings(&ca, Some(&bob))).await;
+    assert_eq!(got.unwrap().to_string(), "User:CN=bob");
+    assert!(principal_of(&server, &client_settings(&ca, None))
+        .await
+        .is_err());
+}

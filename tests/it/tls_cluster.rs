@@ -1,10 +1,10 @@
-//! Two ZooKeeper-mode brokers that speak TLS to each other: `INTERNAL` is an SSL listener
-//! with `ssl.client.auth=required` (each broker presents its own certificate, signed by
-//! the cluster's CA), named by `inter.broker.listener.name`; clients use `EXTERNAL`
-//! (PLAINTEXT). The controller's LeaderAndIsr reaches the other broker over INTERNAL, and
-//! an acks=all produce with `min.insync.replicas=2` is answered only once the follower
-//! fetched the batch over INTERNAL: replication works only if every outbound connection
-//! speaks TLS with the broker's keystore and verifies the peer.
+//! Two ZooKeeper-mode brokers that speak TLS to each other: `SSL` is an SSL listener with
+//! `ssl.client.auth=required` (each broker presents its own certificate, signed by the
+//! cluster's CA), made the inter-broker listener by `security.inter.broker.protocol=SSL`;
+//! clients use `EXTERNAL` (PLAINTEXT, listed first). The controller's LeaderAndIsr reaches
+//! the other broker over SSL, and an acks=all produce with `min.insync.replicas=2` is
+//! answered only once the follower fetched the batch over SSL: replication works only if
+//! every outbound connection speaks TLS with the broker's keystore and verifies the peer.
 
 use crate::common;
 
@@ -32,17 +32,17 @@ async fn start(id: i32, zk: &str, dir: &std::path::Path, ca: &TestCa) -> TestBro
         &[
             ("broker.id", &id),
             ("zookeeper.connect", zk),
-            ("listeners", "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0"),
+            ("listeners", "EXTERNAL://127.0.0.1:0,SSL://127.0.0.1:0"),
             (
                 "advertised.listeners",
-                "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+                "EXTERNAL://127.0.0.1:0,SSL://127.0.0.1:0",
             ),
             (
                 "listener.security.protocol.map",
-                "INTERNAL:SSL,EXTERNAL:PLAINTEXT",
+                "SSL:SSL,EXTERNAL:PLAINTEXT",
             ),
-            ("inter.broker.listener.name", "INTERNAL"),
-            ("listener.name.internal.ssl.client.auth", "required"),
+            ("security.inter.broker.protocol", "SSL"),
+            ("listener.name.ssl.ssl.client.auth", "required"),
             ("ssl.keystore.type", "PEM"),
             ("ssl.keystore.location", &keystore),
             ("ssl.truststore.type", "PEM"),

@@ -149,3 +149,104 @@ async fn brokers_replicate_over_an_mtls_inter_broker_listener() {
     b1.stop().await;
     b2.stop().await;
 }
+
+/// A Kafka 3.9.1 broker and a skua broker in one ZooKeeper-mode cluster whose only
+/// listener is SSL with `ssl.client.auth=required`: skua is the controller, each leads one
+/// partition with the other as follower, so Kafka's controller channel and fetcher speak
+/// TLS to skua, and skua's fetcher and controller channel speak TLS to Kafka (verifying its
+/// certificate against its advertised 127.0.0.1). Acks=all writes with
+/// `min.insync.replicas=2` succeed on both leaders.
+#[test]
+fn a_kafka_broker_and_a_skua_broker_replicate_over_mtls() {
+    use common::cluster::{eventually, rt, Cluster, ONE_AT_A_TIME};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let broker_cert = ca.broker("brokers.pem");
+    let client_cert = ca.issue("client.pem", &[], &[(rcgen::DnType::CommonName, "admin")]);
+    let keystore = format!("ssl.keystore.location={}", broker_cert.keystore.display());
+    let truststore = format!("ssl.truststore.location={}", ca.truststore().display());
+    let extra = [
+        "--listener",
+        "SSL",
+        "--override",
+        "security.inter.broker.protocol=SSL",
+        "--override",
+        "ssl.keystore.type=PEM",
+        "--override",
+        &keystore,
+        "--override",
+        "ssl.truststore.type=PEM",
+        "--override",
+        &truststore,
+        "--override",
+        "ssl.client.auth=required",
+        "--override",
+        "min.insync.replicas=2",
+    ];
+    let Some(cluster) = Cluster::start_brokers(2, "1", &extra) else {
+        return;
+    };
+    let addr = |i: usize| cluster.bootstrap[i].parse::<SocketAddr>().unwrap();
+    let settings = common::tls::client_settings(&ca, Some(&client_cert));
+    let skua = common::tls::tls_client(addr(0), &settings, "127.0.0.1");
+    let kafka = common::tls::tls_client(addr(1), &settings, "127.0.0.1");
+
+    let assignment = |p: i32, replicas: &[i32]| {
+        create_topics_request::CreatableReplicaAssignment::default()
+            .with_partition_index(p)
+            .with_broker_ids(replicas.iter().map(|b| BrokerId(*b)).collect())
+    };
+    let create = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("mixed-tls")))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![
+                assignment(0, &[1, 2]),
+                assignment(1, &[2, 1]),
+            ])])
+        .with_timeout_ms(30_000);
+    let created = rt().block_on(skua.send(&create, 7)).unwrap();
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+
+    let metadata = MetadataRequest::default()
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_static_str("mixed-tls"))))]));
+    for client in [&skua, &kafka] {
+        eventually(
+            "both partitions led with full ISRs",
+            Duration::from_secs(60),
+            || {
+                let resp = rt().block_on(client.send(&metadata, 12)).ok()?;
+                let parts = &resp.topics.first()?.partitions;
+                let ready = parts.len() == 2
+                    && parts.iter().all(|p| {
+                        p.error_code == 0
+                            && p.isr_nodes.len() == 2
+                            && p.leader_id.0 == if p.partition_index == 0 { 1 } else { 2 }
+                    });
+                ready.then_some(())
+            },
+        );
+    }
+    for (leader, partition, values) in
+        [(&skua, 0, ["from", "skua"]), (&kafka, 1, ["from", "kafka"])]
+    {
+        let req = common::produce_request(
+            "mixed-tls",
+            partition,
+            batch(&values, None, Compression::None),
+            -1,
+        );
+        let resp = rt().block_on(leader.send(&req, 9)).unwrap();
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (0, 0),
+            "acks=all on partition {partition}: the follower fetched over TLS"
+        );
+    }
+    drop(cluster);
+}

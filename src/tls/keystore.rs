@@ -56,9 +56,16 @@ fn read_file(path: &str, what: &str) -> Result<Vec<u8>, StoreError> {
 pub fn load_keystore(settings: &KeystoreSettings) -> Result<Identity, StoreError> {
     match &settings.source {
         StoreSource::Inline { key, certs } => {
-            let key = key.as_ref().map(|k| k.0.as_bytes()).unwrap_or_default();
-            let chain = pem_certs(certs.0.as_bytes(), "ssl.keystore.certificate.chain")?;
-            let key = pem_key(key, "ssl.keystore.key", settings.key_password.as_ref())?;
+            let key = key.as_ref().map(|k| pem_lines(&k.0)).unwrap_or_default();
+            let chain = pem_certs(
+                pem_lines(&certs.0).as_bytes(),
+                "ssl.keystore.certificate.chain",
+            )?;
+            let key = pem_key(
+                key.as_bytes(),
+                "ssl.keystore.key",
+                settings.key_password.as_ref(),
+            )?;
             identity(chain, key, "the inline keystore")
         }
         StoreSource::File(path) => {
@@ -79,9 +86,10 @@ pub fn load_truststore(
     settings: &TruststoreSettings,
 ) -> Result<Vec<CertificateDer<'static>>, StoreError> {
     let certs = match &settings.source {
-        StoreSource::Inline { certs, .. } => {
-            pem_certs(certs.0.as_bytes(), "ssl.truststore.certificates")?
-        }
+        StoreSource::Inline { certs, .. } => pem_certs(
+            pem_lines(&certs.0).as_bytes(),
+            "ssl.truststore.certificates",
+        )?,
         StoreSource::File(path) => {
             let data = read_file(path, "truststore")?;
             match effective_type(&settings.store_type, &data, path, "truststore")? {
@@ -121,6 +129,43 @@ fn effective_type(
             "the {what} {path} is typed JKS (Kafka's default ssl.{what}.type) but is neither JKS nor PKCS12; set ssl.{what}.type"
         ))),
     }
+}
+
+/// An inline PEM value as a properties file gives it: continuation lines are joined
+/// without their line breaks (`-----BEGIN CERTIFICATE----- MIIB... -----END CERTIFICATE-----`),
+/// which Kafka's PEM reader accepts. Rewritten with the line breaks PEM parsers expect;
+/// text that already has them is kept.
+fn pem_lines(text: &str) -> String {
+    if text.contains('\n') {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(begin) = rest.find("-----BEGIN ") {
+        let after = &rest[begin + "-----BEGIN ".len()..];
+        let Some(label_end) = after.find("-----") else {
+            break;
+        };
+        let label = &after[..label_end];
+        let body_and_rest = &after[label_end + 5..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(end) = body_and_rest.find(&end_marker) else {
+            break;
+        };
+        let body: String = body_and_rest[..end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        out.push_str(&format!("-----BEGIN {label}-----\n"));
+        for line in body.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = &body_and_rest[end + end_marker.len()..];
+    }
+    out
 }
 
 fn pem_certs(data: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, StoreError> {
@@ -217,4 +262,40 @@ fn pkcs12_certs(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_joined_by_properties_continuations_reads_as_pem() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let joined = |pem: &str| pem.lines().collect::<Vec<_>>().join(" ");
+        let settings = KeystoreSettings {
+            store_type: "PEM".into(),
+            source: StoreSource::Inline {
+                key: Some(Secret(joined(&key.serialize_pem()))),
+                certs: Secret(format!("{} {}", joined(&cert.pem()), joined(&cert.pem()))),
+            },
+            password: None,
+            key_password: None,
+        };
+        let id = load_keystore(&settings).unwrap();
+        assert_eq!(id.chain.len(), 2);
+        assert_eq!(id.chain[0].as_ref(), cert.der().as_ref());
+        let encrypted = KeystoreSettings {
+            source: StoreSource::Inline {
+                key: Some(Secret("-----BEGIN ENCRYPTED PRIVATE KEY----- AAAA -----END ENCRYPTED PRIVATE KEY-----".into())),
+                certs: Secret(cert.pem()),
+            },
+            ..settings
+        };
+        let err = load_keystore(&encrypted).unwrap_err().to_string();
+        assert!(err.contains("openssl pkcs8 -topk8 -nocrypt"), "{err}");
+    }
 }

@@ -146,6 +146,25 @@ async fn brokers_replicate_over_an_mtls_inter_broker_listener() {
             (2, "tls".to_string())
         ]
     );
+    // A password config is not written to ZooKeeper in clear (Kafka 3.9 would encrypt it
+    // with password.encoder.secret).
+    let (code, message) = common::configs::incremental_alter(
+        &mut client,
+        common::configs::BROKER,
+        "1",
+        &[(
+            common::configs::SET,
+            "listener.name.ssl.ssl.keystore.password",
+            Some("hunter2"),
+        )],
+    )
+    .await;
+    let message = message.unwrap_or_default();
+    assert_ne!(code, 0);
+    assert!(
+        message.contains("password configs") && !message.contains("hunter2"),
+        "{message}"
+    );
     b1.stop().await;
     b2.stop().await;
 }

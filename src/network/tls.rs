@@ -198,7 +198,13 @@ impl AsyncRead for TlsReader {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let mut stream = lock(&self.stream);
-        Pin::new(&mut *stream).poll_read(cx, buf)
+        match Pin::new(&mut *stream).poll_read(cx, buf) {
+            // Most clients close the socket without a close_notify. Kafka's framing is
+            // length-prefixed, so a truncation is seen anyway (a frame cut short); between
+            // requests this is the client leaving, read as the end of the stream.
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Poll::Ready(Ok(())),
+            other => other,
+        }
     }
 }
 

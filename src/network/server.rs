@@ -209,21 +209,24 @@ impl Running {
     /// Builds a new context when the listener's TLS settings changed (a keystore or
     /// truststore altered at runtime); the alteration was checked against the new stores
     /// when it was made, so a failure here (the file changed since) keeps the old context.
-    fn reload_tls(&mut self, config: &BrokerConfig) {
+    /// Whether it reloaded.
+    fn reload_tls(&mut self, config: &BrokerConfig) -> bool {
         let now = ssl_settings(config, &self.spec);
         if now.is_none() || now == self.ssl_settings {
-            return;
+            return false;
         }
         match now.as_ref().map(ListenerTls::build) {
             Some(Ok(tls)) => {
                 *self.tls.write() = Some(Arc::new(tls));
                 self.ssl_settings = now;
                 tracing::info!(listener = %self.spec.name, "TLS keystore or truststore reloaded; new connections use it");
+                true
             }
             Some(Err(e)) => {
-                tracing::error!(listener = %self.spec.name, error = %e, "cannot reload TLS; the listener keeps its current keystore")
+                tracing::error!(listener = %self.spec.name, error = %e, "cannot reload TLS; the listener keeps its current keystore");
+                false
             }
-            None => {}
+            None => false,
         }
     }
 }
@@ -274,8 +277,13 @@ impl Serving {
             .into_iter()
             .partition(|r| config.listeners.contains(&r.spec));
         self.running = kept;
+        let inter_broker = config.inter_broker_listener();
+        let mut outbound_changed = false;
         for r in &mut self.running {
-            r.reload_tls(config);
+            outbound_changed |= r.reload_tls(config) && r.spec.name == inter_broker;
+        }
+        if outbound_changed {
+            self.reload_outbound_tls(config);
         }
         for r in removed {
             tracing::info!(listener = %r.spec.name, addr = %r.spec.bind_addr(), "listener removed; closing its connections");
@@ -309,6 +317,24 @@ impl Serving {
             }
         }
         self.advertise(config).await;
+    }
+
+    /// The inter-broker listener's stores changed: the broker's own connections present
+    /// and verify with the new ones from their next connection on.
+    fn reload_outbound_tls(&self, config: &BrokerConfig) {
+        let Some(current) = self.broker.shared_config.outbound_tls() else {
+            return;
+        };
+        match config.outbound_tls() {
+            Ok(Some(fresh)) => {
+                current.reload_from(&fresh);
+                tracing::info!("outbound TLS reloaded from the inter-broker listener's stores");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "cannot reload outbound TLS; broker connections keep the current stores")
+            }
+        }
     }
 
     async fn advertise(&self, config: &BrokerConfig) {

@@ -18,10 +18,12 @@ use super::context::{provider, roots, versions, TlsError};
 use super::keystore;
 use super::settings::SslSettings;
 
-/// A broker's outbound TLS context; cheap to clone.
+/// A broker's outbound TLS context; cheap to clone. Clones share one slot, so a context
+/// reloaded with [`OutboundTls::reload_from`] (the inter-broker listener's keystore altered
+/// at runtime) is what every client's next connection uses.
 #[derive(Clone)]
 pub struct OutboundTls {
-    connector: tokio_rustls::TlsConnector,
+    connector: Arc<parking_lot::RwLock<tokio_rustls::TlsConnector>>,
 }
 
 impl fmt::Debug for OutboundTls {
@@ -60,8 +62,17 @@ impl OutboundTls {
             None => builder.with_no_client_auth(),
         };
         Ok(OutboundTls {
-            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            connector: Arc::new(parking_lot::RwLock::new(tokio_rustls::TlsConnector::from(
+                Arc::new(config),
+            ))),
         })
+    }
+
+    /// Puts `fresh`'s context in this one's slot: connections made from now on, by any
+    /// clone, use it; open ones keep their session.
+    pub fn reload_from(&self, fresh: &OutboundTls) {
+        let next = fresh.connector.read().clone();
+        *self.connector.write() = next;
     }
 
     /// Runs the client handshake on `tcp` toward `host` (a name or an IP address).
@@ -76,7 +87,8 @@ impl OutboundTls {
                 format!("{host:?} is not a host name: {e}"),
             )
         })?;
-        self.connector.connect(name, tcp).await
+        let connector = self.connector.read().clone();
+        connector.connect(name, tcp).await
     }
 }
 

@@ -515,3 +515,47 @@ async fn inline_pem_stores_serve_and_verify() {
         .await
         .is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_clone_of_a_reloaded_outbound_context_presents_the_new_certificate() {
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let broker_cert = ca.broker("broker.pem");
+    let mut server = client_settings(&ca, Some(&broker_cert));
+    server.listener = "SSL".into();
+    server.client_auth = skua::tls::ClientAuth::Required;
+    let tls = ListenerTls::build(&server).unwrap();
+    let old = ca.issue("old.pem", &[], &[(DnType::CommonName, "broker-old")]);
+    let new = ca.issue("new.pem", &[], &[(DnType::CommonName, "broker-new")]);
+    let outbound = skua::tls::OutboundTls::build(&client_settings(&ca, Some(&old))).unwrap();
+    // A clone as a client keeps it, made before the reload.
+    let held_by_a_client = outbound.clone();
+    let presented = |client: skua::tls::OutboundTls| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let tls = &tls;
+        async move {
+            let connecting = tokio::spawn(async move {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let stream = client.connect("localhost", tcp).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                drop(stream);
+            });
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (_, principal) = TlsTransport::accept(tls, tcp, Duration::from_secs(5))
+                .await
+                .unwrap();
+            connecting.await.unwrap();
+            principal.to_string()
+        }
+    };
+    assert_eq!(
+        presented(held_by_a_client.clone()).await,
+        "User:CN=broker-old"
+    );
+    outbound
+        .reload_from(&skua::tls::OutboundTls::build(&client_settings(&ca, Some(&new))).unwrap());
+    assert_eq!(presented(held_by_a_client).await, "User:CN=broker-new");
+}

@@ -88,7 +88,13 @@ fn follow_metadata(
     // After the replica manager, so the partitions it loads are hosted; the ones led
     // now load before this returns, so no request finds them loading.
     controller.subscribe(groups.metadata_listener());
-    let txns = transaction_coordinator(&config, replicas, &groups, controller);
+    let txns = transaction_coordinator(
+        &config,
+        shared_config.outbound_tls(),
+        replicas,
+        &groups,
+        controller,
+    );
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
@@ -167,7 +173,9 @@ impl Broker {
         };
         dirs.write_meta_properties()?;
 
+        let outbound_tls = config.outbound_tls()?;
         let shared_config = SharedConfig::new(config);
+        shared_config.set_outbound_tls(outbound_tls);
         let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
@@ -264,6 +272,7 @@ impl Broker {
             .clone()
             .or_else(|| config.cluster_id.clone())
             .unwrap_or_else(new_cluster_id);
+        let outbound_tls = settings.outbound_tls.clone();
         let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
         let cluster_id = zk.cluster_id();
         if let Some(id) = dirs.cluster_id.as_ref().filter(|id| **id != cluster_id) {
@@ -276,6 +285,7 @@ impl Broker {
         dirs.assign_directory_ids(&cluster_id, 0);
         dirs.write_meta_properties()?;
         let shared_config = SharedConfig::new(config);
+        shared_config.set_outbound_tls(outbound_tls);
         let config = shared_config.current();
         let defaults = {
             let config = shared_config.clone();
@@ -492,9 +502,30 @@ impl Broker {
             resource_type: CONFIG_RESOURCE_BROKER,
             name: entity.to_string(),
         };
-        let mut configs = self.controller.resource_configs(&resource);
+        let stored = self.controller.resource_configs(&resource);
+        let mut configs = stored.clone();
         edit(&mut configs)?;
         dynamic::validate(&configs, !entity.is_empty(), config.cleaner.threads).map_err(invalid)?;
+        // Kafka 3.9 keeps password configs in ZooKeeper encrypted with
+        // `password.encoder.secret` and reads them back only so; skua writes no such
+        // encoding, so it stores none rather than leave a secret in clear in ZooKeeper.
+        if self.controller.zk().is_some() {
+            let secret_set: Vec<&str> = configs
+                .iter()
+                .filter(|(k, v)| {
+                    crate::config::broker::key_def(k)
+                        .is_some_and(|d| d.kind == crate::config::defs::Kind::Password)
+                        && stored.get(*k) != Some(*v)
+                })
+                .map(|(k, _)| k.as_str())
+                .collect();
+            if !secret_set.is_empty() {
+                return Err(invalid(format!(
+                    "Cannot update password configs in ZooKeeper mode (they would need password.encoder.secret encoding): Set({})",
+                    secret_set.join(", ")
+                )));
+            }
+        }
         let mut in_force = config.dynamic().clone();
         match entity.is_empty() {
             true => in_force.default = configs.clone(),
@@ -514,13 +545,31 @@ impl Broker {
                 ))
             })?;
         }
+        // A listener whose TLS settings change (KIP-226 keystore rotation) must get a
+        // context from its new stores; a keystore that cannot be read is refused now.
+        for l in &next.listeners {
+            if next.security_protocol(&l.name).as_deref() != Some("SSL") {
+                continue;
+            }
+            let now = crate::tls::SslSettings::for_listener(&next, &l.name)
+                .map_err(|e| invalid(e.to_string()))?;
+            let served = config.listeners.contains(l)
+                && config.security_protocol(&l.name).as_deref() == Some("SSL");
+            let was = served
+                .then(|| crate::tls::SslSettings::for_listener(&config, &l.name).ok())
+                .flatten();
+            if was.as_ref() != Some(&now) {
+                crate::tls::ListenerTls::build(&now).map_err(|e| invalid(e.to_string()))?;
+            }
+        }
         if validate_only {
             return Ok(());
         }
         self.controller
             .set_resource_configs(resource, configs.clone())
             .await?;
-        tracing::info!(broker = entity, ?configs, "dynamic broker configs changed");
+        let shown = crate::config::broker::redacted(&configs);
+        tracing::info!(broker = entity, configs = ?shown, "dynamic broker configs changed");
         Ok(())
     }
 
@@ -718,6 +767,7 @@ fn storage(e: crate::log::LogError) -> ControllerError {
 /// through the outbound client).
 fn transaction_coordinator(
     config: &BrokerConfig,
+    tls: Option<crate::tls::OutboundTls>,
     replicas: &Arc<ReplicaManager>,
     groups: &Arc<GroupCoordinator>,
     controller: &Arc<dyn Controller>,
@@ -726,6 +776,7 @@ fn transaction_coordinator(
         replicas.cluster.clone(),
         crate::client::ClientConfig {
             client_id: Some(format!("broker-{}-txn", config.broker_id)),
+            tls,
             ..crate::client::ClientConfig::default()
         },
     ));

@@ -26,6 +26,10 @@
 //!                            in __transaction_state, markers to their partitions
 //!                config/     server.properties and per-topic configs
 //!                auth/       authorized operations (no authorizer yet: everything allowed)
+//!                tls/        SSL listeners' settings, keystores, rustls contexts (inbound
+//!                            and the broker's outbound connections), mTLS principals
+//!                sasl/       SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) and Kafka's JAAS
+//!                            grammar, as pure state machines (not yet on a listener)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the
@@ -47,5 +51,7 @@ pub mod network;
 pub mod protocol;
 pub mod replica;
 pub mod router;
+pub mod sasl;
 pub mod scheduler;
+pub mod tls;
 pub mod zk;

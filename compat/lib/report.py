@@ -27,6 +27,7 @@ SUITE_PREFIXES = {
     "kafkajs": ("kafkajs.",),
     "migration": ("migration.", "zkmigration."),
     "rolling": ("rolling.",),
+    "ssl": ("ssl.",),
 }
 CLIENT_NAMES = {
     "java-clients": "Java client (kafka-clients)",
@@ -40,6 +41,7 @@ CLIENT_NAMES = {
     "kafkajs": "kafkajs",
     "migration": "Kafka 4.4 KRaft and Kafka 3.9 ZooKeeper-mode data dirs to skua and back",
     "rolling": "a three-broker Kafka 3.9 cluster replaced by skua broker by broker, and back",
+    "ssl": "kcat (librdkafka) and the Java console tools over an SSL listener with client certificates",
 }
 # (column, regex on the case id); first match wins; the last column catches the rest
 FEATURES = [

@@ -1,5 +1,6 @@
-//! One TCP connection to a broker, pipelined: requests are written as they come, each
-//! waits for the response with its correlation id, for at most the request timeout.
+//! One TCP connection to a broker (TLS over it when the config says so), pipelined:
+//! requests are written as they come, each waits for the response with its correlation
+//! id, for at most the request timeout.
 //!
 //! As Kafka's NetworkClient does, a request that times out closes the connection (what
 //! the broker did with it is unknown), and so does a response with a correlation id no
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::protocol::Request;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 
@@ -47,7 +48,7 @@ pub struct Connection {
     permits: Semaphore,
     in_flight: Arc<parking_lot::Mutex<InFlight>>,
     /// Whole frames are written under this lock, so concurrent requests never interleave.
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -67,7 +68,7 @@ impl Connection {
             }
         };
         let _ = stream.set_nodelay(true);
-        let (mut read_half, write_half) = stream.into_split();
+        let (mut read_half, write_half) = split(stream, addr, config).await?;
         let in_flight = Arc::new(parking_lot::Mutex::new(InFlight::default()));
         let reader_in_flight = in_flight.clone();
         let max_bytes = config.max_response_bytes;
@@ -197,6 +198,38 @@ impl Connection {
         let mut writer = self.writer.lock().await;
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut *writer).await;
     }
+}
+
+type Halves = (
+    Box<dyn AsyncRead + Send + Unpin>,
+    Box<dyn AsyncWrite + Send + Unpin>,
+);
+
+/// The stream's halves: the TCP socket's, or after a TLS handshake (within the connect
+/// timeout) toward `config.server_name` (else the address), the TLS stream's.
+async fn split(
+    stream: TcpStream,
+    addr: SocketAddr,
+    config: &ClientConfig,
+) -> Result<Halves, ClientError> {
+    let Some(tls) = &config.tls else {
+        let (r, w) = stream.into_split();
+        return Ok((Box::new(r), Box::new(w)));
+    };
+    let host = config
+        .server_name
+        .clone()
+        .unwrap_or_else(|| addr.ip().to_string());
+    let source =
+        match tokio::time::timeout(config.connect_timeout, tls.connect(&host, stream)).await {
+            Ok(Ok(stream)) => {
+                let (r, w) = tokio::io::split(stream);
+                return Ok((Box::new(r), Box::new(w)));
+            }
+            Ok(Err(e)) => std::io::Error::new(e.kind(), format!("TLS handshake with {host}: {e}")),
+            Err(_) => std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"),
+        };
+    Err(ClientError::Connect { addr, source })
 }
 
 impl Drop for Connection {

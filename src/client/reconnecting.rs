@@ -33,6 +33,11 @@ pub struct ClientConfig {
     pub max_in_flight: usize,
     /// The largest response frame accepted.
     pub max_response_bytes: usize,
+    /// TLS toward the broker (its inter-broker listener is SSL); `None`: plain TCP.
+    pub tls: Option<crate::tls::OutboundTls>,
+    /// The host name the broker's certificate is checked against (its advertised host);
+    /// `None`: the address connected to.
+    pub server_name: Option<String>,
 }
 
 impl Default for ClientConfig {
@@ -46,6 +51,8 @@ impl Default for ClientConfig {
             reconnect_backoff_max: Duration::from_secs(1),
             max_in_flight: 100,
             max_response_bytes: super::codec::MAX_FRAME_BYTES,
+            tls: None,
+            server_name: None,
         }
     }
 }

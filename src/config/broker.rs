@@ -21,6 +21,42 @@ pub enum ConfigError {
     },
 }
 
+/// The definition a key is checked by: a broker key, or a listener's own security key
+/// (`listener.name.<l>.ssl.keystore.location`, `listener.name.<l>.<mechanism>.sasl.jaas.config`),
+/// which Kafka checks as the key it overrides.
+pub fn key_def(name: &str) -> Option<&'static ConfigKey> {
+    if let Some(def) = broker_key(name) {
+        return Some(def);
+    }
+    let rest = name.strip_prefix("listener.name.")?;
+    let (_, key) = rest.split_once('.')?;
+    let key = match key.split_once('.') {
+        // `<mechanism>.sasl.jaas.config`: a mechanism name holds no dot.
+        Some((_, jaas @ "sasl.jaas.config")) => jaas,
+        _ => key,
+    };
+    broker_key(key).filter(|_| {
+        key.starts_with("ssl.") || key.starts_with("sasl.") || key == "connections.max.reauth.ms"
+    })
+}
+
+/// `configs` for a log line: the values of password keys (`ssl.keystore.password`,
+/// `listener.name.l.plain.sasl.jaas.config`, ...) replaced, as Kafka never logs them.
+pub fn redacted(configs: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    configs
+        .iter()
+        .map(|(k, v)| {
+            let secret = key_def(k).is_some_and(|d| d.kind == super::defs::Kind::Password);
+            let shown = if secret {
+                "[hidden]".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), shown)
+        })
+        .collect()
+}
+
 pub(super) fn invalid(key: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -104,7 +140,7 @@ impl BrokerConfig {
     pub fn from_properties(props: BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let mut values = BTreeMap::new();
         for (k, v) in props {
-            match broker_key(&k) {
+            match key_def(&k) {
                 Some(def) => {
                     def.check(&v).map_err(|why| invalid(&k, why))?;
                     values.insert(k, v.trim().to_string());
@@ -143,11 +179,26 @@ impl BrokerConfig {
             Some(v) => Listener::parse_list("advertised.listeners", &v)?,
             None => listeners.iter().map(Listener::advertised_default).collect(),
         };
+        if keys.is_set("inter.broker.listener.name")
+            && keys.is_set("security.inter.broker.protocol")
+        {
+            return Err(invalid(
+                "security.inter.broker.protocol",
+                "inter.broker.listener.name and security.inter.broker.protocol should not be set at the same time",
+            ));
+        }
+        // Kafka's inter-broker listener: named, or the listener named after the protocol
+        // when that is set (its default, PLAINTEXT, is not required to be a listener here).
+        let inter_broker = keys.get("inter.broker.listener.name").or_else(|| {
+            keys.is_set("security.inter.broker.protocol")
+                .then(|| keys.get("security.inter.broker.protocol"))
+                .flatten()
+        });
         Listener::check_names(
             &listeners,
             &advertised_listeners,
             &keys.string("listener.security.protocol.map"),
-            keys.get("inter.broker.listener.name").as_deref(),
+            inter_broker.as_deref(),
         )?;
         let log_dirs: Vec<PathBuf> = keys
             .get("log.dirs")
@@ -160,7 +211,7 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "no directory given"));
         }
-        Ok(BrokerConfig {
+        let config = BrokerConfig {
             broker_id,
             broker_id_set: keys.is_set("node.id") || keys.is_set("broker.id"),
             cluster_id: keys.get("cluster.id"),
@@ -184,7 +235,58 @@ impl BrokerConfig {
             .unwrap_or(0),
             values,
             dynamic,
-        })
+        };
+        config.check_tls_listeners()?;
+        Ok(config)
+    }
+
+    /// Every SSL listener's `ssl.*` keys resolve and are values rustls can honour (the
+    /// stores they name are read when the listener is bound).
+    fn check_tls_listeners(&self) -> Result<(), ConfigError> {
+        for l in &self.listeners {
+            if self.security_protocol(&l.name).as_deref() == Some("SSL") {
+                let settings = crate::tls::SslSettings::for_listener(self, &l.name)?;
+                if settings.keystore.is_none() {
+                    return Err(invalid(
+                        "ssl.keystore.location",
+                        format!("SSL listener {} needs a keystore (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)", l.name),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The security protocol of listener `name` in `listener.security.protocol.map`.
+    pub fn security_protocol(&self, name: &str) -> Option<String> {
+        let map = self
+            .get("listener.security.protocol.map")
+            .unwrap_or_default();
+        Listener::protocol_map(&map)
+            .ok()?
+            .remove(&name.to_ascii_uppercase())
+    }
+
+    /// The listener other brokers are reached on: `inter.broker.listener.name`, or the
+    /// listener named after `security.inter.broker.protocol` (PLAINTEXT by default).
+    pub fn inter_broker_listener(&self) -> String {
+        self.get("inter.broker.listener.name")
+            .or_else(|| self.get("security.inter.broker.protocol"))
+            .unwrap_or_else(|| "PLAINTEXT".into())
+            .trim()
+            .to_ascii_uppercase()
+    }
+
+    /// The TLS context of the broker's own connections to other brokers, when the
+    /// inter-broker listener is SSL (`None`: they are plain TCP). Reads the listener's
+    /// keystore and truststore.
+    pub fn outbound_tls(&self) -> anyhow::Result<Option<crate::tls::OutboundTls>> {
+        let listener = self.inter_broker_listener();
+        if self.security_protocol(&listener).as_deref() != Some("SSL") {
+            return Ok(None);
+        }
+        let settings = crate::tls::SslSettings::for_listener(self, &listener)?;
+        Ok(Some(crate::tls::OutboundTls::build(&settings)?))
     }
 
     /// A new config with `dynamic` (every dynamic config in force, not only the changed
@@ -197,7 +299,7 @@ impl BrokerConfig {
         let take = |map: &BTreeMap<String, String>, per_broker: bool| {
             let mut kept = BTreeMap::new();
             for (k, v) in map {
-                let allowed = broker_key(k)
+                let allowed = key_def(k)
                     .or_else(|| dynamic_only_broker_key(k))
                     .filter(|def| match def.mode {
                         UpdateMode::ReadOnly => false,
@@ -452,6 +554,32 @@ pub(super) fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, C
     v.trim()
         .parse()
         .map_err(|_| invalid(key, format!("{v:?} is not a number in range")))
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    #[test]
+    fn password_values_are_hidden_in_log_lines() {
+        let configs: BTreeMap<String, String> = [
+            ("ssl.keystore.password", "hunter2"),
+            ("listener.name.internal.ssl.key.password", "hunter3"),
+            (
+                "listener.name.client.plain.sasl.jaas.config",
+                "x required password=\"p\";",
+            ),
+            ("log.retention.ms", "1000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let shown = format!("{:?}", redacted(&configs));
+        for secret in ["hunter2", "hunter3", "password="] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("1000"));
+    }
 }
 
 #[cfg(test)]

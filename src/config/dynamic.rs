@@ -16,7 +16,13 @@ pub fn validate(
     per_broker: bool,
     cleaner_threads: usize,
 ) -> Result<(), String> {
-    let known = |name: &str| broker_key(name).or_else(|| dynamic_only_broker_key(name));
+    // A listener's own security keys (`listener.name.l.ssl.keystore.location`) are checked
+    // as the key they override.
+    let known = |name: &str| {
+        super::broker::key_def(name)
+            .or_else(|| broker_key(name))
+            .or_else(|| dynamic_only_broker_key(name))
+    };
     let not_dynamic: Vec<&str> = configs
         .keys()
         .filter(|k| known(k).is_some_and(|key| key.mode == UpdateMode::ReadOnly))

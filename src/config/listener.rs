@@ -43,16 +43,10 @@ impl Listener {
         Ok(Listener { name, host, port })
     }
 
-    /// Kafka's checks across the listener keys: names are unique, every advertised name is
-    /// a bound listener, every name has a security protocol in
-    /// `listener.security.protocol.map` (`INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT`), and the
-    /// inter-broker listener is advertised. Only PLAINTEXT listeners can be served today.
-    pub fn check_names(
-        listeners: &[Listener],
-        advertised: &[Listener],
+    /// `listener.security.protocol.map` (`INTERNAL:SSL,EXTERNAL:PLAINTEXT`), names upper case.
+    pub fn protocol_map(
         protocol_map: &str,
-        inter_broker: Option<&str>,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<std::collections::HashMap<String, String>, ConfigError> {
         let mut protocols = std::collections::HashMap::new();
         for entry in protocol_map
             .split(',')
@@ -70,6 +64,21 @@ impl Listener {
                 protocol.trim().to_ascii_uppercase(),
             );
         }
+        Ok(protocols)
+    }
+
+    /// Kafka's checks across the listener keys: names are unique, every advertised name is
+    /// a bound listener, every name has a security protocol in
+    /// `listener.security.protocol.map` (`INTERNAL:PLAINTEXT,EXTERNAL:SSL`), and the
+    /// inter-broker listener is advertised. PLAINTEXT and SSL listeners can be served;
+    /// SASL_PLAINTEXT and SASL_SSL are refused until SASL is wired to the connection.
+    pub fn check_names(
+        listeners: &[Listener],
+        advertised: &[Listener],
+        protocol_map: &str,
+        inter_broker: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let protocols = Listener::protocol_map(protocol_map)?;
         for (i, l) in listeners.iter().enumerate() {
             if listeners[..i].iter().any(|o| o.name == l.name) {
                 return Err(bad(
@@ -81,12 +90,21 @@ impl Listener {
                 ));
             }
             match protocols.get(&l.name).map(String::as_str) {
-                Some("PLAINTEXT") => {}
-                Some(other) => {
+                Some("PLAINTEXT" | "SSL") => {}
+                Some(sasl @ ("SASL_PLAINTEXT" | "SASL_SSL")) => {
                     return Err(bad(
                         "listeners",
                         format!(
-                            "listener {} uses security protocol {other}, which is not supported yet; only PLAINTEXT",
+                            "listener {} uses security protocol {sasl}: skua does not authenticate SASL connections yet (its mechanisms exist but are not wired to listeners); use PLAINTEXT or SSL",
+                            l.name
+                        ),
+                    ))
+                }
+                Some(other) => {
+                    return Err(bad(
+                        "listener.security.protocol.map",
+                        format!(
+                            "listener {} has unknown security protocol {other}; Kafka's are PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL",
                             l.name
                         ),
                     ))
@@ -171,7 +189,7 @@ mod tests {
 
     #[test]
     fn named_listeners_map_to_plaintext() {
-        let map = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,SSL:SSL";
+        let map = "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL";
         let bound =
             Listener::parse_list("listeners", "INTERNAL://:19092,EXTERNAL://:9092").unwrap();
         let advertised = Listener::parse_list(
@@ -180,7 +198,10 @@ mod tests {
         )
         .unwrap();
         assert!(Listener::check_names(&bound, &advertised, map, Some("internal")).is_ok());
-        // A name without a protocol, an SSL listener, an advertised name that is not bound,
+        // An SSL listener is served.
+        let ssl = Listener::parse_list("listeners", "SSL://:9093").unwrap();
+        assert!(Listener::check_names(&ssl, &ssl, map, None).is_ok());
+        // A name without a protocol, a SASL listener, an advertised name that is not bound,
         // a repeated name and an inter-broker listener that is not advertised are refused.
         let refused = |listeners: &str, advertised: &str, inter: Option<&str>| {
             let l = Listener::parse_list("listeners", listeners).unwrap();
@@ -188,7 +209,7 @@ mod tests {
             Listener::check_names(&l, &a, map, inter).is_err()
         };
         assert!(refused("CLIENT://:9092", "CLIENT://:9092", None));
-        assert!(refused("SSL://:9093", "SSL://:9093", None));
+        assert!(refused("SASL_SSL://:9093", "SASL_SSL://:9093", None));
         assert!(refused("INTERNAL://:1", "EXTERNAL://:1", None));
         assert!(refused(
             "INTERNAL://:1,INTERNAL://:2",

@@ -67,7 +67,11 @@ impl MetadataListener for DynamicConfigPublisher {
         };
         let cleaner = next.cleaner.clone();
         self.config.swap(next);
-        tracing::info!(broker = ?dynamic.broker, default = ?dynamic.default, "dynamic broker configs in force");
+        let (broker, default) = (
+            super::broker::redacted(&dynamic.broker),
+            super::broker::redacted(&dynamic.default),
+        );
+        tracing::info!(?broker, ?default, "dynamic broker configs in force");
         self.replicas.reconfigure_logs(image);
         self.replicas.cleaner.update_config(cleaner);
         Vec::new()

@@ -18,6 +18,9 @@ pub struct SharedConfig {
     current: RwLock<Arc<BrokerConfig>>,
     /// The config each swap put in force, for subscribers.
     swapped: watch::Sender<Arc<BrokerConfig>>,
+    /// The TLS context of the broker's connections to other brokers, built from the
+    /// inter-broker listener's stores when the broker opens (`None`: plain TCP).
+    outbound_tls: RwLock<Option<crate::tls::OutboundTls>>,
 }
 
 impl SharedConfig {
@@ -26,7 +29,17 @@ impl SharedConfig {
         Arc::new(SharedConfig {
             current: RwLock::new(config.clone()),
             swapped: watch::Sender::new(config),
+            outbound_tls: RwLock::new(None),
         })
+    }
+
+    /// The TLS context outbound broker connections use; `None`: plain TCP.
+    pub fn outbound_tls(&self) -> Option<crate::tls::OutboundTls> {
+        self.outbound_tls.read().clone()
+    }
+
+    pub fn set_outbound_tls(&self, tls: Option<crate::tls::OutboundTls>) {
+        *self.outbound_tls.write() = tls;
     }
 
     /// Sees every config put in force from now on (the latest, if several came at once).

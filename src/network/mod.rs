@@ -10,6 +10,7 @@ mod queue;
 pub(crate) mod sendfile;
 pub mod server;
 pub mod session;
+pub mod tls;
 pub mod transport;
 mod writer;
 

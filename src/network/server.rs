@@ -13,9 +13,11 @@ use super::connection::{self, Limits};
 use super::link::Link;
 use super::memory::MemoryPool;
 use super::session::Session;
+use super::tls::TlsTransport;
 use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
+use crate::tls::{ListenerTls, SslSettings};
 
 /// Bytes of requests read but not yet answered that one connection may hold before it
 /// stops reading: a few pipelined requests, so that one client cannot take the whole of
@@ -25,8 +27,34 @@ pub const CONNECTION_READ_AHEAD_BYTES: usize = 4 * 1024 * 1024;
 /// How long connections get at shutdown to answer what they have read.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// Each configured listener with its bound socket.
-pub type BoundListeners = Vec<(Listener, TcpListener)>;
+/// Each configured listener with its bound socket and, for an SSL listener, its TLS
+/// context (keystore and truststore read at bind time, so a bad one stops startup).
+pub type BoundListeners = Vec<(Listener, TcpListener, Option<Arc<ListenerTls>>)>;
+
+/// An SSL listener's context, swapped when its keystore is altered at runtime (KIP-226):
+/// connections accepted after the swap handshake with the new certificate, those open
+/// keep their session.
+type TlsSlot = Arc<parking_lot::RwLock<Option<Arc<ListenerTls>>>>;
+
+/// The TLS settings of `listener` in `config` if its security protocol is SSL.
+fn ssl_settings(config: &BrokerConfig, listener: &Listener) -> Option<SslSettings> {
+    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+        return None;
+    }
+    SslSettings::for_listener(config, &listener.name).ok()
+}
+
+/// The TLS context of `listener` if its security protocol is SSL.
+pub fn listener_tls(
+    config: &BrokerConfig,
+    listener: &Listener,
+) -> anyhow::Result<Option<Arc<ListenerTls>>> {
+    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+        return Ok(None);
+    }
+    let settings = SslSettings::for_listener(config, &listener.name)?;
+    Ok(Some(Arc::new(ListenerTls::build(&settings)?)))
+}
 
 pub struct Server {
     listeners: BoundListeners,
@@ -44,6 +72,7 @@ impl Server {
     pub async fn bind_listeners(config: &mut BrokerConfig) -> anyhow::Result<BoundListeners> {
         let mut listeners = Vec::new();
         for l in &config.listeners {
+            let tls = listener_tls(config, l)?;
             let addr = l.bind_addr();
             let listener = TcpListener::bind(&addr)
                 .await
@@ -54,7 +83,13 @@ impl Server {
                     advertised.port = bound;
                 }
             }
-            listeners.push((l.clone(), listener));
+            listeners.push((l.clone(), listener, tls));
+        }
+        if listeners.iter().any(|(_, _, tls)| tls.is_some()) {
+            match super::tls::kernel_tls_available() {
+                true => tracing::info!("TLS fetches are copied through user space; this kernel offers kernel TLS, which skua does not use yet"),
+                false => tracing::info!("TLS fetches are copied through user space (no kernel TLS: `tls` is not in /proc/sys/net/ipv4/tcp_available_ulp)"),
+            }
         }
         Ok(listeners)
     }
@@ -88,7 +123,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|(_, l)| l.local_addr().ok())
+            .filter_map(|(_, l, _)| l.local_addr().ok())
             .collect()
     }
 
@@ -113,8 +148,8 @@ impl Server {
             memory: self.memory.clone(),
             permits,
         };
-        for (spec, listener) in self.listeners {
-            serving.start(spec, listener);
+        for (spec, listener, tls) in self.listeners {
+            serving.start(spec, listener, tls);
         }
         // The dynamic configs read while the broker opened may already name other
         // listeners than server.properties.
@@ -161,10 +196,39 @@ impl Server {
 /// A listener being served, and how to stop it.
 struct Running {
     spec: Listener,
+    /// The context its accepts use, and the settings it was built from.
+    tls: TlsSlot,
+    ssl_settings: Option<SslSettings>,
     /// Stops accepting (and tells its connections to finish).
     shutdown: watch::Sender<bool>,
     /// Aborts its connections.
     abort: watch::Sender<bool>,
+}
+
+impl Running {
+    /// Builds a new context when the listener's TLS settings changed (a keystore or
+    /// truststore altered at runtime); the alteration was checked against the new stores
+    /// when it was made, so a failure here (the file changed since) keeps the old context.
+    /// Whether it reloaded.
+    fn reload_tls(&mut self, config: &BrokerConfig) -> bool {
+        let now = ssl_settings(config, &self.spec);
+        if now.is_none() || now == self.ssl_settings {
+            return false;
+        }
+        match now.as_ref().map(ListenerTls::build) {
+            Some(Ok(tls)) => {
+                *self.tls.write() = Some(Arc::new(tls));
+                self.ssl_settings = now;
+                tracing::info!(listener = %self.spec.name, "TLS keystore or truststore reloaded; new connections use it");
+                true
+            }
+            Some(Err(e)) => {
+                tracing::error!(listener = %self.spec.name, error = %e, "cannot reload TLS; the listener keeps its current keystore");
+                false
+            }
+            None => false,
+        }
+    }
 }
 
 /// The listeners being served and what they share.
@@ -178,13 +242,16 @@ struct Serving {
 }
 
 impl Serving {
-    fn start(&mut self, spec: Listener, listener: TcpListener) {
+    fn start(&mut self, spec: Listener, listener: TcpListener, tls: Option<Arc<ListenerTls>>) {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (abort, abort_rx) = watch::channel(false);
+        let ssl_settings = ssl_settings(&self.broker.config(), &spec);
+        let tls: TlsSlot = Arc::new(parking_lot::RwLock::new(tls));
         self.accepts.spawn(accept_loop(
             Listening {
                 name: spec.name.as_str().into(),
                 listener,
+                tls: tls.clone(),
                 broker: self.broker.clone(),
                 limits: self.limits,
                 memory: self.memory.clone(),
@@ -195,6 +262,8 @@ impl Serving {
         ));
         self.running.push(Running {
             spec,
+            tls,
+            ssl_settings,
             shutdown,
             abort,
         });
@@ -208,6 +277,14 @@ impl Serving {
             .into_iter()
             .partition(|r| config.listeners.contains(&r.spec));
         self.running = kept;
+        let inter_broker = config.inter_broker_listener();
+        let mut outbound_changed = false;
+        for r in &mut self.running {
+            outbound_changed |= r.reload_tls(config) && r.spec.name == inter_broker;
+        }
+        if outbound_changed {
+            self.reload_outbound_tls(config);
+        }
         for r in removed {
             tracing::info!(listener = %r.spec.name, addr = %r.spec.bind_addr(), "listener removed; closing its connections");
             let _ = r.shutdown.send(true);
@@ -221,10 +298,17 @@ impl Serving {
             .collect();
         for spec in added {
             let addr = spec.bind_addr();
+            let tls = match listener_tls(config, &spec) {
+                Ok(tls) => tls,
+                Err(e) => {
+                    tracing::error!(listener = %spec.name, error = %e, "cannot set up TLS for an added listener");
+                    continue;
+                }
+            };
             match TcpListener::bind(&addr).await {
                 Ok(listener) => {
                     tracing::info!(listener = %spec.name, %addr, "listener added");
-                    self.start(spec, listener);
+                    self.start(spec, listener, tls);
                 }
                 // Checked when the change was made; the address was taken since.
                 Err(e) => {
@@ -233,6 +317,24 @@ impl Serving {
             }
         }
         self.advertise(config).await;
+    }
+
+    /// The inter-broker listener's stores changed: the broker's own connections present
+    /// and verify with the new ones from their next connection on.
+    fn reload_outbound_tls(&self, config: &BrokerConfig) {
+        let Some(current) = self.broker.shared_config.outbound_tls() else {
+            return;
+        };
+        match config.outbound_tls() {
+            Ok(Some(fresh)) => {
+                current.reload_from(&fresh);
+                tracing::info!("outbound TLS reloaded from the inter-broker listener's stores");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "cannot reload outbound TLS; broker connections keep the current stores")
+            }
+        }
     }
 
     async fn advertise(&self, config: &BrokerConfig) {
@@ -246,6 +348,8 @@ impl Serving {
 struct Listening {
     name: Arc<str>,
     listener: TcpListener,
+    /// Set on an SSL listener.
+    tls: TlsSlot,
     broker: Arc<Broker>,
     limits: Limits,
     memory: Arc<MemoryPool>,
@@ -259,6 +363,9 @@ async fn accept_loop(
 ) {
     // Every connection's reader and writer: owned here, so none outlives the server.
     let mut connections = JoinSet::new();
+    // TLS handshakes under way, each holding its connection's permit; owned here too.
+    let mut handshakes: JoinSet<Option<Handshaken>> = JoinSet::new();
+    let handshake_timeout = super::tls::HANDSHAKE_TIMEOUT.min(l.limits.idle);
     let mut links = Links::default();
     let mut sweep = tokio::time::interval(sweep_period(l.limits.idle));
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -268,6 +375,9 @@ async fn accept_loop(
                 p = l.permits.clone().acquire_owned() => break p.ok().map(Arc::new),
                 _ = shutdown.changed() => break None,
                 _ = sweep.tick() => links.check_idle(l.limits.idle),
+                Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                    l.serve_handshaken(done, &mut connections, &mut links)
+                }
             }
         };
         let Some(permit) = permit else { break };
@@ -276,6 +386,9 @@ async fn accept_loop(
                 a = l.listener.accept() => break Some(a),
                 _ = shutdown.changed() => break None,
                 _ = sweep.tick() => links.check_idle(l.limits.idle),
+                Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                    l.serve_handshaken(done, &mut connections, &mut links)
+                }
             }
         };
         let Some(accepted) = accepted else { break };
@@ -284,22 +397,38 @@ async fn accept_loop(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
-                let transport = PlainTransport(stream);
-                let session = Session::new(l.name.clone(), transport.security_protocol(), peer);
-                let (reader, writer, link) = connection::open(
-                    transport,
-                    session,
-                    l.broker.clone(),
-                    l.limits,
-                    l.memory.clone(),
-                );
-                links.add(link);
-                // The connection counts against max.connections until both halves end.
-                // `map`, not an `async` block that awaits them: a block would hold each
-                // future twice (as captured and as awaited), doubling its task's size.
-                let held = permit.clone();
-                connections.spawn(reader.map(move |()| drop(held)));
-                connections.spawn(writer.map(move |()| drop(permit)));
+                let tls = l.tls.read().clone();
+                match tls {
+                    None => {
+                        let transport = PlainTransport(stream);
+                        let session =
+                            Session::new(l.name.clone(), transport.security_protocol(), peer);
+                        l.serve(transport, session, permit, &mut connections, &mut links);
+                    }
+                    // The handshake runs in a task of its own, so a slow client delays no
+                    // other; it holds the connection's permit meanwhile.
+                    Some(tls) => {
+                        let name = l.name.clone();
+                        handshakes.spawn(async move {
+                            match TlsTransport::accept(&tls, stream, handshake_timeout).await {
+                                Ok((transport, principal)) => {
+                                    let mut session =
+                                        Session::new(name, transport.security_protocol(), peer);
+                                    session.principal = principal;
+                                    Some(Handshaken {
+                                        transport,
+                                        session,
+                                        permit,
+                                    })
+                                }
+                                Err(e) => {
+                                    tracing::warn!(%peer, listener = %name, "closing connection: {e}");
+                                    None
+                                }
+                            }
+                        });
+                    }
+                }
             }
             Err(e) => {
                 // Typically EMFILE: back off instead of spinning.
@@ -309,6 +438,8 @@ async fn accept_loop(
         }
         while connections.try_join_next().is_some() {}
     }
+    // Handshakes under way end with the listener.
+    handshakes.abort_all();
     // Readers stop; writers answer what was read, until told to abort them; then wait
     // for the aborted tasks to end.
     links.stop_all();
@@ -320,6 +451,51 @@ async fn accept_loop(
                 aborting = true;
                 connections.abort_all();
             }
+        }
+    }
+}
+
+/// A TLS connection whose handshake is done, waiting to be served.
+struct Handshaken {
+    transport: TlsTransport,
+    session: Session,
+    permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Listening {
+    /// Opens a connection over `transport` and runs its reader and writer.
+    fn serve<T: Transport>(
+        &self,
+        transport: T,
+        session: Session,
+        permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+        connections: &mut JoinSet<()>,
+        links: &mut Links,
+    ) {
+        let (reader, writer, link) = connection::open(
+            transport,
+            session,
+            self.broker.clone(),
+            self.limits,
+            self.memory.clone(),
+        );
+        links.add(link);
+        // The connection counts against max.connections until both halves end.
+        // `map`, not an `async` block that awaits them: a block would hold each
+        // future twice (as captured and as awaited), doubling its task's size.
+        let held = permit.clone();
+        connections.spawn(reader.map(move |()| drop(held)));
+        connections.spawn(writer.map(move |()| drop(permit)));
+    }
+
+    fn serve_handshaken(
+        &self,
+        done: Result<Option<Handshaken>, tokio::task::JoinError>,
+        connections: &mut JoinSet<()>,
+        links: &mut Links,
+    ) {
+        if let Ok(Some(h)) = done {
+            self.serve(h.transport, h.session, h.permit, connections, links);
         }
     }
 }

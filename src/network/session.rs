@@ -1,9 +1,10 @@
 //! Who is at the other end of a connection, as far as the broker knows.
 //!
-//! One per connection, carried into every request's context. Plaintext listeners only
-//! today, so the principal is always `User:ANONYMOUS` (as in Kafka without
-//! authentication); SASL will authenticate within a session and set its principal, and the
-//! authorizer will read it from the request context.
+//! One per connection, carried into every request's context. On a plaintext listener the
+//! principal is `User:ANONYMOUS` (as in Kafka without authentication); on an SSL listener
+//! it is the client certificate's mapped DN (`tls::principal`), set before the first
+//! request is read. SASL will authenticate within a session and set its principal, and
+//! the authorizer will read it from the request context.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SecurityProtocol {
     Plaintext,
+    Ssl,
 }
 
 impl SecurityProtocol {
@@ -21,6 +23,7 @@ impl SecurityProtocol {
     pub fn name(self) -> &'static str {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
         }
     }
 }

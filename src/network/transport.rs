@@ -1,7 +1,7 @@
 //! The byte stream under a connection.
 //!
-//! Plain TCP today. TLS will be a second transport: its bytes are encrypted in user space,
-//! so it cannot hand a segment range to the kernel with `sendfile`; it says so with
+//! Plain TCP here; TLS in [`super::tls`]: its bytes are encrypted in user space, so it
+//! cannot hand a segment range to the kernel with `sendfile`; it says so with
 //! [`TransportWrite::supports_sendfile`], and the connection's writer then copies file
 //! ranges through a small buffer instead. A transport also tells the connection when the
 //! peer has gone while requests are still unread (see [`TransportRead::peer_closed`]).
@@ -88,7 +88,7 @@ impl TransportRead for OwnedReadHalf {
 /// Waits for the peer's FIN or RST on a second registration of the socket (a duplicate
 /// descriptor), so that clearing its readiness, which unread bytes keep setting, never
 /// hides those bytes from the reader's own registration.
-async fn watch_for_close(stream: &TcpStream) -> io::Result<()> {
+pub(super) async fn watch_for_close(stream: &TcpStream) -> io::Result<()> {
     let fd = stream.as_fd().try_clone_to_owned()?;
     // SAFETY: the AsyncFd owns `fd`, an open descriptor that stays open and names the same
     // socket until the AsyncFd is dropped; `OwnedFd::as_raw_fd` always returns it.

@@ -84,7 +84,9 @@ impl NetworkControllerChannel {
         match &*current {
             Some((cid, c)) if *cid == id && c.addr() == addr => Ok(c.clone()),
             _ => {
-                let c = Arc::new(Client::new(addr, self.config.clone()));
+                let mut config = self.config.clone();
+                config.server_name = self.cluster.broker(id).map(|b| b.host);
+                let c = Arc::new(Client::new(addr, config));
                 *current = Some((id, c.clone()));
                 Ok(c)
             }

@@ -148,15 +148,18 @@ impl ReplicaManager {
             reconnect_backoff_max: std::time::Duration::from_millis(
                 r.replica_fetch_backoff_ms.max(1_000),
             ),
+            tls: self.config.outbound_tls(),
             ..ClientConfig::default()
         };
         let endpoints = Arc::new(NetworkEndpoints {
+            cluster: self.cluster.clone(),
             local_id: self.broker_id,
             config: fetch,
             inter_broker_protocol: r.inter_broker_protocol_version,
         });
         let to_controller = ClientConfig {
             client_id: Some(format!("broker-{}-alter-partition", self.broker_id)),
+            tls: self.config.outbound_tls(),
             ..ClientConfig::default()
         };
         let controller = Arc::new(NetworkControllerChannel::new(

@@ -53,6 +53,8 @@ mod retention;
 mod storage_limits;
 mod stored_data_fuzz;
 mod strays_and_deletions;
+mod tls_cluster;
+mod tls_listeners;
 mod transactions;
 mod txn_cluster;
 mod txn_offsets;

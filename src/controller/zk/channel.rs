@@ -69,6 +69,8 @@ pub struct ChannelManager {
     controller_id: i32,
     listener: String,
     request_timeout: Duration,
+    /// TLS toward the brokers' inter-broker listener; `None`: plain TCP.
+    tls: Option<crate::tls::OutboundTls>,
     events: mpsc::UnboundedSender<Event>,
     channels: BTreeMap<i32, BrokerChannel>,
     outbox: Option<Outbox>,
@@ -79,6 +81,7 @@ impl ChannelManager {
         controller_id: i32,
         listener: String,
         request_timeout: Duration,
+        tls: Option<crate::tls::OutboundTls>,
         events: mpsc::UnboundedSender<Event>,
         outbox: Option<Outbox>,
     ) -> Self {
@@ -86,6 +89,7 @@ impl ChannelManager {
             controller_id,
             listener,
             request_timeout,
+            tls,
             events,
             channels: BTreeMap::new(),
             outbox,
@@ -116,6 +120,8 @@ impl ChannelManager {
             client_id: Some(self.controller_id.to_string()),
             request_timeout: self.request_timeout,
             max_in_flight: 1,
+            tls: self.tls.clone(),
+            server_name: Some(endpoint.host.clone()),
             ..ClientConfig::default()
         };
         let sender = tokio::spawn(send_loop(

@@ -153,6 +153,7 @@ impl ControllerLoop {
             settings.broker_id,
             settings.inter_broker_listener.clone(),
             settings.controller_socket_timeout,
+            settings.outbound_tls.clone(),
             tx.clone(),
             shared.outbox.clone(),
         );

@@ -104,6 +104,8 @@ pub struct Settings {
     pub leader_imbalance_check_interval: Duration,
     /// `leader.imbalance.per.broker.percentage`.
     pub leader_imbalance_per_broker_percentage: i32,
+    /// TLS toward the other brokers' inter-broker listener (`None`: plain TCP).
+    pub outbound_tls: Option<crate::tls::OutboundTls>,
 }
 
 impl Settings {
@@ -120,10 +122,10 @@ impl Settings {
             long("zookeeper.connection.timeout.ms").map(|v| Duration::from_millis(v.max(1) as u64));
         let zk = ZkConfig::new(connect, session_timeout, connection_timeout)?;
         let endpoints = endpoints_of(config);
-        let inter_broker_listener = config
-            .get("inter.broker.listener.name")
-            .or_else(|| config.get("security.inter.broker.protocol"))
-            .unwrap_or_else(|| "PLAINTEXT".into());
+        let inter_broker_listener = config.inter_broker_listener();
+        let outbound_tls = config.outbound_tls()?;
+        let mut shutdown = broker::controlled_shutdown::ShutdownSettings::from_config(config);
+        shutdown.outbound_tls = outbound_tls.clone();
         let flag = |key: &str| {
             config
                 .get(key)
@@ -142,7 +144,7 @@ impl Settings {
             delete_topic_enable: config.delete_topic_enable,
             controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),
             admin_timeout: ms("request.timeout.ms", 30_000),
-            shutdown: broker::controlled_shutdown::ShutdownSettings::from_config(config),
+            shutdown,
             auto_leader_rebalance: !config
                 .get("auto.leader.rebalance.enable")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
@@ -154,6 +156,7 @@ impl Settings {
             leader_imbalance_per_broker_percentage: long("leader.imbalance.per.broker.percentage")
                 .unwrap_or(10)
                 .clamp(0, 100) as i32,
+            outbound_tls,
         }))
     }
 }
@@ -236,7 +239,10 @@ impl Shared {
         clock: Arc<dyn clock::Clock>,
         outbox: Option<channel::Outbox>,
     ) -> Shared {
-        let broker_id = settings.broker_id;
+        let broker = broker::BrokerSide::with_inter_broker_listener(
+            settings.broker_id,
+            &settings.inter_broker_listener,
+        );
         Shared {
             advertised: RwLock::new(settings.endpoints.clone()),
             settings,
@@ -252,7 +258,7 @@ impl Shared {
             changed: tokio::sync::watch::Sender::new(0),
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
-            broker: broker::BrokerSide::new(broker_id),
+            broker,
             clock,
             outbox,
         }

@@ -44,10 +44,12 @@ pub fn settings(broker_id: i32, ensemble: &Ensemble) -> Settings {
             max_retries: 3,
             retry_backoff: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            outbound_tls: None,
         },
         auto_leader_rebalance: false,
         leader_imbalance_check_interval: Duration::from_secs(300),
         leader_imbalance_per_broker_percentage: 10,
+        outbound_tls: None,
     }
 }
 

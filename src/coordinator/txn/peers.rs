@@ -66,15 +66,19 @@ impl Clients {
 
     pub fn client(&self, cluster: &ClusterView, broker: i32) -> Option<Arc<Client>> {
         let addr = cluster.address(broker)?;
+        let config = ClientConfig {
+            server_name: cluster.broker(broker).map(|b| b.host),
+            ..self.config.clone()
+        };
         let mut clients = self.by_broker.lock();
         let client = clients
             .entry(broker)
             .and_modify(|c| {
                 if c.addr() != addr {
-                    *c = Arc::new(Client::new(addr, self.config.clone()));
+                    *c = Arc::new(Client::new(addr, config.clone()));
                 }
             })
-            .or_insert_with(|| Arc::new(Client::new(addr, self.config.clone())));
+            .or_insert_with(|| Arc::new(Client::new(addr, config)));
         Some(client.clone())
     }
 }

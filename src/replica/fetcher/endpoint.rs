@@ -191,6 +191,8 @@ impl LeaderEndpoint for RemoteLeader {
 /// its request timeout and the largest response `replica.fetch.response.max.bytes`
 /// allows (one partition's batch may exceed it, as KIP-74 lets the first one).
 pub struct NetworkEndpoints {
+    /// Where the leaders' advertised hosts are known (their certificates name them).
+    pub cluster: Arc<crate::replica::cluster_view::ClusterView>,
     pub local_id: i32,
     pub config: ClientConfig,
     pub inter_broker_protocol: MetadataVersion,
@@ -208,6 +210,7 @@ impl EndpointFactory for NetworkEndpoints {
             "broker-{}-fetcher-{fetcher_id}-from-{broker_id}",
             self.local_id
         ));
+        config.server_name = self.cluster.broker(broker_id).map(|b| b.host);
         Arc::new(RemoteLeader {
             client: Client::new(addr, config),
             inter_broker_protocol: self.inter_broker_protocol,

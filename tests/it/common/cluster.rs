@@ -24,13 +24,18 @@ impl Cluster {
     /// `scripts/cluster start 3 --skua SKUA` with more options; `None` (with a message)
     /// only when java is not installed.
     pub fn start_kinds(skua: &str, extra: &[&str]) -> Option<Cluster> {
+        Self::start_brokers(3, skua, extra)
+    }
+
+    /// `scripts/cluster start N --skua SKUA` with more options.
+    pub fn start_brokers(n: usize, skua: &str, extra: &[&str]) -> Option<Cluster> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so scripts/cluster cannot start Kafka");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(script())
-            .args(["start", "3", "--skua", skua, "--dir"])
+            .args(["start", &n.to_string(), "--skua", skua, "--dir"])
             .arg(dir.path())
             .args([
                 "--override",

@@ -27,6 +27,8 @@ pub struct ShutdownSettings {
     pub retry_backoff: Duration,
     /// `request.timeout.ms` (default 30000), for each attempt.
     pub request_timeout: Duration,
+    /// TLS toward the controller's inter-broker listener; `None`: plain TCP.
+    pub outbound_tls: Option<crate::tls::OutboundTls>,
 }
 
 impl ShutdownSettings {
@@ -49,6 +51,7 @@ impl ShutdownSettings {
                     .unwrap_or(30_000)
                     .clamp(1, 600_000) as u64,
             ),
+            outbound_tls: None,
         }
     }
 }
@@ -96,6 +99,12 @@ pub async fn run(
             ClientConfig {
                 client_id: Some(broker_id.to_string()),
                 request_timeout: settings.request_timeout,
+                tls: settings.outbound_tls.clone(),
+                server_name: address.rsplit_once(':').map(|(host, _)| {
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_string()
+                }),
                 ..ClientConfig::default()
             },
         );

@@ -85,6 +85,8 @@ pub struct MetadataCache {
     /// first in `deleted_order`.
     deleted_ids: BTreeMap<String, Uuid>,
     deleted_order: VecDeque<String>,
+    /// The listener the image's broker addresses are taken from (empty: the first).
+    inter_broker_listener: String,
 }
 
 /// How many deleted topics' ids are kept. The controller's StopReplica follows a
@@ -102,11 +104,21 @@ impl Default for MetadataCache {
             offline: BTreeMap::new(),
             deleted_ids: BTreeMap::new(),
             deleted_order: VecDeque::new(),
+            inter_broker_listener: String::new(),
         }
     }
 }
 
 impl MetadataCache {
+    /// A cache whose image (what the replica layer follows) names each broker by its
+    /// endpoint on `listener`, the inter-broker listener.
+    pub fn for_listener(listener: &str) -> MetadataCache {
+        MetadataCache {
+            inter_broker_listener: listener.to_string(),
+            ..MetadataCache::default()
+        }
+    }
+
     pub fn received(&self) -> bool {
         self.received
     }
@@ -197,7 +209,14 @@ impl MetadataCache {
                 (broker.id, broker)
             })
             .collect();
-        let brokers = self.brokers.values().filter_map(|b| b.info("")).collect();
+        // Replicas fetch from, and send ISR changes to, the inter-broker endpoints (the
+        // first endpoint where a broker has none on that listener).
+        let listener = self.inter_broker_listener.as_str();
+        let brokers = self
+            .brokers
+            .values()
+            .filter_map(|b| b.info(listener))
+            .collect();
         self.image.set_cluster(brokers, self.controller_id);
 
         let mut update = CacheUpdate::default();

@@ -76,12 +76,18 @@ pub struct BrokerSide {
 }
 
 impl BrokerSide {
+    /// A broker's side whose image names brokers by their first endpoint.
     pub fn new(broker_id: i32) -> BrokerSide {
+        Self::with_inter_broker_listener(broker_id, "")
+    }
+
+    /// A broker's side; the replicas it follows are reached on `inter_broker_listener`.
+    pub fn with_inter_broker_listener(broker_id: i32, inter_broker_listener: &str) -> BrokerSide {
         BrokerSide {
             broker_id,
             state: Mutex::new(State {
                 controller_epoch: -1,
-                cache: MetadataCache::default(),
+                cache: MetadataCache::for_listener(inter_broker_listener),
                 hosted: BTreeMap::new(),
                 topic_configs: BTreeMap::new(),
             }),
@@ -260,7 +266,7 @@ impl BrokerSide {
         }
         tracing::info!(
             broker = entity,
-            ?configs,
+            configs = ?crate::config::broker::redacted(&configs),
             "dynamic broker configs read from ZooKeeper"
         );
         state.cache.set_resource_configs(resource.clone(), configs);

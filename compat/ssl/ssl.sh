@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# skua compatibility suite: real clients over an SSL listener with client certificates.
+#   compat/ssl/ssl.sh SKUA_BINARY
+#   compat/ssl/ssl.sh --skip REASON     every case reported as SKIP
+# Prints one PASS/FAIL (or SKIP) line per case.
+#
+# openssl makes a CA, a broker certificate (127.0.0.1, localhost) and a client certificate
+# (CN=compat-client,OU=clients,O=skua); keytool puts them in PKCS12 stores for Java. skua
+# starts with `listeners=SSL://...`, a PKCS12 keystore, a PEM truststore and
+# `ssl.client.auth=required`. kcat (librdkafka) with the PEM files and Kafka's console
+# tools (the Java client) with the PKCS12 stores each produce and consume their records
+# back (the Java consumer in a group); a client without a certificate is refused cleanly.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../lib/common.sh"
+source "$here/../lib/cases.sh"
+SKUA=${1:?usage: ssl.sh SKUA_BINARY | --skip REASON}
+export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
+BIN="$here/../bin"
+D=$(mktemp -d "${TMPDIR:-/tmp}/compat-ssl.XXXXXX")
+PORT=$(free_port)
+B=127.0.0.1:$PORT
+PASS=compat-pass
+skua_pid=""
+
+CASES=(
+  "ssl.kcat.produce_consume c_kcat_roundtrip"
+  "ssl.kcat.no_certificate_refused c_kcat_refused"
+  "ssl.java.console_group_roundtrip c_java_roundtrip"
+  "ssl.java.no_certificate_refused c_java_refused"
+)
+report_all() { # STATUS REASON
+  local c
+  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
+}
+cleanup() {
+  if [[ -n $skua_pid ]]; then
+    kill "$skua_pid" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$skua_pid" 2>/dev/null
+  fi
+  rm -rf "$D"
+}
+trap cleanup EXIT
+
+make_certs() {
+  cd "$D" || return 1
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
+  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
+  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
+  openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/O=skua/OU=clients/CN=compat-client" || return 1
+  # With extensions, so the certificate is X.509 v3 (webpki, as most verifiers, refuses v1).
+  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
+  openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext || return 1
+  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
+  openssl pkcs12 -export -in client.pem -inkey client.key -name client -passout "pass:$PASS" -out client.p12 || return 1
+  keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 -storepass "$PASS" -keystore trust.p12 || return 1
+  cat >client.properties <<PROPS
+security.protocol=SSL
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$D/trust.p12
+ssl.truststore.password=$PASS
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$D/client.p12
+ssl.keystore.password=$PASS
+PROPS
+  grep -v '^ssl.keystore' client.properties >anonymous.properties
+}
+
+start_skua() {
+  "$SKUA" --override "listeners=SSL://127.0.0.1:$PORT" \
+    --override "advertised.listeners=SSL://127.0.0.1:$PORT" \
+    --override "security.inter.broker.protocol=SSL" \
+    --override "ssl.keystore.type=PKCS12" \
+    --override "ssl.keystore.location=$D/broker.p12" \
+    --override "ssl.keystore.password=$PASS" \
+    --override "ssl.truststore.type=PEM" \
+    --override "ssl.truststore.location=$D/ca.pem" \
+    --override "ssl.client.auth=required" \
+    --override "log.dirs=$D/data" >"$D/broker.log" 2>&1 &
+  skua_pid=$!
+  wait_port 127.0.0.1 "$PORT" 60 "$skua_pid"
+}
+
+KCAT_TLS=(-X security.protocol=ssl -X "ssl.ca.location=$D/ca.pem")
+KCAT_CERT=(-X "ssl.certificate.location=$D/client.pem" -X "ssl.key.location=$D/client.key")
+kcat_() { timeout -k 5 45 kcat -b "$B" -X socket.timeout.ms=20000 "${KCAT_TLS[@]}" "$@"; }
+
+c_kcat_roundtrip() {
+  local t; t=$(uniq_name ssl-kcat)
+  for i in $(seq 1 100); do printf 'key-%d|value %d over tls\n' "$i" "$i"; done >"$CASE_TMP/in"
+  # The first produce creates the topic (auto.create.topics.enable).
+  kcat_ "${KCAT_CERT[@]}" -P -t "$t" -p 0 -K '|' -l "$CASE_TMP/in" || return 1
+  kcat_ "${KCAT_CERT[@]}" -C -t "$t" -p 0 -o beginning -e -q -f '%k|%s\n' >"$CASE_TMP/out" || return 1
+  diff "$CASE_TMP/in" "$CASE_TMP/out" >"$CASE_TMP/diff" \
+    || fail "consumed records differ: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')"
+}
+c_kcat_refused() {
+  if kcat_ -m 10 -L >"$CASE_TMP/out" 2>&1; then fail "metadata answered without a client certificate"; return 1; fi
+  cat "$CASE_TMP/out"
+  grep -Eqi 'ssl|handshake|certificate|broker transport failure|Local: ' "$CASE_TMP/out" \
+    || fail "no TLS error reported: $(head -c 200 "$CASE_TMP/out")"
+}
+c_java_roundtrip() {
+  local t g; t=$(uniq_name ssl-java); g=$(uniq_name ssl-group)
+  for i in $(seq 1 20); do printf 'key-%d:java value %d\n' "$i" "$i"; done >"$CASE_TMP/in"
+  "$BIN/kafka-topics.sh" --bootstrap-server "$B" --command-config "$D/client.properties" \
+    --create --topic "$t" --partitions 1 --replication-factor 1 >/dev/null || return 1
+  "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$t" \
+    --producer.config "$D/client.properties" \
+    --property parse.key=true --property key.separator=: <"$CASE_TMP/in" || return 1
+  "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$t" --group "$g" \
+    --consumer.config "$D/client.properties" --from-beginning --max-messages 20 --timeout-ms 30000 \
+    --property print.key=true --property key.separator=: >"$CASE_TMP/out" || return 1
+  diff "$CASE_TMP/in" "$CASE_TMP/out" >"$CASE_TMP/diff" \
+    || fail "consumed records differ: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')"
+}
+c_java_refused() {
+  if COMPAT_TOOL_TIMEOUT=40 "$BIN/kafka-topics.sh" --bootstrap-server "$B" \
+    --command-config "$D/anonymous.properties" --list >"$CASE_TMP/out" 2>&1; then
+    fail "topics listed without a client certificate"; return 1
+  fi
+  cat "$CASE_TMP/out"
+  grep -Eqi 'ssl|handshake|certificate|authentication|timed out' "$CASE_TMP/out" \
+    || fail "no TLS error reported: $(head -c 200 "$CASE_TMP/out")"
+}
+
+if [[ $SKUA == --skip ]]; then
+  report_all SKIP "${2:-not run}"
+  exit 0
+fi
+if ! out=$(make_certs 2>&1); then
+  report_all FAIL "could not make the certificates: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+  exit 0
+fi
+if ! start_skua; then
+  report_all FAIL "skua did not start with an SSL listener: $(tail -n 5 "$D/broker.log" | tr '\n' ' ')"
+  exit 0
+fi
+for c in "${CASES[@]}"; do
+  # shellcheck disable=SC2086  # "ID FUNCTION"
+  run_case $c
+done
+exit 0

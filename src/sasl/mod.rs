@@ -1,0 +1,48 @@
+//! SASL as Kafka's brokers speak it, as pure state machines with no I/O: each mechanism
+//! takes the client's messages (the bytes of SaslAuthenticate requests) and answers the
+//! bytes to send back, a principal once authenticated, or a failure whose client-facing
+//! message never says which part of the credentials was wrong.
+//!
+//! ```text
+//! jaas         Kafka's JAAS config grammar (sasl.jaas.config): modules, flags, options
+//! plain        PLAIN (RFC 4616) against `user_<name>="<password>"` JAAS options
+//! scram        SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, 7677) and Kafka's credential string
+//! oauthbearer  OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS validator
+//! ```
+//!
+//! Not yet wired to a listener: SASL_PLAINTEXT and SASL_SSL listeners are refused at
+//! startup until the request pipeline carries a connection's authentication state.
+
+pub mod jaas;
+pub mod oauthbearer;
+pub mod plain;
+pub mod scram;
+
+/// Why an exchange failed. `client` is what the client may be told (Kafka's
+/// SaslAuthenticate error message); `detail` is for the broker's log only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslFailure {
+    pub client: String,
+    pub detail: String,
+}
+
+impl SaslFailure {
+    pub fn new(client: impl Into<String>, detail: impl Into<String>) -> SaslFailure {
+        SaslFailure {
+            client: client.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What a mechanism answers to one client message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send these bytes and wait for the client's next message.
+    Challenge(Vec<u8>),
+    /// Authenticated as `principal` (a `User` name); send `final_message` (may be empty).
+    Done {
+        principal: String,
+        final_message: Vec<u8>,
+    },
+}

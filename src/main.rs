@@ -1,6 +1,9 @@
-//! `skua [FILE | --config FILE] [--override key=value]...`
+//! `skua [FILE | --config FILE] [--override key=value]...`: starts a broker.
+//! `skua --check-config FILE [--override key=value]...`: validates what that start would
+//! read, and exits without starting.
 //! `skua --probe [HOST:PORT]`: exits 0 when a broker there answers ApiVersions (the
 //! container health check).
+//! `skua --version`, `skua --help`.
 //!
 //! With no arguments skua behaves like Kafka's quickstart: it listens on port 9092,
 //! advertises localhost:9092 and keeps its data under ./data.
@@ -9,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use skua::broker::Broker;
-use skua::config::BrokerConfig;
+use skua::config::{BrokerConfig, ConfigError};
 use skua::network::Server;
 use skua::protocol::decode_budget::MeteredAllocator;
 
@@ -18,30 +21,95 @@ use skua::protocol::decode_budget::MeteredAllocator;
 #[global_allocator]
 static ALLOCATOR: MeteredAllocator = MeteredAllocator;
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--version" || a == "-V") {
-        println!("skua {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
+const USAGE: &str = "\
+usage: skua [FILE | --config FILE] [--override key=value]...
+       skua --check-config FILE [--override key=value]...
+       skua --probe [HOST:PORT]
+       skua --version | --help
+
+Starts a broker configured by FILE, a Kafka server.properties. With no FILE it runs as
+Kafka's quickstart: listens on :9092, advertises localhost:9092, keeps data under ./data.
+
+  FILE, --config FILE    read a server.properties (of several, a later key wins)
+  --override key=value   set one key over the files (repeatable)
+  --check-config FILE    validate FILE (and any --override) exactly as startup would,
+                         without binding ports, opening log dirs or connecting to
+                         ZooKeeper; prints one line per error or warning; exits 0 when
+                         valid, 1 on an error
+  --probe [HOST:PORT]    exit 0 when a broker there answers ApiVersions
+                         (default 127.0.0.1:9092)
+  -V, --version          print skua's version
+  -h, --help             print this help
+
+The log level is RUST_LOG's (default info). A bad command line exits 2.";
+
+/// What the command line asks for.
+enum Command {
+    Version,
+    Help,
+    Probe(String),
+    /// The start's arguments, the file to check among them.
+    CheckConfig(Vec<String>),
+    Start(Vec<String>),
+}
+
+fn command(mut args: Vec<String>) -> Result<Command, String> {
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: skua [FILE | --config FILE] [--override key=value]...");
-        println!("       skua --probe [HOST:PORT]   (default 127.0.0.1:9092)");
-        return ExitCode::SUCCESS;
+        return Ok(Command::Help);
+    }
+    if args.iter().any(|a| a == "--version" || a == "-V") {
+        return Ok(Command::Version);
     }
     if args.first().is_some_and(|a| a == "--probe") {
-        let addr = args.get(1).map(String::as_str).unwrap_or("127.0.0.1:9092");
-        return match skua::client::probe::probe(addr, std::time::Duration::from_secs(5)) {
-            Ok(apis) => {
-                println!("{addr}: {apis} APIs");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("skua: {addr}: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        let addr = args.get(1).map_or("127.0.0.1:9092", String::as_str);
+        return Ok(Command::Probe(addr.to_string()));
     }
+    let check = args
+        .iter()
+        .position(|a| a == "--check-config" || a.starts_with("--check-config="));
+    let Some(i) = check else {
+        return Ok(Command::Start(args));
+    };
+    let flag = args.remove(i);
+    let file = match flag.strip_prefix("--check-config=") {
+        Some(file) => file.to_string(),
+        None if args.get(i).is_some_and(|a| !a.starts_with('-')) => args.remove(i),
+        None => return Err("--check-config needs a FILE".into()),
+    };
+    // In the flag's place: a file named after it still wins over it, as at a start.
+    args.insert(i, file);
+    Ok(Command::CheckConfig(args))
+}
+
+/// A bad command line: one line, and where the usage is. Not a start.
+fn bad_usage(why: &str) -> ExitCode {
+    eprintln!("skua: {why} (see skua --help)");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args = match command(std::env::args().skip(1).collect()) {
+        Ok(Command::Version) => {
+            println!("skua {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Probe(addr)) => return probe(&addr),
+        Ok(Command::CheckConfig(args)) => return check_config(&args),
+        Ok(Command::Start(args)) => args,
+        Err(why) => return bad_usage(&why),
+    };
+    let props = match skua::config::read_args(&args) {
+        Ok(props) => props,
+        Err(ConfigError::Usage(why)) => return bad_usage(&why),
+        Err(e) => {
+            eprintln!("skua: {e}");
+            return ExitCode::from(2);
+        }
+    };
     keep_freed_heap_mapped();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -53,7 +121,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     raise_fd_limit();
-    let config = match skua::config::from_args(&args) {
+    let config = match BrokerConfig::from_properties(props) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("skua: {e}");
@@ -76,6 +144,45 @@ fn main() -> ExitCode {
             tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn probe(addr: &str) -> ExitCode {
+    match skua::client::probe::probe(addr, std::time::Duration::from_secs(5)) {
+        Ok(apis) => {
+            println!("{addr}: {apis} APIs");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("skua: {addr}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--check-config`: every finding on stdout, one a line, then a summary line; exits 1
+/// when one is an error. The findings never hold a value, so no secret is printed.
+fn check_config(args: &[String]) -> ExitCode {
+    let props = match skua::config::read_args(args) {
+        Ok(props) => props,
+        Err(ConfigError::Usage(why)) => return bad_usage(&why),
+        Err(e) => {
+            println!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let findings = skua::config::check::check_properties(props);
+    for finding in &findings {
+        println!("{finding}");
+    }
+    let errors = findings.iter().filter(|f| f.is_error()).count();
+    let warnings = findings.len() - errors;
+    if errors > 0 {
+        println!("invalid: {errors} error(s), {warnings} warning(s)");
+        ExitCode::FAILURE
+    } else {
+        println!("valid: {warnings} warning(s)");
+        ExitCode::SUCCESS
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::catalog::{broker_key, broker_keys, dynamic_only_broker_key, ConfigKey, UpdateMode};
+use super::check::{KeyNote, SortedKeys};
 use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
@@ -19,6 +20,9 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
+    /// The command line is not one skua takes.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// The definition a key is checked by: a broker key, or a listener's own security key
@@ -28,6 +32,13 @@ pub fn key_def(name: &str) -> Option<&'static ConfigKey> {
     if let Some(def) = broker_key(name) {
         return Some(def);
     }
+    listener_key(name).and_then(broker_key)
+}
+
+/// The key a listener's own security key overrides: `ssl.keystore.location` for
+/// `listener.name.<l>.ssl.keystore.location`, `sasl.jaas.config` for
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`; None for any other name.
+pub fn listener_key(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
     let key = match key.split_once('.') {
@@ -35,9 +46,8 @@ pub fn key_def(name: &str) -> Option<&'static ConfigKey> {
         Some((_, jaas @ "sasl.jaas.config")) => jaas,
         _ => key,
     };
-    broker_key(key).filter(|_| {
-        key.starts_with("ssl.") || key.starts_with("sasl.") || key == "connections.max.reauth.ms"
-    })
+    let security = key.starts_with("ssl.") || key.starts_with("sasl.");
+    (security || key == "connections.max.reauth.ms").then_some(key)
 }
 
 /// `configs` for a log line: the values of password keys (`ssl.keystore.password`,
@@ -136,24 +146,21 @@ impl Default for BrokerConfig {
 
 impl BrokerConfig {
     /// Builds the config from parsed properties. Unknown keys are logged and ignored, as
-    /// Kafka does; a malformed value of a known key is an error naming the key.
+    /// Kafka does; a malformed value of a known key is an error naming the key (the first,
+    /// in key order).
     pub fn from_properties(props: BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let mut values = BTreeMap::new();
-        for (k, v) in props {
-            match key_def(&k) {
-                Some(def) => {
-                    def.check(&v).map_err(|why| invalid(&k, why))?;
-                    values.insert(k, v.trim().to_string());
-                }
-                None if k.starts_with("listener.name.")
-                    || k.starts_with("ssl.")
-                    || k.starts_with("sasl.") =>
-                {
-                    tracing::warn!(key = %k, "configuration key not supported yet; ignored");
-                }
-                None => tracing::warn!(key = %k, "unknown configuration key; ignored"),
-            }
+        let sorted = SortedKeys::sort(props);
+        sorted.notes.iter().for_each(KeyNote::log);
+        if let Some(e) = sorted.errors.into_iter().next() {
+            return Err(e);
         }
+        Self::from_sorted_values(sorted.values)
+    }
+
+    /// Builds the config from the values [`SortedKeys`] kept (each already checked).
+    pub(super) fn from_sorted_values(
+        values: BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
         Self::build(values, DynamicConfigs::default())
     }
 

@@ -10,6 +10,7 @@
 
 pub mod broker;
 pub mod catalog;
+pub mod check;
 pub mod cleaner;
 pub mod defs;
 pub mod dynamic;
@@ -33,6 +34,12 @@ use std::collections::BTreeMap;
 
 /// Reads `skua [FILE | --config FILE] [--override key=value]...` into a broker config.
 pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
+    BrokerConfig::from_properties(read_args(args)?)
+}
+
+/// The properties `skua [FILE | --config FILE] [--override key=value]...` sets: the files
+/// in order (a later key wins), then the overrides over them. Nothing is checked yet.
+pub fn read_args(args: &[String]) -> Result<BTreeMap<String, String>, ConfigError> {
     let mut props = BTreeMap::new();
     let mut overrides = Vec::new();
     let mut it = args.iter();
@@ -45,23 +52,28 @@ pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
             "--config" | "--override" => {
                 let value = inline
                     .or_else(|| it.next().cloned())
-                    .ok_or_else(|| usage(flag))?;
+                    .ok_or_else(|| usage(format!("{flag} needs a value")))?;
                 if flag == "--config" {
                     props.extend(read_file(&value)?);
                 } else {
-                    let (k, v) = value.split_once('=').ok_or_else(|| usage(flag))?;
+                    let (k, v) = value
+                        .split_once('=')
+                        .ok_or_else(|| usage(format!("--override {value}: not key=value")))?;
                     overrides.push((k.trim().to_string(), v.to_string()));
                 }
             }
-            f if f.starts_with("--") => return Err(usage(f)),
+            f if f.starts_with('-') && f.len() > 1 => {
+                return Err(usage(format!("unknown option {f}")))
+            }
             path => props.extend(read_file(path)?),
         }
     }
     props.extend(overrides);
-    BrokerConfig::from_properties(props)
+    Ok(props)
 }
 
-fn read_file(path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+/// Reads a properties file (`server.properties`).
+pub fn read_file(path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_string(),
         source,
@@ -69,11 +81,8 @@ fn read_file(path: &str) -> Result<BTreeMap<String, String>, ConfigError> {
     Ok(properties::parse(&text))
 }
 
-fn usage(flag: &str) -> ConfigError {
-    ConfigError::Invalid {
-        key: flag.to_string(),
-        why: "usage: skua [FILE | --config FILE] [--override key=value]...".into(),
-    }
+fn usage(why: String) -> ConfigError {
+    ConfigError::Usage(why)
 }
 
 #[cfg(test)]
@@ -95,7 +104,10 @@ mod tests {
         assert_eq!(c.broker_id, 4);
         assert_eq!(c.log.num_partitions, 5);
         assert_eq!(c.log_dirs[0].to_str(), Some("/tmp/x"));
-        assert!(from_args(&["--bogus".into()]).is_err());
+        assert!(matches!(
+            from_args(&["--bogus".into()]),
+            Err(ConfigError::Usage(_))
+        ));
         assert!(from_args(&["/no/such/file".into()]).is_err());
     }
 }

@@ -14,6 +14,7 @@ mod authorized_operations;
 mod auto_create;
 mod broker_jobs;
 mod broker_over_tcp;
+mod cli;
 mod cluster_fixtures;
 mod cluster_ops;
 mod compaction;

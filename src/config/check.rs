@@ -248,6 +248,19 @@ mod tests {
             .collect()
     }
 
+    /// Each key read outside `defs.rs` is one Kafka defines (else it would be reported
+    /// unknown, not acted on) and one `defs.rs` does not (else the entry is stale).
+    #[test]
+    fn keys_read_outside_defs_are_kafkas_and_not_in_defs() {
+        for name in READ_OUTSIDE_DEFS {
+            assert!(key_def(name).is_some(), "{name}");
+            assert!(defs::broker_key(name).is_none(), "{name}");
+        }
+        assert!(acted_on("listener.name.ext.ssl.truststore.location"));
+        assert!(!acted_on("listener.name.ext.plain.sasl.jaas.config"));
+        assert!(!acted_on("authorizer.class.name"));
+    }
+
     #[test]
     fn suggests_the_one_close_key() {
         assert_eq!(edit_distance(b"kitten", b"sitting"), 3);

@@ -95,13 +95,17 @@ async fn answer<W: TransportWrite>(
     if gone.is_set() && job.expects_response {
         return Step::Next;
     }
+    let mut throttle = std::time::Duration::ZERO;
     let frame = match job.work {
         Work::Ready(frame) => Some(frame),
         Work::Silent => None,
         Work::Handle(handler) if job.cancel_on_disconnect => {
             tokio::select! {
                 answered = handler => match answered {
-                    Ok(frame) => frame,
+                    Ok(answer) => {
+                        throttle = answer.throttle;
+                        answer.frame
+                    }
                     Err(why) => {
                         tracing::error!(%peer, "{why}; closing connection");
                         return Step::Close;
@@ -111,7 +115,10 @@ async fn answer<W: TransportWrite>(
             }
         }
         Work::Handle(handler) => match handler.await {
-            Ok(frame) => frame,
+            Ok(answer) => {
+                throttle = answer.throttle;
+                answer.frame
+            }
             Err(why) => {
                 tracing::error!(%peer, "{why}; closing connection");
                 return Step::Close;
@@ -124,6 +131,7 @@ async fn answer<W: TransportWrite>(
     if gone.is_set() {
         return Step::Next;
     }
+    let send_started = std::time::Instant::now();
     if let Err(e) = write_frame(out, frame).await {
         // A segment truncated under a planned fetch answer is worth a line.
         if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -132,6 +140,18 @@ async fn answer<W: TransportWrite>(
             tracing::debug!(%peer, error = %e, "write failed");
         }
         return Step::Failed;
+    }
+    if let Some(timing) = &job.timing {
+        timing.sent(send_started);
+    }
+    if !throttle.is_zero() {
+        // KIP-219: the throttled client has its answer (with the throttle time) and
+        // gets nothing more meanwhile; the connection's reader mutes once its queue of
+        // unanswered requests is full.
+        if out.flush().await.is_err() {
+            return Step::Failed;
+        }
+        tokio::time::sleep(throttle).await;
     }
     // The request's memory (job.memory) is released here, once its response is written
     // into the buffer or the socket.

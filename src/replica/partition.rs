@@ -29,6 +29,7 @@ use crate::log::{
     AbortedTxn, AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError,
     TimestampAndOffset, TopicPartition,
 };
+use crate::metrics::TopicCounters;
 
 /// ListOffsets' special timestamps (Kafka's `ListOffsetsRequest`).
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -59,6 +60,8 @@ pub struct Partition {
     /// Where ISR changes go to reach the controller (`isr.rs`); without it (a broker
     /// alone) no change is proposed.
     isr_changes: OnceLock<IsrChanges>,
+    /// The topic's byte and record counters, resolved when the partition is hosted.
+    pub counters: TopicCounters,
 }
 
 /// Why an append to a leader failed: this broker may not append, or the log refused.
@@ -114,7 +117,14 @@ impl Partition {
             high_watermark_advanced: Notify::new(),
             leader_epoch_start_offset: AtomicI64::new(0),
             isr_changes: OnceLock::new(),
+            counters: TopicCounters::unregistered(),
         }
+    }
+
+    /// Counts into `counters` (the broker's series for this partition's topic).
+    pub fn with_counters(mut self, counters: TopicCounters) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Starts from `offset` as the high watermark, kept within the log (Kafka's

@@ -100,6 +100,7 @@ fn follow_metadata(
     // now load before this returns, so no request finds them loading.
     controller.subscribe(groups.metadata_listener());
     let txns = transaction_coordinator(&config, replicas, &groups, controller);
+    replicas.set_transaction_verifier(txns.clone());
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);

@@ -14,6 +14,7 @@ use dashmap::DashMap;
 
 use kafka_protocol::error::ResponseError;
 
+use super::append::TransactionVerifier;
 use super::cluster_view::ClusterView;
 use super::fetcher::endpoint::{EndpointFactory, NetworkEndpoints};
 use super::fetcher::{FetcherSettings, ReplicaFetcherManager};
@@ -55,6 +56,8 @@ pub struct ReplicaManager {
     stopped: DashMap<TopicPartition, i32>,
     /// The broker's metrics; each hosted partition keeps its topic's counters from it.
     pub metrics: Arc<Metrics>,
+    /// The transaction coordinator, for KIP-890's check of a transaction's first batch.
+    txn_verifier: OnceLock<Arc<dyn TransactionVerifier>>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -85,7 +88,23 @@ impl ReplicaManager {
             checkpointed_high_watermarks: parking_lot::Mutex::new(None),
             stopped: DashMap::new(),
             metrics: Arc::new(Metrics::new()),
+            txn_verifier: OnceLock::new(),
         }
+    }
+
+    /// Gives the replica manager the transaction coordinator to verify transactional
+    /// batches with (set once, when the coordinator starts).
+    pub fn set_transaction_verifier(&self, verifier: Arc<dyn TransactionVerifier>) {
+        let _ = self.txn_verifier.set(verifier);
+    }
+
+    pub(super) fn transaction_verifier(&self) -> Option<&Arc<dyn TransactionVerifier>> {
+        self.txn_verifier.get()
+    }
+
+    /// Whether the metadata knows `topic`.
+    pub fn knows_topic(&self, topic: &str) -> bool {
+        self.topics.contains_key(topic)
     }
 
     /// The high watermark checkpointed for `tp` before this start, taken once.

@@ -147,9 +147,9 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
         "every byte in the log counted once"
     );
 
-    // The follower reads everything (replication out: a read returns one segment's
-    // batches, and the marker's append rolled one), then reports its log end, which
-    // commits it for consumers (bytes out).
+    // The follower reads everything (replication out; a read returns one segment's
+    // batches, and the log holds two by now), then reports its log end, which commits
+    // it for consumers (bytes out).
     eprintln!(
         "segments {}",
         m.partition("t", 0).unwrap().log().segment_count()

@@ -150,10 +150,7 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     // The follower reads everything (replication out; a read returns one segment's
     // batches, and the log holds two by now), then reports its log end, which commits
     // it for consumers (bytes out).
-    eprintln!(
-        "segments {}",
-        m.partition("t", 0).unwrap().log().segment_count()
-    );
+    assert_eq!(m.partition("t", 0).unwrap().log().segment_count(), 2);
     let first = fetch(&m, FOLLOWER, 0).await as u64;
     assert_eq!(c.replication_bytes_out.get(), first);
     let rest = fetch(&m, FOLLOWER, 4).await as u64;

@@ -58,8 +58,8 @@ pub struct Broker {
     /// The authorizer every check asks; unset: allow all (Kafka without
     /// `authorizer.class.name`).
     authorizer: OnceLock<Arc<dyn Authorizer>>,
-    /// Client quotas; `None`: no quotas, the pipeline asks nothing.
-    pub quotas: Option<Arc<dyn QuotaManager>>,
+    /// Client quotas; unset: no quotas, the pipeline asks nothing.
+    quotas: OnceLock<Arc<dyn QuotaManager>>,
 }
 
 /// What runs beside the replica manager, following the same metadata.
@@ -261,7 +261,7 @@ impl Broker {
             stopping: tokio::sync::watch::Sender::new(false),
             metrics,
             authorizer: OnceLock::new(),
-            quotas: None,
+            quotas: OnceLock::new(),
         }))
     }
 
@@ -372,7 +372,7 @@ impl Broker {
             stopping: tokio::sync::watch::Sender::new(false),
             metrics,
             authorizer: OnceLock::new(),
-            quotas: None,
+            quotas: OnceLock::new(),
         }))
     }
 
@@ -390,6 +390,18 @@ impl Broker {
         self.authorizer
             .set(authorizer)
             .map_err(|_| "an authorizer is installed already".to_string())
+    }
+
+    /// The quota manager, if quotas are in force.
+    pub fn quotas(&self) -> Option<&Arc<dyn QuotaManager>> {
+        self.quotas.get()
+    }
+
+    /// Installs the quota manager, before the broker serves; a second one is refused.
+    pub fn set_quota_manager(&self, quotas: Arc<dyn QuotaManager>) -> Result<(), String> {
+        self.quotas
+            .set(quotas)
+            .map_err(|_| "a quota manager is installed already".to_string())
     }
 
     /// The config in force. Take it once per request: a dynamic change swaps in a new one.

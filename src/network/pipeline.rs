@@ -117,7 +117,7 @@ pub fn run(
             }
             Err(None) => return Err(format!("{api_key:?} denied, with no refusal to answer")),
         };
-        let throttle_ms = match &broker.quotas {
+        let throttle_ms = match broker.quotas() {
             Some(q) => {
                 let handler_time = timing.local + timing.remote;
                 q.record(&ctx, api_key, request_bytes, handler_time)

@@ -87,8 +87,10 @@ pub fn run(
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
     };
+    // The quota manager sees the context after the handler; without one, nothing is kept.
+    let quota_ctx = broker.quotas().map(|_| ctx.clone());
     let work = match denied {
-        false => Ok((route.handle)(broker.clone(), ctx.clone(), body)),
+        false => Ok((route.handle)(broker.clone(), ctx, body)),
         true => {
             tracing::info!(principal = %ctx.session.principal, peer = %ctx.peer, api = ?api_key, "denied {:?} on the cluster", route.needs);
             Err(refusal::refuse(
@@ -117,13 +119,13 @@ pub fn run(
             }
             Err(None) => return Err(format!("{api_key:?} denied, with no refusal to answer")),
         };
-        let throttle_ms = match broker.quotas() {
-            Some(q) => {
+        let throttle_ms = match (broker.quotas(), &quota_ctx) {
+            (Some(q), Some(ctx)) => {
                 let handler_time = timing.local + timing.remote;
-                q.record(&ctx, api_key, request_bytes, handler_time)
+                q.record(ctx, api_key, request_bytes, handler_time)
                     .throttle_ms
             }
-            None => 0,
+            _ => 0,
         };
         if throttle_ms > 0 {
             refusal::set_throttle_time(&mut response.body, throttle_ms);

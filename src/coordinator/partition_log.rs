@@ -64,16 +64,12 @@ impl PartitionLog for ReplicaPartitionLog {
         now_ms: i64,
     ) -> Result<Appended, ResponseError> {
         let _ = now_ms; // the replica manager stamps the append's time itself
-        let entry = AppendEntry {
-            topic: self.topic,
-            partition,
-            data: AppendData::Records(batch),
-        };
-        let outcome = self
-            .replicas
-            .append_records(AppendOrigin::Coordinator, vec![entry])
-            .await
-            .pop();
+        let entry = AppendEntry::new(self.topic, partition, AppendData::Records(batch));
+        let outcome = Some(
+            self.replicas
+                .append_one(AppendOrigin::Coordinator, entry)
+                .await,
+        );
         match outcome {
             Some(AppendOutcome::Appended(info)) => Ok(Appended {
                 first_offset: info.first_offset,
@@ -106,20 +102,13 @@ impl PartitionLog for ReplicaPartitionLog {
         if self.leader(partition).is_err() {
             return Err(ResponseError::NotCoordinator);
         }
-        let entry = AppendEntry {
-            topic: self.topic,
-            partition,
-            data: AppendData::Marker {
-                producer_id,
-                producer_epoch,
-                marker,
-            },
+        let data = AppendData::Marker {
+            producer_id,
+            producer_epoch,
+            marker,
         };
-        let outcome = self
-            .replicas
-            .append_records(AppendOrigin::Marker, vec![entry])
-            .await
-            .pop();
+        let entry = AppendEntry::new(self.topic, partition, data);
+        let outcome = Some(self.replicas.append_one(AppendOrigin::Marker, entry).await);
         match outcome {
             Some(AppendOutcome::Appended(info)) => Ok(Appended {
                 first_offset: info.first_offset,

@@ -67,11 +67,8 @@ pub async fn handle(
         };
         for p in &t.partition_data {
             if let Some(records) = &p.records {
-                entries.push(AppendEntry {
-                    topic: name,
-                    partition: p.index,
-                    data: AppendData::Records(records.clone()),
-                });
+                let data = AppendData::Records(records.clone());
+                entries.push(AppendEntry::new(name, p.index, data));
             }
         }
     }
@@ -81,11 +78,8 @@ pub async fn handle(
         transactional_id,
         timeout: Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0)),
     };
-    let mut outcomes = broker
-        .replicas
-        .append_records(origin, entries)
-        .await
-        .into_iter();
+    broker.replicas.append_records(origin, &mut entries).await;
+    let mut outcomes = entries.iter_mut().map(AppendEntry::take_outcome);
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for (t, (name, allowed)) in req.topic_data.iter().zip(&topics) {
         let partitions = t

@@ -63,19 +63,23 @@ impl ApiMetrics {
         .inc();
     }
 
-    /// Records one answered request's handler-side times.
+    /// Records one answered request's handler-side times; the throttle time only when a
+    /// quota manager gave a verdict (without one it is always 0, and not worth a mark per
+    /// request).
     pub fn observe_handled(
         &self,
         queue: Duration,
         local: Duration,
         remote: Duration,
-        throttle_ms: i32,
+        throttle_ms: Option<i32>,
     ) {
         self.requests.inc();
         self.queue_ms.observe(ms(queue));
         self.local_ms.observe(ms(local));
         self.remote_ms.observe(ms(remote));
-        self.throttle_ms.observe(f64::from(throttle_ms.max(0)));
+        if let Some(throttle_ms) = throttle_ms {
+            self.throttle_ms.observe(f64::from(throttle_ms.max(0)));
+        }
     }
 
     /// Records the response's send time and the request's total time.

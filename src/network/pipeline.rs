@@ -30,7 +30,7 @@ use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
 use crate::broker::Broker;
 use crate::metrics::Metrics;
-use crate::router::{RequestContext, Response, Route};
+use crate::router::{HandlerFuture, RequestContext, Response, Route};
 
 /// When a request's answer is ready: what the writer records once it is sent.
 pub struct SendTiming {
@@ -87,38 +87,27 @@ pub fn run(
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
     };
-    // The quota manager sees the context after the handler; without one, nothing is kept.
-    let quota_ctx = broker.quotas().map(|_| ctx.clone());
-    let work = match denied {
-        false => Ok((route.handle)(broker.clone(), ctx, body)),
+    // The quota manager sees the context after the handler; without one, nothing is kept
+    // (boxed: the future stays small, and is moved whole into the connection's queue).
+    let quota_ctx = broker.quotas().map(|_| Box::new(ctx.clone()));
+    let handler: HandlerFuture = match denied {
+        false => (route.handle)(broker.clone(), ctx, body),
         true => {
             tracing::info!(principal = %ctx.session.principal, peer = %ctx.peer, api = ?api_key, "denied {:?} on the cluster", route.needs);
-            Err(refusal::refuse(
-                body,
-                ResponseError::ClusterAuthorizationFailed,
-            ))
-        }
-    };
-    async move {
-        let (mut response, timing) = match work {
-            Ok(handler) => Timed::new(handler).await,
-            Err(Some(body)) => {
-                let now = Instant::now();
-                let response = Response {
+            match refusal::refuse(body, ResponseError::ClusterAuthorizationFailed) {
+                Some(body) => Box::pin(std::future::ready(Response {
                     body,
                     file_slices: Vec::new(),
-                };
-                (
-                    response,
-                    Timing {
-                        started: now,
-                        local: Duration::ZERO,
-                        remote: Duration::ZERO,
-                    },
-                )
+                })),
+                None => {
+                    let why = format!("{api_key:?} denied, with no refusal to answer");
+                    return futures::future::Either::Left(std::future::ready(Err(why)));
+                }
             }
-            Err(None) => return Err(format!("{api_key:?} denied, with no refusal to answer")),
-        };
+        }
+    };
+    futures::future::Either::Right(async move {
+        let (mut response, timing) = Timed::new(handler).await;
         let throttle_ms = match (broker.quotas(), &quota_ctx) {
             (Some(q), Some(ctx)) => {
                 let handler_time = timing.local + timing.remote;
@@ -132,14 +121,15 @@ pub fn run(
         }
         if let Some(api) = broker.metrics.requests.api(api_key) {
             let queue = timing.started.saturating_duration_since(received);
-            api.observe_handled(queue, timing.local, timing.remote, throttle_ms);
+            let verdict = quota_ctx.is_some().then_some(throttle_ms);
+            api.observe_handled(queue, timing.local, timing.remote, verdict);
             refusal::count_errors(&response.body, |code| api.count_error(code));
         }
         Ok(Handled {
             response,
             throttle: Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0)),
         })
-    }
+    })
 }
 
 /// A handler's times: when it started, inside its polls, and between them.

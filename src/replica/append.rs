@@ -52,12 +52,38 @@ pub enum AppendData {
     },
 }
 
-/// One partition's part of an append.
+/// One partition's part of an append, and its outcome once appended (written in place,
+/// so a request's appends need one vector, not two).
 pub struct AppendEntry<'a> {
     /// Borrowed from the request: finding the partition copies no name.
     pub topic: &'a str,
     pub partition: i32,
-    pub data: AppendData,
+    data: Option<AppendData>,
+    outcome: Option<AppendOutcome>,
+}
+
+impl<'a> AppendEntry<'a> {
+    pub fn new(topic: &'a str, partition: i32, data: AppendData) -> Self {
+        AppendEntry {
+            topic,
+            partition,
+            data: Some(data),
+            outcome: None,
+        }
+    }
+
+    /// The outcome `append_records` left (taken).
+    pub fn take_outcome(&mut self) -> AppendOutcome {
+        self.outcome
+            .take()
+            .unwrap_or_else(|| AppendOutcome::Refused {
+                error: AppendError::Refused(ApiError::new(
+                    ResponseError::UnknownServerError,
+                    "not appended",
+                )),
+                log_start_offset: -1,
+            })
+    }
 }
 
 /// One partition's answer.
@@ -106,32 +132,34 @@ pub trait TransactionVerifier: Send + Sync {
 }
 
 impl ReplicaManager {
-    /// Appends each entry to its partition's leader here, in order; one outcome per
-    /// entry. A client's acks=all append returns once replicated or timed out.
-    pub async fn append_records(
-        &self,
-        origin: AppendOrigin<'_>,
-        entries: Vec<AppendEntry<'_>>,
-    ) -> Vec<AppendOutcome> {
+    /// Appends each entry to its partition's leader here, in order, leaving each its
+    /// outcome. A client's acks=all append returns once replicated or timed out.
+    pub async fn append_records(&self, origin: AppendOrigin<'_>, entries: &mut [AppendEntry<'_>]) {
         if let AppendOrigin::Client { required_acks, .. } = origin {
             if !matches!(required_acks, -1..=1) {
-                let refused = |_| AppendOutcome::Refused {
-                    error: AppendError::Refused(ApiError::new(
-                        ResponseError::InvalidRequiredAcks,
-                        "acks must be -1, 0 or 1",
-                    )),
-                    log_start_offset: -1,
-                };
-                return entries.iter().map(refused).collect();
+                for entry in entries.iter_mut() {
+                    entry.outcome = Some(AppendOutcome::Refused {
+                        error: AppendError::Refused(ApiError::new(
+                            ResponseError::InvalidRequiredAcks,
+                            "acks must be -1, 0 or 1",
+                        )),
+                        log_start_offset: -1,
+                    });
+                }
+                return;
             }
         }
         let now = now_ms();
-        let mut outcomes = Vec::with_capacity(entries.len());
         // acks=all: the appends wait for their high watermarks, answered together.
         let mut acks = DelayedProduce::new();
         let mut watched = Vec::new();
-        for entry in entries {
-            let (outcome, appended) = self.append_entry(origin, entry, now).await;
+        for (i, entry) in entries.iter_mut().enumerate() {
+            let Some(data) = entry.data.take() else {
+                continue;
+            };
+            let (outcome, appended) = self
+                .append_entry(origin, entry.topic, entry.partition, data, now)
+                .await;
             if let (
                 AppendOrigin::Client {
                     required_acks: -1, ..
@@ -139,25 +167,36 @@ impl ReplicaManager {
                 Some((p, last)),
             ) = (origin, appended)
             {
+                watched.push((i, p.clone()));
                 acks.watch(p, last);
-                watched.push(outcomes.len());
             }
-            outcomes.push(outcome);
+            entry.outcome = Some(outcome);
         }
         if let (false, AppendOrigin::Client { timeout, .. }) = (acks.is_empty(), origin) {
-            for (refused, i) in acks.complete(timeout).await.into_iter().zip(watched) {
+            for (refused, (i, p)) in acks.complete(timeout).await.into_iter().zip(watched) {
                 let Some(error) = refused else { continue };
-                let outcome = &mut outcomes[i];
-                if let AppendOutcome::Appended(info) = outcome {
-                    tracing::debug!(partition = i, error = ?error, "acks=all not satisfied");
-                    *outcome = AppendOutcome::NotReplicated {
+                let outcome = &mut entries[i].outcome;
+                if let Some(AppendOutcome::Appended(info)) = outcome {
+                    tracing::debug!(partition = %p.tp, error = ?error, "acks=all not satisfied");
+                    *outcome = Some(AppendOutcome::NotReplicated {
                         info: info.clone(),
                         error,
-                    };
+                    });
                 }
             }
         }
-        outcomes
+    }
+
+    /// `append_records` for one partition.
+    pub async fn append_one(
+        &self,
+        origin: AppendOrigin<'_>,
+        entry: AppendEntry<'_>,
+    ) -> AppendOutcome {
+        let mut entries = [entry];
+        self.append_records(origin, &mut entries).await;
+        let [mut entry] = entries;
+        entry.take_outcome()
     }
 
     /// One entry: its partition found and checked, appended, counted. Also returns, for
@@ -165,14 +204,11 @@ impl ReplicaManager {
     async fn append_entry(
         &self,
         origin: AppendOrigin<'_>,
-        entry: AppendEntry<'_>,
+        topic: &str,
+        partition: i32,
+        data: AppendData,
         now: i64,
     ) -> (AppendOutcome, Option<(Arc<Partition>, i64)>) {
-        let AppendEntry {
-            topic,
-            partition,
-            data,
-        } = entry;
         let client = matches!(origin, AppendOrigin::Client { .. });
         let bytes = match &data {
             AppendData::Records(records) => records.len() as u64,

@@ -63,12 +63,7 @@ async fn append_one(
     origin: AppendOrigin<'_>,
     data: AppendData,
 ) -> AppendOutcome {
-    let entry = AppendEntry {
-        topic: "t",
-        partition: 0,
-        data,
-    };
-    m.append_records(origin, vec![entry]).await.pop().unwrap()
+    m.append_one(origin, AppendEntry::new("t", 0, data)).await
 }
 
 fn client() -> AppendOrigin<'static> {
@@ -197,13 +192,11 @@ async fn a_follower_append_counts_replication_bytes_in() {
 async fn refused_appends_count_nothing() {
     let root = tempfile::tempdir().unwrap();
     let m = manager(&root, ME);
-    let entry = AppendEntry {
-        topic: "__consumer_offsets",
-        partition: 0,
-        data: AppendData::Records(batch_bytes(&[b"a"], 1_000, None)),
-    };
+    let data = AppendData::Records(batch_bytes(&[b"a"], 1_000, None));
     // Unknown to this metadata: refused as a partition not hosted, not as internal.
-    let outcome = m.append_records(client(), vec![entry]).await.pop().unwrap();
+    let outcome = m
+        .append_one(client(), AppendEntry::new("__consumer_offsets", 0, data))
+        .await;
     assert!(
         matches!(outcome, AppendOutcome::Refused { .. }),
         "{outcome:?}"

@@ -192,20 +192,13 @@ pub async fn write_local_marker(
         tracing::debug!(partition = %tp, producer_id, "transaction marker for a producer this partition does not know: nothing to end, not written");
         return Ok(());
     }
-    let entry = AppendEntry {
-        topic: &tp.topic,
-        partition: tp.partition,
-        data: AppendData::Marker {
-            producer_id,
-            producer_epoch,
-            marker,
-        },
+    let data = AppendData::Marker {
+        producer_id,
+        producer_epoch,
+        marker,
     };
-    let info = match replicas
-        .append_records(AppendOrigin::Marker, vec![entry])
-        .await
-        .pop()
-    {
+    let entry = AppendEntry::new(&tp.topic, tp.partition, data);
+    let info = match Some(replicas.append_one(AppendOrigin::Marker, entry).await) {
         Some(AppendOutcome::Appended(info)) => info,
         Some(AppendOutcome::Refused { error, .. }) => return Err(error.error().error),
         _ => return Err(ResponseError::NotLeaderOrFollower),

@@ -43,6 +43,8 @@ pub struct Handled {
     pub response: Response,
     /// The quota's throttle: the connection's next response waits this long.
     pub throttle: Duration,
+    /// When the handler ended.
+    pub handled_at: Instant,
 }
 
 /// An encoded answer for the writer.
@@ -50,6 +52,8 @@ pub struct Answer {
     /// `None` when the request expects no response (acks=0).
     pub frame: Option<Frame>,
     pub throttle: Duration,
+    /// When the handler ended (the response's send time counts from there).
+    pub handled_at: Instant,
 }
 
 /// What the connection does with one request.
@@ -122,11 +126,16 @@ pub fn dispatch(
     pipeline::admit(route, &ctx)?;
     let handled = pipeline::run(route, broker, ctx, request.body, received, request_bytes);
     let work = Work::Handle(Box::pin(async move {
-        let Handled { response, throttle } = handled.await?;
+        let Handled {
+            response,
+            throttle,
+            handled_at,
+        } = handled.await?;
         if !expects_response {
             return Ok(Answer {
                 frame: None,
                 throttle,
+                handled_at,
             });
         }
         let frame = encode(
@@ -139,6 +148,7 @@ pub fn dispatch(
         Ok(Answer {
             frame: Some(frame),
             throttle,
+            handled_at,
         })
     }));
     let timing = SendTiming {

@@ -41,11 +41,16 @@ pub struct SendTiming {
 }
 
 impl SendTiming {
-    /// Records the response's send time (from `send_started`) and the total time.
-    pub fn sent(&self, send_started: Instant) {
+    /// Records the response's send time (from the handler's end, `handled_at`: its
+    /// encoding and its wait behind the connection's earlier answers included, as
+    /// Kafka's response queue and send times together) and the total time.
+    pub fn sent(&self, handled_at: Instant) {
         if let Some(api) = self.metrics.requests.api(self.api_key) {
             let now = Instant::now();
-            api.observe_sent(now - send_started, now - self.received);
+            api.observe_sent(
+                now.saturating_duration_since(handled_at),
+                now - self.received,
+            );
         }
     }
 }
@@ -128,13 +133,15 @@ pub fn run(
         Ok(Handled {
             response,
             throttle: Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0)),
+            handled_at: timing.ended,
         })
     })
 }
 
-/// A handler's times: when it started, inside its polls, and between them.
+/// A handler's times: when it started and ended, inside its polls, and between them.
 struct Timing {
     started: Instant,
+    ended: Instant,
     local: Duration,
     remote: Duration,
 }
@@ -169,10 +176,16 @@ impl<F: Future + Unpin> Future for Timed<F> {
         match polled {
             Poll::Pending => Poll::Pending,
             Poll::Ready(out) => {
+                // Done in its first poll (an acks=1 produce): nothing was waited for.
+                let remote = match first == start {
+                    true => Duration::ZERO,
+                    false => (end - first).saturating_sub(self.local),
+                };
                 let timing = Timing {
                     started: first,
+                    ended: end,
                     local: self.local,
-                    remote: (end - first).saturating_sub(self.local),
+                    remote,
                 };
                 Poll::Ready((out, timing))
             }

@@ -96,6 +96,7 @@ async fn answer<W: TransportWrite>(
         return Step::Next;
     }
     let mut throttle = std::time::Duration::ZERO;
+    let mut handled_at = None;
     let frame = match job.work {
         Work::Ready(frame) => Some(frame),
         Work::Silent => None,
@@ -104,6 +105,7 @@ async fn answer<W: TransportWrite>(
                 answered = handler => match answered {
                     Ok(answer) => {
                         throttle = answer.throttle;
+                        handled_at = Some(answer.handled_at);
                         answer.frame
                     }
                     Err(why) => {
@@ -117,6 +119,7 @@ async fn answer<W: TransportWrite>(
         Work::Handle(handler) => match handler.await {
             Ok(answer) => {
                 throttle = answer.throttle;
+                handled_at = Some(answer.handled_at);
                 answer.frame
             }
             Err(why) => {
@@ -131,7 +134,6 @@ async fn answer<W: TransportWrite>(
     if gone.is_set() {
         return Step::Next;
     }
-    let send_started = std::time::Instant::now();
     if let Err(e) = write_frame(out, frame).await {
         // A segment truncated under a planned fetch answer is worth a line.
         if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -141,8 +143,8 @@ async fn answer<W: TransportWrite>(
         }
         return Step::Failed;
     }
-    if let Some(timing) = &job.timing {
-        timing.sent(send_started);
+    if let (Some(timing), Some(at)) = (&job.timing, handled_at) {
+        timing.sent(at);
     }
     if !throttle.is_zero() {
         // KIP-219: the throttled client has its answer (with the throttle time) and

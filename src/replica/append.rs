@@ -77,10 +77,10 @@ impl<'a> AppendEntry<'a> {
         self.outcome
             .take()
             .unwrap_or_else(|| AppendOutcome::Refused {
-                error: AppendError::Refused(ApiError::new(
+                error: Box::new(AppendError::Refused(ApiError::new(
                     ResponseError::UnknownServerError,
                     "not appended",
-                )),
+                ))),
                 log_start_offset: -1,
             })
     }
@@ -98,7 +98,8 @@ pub enum AppendOutcome {
     },
     /// Not appended; `log_start_offset` is -1 when no partition was found.
     Refused {
-        error: AppendError,
+        /// Boxed: outcomes are moved a few times per partition, and most are successes.
+        error: Box<AppendError>,
         log_start_offset: i64,
     },
     /// A client's write to an internal topic: Kafka answers INVALID_TOPIC_EXCEPTION with
@@ -139,10 +140,10 @@ impl ReplicaManager {
             if !matches!(required_acks, -1..=1) {
                 for entry in entries.iter_mut() {
                     entry.outcome = Some(AppendOutcome::Refused {
-                        error: AppendError::Refused(ApiError::new(
+                        error: Box::new(AppendError::Refused(ApiError::new(
                             ResponseError::InvalidRequiredAcks,
                             "acks must be -1, 0 or 1",
-                        )),
+                        ))),
                         log_start_offset: -1,
                     });
                 }
@@ -225,7 +226,7 @@ impl ReplicaManager {
             Err(e) => {
                 tracing::debug!(partition = %format_args!("{topic}-{partition}"), error = %e, "append refused");
                 let refused = AppendOutcome::Refused {
-                    error: AppendError::Refused(e),
+                    error: Box::new(AppendError::Refused(e)),
                     log_start_offset: -1,
                 };
                 return (refused, None);
@@ -295,7 +296,7 @@ impl ReplicaManager {
                 }
                 let refused = AppendOutcome::Refused {
                     log_start_offset: p.log_start_offset(),
-                    error: e,
+                    error: Box::new(e),
                 };
                 (refused, None)
             }

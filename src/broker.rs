@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
+use crate::auth::authorizer::Authorizer;
 use crate::config::publisher::DynamicConfigPublisher;
 use crate::config::{dynamic, group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
@@ -28,6 +29,8 @@ use crate::coordinator::txn::TransactionCoordinator;
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
 use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
+use crate::metrics::Metrics;
+use crate::quota::QuotaManager;
 use crate::replica::fetch_session::FetchSessionCache;
 use crate::replica::ReplicaManager;
 use crate::scheduler::Scheduler;
@@ -49,6 +52,14 @@ pub struct Broker {
     scheduler: Scheduler,
     /// Set once shutdown begins, so long waits (fetch long polls) end early.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Every metric of this broker (shared with the replica manager, which marks the
+    /// per-topic ones).
+    pub metrics: Arc<Metrics>,
+    /// The authorizer every check asks; unset: allow all (Kafka without
+    /// `authorizer.class.name`).
+    authorizer: OnceLock<Arc<dyn Authorizer>>,
+    /// Client quotas; unset: no quotas, the pipeline asks nothing.
+    quotas: OnceLock<Arc<dyn QuotaManager>>,
 }
 
 /// What runs beside the replica manager, following the same metadata.
@@ -95,6 +106,7 @@ fn follow_metadata(
         &groups,
         controller,
     );
+    replicas.set_transaction_verifier(txns.clone());
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
@@ -232,6 +244,7 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
+        let metrics = replicas.metrics.clone();
         let controller: Arc<dyn Controller> = local.clone();
         let Services {
             groups,
@@ -254,6 +267,9 @@ impl Broker {
             _metadata_dir_lock: metadata_lock,
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
+            metrics,
+            authorizer: OnceLock::new(),
+            quotas: OnceLock::new(),
         }))
     }
 
@@ -310,6 +326,7 @@ impl Broker {
             shared_config.clone(),
             logs,
         ));
+        let metrics = replicas.metrics.clone();
         let zk = Arc::new(zk);
         let controller: Arc<dyn Controller> = zk.clone();
         let Services {
@@ -363,7 +380,38 @@ impl Broker {
             _metadata_dir_lock: metadata_lock,
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
+            metrics,
+            authorizer: OnceLock::new(),
+            quotas: OnceLock::new(),
         }))
+    }
+
+    /// The authorizer for a request's checks: `None` when everything is allowed, so the
+    /// checks cost no call.
+    pub fn authorizer(&self) -> Option<Arc<dyn Authorizer>> {
+        self.authorizer
+            .get()
+            .filter(|a| !a.allows_everything())
+            .cloned()
+    }
+
+    /// Installs the authorizer, before the broker serves; a second one is refused.
+    pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) -> Result<(), String> {
+        self.authorizer
+            .set(authorizer)
+            .map_err(|_| "an authorizer is installed already".to_string())
+    }
+
+    /// The quota manager, if quotas are in force.
+    pub fn quotas(&self) -> Option<&Arc<dyn QuotaManager>> {
+        self.quotas.get()
+    }
+
+    /// Installs the quota manager, before the broker serves; a second one is refused.
+    pub fn set_quota_manager(&self, quotas: Arc<dyn QuotaManager>) -> Result<(), String> {
+        self.quotas
+            .set(quotas)
+            .map_err(|_| "a quota manager is installed already".to_string())
     }
 
     /// The config in force. Take it once per request: a dynamic change swaps in a new one.

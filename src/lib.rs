@@ -7,12 +7,19 @@
 //!                             transport, length-prefixed frames, pipelined requests
 //!                             answered in order, request memory bounded (muting)
 //!              ▶ protocol/   request header + body codec (kafka-protocol crate)
-//!              ▶ router      ApiKey → handler table; ApiVersions is derived from it
-//!              ▶ handlers/   one file per API; errors reach the client as one type (error.rs)
-//!              ▶ replica/    the partitions this broker hosts as leader or follower: ISR,
-//!                            high watermark, delayed produce (acks=all) and delayed fetch
-//!                            (long polls); handlers reach a partition through
-//!                            `ReplicaManager::leader`
+//!              ▶ router      ApiKey → handler table and what each API needs (auth/needs);
+//!                            ApiVersions is derived from it
+//!              ▶ network/pipeline  the one place every request passes: authentication
+//!                            state, the route's declared authorization, the RequestMetrics
+//!                            time split, error counts, the quota's throttle
+//!              ▶ handlers/   one file per API, protocol only; resource checks through the
+//!                            Authorizer helpers (auth/); errors reach the client as one
+//!                            type (error.rs)
+//!              ▶ replica/    ReplicaManager: append_records(origin, …) and fetch(params, …)
+//!                            own every append (client, coordinator, marker, follower) and
+//!                            every read (consumer, follower), and count their bytes per
+//!                            topic; the partitions hosted as leader or follower: ISR, high
+//!                            watermark, delayed produce (acks=all) and delayed fetch
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex/.txnindex
 //! beside them:
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
@@ -25,11 +32,15 @@
 //!                            as the partitions' leadership changes; txn/: transactions
 //!                            in __transaction_state, markers to their partitions
 //!                config/     server.properties and per-topic configs
-//!                auth/       authorized operations (no authorizer yet: everything allowed)
+//!                auth/       the Authorizer trait (allow-all by default), per-API needs,
+//!                            the request context's helpers, authorized operations
 //!                tls/        SSL listeners' settings, keystores, rustls contexts (inbound
 //!                            and the broker's outbound connections), mTLS principals
 //!                sasl/       SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) and Kafka's JAAS
 //!                            grammar, as pure state machines (not yet on a listener)
+//!                metrics/    the prometheus registry: RequestMetrics per API, per-topic
+//!                            byte counters, handles resolved once
+//!                quota       the quota manager's hook (none installed yet)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the
@@ -47,8 +58,10 @@ pub mod error;
 pub mod handlers;
 pub mod jobs;
 pub mod log;
+pub mod metrics;
 pub mod network;
 pub mod protocol;
+pub mod quota;
 pub mod replica;
 pub mod router;
 pub mod sasl;

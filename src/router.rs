@@ -10,14 +10,17 @@ use std::sync::Arc;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::auth::authorizer::Authorizer;
+use crate::auth::needs::Needs;
 use crate::broker::Broker;
 use crate::handlers::*;
 use crate::log::FileSlice;
 use crate::network::Session;
 
 /// What a handler knows about the request besides its body.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RequestContext {
+    pub api_key: ApiKey,
     pub api_version: i16,
     pub correlation_id: i32,
     /// A slice of the request frame, like the body's strings: no copy per request.
@@ -26,6 +29,9 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// The connection's listener, security protocol and principal.
     pub session: Arc<Session>,
+    /// The authorizer the checks ask (`auth::helper`); `None` with the allow-all one, so
+    /// a check costs no call.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
 }
 
 /// A handler's answer: the response body, and for Fetch the segment ranges whose bytes
@@ -43,6 +49,8 @@ pub struct Route {
     pub api_key: ApiKey,
     pub min_version: i16,
     pub max_version: i16,
+    /// What the request pipeline checks before the handler runs (`auth::needs`).
+    pub needs: Needs,
     pub handle: Handler,
 }
 
@@ -71,6 +79,7 @@ macro_rules! route {
             api_key: ApiKey::$key,
             min_version: $min,
             max_version: $max,
+            needs: crate::auth::needs::of(ApiKey::$key),
             handle: |broker, ctx, body| {
                 Box::pin(async move {
                     match body {

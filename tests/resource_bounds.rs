@@ -480,6 +480,7 @@ async fn a_partition_range_over_16_mib_is_sent_from_the_file() {
                 .with_partition(0)
                 .with_partition_max_bytes(64 << 20)])]);
     let ctx = RequestContext {
+        api_key: ApiKey::Fetch,
         api_version: 12,
         correlation_id: 1,
         client_id: None,
@@ -489,6 +490,7 @@ async fn a_partition_range_over_16_mib_is_sent_from_the_file() {
             SecurityProtocol::Plaintext,
             b.addr,
         )),
+        authorizer: None,
     };
     let (resp, slices) = skua::handlers::fetch::handle(b.broker.clone(), ctx, req.clone()).await;
     let frame =

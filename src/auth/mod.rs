@@ -1,4 +1,9 @@
-//! Authorization. skua has no authorizer yet, so every operation is allowed; what a
-//! client is told it may do is already Kafka's answer for that case.
+//! Authorization: the [`authorizer::Authorizer`] trait every check goes through (allow-all
+//! unless one is installed), what each API declares it needs ([`needs`]), the helpers
+//! handlers check with ([`helper`]), and the authorized-operations bit fields clients
+//! are told.
 
+pub mod authorizer;
+pub mod helper;
+pub mod needs;
 pub mod operations;

@@ -30,6 +30,7 @@ pub enum ResourceType {
     Topic,
     Group,
     Cluster,
+    TransactionalId,
 }
 
 impl ResourceType {
@@ -58,6 +59,7 @@ impl ResourceType {
                 Alter,
                 Describe,
             ],
+            ResourceType::TransactionalId => &[Describe, Write],
         }
     }
 }

@@ -22,11 +22,16 @@ pub mod snapshot;
 pub mod topic_name;
 pub mod zk;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    AlterPartitionRequest, AlterPartitionResponse, LeaderAndIsrRequest, LeaderAndIsrResponse,
+    StopReplicaRequest, StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse,
+};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
@@ -244,9 +249,99 @@ pub trait Controller: Send + Sync {
     /// broker's registration, and its controllership if it held it, go at once).
     fn shutdown(&self) {}
 
-    /// The ZooKeeper-mode controller, for the APIs only a cluster member handles.
+    /// The ZooKeeper-mode controller, for the broker's own bookkeeping (its shutdown);
+    /// handlers reach it through the typed methods below.
     fn zk(&self) -> Option<&zk::ZkController> {
         None
+    }
+
+    // The ZooKeeper-mode APIs. A backend that is no cluster's controller answers the
+    // brokers' requests NOT_CONTROLLER (as any Kafka broker but the controller does) and
+    // the controller's requests UNSUPPORTED_VERSION (it is in no cluster to be told).
+
+    /// AlterPartition: a leader's ISR change, decided by the active controller.
+    async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+        version: i16,
+    ) -> AlterPartitionResponse {
+        let _ = (request, version);
+        AlterPartitionResponse::default().with_error_code(ResponseError::NotController.code())
+    }
+
+    /// ControlledShutdown of `broker_id`: the partitions it still leads once the
+    /// controller moved what it could.
+    async fn controlled_shutdown_of(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<Vec<zk::context::TopicPartition>, ResponseError> {
+        let _ = (broker_id, broker_epoch);
+        Err(ResponseError::NotController)
+    }
+
+    /// AllocateProducerIds: a block (start, length) for `broker_id`.
+    async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<(i64, i32), ResponseError> {
+        let _ = (broker_id, broker_epoch);
+        Err(ResponseError::NotController)
+    }
+
+    /// ElectLeaders: the result per partition.
+    async fn elect_leaders(
+        &self,
+        partitions: BTreeSet<zk::context::TopicPartition>,
+        election: zk::replica_election::ElectionType,
+        timeout: Duration,
+    ) -> zk::replica_election::ElectionResults {
+        let _ = (election, timeout);
+        partitions
+            .into_iter()
+            .map(|tp| (tp, Err((ResponseError::NotController, None))))
+            .collect()
+    }
+
+    /// AlterPartitionReassignments: started, cancelled or why not, per partition.
+    async fn alter_partition_reassignments(
+        &self,
+        reassignments: BTreeMap<zk::context::TopicPartition, Option<Vec<i32>>>,
+    ) -> Result<zk::partition_reassignment::ReassignmentResults, ResponseError> {
+        let _ = reassignments;
+        Err(ResponseError::NotController)
+    }
+
+    /// ListPartitionReassignments: the named partitions (or all) that are moving.
+    async fn list_partition_reassignments(
+        &self,
+        partitions: Option<BTreeSet<zk::context::TopicPartition>>,
+    ) -> Result<zk::partition_reassignment::OngoingReassignments, ResponseError> {
+        let _ = partitions;
+        Err(ResponseError::NotController)
+    }
+
+    /// LeaderAndIsr from the controller.
+    async fn leader_and_isr(
+        &self,
+        request: LeaderAndIsrRequest,
+        version: i16,
+    ) -> LeaderAndIsrResponse {
+        let _ = (request, version);
+        LeaderAndIsrResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
+    }
+
+    /// UpdateMetadata from the controller.
+    async fn update_metadata(&self, request: UpdateMetadataRequest) -> UpdateMetadataResponse {
+        let _ = request;
+        UpdateMetadataResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
+    }
+
+    /// StopReplica from the controller.
+    async fn stop_replica(&self, request: StopReplicaRequest) -> StopReplicaResponse {
+        let _ = request;
+        StopReplicaResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
     }
 
     /// The configs kept for a resource other than a topic (a group), empty when none.

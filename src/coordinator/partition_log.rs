@@ -12,7 +12,9 @@ use super::runtime::{Appended, PartitionLog};
 use crate::error::ApiError;
 use crate::log::control::EndTxnMarker;
 use crate::log::TopicPartition;
-use crate::replica::{Partition, ReplicaManager};
+use crate::replica::{
+    AppendData, AppendEntry, AppendOrigin, AppendOutcome, Partition, ReplicaManager,
+};
 
 pub struct ReplicaPartitionLog {
     replicas: Arc<ReplicaManager>,
@@ -61,17 +63,29 @@ impl PartitionLog for ReplicaPartitionLog {
         batch: Bytes,
         now_ms: i64,
     ) -> Result<Appended, ResponseError> {
-        let p = self
-            .leader(partition)
-            .map_err(|_| ResponseError::NotCoordinator)?;
-        match p.append_as_coordinator(batch, now_ms).await {
-            Ok(info) => Ok(Appended {
+        let _ = now_ms; // the replica manager stamps the append's time itself
+        let entry = AppendEntry::new(self.topic, partition, AppendData::Records(batch));
+        let outcome = Some(
+            self.replicas
+                .append_one(AppendOrigin::Coordinator, entry)
+                .await,
+        );
+        match outcome {
+            Some(AppendOutcome::Appended(info)) => Ok(Appended {
                 first_offset: info.first_offset,
                 last_offset: info.last_offset,
             }),
-            Err(e) => {
-                tracing::error!(partition = %p.tp, error = %e, "cannot append to {}", self.topic);
-                Err(coordinator_error(self.topic, &e.error()))
+            Some(AppendOutcome::Refused {
+                log_start_offset: -1,
+                ..
+            }) => Err(ResponseError::NotCoordinator),
+            Some(AppendOutcome::Refused { error, .. }) => {
+                tracing::error!(partition, error = %error, "cannot append to {}", self.topic);
+                Err(coordinator_error(self.topic, &error.error()))
+            }
+            other => {
+                tracing::error!(partition, outcome = ?other, "cannot append to {}", self.topic);
+                Err(ResponseError::CoordinatorNotAvailable)
             }
         }
     }
@@ -84,20 +98,26 @@ impl PartitionLog for ReplicaPartitionLog {
         marker: EndTxnMarker,
         now_ms: i64,
     ) -> Result<Appended, ResponseError> {
-        let p = self
-            .leader(partition)
-            .map_err(|_| ResponseError::NotCoordinator)?;
-        match p
-            .append_marker(producer_id, producer_epoch, marker, now_ms)
-            .await
-        {
-            Ok(info) => Ok(Appended {
+        let _ = now_ms; // the replica manager stamps the append's time itself
+        if self.leader(partition).is_err() {
+            return Err(ResponseError::NotCoordinator);
+        }
+        let data = AppendData::Marker {
+            producer_id,
+            producer_epoch,
+            marker,
+        };
+        let entry = AppendEntry::new(self.topic, partition, data);
+        let outcome = Some(self.replicas.append_one(AppendOrigin::Marker, entry).await);
+        match outcome {
+            Some(AppendOutcome::Appended(info)) => Ok(Appended {
                 first_offset: info.first_offset,
                 last_offset: info.last_offset,
             }),
             // The marker writer needs the log's own answer (an old producer epoch, a
             // fenced coordinator) to decide whether to retry.
-            Err(e) => Err(e.error().error),
+            Some(AppendOutcome::Refused { error, .. }) => Err(error.error().error),
+            _ => Err(ResponseError::CoordinatorNotAvailable),
         }
     }
 

@@ -9,7 +9,6 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::Broker;
-use crate::controller::zk::event_loop::Event;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -18,22 +17,14 @@ pub async fn handle(
     req: AllocateProducerIdsRequest,
 ) -> AllocateProducerIdsResponse {
     let error = |e: ResponseError| AllocateProducerIdsResponse::default().with_error_code(e.code());
-    let Some(zk) = broker.controller.zk() else {
-        return error(ResponseError::NotController);
-    };
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    if !zk.submit(|| Event::AllocateProducerIds {
-        broker_id: req.broker_id.0,
-        broker_epoch: req.broker_epoch,
-        reply,
-    }) {
-        return error(ResponseError::NotController);
-    }
-    match answer.await {
-        Ok(Ok((start, len))) => AllocateProducerIdsResponse::default()
+    let allocated = broker
+        .controller
+        .allocate_producer_ids(req.broker_id.0, req.broker_epoch)
+        .await;
+    match allocated {
+        Ok((start, len)) => AllocateProducerIdsResponse::default()
             .with_producer_id_start(ProducerId(start))
             .with_producer_id_len(len),
-        Ok(Err(e)) => error(e),
-        Err(_) => error(ResponseError::NotController),
+        Err(e) => error(e),
     }
 }

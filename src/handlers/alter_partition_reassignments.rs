@@ -38,10 +38,7 @@ pub async fn handle(
             })
         })
         .collect();
-    let result = match broker.controller.zk() {
-        Some(zk) => zk.alter_partition_reassignments(asked).await,
-        None => Err(ResponseError::NotController),
-    };
+    let result = broker.controller.alter_partition_reassignments(asked).await;
     response(result)
 }
 

@@ -9,7 +9,6 @@ use kafka_protocol::messages::{ControlledShutdownRequest, ControlledShutdownResp
 
 use super::topic_name;
 use crate::broker::Broker;
-use crate::controller::zk::event_loop::Event;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -18,19 +17,12 @@ pub async fn handle(
     req: ControlledShutdownRequest,
 ) -> ControlledShutdownResponse {
     let error = |e: ResponseError| ControlledShutdownResponse::default().with_error_code(e.code());
-    let Some(zk) = broker.controller.zk() else {
-        return error(ResponseError::NotController);
-    };
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    if !zk.submit(|| Event::ControlledShutdown {
-        broker_id: req.broker_id.0,
-        broker_epoch: req.broker_epoch,
-        reply,
-    }) {
-        return error(ResponseError::NotController);
-    }
-    match answer.await {
-        Ok(Ok(remaining)) => ControlledShutdownResponse::default().with_remaining_partitions(
+    let remaining = broker
+        .controller
+        .controlled_shutdown_of(req.broker_id.0, req.broker_epoch)
+        .await;
+    match remaining {
+        Ok(remaining) => ControlledShutdownResponse::default().with_remaining_partitions(
             remaining
                 .into_iter()
                 .map(|tp| {
@@ -40,7 +32,6 @@ pub async fn handle(
                 })
                 .collect(),
         ),
-        Ok(Err(e)) => error(e),
-        Err(_) => error(ResponseError::NotController),
+        Err(e) => error(e),
     }
 }

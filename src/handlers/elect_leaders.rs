@@ -61,16 +61,11 @@ pub async fn handle(
         let results = asked.into_iter().map(|tp| (tp, Err(e.clone()))).collect();
         return response(ResponseError::InvalidRequest.code(), results, all);
     };
-    let results = match broker.controller.zk() {
-        Some(zk) => {
-            let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64).min(MAX_TIMEOUT);
-            zk.elect_leaders(asked, election, timeout).await
-        }
-        None => asked
-            .into_iter()
-            .map(|tp| (tp, Err((ResponseError::NotController, None))))
-            .collect(),
-    };
+    let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64).min(MAX_TIMEOUT);
+    let results = broker
+        .controller
+        .elect_leaders(asked, election, timeout)
+        .await;
     response(0, results, all)
 }
 

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::error::ResponseError;
 
 use super::{shutdown_begun, str_bytes};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::classic::{JoinRequest, JoinResult};
 use crate::router::RequestContext;
@@ -19,6 +20,10 @@ pub async fn handle(
     ctx: RequestContext,
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let v = ctx.api_version;
     let join = JoinRequest {
         member_id: req.member_id.to_string(),

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use kafka_protocol::error::ResponseError;
+
 use super::str_bytes;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -17,6 +20,10 @@ pub async fn handle(
     ctx: RequestContext,
     req: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let batched = ctx.api_version >= BATCHED_VERSION;
     let members: Vec<(String, Option<String>)> = if batched {
         req.members

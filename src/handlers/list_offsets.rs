@@ -9,6 +9,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::log::{TimestampAndOffset, TopicPartition};
 use crate::replica::{FetchIsolation, Partition};
@@ -35,10 +36,14 @@ pub async fn handle(
         .topics
         .into_iter()
         .map(|t| {
+            let allowed = ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.name);
             let partitions = t
                 .partitions
                 .iter()
                 .map(|lp| {
+                    if !allowed {
+                        return error(lp.partition_index, ResponseError::TopicAuthorizationFailed);
+                    }
                     let tp = TopicPartition::new(t.name.0.as_str(), lp.partition_index);
                     match broker.replicas.leader(&tp, lp.current_leader_epoch) {
                         Ok(p) => lookup(&p, lp, ctx.api_version, isolation),

@@ -35,10 +35,7 @@ pub async fn handle(
             })
             .collect()
     });
-    let result = match broker.controller.zk() {
-        Some(zk) => zk.list_partition_reassignments(asked).await,
-        None => Err(ResponseError::NotController),
-    };
+    let result = broker.controller.list_partition_reassignments(asked).await;
     response(result)
 }
 

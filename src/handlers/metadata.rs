@@ -12,7 +12,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::auth::operations::{if_requested, ResourceType, NOT_REQUESTED};
+use crate::auth::operations::{if_requested, AclOperation, ResourceType, NOT_REQUESTED};
 use crate::broker::Broker;
 use crate::controller::{topic_name as names, NewTopic, TopicInfo};
 use crate::router::RequestContext;
@@ -37,9 +37,16 @@ pub async fn handle(
         Some(t) if !(t.is_empty() && ctx.api_version == 0) => Some(t),
         _ => None,
     };
+    let described = |name: &str| ctx.authorize(AclOperation::Describe, ResourceType::Topic, name);
     let topics = match wanted {
-        None => c
-            .topics()
+        // Every topic the client may describe; the others are left out, as in Kafka.
+        None => ctx
+            .filter_authorized(
+                AclOperation::Describe,
+                ResourceType::Topic,
+                c.topics(),
+                |t| &t.name,
+            )
             .iter()
             .map(|t| describe(&broker, t, ops))
             .collect(),
@@ -50,6 +57,18 @@ pub async fn handle(
             let mut to_create = Vec::new();
             for t in requested {
                 let entry = match (t.name, t.topic_id) {
+                    // Not even whether it exists is told (nor is it created).
+                    (Some(name), _) if !described(name.0.as_str()) => error_for(
+                        name.0.as_str(),
+                        ResponseError::TopicAuthorizationFailed,
+                        ops,
+                    ),
+                    (None, id) if c.topic_by_id(id).is_some_and(|t| !described(&t.name)) => {
+                        MetadataResponseTopic::default()
+                            .with_topic_id(id)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            .with_topic_authorized_operations(NOT_REQUESTED)
+                    }
                     (Some(name), _) => match by_name(&broker, name.0.as_str(), auto_create, ops) {
                         Lookup::Found(entry) => entry,
                         Lookup::Create(name) => {

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::error::ResponseError;
 
 use super::{shutdown_begun, str_bytes};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::classic::SyncResult;
 use crate::coordinator::group::shard::SyncRequest;
@@ -17,6 +18,10 @@ pub async fn handle(
     ctx: RequestContext,
     req: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        return SyncGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let assignments = req
         .assignments
         .into_iter()

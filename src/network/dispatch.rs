@@ -2,6 +2,7 @@
 //! against the routing table, decodes, and starts the handler.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -10,6 +11,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind}
 use kafka_protocol::protocol::Decodable;
 
 use super::memory::RequestMemory;
+use super::pipeline::{self, SendTiming};
 use super::session::Session;
 use crate::broker::Broker;
 use crate::handlers::api_versions;
@@ -17,7 +19,7 @@ use crate::log::FileSlice;
 use crate::protocol::codec::peek_header;
 use crate::protocol::zero_copy::Chunk;
 use crate::protocol::{decode_request_within, encode_response, legacy_produce, Frame};
-use crate::router::{self, RequestContext};
+use crate::router::{self, RequestContext, Response};
 
 /// One request read off a connection, waiting for its turn.
 pub struct Job {
@@ -31,17 +33,38 @@ pub struct Job {
     pub cancel_on_disconnect: bool,
     /// The request's frame and decoded size, held until it is answered or dropped.
     pub memory: RequestMemory,
+    /// What the writer records once the response is sent (requests that reached the
+    /// pipeline).
+    pub timing: Option<SendTiming>,
+}
+
+/// A handler's answer, as the pipeline leaves it.
+pub struct Handled {
+    pub response: Response,
+    /// The quota's throttle: the connection's next response waits this long.
+    pub throttle: Duration,
+    /// When the handler ended.
+    pub handled_at: Instant,
+}
+
+/// An encoded answer for the writer.
+pub struct Answer {
+    /// `None` when the request expects no response (acks=0).
+    pub frame: Option<Frame>,
+    pub throttle: Duration,
+    /// When the handler ended (the response's send time counts from there).
+    pub handled_at: Instant,
 }
 
 /// What the connection does with one request.
 pub enum Work {
     /// A response that is ready now.
     Ready(Frame),
-    /// A handler to run once the requests before it are answered: `Ok(None)` when the
-    /// request expects no response (acks=0), `Err` when its response could not be
-    /// encoded (the connection is then closed, so the client fails fast instead of
-    /// waiting for an answer that never comes).
-    Handle(BoxFuture<'static, Result<Option<Frame>, String>>),
+    /// A handler to run (through the request pipeline) once the requests before it are
+    /// answered; `Err` when its response could not be encoded (the connection is then
+    /// closed, so the client fails fast instead of waiting for an answer that never
+    /// comes).
+    Handle(BoxFuture<'static, Result<Answer, String>>),
     /// Nothing to send (Produce v0–2 with acks=0).
     Silent,
 }
@@ -56,6 +79,8 @@ pub fn dispatch(
     mut memory: RequestMemory,
     max_decoded_bytes: usize,
 ) -> Result<Job, String> {
+    let received = Instant::now();
+    let request_bytes = frame.len();
     let (key, version, correlation_id) = peek_header(&frame).map_err(|e| e.to_string())?;
     let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
     let job = |work, expects_response, memory| Job {
@@ -63,6 +88,7 @@ pub fn dispatch(
         expects_response,
         cancel_on_disconnect: api_key == ApiKey::Fetch,
         memory,
+        timing: None,
     };
     let zk_mode = broker.config().zookeeper_connect.is_some();
     let lookup = |k, v| router::lookup_in(k, v, zk_mode);
@@ -89,28 +115,51 @@ pub fn dispatch(
     let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
     let route = lookup(api_key, version).ok_or("route vanished")?;
     let ctx = RequestContext {
+        api_key,
         api_version: version,
         correlation_id,
         client_id: request.header.client_id,
         peer: session.peer,
         session: session.clone(),
+        authorizer: broker.authorizer(),
     };
-    let future = (route.handle)(broker.clone(), ctx, request.body);
+    pipeline::admit(route, &ctx)?;
+    let handled = pipeline::run(route, broker, ctx, request.body, received, request_bytes);
     let work = Work::Handle(Box::pin(async move {
-        let response = future.await;
+        let Handled {
+            response,
+            throttle,
+            handled_at,
+        } = handled.await?;
         if !expects_response {
-            return Ok(None);
+            return Ok(Answer {
+                frame: None,
+                throttle,
+                handled_at,
+            });
         }
-        encode(
+        let frame = encode(
             api_key,
             version,
             correlation_id,
             &response.body,
             response.file_slices,
-        )
-        .map(Some)
+        )?;
+        Ok(Answer {
+            frame: Some(frame),
+            throttle,
+            handled_at,
+        })
     }));
-    Ok(job(work, expects_response, memory))
+    let timing = SendTiming {
+        metrics: broker.metrics.clone(),
+        api_key,
+        received,
+    };
+    Ok(Job {
+        timing: Some(timing),
+        ..job(work, expects_response, memory)
+    })
 }
 
 fn encode(

@@ -95,13 +95,19 @@ async fn answer<W: TransportWrite>(
     if gone.is_set() && job.expects_response {
         return Step::Next;
     }
+    let mut throttle = std::time::Duration::ZERO;
+    let mut handled_at = None;
     let frame = match job.work {
         Work::Ready(frame) => Some(frame),
         Work::Silent => None,
         Work::Handle(handler) if job.cancel_on_disconnect => {
             tokio::select! {
                 answered = handler => match answered {
-                    Ok(frame) => frame,
+                    Ok(answer) => {
+                        throttle = answer.throttle;
+                        handled_at = Some(answer.handled_at);
+                        answer.frame
+                    }
                     Err(why) => {
                         tracing::error!(%peer, "{why}; closing connection");
                         return Step::Close;
@@ -111,7 +117,11 @@ async fn answer<W: TransportWrite>(
             }
         }
         Work::Handle(handler) => match handler.await {
-            Ok(frame) => frame,
+            Ok(answer) => {
+                throttle = answer.throttle;
+                handled_at = Some(answer.handled_at);
+                answer.frame
+            }
             Err(why) => {
                 tracing::error!(%peer, "{why}; closing connection");
                 return Step::Close;
@@ -132,6 +142,18 @@ async fn answer<W: TransportWrite>(
             tracing::debug!(%peer, error = %e, "write failed");
         }
         return Step::Failed;
+    }
+    if let (Some(timing), Some(at)) = (&job.timing, handled_at) {
+        timing.sent(at);
+    }
+    if !throttle.is_zero() {
+        // KIP-219: the throttled client has its answer (with the throttle time) and
+        // gets nothing more meanwhile; the connection's reader mutes once its queue of
+        // unanswered requests is full.
+        if out.flush().await.is_err() {
+            return Step::Failed;
+        }
+        tokio::time::sleep(throttle).await;
     }
     // The request's memory (job.memory) is released here, once its response is written
     // into the buffer or the socket.

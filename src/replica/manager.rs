@@ -14,6 +14,7 @@ use dashmap::DashMap;
 
 use kafka_protocol::error::ResponseError;
 
+use super::append::TransactionVerifier;
 use super::cluster_view::ClusterView;
 use super::fetcher::endpoint::{EndpointFactory, NetworkEndpoints};
 use super::fetcher::{FetcherSettings, ReplicaFetcherManager};
@@ -28,6 +29,7 @@ use crate::controller::TopicInfo;
 use crate::error::ApiError;
 use crate::log::cleaner::{Candidate, LogCleaner};
 use crate::log::{now_ms, LogError, LogManager, PartitionKey, TopicPartition};
+use crate::metrics::{Metrics, TopicCounters};
 
 pub struct ReplicaManager {
     broker_id: i32,
@@ -52,6 +54,10 @@ pub struct ReplicaManager {
     /// Partitions a StopReplica without deletion stopped, with the leader epoch they had
     /// then: hosted still, but not fetched until a newer leader epoch comes.
     stopped: DashMap<TopicPartition, i32>,
+    /// The broker's metrics; each hosted partition keeps its topic's counters from it.
+    pub metrics: Arc<Metrics>,
+    /// The transaction coordinator, for KIP-890's check of a transaction's first batch.
+    txn_verifier: OnceLock<Arc<dyn TransactionVerifier>>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -81,7 +87,24 @@ impl ReplicaManager {
             replication: OnceLock::new(),
             checkpointed_high_watermarks: parking_lot::Mutex::new(None),
             stopped: DashMap::new(),
+            metrics: Arc::new(Metrics::new()),
+            txn_verifier: OnceLock::new(),
         }
+    }
+
+    /// Gives the replica manager the transaction coordinator to verify transactional
+    /// batches with (set once, when the coordinator starts).
+    pub fn set_transaction_verifier(&self, verifier: Arc<dyn TransactionVerifier>) {
+        let _ = self.txn_verifier.set(verifier);
+    }
+
+    pub(super) fn transaction_verifier(&self) -> Option<&Arc<dyn TransactionVerifier>> {
+        self.txn_verifier.get()
+    }
+
+    /// Whether the metadata knows `topic`.
+    pub fn knows_topic(&self, topic: &str) -> bool {
+        self.topics.contains_key(topic)
     }
 
     /// The high watermark checkpointed for `tp` before this start, taken once.
@@ -310,6 +333,8 @@ impl ReplicaManager {
             .logs
             .get_or_create_logs(&tps, topic.topic_id, &log_config);
         let mut first_error = None;
+        // Resolved once per topic, not per request: appends and reads mark them directly.
+        let counters = (!new.is_empty()).then(|| self.metrics.topics.for_topic(&topic.name));
         for ((tp, p), log) in new.into_iter().zip(logs) {
             let log = match log {
                 Ok(log) => log,
@@ -323,7 +348,8 @@ impl ReplicaManager {
             // exposes nothing its followers may not have until they report it).
             let high_watermark = self.take_checkpointed_high_watermark(&tp).unwrap_or(0);
             let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch)
-                .with_high_watermark(high_watermark);
+                .with_high_watermark(high_watermark)
+                .with_counters(counters.clone().unwrap_or_else(TopicCounters::unregistered));
             partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
             let partition = Arc::new(partition);
             self.take_place(&partition);
@@ -350,6 +376,7 @@ impl ReplicaManager {
     fn remove_topic(&self, topic: &TopicInfo) -> Result<(), LogError> {
         self.topics.remove(&topic.name);
         self.quotas.remove_topic(&topic.name);
+        self.metrics.topics.remove_topic(&topic.name);
         for p in &topic.partitions {
             let tp = TopicPartition {
                 topic: topic.name.clone(),

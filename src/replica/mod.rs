@@ -3,6 +3,10 @@
 //!
 //! - `manager.rs`: the table of hosted partitions, following metadata deltas; handlers
 //!   reach a partition through `ReplicaManager::leader`.
+//! - `append.rs`: `ReplicaManager::append_records`, every leader append (client,
+//!   coordinator, marker) and the follower's, counted per topic.
+//! - `read.rs`: `ReplicaManager::fetch`, every read for consumers and followers, with
+//!   delayed fetch, isolation levels and the replication throttle, counted per topic.
 //! - `partition.rs`: one partition, the only owner of its log; its notifications (log end
 //!   advanced, high watermark advanced).
 //! - `state.rs`: role, ISR, followers' log end offsets and the high-watermark rule, as
@@ -15,6 +19,7 @@
 //! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
 //! - `throttle.rs`: replication throttles (KIP-73), applied by leaders and followers.
 
+pub mod append;
 pub mod cluster_view;
 pub mod delayed_fetch;
 pub mod delayed_produce;
@@ -24,15 +29,19 @@ pub mod isr;
 pub mod log_dir_move;
 pub mod manager;
 pub mod partition;
+pub mod read;
 pub mod state;
 pub mod throttle;
 
+pub use append::{AppendData, AppendEntry, AppendOrigin, AppendOutcome};
 pub use delayed_fetch::{FetchIsolation, FetchParams};
 pub use delayed_produce::DelayedProduce;
 pub use manager::ReplicaManager;
 pub use partition::{AppendError, Partition};
 pub use state::Role;
 
+#[cfg(test)]
+mod counting_tests;
 #[cfg(test)]
 mod replication_tests;
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::log::{
     AbortedTxn, AppendInfo, FetchData, FileSlice, Log, LogConfig, LogError, RecordError,
     TimestampAndOffset, TopicPartition,
 };
+use crate::metrics::TopicCounters;
 
 /// ListOffsets' special timestamps (Kafka's `ListOffsetsRequest`).
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -59,6 +60,23 @@ pub struct Partition {
     /// Where ISR changes go to reach the controller (`isr.rs`); without it (a broker
     /// alone) no change is proposed.
     isr_changes: OnceLock<IsrChanges>,
+    /// The topic's byte and record counters, resolved when the partition is hosted.
+    pub counters: TopicCounters,
+}
+
+/// What a leader appends.
+pub enum LeaderAppend {
+    /// A producer's batches, as its Produce request sent them.
+    Client { records: Bytes, required_acks: i16 },
+    /// A coordinator's batch to its internal topic (no sequence to check: a
+    /// transactional offset commit carries none).
+    Coordinator(Bytes),
+    /// A transaction marker.
+    Marker {
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+    },
 }
 
 /// Why an append to a leader failed: this broker may not append, or the log refused.
@@ -114,7 +132,14 @@ impl Partition {
             high_watermark_advanced: Notify::new(),
             leader_epoch_start_offset: AtomicI64::new(0),
             isr_changes: OnceLock::new(),
+            counters: TopicCounters::unregistered(),
         }
+    }
+
+    /// Counts into `counters` (the broker's series for this partition's topic).
+    pub fn with_counters(mut self, counters: TopicCounters) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Starts from `offset` as the high watermark, kept within the log (Kafka's
@@ -306,33 +331,6 @@ impl Partition {
         self.log().producer_states()
     }
 
-    /// Writes a transaction marker as leader (WriteTxnMarkers), as durable as a produce.
-    pub async fn append_marker(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: EndTxnMarker,
-        now_ms: i64,
-    ) -> Result<AppendInfo, AppendError> {
-        let info = {
-            let state = self.state.read();
-            if !state.is_leader() {
-                return Err(AppendError::Refused(self.not_leader()));
-            }
-            // WriteTxnMarkers appends with acks=all, as Kafka's.
-            self.check_min_isr(state.isr_size())?;
-            self.log().append_marker(
-                producer_id,
-                producer_epoch,
-                marker,
-                state.leader_epoch,
-                now_ms,
-            )?
-        };
-        self.after_append(&info).await?;
-        Ok(info)
-    }
-
     pub fn log_start_offset(&self) -> i64 {
         self.log().log_start_offset()
     }
@@ -341,37 +339,75 @@ impl Partition {
         self.log().update_config(config);
     }
 
-    /// Appends a produce request's records as leader. Once `flush.messages` unflushed
-    /// messages have piled up (with 1: every append) the append is made durable before
-    /// returning; concurrent producers share one fsync (group commit in `Log::flush_to`).
-    /// A retried duplicate is acknowledged only once its original is as durable as a
-    /// fresh append would be: its flush may still be running, or may have failed.
-    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, AppendError> {
-        self.append_records(records, now_ms, 1).await
-    }
-
-    /// `append` for a producer asking `required_acks`: with acks=all (-1) an ISR smaller
-    /// than `min.insync.replicas` refuses the append with NOT_ENOUGH_REPLICAS (Kafka's
-    /// `appendRecordsToLeader`).
-    pub async fn append_records(
+    /// Appends as leader: a client's records, a coordinator's, or a transaction marker
+    /// (the one leader append path; `ReplicaManager::append_records` is its caller).
+    /// With acks=all (and always for coordinators and markers, which Kafka writes with
+    /// acks=all) an ISR smaller than `min.insync.replicas` refuses the append with
+    /// NOT_ENOUGH_REPLICAS (Kafka's `appendRecordsToLeader`). Once `flush.messages`
+    /// unflushed messages have piled up (with 1: every append) the append is made
+    /// durable before returning; concurrent producers share one fsync (group commit in
+    /// `Log::flush_to`). A retried duplicate is acknowledged only once its original is
+    /// as durable as a fresh append would be: its flush may still be running, or may
+    /// have failed.
+    pub async fn append_as_leader(
         &self,
-        records: Bytes,
+        data: LeaderAppend,
         now_ms: i64,
-        required_acks: i16,
     ) -> Result<AppendInfo, AppendError> {
         let info = {
             let state = self.state.read();
             if !state.is_leader() {
                 return Err(AppendError::Refused(self.not_leader()));
             }
-            if required_acks == -1 {
-                self.check_min_isr(state.isr_size())?;
+            let epoch = state.leader_epoch;
+            match data {
+                LeaderAppend::Client {
+                    records,
+                    required_acks,
+                } => {
+                    if required_acks == -1 {
+                        self.check_min_isr(state.isr_size())?;
+                    }
+                    self.log().append_as_leader(records, epoch, now_ms)?
+                }
+                LeaderAppend::Coordinator(records) => {
+                    self.check_min_isr(state.isr_size())?;
+                    self.log().append_as_coordinator(records, epoch, now_ms)?
+                }
+                LeaderAppend::Marker {
+                    producer_id,
+                    producer_epoch,
+                    marker,
+                } => {
+                    self.check_min_isr(state.isr_size())?;
+                    self.log()
+                        .append_marker(producer_id, producer_epoch, marker, epoch, now_ms)?
+                }
             }
-            self.log()
-                .append_as_leader(records, state.leader_epoch, now_ms)?
         };
         self.after_append(&info).await?;
         Ok(info)
+    }
+
+    /// A client's append with acks=1 (tests).
+    #[cfg(test)]
+    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, AppendError> {
+        self.append_records(records, now_ms, 1).await
+    }
+
+    /// A client's append with `required_acks` (tests).
+    #[cfg(test)]
+    pub async fn append_records(
+        &self,
+        records: Bytes,
+        now_ms: i64,
+        required_acks: i16,
+    ) -> Result<AppendInfo, AppendError> {
+        let data = LeaderAppend::Client {
+            records,
+            required_acks,
+        };
+        self.append_as_leader(data, now_ms).await
     }
 
     /// NOT_ENOUGH_REPLICAS for an acks=all append while the ISR is smaller than
@@ -388,27 +424,6 @@ impl Partition {
             )));
         }
         Ok(())
-    }
-
-    /// Appends a coordinator's batch to its internal topic as leader (origin
-    /// coordinator: a transactional offset commit has no sequence to check).
-    pub async fn append_as_coordinator(
-        &self,
-        records: Bytes,
-        now_ms: i64,
-    ) -> Result<AppendInfo, AppendError> {
-        let info = {
-            let state = self.state.read();
-            if !state.is_leader() {
-                return Err(AppendError::Refused(self.not_leader()));
-            }
-            // Coordinators write with acks=all, as Kafka's do.
-            self.check_min_isr(state.isr_size())?;
-            self.log()
-                .append_as_coordinator(records, state.leader_epoch, now_ms)?
-        };
-        self.after_append(&info).await?;
-        Ok(info)
     }
 
     /// What follows a leader's append: followers are woken, a roll's work goes to the

@@ -50,6 +50,7 @@ mod record_validation_over_tcp;
 mod replication_bytes;
 mod replication_over_tcp;
 mod replication_throttles;
+mod request_pipeline;
 mod retention;
 mod storage_limits;
 mod stored_data_fuzz;

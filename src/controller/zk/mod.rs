@@ -31,6 +31,7 @@ mod broker_apis;
 pub mod channel;
 pub mod clock;
 mod cluster_events;
+mod cluster_requests;
 pub mod context;
 mod deletion;
 pub mod election;
@@ -972,5 +973,76 @@ impl Controller for ZkController {
 
     fn zk(&self) -> Option<&ZkController> {
         Some(self)
+    }
+
+    async fn alter_partition(
+        &self,
+        request: kafka_protocol::messages::AlterPartitionRequest,
+        version: i16,
+    ) -> kafka_protocol::messages::AlterPartitionResponse {
+        self.alter_partition_request(request, version).await
+    }
+
+    async fn controlled_shutdown_of(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<Vec<context::TopicPartition>, ResponseError> {
+        self.controlled_shutdown_request(broker_id, broker_epoch)
+            .await
+    }
+
+    async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<(i64, i32), ResponseError> {
+        self.allocate_producer_ids_request(broker_id, broker_epoch)
+            .await
+    }
+
+    async fn elect_leaders(
+        &self,
+        partitions: std::collections::BTreeSet<context::TopicPartition>,
+        election: replica_election::ElectionType,
+        timeout: Duration,
+    ) -> replica_election::ElectionResults {
+        ZkController::elect_leaders(self, partitions, election, timeout).await
+    }
+
+    async fn alter_partition_reassignments(
+        &self,
+        reassignments: BTreeMap<context::TopicPartition, Option<Vec<i32>>>,
+    ) -> Result<partition_reassignment::ReassignmentResults, ResponseError> {
+        ZkController::alter_partition_reassignments(self, reassignments).await
+    }
+
+    async fn list_partition_reassignments(
+        &self,
+        partitions: Option<std::collections::BTreeSet<context::TopicPartition>>,
+    ) -> Result<partition_reassignment::OngoingReassignments, ResponseError> {
+        ZkController::list_partition_reassignments(self, partitions).await
+    }
+
+    async fn leader_and_isr(
+        &self,
+        request: kafka_protocol::messages::LeaderAndIsrRequest,
+        version: i16,
+    ) -> kafka_protocol::messages::LeaderAndIsrResponse {
+        self.leader_and_isr_request(request, version).await
+    }
+
+    async fn update_metadata(
+        &self,
+        request: kafka_protocol::messages::UpdateMetadataRequest,
+    ) -> kafka_protocol::messages::UpdateMetadataResponse {
+        self.update_metadata_request(request).await
+    }
+
+    async fn stop_replica(
+        &self,
+        request: kafka_protocol::messages::StopReplicaRequest,
+    ) -> kafka_protocol::messages::StopReplicaResponse {
+        self.stop_replica_request(request).await
     }
 }

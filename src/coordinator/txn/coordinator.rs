@@ -488,3 +488,29 @@ impl TransactionCoordinator {
 #[cfg(test)]
 #[path = "coordinator_tests.rs"]
 mod tests;
+
+/// The replica manager asks the transaction coordinator (this broker's, or through it
+/// the one coordinating the id) before a transaction's first batch in a partition.
+#[async_trait::async_trait]
+impl crate::replica::append::TransactionVerifier for TransactionCoordinator {
+    async fn verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        tp: &TopicPartition,
+    ) -> Result<(), ResponseError> {
+        let answered = self
+            .verify_partitions(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                vec![tp.clone()],
+            )
+            .await?;
+        match answered.first().and_then(|(_, e)| *e) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

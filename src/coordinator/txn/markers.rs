@@ -21,9 +21,9 @@ use crate::controller::Controller;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::coordinator::group::GroupCoordinator;
 use crate::log::control::EndTxnMarker;
-use crate::log::{now_ms, TopicPartition};
+use crate::log::TopicPartition;
 use crate::replica::delayed_produce::DelayedProduce;
-use crate::replica::ReplicaManager;
+use crate::replica::{AppendData, AppendEntry, AppendOrigin, AppendOutcome, ReplicaManager};
 
 /// How long a marker waits for the ISR (Kafka's marker requests use `request.timeout.ms`).
 const REPLICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -192,10 +192,17 @@ pub async fn write_local_marker(
         tracing::debug!(partition = %tp, producer_id, "transaction marker for a producer this partition does not know: nothing to end, not written");
         return Ok(());
     }
-    let info = p
-        .append_marker(producer_id, producer_epoch, marker, now_ms())
-        .await
-        .map_err(|e| e.error().error)?;
+    let data = AppendData::Marker {
+        producer_id,
+        producer_epoch,
+        marker,
+    };
+    let entry = AppendEntry::new(&tp.topic, tp.partition, data);
+    let info = match Some(replicas.append_one(AppendOrigin::Marker, entry).await) {
+        Some(AppendOutcome::Appended(info)) => info,
+        Some(AppendOutcome::Refused { error, .. }) => return Err(error.error().error),
+        _ => return Err(ResponseError::NotLeaderOrFollower),
+    };
     let mut replicated = DelayedProduce::new();
     replicated.watch(p, info.last_offset);
     match replicated

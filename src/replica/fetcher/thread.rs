@@ -525,7 +525,7 @@ impl Fetcher {
         if let Some(records) = data.records.as_ref() {
             let whole = whole_batches_len(records);
             if whole > 0 {
-                p.append_as_follower(epoch, records.slice(..whole))
+                crate::replica::append::append_as_follower(p, epoch, records.slice(..whole))
                     .await
                     .map_err(|e| e.to_string())?;
                 tracing::debug!(target: "replica_latency", tp = %p.tp, end = p.log_end_offset(), "follower appended");

@@ -1,0 +1,195 @@
+//! The one place every request passes (Kafka's `RequestChannel` and the checks
+//! `KafkaApis` makes before any handler), between the decoded request and its handler:
+//!
+//! 1. the connection's authentication state: before it authenticates, a connection may
+//!    send only what its route declares it may (`Needs::before_authentication`);
+//! 2. what the route declares it needs (`auth::needs`): a cluster operation is
+//!    authorized here and a denial answered with CLUSTER_AUTHORIZATION_FAILED, the
+//!    handler never running; per-resource checks are the handler's, through the
+//!    request context's helpers;
+//! 3. the request's time split as Kafka's `RequestMetrics` splits it (queue, local,
+//!    remote, throttle, response send: see `metrics::request`), with no extra task and
+//!    no allocation: the handler's future is polled through [`Timed`];
+//! 4. the response's error codes, counted per API and code;
+//! 5. the quota manager's verdict: its throttle time goes into the response, and the
+//!    connection's writer holds the next response back for it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, RequestKind};
+
+use super::dispatch::Handled;
+use super::refusal;
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::needs::Needs;
+use crate::auth::operations::ResourceType;
+use crate::broker::Broker;
+use crate::metrics::Metrics;
+use crate::router::{HandlerFuture, RequestContext, Response, Route};
+
+/// When a request's answer is ready: what the writer records once it is sent.
+pub struct SendTiming {
+    pub metrics: Arc<Metrics>,
+    pub api_key: ApiKey,
+    /// When its frame was read.
+    pub received: Instant,
+}
+
+impl SendTiming {
+    /// Records the response's send time (from the handler's end, `handled_at`: its
+    /// encoding and its wait behind the connection's earlier answers included, as
+    /// Kafka's response queue and send times together) and the total time.
+    pub fn sent(&self, handled_at: Instant) {
+        if let Some(api) = self.metrics.requests.api(self.api_key) {
+            let now = Instant::now();
+            api.observe_sent(
+                now.saturating_duration_since(handled_at),
+                now - self.received,
+            );
+        }
+    }
+}
+
+/// Refuses a request its connection may not send yet (the reason closes the connection,
+/// as Kafka closes a SASL connection that sends anything else before authenticating).
+pub fn admit(route: &Route, ctx: &RequestContext) -> Result<(), String> {
+    if is_authenticated(&ctx.session) || route.needs.before_authentication() {
+        return Ok(());
+    }
+    Err(format!(
+        "{:?} before the connection authenticated",
+        route.api_key
+    ))
+}
+
+/// Whether the connection has authenticated. A plaintext connection is as authenticated
+/// as it will be (`User:ANONYMOUS`); an SSL connection is once its handshake is done,
+/// before its first request is read (its principal is the client certificate's, or
+/// anonymous). A SASL listener's connection will be so once its SaslAuthenticate succeeds.
+fn is_authenticated(session: &crate::network::Session) -> bool {
+    match session.security_protocol {
+        crate::network::SecurityProtocol::Plaintext | crate::network::SecurityProtocol::Ssl => true,
+    }
+}
+
+/// Runs `route`'s handler for `body` through the pipeline; resolves to the response
+/// body (None with acks=0), its throttle time, or why the connection must close.
+pub fn run(
+    route: &'static Route,
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    body: RequestKind,
+    received: Instant,
+    request_bytes: usize,
+) -> impl Future<Output = Result<Handled, String>> + Send + 'static {
+    let broker = broker.clone();
+    let api_key = route.api_key;
+    let denied = match route.needs {
+        Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
+        _ => false,
+    };
+    // The quota manager sees the context after the handler; without one, nothing is kept
+    // (boxed: the future stays small, and is moved whole into the connection's queue).
+    let quota_ctx = broker.quotas().map(|_| Box::new(ctx.clone()));
+    let handler: HandlerFuture = match denied {
+        false => (route.handle)(broker.clone(), ctx, body),
+        true => {
+            tracing::info!(principal = %ctx.session.principal, peer = %ctx.peer, api = ?api_key, "denied {:?} on the cluster", route.needs);
+            match refusal::refuse(body, ResponseError::ClusterAuthorizationFailed) {
+                Some(body) => Box::pin(std::future::ready(Response {
+                    body,
+                    file_slices: Vec::new(),
+                })),
+                None => {
+                    let why = format!("{api_key:?} denied, with no refusal to answer");
+                    return futures::future::Either::Left(std::future::ready(Err(why)));
+                }
+            }
+        }
+    };
+    futures::future::Either::Right(async move {
+        let (mut response, timing) = Timed::new(handler).await;
+        let throttle_ms = match (broker.quotas(), &quota_ctx) {
+            (Some(q), Some(ctx)) => {
+                let handler_time = timing.local + timing.remote;
+                q.record(ctx, api_key, request_bytes, handler_time)
+                    .throttle_ms
+            }
+            _ => 0,
+        };
+        if throttle_ms > 0 {
+            refusal::set_throttle_time(&mut response.body, throttle_ms);
+        }
+        if let Some(api) = broker.metrics.requests.api(api_key) {
+            let queue = timing.started.saturating_duration_since(received);
+            let verdict = quota_ctx.is_some().then_some(throttle_ms);
+            api.observe_handled(queue, timing.local, timing.remote, verdict);
+            refusal::count_errors(&response.body, |code| api.count_error(code));
+        }
+        Ok(Handled {
+            response,
+            throttle: Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0)),
+            handled_at: timing.ended,
+        })
+    })
+}
+
+/// A handler's times: when it started and ended, inside its polls, and between them.
+struct Timing {
+    started: Instant,
+    ended: Instant,
+    local: Duration,
+    remote: Duration,
+}
+
+/// A handler's future, polled with the time spent inside its polls (local) told apart
+/// from the time between them (remote: waiting on others).
+struct Timed<F> {
+    inner: F,
+    first_poll: Option<Instant>,
+    local: Duration,
+}
+
+impl<F> Timed<F> {
+    fn new(inner: F) -> Self {
+        Timed {
+            inner,
+            first_poll: None,
+            local: Duration::ZERO,
+        }
+    }
+}
+
+impl<F: Future + Unpin> Future for Timed<F> {
+    type Output = (F::Output, Timing);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let start = Instant::now();
+        let first = *self.first_poll.get_or_insert(start);
+        let polled = Pin::new(&mut self.inner).poll(cx);
+        let end = Instant::now();
+        self.local += end - start;
+        match polled {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(out) => {
+                // Done in its first poll (an acks=1 produce): nothing was waited for.
+                let remote = match first == start {
+                    true => Duration::ZERO,
+                    false => (end - first).saturating_sub(self.local),
+                };
+                let timing = Timing {
+                    started: first,
+                    ended: end,
+                    local: self.local,
+                    remote,
+                };
+                Poll::Ready((out, timing))
+            }
+        }
+    }
+}

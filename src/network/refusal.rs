@@ -1,0 +1,221 @@
+//! What the request pipeline writes into responses without knowing their API: the
+//! answer to a request refused before its handler, the quota's throttle time, and the
+//! error codes a response carries (for `RequestMetrics`' error counts).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::*;
+
+/// The answer to a request whose route's cluster operation was denied: `error` where
+/// Kafka puts it for that API (the top-level code, or every partition's where the
+/// response has no top-level one). `None` for an API that declares no cluster need.
+pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
+    let code = error.code();
+    let kind = match body {
+        RequestKind::LeaderAndIsr(_) => {
+            ResponseKind::LeaderAndIsr(LeaderAndIsrResponse::default().with_error_code(code))
+        }
+        RequestKind::UpdateMetadata(_) => {
+            ResponseKind::UpdateMetadata(UpdateMetadataResponse::default().with_error_code(code))
+        }
+        RequestKind::StopReplica(_) => {
+            ResponseKind::StopReplica(StopReplicaResponse::default().with_error_code(code))
+        }
+        RequestKind::ControlledShutdown(_) => ResponseKind::ControlledShutdown(
+            ControlledShutdownResponse::default().with_error_code(code),
+        ),
+        RequestKind::AlterPartition(_) => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
+        }
+        RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        RequestKind::AlterPartitionReassignments(_) => ResponseKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
+            ListPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        RequestKind::DescribeLogDirs(_) => {
+            ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
+        }
+        RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(elect_leaders(req, code)),
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
+        }
+        _ => return None,
+    };
+    Some(kind)
+}
+
+/// ElectLeaders v0 has no top-level error: every named partition carries it.
+fn elect_leaders(req: ElectLeadersRequest, code: i16) -> ElectLeadersResponse {
+    let results = req
+        .topic_partitions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    PartitionResult::default()
+                        .with_partition_id(p)
+                        .with_error_code(code)
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(t.topic)
+                .with_partition_result(partitions)
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(code)
+        .with_replica_election_results(results)
+}
+
+/// WriteTxnMarkers has errors per partition only.
+fn write_txn_markers(req: WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersResponse {
+    let markers = req
+        .markers
+        .into_iter()
+        .map(|m| {
+            let topics = m
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let partitions = t
+                        .partition_indexes
+                        .into_iter()
+                        .map(|p| {
+                            WritableTxnMarkerPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(t.name)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics)
+        })
+        .collect();
+    WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// Sets the response's `throttle_time_ms` (a no-op for the few APIs without one: the
+/// controller's requests, which Kafka never throttles).
+pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
+    macro_rules! throttled {
+        ($($api:ident),* $(,)?) => {
+            match body {
+                $(ResponseKind::$api(r) => r.throttle_time_ms = throttle_ms,)*
+                _ => {}
+            }
+        };
+    }
+    throttled!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        OffsetForLeaderEpoch,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        TxnOffsetCommit,
+        EndTxn,
+        DescribeProducers,
+        DescribeLogDirs,
+        AlterReplicaLogDirs,
+        DescribeTransactions,
+        ListTransactions,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        DescribeCluster,
+        FindCoordinator,
+        JoinGroup,
+        SyncGroup,
+        Heartbeat,
+        LeaveGroup,
+        OffsetCommit,
+        OffsetFetch,
+        ListGroups,
+        DescribeGroups,
+        DeleteGroups,
+        OffsetDelete,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
+        IncrementalAlterConfigs,
+        DescribeTopicPartitions,
+        AlterPartition,
+        AllocateProducerIds,
+        ElectLeaders,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
+    );
+}
+
+/// Hands `count` each error code the response carries, as Kafka's `errorCounts` does:
+/// Produce's per partition, Fetch's top-level one or else its partitions', the
+/// top-level code of the APIs that have one. APIs whose errors are only per resource
+/// (CreateTopics, DescribeConfigs …) are counted as requests, not yet per code.
+pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
+    macro_rules! top_level {
+        ($($api:ident),* $(,)?) => {
+            match body {
+                $(ResponseKind::$api(r) => count(r.error_code),)*
+                ResponseKind::Produce(r) => {
+                    for p in r.responses.iter().flat_map(|t| t.partition_responses.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::Fetch(r) if r.error_code != 0 => count(r.error_code),
+                ResponseKind::Fetch(r) => {
+                    for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                _ => {}
+            }
+        };
+    }
+    top_level!(
+        ApiVersions,
+        AddOffsetsToTxn,
+        AllocateProducerIds,
+        AlterPartitionReassignments,
+        AlterPartition,
+        ConsumerGroupHeartbeat,
+        ControlledShutdown,
+        DescribeCluster,
+        DescribeLogDirs,
+        ElectLeaders,
+        EndTxn,
+        FindCoordinator,
+        Heartbeat,
+        InitProducerId,
+        JoinGroup,
+        LeaderAndIsr,
+        LeaveGroup,
+        ListGroups,
+        ListPartitionReassignments,
+        ListTransactions,
+        OffsetDelete,
+        OffsetFetch,
+        StopReplica,
+        SyncGroup,
+        UpdateMetadata,
+    );
+}

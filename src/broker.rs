@@ -106,7 +106,8 @@ fn follow_metadata(
         &groups,
         controller,
     );
-    replicas.set_transaction_verifier(txns.clone());
+    let verifier: Arc<dyn crate::replica::append::TransactionVerifier> = txns.clone();
+    replicas.set_transaction_verifier(&verifier);
     controller.subscribe(txns.metadata_listener());
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);

@@ -57,7 +57,9 @@ pub struct ReplicaManager {
     /// The broker's metrics; each hosted partition keeps its topic's counters from it.
     pub metrics: Arc<Metrics>,
     /// The transaction coordinator, for KIP-890's check of a transaction's first batch.
-    txn_verifier: OnceLock<Arc<dyn TransactionVerifier>>,
+    /// Weak: the transaction coordinator appends through this replica manager, and a
+    /// strong reference back would keep both (and the log dirs' locks) alive forever.
+    txn_verifier: OnceLock<std::sync::Weak<dyn TransactionVerifier>>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -94,12 +96,12 @@ impl ReplicaManager {
 
     /// Gives the replica manager the transaction coordinator to verify transactional
     /// batches with (set once, when the coordinator starts).
-    pub fn set_transaction_verifier(&self, verifier: Arc<dyn TransactionVerifier>) {
-        let _ = self.txn_verifier.set(verifier);
+    pub fn set_transaction_verifier(&self, verifier: &Arc<dyn TransactionVerifier>) {
+        let _ = self.txn_verifier.set(Arc::downgrade(verifier));
     }
 
-    pub(super) fn transaction_verifier(&self) -> Option<&Arc<dyn TransactionVerifier>> {
-        self.txn_verifier.get()
+    pub(super) fn transaction_verifier(&self) -> Option<Arc<dyn TransactionVerifier>> {
+        self.txn_verifier.get()?.upgrade()
     }
 
     /// Whether the metadata knows `topic`.

@@ -9,6 +9,7 @@ use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
 use super::transaction::TransactionConfig;
+use super::zookeeper::ZooKeeperConfig;
 use crate::log::cleaner::CleanerConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +119,8 @@ pub struct BrokerConfig {
     pub log_dirs: Vec<PathBuf>,
     pub delete_topic_enable: bool,
     pub zookeeper_connect: Option<String>,
+    /// ZooKeeper mode's session, controller and controlled-shutdown settings.
+    pub zookeeper: ZooKeeperConfig,
     pub rack: Option<String>,
     pub log: LogManagerConfig,
     pub network: NetworkConfig,
@@ -228,6 +231,7 @@ impl BrokerConfig {
             log_dirs,
             delete_topic_enable: keys.bool("delete.topic.enable"),
             zookeeper_connect: keys.get("zookeeper.connect").filter(|s| !s.is_empty()),
+            zookeeper: ZooKeeperConfig::build(&keys)?,
             rack: keys.get("broker.rack"),
             log: LogManagerConfig::build(&keys)?,
             network: NetworkConfig::build(&keys)?,

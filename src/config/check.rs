@@ -9,16 +9,9 @@ use super::broker::{invalid, key_def, listener_key, BrokerConfig, ConfigError};
 use super::catalog::broker_keys;
 use super::defs;
 
-/// Keys Kafka defines that skua reads outside `defs::BROKER_KEYS`: the ZooKeeper
-/// controller's (`controller::zk`) and the TLS listeners' (`tls::settings`, also under
-/// `listener.name.<l>.`). Every other Kafka key is accepted and not acted on.
+/// Keys Kafka defines that skua reads outside `defs::BROKER_KEYS`: the TLS listeners'
+/// (`tls::settings`, also under `listener.name.<l>.`). Every other Kafka key is accepted and not acted on.
 const READ_OUTSIDE_DEFS: &[&str] = &[
-    "auto.leader.rebalance.enable",
-    "controlled.shutdown.enable",
-    "controlled.shutdown.max.retries",
-    "controlled.shutdown.retry.backoff.ms",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",

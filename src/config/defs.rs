@@ -270,7 +270,9 @@ pub fn validator(name: &str) -> Option<Validator> {
         | "transaction.abort.timed.out.transaction.cleanup.interval.ms"
         | "transaction.remove.expired.transaction.cleanup.interval.ms"
         | "producer.id.expiration.ms"
-        | "producer.id.expiration.check.interval.ms" => AtLeast(1),
+        | "producer.id.expiration.check.interval.ms"
+        | "leader.imbalance.check.interval.seconds" => AtLeast(1),
+        "request.timeout.ms" => AtLeast(0),
         // Group keys (Kafka 4.4's GroupConfig).
         "consumer.session.timeout.ms"
         | "consumer.heartbeat.interval.ms"
@@ -742,6 +744,26 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     // send; a skua controller sends Kafka 3.9's requests whatever it is set to).
     b("controller.socket.timeout.ms", Kind::Int, Some("30000")),
     b("request.timeout.ms", Kind::Int, Some("30000")),
+    // ZooKeeper mode: controlled shutdown (the broker's side) and the controller's
+    // automatic preferred-leader rebalance.
+    b("controlled.shutdown.enable", Kind::Bool, Some("true")),
+    b("controlled.shutdown.max.retries", Kind::Int, Some("3")),
+    b(
+        "controlled.shutdown.retry.backoff.ms",
+        Kind::Long,
+        Some("5000"),
+    ),
+    b("auto.leader.rebalance.enable", Kind::Bool, Some("true")),
+    b(
+        "leader.imbalance.per.broker.percentage",
+        Kind::Int,
+        Some("10"),
+    ),
+    b(
+        "leader.imbalance.check.interval.seconds",
+        Kind::Long,
+        Some("300"),
+    ),
     b(
         "security.inter.broker.protocol",
         Kind::String,

@@ -24,6 +24,7 @@ pub mod sections;
 pub mod shared;
 pub mod topic;
 pub mod transaction;
+pub mod zookeeper;
 
 pub use broker::{BrokerConfig, ConfigError};
 pub use group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};

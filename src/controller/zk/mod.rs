@@ -114,24 +114,13 @@ impl Settings {
         let Some(connect) = &config.zookeeper_connect else {
             return Ok(None);
         };
-        let long = |key: &str| config.get(key).and_then(|v| v.trim().parse::<i64>().ok());
-        let ms = |key: &str, default: i64| {
-            Duration::from_millis(long(key).unwrap_or(default).max(1) as u64)
-        };
-        let session_timeout = ms("zookeeper.session.timeout.ms", 18_000);
-        let connection_timeout =
-            long("zookeeper.connection.timeout.ms").map(|v| Duration::from_millis(v.max(1) as u64));
-        let zk = ZkConfig::new(connect, session_timeout, connection_timeout)?;
+        let typed = &config.zookeeper;
+        let zk = ZkConfig::new(connect, typed.session_timeout, typed.connection_timeout)?;
         let endpoints = endpoints_of(config);
         let inter_broker_listener = config.inter_broker_listener();
         let outbound_tls = config.outbound_tls()?;
         let mut shutdown = broker::controlled_shutdown::ShutdownSettings::from_config(config);
         shutdown.outbound_tls = outbound_tls.clone();
-        let flag = |key: &str| {
-            config
-                .get(key)
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-        };
         Ok(Some(Settings {
             broker_id: config.broker_id,
             zk,
@@ -141,22 +130,14 @@ impl Settings {
             rack: config.rack.clone(),
             num_partitions: config.log.num_partitions,
             default_replication_factor: config.replication.default_replication_factor,
-            unclean_leader_election: flag("unclean.leader.election.enable"),
+            unclean_leader_election: typed.unclean_leader_election,
             delete_topic_enable: config.delete_topic_enable,
-            controller_socket_timeout: ms("controller.socket.timeout.ms", 30_000),
-            admin_timeout: ms("request.timeout.ms", 30_000),
+            controller_socket_timeout: typed.controller_socket_timeout,
+            admin_timeout: typed.request_timeout,
             shutdown,
-            auto_leader_rebalance: !config
-                .get("auto.leader.rebalance.enable")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
-            leader_imbalance_check_interval: Duration::from_secs(
-                long("leader.imbalance.check.interval.seconds")
-                    .unwrap_or(300)
-                    .max(1) as u64,
-            ),
-            leader_imbalance_per_broker_percentage: long("leader.imbalance.per.broker.percentage")
-                .unwrap_or(10)
-                .clamp(0, 100) as i32,
+            auto_leader_rebalance: typed.auto_leader_rebalance,
+            leader_imbalance_check_interval: typed.leader_imbalance_check_interval,
+            leader_imbalance_per_broker_percentage: typed.leader_imbalance_per_broker_percentage,
             outbound_tls,
         }))
     }

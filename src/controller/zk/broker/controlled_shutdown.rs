@@ -33,24 +33,12 @@ pub struct ShutdownSettings {
 
 impl ShutdownSettings {
     pub fn from_config(config: &BrokerConfig) -> ShutdownSettings {
-        let long = |key: &str| config.get(key).and_then(|v| v.trim().parse::<i64>().ok());
+        let typed = &config.zookeeper.controlled_shutdown;
         ShutdownSettings {
-            enable: config
-                .get("controlled.shutdown.enable")
-                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false")),
-            max_retries: long("controlled.shutdown.max.retries")
-                .unwrap_or(3)
-                .clamp(0, 1000) as u32,
-            retry_backoff: Duration::from_millis(
-                long("controlled.shutdown.retry.backoff.ms")
-                    .unwrap_or(5000)
-                    .clamp(0, 600_000) as u64,
-            ),
-            request_timeout: Duration::from_millis(
-                long("request.timeout.ms")
-                    .unwrap_or(30_000)
-                    .clamp(1, 600_000) as u64,
-            ),
+            enable: typed.enable,
+            max_retries: typed.max_retries,
+            retry_backoff: typed.retry_backoff,
+            request_timeout: config.zookeeper.request_timeout,
             outbound_tls: None,
         }
     }

@@ -65,6 +65,10 @@ pub enum Revoking {
 }
 
 impl Beat {
+    fn with_records(self, records: ConsumerRecords) -> Beat {
+        Beat { records, ..self }
+    }
+
     fn left(records: ConsumerRecords, member_id: &str, epoch: i32) -> Beat {
         Beat {
             records,
@@ -83,11 +87,12 @@ impl Beat {
     }
 }
 
-/// A heartbeat that stays in the group (member epoch 0 to join, or the current one).
+/// A heartbeat that stays in the group (member epoch 0 to join, or the current one):
+/// Kafka's `consumerGroupHeartbeat`, one function per step.
 pub fn heartbeat(
     g: &ConsumerGroup,
     hb: &Heartbeat,
-    ctx: Context<'_>,
+    mut ctx: Context<'_>,
 ) -> Result<Beat, ResponseError> {
     let joining = hb.member_epoch == 0;
     if joining && hb.subscribed.is_none() && hb.subscribed_regex.is_none() {
@@ -97,36 +102,105 @@ pub fn heartbeat(
     let owned = hb.owned.as_ref().map(|o| owned_by_name(o, topics));
     let mut records = ConsumerRecords::new();
 
-    // 1. The member as replay has it before this heartbeat's own changes (`before`),
-    // and the one it becomes (`m`).
     let found = find_member(g, hb, owned.as_ref())?;
-    let replaced = found.replaced.map(|r| r.member_id.clone());
-    let before: Option<Cow<ConsumerMember>> = match (&found.replaced, found.current) {
-        (Some(old), _) => {
-            // The new instance takes the old one's place: its subscription, target and
-            // partitions, at epoch 0 (Kafka's `replaceMember`).
-            let copy = ConsumerMember {
-                member_id: hb.member_id.clone(),
-                member_epoch: 0,
-                previous_epoch: 0,
-                ..(*old).clone()
-            };
-            let old_target = g.target.get(&old.member_id).cloned().unwrap_or_default();
-            records.extend(member_tombstones(&old.member_id));
-            records.push(member_record(&copy));
-            records.push(target_record(&copy.member_id, &old_target, topics));
-            records.push(current_assignment_record(
-                &copy,
-                Some(&old_target),
+    let change = update_member(g, hb, &found, topics, &mut records)?;
+    let (regexes, regexes_moved) = update_regexes(g, &change, &mut ctx, &mut records)?;
+    let mut bump = change.bump || regexes_moved;
+    let metadata = match bump || ctx.refresh {
+        true => update_subscription_metadata(g, &change, &regexes, topics, &mut records),
+        false => Cow::Borrowed(&g.metadata),
+    };
+    bump |= *metadata != g.metadata;
+    let group_epoch = g.group_epoch + i32::from(bump);
+    if bump {
+        records.push((
+            ConsumerKey::Metadata,
+            Some(ConsumerValue::Metadata { epoch: group_epoch }),
+        ));
+    }
+    let (assignment_epoch, target) = match group_epoch > g.assignment_epoch {
+        true => update_target_assignment(
+            g,
+            &change,
+            &regexes,
+            &metadata,
+            group_epoch,
+            topics,
+            &mut records,
+        ),
+        false => {
+            let mine = change.previous_target(g, &change.now.member_id);
+            (
                 g.assignment_epoch,
-                topics,
-            ));
-            Some(Cow::Owned(copy))
+                mine.map_or(Cow::Owned(Assignment::new()), Cow::Borrowed),
+            )
         }
+    };
+    let next = Next {
+        assignment_epoch,
+        target,
+        owned,
+        lost_response: found.lost_response,
+    };
+    Ok(maybe_reconcile(g, hb, change, next, &ctx, &mut records).with_records(records))
+}
+
+/// The member as replay has it before this heartbeat's own changes (`before`), the one
+/// it becomes (`now`), and whether that alone moves the group epoch.
+struct MemberChange<'g> {
+    before: Option<Cow<'g, ConsumerMember>>,
+    now: ConsumerMember,
+    /// The static member this one takes over from.
+    replaced: Option<String>,
+    /// A new member or a new subscription: the group epoch moves.
+    bump: bool,
+}
+
+impl<'g> MemberChange<'g> {
+    /// Whether `id` is this member (or the one it replaces), whose place is being rewritten.
+    fn is_changing(&self, id: &str) -> bool {
+        id == self.now.member_id || self.replaced.as_deref() == Some(id)
+    }
+
+    /// The other members, as they stay.
+    fn others<'a>(&'a self, g: &'g ConsumerGroup) -> impl Iterator<Item = &'g ConsumerMember> + 'a {
+        g.members
+            .values()
+            .filter(|o| !self.is_changing(&o.member_id))
+    }
+
+    /// A member's target before this heartbeat (this member's is the replaced one's).
+    fn previous_target(&self, g: &'g ConsumerGroup, id: &str) -> Option<&'g Assignment> {
+        let id = match &self.replaced {
+            Some(old) if id == self.now.member_id => old.as_str(),
+            _ => id,
+        };
+        g.target.get(id)
+    }
+}
+
+/// Step 1: the member found, created, or taking over a static member's place; its
+/// metadata record when it changed.
+fn update_member<'g>(
+    g: &'g ConsumerGroup,
+    hb: &Heartbeat,
+    found: &Found<'g>,
+    topics: &TopicImage,
+    records: &mut ConsumerRecords,
+) -> Result<MemberChange<'g>, ResponseError> {
+    let before: Option<Cow<ConsumerMember>> = match (found.replaced, found.current) {
+        (Some(old), _) => Some(Cow::Owned(take_over(
+            g,
+            old,
+            &hb.member_id,
+            topics,
+            records,
+        ))),
         (None, current) => current.map(Cow::Borrowed),
     };
-    let mut m = match (&before, joining && found.replaced.is_none()) {
-        // A member (re)joining starts afresh; whatever it had is reassigned.
+    // A member (re)joining starts afresh; whatever it had is reassigned.
+    let fresh = hb.member_epoch == 0 && found.replaced.is_none();
+    let mut now = match (&before, fresh) {
         (_, true) => ConsumerMember {
             member_id: hb.member_id.clone(),
             ..Default::default()
@@ -134,37 +208,82 @@ pub fn heartbeat(
         (Some(b), false) => b.as_ref().clone(),
         (None, false) => return Err(ResponseError::UnknownMemberId),
     };
-    apply_request(&mut m, hb);
+    apply_request(&mut now, hb);
     if before
         .as_deref()
-        .is_none_or(|b| member_metadata(b) != member_metadata(&m))
+        .is_none_or(|b| member_metadata(b) != member_metadata(&now))
     {
-        records.push(member_record(&m));
+        records.push(member_record(&now));
     }
-    let mut bump = (joining && found.replaced.is_none())
+    let bump = fresh
         || before
             .as_deref()
-            .is_some_and(|b| b.subscribed != m.subscribed);
+            .is_some_and(|b| b.subscribed != now.subscribed);
+    Ok(MemberChange {
+        before,
+        now,
+        replaced: found.replaced.map(|r| r.member_id.clone()),
+        bump,
+    })
+}
 
-    // 2. Regular expressions.
-    let mut regexes: Cow<BTreeMap<String, Vec<String>>> = Cow::Borrowed(&g.regexes);
-    let old_regex = before.as_deref().and_then(|b| b.subscribed_regex.clone());
-    let leaving_members = [Some(m.member_id.as_str()), replaced.as_deref()];
-    if old_regex != m.subscribed_regex {
-        bump = true;
-        if let Some(old) = &old_regex {
-            let others = g.members.values().any(|o| {
-                o.subscribed_regex.as_ref() == Some(old)
-                    && !leaving_members.contains(&Some(o.member_id.as_str()))
-            });
+/// A new static instance takes the old one's place: its subscription, target and
+/// partitions, at epoch 0 (Kafka's `replaceMember`).
+fn take_over(
+    g: &ConsumerGroup,
+    old: &ConsumerMember,
+    member_id: &str,
+    topics: &TopicImage,
+    records: &mut ConsumerRecords,
+) -> ConsumerMember {
+    let copy = ConsumerMember {
+        member_id: member_id.to_string(),
+        member_epoch: 0,
+        previous_epoch: 0,
+        ..old.clone()
+    };
+    let old_target = g.target.get(&old.member_id).cloned().unwrap_or_default();
+    records.extend(member_tombstones(&old.member_id));
+    records.push(member_record(&copy));
+    records.push(target_record(&copy.member_id, &old_target, topics));
+    records.push(current_assignment_record(
+        &copy,
+        Some(&old_target),
+        g.assignment_epoch,
+        topics,
+    ));
+    copy
+}
+
+/// Step 2: the member's regular expression resolved when the group first sees it (and
+/// every one of the group's again when the topics changed), a record per resolution.
+/// Also answers whether the group epoch must move for it.
+fn update_regexes<'g>(
+    g: &'g ConsumerGroup,
+    change: &MemberChange<'_>,
+    ctx: &mut Context<'_>,
+    records: &mut ConsumerRecords,
+) -> Result<(Cow<'g, BTreeMap<String, Vec<String>>>, bool), ResponseError> {
+    let mut regexes = Cow::Borrowed(&g.regexes);
+    let mut moved = false;
+    let old_regex = change
+        .before
+        .as_deref()
+        .and_then(|b| b.subscribed_regex.as_ref());
+    if old_regex != change.now.subscribed_regex.as_ref() {
+        moved = true;
+        if let Some(old) = old_regex {
+            let others = change
+                .others(g)
+                .any(|o| o.subscribed_regex.as_ref() == Some(old));
             if !others && regexes.contains_key(old) {
                 records.push((ConsumerKey::RegularExpression(old.clone()), None));
                 regexes.to_mut().remove(old);
             }
         }
-        if let Some(new) = &m.subscribed_regex {
+        if let Some(new) = &change.now.subscribed_regex {
             if !regexes.contains_key(new) {
-                let matched = ctx.regexes.resolve(new, topics)?;
+                let matched = ctx.regexes.resolve(new, ctx.topics)?;
                 records.push(regex_record(new, &matched, ctx.now_ms));
                 regexes.to_mut().insert(new.clone(), matched);
             }
@@ -174,99 +293,116 @@ pub fn heartbeat(
         let stale: Vec<(String, Vec<String>)> = regexes
             .iter()
             .filter_map(|(regex, matched)| {
-                let now = ctx.regexes.resolve(regex, topics).ok()?;
+                let now = ctx.regexes.resolve(regex, ctx.topics).ok()?;
                 (now != *matched).then(|| (regex.clone(), now))
             })
             .collect();
         for (regex, matched) in stale {
             records.push(regex_record(&regex, &matched, ctx.now_ms));
             regexes.to_mut().insert(regex, matched);
-            bump = true;
+            moved = true;
         }
     }
+    Ok((regexes, moved))
+}
 
-    // 3. Subscribed partition counts and the group epoch.
-    let others = || {
-        g.members
-            .values()
-            .filter(|o| !leaving_members.contains(&Some(o.member_id.as_str())))
-    };
-    let mut metadata = Cow::Borrowed(&g.metadata);
-    if bump || ctx.refresh {
-        let mut subscribed: HashSet<&str> = HashSet::new();
-        for o in others().chain([&m]) {
-            subscribed.extend(member_topics(o, &regexes));
-        }
-        let now: BTreeMap<String, i32> = subscribed
-            .into_iter()
-            .filter_map(|t| Some((t.to_string(), topics.partitions(t)?)))
-            .collect();
-        if now != g.metadata {
-            records.push(partition_metadata_record(&now, topics));
-            metadata = Cow::Owned(now);
-            bump = true;
-        }
+/// Step 3: the partition counts of every topic the group subscribes to, with a record
+/// when they changed (which moves the group epoch).
+fn update_subscription_metadata<'g>(
+    g: &'g ConsumerGroup,
+    change: &MemberChange<'_>,
+    regexes: &BTreeMap<String, Vec<String>>,
+    topics: &TopicImage,
+    records: &mut ConsumerRecords,
+) -> Cow<'g, BTreeMap<String, i32>> {
+    let mut subscribed: HashSet<&str> = HashSet::new();
+    for o in change.others(g).chain([&change.now]) {
+        subscribed.extend(member_topics(o, regexes));
     }
-    let group_epoch = g.group_epoch + i32::from(bump);
-    if bump {
-        records.push((
-            ConsumerKey::Metadata,
-            Some(ConsumerValue::Metadata { epoch: group_epoch }),
-        ));
+    let now: BTreeMap<String, i32> = subscribed
+        .into_iter()
+        .filter_map(|t| Some((t.to_string(), topics.partitions(t)?)))
+        .collect();
+    if now == g.metadata {
+        return Cow::Borrowed(&g.metadata);
     }
+    records.push(partition_metadata_record(&now, topics));
+    Cow::Owned(now)
+}
 
-    // 4. The target assignment.
-    let previous_target = |id: &str| -> Option<&Assignment> {
-        match &replaced {
-            Some(old) if id == m.member_id => g.target.get(old),
-            _ => g.target.get(id),
-        }
-    };
-    let empty = Assignment::new();
-    let (assignment_epoch, target) = if group_epoch > g.assignment_epoch {
-        let subscriptions: BTreeMap<String, HashSet<&str>> = others()
-            .chain([&m])
-            .map(|o| (o.member_id.clone(), member_topics(o, &regexes).collect()))
-            .collect();
-        let previous: Cow<BTreeMap<String, Assignment>> = match &replaced {
-            None => Cow::Borrowed(&g.target),
-            Some(old) => {
-                let mut t = g.target.clone();
-                if let Some(a) = t.remove(old) {
-                    t.insert(m.member_id.clone(), a);
-                }
-                Cow::Owned(t)
+/// Step 4: a new target assignment for the group epoch, a record per member whose
+/// target changed; answers the assignment epoch and this member's target.
+fn update_target_assignment<'g>(
+    g: &'g ConsumerGroup,
+    change: &MemberChange<'_>,
+    regexes: &BTreeMap<String, Vec<String>>,
+    metadata: &BTreeMap<String, i32>,
+    group_epoch: i32,
+    topics: &TopicImage,
+    records: &mut ConsumerRecords,
+) -> (i32, Cow<'g, Assignment>) {
+    let m = &change.now;
+    let subscriptions: BTreeMap<String, HashSet<&str>> = change
+        .others(g)
+        .chain([m])
+        .map(|o| (o.member_id.clone(), member_topics(o, regexes).collect()))
+        .collect();
+    let previous: Cow<BTreeMap<String, Assignment>> = match &change.replaced {
+        None => Cow::Borrowed(&g.target),
+        Some(old) => {
+            let mut t = g.target.clone();
+            if let Some(a) = t.remove(old) {
+                t.insert(m.member_id.clone(), a);
             }
-        };
-        let mut computed = assign(&subscriptions, &metadata, &previous);
-        for (id, t) in &computed {
-            if previous_target(id) != Some(t) {
-                records.push(target_record(id, t, topics));
-            }
+            Cow::Owned(t)
         }
-        records.push((
-            ConsumerKey::TargetAssignmentMetadata,
-            Some(ConsumerValue::TargetAssignmentMetadata {
-                assignment_epoch: group_epoch,
-            }),
-        ));
-        let mine = computed.remove(&m.member_id).unwrap_or_default();
-        (group_epoch, Cow::Owned(mine))
-    } else {
-        let mine = previous_target(&m.member_id).unwrap_or(&empty);
-        (g.assignment_epoch, Cow::Borrowed(mine))
     };
+    let mut computed = assign(&subscriptions, metadata, &previous);
+    for (id, t) in &computed {
+        if change.previous_target(g, id) != Some(t) {
+            records.push(target_record(id, t, topics));
+        }
+    }
+    records.push((
+        ConsumerKey::TargetAssignmentMetadata,
+        Some(ConsumerValue::TargetAssignmentMetadata {
+            assignment_epoch: group_epoch,
+        }),
+    ));
+    let mine = computed.remove(&m.member_id).unwrap_or_default();
+    (group_epoch, Cow::Owned(mine))
+}
 
-    // 5. The member's next step.
+/// What step 5 works towards.
+struct Next<'g> {
+    assignment_epoch: i32,
+    target: Cow<'g, Assignment>,
+    /// What the member reports owning, by name (None: not sent).
+    owned: Option<Assignment>,
+    lost_response: bool,
+}
+
+/// Step 5: the member's next step towards its target (`reconcile.rs`), its record when
+/// its state changed, and the answer (with its assignment when it must be sent).
+fn maybe_reconcile(
+    g: &ConsumerGroup,
+    hb: &Heartbeat,
+    change: MemberChange<'_>,
+    next: Next<'_>,
+    ctx: &Context<'_>,
+    records: &mut ConsumerRecords,
+) -> Beat {
+    let topics = ctx.topics;
     let updated = reconcile(
         g,
-        &m,
-        replaced.as_deref(),
-        &target,
-        assignment_epoch,
-        owned.as_ref(),
+        &change.now,
+        change.replaced.as_deref(),
+        &next.target,
+        next.assignment_epoch,
+        next.owned.as_ref(),
     );
-    let state_changed = before.as_deref().is_none_or(|b| {
+    let before = change.before.as_deref();
+    let state_changed = before.is_none_or(|b| {
         (
             b.member_epoch,
             b.previous_epoch,
@@ -282,13 +418,12 @@ pub fn heartbeat(
     if state_changed {
         records.push(current_assignment_record(
             &updated,
-            Some(&target),
-            assignment_epoch,
+            Some(&next.target),
+            next.assignment_epoch,
             topics,
         ));
     }
-
-    let revoking = match before.as_deref() {
+    let revoking = match before {
         _ if updated.pending_revocation.is_empty() => None,
         Some(b) if b.pending_revocation == updated.pending_revocation => Some(Revoking::Continues),
         _ => Some(Revoking::Started),
@@ -296,15 +431,13 @@ pub fn heartbeat(
     let full_request = hb.rebalance_timeout_ms != -1
         && (hb.subscribed.is_some() || hb.subscribed_regex.is_some())
         && hb.owned.is_some();
-    let send = joining
+    let send = hb.member_epoch == 0
         || full_request
-        || found.lost_response
+        || next.lost_response
         || ctx.resend
-        || before
-            .as_deref()
-            .is_none_or(|b| b.assigned != updated.assigned);
-    Ok(Beat {
-        records,
+        || before.is_none_or(|b| b.assigned != updated.assigned);
+    Beat {
+        records: ConsumerRecords::new(),
         result: HeartbeatResult {
             member_id: updated.member_id.clone(),
             member_epoch: updated.member_epoch,
@@ -312,11 +445,11 @@ pub fn heartbeat(
         },
         revoking,
         rebalance_timeout_ms: updated.rebalance_timeout_ms,
-        replaced,
+        replaced: change.replaced,
         left: false,
         sent_assignment: send,
         refreshed: ctx.refresh,
-    })
+    }
 }
 
 /// Who a heartbeat is from, after Kafka's checks.

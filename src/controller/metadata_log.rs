@@ -253,8 +253,19 @@ fn data_batch(offset: i64, epoch: i32, values: &[Vec<u8>]) -> Result<Vec<u8>, Lo
 /// The newest snapshot plus the log from its end offset; with no usable snapshot, the log
 /// from its start (which must then be 0).
 fn replay(dir: &Path, log: &Log) -> Result<Replayed, LogError> {
-    let mut image = MetadataImage::default();
-    let mut applied = 0u64;
+    let mut replayed = Replayed {
+        image: MetadataImage::default(),
+        open_transaction: false,
+        records: 0,
+    };
+    let from = replay_snapshot(dir, log, &mut replayed)?;
+    replay_records(dir, log, from, &mut replayed)?;
+    Ok(replayed)
+}
+
+/// Replays the newest snapshot that reaches the log's start; answers the offset the
+/// log's records are replayed from.
+fn replay_snapshot(dir: &Path, log: &Log, replayed: &mut Replayed) -> Result<i64, LogError> {
     let log_start = log.log_start_offset();
     let log_end = log.log_end_offset();
     let snapshots = snapshot::list(dir)?;
@@ -274,27 +285,36 @@ fn replay(dir: &Path, log: &Log) -> Result<Replayed, LogError> {
         .into_iter()
         .rev()
         .find(|s| s.end_offset >= log_start);
-    let from = match &snapshot {
+    match &snapshot {
         Some(s) => {
             snapshot::read(s, |value| {
                 let record = MetadataRecord::decode(value).map_err(|e| e.to_string())?;
-                image.replay(&record)?;
-                applied += 1;
+                replayed.image.replay(&record)?;
+                replayed.records += 1;
                 Ok(())
             })
             .map_err(|e| corrupt(dir, e))?;
-            s.end_offset
+            Ok(s.end_offset)
         }
-        None if log_start == 0 => 0,
-        None => {
-            return Err(corrupt(
-                dir,
-                format!(
+        None if log_start == 0 => Ok(0),
+        None => Err(corrupt(
+            dir,
+            format!(
                 "the log starts at offset {log_start} and no snapshot covers the records below it"
             ),
-            ))
-        }
-    };
+        )),
+    }
+}
+
+/// Replays the log's records from `from`, a metadata transaction's records only once its
+/// end is read (an aborted one's never; one still open at the log's end is reported).
+fn replay_records(
+    dir: &Path,
+    log: &Log,
+    from: i64,
+    replayed: &mut Replayed,
+) -> Result<(), LogError> {
+    let log_end = log.log_end_offset();
     let mut transaction: Option<Vec<MetadataRecord>> = None;
     let mut offset = from;
     while offset < log_end {
@@ -323,25 +343,22 @@ fn replay(dir: &Path, log: &Log) -> Result<Replayed, LogError> {
                     (None, MetadataRecord::BeginTransaction) => transaction = Some(Vec::new()),
                     (Some(_), MetadataRecord::EndTransaction) => {
                         for r in transaction.take().unwrap_or_default() {
-                            apply(dir, &mut image, &r)?;
-                            applied += 1;
+                            apply(dir, &mut replayed.image, &r)?;
+                            replayed.records += 1;
                         }
                     }
                     (Some(_), MetadataRecord::AbortTransaction) => transaction = None,
                     (Some(pending), record) => pending.push(record),
                     (None, record) => {
-                        apply(dir, &mut image, &record)?;
-                        applied += 1;
+                        apply(dir, &mut replayed.image, &record)?;
+                        replayed.records += 1;
                     }
                 }
             }
         }
     }
-    Ok(Replayed {
-        image,
-        open_transaction: transaction.is_some(),
-        records: applied,
-    })
+    replayed.open_transaction = transaction.is_some();
+    Ok(())
 }
 
 fn apply(dir: &Path, image: &mut MetadataImage, record: &MetadataRecord) -> Result<(), LogError> {

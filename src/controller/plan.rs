@@ -35,68 +35,8 @@ impl ControllerConfig {
     ) -> Result<(Vec<MetadataRecord>, TopicInfo), ControllerError> {
         topic_name::validate(&topic.name)
             .map_err(|m| ControllerError::new(ResponseError::InvalidTopicException, m))?;
-        let count = if topic.assignments.is_empty() {
-            let n = if topic.num_partitions == -1 {
-                self.num_partitions
-            } else {
-                topic.num_partitions
-            };
-            let rf = if topic.replication_factor == -1 {
-                self.default_replication_factor
-            } else {
-                topic.replication_factor
-            };
-            if n <= 0 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidPartitions,
-                    "Number of partitions must be larger than 0.",
-                ));
-            }
-            if rf <= 0 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidReplicationFactor,
-                    "Replication factor must be larger than 0.",
-                ));
-            }
-            self.check_replication_factor(rf)?;
-            n
-        } else {
-            if topic.num_partitions != -1 || topic.replication_factor != -1 {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidRequest,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-                ));
-            }
-            let expected: Vec<i32> = (0..topic.assignments.len() as i32).collect();
-            if topic.assignments.keys().copied().collect::<Vec<_>>() != expected {
-                return Err(ControllerError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    "Partitions should be a consecutive 0-based integer sequence",
-                ));
-            }
-            for replicas in topic.assignments.values() {
-                self.check_assignment(replicas)?;
-            }
-            topic.assignments.len() as i32
-        };
-        if image.topic(&topic.name).is_some() {
-            return Err(ControllerError::new(
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{}' already exists.", topic.name),
-            ));
-        }
-        if let Some(other) = image
-            .topics()
-            .find(|t| topic_name::collides(&t.name, &topic.name))
-        {
-            return Err(ControllerError::new(
-                ResponseError::InvalidTopicException,
-                format!(
-                    "Topic '{}' collides with existing topic: {}",
-                    topic.name, other.name
-                ),
-            ));
-        }
+        let count = self.partition_count(&topic)?;
+        check_name_free(image, &topic.name)?;
         let topic_id = loop {
             let id = crate::log::new_kafka_uuid();
             if image.topic_by_id(id).is_none() {
@@ -126,6 +66,57 @@ impl ControllerConfig {
             configs: topic.configs,
         };
         Ok((records, info))
+    }
+
+    /// How many partitions `topic` asks for: a count and replication factor (-1 for the
+    /// broker's defaults), or explicit assignments, checked as Kafka's controller does.
+    fn partition_count(&self, topic: &NewTopic) -> Result<i32, ControllerError> {
+        if !topic.assignments.is_empty() {
+            return self.assigned_partition_count(topic);
+        }
+        let n = match topic.num_partitions {
+            -1 => self.num_partitions,
+            n => n,
+        };
+        let rf = match topic.replication_factor {
+            -1 => self.default_replication_factor,
+            rf => rf,
+        };
+        if n <= 0 {
+            return Err(ControllerError::new(
+                ResponseError::InvalidPartitions,
+                "Number of partitions must be larger than 0.",
+            ));
+        }
+        if rf <= 0 {
+            return Err(ControllerError::new(
+                ResponseError::InvalidReplicationFactor,
+                "Replication factor must be larger than 0.",
+            ));
+        }
+        self.check_replication_factor(rf)?;
+        Ok(n)
+    }
+
+    /// The partition count of explicit assignments: partitions 0..n, each assignment legal.
+    fn assigned_partition_count(&self, topic: &NewTopic) -> Result<i32, ControllerError> {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(ControllerError::new(
+                ResponseError::InvalidRequest,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            ));
+        }
+        let expected: Vec<i32> = (0..topic.assignments.len() as i32).collect();
+        if topic.assignments.keys().copied().collect::<Vec<_>>() != expected {
+            return Err(ControllerError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "Partitions should be a consecutive 0-based integer sequence",
+            ));
+        }
+        for replicas in topic.assignments.values() {
+            self.check_assignment(replicas)?;
+        }
+        Ok(topic.assignments.len() as i32)
     }
 
     pub fn plan_partitions(
@@ -323,4 +314,25 @@ pub fn bootstrap_records() -> Vec<MetadataRecord> {
         level,
     })
     .collect()
+}
+
+/// A new topic's name must not be taken, nor collide with a taken one (`.` and `_` are
+/// the same character in metric names).
+fn check_name_free(image: &MetadataImage, name: &str) -> Result<(), ControllerError> {
+    if image.topic(name).is_some() {
+        return Err(ControllerError::new(
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        ));
+    }
+    if let Some(other) = image.topics().find(|t| topic_name::collides(&t.name, name)) {
+        return Err(ControllerError::new(
+            ResponseError::InvalidTopicException,
+            format!(
+                "Topic '{name}' collides with existing topic: {}",
+                other.name
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -11,7 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use kafka_protocol::messages::update_metadata_request::UpdateMetadataPartitionState;
+use kafka_protocol::messages::update_metadata_request::{
+    UpdateMetadataBroker, UpdateMetadataPartitionState,
+};
 use kafka_protocol::messages::UpdateMetadataRequest;
 use uuid::Uuid;
 
@@ -173,37 +175,23 @@ impl MetadataCache {
     pub fn apply(&mut self, req: &UpdateMetadataRequest) -> CacheUpdate {
         self.received = true;
         self.controller_id = req.controller_id.0;
+        self.apply_brokers(req);
+        let mut update = CacheUpdate::default();
+        for (name, (id, states)) in legal_states_by_topic(req) {
+            self.apply_topic(name, id, &states, &mut update);
+        }
+        update
+    }
+
+    /// The live brokers, replaced by every request.
+    fn apply_brokers(&mut self, req: &UpdateMetadataRequest) {
         self.brokers = req
             .live_brokers
             .iter()
             .map(|b| {
-                let endpoints = if b.endpoints.is_empty() && !b.v0_host.is_empty() {
-                    // v0: one PLAINTEXT endpoint.
-                    vec![CachedEndpoint {
-                        listener: "PLAINTEXT".into(),
-                        host: b.v0_host.to_string(),
-                        port: b.v0_port,
-                        security_protocol: 0,
-                    }]
-                } else {
-                    b.endpoints
-                        .iter()
-                        .map(|e| CachedEndpoint {
-                            // Before v3 the listener is named after its security protocol.
-                            listener: if e.listener.is_empty() {
-                                protocol_name(e.security_protocol).to_string()
-                            } else {
-                                e.listener.to_string()
-                            },
-                            host: e.host.to_string(),
-                            port: e.port,
-                            security_protocol: e.security_protocol,
-                        })
-                        .collect()
-                };
                 let broker = CachedBroker {
                     id: b.id.0,
-                    endpoints,
+                    endpoints: endpoints_of(b),
                     rack: b.rack.as_ref().map(|r| r.to_string()),
                 };
                 (broker.id, broker)
@@ -218,47 +206,6 @@ impl MetadataCache {
             .filter_map(|b| b.info(listener))
             .collect();
         self.image.set_cluster(brokers, self.controller_id);
-
-        let mut update = CacheUpdate::default();
-        let mut touched: BTreeMap<&str, (Option<Uuid>, Vec<&UpdateMetadataPartitionState>)> =
-            BTreeMap::new();
-        let mut illegal = CappedLines::new("UpdateMetadata left out an illegal partition");
-        let mut legal = |topic: &str, p: &UpdateMetadataPartitionState| {
-            let checked = check_partition(topic, p.partition_index);
-            if let Err(why) = &checked {
-                if illegal.allow() {
-                    tracing::error!(
-                        partition = p.partition_index,
-                        "UpdateMetadata left out a partition: {why}"
-                    );
-                }
-            }
-            checked.is_ok()
-        };
-        for t in &req.topic_states {
-            let states: Vec<&UpdateMetadataPartitionState> = t
-                .partition_states
-                .iter()
-                .filter(|p| legal(&t.topic_name, p))
-                .collect();
-            let name_illegal = || check_partition(&t.topic_name, 0).is_err();
-            if states.is_empty() && (!t.partition_states.is_empty() || name_illegal()) {
-                continue;
-            }
-            let entry = touched.entry(t.topic_name.as_str()).or_default();
-            // v5 and v6 group by topic without ids: nothing to say about the id then.
-            entry.0 = (!t.topic_id.is_nil() || entry.0.is_some()).then_some(t.topic_id);
-            entry.1.extend(states);
-        }
-        for p in &req.ungrouped_partition_states {
-            if legal(&p.topic_name, p) {
-                touched.entry(p.topic_name.as_str()).or_default().1.push(p);
-            }
-        }
-        for (name, (id, states)) in touched {
-            self.apply_topic(name, id, &states, &mut update);
-        }
-        update
     }
 
     fn remember_deleted(&mut self, name: &str, id: Uuid) {
@@ -334,6 +281,76 @@ impl MetadataCache {
         }
         self.image.put_topic(Arc::new(topic));
     }
+}
+
+/// A live broker's endpoints as any version of UpdateMetadata names them.
+fn endpoints_of(b: &UpdateMetadataBroker) -> Vec<CachedEndpoint> {
+    if b.endpoints.is_empty() && !b.v0_host.is_empty() {
+        // v0: one PLAINTEXT endpoint.
+        return vec![CachedEndpoint {
+            listener: "PLAINTEXT".into(),
+            host: b.v0_host.to_string(),
+            port: b.v0_port,
+            security_protocol: 0,
+        }];
+    }
+    b.endpoints
+        .iter()
+        .map(|e| CachedEndpoint {
+            // Before v3 the listener is named after its security protocol.
+            listener: if e.listener.is_empty() {
+                protocol_name(e.security_protocol).to_string()
+            } else {
+                e.listener.to_string()
+            },
+            host: e.host.to_string(),
+            port: e.port,
+            security_protocol: e.security_protocol,
+        })
+        .collect()
+}
+
+/// A topic's id (when the request's version says it) and partition states.
+type TopicStates<'r> = (Option<Uuid>, Vec<&'r UpdateMetadataPartitionState>);
+
+/// The request's partition states by topic, grouped (v5+) or not; illegal partitions
+/// and topics left out with an error line (capped), never reaching the log layer.
+fn legal_states_by_topic(req: &UpdateMetadataRequest) -> BTreeMap<&str, TopicStates<'_>> {
+    let mut touched: BTreeMap<&str, TopicStates<'_>> = BTreeMap::new();
+    let mut illegal = CappedLines::new("UpdateMetadata left out an illegal partition");
+    let mut legal = |topic: &str, p: &UpdateMetadataPartitionState| {
+        let checked = check_partition(topic, p.partition_index);
+        if let Err(why) = &checked {
+            if illegal.allow() {
+                tracing::error!(
+                    partition = p.partition_index,
+                    "UpdateMetadata left out a partition: {why}"
+                );
+            }
+        }
+        checked.is_ok()
+    };
+    for t in &req.topic_states {
+        let states: Vec<&UpdateMetadataPartitionState> = t
+            .partition_states
+            .iter()
+            .filter(|p| legal(&t.topic_name, p))
+            .collect();
+        let name_illegal = || check_partition(&t.topic_name, 0).is_err();
+        if states.is_empty() && (!t.partition_states.is_empty() || name_illegal()) {
+            continue;
+        }
+        let entry = touched.entry(t.topic_name.as_str()).or_default();
+        // v5 and v6 group by topic without ids: nothing to say about the id then.
+        entry.0 = (!t.topic_id.is_nil() || entry.0.is_some()).then_some(t.topic_id);
+        entry.1.extend(states);
+    }
+    for p in &req.ungrouped_partition_states {
+        if legal(&p.topic_name, p) {
+            touched.entry(p.topic_name.as_str()).or_default().1.push(p);
+        }
+    }
+    touched
 }
 
 fn partition_info(s: &UpdateMetadataPartitionState) -> PartitionInfo {

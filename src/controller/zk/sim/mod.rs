@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use self::broker::{Applied, Broker};
+use self::broker::{Applied, Broker, Replica};
 use self::checker::Checker;
 use super::channel::{Outbox, Sent};
 use super::clock::TokioClock;
@@ -500,32 +500,8 @@ impl Sim {
         let r = &b.partitions[&tp];
         let end = b.logs.get(&tp).map_or(0, Vec::len);
         let hw = b.high_watermarks.get(&tp).copied().unwrap_or(0);
-        let proposal = match &r.pending_isr {
-            Some(p) => p.clone(),
-            None => {
-                let caught_up: Vec<i32> = r
-                    .replicas
-                    .iter()
-                    .copied()
-                    .filter(|x| !r.isr.contains(x))
-                    .filter(|x| r.follower_ends.get(x).is_some_and(|&e| e >= hw))
-                    .collect();
-                let lagging: Vec<i32> = r
-                    .isr
-                    .iter()
-                    .copied()
-                    .filter(|&x| x != id && r.follower_ends.get(&x).copied().unwrap_or(0) < end)
-                    .collect();
-                let mut isr = r.isr.clone();
-                if !caught_up.is_empty() {
-                    isr.extend(caught_up);
-                } else if !lagging.is_empty() && self.rng.chance(50) {
-                    isr.retain(|x| !lagging.contains(x));
-                } else {
-                    return;
-                }
-                isr
-            }
+        let Some(proposal) = next_isr(r, id, end, hw, &mut self.rng) else {
+            return;
         };
         let Some(events) = self
             .members
@@ -537,25 +513,7 @@ impl Sim {
         let Some(&topic_id) = self.topics.get(&tp.topic) else {
             return;
         };
-        let epochs: Vec<BrokerState> = proposal
-            .iter()
-            .map(|&x| {
-                BrokerState::default()
-                    .with_broker_id(BrokerId(x))
-                    .with_broker_epoch(self.current_epoch(x))
-            })
-            .collect();
-        let p = PartitionData::default()
-            .with_partition_index(tp.partition)
-            .with_leader_epoch(r.leader_epoch)
-            .with_partition_epoch(r.partition_epoch)
-            .with_new_isr_with_epochs(epochs);
-        let request = AlterPartitionRequest::default()
-            .with_broker_id(BrokerId(id))
-            .with_broker_epoch(self.current_epoch(id))
-            .with_topics(vec![TopicData::default()
-                .with_topic_id(topic_id)
-                .with_partitions(vec![p])]);
+        let request = self.alter_partition_request(id, &tp, r, topic_id, &proposal);
         let (reply, answer) = oneshot::channel();
         let leader_epoch = r.leader_epoch;
         let _ = events.send(Event::AlterPartition {
@@ -577,6 +535,37 @@ impl Sim {
             leader_epoch,
             answer,
         });
+    }
+
+    /// The AlterPartition `leader` sends for `tp` proposing `isr`, each member with its
+    /// current broker epoch.
+    fn alter_partition_request(
+        &self,
+        leader: i32,
+        tp: &TopicPartition,
+        r: &Replica,
+        topic_id: Uuid,
+        isr: &[i32],
+    ) -> AlterPartitionRequest {
+        let epochs: Vec<BrokerState> = isr
+            .iter()
+            .map(|&x| {
+                BrokerState::default()
+                    .with_broker_id(BrokerId(x))
+                    .with_broker_epoch(self.current_epoch(x))
+            })
+            .collect();
+        let p = PartitionData::default()
+            .with_partition_index(tp.partition)
+            .with_leader_epoch(r.leader_epoch)
+            .with_partition_epoch(r.partition_epoch)
+            .with_new_isr_with_epochs(epochs);
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(leader))
+            .with_broker_epoch(self.current_epoch(leader))
+            .with_topics(vec![TopicData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![p])])
     }
 
     fn poll_alter_replies(&mut self) {
@@ -888,4 +877,35 @@ fn a_seed_replays_exactly() {
     let b = run_seed(7, STEPS).unwrap_or_else(|e| vec![e]);
     assert!(a.len() > 50, "the run did things: {}", a.len());
     assert_eq!(a, b);
+}
+
+/// The ISR leader `id` proposes next for replica `r` (log end `end`, high watermark
+/// `hw`): the pending proposal again, followers caught up to the high watermark added,
+/// or (half the time) those behind the log end dropped; None when nothing changes.
+fn next_isr(r: &Replica, id: i32, end: usize, hw: usize, rng: &mut Rng) -> Option<Vec<i32>> {
+    if let Some(p) = &r.pending_isr {
+        return Some(p.clone());
+    }
+    let caught_up: Vec<i32> = r
+        .replicas
+        .iter()
+        .copied()
+        .filter(|x| !r.isr.contains(x))
+        .filter(|x| r.follower_ends.get(x).is_some_and(|&e| e >= hw))
+        .collect();
+    let lagging: Vec<i32> = r
+        .isr
+        .iter()
+        .copied()
+        .filter(|&x| x != id && r.follower_ends.get(&x).copied().unwrap_or(0) < end)
+        .collect();
+    let mut isr = r.isr.clone();
+    if !caught_up.is_empty() {
+        isr.extend(caught_up);
+    } else if !lagging.is_empty() && rng.chance(50) {
+        isr.retain(|x| !lagging.contains(x));
+    } else {
+        return None;
+    }
+    Some(isr)
 }

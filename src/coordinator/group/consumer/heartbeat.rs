@@ -25,7 +25,7 @@ use super::records::{
 };
 use super::{
     is_subset, member_topics, Assignment, ConsumerGroup, ConsumerMember, Heartbeat,
-    HeartbeatResult, RegexCache, TopicImage, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
+    HeartbeatResult, RegexCache, ResolvedRegexes, TopicImage, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use crate::coordinator::group::records::consumer::{ConsumerKey, ConsumerValue};
 
@@ -263,7 +263,7 @@ fn update_regexes<'g>(
     change: &MemberChange<'_>,
     ctx: &mut Context<'_>,
     records: &mut ConsumerRecords,
-) -> Result<(Cow<'g, BTreeMap<String, Vec<String>>>, bool), ResponseError> {
+) -> Result<(Cow<'g, ResolvedRegexes>, bool), ResponseError> {
     let mut regexes = Cow::Borrowed(&g.regexes);
     let mut moved = false;
     let old_regex = change
@@ -311,7 +311,7 @@ fn update_regexes<'g>(
 fn update_subscription_metadata<'g>(
     g: &'g ConsumerGroup,
     change: &MemberChange<'_>,
-    regexes: &BTreeMap<String, Vec<String>>,
+    regexes: &ResolvedRegexes,
     topics: &TopicImage,
     records: &mut ConsumerRecords,
 ) -> Cow<'g, BTreeMap<String, i32>> {
@@ -335,7 +335,7 @@ fn update_subscription_metadata<'g>(
 fn update_target_assignment<'g>(
     g: &'g ConsumerGroup,
     change: &MemberChange<'_>,
-    regexes: &BTreeMap<String, Vec<String>>,
+    regexes: &ResolvedRegexes,
     metadata: &BTreeMap<String, i32>,
     group_epoch: i32,
     topics: &TopicImage,

@@ -44,6 +44,9 @@ pub use super::topics::TopicImage;
 /// Topic name → partitions.
 pub type Assignment = BTreeMap<String, BTreeSet<i32>>;
 
+/// A group's subscribed regular expressions → the topic names each matched.
+pub type ResolvedRegexes = BTreeMap<String, Vec<String>>;
+
 pub const ASSIGNOR: &str = "uniform";
 /// The member epoch of a heartbeat that leaves the group.
 pub const LEAVE_EPOCH: i32 = -1;
@@ -123,7 +126,7 @@ pub struct ConsumerGroup {
     /// Partition counts of the subscribed topics the target was computed from.
     pub metadata: BTreeMap<String, i32>,
     /// Regular expression → the topics it resolved to, shared by its subscribers.
-    pub regexes: BTreeMap<String, Vec<String>>,
+    pub regexes: ResolvedRegexes,
     /// Derived on replay: which member holds a partition (assigned or revoking).
     owners: HashMap<(String, i32), String>,
     /// Derived on replay: static members by instance id.
@@ -210,7 +213,7 @@ impl ConsumerGroup {
 /// A member's topics given the group's resolved regexes.
 fn member_topics<'a>(
     m: &'a ConsumerMember,
-    regexes: &'a BTreeMap<String, Vec<String>>,
+    regexes: &'a ResolvedRegexes,
 ) -> impl Iterator<Item = &'a str> {
     let resolved = m
         .subscribed_regex

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::delayed_fetch::{FetchIsolation, FetchParams};
 use super::isr::{IsrChange, IsrChanges};
-use super::state::{IsrOutcome, PartitionState, Role};
+use super::state::{IsrOutcome, ReplicationState, Role};
 use crate::controller::LeaderAndIsr;
 use crate::error::ApiError;
 use crate::log::cleaner::Candidate;
@@ -48,7 +48,7 @@ pub struct Partition {
     /// Role, epochs, ISR and followers. Held for reading across a leader's append (not its
     /// fsync), so a batch carries the epoch under which it was checked; written only when
     /// metadata changes the partition.
-    state: RwLock<PartitionState>,
+    state: RwLock<ReplicationState>,
     /// Offsets below this are committed (on every replica in the ISR) and visible to
     /// consumers.
     high_watermark: AtomicI64,
@@ -126,7 +126,7 @@ impl Partition {
             tp,
             topic_id,
             log: RwLock::new(log),
-            state: RwLock::new(PartitionState::sole_leader(leader_epoch)),
+            state: RwLock::new(ReplicationState::sole_leader(leader_epoch)),
             high_watermark,
             log_end_advanced: Notify::new(),
             high_watermark_advanced: Notify::new(),
@@ -761,7 +761,7 @@ impl Partition {
     }
 
     /// Proposes adding `replica_id` to the ISR once it has caught up (see
-    /// `PartitionState::propose_expand`).
+    /// `ReplicationState::propose_expand`).
     fn maybe_expand_isr(self: &Arc<Self>, replica_id: i32) {
         let Some(changes) = self.isr_changes.get() else {
             return;
@@ -814,7 +814,7 @@ impl Partition {
     }
 
     #[cfg(test)]
-    pub(crate) fn state_for_tests(&self) -> PartitionState {
+    pub(crate) fn state_for_tests(&self) -> ReplicationState {
         self.state.read().clone()
     }
 

@@ -1,4 +1,5 @@
-//! What a partition knows of its replicas (Kafka's `PartitionState` and `ReplicaState`):
+//! What a partition knows of its replicas (Kafka's `PartitionState` and `ReplicaState`,
+//! named here `ReplicationState` and `FollowerState` apart from the controller's states):
 //! its role, leader epoch, replicas and ISR, and, as leader, each follower's log end
 //! offset. The high-watermark rule lives here. Pure state, no I/O: `Partition` keeps it
 //! under a lock and acts on what it says, so every rule is tested without a log.
@@ -21,7 +22,7 @@ pub enum Role {
 
 /// A follower as its leader sees it, from its fetches (Kafka's `ReplicaState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplicaState {
+pub struct FollowerState {
     /// The offset the follower fetched from last: everything below it is in its log.
     /// -1 until its first fetch in this leader epoch.
     pub log_end_offset: i64,
@@ -36,11 +37,11 @@ pub struct ReplicaState {
     pub broker_epoch: i64,
 }
 
-impl ReplicaState {
+impl FollowerState {
     /// A follower at the start of a leader epoch: nothing known of its log yet. One in
     /// the ISR counts as caught up now, so it is not dropped before it could fetch.
     fn unknown(in_sync: bool, now_ms: i64) -> Self {
-        ReplicaState {
+        FollowerState {
             log_end_offset: -1,
             log_start_offset: -1,
             last_fetch_ms: -1,
@@ -53,7 +54,7 @@ impl ReplicaState {
 
 /// A partition's replication state on this broker.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartitionState {
+pub struct ReplicationState {
     /// This broker's id (-1 when not known: a partition led here alone).
     pub local_id: i32,
     pub role: Role,
@@ -64,7 +65,7 @@ pub struct PartitionState {
     /// The in-sync replicas, as the controller last announced them.
     pub isr: Vec<i32>,
     /// As leader: every other replica, as its fetches showed it.
-    followers: BTreeMap<i32, ReplicaState>,
+    followers: BTreeMap<i32, FollowerState>,
     /// As leader: an ISR change sent to the controller and not yet answered (Kafka's
     /// `PendingExpandIsr` / `PendingShrinkIsr`). While it is out no other is proposed.
     pub pending_isr: Option<Vec<i32>>,
@@ -93,10 +94,10 @@ pub enum IsrOutcome {
     Refused(ResponseError),
 }
 
-impl PartitionState {
+impl ReplicationState {
     /// A partition this broker leads alone at `leader_epoch`: it is the whole ISR.
     pub fn sole_leader(leader_epoch: i32) -> Self {
-        PartitionState {
+        ReplicationState {
             local_id: -1,
             role: Role::Leader,
             leader_epoch,
@@ -121,7 +122,7 @@ impl PartitionState {
         }
     }
 
-    pub fn follower(&self, replica_id: i32) -> Option<&ReplicaState> {
+    pub fn follower(&self, replica_id: i32) -> Option<&FollowerState> {
         self.followers.get(&replica_id)
     }
 
@@ -160,7 +161,7 @@ impl PartitionState {
             let in_sync = self.isr.contains(&id);
             let state = match self.followers.get(&id) {
                 Some(known) if !changed => *known,
-                _ => ReplicaState::unknown(in_sync, now_ms),
+                _ => FollowerState::unknown(in_sync, now_ms),
             };
             followers.insert(id, state);
         }
@@ -347,10 +348,10 @@ mod tests {
 
     #[test]
     fn a_sole_leader_follows_its_own_log_end() {
-        let s = PartitionState::sole_leader(3);
+        let s = ReplicationState::sole_leader(3);
         assert!(s.is_leader());
         assert_eq!(s.high_watermark_candidate(42), Some(42));
-        let mut one = PartitionState::sole_leader(0);
+        let mut one = ReplicationState::sole_leader(0);
         assert!(one.apply(1, &[1], &announced(1, 4, &[1]), 0));
         assert_eq!(one.high_watermark_candidate(7), Some(7));
         assert_eq!(one.check_fetch(-1), Ok(()));
@@ -359,7 +360,7 @@ mod tests {
 
     #[test]
     fn the_role_follows_the_announced_leader() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         assert!(s.apply(1, &[1, 2], &announced(2, 5, &[1, 2]), 0));
         assert_eq!(s.role, Role::Follower { leader: 2 });
         assert_eq!(s.high_watermark_candidate(10), None);
@@ -380,7 +381,7 @@ mod tests {
 
     #[test]
     fn the_high_watermark_is_the_smallest_log_end_in_the_isr() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 1_000);
         // New leader epoch: the followers' logs are unknown, so nothing is committed yet.
         assert_eq!(s.high_watermark_candidate(10), Some(-1));
@@ -409,7 +410,7 @@ mod tests {
 
     #[test]
     fn a_new_leader_epoch_forgets_what_followers_had() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2], &announced(1, 1, &[1, 2]), 0);
         s.update_follower(2, 8, 0, 8, 5).unwrap();
         assert_eq!(s.high_watermark_candidate(8), Some(8));
@@ -421,7 +422,7 @@ mod tests {
 
     #[test]
     fn a_pending_isr_change_holds_the_high_watermark_to_the_maximal_isr() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
         s.update_follower(2, 10, 0, 10, 1).unwrap();
         s.update_follower(3, 4, 0, 10, 1).unwrap();
@@ -449,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_shrink_drops_only_followers_lagging_past_the_limit() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 0);
         s.update_follower(2, 10, 0, 10, 5_000).unwrap();
         s.update_follower(3, 4, 0, 10, 5_000).unwrap();
@@ -480,7 +481,7 @@ mod tests {
 
     #[test]
     fn min_insync_counts_the_committed_isr() {
-        let mut s = PartitionState::sole_leader(0);
+        let mut s = ReplicationState::sole_leader(0);
         assert_eq!(s.isr_size(), 1);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
         assert_eq!(s.isr_size(), 2);

@@ -289,7 +289,7 @@ pub const LEADER_RECOVERING: i8 = 1;
 /// `/brokers/topics/<topic>/partitions/<p>/state`: leader, ISR and epochs. Its znode
 /// version is the partition epoch that AlterPartition compares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionState {
+pub struct LeaderIsrAndControllerEpoch {
     pub controller_epoch: i32,
     pub leader: i32,
     pub version: i32,
@@ -299,9 +299,9 @@ pub struct PartitionState {
     pub isr: Vec<i32>,
 }
 
-impl PartitionState {
+impl LeaderIsrAndControllerEpoch {
     pub fn new(controller_epoch: i32, leader: i32, leader_epoch: i32, isr: Vec<i32>) -> Self {
-        PartitionState {
+        LeaderIsrAndControllerEpoch {
             controller_epoch,
             leader,
             version: 1,
@@ -479,7 +479,7 @@ mod tests {
                     "topic"
                 }
                 ["", "brokers", "topics", _, "partitions", _, "state"] => {
-                    let s: PartitionState = round_trip(path, data);
+                    let s: LeaderIsrAndControllerEpoch = round_trip(path, data);
                     assert!(s.isr.contains(&s.leader));
                     "partition state"
                 }
@@ -544,7 +544,7 @@ mod tests {
             String::from_utf8(encode(&c)).unwrap(),
             r#"{"version":2,"brokerid":2,"timestamp":"1796061931444","kraftControllerEpoch":-1}"#
         );
-        let s = PartitionState::new(1, 2, 1, vec![2, 1, 3]);
+        let s = LeaderIsrAndControllerEpoch::new(1, 2, 1, vec![2, 1, 3]);
         assert_eq!(
             String::from_utf8(encode(&s)).unwrap(),
             r#"{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":1,"isr":[2,1,3]}"#
@@ -561,7 +561,7 @@ mod tests {
     /// hash), a topic without a topic id (four keys of the same mutable map).
     #[test]
     fn optional_keys_take_kafka_positions() {
-        let mut s = PartitionState::new(5, 1, 3, vec![1]);
+        let mut s = LeaderIsrAndControllerEpoch::new(5, 1, 3, vec![1]);
         s.leader_recovery_state = Some(LEADER_RECOVERING);
         assert_eq!(
             String::from_utf8(encode(&s)).unwrap(),

@@ -136,11 +136,10 @@ fn rebuild_leader_and_isr(
                 .insert(p.partition_index, p.replicas.iter().map(|b| b.0).collect());
             let leadership = Leadership {
                 leader_and_isr: LeaderAndIsr {
-                    leader: p.leader.0,
                     leader_epoch: p.leader_epoch,
-                    isr: p.isr.iter().map(|b| b.0).collect(),
-                    recovering: p.leader_recovery_state == 1,
                     partition_epoch: p.partition_epoch,
+                    leader_recovery_state: p.leader_recovery_state,
+                    ..LeaderAndIsr::initial(p.leader.0, p.isr.iter().map(|b| b.0).collect())
                 },
                 controller_epoch: p.controller_epoch,
             };
@@ -209,11 +208,9 @@ fn rebuild_update_metadata(
                 ctx.topics_to_delete.insert(topic.clone());
             }
             let l = LeaderAndIsr {
-                leader: p.leader.0,
                 leader_epoch: p.leader_epoch,
-                isr: p.isr.iter().map(|b| b.0).collect(),
-                recovering: false,
                 partition_epoch: p.zk_version,
+                ..LeaderAndIsr::initial(p.leader.0, p.isr.iter().map(|b| b.0).collect())
             };
             ctx.leadership.insert(
                 tp.clone(),
@@ -276,11 +273,9 @@ fn rebuild_stop_replica(
                 tp.clone(),
                 Leadership {
                     leader_and_isr: LeaderAndIsr {
-                        leader: target,
                         leader_epoch,
-                        isr: vec![target],
-                        recovering: false,
                         partition_epoch: 0,
+                        ..LeaderAndIsr::initial(target, vec![target])
                     },
                     controller_epoch: req.controller_epoch,
                 },

@@ -19,7 +19,9 @@ use crate::common;
 
 use common::cluster::{eventually, script, Cluster, ONE_AT_A_TIME, SESSION_TIMEOUT_MS};
 use skua::zk::session::{ZkConfig, ZkSession};
-use skua::zk::znodes::{self, ControllerRegistration, PartitionState, TopicAssignment};
+use skua::zk::znodes::{
+    self, ControllerRegistration, LeaderIsrAndControllerEpoch, TopicAssignment,
+};
 
 /// How long after a session timeout a change must be visible ("a few seconds").
 const SLACK: Duration = Duration::from_secs(15);
@@ -475,7 +477,7 @@ fn skua_controls_kafka_brokers_and_hands_over() {
         );
     }
     eprintln!("failover seen by both brokers after {:?}", killed.elapsed());
-    let state: PartitionState = znodes::decode(
+    let state: LeaderIsrAndControllerEpoch = znodes::decode(
         c.zk_shell_get("/brokers/topics/served/partitions/0/state")
             .as_bytes(),
     )
@@ -930,7 +932,7 @@ fn deposed_controller_changes_nothing() {
                         .get(&format!("/brokers/topics/fenced/partitions/{p}/state"))
                         .await
                         .unwrap()?;
-                    let st: PartitionState = znodes::decode(&data).ok()?;
+                    let st: LeaderIsrAndControllerEpoch = znodes::decode(&data).ok()?;
                     leaders.insert(st.leader);
                 }
                 (r.brokerid == 2 && leaders == BTreeSet::from([2])).then_some(())
@@ -991,7 +993,11 @@ fn deposed_controller_changes_nothing() {
 }
 
 /// A partition's `state` znode.
-async fn partition_state(s: &ZkSession, topic: &str, p: i32) -> Option<PartitionState> {
+async fn partition_state(
+    s: &ZkSession,
+    topic: &str,
+    p: i32,
+) -> Option<LeaderIsrAndControllerEpoch> {
     let (data, _) = s
         .get(&format!("/brokers/topics/{topic}/partitions/{p}/state"))
         .await

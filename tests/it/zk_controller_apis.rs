@@ -28,7 +28,7 @@ use common::zookeeper::ZooKeeper;
 use skua::client::codec;
 use skua::zk::session::{ZkConfig, ZkSession};
 use skua::zk::znodes::{
-    self, paths, BrokerRegistration, EndPoint, PartitionState, ProducerIdBlock,
+    self, paths, BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch, ProducerIdBlock,
 };
 
 /// What a fake broker received: (api key, controller epoch, broker epoch).
@@ -318,7 +318,7 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
         .await
         .unwrap()
         .unwrap();
-    let state: PartitionState = znodes::decode(&data).unwrap();
+    let state: LeaderIsrAndControllerEpoch = znodes::decode(&data).unwrap();
     assert_eq!((state.isr.clone(), stat.version), (vec![2], 1));
 
     // The same request again: answered with the current state, not refused.
@@ -403,7 +403,7 @@ async fn broker_to_controller_apis_answer_with_kafkas_errors() {
             .await
             .unwrap()
             .unwrap();
-        let state: PartitionState = znodes::decode(&data).unwrap();
+        let state: LeaderIsrAndControllerEpoch = znodes::decode(&data).unwrap();
         assert_eq!(
             (state.leader, state.isr.clone()),
             (3, vec![3]),

@@ -156,11 +156,9 @@ fn requests(name: &str, assignment: &BTreeMap<i32, Vec<i32>>) -> Vec<ControlRequ
         let tp = TopicPartition::new(name, p);
         let leadership = Leadership {
             leader_and_isr: LeaderAndIsr {
-                leader: replicas.first().copied().unwrap_or(-1),
                 leader_epoch: 0,
-                isr: replicas.clone(),
-                recovering: false,
                 partition_epoch: 0,
+                ..LeaderAndIsr::initial(replicas.first().copied().unwrap_or(-1), replicas.clone())
             },
             controller_epoch: 1,
         };

@@ -40,7 +40,7 @@ fn alter_partition_verdict(
         Ok(Some(current.clone()))
     } else if new.partition_epoch < current.partition_epoch {
         Err(ResponseError::InvalidUpdateVersion)
-    } else if new.recovering && (new.isr.len() > 1 || !current.recovering) {
+    } else if new.recovering() && (new.isr.len() > 1 || !current.recovering()) {
         // A recovering leader leads alone, and a recovered one cannot go back.
         Err(ResponseError::InvalidRequest)
     } else if new.isr.iter().any(|r| !live.contains(r)) {
@@ -151,11 +151,10 @@ impl ControllerLoop {
                 proposed.insert(
                     TopicPartition::new(name.clone(), p.partition_index),
                     LeaderAndIsr {
-                        leader: req.broker_id.0,
                         leader_epoch: p.leader_epoch,
-                        isr,
-                        recovering: p.leader_recovery_state == 1,
                         partition_epoch: p.partition_epoch,
+                        leader_recovery_state: p.leader_recovery_state,
+                        ..LeaderAndIsr::initial(req.broker_id.0, isr)
                     },
                 );
             }
@@ -209,7 +208,7 @@ impl ControllerLoop {
                     .with_leader_id(BrokerId(l.leader))
                     .with_leader_epoch(l.leader_epoch)
                     .with_isr(l.isr.iter().map(|&b| BrokerId(b)).collect())
-                    .with_leader_recovery_state(l.recovery_state())
+                    .with_leader_recovery_state(l.leader_recovery_state)
                     .with_partition_epoch(l.partition_epoch),
             };
             by_topic.entry(tp.topic).or_default().push(p);
@@ -318,11 +317,10 @@ mod tests {
 
     fn l(leader_epoch: i32, partition_epoch: i32, isr: &[i32], recovering: bool) -> LeaderAndIsr {
         LeaderAndIsr {
-            leader: 1,
             leader_epoch,
-            isr: isr.to_vec(),
-            recovering,
             partition_epoch,
+            leader_recovery_state: i8::from(recovering),
+            ..LeaderAndIsr::initial(1, isr.to_vec())
         }
     }
 

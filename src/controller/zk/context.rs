@@ -12,26 +12,8 @@ use super::reassignment::ReplicaAssignment;
 use super::states::{PartitionState, ReplicaState};
 use crate::zk::znodes::{BrokerRegistration, EndPoint, TopicAssignment};
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+/// The controller names partitions as the log layer does: one type for one concept.
+pub use crate::log::TopicPartition;
 
 /// A registered broker: its `/brokers/ids/<id>` znode and its epoch (the znode's czxid).
 #[derive(Debug, Clone, PartialEq, Eq)]

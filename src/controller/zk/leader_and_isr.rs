@@ -2,7 +2,7 @@
 //! leader epoch, ISR, recovery state and partition epoch. The partition epoch is the
 //! version of the partition's `state` znode, so a write made from a stale copy fails.
 
-use crate::zk::znodes::{PartitionState, LEADER_RECOVERING};
+use crate::zk::znodes::{LeaderIsrAndControllerEpoch, LEADER_RECOVERING};
 
 /// No leader: every replica in the ISR is offline and unclean election is off.
 pub const NO_LEADER: i32 = -1;
@@ -11,52 +11,56 @@ pub const LEADER_DURING_DELETE: i32 = -2;
 /// The leader epoch StopReplica carries for a topic queued for deletion.
 pub const EPOCH_DURING_DELETE: i32 = -2;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderAndIsr {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub isr: Vec<i32>,
-    /// True while a leader elected from outside the ISR recovers (KIP-704).
-    pub recovering: bool,
-    /// The `state` znode's version.
-    pub partition_epoch: i32,
-}
+/// The controller's one leadership type, shared with the metadata image: in ZooKeeper
+/// mode its eligible leader replicas (KIP-966) stay empty, as Kafka 3.9's do.
+pub use crate::controller::LeaderAndIsr;
 
+/// ZooKeeper mode's transitions of a leadership, as Kafka's `LeaderAndIsr` has them.
 impl LeaderAndIsr {
     /// A new partition's first state: epoch 0, and the znode not yet written.
     pub fn initial(leader: i32, isr: Vec<i32>) -> Self {
         LeaderAndIsr {
             leader,
             leader_epoch: 0,
-            isr,
-            recovering: false,
             partition_epoch: 0,
+            isr,
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
         }
     }
 
     /// From a `state` znode and its version.
-    pub fn from_znode(state: &PartitionState, version: i32) -> Self {
+    pub fn from_znode(state: &LeaderIsrAndControllerEpoch, version: i32) -> Self {
         LeaderAndIsr {
-            leader: state.leader,
             leader_epoch: state.leader_epoch,
-            isr: state.isr.clone(),
-            recovering: state.recovering(),
             partition_epoch: version,
+            leader_recovery_state: if state.recovering() {
+                LEADER_RECOVERING
+            } else {
+                0
+            },
+            ..LeaderAndIsr::initial(state.leader, state.isr.clone())
         }
     }
 
     /// The `state` znode for this leadership, written by the controller of `controller_epoch`.
-    pub fn to_znode(&self, controller_epoch: i32) -> PartitionState {
-        let mut s = PartitionState::new(
+    pub fn to_znode(&self, controller_epoch: i32) -> LeaderIsrAndControllerEpoch {
+        let mut s = LeaderIsrAndControllerEpoch::new(
             controller_epoch,
             self.leader,
             self.leader_epoch,
             self.isr.clone(),
         );
-        if self.recovering {
+        if self.recovering() {
             s.leader_recovery_state = Some(LEADER_RECOVERING);
         }
         s
+    }
+
+    /// Whether a leader elected from outside the ISR is still recovering (KIP-704).
+    pub fn recovering(&self) -> bool {
+        self.leader_recovery_state == LEADER_RECOVERING
     }
 
     /// A new leader and ISR at the next leader epoch, keeping the recovery state.
@@ -65,15 +69,14 @@ impl LeaderAndIsr {
             leader,
             leader_epoch: self.leader_epoch + 1,
             isr,
-            recovering: self.recovering,
-            partition_epoch: self.partition_epoch,
+            ..self.clone()
         }
     }
 
     /// A leader from outside the ISR: it must recover before the ISR may grow.
     pub fn new_recovering_leader_and_isr(&self, leader: i32, isr: Vec<i32>) -> Self {
         LeaderAndIsr {
-            recovering: true,
+            leader_recovery_state: LEADER_RECOVERING,
             ..self.new_leader_and_isr(leader, isr)
         }
     }
@@ -93,16 +96,8 @@ impl LeaderAndIsr {
         self.leader == current.leader
             && self.leader_epoch == current.leader_epoch
             && self.isr == current.isr
-            && self.recovering == current.recovering
+            && self.leader_recovery_state == current.leader_recovery_state
             && self.partition_epoch <= current.partition_epoch
-    }
-
-    pub fn recovery_state(&self) -> i8 {
-        if self.recovering {
-            LEADER_RECOVERING
-        } else {
-            0
-        }
     }
 
     /// What UpdateMetadata says of a partition whose topic is being deleted: leader -2
@@ -123,7 +118,7 @@ mod tests {
         assert_eq!((z.controller_epoch, z.leader, z.leader_epoch), (7, 2, 0));
         assert_eq!(LeaderAndIsr::from_znode(&z, 0), l);
         let r = l.new_recovering_leader_and_isr(1, vec![1]);
-        assert_eq!((r.leader_epoch, r.recovering), (1, true));
+        assert_eq!((r.leader_epoch, r.recovering()), (1, true));
         assert_eq!(r.to_znode(7).leader_recovery_state, Some(LEADER_RECOVERING));
         assert!(l.equals_allow_stale_partition_epoch(&LeaderAndIsr {
             partition_epoch: 3,

@@ -116,11 +116,9 @@ mod tests {
 
     fn state(leader: i32, isr: &[i32]) -> LeaderAndIsr {
         LeaderAndIsr {
-            leader,
             leader_epoch: 4,
-            isr: isr.to_vec(),
-            recovering: false,
             partition_epoch: 9,
+            ..LeaderAndIsr::initial(leader, isr.to_vec())
         }
     }
 
@@ -142,7 +140,7 @@ mod tests {
             got.partition_epoch, 9,
             "the znode version is set by the write"
         );
-        assert!(!got.recovering);
+        assert!(!got.recovering());
     }
 
     #[test]
@@ -152,7 +150,7 @@ mod tests {
         let unclean = offline(&[1, 2], &cur, &set(&[2]), true).unwrap();
         assert_eq!((unclean.leader, unclean.isr.clone()), (2, vec![2]));
         assert!(
-            unclean.recovering,
+            unclean.recovering(),
             "a leader from outside the ISR recovers first"
         );
         assert_eq!(offline(&[1, 2], &cur, &set(&[]), true), None);

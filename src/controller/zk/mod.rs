@@ -380,15 +380,11 @@ pub(crate) fn partition_info(
             replicas: replicas.to_vec(),
             directories: vec![Uuid::nil(); replicas.len()],
         },
-        state: super::LeaderAndIsr {
-            leader: leadership.map_or(-1, |l| l.leader),
-            leader_epoch: leadership.map_or(-1, |l| l.leader_epoch),
-            partition_epoch: leadership.map_or(-1, |l| l.partition_epoch),
-            isr: leadership.map(|l| l.isr.clone()).unwrap_or_default(),
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-            leader_recovery_state: leadership.map_or(0, |l| l.recovery_state()),
-        },
+        state: leadership.cloned().unwrap_or(super::LeaderAndIsr {
+            leader_epoch: -1,
+            partition_epoch: -1,
+            ..super::LeaderAndIsr::initial(-1, Vec::new())
+        }),
     }
 }
 

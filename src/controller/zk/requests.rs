@@ -96,7 +96,7 @@ impl RequestBatch {
                 .with_adding_replicas(ids(ctx.adding_replicas(tp)))
                 .with_removing_replicas(ids(ctx.removing_replicas(tp)))
                 .with_is_new(is_new || already_new)
-                .with_leader_recovery_state(l.recovery_state());
+                .with_leader_recovery_state(l.leader_recovery_state);
             states.insert(tp.clone(), state);
         }
         let all: Vec<i32> = ctx.live_or_shutting_down_ids().into_iter().collect();

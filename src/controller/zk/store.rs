@@ -11,7 +11,9 @@ use futures::future::join_all;
 use super::context::{Leadership, LiveBroker, TopicPartition};
 use super::leader_and_isr::LeaderAndIsr;
 use crate::zk::session::{Op, ZkError, ZkSession};
-use crate::zk::znodes::{self, paths, BrokerRegistration, PartitionState, TopicAssignment};
+use crate::zk::znodes::{
+    self, paths, BrokerRegistration, LeaderIsrAndControllerEpoch, TopicAssignment,
+};
 
 /// The fence every controller write carries: `/controller_epoch` at this version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +105,7 @@ pub async fn read_partition_states(
     let mut out = BTreeMap::new();
     for (tp, r) in join_all(reads).await {
         let Some((data, stat)) = r? else { continue };
-        match znodes::decode::<PartitionState>(&data) {
+        match znodes::decode::<LeaderIsrAndControllerEpoch>(&data) {
             Ok(state) => {
                 out.insert(
                     tp,

@@ -21,7 +21,7 @@ use super::{registration, Settings, Shared};
 use crate::config::inter_broker_protocol::MetadataVersion;
 use crate::zk::memory::Ensemble;
 use crate::zk::session::{ZkConfig, ZkSession};
-use crate::zk::znodes::{self, paths, BrokerRegistration, EndPoint, PartitionState};
+use crate::zk::znodes::{self, paths, BrokerRegistration, EndPoint, LeaderIsrAndControllerEpoch};
 
 /// A member's settings on `ensemble`: one PLAINTEXT listener on a port from its id,
 /// Kafka's defaults otherwise, automatic leader rebalancing off.
@@ -165,7 +165,7 @@ impl Cluster {
     }
 
     /// A partition's `state` znode and its version.
-    pub fn state(&self, topic: &str, partition: i32) -> Option<PartitionState> {
+    pub fn state(&self, topic: &str, partition: i32) -> Option<LeaderIsrAndControllerEpoch> {
         let data = self
             .ensemble
             .read(&paths::partition_state(topic, partition))?;

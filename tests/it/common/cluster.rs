@@ -117,7 +117,7 @@ impl Cluster {
         s: &skua::zk::session::ZkSession,
         topic: &str,
         partition: i32,
-    ) -> Option<skua::zk::znodes::PartitionState> {
+    ) -> Option<skua::zk::znodes::LeaderIsrAndControllerEpoch> {
         let path = skua::zk::znodes::paths::partition_state(topic, partition);
         let (data, _) = rt().block_on(s.get(&path)).unwrap()?;
         skua::zk::znodes::decode(&data).ok()

@@ -9,11 +9,13 @@
 use std::collections::BTreeMap;
 
 use crate::zk::memory::Write;
-use crate::zk::znodes::{self, controller_epoch, paths, ControllerRegistration, PartitionState};
+use crate::zk::znodes::{
+    self, controller_epoch, paths, ControllerRegistration, LeaderIsrAndControllerEpoch,
+};
 
 #[derive(Default)]
 pub struct Checker {
-    states: BTreeMap<String, PartitionState>,
+    states: BTreeMap<String, LeaderIsrAndControllerEpoch>,
     /// Topic → partition → full replica set (RS).
     replicas: BTreeMap<String, BTreeMap<i32, Vec<i32>>>,
     /// Controller epoch → the broker elected in it.
@@ -71,7 +73,7 @@ impl Checker {
         } else if path == paths::CONTROLLER_EPOCH {
             self.epoch_written(data);
         } else if let Some((topic, p)) = state_path(path) {
-            match znodes::decode::<PartitionState>(data) {
+            match znodes::decode::<LeaderIsrAndControllerEpoch>(data) {
                 Ok(s) => self.state_written(path, topic, p, s),
                 Err(e) => self
                     .violations
@@ -106,7 +108,7 @@ impl Checker {
         }
     }
 
-    fn state_written(&mut self, path: &str, topic: &str, p: i32, s: PartitionState) {
+    fn state_written(&mut self, path: &str, topic: &str, p: i32, s: LeaderIsrAndControllerEpoch) {
         let v = &mut self.violations;
         if s.leader >= 0 && !s.isr.contains(&s.leader) {
             v.push(format!(

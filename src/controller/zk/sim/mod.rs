@@ -345,7 +345,7 @@ impl Sim {
         else {
             return;
         };
-        let Ok(z) = znodes::decode::<znodes::PartitionState>(&data) else {
+        let Ok(z) = znodes::decode::<znodes::LeaderIsrAndControllerEpoch>(&data) else {
             return;
         };
         if self.deleting.contains(&tp.topic) {

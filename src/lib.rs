@@ -46,11 +46,14 @@
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the
 //!                            log cleaner, expiry, removal of deleted logs), owned by the
 //!                            broker; jobs.rs lists them
+//!                clock       the wall clock every layer reads (the ZooKeeper controller's is
+//!                            injected, for its simulation)
 //! ```
 
 pub mod auth;
 pub mod broker;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod coordinator;

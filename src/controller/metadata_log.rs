@@ -228,11 +228,7 @@ pub fn metadata_log_dir(parent: &Path) -> PathBuf {
     parent.join(METADATA_LOG_DIR)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::clock::now_ms;
 
 fn leader_change_batch(offset: i64, epoch: i32, node_id: i32) -> Vec<u8> {
     let key = control::key(LEADER_CHANGE);

@@ -55,13 +55,7 @@ pub mod write_txn_markers;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
-/// Milliseconds since the Unix epoch, as Kafka timestamps are.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ms;
 
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))

@@ -117,11 +117,7 @@ impl LogInner {
 /// `first_unstable_offset` when no transaction is open.
 const NO_UNSTABLE_OFFSET: i64 = i64::MAX;
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::clock::now_ms;
 
 impl Log {
     /// Opens (or creates) the log in `dir`, recovering it as `LogLoader` does. `recovery_point`

@@ -71,13 +71,7 @@ impl ShardStatus {
     }
 }
 
-/// Milliseconds since the Unix epoch, as Kafka timestamps are.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ms;
 
 struct Handle<S: Shard> {
     epoch: i32,

@@ -279,6 +279,15 @@ impl Log {
         now_ms: i64,
     ) -> Result<(i64, i64), LogError> {
         let last_offset = pending.next_offset - 1;
+        // Offsets only grow: an append starts at the log end or past it (a follower's
+        // compacted batch may skip offsets) and holds at least one offset.
+        debug_assert!(
+            pending.first_offset >= self.log_end_offset(),
+            "append at {} below the log end {}",
+            pending.first_offset,
+            self.log_end_offset()
+        );
+        debug_assert!(last_offset >= pending.first_offset);
         let rolled = self
             .roll_if_needed(
                 &mut inner,

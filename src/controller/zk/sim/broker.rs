@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 
 use super::super::context::TopicPartition;
+use kafka_protocol::messages::{LeaderAndIsrRequest, StopReplicaRequest};
+
 use super::super::requests::ControlRequest;
 
 #[derive(Debug, Default, Clone)]
@@ -96,72 +98,80 @@ impl Broker {
             return Applied::Refused;
         }
         match request {
-            ControlRequest::LeaderAndIsr { request, .. } => {
-                let (epoch, id) = (request.controller_epoch, request.controller_id.0);
-                if !self.accept_controller(epoch, id) {
-                    return Applied::Refused;
-                }
-                let states = request.ungrouped_partition_states.iter().chain(
-                    request
-                        .topic_states
-                        .iter()
-                        .flat_map(|t| t.partition_states.iter()),
-                );
-                let mut led = Vec::new();
-                for s in states {
-                    let tp = TopicPartition::new(s.topic_name.0.to_string(), s.partition_index);
-                    let known = self.partitions.get(&tp);
-                    if known.is_some_and(|r| s.leader_epoch <= r.leader_epoch) {
-                        continue;
-                    }
-                    let replicas: Vec<i32> = s.replicas.iter().map(|b| b.0).collect();
-                    if !replicas.contains(&self.id) {
-                        continue;
-                    }
-                    let r = Replica {
-                        leader: s.leader.0,
-                        leader_epoch: s.leader_epoch,
-                        partition_epoch: s.partition_epoch,
-                        isr: s.isr.iter().map(|b| b.0).collect(),
-                        replicas,
-                        ..Replica::default()
-                    };
-                    if r.leader == self.id {
-                        led.push((tp.clone(), r.leader_epoch));
-                    }
-                    self.logs.entry(tp.clone()).or_default();
-                    self.partitions.insert(tp, r);
-                }
-                Applied::Led(led)
-            }
+            ControlRequest::LeaderAndIsr { request, .. } => self.leader_and_isr(request),
             ControlRequest::UpdateMetadata { request, .. } => {
                 match self.accept_controller(request.controller_epoch, request.controller_id.0) {
                     true => Applied::Done,
                     false => Applied::Refused,
                 }
             }
-            ControlRequest::StopReplica { request, .. } => {
-                if !self.accept_controller(request.controller_epoch, request.controller_id.0) {
-                    return Applied::Refused;
-                }
-                for t in &request.topic_states {
-                    for p in &t.partition_states {
-                        let tp = TopicPartition::new(t.topic_name.0.to_string(), p.partition_index);
-                        if let Some(r) = self.partitions.get_mut(&tp) {
-                            if p.leader_epoch >= 0 && p.leader_epoch < r.leader_epoch {
-                                continue; // an older leadership's stop
-                            }
-                            r.stopped = true;
-                        }
-                        if p.delete_partition {
-                            self.partitions.remove(&tp);
-                            self.logs.remove(&tp);
-                            self.high_watermarks.remove(&tp);
-                        }
+            ControlRequest::StopReplica { request, .. } => self.stop_replica(request),
+        }
+    }
+
+    /// Hosts every partition the request names this broker a replica of at a newer
+    /// leader epoch; answers those it now leads.
+    fn leader_and_isr(&mut self, request: &LeaderAndIsrRequest) -> Applied {
+        let (epoch, id) = (request.controller_epoch, request.controller_id.0);
+        if !self.accept_controller(epoch, id) {
+            return Applied::Refused;
+        }
+        let states = request.ungrouped_partition_states.iter().chain(
+            request
+                .topic_states
+                .iter()
+                .flat_map(|t| t.partition_states.iter()),
+        );
+        let mut led = Vec::new();
+        for s in states {
+            let tp = TopicPartition::new(s.topic_name.0.to_string(), s.partition_index);
+            let known = self.partitions.get(&tp);
+            if known.is_some_and(|r| s.leader_epoch <= r.leader_epoch) {
+                continue;
+            }
+            let replicas: Vec<i32> = s.replicas.iter().map(|b| b.0).collect();
+            if !replicas.contains(&self.id) {
+                continue;
+            }
+            let r = Replica {
+                leader: s.leader.0,
+                leader_epoch: s.leader_epoch,
+                partition_epoch: s.partition_epoch,
+                isr: s.isr.iter().map(|b| b.0).collect(),
+                replicas,
+                ..Replica::default()
+            };
+            if r.leader == self.id {
+                led.push((tp.clone(), r.leader_epoch));
+            }
+            self.logs.entry(tp.clone()).or_default();
+            self.partitions.insert(tp, r);
+        }
+        Applied::Led(led)
+    }
+
+    /// Stops the partitions named (unless for an older leadership), deleting those the
+    /// request says to.
+    fn stop_replica(&mut self, request: &StopReplicaRequest) -> Applied {
+        if !self.accept_controller(request.controller_epoch, request.controller_id.0) {
+            return Applied::Refused;
+        }
+        for t in &request.topic_states {
+            for p in &t.partition_states {
+                let tp = TopicPartition::new(t.topic_name.0.to_string(), p.partition_index);
+                if let Some(r) = self.partitions.get_mut(&tp) {
+                    if p.leader_epoch >= 0 && p.leader_epoch < r.leader_epoch {
+                        continue; // an older leadership's stop
                     }
+                    r.stopped = true;
                 }
-                Applied::Done
+                if p.delete_partition {
+                    self.partitions.remove(&tp);
+                    self.logs.remove(&tp);
+                    self.high_watermarks.remove(&tp);
+                }
             }
         }
+        Applied::Done
     }
 }

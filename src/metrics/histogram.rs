@@ -153,14 +153,18 @@ pub struct Window {
 }
 
 impl Window {
-    /// The counts of about the last [`WINDOW`] (since start while younger), keeping
-    /// `now`'s copy when the last kept is [`WINDOW_STEP`] old.
+    /// The counts of about the last [`WINDOW`] (since start while the first copy is
+    /// younger), keeping `now`'s copy when the last kept is [`WINDOW_STEP`] old.
     pub fn recent(&self, now_counts: &Counts, now: Instant) -> Counts {
         let mut kept = self.kept.lock();
+        // The base is the newest copy at least WINDOW old; older ones are done with.
         while kept.len() > 1 && now.duration_since(kept[1].0) >= WINDOW {
             kept.pop_front();
         }
-        let recent = match kept.front() {
+        let base = kept
+            .front()
+            .filter(|(at, _)| now.duration_since(*at) >= WINDOW);
+        let recent = match base {
             Some((_, base)) => now_counts.since(base),
             None => now_counts.clone(),
         };
@@ -251,6 +255,8 @@ mod tests {
         for _ in 0..10 {
             h.observe(Duration::from_micros(10));
         }
+        // Within the first five minutes the percentiles cover everything since start.
+        assert_eq!(w.recent(&h.counts(), t0 + WINDOW_STEP).count(), 110);
         // Six minutes on, with copies kept along the way: only the fast ones are recent.
         for step in 1..=12 {
             w.recent(&h.counts(), t0 + WINDOW_STEP * step);

@@ -278,4 +278,27 @@ mod tests {
         assert_eq!(parse_head("GET /metrics"), None);
         assert_eq!(parse_head("GET /metrics SPDY/3"), None);
     }
+
+    #[test]
+    fn metrics_listener_is_one_http_address_or_nothing() {
+        let config = |v: &str| {
+            let props = [("metrics.listener".to_string(), v.to_string())].into();
+            BrokerConfig::from_properties(props)
+        };
+        let l = config("http://:9404").unwrap().metrics_listener.unwrap();
+        assert_eq!((l.bind_addr().as_str(), l.port), ("0.0.0.0:9404", 9404));
+        let l = config("http://127.0.0.1:0")
+            .unwrap()
+            .metrics_listener
+            .unwrap();
+        assert_eq!(l.bind_addr(), "127.0.0.1:0");
+        assert!(config("").unwrap().metrics_listener.is_none());
+        assert!(
+            BrokerConfig::default().metrics_listener.is_none(),
+            "off by default"
+        );
+        for bad in ["tcp://:9404", "http://:1,http://:2", "http://nohost"] {
+            assert!(config(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -38,8 +38,10 @@
 //!                            and the broker's outbound connections), mTLS principals
 //!                sasl/       SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) and Kafka's JAAS
 //!                            grammar, as pure state machines (not yet on a listener)
-//!                metrics/    the prometheus registry: RequestMetrics per API, per-topic
-//!                            byte counters, handles resolved once
+//!                metrics/    Kafka's metrics under the names Strimzi's JMX exporter rules
+//!                            give them: RequestMetrics per API, BrokerTopicMetrics, handles
+//!                            resolved once and marked with atomic adds; gauges computed at
+//!                            scrape time; the `metrics.listener` HTTP endpoint
 //!                quota       the quota manager's hook (none installed yet)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests

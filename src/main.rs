@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use skua::broker::Broker;
 use skua::config::{BrokerConfig, ConfigError};
+use skua::metrics::http::MetricsListener;
 use skua::network::Server;
 use skua::protocol::decode_budget::MeteredAllocator;
 
@@ -194,7 +195,9 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let stop = StopSignals::watch();
     let mut config = config;
     let listeners = Server::bind_listeners(&mut config).await?;
+    let metrics_listener = MetricsListener::bind(&config).await?;
     let broker = tokio::task::spawn_blocking(move || Broker::open(config)).await??;
+    let metrics = metrics_listener.map(|l| l.spawn(broker.clone()));
     let server = Server::new(listeners, broker.clone());
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -216,6 +219,9 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
             stopping.controlled_shutdown().await;
         })
         .await;
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.shutdown()).await?;
     tracing::info!("skua stopped");

@@ -132,6 +132,9 @@ pub struct BrokerConfig {
     pub transaction: TransactionConfig,
     /// `max.incremental.fetch.session.cache.slots`: the most fetch sessions kept (KIP-227).
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// `metrics.listener` (skua's, `http://host:port`): where the Prometheus metrics are
+    /// served; None (the default) serves none.
+    pub metrics_listener: Option<Listener>,
     /// Keys set in server.properties or by --override, after validation.
     values: BTreeMap<String, String>,
     /// Keys set at runtime, over `values` (only keys Kafka lets change).
@@ -244,6 +247,7 @@ impl BrokerConfig {
                 keys.int("max.incremental.fetch.session.cache.slots")?,
             )
             .unwrap_or(0),
+            metrics_listener: metrics_listener(keys.get("metrics.listener"))?,
             values,
             dynamic,
         };
@@ -559,6 +563,23 @@ fn scaled(v: Option<(String, BrokerSource)>, factor: i64) -> Option<(String, Bro
     let n: i64 = s.trim().parse().ok()?;
     let ms = if n < 0 { -1 } else { n.saturating_mul(factor) };
     Some((ms.to_string(), src))
+}
+
+/// `metrics.listener`: one `http://host:port` (an empty host is every interface), or
+/// nothing when unset or empty.
+fn metrics_listener(value: Option<String>) -> Result<Option<Listener>, ConfigError> {
+    let Some(value) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let key = "metrics.listener";
+    let mut list = Listener::parse_list(key, &value)?;
+    if list.len() != 1 || list[0].name != "HTTP" {
+        return Err(invalid(
+            key,
+            format!("{value:?} is not one http://host:port"),
+        ));
+    }
+    Ok(list.pop())
 }
 
 pub(super) fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {

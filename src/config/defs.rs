@@ -739,6 +739,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("zookeeper.connection.timeout.ms", Kind::Int, None),
     b("broker.rack", Kind::String, None),
     b("cluster.id", Kind::String, None),
+    // skua's: where the Prometheus metrics are served (off by default).
+    b("metrics.listener", Kind::String, None),
     // ZooKeeper mode: the controller's request timeout, how long admin requests wait for
     // it, and the inter-broker protocol (`inter_broker_protocol.rs`: the versions followers
     // send; a skua controller sends Kafka 3.9's requests whatever it is set to).
@@ -1213,6 +1215,9 @@ pub fn skua_documentation(name: &str) -> &'static str {
             "How often idle producer ids are looked for and forgotten (see producer.id.expiration.ms)."
         }
         "cluster.id" => "The cluster id to use when the data dirs name none yet (a new cluster).",
+        "metrics.listener" => {
+            "Where the Prometheus metrics are served, as http://host:port (an empty host is every interface; GET /metrics). Unset: not served."
+        }
         "max.decompressed.message.bytes" => {
             "The largest size a compressed batch of this topic may decompress to; larger ones are refused on produce."
         }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -90,6 +90,11 @@ pub struct Log {
     /// Set before the log's directory is renamed for deletion (`retire`): from then on an
     /// I/O error on this log comes from its directory having gone, not from the disk.
     retired: AtomicBool,
+    /// The segments' total size and count as of the last change, set under `inner` by
+    /// every change to the segments: what the metrics read without taking the lock an
+    /// append waits on.
+    published_size_bytes: AtomicU64,
+    published_segments: AtomicUsize,
 }
 
 /// A producer snapshot serialised under the lock, to be written after it is released.
@@ -202,7 +207,12 @@ impl Log {
             .producer_state
             .first_unstable_offset()
             .unwrap_or(NO_UNSTABLE_OFFSET);
+        let published_size_bytes =
+            AtomicU64::new(loaded.segments.values().map(LogSegment::size).sum());
+        let published_segments = AtomicUsize::new(loaded.segments.len());
         Log {
+            published_size_bytes,
+            published_segments,
             dir: dir.to_path_buf(),
             topic_partition,
             config: RwLock::new(config),
@@ -297,6 +307,10 @@ impl Log {
     }
     pub fn topic_partition(&self) -> &TopicPartition {
         &self.topic_partition
+    }
+    /// `min.insync.replicas` in force, without copying the whole config.
+    pub fn min_insync_replicas(&self) -> i32 {
+        self.config.read().min_insync_replicas
     }
     pub fn config(&self) -> LogConfig {
         self.config.read().clone()
@@ -417,6 +431,25 @@ impl Log {
         self.inner.lock().segments.len()
     }
 
+    /// [`Log::size_bytes`] as of the segments' last change, read without the lock.
+    pub fn published_size_bytes(&self) -> u64 {
+        self.published_size_bytes.load(Ordering::Relaxed)
+    }
+
+    /// [`Log::segment_count`] as of the segments' last change, read without the lock.
+    pub fn published_segment_count(&self) -> usize {
+        self.published_segments.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the segments' size and count; called under `inner` after every change
+    /// to the segments (an append adds its bytes instead: see `append_core`).
+    fn publish_shape(&self, inner: &LogInner) {
+        let size: u64 = inner.segments.values().map(LogSegment::size).sum();
+        self.published_size_bytes.store(size, Ordering::Relaxed);
+        self.published_segments
+            .store(inner.segments.len(), Ordering::Relaxed);
+    }
+
     /// Rolls to a new segment at `new_base` when the active one says so. Returns the
     /// producer snapshot to write at the new base once the lock is released (everything
     /// below it should then be flushed). A roll that fails leaves the old segment active.
@@ -486,6 +519,7 @@ impl Log {
         }
         let segment = LogSegment::open(&self.dir, new_base, config, true, now_ms)?;
         inner.segments.insert(new_base, segment);
+        self.publish_shape(inner);
         Ok(())
     }
 
@@ -874,8 +908,9 @@ impl Log {
         let _snapshots = self.snapshot_lock.lock();
         let mut inner = self.inner.lock();
         self.truncations.fetch_add(1, Ordering::AcqRel);
-        self.truncate_locked(&mut inner, offset)
-            .map_err(|e| self.on_failure("truncation", e))
+        let truncated = self.truncate_locked(&mut inner, offset);
+        self.publish_shape(&inner);
+        truncated.map_err(|e| self.on_failure("truncation", e))
     }
 
     /// Moves the log start offset up to `offset` (at most the log end), as a follower does
@@ -909,8 +944,9 @@ impl Log {
         let _snapshots = self.snapshot_lock.lock();
         let mut inner = self.inner.lock();
         self.truncations.fetch_add(1, Ordering::AcqRel);
-        self.start_empty_at(&mut inner, offset)
-            .map_err(|e| self.on_failure("truncation", e))
+        let emptied = self.start_empty_at(&mut inner, offset);
+        self.publish_shape(&inner);
+        emptied.map_err(|e| self.on_failure("truncation", e))
     }
 
     fn start_empty_at(&self, inner: &mut LogInner, offset: i64) -> Result<(), LogError> {

@@ -1,66 +1,109 @@
-//! The broker's metrics registry, reachable from every layer through the broker
-//! (`Broker::metrics`) and, for the replica layer, through `ReplicaManager`.
+//! The broker's metrics, served over HTTP (`metrics.listener`, see [`http`]) in
+//! Prometheus' text format or OpenMetrics.
 //!
-//! Names follow what the Prometheus JMX exporter with Strimzi's rules makes of Kafka's
-//! MBeans (`kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t` becomes
-//! `kafka_server_brokertopicmetrics_bytesin_total{topic="t"}`), so dashboards written for
-//! Kafka read skua.
+//! Names follow what the Prometheus JMX exporter with Strimzi's `kafka-metrics.yaml`
+//! rules makes of Kafka's MBeans (`kafka.server:type=BrokerTopicMetrics,
+//! name=BytesInPerSec,topic=t` becomes `kafka_server_brokertopicmetrics_bytesin_total
+//! {topic="t"}`), so dashboards and alerts written for Kafka read skua; consumer lag
+//! takes kafka_exporter's names. What Kafka does not have is named `skua_*`.
 //!
-//! Counting costs no lock and no allocation on the request paths: every handle a request
-//! marks (an API's counters and histograms, a topic's byte counters) is resolved once,
-//! when the registry or the partition is made, and a mark is an atomic add on it.
+//! Two kinds of metric:
+//! - counters and histograms marked on the request paths ([`request`], [`topic`],
+//!   [`connections`], [`zookeeper`], the ISR changes here): each mark is a relaxed
+//!   atomic add on a handle resolved once (when the broker starts, a listener binds or
+//!   a partition is hosted), with no lock, allocation or lookup;
+//! - gauges computed when scraped ([`scrape`]), from the replica manager, the
+//!   controller, the group coordinator and `/proc`: nothing is kept up to date for
+//!   them between scrapes, so they cost the request paths nothing.
 
+pub mod connections;
+pub mod exposition;
+pub mod histogram;
+pub mod http;
+pub mod process;
 pub mod request;
+pub mod scrape;
 pub mod topic;
+pub mod zookeeper;
 
-use prometheus::{Encoder, Registry, TextEncoder};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
-pub use request::{ApiMetrics, RequestMetrics};
+pub use connections::ConnectionMetrics;
+pub use exposition::{Exposition, Format};
+pub use request::{ApiMetrics, FetchSide, RequestMetrics};
 pub use topic::{BrokerTopicMetrics, TopicCounters};
 
-/// Every metric of one broker.
+/// Every metric marked on the request paths of one broker.
+#[derive(Default)]
 pub struct Metrics {
-    registry: Registry,
     /// Per API: requests, the RequestMetrics time split, error codes.
     pub requests: RequestMetrics,
-    /// Per topic: bytes and records in and out, marked by `ReplicaManager`.
+    /// Per topic and all topics: bytes and records in and out, marked by `ReplicaManager`.
     pub topics: BrokerTopicMetrics,
+    /// ISR changes this broker's leaders made (Kafka's `IsrShrinksPerSec` and
+    /// `IsrExpandsPerSec` of `ReplicaManager`).
+    pub isr: IsrChanges,
+    /// Connections per listener.
+    pub connections: ConnectionMetrics,
+}
+
+/// The ISR changes a leader's proposals committed.
+#[derive(Default)]
+pub struct IsrChanges {
+    pub shrinks: AtomicU64,
+    pub expands: AtomicU64,
+}
+
+impl IsrChanges {
+    /// An ISR of `before` members became one of `after`.
+    pub fn changed(&self, before: usize, after: usize) {
+        if after < before {
+            self.shrinks.fetch_add(1, Ordering::Relaxed);
+        } else if after > before {
+            self.expands.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let requests = RequestMetrics::register(&registry);
-        let topics = BrokerTopicMetrics::register(&registry);
-        Metrics {
-            registry,
-            requests,
-            topics,
-        }
+        Metrics::default()
     }
 
-    /// Every metric in Prometheus' text exposition format.
-    pub fn encode_text(&self) -> String {
-        let mut out = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
-            tracing::error!(error = %e, "cannot encode the metrics");
-        }
-        String::from_utf8(out).unwrap_or_default()
+    /// The marked metrics in Prometheus' text format (a scrape adds the computed ones;
+    /// see [`scrape`]).
+    pub async fn encode_text(&self) -> String {
+        let mut out = Exposition::new(Format::Prometheus);
+        let mut sink = exposition::Collected::default();
+        // A Collected sink cannot fail.
+        let _ = self.write(&mut out, &mut sink, Instant::now()).await;
+        out.finish();
+        sink.0 + out.as_str()
     }
-}
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
+    /// Writes every marked family.
+    pub async fn write(
+        &self,
+        out: &mut Exposition,
+        sink: &mut dyn exposition::Sink,
+        now: Instant,
+    ) -> std::io::Result<()> {
+        self.topics.write(out, sink).await?;
+        self.requests.write(out, now);
+        self.connections.write(out);
+        out.family(
+            "kafka_server_replicamanager_isrshrinks_total",
+            exposition::Kind::Counter,
+            "ISR shrinks committed by this broker's leaders",
+        );
+        out.sample("", &[], self.isr.shrinks.load(Ordering::Relaxed));
+        out.family(
+            "kafka_server_replicamanager_isrexpands_total",
+            exposition::Kind::Counter,
+            "ISR expansions committed by this broker's leaders",
+        );
+        out.sample("", &[], self.isr.expands.load(Ordering::Relaxed));
+        out.flush_if_full(sink).await
     }
-}
-
-/// Registers `metric` in `registry`. Registration fails only for a name registered twice
-/// or an invalid one, both fixed at compile time here: a broken invariant, not an error
-/// to route around, so it panics at startup rather than serving without the metric.
-fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("metric names are constants, each registered once");
-    metric
 }

@@ -1,100 +1,173 @@
-//! Kafka's `RequestMetrics`, per API: requests, their errors per code, and the split of
-//! each request's time as Kafka splits it:
+//! Kafka's `RequestMetrics`, per API: requests per version, their errors per code, and
+//! the split of each request's time as Kafka splits it:
 //! - queue: from the frame read to its handler's start (waiting behind the requests
 //!   before it on its connection, answered in order);
 //! - local: the handler's own work (the time its future spends being polled);
 //! - remote: the rest of the handler's time, waiting on others (acks=all replication,
 //!   a long poll, a coordinator, a disk flush on the blocking pool);
-//! - throttle: the quota's throttle time;
-//! - response send: writing the response to the socket;
+//! - throttle: the quota's throttle time (0 without quotas, as in Kafka);
+//! - response send: from the handler's end to the response written (Kafka's response
+//!   queue and send times together: the writer encodes and sends in one step);
 //! - total: from the frame read to the response written.
 //!
-//! Every handle is resolved at registration, so marking a request is a few atomic adds.
+//! As Kafka does, a Fetch is also counted as `FetchConsumer` or `FetchFollower`
+//! (requests and times; errors under `Fetch` only).
+//!
+//! Exported as Strimzi's rules export Kafka's MBeans
+//! (`kafka_network_requestmetrics_requests_total{request,version}`,
+//! `_errors_total{request,error}`, `_totaltimems{request,quantile}` with `_count`), and,
+//! beyond Kafka, each time as a Prometheus histogram in microseconds
+//! (`skua_network_requestmetrics_totaltime_microseconds`). An API that never had a
+//! request exports nothing.
+//!
+//! Marking a request is a few relaxed atomic adds on slots made at startup: no lock, no
+//! allocation, no lookup.
 
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::ApiKey;
-use prometheus::{
-    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts,
-    Registry,
-};
 
-use super::register;
+use super::exposition::{Exposition, Kind};
+use super::histogram::{self, LatencyHistogram, Window, PERCENTILES};
 
 /// Kafka's error codes run from -1 (UNKNOWN_SERVER_ERROR) up; one slot each, past the
-/// highest Kafka 4.1 defines, so counting an error is an index, not a lookup.
+/// highest Kafka 4.1 defines, so counting an error is an index. Codes past it share
+/// the last slot (reported as UNKNOWN_SERVER_ERROR's neighbour "OTHER").
 const ERROR_SLOTS: usize = 160;
+/// Versions counted apart; a higher one (none exists) counts in the last.
+const VERSION_SLOTS: usize = 32;
 /// The highest api key any route uses, with room for the ones to come.
 const API_SLOTS: usize = 100;
 
-/// One API's handles.
+/// The stages of a request's time, in [`ApiMetrics::times`] order.
+pub const QUEUE: usize = 0;
+pub const LOCAL: usize = 1;
+pub const REMOTE: usize = 2;
+pub const THROTTLE: usize = 3;
+pub const RESPONSE_SEND: usize = 4;
+pub const TOTAL: usize = 5;
+
+/// Each stage's Kafka metric name (Strimzi's form) and skua's µs histogram.
+const STAGES: [(&str, &str, &str); 6] = [
+    (
+        "kafka_network_requestmetrics_requestqueuetimems",
+        "skua_network_requestmetrics_requestqueuetime_microseconds",
+        "Time from the request read to its handler's start",
+    ),
+    (
+        "kafka_network_requestmetrics_localtimems",
+        "skua_network_requestmetrics_localtime_microseconds",
+        "Time in the handler's own work",
+    ),
+    (
+        "kafka_network_requestmetrics_remotetimems",
+        "skua_network_requestmetrics_remotetime_microseconds",
+        "Time waiting on replication, long polls and coordinators",
+    ),
+    (
+        "kafka_network_requestmetrics_throttletimems",
+        "skua_network_requestmetrics_throttletime_microseconds",
+        "Quota throttle time",
+    ),
+    (
+        "kafka_network_requestmetrics_responsesendtimems",
+        "skua_network_requestmetrics_responsesendtime_microseconds",
+        "Time from the handler's end to the response written",
+    ),
+    (
+        "kafka_network_requestmetrics_totaltimems",
+        "skua_network_requestmetrics_totaltime_microseconds",
+        "Time from the request read to its response written",
+    ),
+];
+
+/// Which side a Fetch comes from, for Kafka's `FetchConsumer` / `FetchFollower`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchSide {
+    Consumer,
+    Follower,
+}
+
+/// One request name's counters and histograms.
 pub struct ApiMetrics {
+    /// Kafka's name (`ApiKeys.name`, or `FetchConsumer` / `FetchFollower`).
     name: String,
-    pub requests: IntCounter,
-    pub queue_ms: Histogram,
-    pub local_ms: Histogram,
-    pub remote_ms: Histogram,
-    pub throttle_ms: Histogram,
-    pub response_send_ms: Histogram,
-    pub total_ms: Histogram,
-    errors: IntCounterVec,
-    /// Resolved at an error code's first occurrence for this API.
-    error_counters: Vec<OnceLock<IntCounter>>,
+    versions: Box<[AtomicU64]>,
+    errors: Box<[AtomicU64]>,
+    times: [LatencyHistogram; 6],
+    /// The percentiles' window of each stage (touched by scrapes only).
+    windows: [Window; 6],
 }
 
 impl ApiMetrics {
-    /// Counts one error code of a response (0, `NONE`, included, as Kafka counts it).
-    pub fn count_error(&self, code: i16) {
-        let Some(slot) = usize::try_from(i32::from(code) + 1)
-            .ok()
-            .and_then(|i| self.error_counters.get(i))
-        else {
-            self.errors
-                .with_label_values(&[self.name.as_str(), &code.to_string()])
-                .inc();
-            return;
-        };
-        slot.get_or_init(|| {
-            self.errors
-                .with_label_values(&[self.name.as_str(), &error_name(code)])
-        })
-        .inc();
+    fn new(name: String) -> ApiMetrics {
+        ApiMetrics {
+            name,
+            versions: (0..VERSION_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            errors: (0..ERROR_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            times: Default::default(),
+            windows: Default::default(),
+        }
     }
 
-    /// Records one answered request's handler-side times; the throttle time only when a
-    /// quota manager gave a verdict (without one it is always 0, and not worth a mark per
-    /// request).
+    /// Counts one error code of a response (0, `NONE`, included, as Kafka counts it).
+    pub fn count_error(&self, code: i16) {
+        let slot = usize::try_from(i32::from(code) + 1)
+            .unwrap_or(0)
+            .min(ERROR_SLOTS - 1);
+        self.errors[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records one answered request's version and handler-side times.
     pub fn observe_handled(
         &self,
+        version: i16,
         queue: Duration,
         local: Duration,
         remote: Duration,
-        throttle_ms: Option<i32>,
+        throttle_ms: i32,
     ) {
-        self.requests.inc();
-        self.queue_ms.observe(ms(queue));
-        self.local_ms.observe(ms(local));
-        self.remote_ms.observe(ms(remote));
-        if let Some(throttle_ms) = throttle_ms {
-            self.throttle_ms.observe(f64::from(throttle_ms.max(0)));
-        }
+        let v = usize::try_from(version).unwrap_or(0).min(VERSION_SLOTS - 1);
+        self.versions[v].fetch_add(1, Ordering::Relaxed);
+        self.times[QUEUE].observe(queue);
+        self.times[LOCAL].observe(local);
+        self.times[REMOTE].observe(remote);
+        let throttle = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
+        self.times[THROTTLE].observe(throttle);
     }
 
     /// Records the response's send time and the request's total time.
     pub fn observe_sent(&self, send: Duration, total: Duration) {
-        self.response_send_ms.observe(ms(send));
-        self.total_ms.observe(ms(total));
+        self.times[RESPONSE_SEND].observe(send);
+        self.times[TOTAL].observe(total);
+    }
+
+    /// Requests answered, all versions.
+    pub fn requests(&self) -> u64 {
+        self.versions
+            .iter()
+            .map(|v| v.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Requests answered with `code` (per error code in the response).
+    pub fn errors(&self, code: i16) -> u64 {
+        let slot = usize::try_from(i32::from(code) + 1).unwrap_or(0);
+        self.errors
+            .get(slot)
+            .map_or(0, |e| e.load(Ordering::Relaxed))
+    }
+
+    /// The histogram of one stage (`QUEUE` .. `TOTAL`).
+    pub fn time(&self, stage: usize) -> &LatencyHistogram {
+        &self.times[stage]
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 /// Kafka's name for an error code (`Errors.name()`): NOT_LEADER_OR_FOLLOWER for
-/// `NotLeaderOrFollower`. Runs once per API and code.
+/// `NotLeaderOrFollower`. Runs at scrape time, for the codes seen.
 fn error_name(code: i16) -> String {
     if code == 0 {
         return "NONE".to_string();
@@ -113,73 +186,118 @@ fn error_name(code: i16) -> String {
     out
 }
 
-/// Every API's handles, indexed by api key.
+/// Every API's handles, indexed by api key, and the two Fetch sides.
 pub struct RequestMetrics {
     apis: Vec<Option<ApiMetrics>>,
+    fetch_consumer: ApiMetrics,
+    fetch_follower: ApiMetrics,
+}
+
+impl Default for RequestMetrics {
+    fn default() -> Self {
+        RequestMetrics::new()
+    }
 }
 
 impl RequestMetrics {
-    pub(super) fn register(registry: &Registry) -> RequestMetrics {
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let opts = Opts::new(format!("kafka_network_requestmetrics_{name}_total"), help);
-            register(
-                registry,
-                IntCounterVec::new(opts, labels).expect("constant, valid names"),
-            )
-        };
-        let requests = counter_vec("requests", "Requests answered", &["request"]);
-        let errors = counter_vec("errors", "Error codes answered", &["request", "error"]);
-        // 0.05 ms to about 105 s, doubling.
-        let buckets = exponential_buckets(0.05, 2.0, 22).expect("constant buckets");
-        let histogram = |name: &str, help: &str| {
-            let opts = HistogramOpts::new(format!("kafka_network_requestmetrics_{name}"), help)
-                .buckets(buckets.clone());
-            register(
-                registry,
-                HistogramVec::new(opts, &["request"]).expect("constant, valid names"),
-            )
-        };
-        let queue = histogram("requestqueuetimems", "Time waiting to be handled, ms");
-        let local = histogram("localtimems", "Time in the handler's own work, ms");
-        let remote = histogram(
-            "remotetimems",
-            "Time waiting on replication, long polls and coordinators, ms",
-        );
-        let throttle = histogram("throttletimems", "Quota throttle time, ms");
-        let send = histogram("responsesendtimems", "Time writing the response, ms");
-        let total = histogram("totaltimems", "Time from read to response written, ms");
+    /// Slots for every API a route handles, in either mode.
+    pub fn new() -> RequestMetrics {
         let mut apis: Vec<Option<ApiMetrics>> = (0..API_SLOTS).map(|_| None).collect();
         for route in crate::router::routes(true) {
-            let Some(slot) = apis.get_mut(route.api_key as usize) else {
-                continue;
-            };
-            let name = format!("{:?}", route.api_key);
-            let labels = [name.as_str()];
-            *slot = Some(ApiMetrics {
-                requests: requests.with_label_values(&labels),
-                queue_ms: queue.with_label_values(&labels),
-                local_ms: local.with_label_values(&labels),
-                remote_ms: remote.with_label_values(&labels),
-                throttle_ms: throttle.with_label_values(&labels),
-                response_send_ms: send.with_label_values(&labels),
-                total_ms: total.with_label_values(&labels),
-                errors: errors.clone(),
-                name,
-                error_counters: (0..ERROR_SLOTS).map(|_| OnceLock::new()).collect(),
-            });
+            if let Some(slot) = apis.get_mut(route.api_key as usize) {
+                if slot.is_none() {
+                    *slot = Some(ApiMetrics::new(format!("{:?}", route.api_key)));
+                }
+            }
         }
-        RequestMetrics { apis }
+        RequestMetrics {
+            apis,
+            fetch_consumer: ApiMetrics::new("FetchConsumer".into()),
+            fetch_follower: ApiMetrics::new("FetchFollower".into()),
+        }
     }
 
     /// The handles of `api_key`, if a route handles it.
     pub fn api(&self, api_key: ApiKey) -> Option<&ApiMetrics> {
         self.apis.get(api_key as usize)?.as_ref()
     }
+
+    /// `FetchConsumer` or `FetchFollower`.
+    pub fn fetch_side(&self, side: FetchSide) -> &ApiMetrics {
+        match side {
+            FetchSide::Consumer => &self.fetch_consumer,
+            FetchSide::Follower => &self.fetch_follower,
+        }
+    }
+
+    /// Every request name that had a request, in api key order, then the Fetch sides.
+    fn used(&self) -> impl Iterator<Item = &ApiMetrics> {
+        self.apis
+            .iter()
+            .flatten()
+            .chain([&self.fetch_consumer, &self.fetch_follower])
+            .filter(|a| a.requests() > 0)
+    }
+
+    /// Writes every family (see the module comment).
+    pub fn write(&self, out: &mut Exposition, now: Instant) {
+        out.family(
+            "kafka_network_requestmetrics_requests_total",
+            Kind::Counter,
+            "Requests answered, per request name and version",
+        );
+        for api in self.used() {
+            for (v, n) in api.versions.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let version = v.to_string();
+                    out.sample("", &[("request", &api.name), ("version", &version)], n);
+                }
+            }
+        }
+        out.family(
+            "kafka_network_requestmetrics_errors_total",
+            Kind::Counter,
+            "Error codes answered (NONE included), per request name and error",
+        );
+        for api in self.used() {
+            for (slot, n) in api.errors.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let name = error_name(slot as i16 - 1);
+                    out.sample("", &[("request", &api.name), ("error", &name)], n);
+                }
+            }
+        }
+        for (stage, (kafka, micros, help)) in STAGES.iter().enumerate() {
+            let counts: Vec<(&ApiMetrics, histogram::Counts)> =
+                self.used().map(|a| (a, a.times[stage].counts())).collect();
+            out.family(
+                kafka,
+                Kind::Summary,
+                &format!("{help}, ms (Kafka's percentiles over the last 5 minutes)"),
+            );
+            for (api, c) in &counts {
+                let recent = api.windows[stage].recent(c, now);
+                for (q, label) in PERCENTILES {
+                    let ms = recent.quantile_ns(q) / 1e6;
+                    out.sample("", &[("request", &api.name), ("quantile", label)], ms);
+                }
+                out.sample("_sum", &[("request", &api.name)], c.sum_ns() as f64 / 1e6);
+                out.sample("_count", &[("request", &api.name)], c.count());
+            }
+            out.family(micros, Kind::Histogram, &format!("{help}, µs"));
+            for (api, c) in &counts {
+                histogram::write_micros(out, &[("request", &api.name)], c);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::exposition::Format;
 
     #[test]
     fn error_names_are_kafkas() {
@@ -187,5 +305,39 @@ mod tests {
         assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
         assert_eq!(error_name(31), "CLUSTER_AUTHORIZATION_FAILED");
         assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+    }
+
+    #[test]
+    fn a_request_is_exported_as_strimzis_rules_name_it() {
+        let m = RequestMetrics::new();
+        let produce = m.api(ApiKey::Produce).unwrap();
+        let ms = Duration::from_millis;
+        produce.observe_handled(9, ms(1), ms(2), ms(3), 0);
+        produce.observe_sent(ms(1), ms(7));
+        produce.count_error(0);
+        produce.count_error(6);
+        let mut out = Exposition::new(Format::Prometheus);
+        m.write(&mut out, Instant::now());
+        let text = out.as_str();
+        for line in [
+            "kafka_network_requestmetrics_requests_total{request=\"Produce\",version=\"9\"} 1\n",
+            "kafka_network_requestmetrics_errors_total{request=\"Produce\",error=\"NONE\"} 1\n",
+            "kafka_network_requestmetrics_errors_total{request=\"Produce\",error=\"NOT_LEADER_OR_FOLLOWER\"} 1\n",
+            "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"} 1\n",
+            "kafka_network_requestmetrics_throttletimems_count{request=\"Produce\"} 1\n",
+            "skua_network_requestmetrics_totaltime_microseconds_count{request=\"Produce\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        let p99 = text
+            .lines()
+            .find(|l| l.starts_with("kafka_network_requestmetrics_totaltimems{request=\"Produce\",quantile=\"0.99\"}"))
+            .unwrap();
+        let v: f64 = p99.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((6.0..=8.0).contains(&v), "{p99}");
+        assert!(
+            !text.contains("request=\"Fetch\""),
+            "unused APIs export nothing"
+        );
     }
 }

@@ -124,6 +124,7 @@ pub fn dispatch(
         authorizer: broker.authorizer(),
     };
     pipeline::admit(route, &ctx)?;
+    let fetch_side = pipeline::fetch_side(&request.body);
     let handled = pipeline::run(route, broker, ctx, request.body, received, request_bytes);
     let work = Work::Handle(Box::pin(async move {
         let Handled {
@@ -154,6 +155,7 @@ pub fn dispatch(
     let timing = SendTiming {
         metrics: broker.metrics.clone(),
         api_key,
+        fetch_side,
         received,
     };
     Ok(Job {

@@ -29,13 +29,15 @@ use crate::auth::authorizer::CLUSTER_NAME;
 use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
 use crate::broker::Broker;
-use crate::metrics::Metrics;
+use crate::metrics::{FetchSide, Metrics};
 use crate::router::{HandlerFuture, RequestContext, Response, Route};
 
 /// When a request's answer is ready: what the writer records once it is sent.
 pub struct SendTiming {
     pub metrics: Arc<Metrics>,
     pub api_key: ApiKey,
+    /// A Fetch's side (Kafka's `FetchConsumer` / `FetchFollower`).
+    pub fetch_side: Option<FetchSide>,
     /// When its frame was read.
     pub received: Instant,
 }
@@ -45,14 +47,32 @@ impl SendTiming {
     /// encoding and its wait behind the connection's earlier answers included, as
     /// Kafka's response queue and send times together) and the total time.
     pub fn sent(&self, handled_at: Instant) {
+        let now = Instant::now();
+        let send = now.saturating_duration_since(handled_at);
+        let total = now - self.received;
         if let Some(api) = self.metrics.requests.api(self.api_key) {
-            let now = Instant::now();
-            api.observe_sent(
-                now.saturating_duration_since(handled_at),
-                now - self.received,
-            );
+            api.observe_sent(send, total);
+        }
+        if let Some(side) = self.fetch_side {
+            self.metrics
+                .requests
+                .fetch_side(side)
+                .observe_sent(send, total);
         }
     }
+}
+
+/// Which side a Fetch comes from: a follower names its broker id (`replica_id`
+/// before v15, `replica_state` from v15), a consumer -1.
+pub fn fetch_side(body: &RequestKind) -> Option<FetchSide> {
+    let RequestKind::Fetch(f) = body else {
+        return None;
+    };
+    let follower = f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0;
+    Some(match follower {
+        true => FetchSide::Follower,
+        false => FetchSide::Consumer,
+    })
 }
 
 /// Refuses a request its connection may not send yet (the reason closes the connection,
@@ -89,6 +109,8 @@ pub fn run(
 ) -> impl Future<Output = Result<Handled, String>> + Send + 'static {
     let broker = broker.clone();
     let api_key = route.api_key;
+    let api_version = ctx.api_version;
+    let side = fetch_side(&body);
     let denied = match route.needs {
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
@@ -125,11 +147,15 @@ pub fn run(
         if throttle_ms > 0 {
             refusal::set_throttle_time(&mut response.body, throttle_ms);
         }
-        if let Some(api) = broker.metrics.requests.api(api_key) {
-            let queue = timing.started.saturating_duration_since(received);
-            let verdict = quota_ctx.is_some().then_some(throttle_ms);
-            api.observe_handled(queue, timing.local, timing.remote, verdict);
+        let queue = timing.started.saturating_duration_since(received);
+        let requests = &broker.metrics.requests;
+        if let Some(api) = requests.api(api_key) {
+            api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
             refusal::count_errors(&response.body, |code| api.count_error(code));
+        }
+        if let Some(side) = side {
+            let api = requests.fetch_side(side);
+            api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
         }
         Ok(Handled {
             response,

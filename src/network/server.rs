@@ -249,6 +249,7 @@ impl Serving {
         let tls: TlsSlot = Arc::new(parking_lot::RwLock::new(tls));
         self.accepts.spawn(accept_loop(
             Listening {
+                connections: self.broker.metrics.connections.listener(spec.name.as_str()),
                 name: spec.name.as_str().into(),
                 listener,
                 tls: tls.clone(),
@@ -347,6 +348,8 @@ impl Serving {
 /// One listener and what its connections share.
 struct Listening {
     name: Arc<str>,
+    /// The listener's connection counts.
+    connections: Arc<crate::metrics::connections::ListenerConnections>,
     listener: TcpListener,
     /// Set on an SSL listener.
     tls: TlsSlot,
@@ -409,6 +412,7 @@ async fn accept_loop(
                     // other; it holds the connection's permit meanwhile.
                     Some(tls) => {
                         let name = l.name.clone();
+                        let counts = l.connections.clone();
                         handshakes.spawn(async move {
                             match TlsTransport::accept(&tls, stream, handshake_timeout).await {
                                 Ok((transport, principal)) => {
@@ -423,6 +427,7 @@ async fn accept_loop(
                                 }
                                 Err(e) => {
                                     tracing::warn!(%peer, listener = %name, "closing connection: {e}");
+                                    counts.failed_authentication();
                                     None
                                 }
                             }
@@ -480,12 +485,13 @@ impl Listening {
             self.memory.clone(),
         );
         links.add(link);
-        // The connection counts against max.connections until both halves end.
-        // `map`, not an `async` block that awaits them: a block would hold each
-        // future twice (as captured and as awaited), doubling its task's size.
-        let held = permit.clone();
+        // The connection counts against max.connections, and as open, until both
+        // halves end. `map`, not an `async` block that awaits them: a block would hold
+        // each future twice (as captured and as awaited), doubling its task's size.
+        let open = Arc::new(self.connections.opened());
+        let held = (permit.clone(), open.clone());
         connections.spawn(reader.map(move |()| drop(held)));
-        connections.spawn(writer.map(move |()| drop(permit)));
+        connections.spawn(writer.map(move |()| drop((permit, open))));
     }
 
     fn serve_handshaken(

@@ -219,11 +219,13 @@ impl ReplicaManager {
         // could make their partitions unloadable.
         if client && is_internal_topic(topic) && self.knows_topic(topic) {
             tracing::debug!(topic, partition, "Cannot append to internal topic {topic}");
+            self.metrics.topics.all_topics().produce_request();
             return (AppendOutcome::InternalTopic, None);
         }
         let p = match self.leader_of(topic, partition, -1) {
             Ok(p) => p,
             Err(e) => {
+                self.metrics.topics.all_topics().produce_request();
                 tracing::debug!(partition = %format_args!("{topic}-{partition}"), error = %e, "append refused");
                 let refused = AppendOutcome::Refused {
                     error: Box::new(AppendError::Refused(e)),
@@ -232,6 +234,7 @@ impl ReplicaManager {
                 return (refused, None);
             }
         };
+        p.counters.produce_request();
         let appended = match (origin, data) {
             (
                 AppendOrigin::Client {
@@ -289,6 +292,7 @@ impl ReplicaManager {
                 (AppendOutcome::Appended(info), Some((p, last)))
             }
             Err(e) => {
+                count_refused_append(&p, &e, bytes);
                 if e.error().error == ResponseError::KafkaStorageError {
                     tracing::error!(partition = %p.tp, error = %e, "append failed");
                 } else {
@@ -370,15 +374,36 @@ pub async fn append_as_follower(
 ) -> Result<AppendInfo, AppendError> {
     let bytes = records.len() as u64;
     let info = p.append_as_follower(leader_epoch, records).await?;
-    p.counters.replication_bytes_in.inc_by(bytes);
+    p.counters.replication_bytes_in(bytes);
     Ok(info)
 }
 
 /// A leader's fresh append: its bytes and records into the topic's counters.
 fn count_leader_append(p: &Partition, info: &AppendInfo, bytes: u64) {
     let records = u64::try_from(info.last_offset - info.first_offset + 1).unwrap_or(0);
-    p.counters.messages_in.inc_by(records);
-    p.counters.bytes_in.inc_by(bytes);
+    p.counters.appended(records, bytes);
+}
+
+/// A refused append, as Kafka's `appendToLocalLog` counts it: a batch too large is
+/// bytes rejected; a refusal the producer is expected to handle (leadership, size,
+/// corruption, an offline log) is not a failed produce request, anything else is.
+fn count_refused_append(p: &Partition, e: &AppendError, bytes: u64) {
+    use ResponseError::*;
+    let error = e.error().error;
+    if error == MessageTooLarge {
+        p.counters.bytes_rejected(bytes);
+    }
+    let expected = [
+        UnknownTopicOrPartition,
+        NotLeaderOrFollower,
+        MessageTooLarge,
+        RecordListTooLarge,
+        CorruptMessage,
+        KafkaStorageError,
+    ];
+    if !expected.contains(&error) {
+        p.counters.failed_produce_request();
+    }
 }
 
 /// The size of a marker's batch, which the log builds (the same for every marker).

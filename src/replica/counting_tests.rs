@@ -3,6 +3,7 @@
 //! follower's append; a consumer's fetch and a follower's.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,8 +108,8 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     let produced = batch_bytes(&[b"a", b"b", b"c"], 1_000, None);
     let outcome = append_one(&m, client(), AppendData::Records(produced.clone())).await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
-    assert_eq!(c.bytes_in.get(), produced.len() as u64);
-    assert_eq!(c.messages_in.get(), 3);
+    assert_eq!(c.topic.bytes_in.load(Relaxed), produced.len() as u64);
+    assert_eq!(c.topic.messages_in.load(Relaxed), 3);
 
     // A coordinator's transactional write (as a TxnOffsetCommit's), then its marker.
     let coordinator = txn_batch_bytes(&[b"offsets"], 1_000, (42, 0, 0));
@@ -120,10 +121,10 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     .await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
     assert_eq!(
-        c.bytes_in.get(),
+        c.topic.bytes_in.load(Relaxed),
         (produced.len() + coordinator.len()) as u64
     );
-    assert_eq!(c.messages_in.get(), 4);
+    assert_eq!(c.topic.messages_in.load(Relaxed), 4);
     let marker = AppendData::Marker {
         producer_id: 42,
         producer_epoch: 0,
@@ -134,10 +135,10 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     };
     let outcome = append_one(&m, AppendOrigin::Marker, marker).await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
-    assert_eq!(c.messages_in.get(), 5);
+    assert_eq!(c.topic.messages_in.load(Relaxed), 5);
     let log_bytes = m.partition("t", 0).unwrap().log().size_bytes();
     assert_eq!(
-        c.bytes_in.get(),
+        c.topic.bytes_in.load(Relaxed),
         log_bytes,
         "every byte in the log counted once"
     );
@@ -147,23 +148,40 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     // it for consumers (bytes out).
     assert_eq!(m.partition("t", 0).unwrap().log().segment_count(), 2);
     let first = fetch(&m, FOLLOWER, 0).await as u64;
-    assert_eq!(c.replication_bytes_out.get(), first);
+    assert_eq!(c.all.replication_bytes_out.load(Relaxed), first);
     let rest = fetch(&m, FOLLOWER, 4).await as u64;
     assert_eq!(first + rest, log_bytes);
-    assert_eq!(c.replication_bytes_out.get(), log_bytes);
+    assert_eq!(c.all.replication_bytes_out.load(Relaxed), log_bytes);
     assert_eq!(fetch(&m, FOLLOWER, 5).await, 0);
     assert_eq!(fetch(&m, -1, 0).await as u64, first);
-    assert_eq!(c.bytes_out.get(), first);
-    assert_eq!(c.replication_bytes_out.get(), log_bytes);
+    assert_eq!(c.topic.bytes_out.load(Relaxed), first);
+    assert_eq!(c.all.replication_bytes_out.load(Relaxed), log_bytes);
 
     // A retried duplicate appends nothing and counts nothing.
     let producer = batch_bytes(&[b"idem"], 1_000, Some((9, 0, 0)));
     for _ in 0..2 {
         append_one(&m, client(), AppendData::Records(producer.clone())).await;
     }
-    assert_eq!(c.bytes_in.get(), log_bytes + producer.len() as u64);
+    assert_eq!(
+        c.topic.bytes_in.load(Relaxed),
+        log_bytes + producer.len() as u64
+    );
 
-    let text = m.metrics.encode_text();
+    // Each partition of each append and of each fetch is one request; none failed.
+    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 5);
+    assert_eq!(c.topic.total_fetch_requests.load(Relaxed), 4);
+    assert_eq!(c.all.total_fetch_requests.load(Relaxed), 4);
+    assert_eq!(c.all.failed_produce_requests.load(Relaxed), 0);
+    assert_eq!(c.all.failed_fetch_requests.load(Relaxed), 0);
+    // The log's size and segments as published for the metrics, read without its lock.
+    let log = m.partition("t", 0).unwrap().log();
+    assert_eq!(log.published_size_bytes(), log.size_bytes());
+    assert_eq!(log.published_segment_count(), log.segment_count());
+    log.truncate_to(1).unwrap();
+    assert_eq!(log.published_size_bytes(), log.size_bytes());
+    assert_eq!(log.published_segment_count(), 1);
+
+    let text = m.metrics.encode_text().await;
     assert!(
         text.contains("kafka_server_brokertopicmetrics_bytesin_total{topic=\"t\"}"),
         "{text}"
@@ -180,9 +198,12 @@ async fn a_follower_append_counts_replication_bytes_in() {
     append::append_as_follower(&p, 1, leaders.clone())
         .await
         .unwrap();
-    assert_eq!(p.counters.replication_bytes_in.get(), leaders.len() as u64);
     assert_eq!(
-        p.counters.bytes_in.get(),
+        p.counters.all.replication_bytes_in.load(Relaxed),
+        leaders.len() as u64
+    );
+    assert_eq!(
+        p.counters.topic.bytes_in.load(Relaxed),
         0,
         "a follower's append is not bytes in"
     );
@@ -217,5 +238,21 @@ async fn refused_appends_count_nothing() {
         outcome.error_code(),
         kafka_protocol::error::ResponseError::InvalidRequiredAcks.code()
     );
-    assert_eq!(m.partition("t", 0).unwrap().counters.bytes_in.get(), 0);
+    let c = m.partition("t", 0).unwrap().counters.clone();
+    assert_eq!(c.topic.bytes_in.load(Relaxed), 0);
+    // The partition not hosted counts one produce request for all topics only.
+    assert_eq!(c.all.total_produce_requests.load(Relaxed), 1);
+    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 0);
+
+    // A batch over max.message.bytes: its bytes are rejected, an expected refusal.
+    let big = batch_bytes(&[&vec![7u8; 1_100_000]], 1_000, None);
+    let outcome = append_one(&m, client(), AppendData::Records(big.clone())).await;
+    assert_eq!(
+        outcome.error_code(),
+        kafka_protocol::error::ResponseError::MessageTooLarge.code()
+    );
+    assert_eq!(c.topic.bytes_rejected.load(Relaxed), big.len() as u64);
+    assert_eq!(c.all.bytes_rejected.load(Relaxed), big.len() as u64);
+    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 1);
+    assert_eq!(c.topic.failed_produce_requests.load(Relaxed), 0);
 }

@@ -119,11 +119,13 @@ impl ControllerChannel for NetworkControllerChannel {
 }
 
 /// Runs until every sender of `changes` is gone: sends the queued proposals, answers
-/// each partition.
+/// each partition, and counts each committed change as an ISR shrink or expansion (as
+/// Kafka's leader marks `IsrShrinksPerSec` once its AlterPartition is committed).
 pub async fn run(
     mut changes: mpsc::UnboundedReceiver<IsrChange>,
     channel: Arc<dyn ControllerChannel>,
     cluster: Arc<ClusterView>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) {
     // The latest proposal of each partition not yet answered.
     let mut unsent: BTreeMap<(String, i32), IsrChange> = BTreeMap::new();
@@ -159,8 +161,12 @@ pub async fn run(
         match answered {
             Ok(results) => {
                 for (c, outcome) in batch.iter().zip(results) {
-                    c.partition
+                    let sizes = c
+                        .partition
                         .complete_isr_change(c.proposal.leader_epoch, &outcome);
+                    if let Some((before, after)) = sizes {
+                        metrics.isr.changed(before, after);
+                    }
                 }
                 unsent.clear();
             }
@@ -289,9 +295,10 @@ pub fn outcomes(
 pub fn start(
     channel: Arc<dyn ControllerChannel>,
     cluster: Arc<ClusterView>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> (IsrChanges, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(run(rx, channel, cluster));
+    let task = tokio::spawn(run(rx, channel, cluster, metrics));
     (tx, task)
 }
 

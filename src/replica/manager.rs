@@ -140,7 +140,8 @@ impl ReplicaManager {
         if self.replication.get().is_some() {
             return;
         }
-        let (isr_changes, isr_task) = isr::start(controller, self.cluster.clone());
+        let (isr_changes, isr_task) =
+            isr::start(controller, self.cluster.clone(), self.metrics.clone());
         let started = self.replication.set(Replication {
             fetchers: ReplicaFetcherManager::new(
                 settings,
@@ -449,6 +450,12 @@ impl ReplicaManager {
         };
         p.check_leader(current_leader_epoch)?;
         Ok(p)
+    }
+
+    /// Every partition hosted here, whatever its role (for the metrics: a copy of the
+    /// handles, so no map lock is held while they are read).
+    pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.iter().map(|p| p.value().clone()).collect()
     }
 
     /// A partition hosted here, whatever its role (the broker's own bookkeeping; requests

@@ -64,6 +64,16 @@ pub struct Partition {
     pub counters: TopicCounters,
 }
 
+/// A partition's replication as the metrics see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationSummary {
+    pub leader: bool,
+    /// Replicas assigned (1 for a partition led alone, with no metadata naming them).
+    pub replicas: usize,
+    /// The committed ISR's size.
+    pub isr: usize,
+}
+
 /// What a leader appends.
 pub enum LeaderAppend {
     /// A producer's batches, as its Produce request sent them.
@@ -226,6 +236,17 @@ impl Partition {
 
     pub fn is_leader(&self) -> bool {
         self.state.read().is_leader()
+    }
+
+    /// What the metrics read of the partition's replication, in one read of its state
+    /// (appends read it too; only a metadata change writes it).
+    pub fn replication_summary(&self) -> ReplicationSummary {
+        let state = self.state.read();
+        ReplicationSummary {
+            leader: state.is_leader(),
+            replicas: state.replicas.len().max(1),
+            isr: state.isr_size(),
+        }
     }
 
     /// The in-sync replicas as last announced.
@@ -800,10 +821,19 @@ impl Partition {
 
     /// Takes the controller's answer to an ISR change proposed at `proposed_at` (leader
     /// epoch). A committed shrink may let the high watermark move; everything waiting is
-    /// woken to look again.
-    pub fn complete_isr_change(&self, proposed_at: i32, outcome: &IsrOutcome) {
-        let changed = self.state.write().complete_isr_change(proposed_at, outcome);
-        if changed {
+    /// woken to look again. Returns the ISR's size before and after, when it changed.
+    pub fn complete_isr_change(
+        &self,
+        proposed_at: i32,
+        outcome: &IsrOutcome,
+    ) -> Option<(usize, usize)> {
+        let sizes = {
+            let mut state = self.state.write();
+            let before = state.isr.len();
+            let changed = state.complete_isr_change(proposed_at, outcome);
+            changed.then_some((before, state.isr.len()))
+        };
+        if sizes.is_some() {
             tracing::info!(partition = %self.tp, isr = ?self.isr(), "ISR updated");
         }
         if let IsrOutcome::Refused(e) = outcome {
@@ -811,6 +841,7 @@ impl Partition {
         }
         self.maybe_increment_high_watermark();
         self.wake_all();
+        sizes
     }
 
     #[cfg(test)]

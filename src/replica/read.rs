@@ -90,29 +90,67 @@ impl ReplicaManager {
         if let Some(quota) = quota {
             quota.record(read.throttled_bytes);
         }
-        count_bytes_out(plan, &read.responses, params.is_from_follower());
+        count_fetch(
+            &self.metrics,
+            plan,
+            &read.responses,
+            params.is_from_follower(),
+        );
         read
     }
 }
 
-/// Marks each partition's returned record bytes (a placeholder is as long as the file
-/// range it stands for) on its topic's counter.
-fn count_bytes_out(plan: &[TopicReads], responses: &[FetchableTopicResponse], follower: bool) {
+/// Marks, per partition of the answer, a fetch request and, for an unexpected error, a
+/// failed one (Kafka's `readFromLog` does not count the refusals a client or follower
+/// handles: leadership, epochs, offsets out of range, offline logs), and the returned
+/// record bytes (a placeholder is as long as the file range it stands for) as bytes
+/// out, or replication bytes out for a follower. A partition not hosted here counts for
+/// all topics only.
+fn count_fetch(
+    metrics: &crate::metrics::Metrics,
+    plan: &[TopicReads],
+    responses: &[FetchableTopicResponse],
+    follower: bool,
+) {
     let answered = responses.iter().flat_map(|t| t.partitions.iter());
     let read = plan.iter().flat_map(|t| t.partitions.iter());
     for ((_, found), data) in read.zip(answered) {
-        let (Ok(p), Some(records)) = (found, &data.records) else {
-            continue;
+        let counters = match found {
+            Ok(p) => &p.counters,
+            Err(_) => metrics.topics.all_topics(),
         };
-        if records.is_empty() {
-            continue;
+        counters.fetch_request();
+        if !expected_fetch_error(data.error_code) {
+            counters.failed_fetch_request();
         }
-        let counter = match follower {
-            true => &p.counters.replication_bytes_out,
-            false => &p.counters.bytes_out,
+        let Some(records) = data.records.as_ref().filter(|r| !r.is_empty()) else {
+            continue;
         };
-        counter.inc_by(records.len() as u64);
+        match follower {
+            true => counters.replication_bytes_out(records.len() as u64),
+            false => counters.bytes_out(records.len() as u64),
+        }
     }
+}
+
+/// Whether a partition's fetch error is one Kafka's `readFromLog` expects (and does not
+/// count as a failed fetch).
+fn expected_fetch_error(code: i16) -> bool {
+    use ResponseError::*;
+    code == 0
+        || [
+            UnknownTopicOrPartition,
+            UnknownTopicId,
+            NotLeaderOrFollower,
+            UnknownLeaderEpoch,
+            FencedLeaderEpoch,
+            ReplicaNotAvailable,
+            KafkaStorageError,
+            InconsistentTopicId,
+            OffsetOutOfRange,
+        ]
+        .iter()
+        .any(|e| e.code() == code)
 }
 
 /// One pass over every requested partition.

@@ -39,6 +39,8 @@ mod load_generator;
 mod log_dir_failure;
 mod log_dirs;
 mod metadata_records_fuzz;
+mod metrics_cluster;
+mod metrics_endpoint;
 mod named_listeners;
 mod offsets_topic_safety;
 mod old_protocol_replication;

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use skua::auth::authorizer::{Action, AuthorizationResult, Authorizer, Requester};
 use skua::auth::needs::Needs;
 use skua::auth::operations::{AclOperation, ResourceType};
+use skua::metrics::request;
 use skua::network::{pipeline, refusal, SecurityProtocol, Session};
 use skua::quota::{QuotaManager, Verdict};
 use skua::router::{self, RequestContext};
@@ -192,14 +193,15 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             .requests
             .api(key)
             .expect("every route has metrics");
-        let (requests, local) = (api.requests.get(), api.local_ms.get_sample_count());
+        let local_count = || api.time(request::LOCAL).counts().count();
+        let (requests, local) = (api.requests(), local_count());
         let run = pipeline::run(route, &b.broker, ctx, request_for(key), Instant::now(), 0);
         let handled = tokio::time::timeout(Duration::from_secs(20), run)
             .await
             .unwrap_or_else(|_| panic!("{key:?} did not finish"))
             .unwrap_or_else(|e| panic!("{key:?}: {e}"));
-        assert_eq!(api.requests.get(), requests + 1, "{key:?} counted");
-        assert_eq!(api.local_ms.get_sample_count(), local + 1, "{key:?} timed");
+        assert_eq!(api.requests(), requests + 1, "{key:?} counted");
+        assert_eq!(local_count(), local + 1, "{key:?} timed");
         let asked: Vec<_> = recorder.asked.lock().clone();
         let codes = codes(&handled.response.body);
         let checked = |op, rt, name: &str| {
@@ -307,17 +309,17 @@ async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted
     let versions = c.send(&ApiVersionsRequest::default(), 3).await;
     assert_eq!(versions.error_code, 0);
     let produce = b.broker.metrics.requests.api(ApiKey::Produce).unwrap();
-    assert_eq!(produce.requests.get(), 1);
+    assert_eq!(produce.requests(), 1);
     // The response's send is timed once it is written.
     common::wait_for(
         "the produce's send is recorded",
         Duration::from_secs(5),
-        || async { produce.total_ms.get_sample_count() == 1 },
+        || async { produce.time(request::TOTAL).counts().count() == 1 },
     )
     .await;
-    let text = b.broker.metrics.encode_text();
+    let text = b.broker.metrics.encode_text().await;
     assert!(
-        text.contains(r#"kafka_network_requestmetrics_errors_total{error="TOPIC_AUTHORIZATION_FAILED",request="Produce"} 1"#),
+        text.contains(r#"kafka_network_requestmetrics_errors_total{request="Produce",error="TOPIC_AUTHORIZATION_FAILED"} 1"#),
         "{text}"
     );
     b.stop().await;

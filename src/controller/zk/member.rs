@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::event_loop::ControllerLoop;
 use super::{registration, Shared};
+use crate::metrics::zookeeper::SessionMetrics;
 use crate::zk::session::{SessionEvent, ZkSession};
 
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -29,12 +30,13 @@ pub(super) async fn register(shared: &Shared, session: &ZkSession) -> anyhow::Re
 pub(super) async fn run(shared: Arc<Shared>, mut session: Arc<ZkSession>) {
     loop {
         let mut events = session.events();
+        shared.session_metrics.connected();
         let controller =
             ControllerLoop::new(session.clone(), shared.settings.clone(), shared.clone());
         *shared.events.lock() = Some(controller.sender());
         let ended = tokio::select! {
             e = controller.run() => format!("{e}"),
-            e = terminal(&mut events) => format!("{e:?}"),
+            e = terminal(&mut events, &shared.session_metrics) => format!("{e:?}"),
         };
         *shared.events.lock() = None;
         *shared.session.lock() = None;
@@ -45,16 +47,28 @@ pub(super) async fn run(shared: Arc<Shared>, mut session: Arc<ZkSession>) {
     }
 }
 
-pub(super) async fn terminal(events: &mut crate::zk::session::SessionEvents) -> SessionEvent {
+/// Waits for the session's end, marking its events on `metrics` meanwhile.
+pub(super) async fn terminal(
+    events: &mut crate::zk::session::SessionEvents,
+    metrics: &SessionMetrics,
+) -> SessionEvent {
     loop {
         let e = events.next().await;
         match e {
-            e if e.is_terminal() => return e,
+            SessionEvent::Expired => metrics.expired(),
+            SessionEvent::AuthFailed => metrics.auth_failed(),
+            SessionEvent::Closed => metrics.closed(),
             SessionEvent::Disconnected => {
+                metrics.disconnected();
                 tracing::warn!("ZooKeeper disconnected; the session may still survive")
             }
-            SessionEvent::Reconnected => tracing::info!("ZooKeeper reconnected"),
-            _ => {}
+            SessionEvent::Reconnected => {
+                metrics.connected();
+                tracing::info!("ZooKeeper reconnected")
+            }
+        }
+        if e.is_terminal() {
+            return e;
         }
     }
 }

@@ -207,6 +207,8 @@ pub struct Shared {
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     /// This broker's side of the cluster protocol: the metadata cache, hosted replicas.
     pub broker: broker::BrokerSide,
+    /// The session's state and events, for the metrics.
+    pub session_metrics: crate::metrics::zookeeper::SessionMetrics,
     pub(super) clock: Arc<dyn clock::Clock>,
     /// Set in tests and the simulation: controller requests are recorded, not sent.
     pub(super) outbox: Option<channel::Outbox>,
@@ -241,6 +243,7 @@ impl Shared {
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             broker,
+            session_metrics: Default::default(),
             clock,
             outbox,
         }

@@ -20,7 +20,8 @@ use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, FetchedOffset, GroupDescription, GroupShard, ListedGroup, SyncRequest,
+    CommitRequest, Committer, FetchedOffset, GroupDescription, GroupOffsetsView, GroupShard,
+    ListedGroup, SyncRequest,
 };
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
@@ -422,6 +423,23 @@ impl GroupCoordinator {
         }
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         Ok(out)
+    }
+
+    /// The members and committed offsets of every group this broker coordinates, one
+    /// partition of `__consumer_offsets` at a time (each a read queued on its owner
+    /// like any request's); partitions loading or not served are left out.
+    pub async fn offsets_views(&self) -> Vec<GroupOffsetsView> {
+        let mut out = Vec::new();
+        for p in self.runtime.partitions() {
+            if let Ok(views) = self
+                .runtime
+                .read(p, |s: &GroupShard| s.offsets_view())
+                .await
+            {
+                out.extend(views);
+            }
+        }
+        out
     }
 
     pub async fn describe_group(

@@ -300,8 +300,13 @@ impl Log {
             )
             .map_err(|e| self.on_failure("roll a new segment", e))?;
         if let Err(e) = self.write_and_index(&mut inner, &pending) {
-            return Err(self.roll_back(&mut inner, pending.first_offset, e));
+            let error = self.roll_back(&mut inner, pending.first_offset, e);
+            self.publish_shape(&inner);
+            return Err(error);
         }
+        // The roll, if any, published the segments before these bytes.
+        self.published_size_bytes
+            .fetch_add(pending.records.len() as u64, Ordering::Relaxed);
         inner
             .producer_state
             .commit(pending.producers, pending.next_offset);

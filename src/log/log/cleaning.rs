@@ -213,6 +213,7 @@ impl Log {
             inner.segments.insert(base, segment);
             Ok::<_, LogError>(deleted)
         })();
+        self.publish_shape(&inner);
         let deleted = swapped.map_err(|e| self.on_failure("swapping in a cleaned segment", e))?;
         drop(inner);
         self.delayed_deletes

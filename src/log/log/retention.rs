@@ -218,6 +218,7 @@ impl Log {
         let mut paths = Vec::new();
         for base in bases {
             if let Some(segment) = inner.segments.remove(base) {
+                self.publish_shape(inner);
                 paths.extend(segment.rename_to_deleted(&self.dir)?);
             }
         }

@@ -35,6 +35,9 @@ use skua::network::Server;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
+    /// The metrics endpoint, when `metrics.listener` is set.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<skua::metrics::http::MetricsServer>,
     pub broker: Arc<Broker>,
     /// The broker-wide memory of requests read but not answered.
     pub request_memory: Arc<MemoryPool>,
@@ -71,7 +74,11 @@ impl TestBroker {
         }
         let mut config = skua::config::from_args(&args).expect("config");
         let listeners = Server::bind_listeners(&mut config).await.expect("bind");
+        let metrics_listener = skua::metrics::http::MetricsListener::bind(&config)
+            .await
+            .expect("bind metrics.listener");
         let broker = Broker::open(config).expect("broker opens");
+        let metrics = metrics_listener.map(|l| l.spawn(broker.clone()));
         let mut server = Server::new(listeners, broker.clone());
         if let Some(grace) = shutdown_grace {
             server = server.with_shutdown_grace(grace);
@@ -84,6 +91,8 @@ impl TestBroker {
         }));
         TestBroker {
             addr,
+            metrics_addr: metrics.as_ref().and_then(|m| m.addr),
+            metrics,
             broker,
             request_memory,
             stop: Some(tx),
@@ -100,6 +109,9 @@ impl TestBroker {
     /// Stops serving, as SIGTERM does, without closing the logs yet: returns when the
     /// server is done with every connection.
     pub async fn stop_serving(&mut self) {
+        if let Some(m) = self.metrics.take() {
+            m.stop().await;
+        }
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }

@@ -31,7 +31,50 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// A group as the metrics see it: its members and committed offsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOffsetsView {
+    pub group_id: String,
+    pub members: usize,
+    /// (topic, partition, committed offset), in topic and partition order.
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
 impl GroupShard {
+    /// Every group with members or committed offsets, for kafka_exporter's
+    /// `kafka_consumergroup_*` metrics (groups in order).
+    pub fn offsets_view(&self) -> Vec<GroupOffsetsView> {
+        let mut out: std::collections::BTreeMap<&str, GroupOffsetsView> = Default::default();
+        for (id, g) in &self.groups {
+            let members = match g {
+                Group::Classic(c) if c.state == GroupState::Dead => continue,
+                Group::Classic(c) => c.members.len(),
+                Group::Consumer(c) => c.members.len(),
+            };
+            out.insert(
+                id,
+                GroupOffsetsView {
+                    group_id: id.clone(),
+                    members,
+                    offsets: Vec::new(),
+                },
+            );
+        }
+        for (id, offsets) in self.offsets.groups() {
+            let view = out.entry(id).or_insert_with(|| GroupOffsetsView {
+                group_id: id.clone(),
+                members: 0,
+                offsets: Vec::new(),
+            });
+            view.offsets.extend(
+                offsets
+                    .iter()
+                    .map(|((t, p), c)| (t.clone(), *p, c.value.offset)),
+            );
+        }
+        out.into_values().collect()
+    }
+
     pub fn list_groups(&self) -> Vec<ListedGroup> {
         self.groups
             .iter()

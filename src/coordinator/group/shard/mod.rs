@@ -28,7 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::time::{Duration, Instant};
 
-pub use admin::{GroupDescription, ListedGroup, MemberDescription};
+pub use admin::{GroupDescription, GroupOffsetsView, ListedGroup, MemberDescription};
 pub use classic::SyncRequest;
 pub use offsets::{CommitRequest, Committer, FetchedOffset};
 

@@ -10,15 +10,23 @@ use super::catalog::broker_keys;
 use super::defs;
 
 /// Keys Kafka defines that skua reads outside `defs::BROKER_KEYS`: the ZooKeeper
-/// controller's (`controller::zk`) and the TLS listeners' (`tls::settings`, also under
-/// `listener.name.<l>.`). Every other Kafka key is accepted and not acted on.
+/// controller's (`controller::zk`), the TLS listeners' (`tls::settings`) and the SASL
+/// listeners' (`sasl::settings`), these two also under `listener.name.<l>.`. Every other
+/// Kafka key is accepted and not acted on.
 const READ_OUTSIDE_DEFS: &[&str] = &[
     "auto.leader.rebalance.enable",
+    "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms",
     "controlled.shutdown.enable",
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
     "leader.imbalance.check.interval.seconds",
     "leader.imbalance.per.broker.percentage",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.callback.handler.class",
+    "sasl.server.max.receive.size",
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
@@ -257,7 +265,11 @@ mod tests {
             assert!(defs::broker_key(name).is_none(), "{name}");
         }
         assert!(acted_on("listener.name.ext.ssl.truststore.location"));
-        assert!(!acted_on("listener.name.ext.plain.sasl.jaas.config"));
+        assert!(acted_on("listener.name.ext.plain.sasl.jaas.config"));
+        assert!(acted_on(
+            "listener.name.ext.oauthbearer.connections.max.reauth.ms"
+        ));
+        assert!(!acted_on("sasl.kerberos.service.name"));
         assert!(!acted_on("authorizer.class.name"));
     }
 

@@ -13,10 +13,12 @@
 //! Not yet wired to a listener: SASL_PLAINTEXT and SASL_SSL listeners are refused at
 //! startup until the request pipeline carries a connection's authentication state.
 
+pub mod client;
 pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod settings;
 
 /// Why an exchange failed. `client` is what the client may be told (Kafka's
 /// SaslAuthenticate error message); `detail` is for the broker's log only.

@@ -18,7 +18,7 @@ use subtle::ConstantTimeEq;
 
 use super::{SaslFailure, Step};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ScramMechanism {
     Sha256,
     Sha512,
@@ -40,6 +40,22 @@ impl ScramMechanism {
         }
     }
 
+    /// Kafka's `ScramMechanism.type()`, as the protocol and the metadata records carry it.
+    pub fn kafka_type(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+
+    pub fn from_kafka_type(t: i8) -> Option<ScramMechanism> {
+        match t {
+            1 => Some(ScramMechanism::Sha256),
+            2 => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<ScramMechanism> {
         match name {
             "SCRAM-SHA-256" => Some(ScramMechanism::Sha256),
@@ -48,7 +64,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self) -> hmac::Algorithm {
+    pub(super) fn hmac(self) -> hmac::Algorithm {
         match self {
             ScramMechanism::Sha256 => hmac::HMAC_SHA256,
             ScramMechanism::Sha512 => hmac::HMAC_SHA512,
@@ -62,24 +78,25 @@ impl ScramMechanism {
         }
     }
 
-    fn pbkdf2(self) -> pbkdf2::Algorithm {
+    pub(super) fn pbkdf2(self) -> pbkdf2::Algorithm {
         match self {
             ScramMechanism::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
             ScramMechanism::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
         }
     }
 
-    fn hash_len(self) -> usize {
+    /// The digest's length: a salted password, stored key and server key are this long.
+    pub fn hash_len(self) -> usize {
         self.digest().output_len()
     }
 
-    fn mac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub(super) fn mac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         hmac::sign(&hmac::Key::new(self.hmac(), key), data)
             .as_ref()
             .to_vec()
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(super) fn hash(self, data: &[u8]) -> Vec<u8> {
         digest::digest(self.digest(), data).as_ref().to_vec()
     }
 }
@@ -121,11 +138,22 @@ impl ScramCredential {
             password.as_bytes(),
             &mut salted,
         );
-        let client_key = mechanism.mac(&salted, b"Client Key");
+        ScramCredential::from_salted_password(mechanism, &salted, salt, iterations)
+    }
+
+    /// The credential of a salted password (what AlterUserScramCredentials carries: the
+    /// client salts and hashes, the password never leaves it).
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salted: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> ScramCredential {
+        let client_key = mechanism.mac(salted, b"Client Key");
         ScramCredential {
             salt: salt.to_vec(),
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.mac(&salted, b"Server Key"),
+            server_key: mechanism.mac(salted, b"Server Key"),
             iterations,
         }
     }
@@ -390,6 +418,11 @@ impl ScramServer {
             iterations: MIN_ITERATIONS,
         }
     }
+}
+
+/// A fresh nonce: 24 random bytes in base64 (printable, no comma).
+pub(super) fn random_nonce() -> String {
+    B64.encode(random_bytes::<24>())
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {

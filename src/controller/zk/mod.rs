@@ -971,6 +971,54 @@ impl Controller for ZkController {
         self.close();
     }
 
+    fn scram_credential(
+        &self,
+        mechanism: crate::sasl::scram::ScramMechanism,
+        user: &str,
+    ) -> Option<crate::sasl::scram::ScramCredential> {
+        self.shared.broker.scram_users.get(mechanism, user)
+    }
+
+    fn scram_credentials(&self) -> Vec<(String, crate::sasl::scram::ScramMechanism, u32)> {
+        self.shared.broker.scram_users.list()
+    }
+
+    /// Rewrites each user's `/config/users/<sanitized name>` (its other configs, quotas,
+    /// kept) with a change notification, as a Kafka 3.9 broker does, and puts the
+    /// credentials in force here at once; every other broker follows the notification.
+    async fn alter_scram_credentials(
+        &self,
+        changes: Vec<super::ScramChange>,
+    ) -> Result<(), ControllerError> {
+        let failed = |e: crate::zk::session::ZkError| {
+            ControllerError::new(ResponseError::UnknownServerError, e.to_string())
+        };
+        let session = self.shared.session()?;
+        let mut by_user: BTreeMap<String, Vec<super::ScramChange>> = BTreeMap::new();
+        for c in changes {
+            by_user.entry(c.user.clone()).or_default().push(c);
+        }
+        for (user, changes) in by_user {
+            let entity = format!("users/{}", broker::scram_users::sanitize(&user));
+            let mut configs = broker::config_changes::read_configs(&session, &entity)
+                .await
+                .map_err(failed)?;
+            for c in changes {
+                match c.credential {
+                    Some(cred) => {
+                        configs.insert(c.mechanism.name().to_string(), cred.to_kafka_string())
+                    }
+                    None => configs.remove(c.mechanism.name()),
+                };
+            }
+            broker::config_changes::write_entity_config(&session, &entity, &configs)
+                .await
+                .map_err(failed)?;
+            self.shared.broker.scram_users.apply(&user, &configs);
+        }
+        Ok(())
+    }
+
     fn zk(&self) -> Option<&ZkController> {
         Some(self)
     }

@@ -107,6 +107,9 @@ pub struct Settings {
     pub leader_imbalance_per_broker_percentage: i32,
     /// TLS toward the other brokers' inter-broker listener (`None`: plain TCP).
     pub outbound_tls: Option<crate::tls::OutboundTls>,
+    /// SASL toward the other brokers' inter-broker listener, with this broker's own
+    /// credentials (`None`: no SASL).
+    pub outbound_sasl: Option<crate::sasl::settings::ClientCredentials>,
 }
 
 impl Settings {
@@ -127,6 +130,8 @@ impl Settings {
         let outbound_tls = config.outbound_tls()?;
         let mut shutdown = broker::controlled_shutdown::ShutdownSettings::from_config(config);
         shutdown.outbound_tls = outbound_tls.clone();
+        let outbound_sasl = crate::sasl::settings::inter_broker(config)?;
+        shutdown.outbound_sasl = outbound_sasl.clone();
         let flag = |key: &str| {
             config
                 .get(key)
@@ -158,6 +163,7 @@ impl Settings {
                 .unwrap_or(10)
                 .clamp(0, 100) as i32,
             outbound_tls,
+            outbound_sasl,
         }))
     }
 }

@@ -52,6 +52,7 @@ mod replication_over_tcp;
 mod replication_throttles;
 mod request_pipeline;
 mod retention;
+mod sasl_cluster;
 mod sasl_listeners;
 mod storage_limits;
 mod stored_data_fuzz;

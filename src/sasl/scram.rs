@@ -373,7 +373,11 @@ impl ScramServer {
             .next()
             .and_then(|f| f.strip_prefix("r="))
             .ok_or_else(|| bad("no r= nonce"))?;
-        if nonce.as_bytes().ct_eq(ex.nonce.as_bytes()).unwrap_u8() != 1 {
+        // Kafka's ScramSaslServer checks that the nonce ends with the server-first one
+        // (not that it equals it); librdkafka before 2.1 sends its own part twice, and
+        // works with Kafka only because of that. The nonce is public: no need for a
+        // constant-time comparison.
+        if !nonce.ends_with(&ex.nonce) {
             return Err(self.failure("Invalid client nonce in the final client message."));
         }
         let m = self.mechanism;
@@ -406,7 +410,7 @@ impl ScramServer {
         if let Some(n) = &self.server_nonce {
             return n.clone();
         }
-        B64.encode(random_bytes::<24>())
+        random_nonce()
     }
 
     /// A credential no password matches, for users that do not exist.
@@ -420,9 +424,16 @@ impl ScramServer {
     }
 }
 
-/// A fresh nonce: 24 random bytes in base64 (printable, no comma).
+/// A fresh nonce: 32 random letters and digits (about 165 bits), as Kafka's
+/// `secureRandomString` makes them. RFC 5802 allows any printable character but ','; some
+/// clients (librdkafka before 2.1) mishandle `+` and `/` in the server's part, so only
+/// letters and digits are used, as Kafka uses.
 pub(super) fn random_nonce() -> String {
-    B64.encode(random_bytes::<24>())
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    random_bytes::<32>()
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {

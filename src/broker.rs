@@ -826,6 +826,7 @@ fn transaction_coordinator(
         crate::client::ClientConfig {
             client_id: Some(format!("broker-{}-txn", config.broker_id)),
             tls,
+            sasl: crate::sasl::settings::inter_broker(config).ok().flatten(),
             ..crate::client::ClientConfig::default()
         },
     ));

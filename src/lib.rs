@@ -37,7 +37,8 @@
 //!                tls/        SSL listeners' settings, keystores, rustls contexts (inbound
 //!                            and the broker's outbound connections), mTLS principals
 //!                sasl/       SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) and Kafka's JAAS
-//!                            grammar, as pure state machines (not yet on a listener)
+//!                            grammar as pure state machines, a listener's SASL settings;
+//!                            network/authenticator runs them ahead of the pipeline
 //!                metrics/    Kafka's metrics under the names Strimzi's JMX exporter rules
 //!                            give them: RequestMetrics per API, BrokerTopicMetrics, handles
 //!                            resolved once and marked with atomic adds; gauges computed at

@@ -101,6 +101,11 @@ pub static ROUTES: &[Route] = &[
     route!(ListOffsets, 1, 10, list_offsets::handle),
     route!(Metadata, 0, 13, metadata::handle),
     route!(ApiVersions, 0, 4, api_versions::handle),
+    // Answered by the connection's authenticator before a SASL connection authenticates
+    // (network::authenticator); the handlers answer ILLEGAL_SASL_STATE after that, and on
+    // listeners without SASL, as Kafka's do. Advertised on every listener, as Kafka does.
+    route!(SaslHandshake, 0, 1, sasl_handshake::handle),
+    route!(SaslAuthenticate, 0, 2, sasl_authenticate::handle),
     route!(CreateTopics, 2, 7, create_topics::handle),
     route!(DeleteTopics, 1, 6, delete_topics::handle),
     route!(DeleteRecords, 0, 2, delete_records::handle),
@@ -154,6 +159,18 @@ pub static ROUTES: &[Route] = &[
         0,
         0,
         describe_topic_partitions::handle
+    ),
+    route!(
+        DescribeUserScramCredentials,
+        0,
+        0,
+        describe_user_scram_credentials::handle
+    ),
+    route!(
+        AlterUserScramCredentials,
+        0,
+        0,
+        alter_user_scram_credentials::handle
     ),
 ];
 

@@ -8,8 +8,8 @@ use super::operations::AclOperation;
 /// An API's declared authorization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Needs {
-    /// Nothing, and allowed before the connection authenticates (ApiVersions; the SASL
-    /// handshake and authenticate to come).
+    /// Nothing, and allowed before the connection authenticates (ApiVersions, the SASL
+    /// handshake and authenticate).
     Nothing,
     /// An operation on the cluster resource, checked by the pipeline: a denial answers
     /// CLUSTER_AUTHORIZATION_FAILED without running the handler.
@@ -33,7 +33,7 @@ impl Needs {
 pub const fn of(api_key: ApiKey) -> Needs {
     use AclOperation::*;
     match api_key {
-        ApiKey::ApiVersions => Needs::Nothing,
+        ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => Needs::Nothing,
         // The controller's requests to brokers and the brokers' to the controller.
         ApiKey::LeaderAndIsr
         | ApiKey::UpdateMetadata
@@ -43,7 +43,10 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::AllocateProducerIds
         | ApiKey::WriteTxnMarkers => Needs::Cluster(ClusterAction),
         ApiKey::ElectLeaders | ApiKey::AlterPartitionReassignments => Needs::Cluster(Alter),
-        ApiKey::ListPartitionReassignments | ApiKey::DescribeLogDirs => Needs::Cluster(Describe),
+        ApiKey::ListPartitionReassignments
+        | ApiKey::DescribeLogDirs
+        | ApiKey::DescribeUserScramCredentials => Needs::Cluster(Describe),
+        ApiKey::AlterUserScramCredentials => Needs::Cluster(Alter),
         ApiKey::Produce
         | ApiKey::Fetch
         | ApiKey::ListOffsets

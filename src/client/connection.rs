@@ -1,4 +1,5 @@
-//! One TCP connection to a broker (TLS over it when the config says so), pipelined:
+//! One TCP connection to a broker (TLS over it, and SASL authentication before the first
+//! request, when the config says so), pipelined:
 //! requests are written as they come, each waits for the response with its correlation
 //! id, for at most the request timeout.
 //!
@@ -68,7 +69,21 @@ impl Connection {
             }
         };
         let _ = stream.set_nodelay(true);
-        let (mut read_half, write_half) = split(stream, addr, config).await?;
+        let (mut read_half, mut write_half) = split(stream, addr, config).await?;
+        if let Some(credentials) = &config.sasl {
+            super::sasl::authenticate(
+                &mut read_half,
+                &mut write_half,
+                credentials,
+                config.client_id.as_deref(),
+                config.connect_timeout,
+            )
+            .await
+            .map_err(|why| ClientError::Connect {
+                addr,
+                source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+            })?;
+        }
         let in_flight = Arc::new(parking_lot::Mutex::new(InFlight::default()));
         let reader_in_flight = in_flight.clone();
         let max_bytes = config.max_response_bytes;

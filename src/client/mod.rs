@@ -12,6 +12,7 @@ pub mod codec;
 pub mod connection;
 pub mod probe;
 pub mod reconnecting;
+pub mod sasl;
 
 pub use connection::Connection;
 pub use reconnecting::{Client, ClientConfig};

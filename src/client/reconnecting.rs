@@ -35,6 +35,9 @@ pub struct ClientConfig {
     pub max_response_bytes: usize,
     /// TLS toward the broker (its inter-broker listener is SSL); `None`: plain TCP.
     pub tls: Option<crate::tls::OutboundTls>,
+    /// SASL toward the broker (its inter-broker listener is SASL_PLAINTEXT or SASL_SSL):
+    /// the mechanism and the broker's own credentials; `None`: no SASL.
+    pub sasl: Option<crate::sasl::settings::ClientCredentials>,
     /// The host name the broker's certificate is checked against (its advertised host);
     /// `None`: the address connected to.
     pub server_name: Option<String>,
@@ -52,6 +55,7 @@ impl Default for ClientConfig {
             max_in_flight: 100,
             max_response_bytes: super::codec::MAX_FRAME_BYTES,
             tls: None,
+            sasl: None,
             server_name: None,
         }
     }

@@ -43,8 +43,13 @@ pub fn listener_key(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
     let key = match key.split_once('.') {
-        // `<mechanism>.sasl.jaas.config`: a mechanism name holds no dot.
-        Some((_, jaas @ "sasl.jaas.config")) => jaas,
+        // `<mechanism>.sasl.jaas.config` and the like: a mechanism name holds no dot.
+        Some((
+            _,
+            k @ ("sasl.jaas.config"
+            | "connections.max.reauth.ms"
+            | "sasl.server.callback.handler.class"),
+        )) => k,
         _ => key,
     };
     let security = key.starts_with("ssl.") || key.starts_with("sasl.");
@@ -252,19 +257,44 @@ impl BrokerConfig {
             dynamic,
         };
         config.check_tls_listeners()?;
+        config.check_sasl_listeners()?;
         Ok(config)
     }
 
-    /// Every SSL listener's `ssl.*` keys resolve and are values rustls can honour (the
-    /// stores they name are read when the listener is bound).
+    /// Every SASL listener's mechanisms can be served (each with its JAAS config), and a
+    /// SASL inter-broker listener enables `sasl.mechanism.inter.broker.protocol` and
+    /// names the broker's own credentials for it.
+    fn check_sasl_listeners(&self) -> Result<(), ConfigError> {
+        for l in &self.listeners {
+            if crate::sasl::settings::is_sasl_listener(self, &l.name) {
+                crate::sasl::settings::SaslSettings::for_listener(self, &l.name)?;
+            }
+        }
+        let inter_broker = self.inter_broker_listener();
+        if self.listeners.iter().any(|l| l.name == inter_broker) {
+            crate::sasl::settings::inter_broker(self)?;
+        }
+        Ok(())
+    }
+
+    /// Whether listener `name` speaks TLS (SSL or SASL_SSL).
+    pub fn is_tls_listener(&self, name: &str) -> bool {
+        matches!(
+            self.security_protocol(name).as_deref(),
+            Some("SSL" | "SASL_SSL")
+        )
+    }
+
+    /// Every SSL and SASL_SSL listener's `ssl.*` keys resolve and are values rustls can
+    /// honour (the stores they name are read when the listener is bound).
     fn check_tls_listeners(&self) -> Result<(), ConfigError> {
         for l in &self.listeners {
-            if self.security_protocol(&l.name).as_deref() == Some("SSL") {
+            if self.is_tls_listener(&l.name) {
                 let settings = crate::tls::SslSettings::for_listener(self, &l.name)?;
                 if settings.keystore.is_none() {
                     return Err(invalid(
                         "ssl.keystore.location",
-                        format!("SSL listener {} needs a keystore (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)", l.name),
+                        format!("{} listener {} needs a keystore (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)", self.security_protocol(&l.name).unwrap_or_default(), l.name),
                     ));
                 }
             }
@@ -293,11 +323,11 @@ impl BrokerConfig {
     }
 
     /// The TLS context of the broker's own connections to other brokers, when the
-    /// inter-broker listener is SSL (`None`: they are plain TCP). Reads the listener's
-    /// keystore and truststore.
+    /// inter-broker listener is SSL or SASL_SSL (`None`: they are plain TCP). Reads the
+    /// listener's keystore and truststore.
     pub fn outbound_tls(&self) -> anyhow::Result<Option<crate::tls::OutboundTls>> {
         let listener = self.inter_broker_listener();
-        if self.security_protocol(&listener).as_deref() != Some("SSL") {
+        if !self.is_tls_listener(&listener) {
             return Ok(None);
         }
         let settings = crate::tls::SslSettings::for_listener(self, &listener)?;

@@ -10,8 +10,16 @@ use super::catalog::broker_keys;
 use super::defs;
 
 /// Keys Kafka defines that skua reads outside `defs::BROKER_KEYS`: the TLS listeners'
-/// (`tls::settings`, also under `listener.name.<l>.`). Every other Kafka key is accepted and not acted on.
+/// (`tls::settings`) and the SASL listeners' (`sasl::settings`), both also under
+/// `listener.name.<l>.`. Every other Kafka key is accepted and not acted on.
 const READ_OUTSIDE_DEFS: &[&str] = &[
+    "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.callback.handler.class",
+    "sasl.server.max.receive.size",
     "ssl.cipher.suites",
     "ssl.client.auth",
     "ssl.enabled.protocols",
@@ -250,7 +258,11 @@ mod tests {
             assert!(defs::broker_key(name).is_none(), "{name}");
         }
         assert!(acted_on("listener.name.ext.ssl.truststore.location"));
-        assert!(!acted_on("listener.name.ext.plain.sasl.jaas.config"));
+        assert!(acted_on("listener.name.ext.plain.sasl.jaas.config"));
+        assert!(acted_on(
+            "listener.name.ext.oauthbearer.connections.max.reauth.ms"
+        ));
+        assert!(!acted_on("sasl.kerberos.service.name"));
         assert!(!acted_on("authorizer.class.name"));
     }
 

@@ -70,8 +70,7 @@ impl Listener {
     /// Kafka's checks across the listener keys: names are unique, every advertised name is
     /// a bound listener, every name has a security protocol in
     /// `listener.security.protocol.map` (`INTERNAL:PLAINTEXT,EXTERNAL:SSL`), and the
-    /// inter-broker listener is advertised. PLAINTEXT and SSL listeners can be served;
-    /// SASL_PLAINTEXT and SASL_SSL are refused until SASL is wired to the connection.
+    /// inter-broker listener is advertised.
     pub fn check_names(
         listeners: &[Listener],
         advertised: &[Listener],
@@ -90,16 +89,7 @@ impl Listener {
                 ));
             }
             match protocols.get(&l.name).map(String::as_str) {
-                Some("PLAINTEXT" | "SSL") => {}
-                Some(sasl @ ("SASL_PLAINTEXT" | "SASL_SSL")) => {
-                    return Err(bad(
-                        "listeners",
-                        format!(
-                            "listener {} uses security protocol {sasl}: skua does not authenticate SASL connections yet (its mechanisms exist but are not wired to listeners); use PLAINTEXT or SSL",
-                            l.name
-                        ),
-                    ))
-                }
+                Some("PLAINTEXT" | "SSL" | "SASL_PLAINTEXT" | "SASL_SSL") => {}
                 Some(other) => {
                     return Err(bad(
                         "listener.security.protocol.map",
@@ -201,15 +191,17 @@ mod tests {
         // An SSL listener is served.
         let ssl = Listener::parse_list("listeners", "SSL://:9093").unwrap();
         assert!(Listener::check_names(&ssl, &ssl, map, None).is_ok());
-        // A name without a protocol, a SASL listener, an advertised name that is not bound,
-        // a repeated name and an inter-broker listener that is not advertised are refused.
+        // A SASL listener is served too.
+        let sasl = Listener::parse_list("listeners", "SASL_SSL://:9093").unwrap();
+        assert!(Listener::check_names(&sasl, &sasl, map, None).is_ok());
+        // A name without a protocol, an advertised name that is not bound, a repeated
+        // name and an inter-broker listener that is not advertised are refused.
         let refused = |listeners: &str, advertised: &str, inter: Option<&str>| {
             let l = Listener::parse_list("listeners", listeners).unwrap();
             let a = Listener::parse_list("advertised.listeners", advertised).unwrap();
             Listener::check_names(&l, &a, map, inter).is_err()
         };
         assert!(refused("CLIENT://:9092", "CLIENT://:9092", None));
-        assert!(refused("SASL_SSL://:9093", "SASL_SSL://:9093", None));
         assert!(refused("INTERNAL://:1", "EXTERNAL://:1", None));
         assert!(refused(
             "INTERNAL://:1,INTERNAL://:2",

@@ -42,6 +42,15 @@ impl SharedConfig {
         *self.outbound_tls.write() = tls;
     }
 
+    /// The mechanism and credentials outbound broker connections authenticate with when
+    /// the inter-broker listener is a SASL listener (checked when the config was built);
+    /// `None`: no SASL.
+    pub fn outbound_sasl(&self) -> Option<crate::sasl::settings::ClientCredentials> {
+        crate::sasl::settings::inter_broker(&self.current())
+            .ok()
+            .flatten()
+    }
+
     /// Sees every config put in force from now on (the latest, if several came at once).
     pub fn subscribe(&self) -> watch::Receiver<Arc<BrokerConfig>> {
         self.swapped.subscribe()

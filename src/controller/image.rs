@@ -15,6 +15,8 @@ use uuid::Uuid;
 use super::records::{
     MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
+
 use super::{
     BrokerInfo, ConfigResource, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo,
 };
@@ -49,6 +51,8 @@ pub struct MetadataImage {
     /// The live brokers clients are told about, and the active controller.
     brokers: Vec<BrokerInfo>,
     controller_id: i32,
+    /// SCRAM credentials by user and mechanism (`UserScramCredentialRecord`s).
+    scram: BTreeMap<(String, ScramMechanism), ScramCredential>,
     /// Topics whose TopicRecord named them illegally (a metadata log written by something
     /// else, or damaged): skipped with their partitions, never a log directory.
     illegal_topic_ids: BTreeSet<Uuid>,
@@ -79,6 +83,22 @@ impl MetadataImage {
     /// Every resource other than a topic that has configs.
     pub fn config_resources(&self) -> impl Iterator<Item = &ConfigResource> {
         self.resource_configs.keys()
+    }
+
+    /// `user`'s SCRAM credential for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        mechanism: ScramMechanism,
+        user: &str,
+    ) -> Option<&ScramCredential> {
+        self.scram.get(&(user.to_string(), mechanism))
+    }
+
+    /// Every SCRAM credential: user, mechanism, credential, in user order.
+    pub fn scram_credentials(
+        &self,
+    ) -> impl Iterator<Item = (&str, ScramMechanism, &ScramCredential)> {
+        self.scram.iter().map(|((u, m), c)| (u.as_str(), *m, c))
     }
 
     pub fn feature(&self, name: &str) -> Option<i16> {
@@ -294,6 +314,25 @@ impl MetadataImage {
                     self.resource_configs.remove(&resource);
                 }
                 Ok(Change::Configs(resource))
+            }
+            MetadataRecord::UserScramCredential(c) => {
+                // A mechanism this broker does not know is kept in the log, not served.
+                if let Some(m) = ScramMechanism::from_kafka_type(c.mechanism) {
+                    let credential = ScramCredential {
+                        salt: c.salt.clone(),
+                        stored_key: c.stored_key.clone(),
+                        server_key: c.server_key.clone(),
+                        iterations: u32::try_from(c.iterations).unwrap_or(0),
+                    };
+                    self.scram.insert((c.name.clone(), m), credential);
+                }
+                Ok(Change::None)
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                if let Some(m) = ScramMechanism::from_kafka_type(*mechanism) {
+                    self.scram.remove(&(name.clone(), m));
+                }
+                Ok(Change::None)
             }
             MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction

@@ -25,8 +25,13 @@ use super::image::MetadataImage;
 use super::metadata_log::MetadataLog;
 use super::plan::config_changes;
 pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
-use super::records::{partition_record_version, MetadataRecord, CONFIG_RESOURCE_TOPIC};
-use super::{BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo};
+use super::records::{
+    partition_record_version, MetadataRecord, UserScramCredential, CONFIG_RESOURCE_TOPIC,
+};
+use super::{
+    BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, ScramChange, TopicInfo,
+};
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
 /// rarely costs a write, and ids below a reserved block's end are never reused, also
@@ -51,7 +56,11 @@ enum Op {
         configs: BTreeMap<String, String>,
     },
     ReserveProducerIds,
+    AlterScram(Vec<ScramChange>),
 }
+
+/// The first metadata.version whose log may hold SCRAM credentials (3.5-IV2).
+const SCRAM_METADATA_VERSION: i16 = 11;
 
 /// What a committed change answers with, resolved against the new image.
 enum Planned {
@@ -342,6 +351,32 @@ impl Inner {
                 };
                 Ok((vec![record], Planned::ProducerIds { first, end }))
             }
+            Op::AlterScram(changes) => {
+                if image.metadata_version().unwrap_or(0) < SCRAM_METADATA_VERSION {
+                    return Err(ControllerError::new(
+                        ResponseError::UnsupportedVersion,
+                        "The current metadata.version does not support SCRAM",
+                    ));
+                }
+                let records = changes
+                    .into_iter()
+                    .map(|c| match c.credential {
+                        Some(cred) => MetadataRecord::UserScramCredential(UserScramCredential {
+                            name: c.user,
+                            mechanism: c.mechanism.kafka_type(),
+                            salt: cred.salt,
+                            stored_key: cred.stored_key,
+                            server_key: cred.server_key,
+                            iterations: i32::try_from(cred.iterations).unwrap_or(i32::MAX),
+                        }),
+                        None => MetadataRecord::RemoveUserScramCredential {
+                            name: c.user,
+                            mechanism: c.mechanism.kafka_type(),
+                        },
+                    })
+                    .collect();
+                Ok((records, Planned::Configs))
+            }
         }
     }
 }
@@ -527,6 +562,32 @@ impl Controller for LocalController {
         {
             Outcome::Configs => Ok(()),
             _ => Err(internal("unexpected answer to a config change")),
+        }
+    }
+
+    fn scram_credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        self.inner
+            .image
+            .read()
+            .scram_credential(mechanism, user)
+            .cloned()
+    }
+
+    fn scram_credentials(&self) -> Vec<(String, ScramMechanism, u32)> {
+        let image = self.inner.image.read().clone();
+        image
+            .scram_credentials()
+            .map(|(u, m, c)| (u.to_string(), m, c.iterations))
+            .collect()
+    }
+
+    async fn alter_scram_credentials(
+        &self,
+        changes: Vec<ScramChange>,
+    ) -> Result<(), ControllerError> {
+        match self.submit(Op::AlterScram(changes)).await? {
+            Outcome::Configs => Ok(()),
+            _ => Err(internal("unexpected answer to a SCRAM credential change")),
         }
     }
 

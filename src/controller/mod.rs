@@ -35,6 +35,7 @@ use kafka_protocol::messages::{
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// A broker as Metadata and DescribeCluster report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +127,15 @@ impl ConfigResource {
             name: name.into(),
         }
     }
+}
+
+/// One change AlterUserScramCredentials makes: `user`'s credential for `mechanism` set
+/// (upserted) or, with `None`, deleted.
+#[derive(Clone, Debug)]
+pub struct ScramChange {
+    pub user: String,
+    pub mechanism: ScramMechanism,
+    pub credential: Option<ScramCredential>,
 }
 
 /// What CreateTopics asks for, after defaults are applied by the caller.
@@ -342,6 +352,31 @@ pub trait Controller: Send + Sync {
     async fn stop_replica(&self, request: StopReplicaRequest) -> StopReplicaResponse {
         let _ = request;
         StopReplicaResponse::default().with_error_code(ResponseError::UnsupportedVersion.code())
+    }
+
+    /// `user`'s SCRAM credential for `mechanism`: Kafka's `/config/users/<user>` in
+    /// ZooKeeper mode, its `UserScramCredentialRecord`s in the metadata log.
+    fn scram_credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        let _ = (mechanism, user);
+        None
+    }
+
+    /// Every SCRAM credential as DescribeUserScramCredentials reports it: user,
+    /// mechanism, iterations, in user order.
+    fn scram_credentials(&self) -> Vec<(String, ScramMechanism, u32)> {
+        Vec::new()
+    }
+
+    /// Applies every change at once. A backend that keeps no credentials refuses.
+    async fn alter_scram_credentials(
+        &self,
+        changes: Vec<ScramChange>,
+    ) -> Result<(), ControllerError> {
+        let _ = changes;
+        Err(ControllerError::new(
+            ResponseError::UnsupportedVersion,
+            "SCRAM credentials are not kept by this controller",
+        ))
     }
 
     /// The configs kept for a resource other than a topic (a group), empty when none.

@@ -26,7 +26,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 
-use super::dispatch::dispatch;
+use super::authenticator::{Authenticator, Outcome, MIN_REAUTH_INTERVAL};
+use super::dispatch::{dispatch, Answer, Job, Work};
 use super::link::{Asked, JobSender, Link};
 use super::memory::{ConnectionMemory, MemoryPool, RequestMemory};
 use super::queue::Refused;
@@ -34,7 +35,9 @@ use super::session::Session;
 use super::transport::{Transport, TransportRead};
 use super::writer::write_responses;
 use crate::broker::Broker;
+use crate::protocol::codec::peek_header;
 use crate::protocol::frame::{self, Check};
+use crate::sasl::settings::SaslSettings;
 
 /// Limits applied to every connection, from the broker config.
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +72,11 @@ struct Reader<R> {
     limits: Limits,
     memory: ConnectionMemory,
     jobs: JobSender,
+    /// A SASL listener's settings (for re-authentication too).
+    sasl: Option<Arc<SaslSettings>>,
+    /// Set while the connection authenticates (or re-authenticates): its frames go to
+    /// the authenticator, not to the request pipeline.
+    auth: Option<Box<Authenticator>>,
 }
 
 /// Opens a connection: returns its reader and its writer, to be run as two tasks (so the
@@ -78,6 +86,7 @@ struct Reader<R> {
 pub fn open<T: Transport>(
     transport: T,
     session: Session,
+    sasl: Option<Arc<SaslSettings>>,
     broker: Arc<Broker>,
     limits: Limits,
     broker_memory: Arc<MemoryPool>,
@@ -91,6 +100,15 @@ pub fn open<T: Transport>(
     // pipelined moment needed, and pointers cost 8 bytes a slot where jobs cost 64.
     let (jobs, pending, link) = Link::open(limits.max_in_flight);
     let peer = session.peer;
+    // A SASL connection authenticates before anything else; the bound on how long it may
+    // take starts now.
+    let auth = match (&sasl, session.security_protocol.is_sasl()) {
+        (Some(settings), true) => Some(Box::new(Authenticator::new(
+            settings.clone(),
+            authentication_timeout(&limits),
+        ))),
+        _ => None,
+    };
     let reader = Reader {
         stream,
         session: Arc::new(session),
@@ -101,6 +119,8 @@ pub fn open<T: Transport>(
             broker: broker_memory,
         },
         jobs,
+        sasl,
+        auth,
     };
     (
         read_requests(reader),
@@ -116,8 +136,19 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
     // The memory reserved for the frame at the head of `buf`, once its size is known.
     let mut held: Option<RequestMemory> = None;
     let reason = loop {
-        let check = match frame::check(&buf, r.limits.max_frame_bytes) {
+        // Before and during authentication a frame is bounded by
+        // `sasl.server.max.receive.size`, not `socket.request.max.bytes`.
+        let max_frame = r
+            .auth
+            .as_ref()
+            .map_or(r.limits.max_frame_bytes, |a| a.max_receive_size());
+        let check = match frame::check(&buf, max_frame) {
             Ok(check) => check,
+            Err(e) if r.auth.is_some() => {
+                break Some(format!(
+                    "Failing SASL authentication due to invalid receive size ({e}; sasl.server.max.receive.size is {max_frame})"
+                ))
+            }
             Err(e) => break Some(e.to_string()),
         };
         let frame_bytes = match check {
@@ -143,15 +174,40 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
         match (check, held.take()) {
             (Check::Complete(size), Some(memory)) => {
                 let request: Bytes = frame::split(&mut buf, size).freeze();
-                let job = match dispatch(request, &r.broker, &r.session, memory, max_decoded_bytes)
-                {
-                    Ok(job) => job,
-                    Err(why) => break Some(why),
+                if r.auth.is_none() && begins_reauthentication(&r, &request) {
+                    r.auth = r
+                        .session
+                        .sasl
+                        .as_ref()
+                        .zip(r.sasl.as_ref())
+                        .map(|(s, settings)| {
+                            Box::new(Authenticator::reauthenticate(
+                                settings.clone(),
+                                authentication_timeout(&r.limits),
+                                s.mechanism,
+                                r.session.principal.clone(),
+                            ))
+                        });
+                }
+                // A failed authentication's answer is the last job: the reader then ends.
+                let (job, last) = match r.auth.is_some() {
+                    true => match authenticate(&mut r, request, memory) {
+                        Ok(job) => job,
+                        Err(why) => break why,
+                    },
+                    false => {
+                        match dispatch(request, &r.broker, &r.session, memory, max_decoded_bytes) {
+                            Ok(job) => (job, false),
+                            Err(why) => break Some(why),
+                        }
+                    }
                 };
                 match r.jobs.try_send(Box::new(job)) {
+                    Ok(()) if last => break None,
                     Ok(()) => continue,
                     Err(Refused::Closed(_)) => break None,
                     Err(Refused::Full(job)) => match Box::pin(muted(&r, r.jobs.send(job))).await {
+                        Some(Ok(())) if last => break None,
                         Some(Ok(())) => continue,
                         Some(Err(_)) | None => break None,
                     },
@@ -161,8 +217,15 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
             (_, reserved) => held = reserved,
         }
         let link = r.jobs.link();
+        let deadline = r.auth.as_ref().map(|a| a.deadline);
         let read = tokio::select! {
             read = read_some(&mut r.stream, &mut buf) => read,
+            () = until(deadline) => {
+                break Some(format!(
+                    "SASL authentication not finished within {} ms",
+                    authentication_timeout(&r.limits).as_millis()
+                ))
+            }
             asked = link.asked() => match asked {
                 Asked::Stop => break None,
                 // Idle only when nothing is waiting to be answered (a long poll may be).
@@ -198,6 +261,100 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
     }
     // The writer answers what was already accepted (unless the client has gone), then
     // closes the connection.
+}
+
+/// How long a SASL exchange may take from its first byte: the authenticator's bound, or
+/// `connections.max.idle.ms` where shorter.
+fn authentication_timeout(limits: &Limits) -> Duration {
+    super::authenticator::AUTHENTICATION_TIMEOUT.min(limits.idle)
+}
+
+/// Resolves at `deadline`; never without one.
+async fn until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether `request` (a frame of an authenticated connection) is a SaslHandshake that
+/// begins a KIP-368 re-authentication: the session has a lifetime, and the last
+/// re-authentication began at least a second ago (else it goes to the pipeline, whose
+/// handler answers ILLEGAL_SASL_STATE, as Kafka's does).
+fn begins_reauthentication<R>(r: &Reader<R>, request: &[u8]) -> bool {
+    let Some(session) = &r.session.sasl else {
+        return false;
+    };
+    let handshake = matches!(peek_header(request), Ok((key, _, _)) if key == kafka_protocol::messages::ApiKey::SaslHandshake as i16);
+    handshake
+        && session.expires_at.is_some()
+        && session
+            .reauthenticated_at
+            .is_none_or(|at| at.elapsed() >= MIN_REAUTH_INTERVAL)
+}
+
+/// Hands one frame to the authenticator: the job that answers it and whether it is the
+/// connection's last, or why the connection closes at once (`None`: already logged).
+/// Once authenticated, the connection's session is replaced: the requests that follow
+/// carry its principal.
+fn authenticate<R>(
+    r: &mut Reader<R>,
+    request: Bytes,
+    memory: RequestMemory,
+) -> Result<(Job, bool), Option<String>> {
+    let Some(auth) = r.auth.as_mut() else {
+        return Err(Some("no authenticator".into()));
+    };
+    let job = |work| Job {
+        work,
+        expects_response: true,
+        cancel_on_disconnect: false,
+        memory,
+        timing: None,
+    };
+    let peer = r.session.peer;
+    match auth.receive(request, &*r.broker) {
+        Outcome::Continue(frame) => Ok((job(Work::Ready(frame)), false)),
+        Outcome::Authenticated {
+            reply,
+            principal,
+            session,
+        } => {
+            tracing::debug!(%peer, %principal, mechanism = session.mechanism, "authenticated");
+            let mut next = Session::clone(&r.session);
+            next.principal = principal;
+            next.sasl = Some(session);
+            r.session = Arc::new(next);
+            r.auth = None;
+            Ok((job(Work::Ready(reply)), false))
+        }
+        Outcome::Failed {
+            reply,
+            delayed,
+            why,
+        } => {
+            // Kafka's selector logs this at INFO: a wrong password is the client's affair.
+            tracing::info!(%peer, listener = %r.session.listener, "Failed authentication: {why}; closing connection");
+            let delay = match delayed {
+                true => auth.failure_delay(),
+                false => std::time::Duration::ZERO,
+            };
+            if reply.is_none() && delay.is_zero() {
+                return Err(None);
+            }
+            // The answer (if any) waits out the delay, then the connection closes: the
+            // reader ends, and the writer closes once it has answered this.
+            let answer = async move {
+                tokio::time::sleep(delay).await;
+                Ok(Answer {
+                    frame: reply,
+                    throttle: std::time::Duration::ZERO,
+                    handled_at: std::time::Instant::now(),
+                })
+            };
+            Ok((job(Work::Handle(Box::pin(answer))), true))
+        }
+    }
 }
 
 /// Reads what the socket has into `buf`. With no part of a request in `buf` (between

@@ -1,6 +1,7 @@
 //! TCP: the listeners, one reader and one writer task per connection, and the bounds on
 //! what connections may hold.
 
+pub mod authenticator;
 pub mod connection;
 pub mod dispatch;
 mod gone;
@@ -17,4 +18,4 @@ pub mod transport;
 mod writer;
 
 pub use server::Server;
-pub use session::{Principal, SecurityProtocol, Session};
+pub use session::{Principal, SaslSession, SecurityProtocol, Session};

@@ -76,24 +76,48 @@ pub fn fetch_side(body: &RequestKind) -> Option<FetchSide> {
 }
 
 /// Refuses a request its connection may not send yet (the reason closes the connection,
-/// as Kafka closes a SASL connection that sends anything else before authenticating).
+/// as Kafka closes a SASL connection that sends anything else before authenticating, and
+/// one whose KIP-368 session has expired).
 pub fn admit(route: &Route, ctx: &RequestContext) -> Result<(), String> {
-    if is_authenticated(&ctx.session) || route.needs.before_authentication() {
-        return Ok(());
+    match authentication(&ctx.session, Instant::now()) {
+        Authentication::Done => Ok(()),
+        _ if route.needs.before_authentication() => Ok(()),
+        Authentication::Expired => Err(format!(
+            "{:?} on a connection whose SASL session expired without re-authentication",
+            route.api_key
+        )),
+        Authentication::Pending => Err(format!(
+            "{:?} before the connection authenticated",
+            route.api_key
+        )),
     }
-    Err(format!(
-        "{:?} before the connection authenticated",
-        route.api_key
-    ))
 }
 
-/// Whether the connection has authenticated. A plaintext connection is as authenticated
-/// as it will be (`User:ANONYMOUS`); an SSL connection is once its handshake is done,
-/// before its first request is read (its principal is the client certificate's, or
-/// anonymous). A SASL listener's connection will be so once its SaslAuthenticate succeeds.
-fn is_authenticated(session: &crate::network::Session) -> bool {
-    match session.security_protocol {
-        crate::network::SecurityProtocol::Plaintext | crate::network::SecurityProtocol::Ssl => true,
+/// Where a connection stands with authentication.
+#[derive(Debug, PartialEq, Eq)]
+enum Authentication {
+    Done,
+    /// A SASL connection that has not authenticated (its authenticator answers what it
+    /// sends until it does; nothing else may reach a handler).
+    Pending,
+    /// A SASL session past its lifetime (`connections.max.reauth.ms`) that did not
+    /// re-authenticate: only a re-authentication may follow.
+    Expired,
+}
+
+/// A plaintext connection is as authenticated as it will be (`User:ANONYMOUS`); an SSL
+/// connection is once its handshake is done, before its first request is read (its
+/// principal is the client certificate's, or anonymous). A SASL listener's connection is
+/// once its authenticator set the session's [`SaslSession`](crate::network::session::SaslSession),
+/// and stays so until that session expires.
+fn authentication(session: &crate::network::Session, now: Instant) -> Authentication {
+    if !session.security_protocol.is_sasl() {
+        return Authentication::Done;
+    }
+    match &session.sasl {
+        None => Authentication::Pending,
+        Some(s) if s.expired(now) => Authentication::Expired,
+        Some(_) => Authentication::Done,
     }
 }
 

@@ -42,6 +42,12 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
         RequestKind::DescribeLogDirs(_) => {
             ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
         }
+        RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsResponse::default().with_error_code(code),
+        ),
+        RequestKind::AlterUserScramCredentials(req) => {
+            ResponseKind::AlterUserScramCredentials(alter_user_scram_credentials(req, code))
+        }
         RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(elect_leaders(req, code)),
         RequestKind::WriteTxnMarkers(req) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
@@ -49,6 +55,35 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
         _ => return None,
     };
     Some(kind)
+}
+
+/// AlterUserScramCredentials has no top-level error: every named user carries it.
+fn alter_user_scram_credentials(
+    req: AlterUserScramCredentialsRequest,
+    code: i16,
+) -> AlterUserScramCredentialsResponse {
+    use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+    let mut users: Vec<kafka_protocol::protocol::StrBytes> = Vec::new();
+    let names = req
+        .upsertions
+        .into_iter()
+        .map(|u| u.name)
+        .chain(req.deletions.into_iter().map(|d| d.name));
+    for name in names {
+        if !users.contains(&name) {
+            users.push(name);
+        }
+    }
+    AlterUserScramCredentialsResponse::default().with_results(
+        users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(user)
+                    .with_error_code(code)
+            })
+            .collect(),
+    )
 }
 
 /// ElectLeaders v0 has no top-level error: every named partition carries it.
@@ -181,6 +216,13 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
                         count(p.error_code);
                     }
                 }
+                ResponseKind::AlterUserScramCredentials(r) => {
+                    for u in &r.results {
+                        count(u.error_code);
+                    }
+                }
+                ResponseKind::SaslHandshake(r) => count(r.error_code),
+                ResponseKind::SaslAuthenticate(r) => count(r.error_code),
                 ResponseKind::Fetch(r) if r.error_code != 0 => count(r.error_code),
                 ResponseKind::Fetch(r) => {
                     for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
@@ -201,6 +243,7 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
         ControlledShutdown,
         DescribeCluster,
         DescribeLogDirs,
+        DescribeUserScramCredentials,
         ElectLeaders,
         EndTxn,
         FindCoordinator,

@@ -12,11 +12,12 @@ use tokio::task::JoinSet;
 use super::connection::{self, Limits};
 use super::link::Link;
 use super::memory::MemoryPool;
-use super::session::Session;
+use super::session::{SecurityProtocol, Session};
 use super::tls::TlsTransport;
 use super::transport::{PlainTransport, Transport};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
+use crate::sasl::settings::SaslSettings;
 use crate::tls::{ListenerTls, SslSettings};
 
 /// Bytes of requests read but not yet answered that one connection may hold before it
@@ -36,20 +37,45 @@ pub type BoundListeners = Vec<(Listener, TcpListener, Option<Arc<ListenerTls>>)>
 /// keep their session.
 type TlsSlot = Arc<parking_lot::RwLock<Option<Arc<ListenerTls>>>>;
 
-/// The TLS settings of `listener` in `config` if its security protocol is SSL.
+/// The security protocol of `listener` in `config` (PLAINTEXT if unmapped: the config
+/// was checked, so that does not happen).
+fn protocol_of(config: &BrokerConfig, listener: &Listener) -> SecurityProtocol {
+    config
+        .security_protocol(&listener.name)
+        .and_then(|p| SecurityProtocol::from_name(&p))
+        .unwrap_or(SecurityProtocol::Plaintext)
+}
+
+/// The TLS settings of `listener` in `config` if its security protocol is SSL or SASL_SSL.
 fn ssl_settings(config: &BrokerConfig, listener: &Listener) -> Option<SslSettings> {
-    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+    if !protocol_of(config, listener).is_tls() {
         return None;
     }
     SslSettings::for_listener(config, &listener.name).ok()
 }
 
-/// The TLS context of `listener` if its security protocol is SSL.
+/// The SASL settings of `listener` if its security protocol is SASL_PLAINTEXT or
+/// SASL_SSL (checked when the config was built; should they fail now, the listener's
+/// connections can never authenticate, and are refused everything but the handshake).
+fn sasl_settings(config: &BrokerConfig, listener: &Listener) -> Option<Arc<SaslSettings>> {
+    if !protocol_of(config, listener).is_sasl() {
+        return None;
+    }
+    match SaslSettings::for_listener(config, &listener.name) {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            tracing::error!(listener = %listener.name, error = %e, "SASL settings refused; no connection can authenticate");
+            None
+        }
+    }
+}
+
+/// The TLS context of `listener` if its security protocol is SSL or SASL_SSL.
 pub fn listener_tls(
     config: &BrokerConfig,
     listener: &Listener,
 ) -> anyhow::Result<Option<Arc<ListenerTls>>> {
-    if config.security_protocol(&listener.name).as_deref() != Some("SSL") {
+    if !protocol_of(config, listener).is_tls() {
         return Ok(None);
     }
     let settings = SslSettings::for_listener(config, &listener.name)?;
@@ -245,12 +271,15 @@ impl Serving {
     fn start(&mut self, spec: Listener, listener: TcpListener, tls: Option<Arc<ListenerTls>>) {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (abort, abort_rx) = watch::channel(false);
-        let ssl_settings = ssl_settings(&self.broker.config(), &spec);
+        let config = self.broker.config();
+        let ssl_settings = ssl_settings(&config, &spec);
         let tls: TlsSlot = Arc::new(parking_lot::RwLock::new(tls));
         self.accepts.spawn(accept_loop(
             Listening {
                 connections: self.broker.metrics.connections.listener(spec.name.as_str()),
                 name: spec.name.as_str().into(),
+                protocol: protocol_of(&config, &spec),
+                sasl: sasl_settings(&config, &spec),
                 listener,
                 tls: tls.clone(),
                 broker: self.broker.clone(),
@@ -350,6 +379,9 @@ struct Listening {
     name: Arc<str>,
     /// The listener's connection counts.
     connections: Arc<crate::metrics::connections::ListenerConnections>,
+    protocol: SecurityProtocol,
+    /// Set on a SASL listener.
+    sasl: Option<Arc<SaslSettings>>,
     listener: TcpListener,
     /// Set on an SSL listener.
     tls: TlsSlot,
@@ -404,8 +436,7 @@ async fn accept_loop(
                 match tls {
                     None => {
                         let transport = PlainTransport(stream);
-                        let session =
-                            Session::new(l.name.clone(), transport.security_protocol(), peer);
+                        let session = Session::new(l.name.clone(), l.protocol, peer);
                         l.serve(transport, session, permit, &mut connections, &mut links);
                     }
                     // The handshake runs in a task of its own, so a slow client delays no
@@ -413,12 +444,15 @@ async fn accept_loop(
                     Some(tls) => {
                         let name = l.name.clone();
                         let counts = l.connections.clone();
+                        let protocol = l.protocol;
                         handshakes.spawn(async move {
                             match TlsTransport::accept(&tls, stream, handshake_timeout).await {
                                 Ok((transport, principal)) => {
-                                    let mut session =
-                                        Session::new(name, transport.security_protocol(), peer);
-                                    session.principal = principal;
+                                    let mut session = Session::new(name, protocol, peer);
+                                    // SASL_SSL: SASL names the principal, once authenticated.
+                                    if !protocol.is_sasl() {
+                                        session.principal = principal;
+                                    }
                                     Some(Handshaken {
                                         transport,
                                         session,
@@ -480,6 +514,7 @@ impl Listening {
         let (reader, writer, link) = connection::open(
             transport,
             session,
+            self.sasl.clone(),
             self.broker.clone(),
             self.limits,
             self.memory.clone(),

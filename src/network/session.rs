@@ -3,8 +3,10 @@
 //! One per connection, carried into every request's context. On a plaintext listener the
 //! principal is `User:ANONYMOUS` (as in Kafka without authentication); on an SSL listener
 //! it is the client certificate's mapped DN (`tls::principal`), set before the first
-//! request is read. SASL will authenticate within a session and set its principal, and
-//! the authorizer will read it from the request context.
+//! request is read. On a SASL listener the connection's authenticator
+//! (`network::authenticator`) sets it (`User:<authenticated name>`) with the
+//! [`SaslSession`] once the exchange succeeds; until then no request reaches the pipeline.
+//! The authorizer reads it from the request context.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,6 +18,8 @@ use std::sync::Arc;
 pub enum SecurityProtocol {
     Plaintext,
     Ssl,
+    SaslPlaintext,
+    SaslSsl,
 }
 
 impl SecurityProtocol {
@@ -24,7 +28,33 @@ impl SecurityProtocol {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
             SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
         }
+    }
+
+    /// From Kafka's name (`listener.security.protocol.map`'s values).
+    pub fn from_name(name: &str) -> Option<SecurityProtocol> {
+        Some(match name {
+            "PLAINTEXT" => SecurityProtocol::Plaintext,
+            "SSL" => SecurityProtocol::Ssl,
+            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+            "SASL_SSL" => SecurityProtocol::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    /// Whether connections authenticate with SASL before their first request.
+    pub fn is_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// Whether the bytes go over TLS.
+    pub fn is_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
 }
 
@@ -38,6 +68,14 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// A `User` principal (what every SASL mechanism and the SSL principal builder name).
+    pub fn user(name: impl Into<String>) -> Principal {
+        Principal {
+            principal_type: Cow::Borrowed("User"),
+            name: Cow::Owned(name.into()),
+        }
+    }
+
     /// The principal of an unauthenticated connection.
     pub fn anonymous() -> Principal {
         Principal {
@@ -62,6 +100,28 @@ pub struct Session {
     pub security_protocol: SecurityProtocol,
     pub principal: Principal,
     pub peer: SocketAddr,
+    /// On a SASL listener, once authenticated: how, and until when.
+    pub sasl: Option<SaslSession>,
+}
+
+/// A SASL connection's authenticated session (Kafka's `SaslServerAuthenticator` state
+/// after COMPLETE, with KIP-368's expiry).
+#[derive(Clone, Debug)]
+pub struct SaslSession {
+    /// The mechanism it authenticated with (a re-authentication must use the same).
+    pub mechanism: &'static str,
+    /// When the session expires: `connections.max.reauth.ms` after authentication, or the
+    /// OAUTHBEARER token's expiry if sooner. `None`: never (re-authentication is off).
+    pub expires_at: Option<std::time::Instant>,
+    /// When the last re-authentication began (Kafka allows one a second at most).
+    pub reauthenticated_at: Option<std::time::Instant>,
+}
+
+impl SaslSession {
+    /// Whether the session has expired by `now`.
+    pub fn expired(&self, now: std::time::Instant) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
 }
 
 impl Session {
@@ -77,6 +137,7 @@ impl Session {
             security_protocol,
             principal: Principal::anonymous(),
             peer,
+            sasl: None,
         }
     }
 }

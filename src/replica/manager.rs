@@ -175,6 +175,7 @@ impl ReplicaManager {
                 r.replica_fetch_backoff_ms.max(1_000),
             ),
             tls: self.config.outbound_tls(),
+            sasl: self.config.outbound_sasl(),
             ..ClientConfig::default()
         };
         let endpoints = Arc::new(NetworkEndpoints {
@@ -186,6 +187,7 @@ impl ReplicaManager {
         let to_controller = ClientConfig {
             client_id: Some(format!("broker-{}-alter-partition", self.broker_id)),
             tls: self.config.outbound_tls(),
+            sasl: self.config.outbound_sasl(),
             ..ClientConfig::default()
         };
         let controller = Arc::new(NetworkControllerChannel::new(

@@ -4,19 +4,27 @@
 //! message never says which part of the credentials was wrong.
 //!
 //! ```text
+//! settings     a listener's SASL keys as Kafka resolves them (mechanisms, JAAS per mechanism,
+//!              connections.max.reauth.ms, sasl.server.max.receive.size, the failure delay),
+//!              and the broker's own credentials on the inter-broker listener
 //! jaas         Kafka's JAAS config grammar (sasl.jaas.config): modules, flags, options
 //! plain        PLAIN (RFC 4616) against `user_<name>="<password>"` JAAS options
 //! scram        SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, 7677) and Kafka's credential string
 //! oauthbearer  OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS validator
+//! client       the client side of PLAIN and SCRAM, for the broker's own connections
 //! ```
 //!
-//! Not yet wired to a listener: SASL_PLAINTEXT and SASL_SSL listeners are refused at
-//! startup until the request pipeline carries a connection's authentication state.
+//! A SASL listener's connection runs them through `network::authenticator` (Kafka's
+//! `SaslServerAuthenticator`) before its first request reaches the pipeline; the broker's
+//! outbound connections through `client::sasl`. SCRAM credentials come from the
+//! controller (`UserScramCredentialRecord`s, or `/config/users` in ZooKeeper mode).
 
+pub mod client;
 pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod settings;
 
 /// Why an exchange failed. `client` is what the client may be told (Kafka's
 /// SaslAuthenticate error message); `detail` is for the broker's log only.

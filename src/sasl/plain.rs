@@ -14,7 +14,7 @@ use super::{SaslFailure, Step};
 pub const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 
 /// The users a listener's PLAIN accepts: `user_<name>="<password>"` options.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PlainUsers {
     users: BTreeMap<String, String>,
 }

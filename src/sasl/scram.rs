@@ -18,7 +18,7 @@ use subtle::ConstantTimeEq;
 
 use super::{SaslFailure, Step};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ScramMechanism {
     Sha256,
     Sha512,
@@ -40,6 +40,22 @@ impl ScramMechanism {
         }
     }
 
+    /// Kafka's `ScramMechanism.type()`, as the protocol and the metadata records carry it.
+    pub fn kafka_type(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+
+    pub fn from_kafka_type(t: i8) -> Option<ScramMechanism> {
+        match t {
+            1 => Some(ScramMechanism::Sha256),
+            2 => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<ScramMechanism> {
         match name {
             "SCRAM-SHA-256" => Some(ScramMechanism::Sha256),
@@ -48,7 +64,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self) -> hmac::Algorithm {
+    pub(super) fn hmac(self) -> hmac::Algorithm {
         match self {
             ScramMechanism::Sha256 => hmac::HMAC_SHA256,
             ScramMechanism::Sha512 => hmac::HMAC_SHA512,
@@ -62,24 +78,25 @@ impl ScramMechanism {
         }
     }
 
-    fn pbkdf2(self) -> pbkdf2::Algorithm {
+    pub(super) fn pbkdf2(self) -> pbkdf2::Algorithm {
         match self {
             ScramMechanism::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
             ScramMechanism::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
         }
     }
 
-    fn hash_len(self) -> usize {
+    /// The digest's length: a salted password, stored key and server key are this long.
+    pub fn hash_len(self) -> usize {
         self.digest().output_len()
     }
 
-    fn mac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub(super) fn mac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         hmac::sign(&hmac::Key::new(self.hmac(), key), data)
             .as_ref()
             .to_vec()
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(super) fn hash(self, data: &[u8]) -> Vec<u8> {
         digest::digest(self.digest(), data).as_ref().to_vec()
     }
 }
@@ -121,11 +138,22 @@ impl ScramCredential {
             password.as_bytes(),
             &mut salted,
         );
-        let client_key = mechanism.mac(&salted, b"Client Key");
+        ScramCredential::from_salted_password(mechanism, &salted, salt, iterations)
+    }
+
+    /// The credential of a salted password (what AlterUserScramCredentials carries: the
+    /// client salts and hashes, the password never leaves it).
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salted: &[u8],
+        salt: &[u8],
+        iterations: u32,
+    ) -> ScramCredential {
+        let client_key = mechanism.mac(salted, b"Client Key");
         ScramCredential {
             salt: salt.to_vec(),
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.mac(&salted, b"Server Key"),
+            server_key: mechanism.mac(salted, b"Server Key"),
             iterations,
         }
     }
@@ -345,7 +373,11 @@ impl ScramServer {
             .next()
             .and_then(|f| f.strip_prefix("r="))
             .ok_or_else(|| bad("no r= nonce"))?;
-        if nonce.as_bytes().ct_eq(ex.nonce.as_bytes()).unwrap_u8() != 1 {
+        // Kafka's ScramSaslServer checks that the nonce ends with the server-first one
+        // (not that it equals it); librdkafka before 2.1 sends its own part twice, and
+        // works with Kafka only because of that. The nonce is public: no need for a
+        // constant-time comparison.
+        if !nonce.ends_with(&ex.nonce) {
             return Err(self.failure("Invalid client nonce in the final client message."));
         }
         let m = self.mechanism;
@@ -378,7 +410,7 @@ impl ScramServer {
         if let Some(n) = &self.server_nonce {
             return n.clone();
         }
-        B64.encode(random_bytes::<24>())
+        random_nonce()
     }
 
     /// A credential no password matches, for users that do not exist.
@@ -390,6 +422,18 @@ impl ScramServer {
             iterations: MIN_ITERATIONS,
         }
     }
+}
+
+/// A fresh nonce: 32 random letters and digits (about 165 bits), as Kafka's
+/// `secureRandomString` makes them. RFC 5802 allows any printable character but ','; some
+/// clients (librdkafka before 2.1) mishandle `+` and `/` in the server's part, so only
+/// letters and digits are used, as Kafka uses.
+pub(super) fn random_nonce() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    random_bytes::<32>()
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -514,6 +558,34 @@ mod tests {
             assert_eq!(wrong.client, unknown.client, "no hint which part was wrong");
             assert!(wrong.client.contains(m.name()));
         }
+    }
+
+    /// librdkafka before 2.1 sends its nonce part before the whole nonce in client-final;
+    /// Kafka accepts a nonce that ends with the server-first one, and so does skua. The
+    /// server's part is letters and digits only.
+    #[test]
+    fn a_final_nonce_ending_with_the_servers_is_accepted() {
+        let m = ScramMechanism::Sha256;
+        let cred = ScramCredential::new(m, "pw", b"saltsaltsalt", 4096);
+        let lookup = |u: &str| (u == "alice").then(|| cred.clone());
+        let mut server = ScramServer::new(m);
+        let bare = "n=alice,r=cl1ent=n0nce";
+        let Step::Challenge(first) = server
+            .step(format!("n,,{bare}").as_bytes(), &lookup)
+            .unwrap()
+        else {
+            panic!("no challenge");
+        };
+        let first = String::from_utf8(first).unwrap();
+        let full = &first.split(',').next().unwrap()[2..];
+        let server_part = &full["cl1ent=n0nce".len()..];
+        assert!(server_part.len() >= 32 && server_part.bytes().all(|b| b.is_ascii_alphanumeric()));
+        let doubled = first.replacen(&format!("r={full}"), &format!("r=cl1ent=n0nce{full}"), 1);
+        let last = client_final(m, "pw", bare, &doubled);
+        // Signed over what the client sent (the doubled nonce); the server's auth message
+        // uses the server-first it sent, so only the nonce check is exercised here.
+        let err = server.step(last.as_bytes(), &lookup).unwrap_err();
+        assert!(!err.detail.contains("nonce"), "{}", err.detail);
     }
 
     #[test]

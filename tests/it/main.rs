@@ -54,6 +54,8 @@ mod replication_over_tcp;
 mod replication_throttles;
 mod request_pipeline;
 mod retention;
+mod sasl_cluster;
+mod sasl_listeners;
 mod storage_limits;
 mod stored_data_fuzz;
 mod strays_and_deletions;

@@ -3,7 +3,7 @@
 //!
 //! A record value is `frameVersion` (unsigned varint, 1), `apiKey` (unsigned varint),
 //! `version` (unsigned varint), then the record in Kafka's flexible encoding. Keys are null.
-//! Records skua does not interpret (broker registrations, ACLs, quotas, SCRAM, delegation
+//! Records skua does not interpret (broker registrations, ACLs, quotas, delegation
 //! tokens, no-ops) are kept as [`MetadataRecord::Other`]: they stay in the log untouched. A
 //! record skua interprets in a version newer than it knows is an error: guessing at its
 //! fields could misread the cluster.
@@ -39,7 +39,9 @@ mod api_key {
     pub const PARTITION_CHANGE: u32 = 5;
     pub const REMOVE_TOPIC: u32 = 9;
     pub const FEATURE_LEVEL: u32 = 12;
+    pub const USER_SCRAM_CREDENTIAL: u32 = 11;
     pub const PRODUCER_IDS: u32 = 15;
+    pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
     pub const ABORT_TRANSACTION: u32 = 25;
@@ -86,6 +88,27 @@ pub struct PartitionChangeRecord {
     pub last_known_elr: Option<Vec<i32>>,
 }
 
+/// `UserScramCredentialRecord` (apiKey 11), version 0.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserScramCredential {
+    pub name: String,
+    pub mechanism: i8,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+impl std::fmt::Debug for UserScramCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "UserScramCredential({}, mechanism {}, iterations {}, keys hidden)",
+            self.name, self.mechanism, self.iterations
+        )
+    }
+}
+
 /// One record of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -119,6 +142,13 @@ pub enum MetadataRecord {
     RegisterBroker {
         broker_id: i32,
         broker_epoch: i64,
+    },
+    /// A user's SCRAM credential for one mechanism (Kafka's `ScramMechanism` type: 1 is
+    /// SCRAM-SHA-256, 2 SCRAM-SHA-512), added or replaced.
+    UserScramCredential(UserScramCredential),
+    RemoveUserScramCredential {
+        name: String,
+        mechanism: i8,
     },
     UnregisterBroker {
         broker_id: i32,
@@ -208,6 +238,26 @@ impl MetadataRecord {
                     next_producer_id,
                 }
             }
+            USER_SCRAM_CREDENTIAL => {
+                too_new(0, "UserScramCredentialRecord").map_or(Ok(()), Err)?;
+                let record = UserScramCredential {
+                    name: r.string()?,
+                    mechanism: r.i8()?,
+                    salt: r.compact_bytes()?,
+                    stored_key: r.compact_bytes()?,
+                    server_key: r.compact_bytes()?,
+                    iterations: r.i32()?,
+                };
+                r.skip_tagged_fields()?;
+                MetadataRecord::UserScramCredential(record)
+            }
+            REMOVE_USER_SCRAM_CREDENTIAL => {
+                too_new(0, "RemoveUserScramCredentialRecord").map_or(Ok(()), Err)?;
+                let name = r.string()?;
+                let mechanism = r.i8()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::RemoveUserScramCredential { name, mechanism }
+            }
             // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
             REGISTER_BROKER if version <= 4 => {
                 let broker_id = r.i32()?;
@@ -291,6 +341,22 @@ impl MetadataRecord {
                 w.i32(*broker_id);
                 w.i64(*broker_epoch);
                 w.i64(*next_producer_id);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::UserScramCredential(c) => {
+                header(&mut w, USER_SCRAM_CREDENTIAL, 0);
+                w.string(&c.name);
+                w.i8(c.mechanism);
+                w.compact_bytes(&c.salt);
+                w.compact_bytes(&c.stored_key);
+                w.compact_bytes(&c.server_key);
+                w.i32(c.iterations);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                header(&mut w, REMOVE_USER_SCRAM_CREDENTIAL, 0);
+                w.string(name);
+                w.i8(*mechanism);
                 w.no_tagged_fields();
             }
             MetadataRecord::BeginTransaction => {
@@ -538,6 +604,24 @@ mod tests {
             0,
         );
         round_trip(MetadataRecord::AbortTransaction, 0);
+        round_trip(
+            MetadataRecord::UserScramCredential(UserScramCredential {
+                name: "alice".into(),
+                mechanism: 2,
+                salt: vec![1, 2, 3],
+                stored_key: vec![4; 64],
+                server_key: vec![5; 64],
+                iterations: 8192,
+            }),
+            0,
+        );
+        round_trip(
+            MetadataRecord::RemoveUserScramCredential {
+                name: "alice".into(),
+                mechanism: 1,
+            },
+            0,
+        );
     }
 
     /// Bytes Apache Kafka 4.4 wrote (DumpLogSegments shows them as

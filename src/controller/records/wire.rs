@@ -183,6 +183,14 @@ impl<'a> Reader<'a> {
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         self.take(n, "a byte field")
     }
+
+    /// A compact `bytes` field (not null).
+    pub fn compact_bytes(&mut self) -> Result<Vec<u8>, WireError> {
+        let len = self
+            .compact_len()?
+            .ok_or_else(|| WireError("null where bytes are required".into()))?;
+        Ok(self.take(len, "a bytes field")?.to_vec())
+    }
 }
 
 /// Appends flexible-version fields to a buffer.
@@ -236,6 +244,11 @@ impl Writer {
     pub fn string(&mut self, s: &str) {
         self.compact_len(s.len());
         self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    pub fn compact_bytes(&mut self, b: &[u8]) {
+        self.compact_len(b.len());
+        self.buf.extend_from_slice(b);
     }
 
     pub fn nullable_string(&mut self, s: Option<&str>) {

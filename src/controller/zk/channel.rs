@@ -71,6 +71,8 @@ pub struct ChannelManager {
     request_timeout: Duration,
     /// TLS toward the brokers' inter-broker listener; `None`: plain TCP.
     tls: Option<crate::tls::OutboundTls>,
+    /// SASL toward the brokers' inter-broker listener; `None`: no SASL.
+    sasl: Option<crate::sasl::settings::ClientCredentials>,
     events: mpsc::UnboundedSender<Event>,
     channels: BTreeMap<i32, BrokerChannel>,
     outbox: Option<Outbox>,
@@ -82,6 +84,7 @@ impl ChannelManager {
         listener: String,
         request_timeout: Duration,
         tls: Option<crate::tls::OutboundTls>,
+        sasl: Option<crate::sasl::settings::ClientCredentials>,
         events: mpsc::UnboundedSender<Event>,
         outbox: Option<Outbox>,
     ) -> Self {
@@ -90,6 +93,7 @@ impl ChannelManager {
             listener,
             request_timeout,
             tls,
+            sasl,
             events,
             channels: BTreeMap::new(),
             outbox,
@@ -121,6 +125,7 @@ impl ChannelManager {
             request_timeout: self.request_timeout,
             max_in_flight: 1,
             tls: self.tls.clone(),
+            sasl: self.sasl.clone(),
             server_name: Some(endpoint.host.clone()),
             ..ClientConfig::default()
         };

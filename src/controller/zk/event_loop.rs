@@ -154,6 +154,7 @@ impl ControllerLoop {
             settings.inter_broker_listener.clone(),
             settings.controller_socket_timeout,
             settings.outbound_tls.clone(),
+            settings.outbound_sasl.clone(),
             tx.clone(),
             shared.outbox.clone(),
         );

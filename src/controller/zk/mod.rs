@@ -107,6 +107,9 @@ pub struct Settings {
     pub leader_imbalance_per_broker_percentage: i32,
     /// TLS toward the other brokers' inter-broker listener (`None`: plain TCP).
     pub outbound_tls: Option<crate::tls::OutboundTls>,
+    /// SASL toward the other brokers' inter-broker listener, with this broker's own
+    /// credentials (`None`: no SASL).
+    pub outbound_sasl: Option<crate::sasl::settings::ClientCredentials>,
 }
 
 impl Settings {
@@ -121,6 +124,8 @@ impl Settings {
         let outbound_tls = config.outbound_tls()?;
         let mut shutdown = broker::controlled_shutdown::ShutdownSettings::from_config(config);
         shutdown.outbound_tls = outbound_tls.clone();
+        let outbound_sasl = crate::sasl::settings::inter_broker(config)?;
+        shutdown.outbound_sasl = outbound_sasl.clone();
         Ok(Some(Settings {
             broker_id: config.broker_id,
             zk,
@@ -139,6 +144,7 @@ impl Settings {
             leader_imbalance_check_interval: typed.leader_imbalance_check_interval,
             leader_imbalance_per_broker_percentage: typed.leader_imbalance_per_broker_percentage,
             outbound_tls,
+            outbound_sasl,
         }))
     }
 }
@@ -949,6 +955,54 @@ impl Controller for ZkController {
 
     fn shutdown(&self) {
         self.close();
+    }
+
+    fn scram_credential(
+        &self,
+        mechanism: crate::sasl::scram::ScramMechanism,
+        user: &str,
+    ) -> Option<crate::sasl::scram::ScramCredential> {
+        self.shared.broker.scram_users.get(mechanism, user)
+    }
+
+    fn scram_credentials(&self) -> Vec<(String, crate::sasl::scram::ScramMechanism, u32)> {
+        self.shared.broker.scram_users.list()
+    }
+
+    /// Rewrites each user's `/config/users/<sanitized name>` (its other configs, quotas,
+    /// kept) with a change notification, as a Kafka 3.9 broker does, and puts the
+    /// credentials in force here at once; every other broker follows the notification.
+    async fn alter_scram_credentials(
+        &self,
+        changes: Vec<super::ScramChange>,
+    ) -> Result<(), ControllerError> {
+        let failed = |e: crate::zk::session::ZkError| {
+            ControllerError::new(ResponseError::UnknownServerError, e.to_string())
+        };
+        let session = self.shared.session()?;
+        let mut by_user: BTreeMap<String, Vec<super::ScramChange>> = BTreeMap::new();
+        for c in changes {
+            by_user.entry(c.user.clone()).or_default().push(c);
+        }
+        for (user, changes) in by_user {
+            let entity = format!("users/{}", broker::scram_users::sanitize(&user));
+            let mut configs = broker::config_changes::read_configs(&session, &entity)
+                .await
+                .map_err(failed)?;
+            for c in changes {
+                match c.credential {
+                    Some(cred) => {
+                        configs.insert(c.mechanism.name().to_string(), cred.to_kafka_string())
+                    }
+                    None => configs.remove(c.mechanism.name()),
+                };
+            }
+            broker::config_changes::write_entity_config(&session, &entity, &configs)
+                .await
+                .map_err(failed)?;
+            self.shared.broker.scram_users.apply(&user, &configs);
+        }
+        Ok(())
     }
 
     fn zk(&self) -> Option<&ZkController> {

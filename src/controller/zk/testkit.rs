@@ -45,11 +45,13 @@ pub fn settings(broker_id: i32, ensemble: &Ensemble) -> Settings {
             retry_backoff: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             outbound_tls: None,
+            outbound_sasl: None,
         },
         auto_leader_rebalance: false,
         leader_imbalance_check_interval: Duration::from_secs(300),
         leader_imbalance_per_broker_percentage: 10,
         outbound_tls: None,
+        outbound_sasl: None,
     }
 }
 

@@ -126,12 +126,20 @@ pub(crate) async fn read_all(shared: &Shared, session: &ZkSession) -> Result<(),
         apply_entity(shared, session, &format!("topics/{t}")).await?;
     }
     apply_entity(shared, session, &format!("brokers/{DEFAULT_BROKER}")).await?;
+    let users = session
+        .children(&paths::entity_config("users"))
+        .await?
+        .unwrap_or_default();
+    for u in users {
+        apply_entity(shared, session, &format!("users/{u}")).await?;
+    }
     let own = shared.settings.broker_id;
     apply_entity(shared, session, &format!("brokers/{own}")).await
 }
 
 /// Re-reads `/config/<entity>` and puts it in force if it concerns this broker. Entity
-/// types skua does not use (client and user quotas, IPs) are passed over.
+/// types skua does not use (client quotas, IPs) are passed over; of users, only their
+/// SCRAM credentials are read.
 async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Result<(), ZkError> {
     let Some((kind, name)) = entity.split_once('/') else {
         tracing::warn!(entity, "config change for an unknown entity; skipped");
@@ -156,13 +164,24 @@ async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Res
             shared.broker.apply_broker_configs(&own, configs);
         }
         "brokers" => {}
+        // `users/<user>/clients/<client>` holds quotas only.
+        "users" if !name.contains('/') => match super::scram_users::desanitize(name) {
+            Some(user) => {
+                let configs = read_configs(session, entity).await?;
+                shared.broker.scram_users.apply(&user, &configs);
+            }
+            None => tracing::warn!(
+                entity,
+                "user config of a name that is not sanitized; skipped"
+            ),
+        },
         _ => tracing::debug!(entity, "config change for an entity type skua does not use"),
     }
     Ok(())
 }
 
 /// `/config/<entity>`'s configs; none when the znode is absent or not understood.
-async fn read_configs(
+pub(crate) async fn read_configs(
     session: &ZkSession,
     entity: &str,
 ) -> Result<BTreeMap<String, String>, ZkError> {

@@ -29,6 +29,8 @@ pub struct ShutdownSettings {
     pub request_timeout: Duration,
     /// TLS toward the controller's inter-broker listener; `None`: plain TCP.
     pub outbound_tls: Option<crate::tls::OutboundTls>,
+    /// SASL toward the controller's inter-broker listener; `None`: no SASL.
+    pub outbound_sasl: Option<crate::sasl::settings::ClientCredentials>,
 }
 
 impl ShutdownSettings {
@@ -40,6 +42,7 @@ impl ShutdownSettings {
             retry_backoff: typed.retry_backoff,
             request_timeout: config.zookeeper.request_timeout,
             outbound_tls: None,
+            outbound_sasl: None,
         }
     }
 }
@@ -88,6 +91,7 @@ pub async fn run(
                 client_id: Some(broker_id.to_string()),
                 request_timeout: settings.request_timeout,
                 tls: settings.outbound_tls.clone(),
+                sasl: settings.outbound_sasl.clone(),
                 server_name: address.rsplit_once(':').map(|(host, _)| {
                     host.trim_start_matches('[')
                         .trim_end_matches(']')

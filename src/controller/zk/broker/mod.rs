@@ -22,6 +22,7 @@ pub mod controlled_shutdown;
 mod leader_and_isr;
 pub mod log_dir_events;
 pub mod metadata_cache;
+pub mod scram_users;
 mod stop_replica;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +74,8 @@ pub struct BrokerSide {
     log_topic_ids: RwLock<Option<LogTopicIds>>,
     offline_replicas: RwLock<Option<OfflineReplicas>>,
     replica_stopper: RwLock<Option<ReplicaStopper>>,
+    /// SCRAM credentials from `/config/users` (`config_changes`).
+    pub scram_users: scram_users::ScramUsers,
 }
 
 impl BrokerSide {
@@ -96,6 +99,7 @@ impl BrokerSide {
             log_topic_ids: RwLock::new(None),
             offline_replicas: RwLock::new(None),
             replica_stopper: RwLock::new(None),
+            scram_users: scram_users::ScramUsers::default(),
         }
     }
 

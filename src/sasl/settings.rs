@@ -1,0 +1,406 @@
+//! The SASL keys of one listener, as Kafka resolves them (`SaslChannelBuilder` and
+//! `JaasContext.loadServerContext`):
+//!
+//! ```text
+//! listener.name.<l>.sasl.enabled.mechanisms          else sasl.enabled.mechanisms (GSSAPI)
+//! listener.name.<l>.<mechanism>.sasl.jaas.config     one per enabled mechanism, lower case;
+//!                                                    an unprefixed sasl.jaas.config is
+//!                                                    ignored with Kafka's warning
+//! listener.name.<l>.<mechanism>.connections.max.reauth.ms
+//!                                                    else listener.name.<l>.connections.max.reauth.ms
+//!                                                    else connections.max.reauth.ms (0: off)
+//! listener.name.<l>.sasl.server.max.receive.size     else sasl.server.max.receive.size (512 KiB)
+//! connection.failed.authentication.delay.ms          (100)
+//! ```
+//!
+//! Checked when the config is built, so a mechanism skua cannot serve (GSSAPI), a missing
+//! or unparsable JAAS config, or an inter-broker mechanism the inter-broker listener does
+//! not enable stops startup naming the key. Passwords never leave this module in a form
+//! that prints ([`Secret`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::jaas::{self, LoginModule};
+use super::oauthbearer::UnsecuredValidatorOptions;
+use super::plain::{PlainUsers, PLAIN_LOGIN_MODULE};
+use super::scram::ScramMechanism;
+use crate::config::{BrokerConfig, ConfigError};
+use crate::tls::settings::{listener_prefix, listener_value, Secret};
+
+pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+pub const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+
+/// The SASL mechanisms skua serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mechanism {
+    Plain,
+    Scram(ScramMechanism),
+    OAuthBearer,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        match name {
+            "PLAIN" => Some(Mechanism::Plain),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
+            other => ScramMechanism::from_name(other).map(Mechanism::Scram),
+        }
+    }
+
+    /// The login module class its JAAS config must name.
+    fn login_module(self) -> &'static str {
+        match self {
+            Mechanism::Plain => PLAIN_LOGIN_MODULE,
+            Mechanism::Scram(_) => SCRAM_LOGIN_MODULE,
+            Mechanism::OAuthBearer => OAUTHBEARER_LOGIN_MODULE,
+        }
+    }
+}
+
+/// The broker's own credentials on a listener (the JAAS `username` / `password` options),
+/// what it authenticates with when it connects to another broker's listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCredentials {
+    pub mechanism: Mechanism,
+    pub username: String,
+    pub password: Secret,
+}
+
+/// One SASL listener's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaslSettings {
+    pub listener: String,
+    /// `sasl.enabled.mechanisms`, in the order configured (SaslHandshake answers them so).
+    pub enabled: Vec<Mechanism>,
+    /// PLAIN's users (`user_<name>="<password>"`), when PLAIN is enabled.
+    pub plain: Option<PlainUsers>,
+    /// OAUTHBEARER's unsecured validator options, when OAUTHBEARER is enabled.
+    pub oauthbearer: Option<UnsecuredValidatorOptions>,
+    /// `connections.max.reauth.ms` per mechanism, where positive.
+    pub max_reauth: BTreeMap<Mechanism, Duration>,
+    /// `sasl.server.max.receive.size`: the largest frame before and during authentication.
+    pub max_receive_size: usize,
+    /// `connection.failed.authentication.delay.ms`.
+    pub failed_authentication_delay: Duration,
+    /// Each enabled mechanism's JAAS `username` / `password`, where both are set.
+    pub client_credentials: BTreeMap<Mechanism, ClientCredentials>,
+}
+
+/// Whether `listener`'s security protocol in `config` is SASL_PLAINTEXT or SASL_SSL.
+pub fn is_sasl_listener(config: &BrokerConfig, listener: &str) -> bool {
+    matches!(
+        config.security_protocol(listener).as_deref(),
+        Some("SASL_PLAINTEXT" | "SASL_SSL")
+    )
+}
+
+impl SaslSettings {
+    /// Resolves and checks the SASL keys of `listener`. The error names the key as
+    /// written (prefixed where the prefixed key was the one in force), never its value.
+    pub fn for_listener(
+        config: &BrokerConfig,
+        listener: &str,
+    ) -> Result<SaslSettings, ConfigError> {
+        let prefix = listener_prefix(listener);
+        let key_name = |key: &str| {
+            let prefixed = format!("{prefix}{key}");
+            match config.get(&prefixed) {
+                Some(_) => prefixed,
+                None => key.to_string(),
+            }
+        };
+        let invalid = |key: String, why: String| ConfigError::Invalid { key, why };
+        let listed =
+            listener_value(config, listener, "sasl.enabled.mechanisms").unwrap_or_default();
+        let mut enabled = Vec::new();
+        for name in listed.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let mechanism = match (name, Mechanism::from_name(name)) {
+                (_, Some(m)) => m,
+                ("GSSAPI", None) => {
+                    return Err(invalid(
+                        key_name("sasl.enabled.mechanisms"),
+                        format!("listener {listener} enables GSSAPI (Kerberos, Kafka's default), which skua does not serve; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+                    ))
+                }
+                (other, None) => {
+                    return Err(invalid(
+                        key_name("sasl.enabled.mechanisms"),
+                        format!("unknown SASL mechanism {other}; skua serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER"),
+                    ))
+                }
+            };
+            if !enabled.contains(&mechanism) {
+                enabled.push(mechanism);
+            }
+        }
+        if enabled.is_empty() {
+            return Err(invalid(
+                key_name("sasl.enabled.mechanisms"),
+                format!("no SASL mechanism is enabled for listener {listener}"),
+            ));
+        }
+        if config.get("sasl.jaas.config").is_some() {
+            tracing::warn!(
+                "Server config sasl.jaas.config should be prefixed with SASL mechanism name, ignoring config"
+            );
+        }
+        let mut plain = None;
+        let mut oauthbearer = None;
+        let mut client_credentials = BTreeMap::new();
+        let mut max_reauth = BTreeMap::new();
+        for &mechanism in &enabled {
+            let lower = mechanism.name().to_ascii_lowercase();
+            let jaas_key = format!("{prefix}{lower}.sasl.jaas.config");
+            let Some(text) = config.get(&jaas_key) else {
+                return Err(invalid(
+                    jaas_key,
+                    format!("mechanism {} is enabled on listener {listener} but has no JAAS config (skua reads no JAAS file: java.security.auth.login.config is not consulted)", mechanism.name()),
+                ));
+            };
+            let module = jaas::parse_single(&text, mechanism.login_module())
+                .map_err(|e| invalid(jaas_key.clone(), e.to_string()))?;
+            match mechanism {
+                Mechanism::Plain => {
+                    plain = Some(
+                        PlainUsers::from_jaas(&text)
+                            .map_err(|e| invalid(jaas_key.clone(), e.to_string()))?,
+                    )
+                }
+                Mechanism::OAuthBearer => {
+                    let handler = format!("{prefix}{lower}.sasl.server.callback.handler.class");
+                    if let Some(class) = config.get(&handler).filter(|c| !c.trim().is_empty()) {
+                        return Err(invalid(
+                            handler,
+                            format!("{class}: skua validates OAUTHBEARER tokens with Kafka's unsecured validator only (no server callback handler)"),
+                        ));
+                    }
+                    oauthbearer = Some(
+                        UnsecuredValidatorOptions::from_jaas_options(&module.options)
+                            .map_err(|why| invalid(jaas_key.clone(), why))?,
+                    )
+                }
+                Mechanism::Scram(_) => {}
+            }
+            if let Some(c) = credentials(mechanism, &module) {
+                client_credentials.insert(mechanism, c);
+            }
+            let reauth_key = format!("{prefix}{lower}.connections.max.reauth.ms");
+            let (key, value) = match config.get(&reauth_key) {
+                Some(v) => (reauth_key, v),
+                None => (
+                    key_name("connections.max.reauth.ms"),
+                    listener_value(config, listener, "connections.max.reauth.ms")
+                        .unwrap_or_else(|| "0".into()),
+                ),
+            };
+            let ms: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid(key, format!("{value:?} is not a number of type LONG")))?;
+            if ms > 0 {
+                max_reauth.insert(mechanism, Duration::from_millis(ms as u64));
+            }
+        }
+        let size_key = key_name("sasl.server.max.receive.size");
+        let size = listener_value(config, listener, "sasl.server.max.receive.size")
+            .unwrap_or_else(|| "524288".into());
+        let max_receive_size = size
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid(size_key, format!("{size:?} is not a size above 0")))?;
+        let delay = config
+            .get("connection.failed.authentication.delay.ms")
+            .unwrap_or_else(|| "100".into());
+        let delay_ms = delay.trim().parse::<u64>().map_err(|_| {
+            invalid(
+                "connection.failed.authentication.delay.ms".into(),
+                format!("{delay:?} is not a number of milliseconds >= 0"),
+            )
+        })?;
+        if delay_ms >= config.network.connections_max_idle_ms {
+            return Err(invalid(
+                "connection.failed.authentication.delay.ms".into(),
+                "must be less than connections.max.idle.ms".into(),
+            ));
+        }
+        Ok(SaslSettings {
+            listener: listener.to_string(),
+            enabled,
+            plain,
+            oauthbearer,
+            max_reauth,
+            max_receive_size,
+            failed_authentication_delay: Duration::from_millis(delay_ms),
+            client_credentials,
+        })
+    }
+
+    /// The names of the enabled mechanisms, as SaslHandshake answers them.
+    pub fn enabled_names(&self) -> Vec<&'static str> {
+        self.enabled.iter().map(|m| m.name()).collect()
+    }
+}
+
+/// The login module's `username` / `password` options (PLAIN and SCRAM clients).
+fn credentials(mechanism: Mechanism, module: &LoginModule) -> Option<ClientCredentials> {
+    if mechanism == Mechanism::OAuthBearer {
+        return None;
+    }
+    Some(ClientCredentials {
+        mechanism,
+        username: module.options.get("username")?.clone(),
+        password: Secret(module.options.get("password")?.clone()),
+    })
+}
+
+/// The inter-broker listener's SASL side, when it is a SASL listener: the mechanism
+/// (`sasl.mechanism.inter.broker.protocol`), which that listener must enable, and the
+/// broker's credentials for it (its JAAS `username` and `password`).
+pub fn inter_broker(config: &BrokerConfig) -> Result<Option<ClientCredentials>, ConfigError> {
+    let listener = config.inter_broker_listener();
+    if !is_sasl_listener(config, &listener) {
+        return Ok(None);
+    }
+    let settings = SaslSettings::for_listener(config, &listener)?;
+    let name = config
+        .get("sasl.mechanism.inter.broker.protocol")
+        .unwrap_or_else(|| "GSSAPI".into());
+    let name = name.trim();
+    let mechanism = Mechanism::from_name(name).filter(|m| settings.enabled.contains(m));
+    let Some(mechanism) = mechanism else {
+        return Err(ConfigError::Invalid {
+            key: "sasl.mechanism.inter.broker.protocol".into(),
+            why: format!("{name} must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication"),
+        });
+    };
+    match settings.client_credentials.get(&mechanism) {
+        Some(c) => Ok(Some(c.clone())),
+        None => Err(ConfigError::Invalid {
+            key: format!(
+                "{}{}.sasl.jaas.config",
+                listener_prefix(&listener),
+                mechanism.name().to_ascii_lowercase()
+            ),
+            why: format!(
+                "the inter-broker listener {listener}'s {} JAAS config needs the broker's own username and password options",
+                mechanism.name()
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn try_config(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_properties(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    const PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";"#;
+    const SCRAM: &str = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-scram";"#;
+
+    #[test]
+    fn a_listeners_own_keys_win_and_every_mechanism_needs_its_jaas() {
+        let c = try_config(&[
+            ("listeners", "SASL_PLAINTEXT://:1,INTERNAL://:2"),
+            (
+                "listener.security.protocol.map",
+                "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            ),
+            ("inter.broker.listener.name", "INTERNAL"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.internal.sasl.enabled.mechanisms",
+                "SCRAM-SHA-512,PLAIN",
+            ),
+            ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", PLAIN),
+            ("listener.name.internal.plain.sasl.jaas.config", PLAIN),
+            (
+                "listener.name.internal.scram-sha-512.sasl.jaas.config",
+                SCRAM,
+            ),
+            ("connections.max.reauth.ms", "60000"),
+            (
+                "listener.name.internal.scram-sha-512.connections.max.reauth.ms",
+                "5000",
+            ),
+        ])
+        .unwrap();
+        let outer = SaslSettings::for_listener(&c, "SASL_PLAINTEXT").unwrap();
+        assert_eq!(outer.enabled_names(), vec!["PLAIN"]);
+        assert_eq!(outer.max_receive_size, 524288);
+        assert_eq!(
+            outer.failed_authentication_delay,
+            Duration::from_millis(100)
+        );
+        assert_eq!(outer.max_reauth[&Mechanism::Plain], Duration::from_secs(60));
+        let inner = SaslSettings::for_listener(&c, "INTERNAL").unwrap();
+        assert_eq!(inner.enabled_names(), vec!["SCRAM-SHA-512", "PLAIN"]);
+        let scram = Mechanism::Scram(ScramMechanism::Sha512);
+        assert_eq!(inner.max_reauth[&scram], Duration::from_secs(5));
+        let own = inter_broker(&c).unwrap().unwrap();
+        assert_eq!((own.mechanism, own.username.as_str()), (scram, "admin"));
+        assert!(!format!("{own:?}").contains("admin-scram"));
+    }
+
+    #[test]
+    fn what_skua_cannot_serve_stops_startup_naming_the_key() {
+        let refused = |extra: &[(&str, &str)]| {
+            let mut all = vec![
+                ("listeners", "SASL_PLAINTEXT://:1"),
+                ("security.inter.broker.protocol", "SASL_PLAINTEXT"),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+                ("listener.name.sasl_plaintext.plain.sasl.jaas.config", PLAIN),
+            ];
+            all.extend_from_slice(extra);
+            match try_config(&all) {
+                Ok(_) => "accepted".to_string(),
+                Err(ConfigError::Invalid { key, why }) => format!("{key}: {why}"),
+                Err(e) => e.to_string(),
+            }
+        };
+        assert_eq!(refused(&[]), "accepted");
+        assert!(refused(&[("sasl.enabled.mechanisms", "GSSAPI")])
+            .starts_with("sasl.enabled.mechanisms: listener SASL_PLAINTEXT enables GSSAPI"));
+        assert!(
+            refused(&[("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256")])
+                .starts_with("listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config:")
+        );
+        assert!(
+            refused(&[("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256")])
+                .contains("must be included in sasl.enabled.mechanisms")
+        );
+        let bad = refused(&[(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"s3cret",
+        )]);
+        assert!(bad.contains("line 1") && !bad.contains("s3cret"), "{bad}");
+        assert!(refused(&[(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"x\";"
+        )])
+        .contains("username and password"));
+        assert!(refused(&[("sasl.server.max.receive.size", "0")])
+            .starts_with("sasl.server.max.receive.size:"));
+    }
+}

@@ -1,0 +1,244 @@
+//! Two ZooKeeper-mode skua brokers whose inter-broker listener is SASL_SSL with
+//! SCRAM-SHA-512 (`security.inter.broker.protocol=SASL_SSL`,
+//! `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`): the broker's own user is
+//! written to `/config/users/admin` as Kafka's `kafka-configs.sh --zookeeper` writes it,
+//! before the brokers start. The controller's LeaderAndIsr reaches the other broker over
+//! SASL_SSL and an acks=all produce with `min.insync.replicas=2` is answered only once
+//! the follower fetched over SASL_SSL. A user added through one broker
+//! (AlterUserScramCredentials) authenticates on the other, which learnt it from the
+//! `/config/changes` notification.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+
+use common::tls::TestCa;
+use common::zookeeper::ZooKeeper;
+use common::{batch, values, Client, TestBroker};
+use skua::sasl::scram::{ScramCredential, ScramMechanism};
+use skua::sasl::settings::{ClientCredentials, Mechanism};
+use skua::tls::settings::Secret;
+
+const TOPIC: &str = "sasl-replicated";
+const SCRAM_JAAS: &str = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-scram";"#;
+
+async fn start(id: i32, zk: &str, dir: &std::path::Path, ca: &TestCa) -> TestBroker {
+    let keystore = ca.broker(&format!("broker-{id}.pem"));
+    let id = id.to_string();
+    let keystore = keystore.keystore.display().to_string();
+    let truststore = ca.truststore().display().to_string();
+    TestBroker::start(
+        dir,
+        &[
+            ("broker.id", &id),
+            ("zookeeper.connect", zk),
+            ("listeners", "EXTERNAL://127.0.0.1:0,SASL_SSL://127.0.0.1:0"),
+            (
+                "advertised.listeners",
+                "EXTERNAL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            ),
+            (
+                "listener.security.protocol.map",
+                "SASL_SSL:SASL_SSL,EXTERNAL:PLAINTEXT",
+            ),
+            ("security.inter.broker.protocol", "SASL_SSL"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+            (
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+                SCRAM_JAAS,
+            ),
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", &keystore),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", &truststore),
+            ("min.insync.replicas", "2"),
+            ("offsets.topic.replication.factor", "1"),
+        ],
+    )
+    .await
+}
+
+fn port(broker: &TestBroker, listener: &str) -> u16 {
+    broker
+        .broker
+        .config()
+        .advertised_listeners
+        .iter()
+        .find(|l| l.name == listener)
+        .map(|l| l.port)
+        .unwrap()
+}
+
+fn waited_too_long(since: Instant, what: &str) {
+    assert!(
+        since.elapsed() < Duration::from_secs(30),
+        "timed out waiting for {what}"
+    );
+}
+
+/// skua's client config over SASL_SSL as `user`, trusting the cluster's CA.
+fn sasl_ssl_client(ca: &TestCa, user: &str, password: &str) -> skua::client::ClientConfig {
+    let settings = common::tls::client_settings(ca, None);
+    skua::client::ClientConfig {
+        tls: Some(skua::tls::OutboundTls::build(&settings).unwrap()),
+        server_name: Some("localhost".into()),
+        sasl: Some(ClientCredentials {
+            mechanism: Mechanism::Scram(ScramMechanism::Sha512),
+            username: user.into(),
+            password: Secret(password.into()),
+        }),
+        connect_timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brokers_replicate_over_a_sasl_ssl_scram_inter_broker_listener() {
+    let Some(zk) = ZooKeeper::start() else { return };
+    let connect = format!("{}/sasl", zk.connect);
+    // The brokers' own user, as `kafka-configs.sh --zookeeper .. --alter --add-config
+    // 'SCRAM-SHA-512=[iterations=4096,password=admin-scram]' --entity-type users
+    // --entity-name admin` writes it.
+    let session = skua::zk::session::ZkSession::connect(&zk.config("/sasl"))
+        .await
+        .unwrap();
+    session
+        .create_recursive("/config/changes", b"")
+        .await
+        .unwrap();
+    let admin = ScramCredential::new(
+        ScramMechanism::Sha512,
+        "admin-scram",
+        b"0123456789abcdef",
+        4096,
+    );
+    let configs = [("SCRAM-SHA-512".to_string(), admin.to_kafka_string())].into();
+    skua::controller::zk::broker::config_changes::write_entity_config(
+        &session,
+        "users/admin",
+        &configs,
+    )
+    .await
+    .unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let b1 = start(1, &connect, dirs[0].path(), &ca).await;
+    let b2 = start(2, &connect, dirs[1].path(), &ca).await;
+    let external = |b: &TestBroker| SocketAddr::from(([127, 0, 0, 1], port(b, "EXTERNAL")));
+    let sasl_ssl = |b: &TestBroker| SocketAddr::from(([127, 0, 0, 1], port(b, "SASL_SSL")));
+    assert!(b1.broker.shared_config.outbound_sasl().is_some());
+
+    let mut client = Client::connect(external(&b1)).await;
+    let create = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(2)])
+        .with_timeout_ms(15_000);
+    let mut other = Client::connect(external(&b2)).await;
+    let since = Instant::now();
+    for attempt in 0.. {
+        let to = if attempt % 2 == 0 {
+            &mut client
+        } else {
+            &mut other
+        };
+        let created = to.send(&create, 7).await;
+        match created.topics[0].error_code {
+            0 => break,
+            38 | 41 => {}
+            e => panic!("{created:?} ({e})"),
+        }
+        waited_too_long(since, "both brokers registered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let since = Instant::now();
+    let leader = loop {
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
+        let resp = client.send(&req, 12).await;
+        if let Some(p) = resp.topics.first().and_then(|t| t.partitions.first()) {
+            if p.error_code == 0 && p.isr_nodes.len() == 2 {
+                break p.leader_id.0;
+            }
+        }
+        waited_too_long(since, "a leader with both replicas in the ISR");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (leader, follower) = if leader == 1 { (&b1, &b2) } else { (&b2, &b1) };
+    let mut producer = Client::connect(external(leader)).await;
+    let (error, offset) = producer
+        .produce(
+            TOPIC,
+            0,
+            batch(&["over", "sasl", "ssl"], None, Compression::None),
+            -1,
+        )
+        .await;
+    assert_eq!((error, offset), (0, 0));
+    let follower_end = follower
+        .broker
+        .replicas
+        .partition(TOPIC, 0)
+        .map(|p| p.log_end_offset());
+    assert_eq!(follower_end, Some(3), "the follower fetched over SASL_SSL");
+    let fetched = producer.fetch(TOPIC, 0, 0, 100, 1).await;
+    assert_eq!(values(fetched.records.as_ref().unwrap()).len(), 3);
+
+    // A user made through broker 1 authenticates on broker 2.
+    let salt = b"another-salt-16b".to_vec();
+    let mut salted = vec![0u8; 64];
+    ring::pbkdf2::derive(
+        ring::pbkdf2::PBKDF2_HMAC_SHA512,
+        std::num::NonZeroU32::new(8192).unwrap(),
+        &salt,
+        b"alice-scram",
+        &mut salted,
+    );
+    let upsert = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("alice"))
+            .with_mechanism(2)
+            .with_iterations(8192)
+            .with_salt(Bytes::from(salt))
+            .with_salted_password(Bytes::from(salted)),
+    ]);
+    let made = client.send(&upsert, 0).await;
+    assert_eq!(made.results[0].error_code, 0, "{made:?}");
+    let described = other
+        .send(&DescribeUserScramCredentialsRequest::default(), 0)
+        .await;
+    let users: Vec<&str> = described.results.iter().map(|r| r.user.as_str()).collect();
+    assert!(users.contains(&"admin"), "{users:?}");
+    let since = Instant::now();
+    loop {
+        let config = sasl_ssl_client(&ca, "alice", "alice-scram");
+        match skua::client::Connection::connect(sasl_ssl(&b2), &config).await {
+            Ok(c) => {
+                c.send(&MetadataRequest::default(), 12).await.unwrap();
+                break;
+            }
+            Err(e) => {
+                waited_too_long(since, &format!("alice known on broker 2 ({e})"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    let wrong = sasl_ssl_client(&ca, "alice", "nope");
+    assert!(skua::client::Connection::connect(sasl_ssl(&b2), &wrong)
+        .await
+        .is_err());
+    b1.stop().await;
+    b2.stop().await;
+}

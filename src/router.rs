@@ -155,6 +155,9 @@ pub static ROUTES: &[Route] = &[
         0,
         describe_topic_partitions::handle
     ),
+    route!(CreateAcls, 0, 3, create_acls::handle),
+    route!(DescribeAcls, 0, 3, describe_acls::handle),
+    route!(DeleteAcls, 0, 3, delete_acls::handle),
 ];
 
 /// The APIs only a member of a ZooKeeper-mode cluster handles (and so advertises):

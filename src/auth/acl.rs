@@ -10,6 +10,7 @@ use std::fmt;
 pub use super::authorizer::PatternType;
 use super::authorizer::CLUSTER_NAME;
 use super::operations::{AclOperation, ResourceType};
+use crate::controller::records::AccessControlEntryRecord;
 
 /// The resource name that stands for every resource of its type in a LITERAL ACL.
 pub const WILDCARD_RESOURCE: &str = "*";
@@ -202,6 +203,39 @@ impl AclBinding {
                 permission,
             },
         })
+    }
+}
+
+impl AclBinding {
+    /// The ACL a metadata record holds; `None` for codes skua does not know (kept in the
+    /// log, never matched).
+    pub fn from_record(r: &AccessControlEntryRecord) -> Option<AclBinding> {
+        Some(AclBinding {
+            pattern: ResourcePattern {
+                resource_type: ResourceType::from_code(r.resource_type)?,
+                name: r.resource_name.clone(),
+                pattern_type: PatternType::from_code(r.pattern_type)?,
+            },
+            entry: AccessControlEntry {
+                principal: r.principal.clone(),
+                host: r.host.clone(),
+                operation: AclOperation::from_code(r.operation)?,
+                permission: Permission::from_code(r.permission_type)?,
+            },
+        })
+    }
+
+    pub fn to_record(&self, id: uuid::Uuid) -> AccessControlEntryRecord {
+        AccessControlEntryRecord {
+            id,
+            resource_type: self.pattern.resource_type.code(),
+            resource_name: self.pattern.name.clone(),
+            pattern_type: self.pattern.pattern_type.code(),
+            principal: self.entry.principal.clone(),
+            host: self.entry.host.clone(),
+            operation: self.entry.operation.code(),
+            permission_type: self.entry.permission.code(),
+        }
     }
 }
 

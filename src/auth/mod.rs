@@ -11,3 +11,4 @@ pub mod helper;
 pub mod needs;
 pub mod operations;
 pub mod settings;
+pub mod store_log;

@@ -258,7 +258,9 @@ mod tests {
         }
         assert!(acted_on("listener.name.ext.ssl.truststore.location"));
         assert!(!acted_on("listener.name.ext.plain.sasl.jaas.config"));
-        assert!(!acted_on("authorizer.class.name"));
+        assert!(acted_on("authorizer.class.name"));
+        assert!(acted_on("super.users"));
+        assert!(!acted_on("delegation.token.secret.key"));
     }
 
     #[test]

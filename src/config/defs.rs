@@ -737,6 +737,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("zookeeper.connection.timeout.ms", Kind::Int, None),
     b("broker.rack", Kind::String, None),
     b("cluster.id", Kind::String, None),
+    // The authorizer (`auth::settings`): Kafka's class names select skua's ACL
+    // authorizer; the other two are the authorizer's own keys, which Kafka passes to it.
+    b("authorizer.class.name", Kind::String, Some("")),
+    b("super.users", Kind::String, None),
+    b("allow.everyone.if.no.acl.found", Kind::Bool, Some("false")),
     // ZooKeeper mode: the controller's request timeout, how long admin requests wait for
     // it, and the inter-broker protocol (`inter_broker_protocol.rs`: the versions followers
     // send; a skua controller sends Kafka 3.9's requests whatever it is set to).
@@ -1191,6 +1196,12 @@ pub fn skua_documentation(name: &str) -> &'static str {
             "How often idle producer ids are looked for and forgotten (see producer.id.expiration.ms)."
         }
         "cluster.id" => "The cluster id to use when the data dirs name none yet (a new cluster).",
+        "super.users" => {
+            "Principals allowed every operation whatever the ACLs, separated by semicolons (User:admin;User:CN=broker)."
+        }
+        "allow.everyone.if.no.acl.found" => {
+            "Whether a resource no ACL matches is open to every principal (false: only super users)."
+        }
         "max.decompressed.message.bytes" => {
             "The largest size a compressed batch of this topic may decompress to; larger ones are refused on produce."
         }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    AccessControlEntryRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
 use super::{
     BrokerInfo, ConfigResource, LeaderAndIsr, PartitionAssignment, PartitionInfo, TopicInfo,
@@ -30,6 +31,8 @@ pub enum Change {
     TopicRemoved(Arc<TopicInfo>),
     /// The configs of a resource other than a topic changed.
     Configs(ConfigResource),
+    /// An ACL was added or removed.
+    Acls,
     None,
 }
 
@@ -52,6 +55,8 @@ pub struct MetadataImage {
     /// Topics whose TopicRecord named them illegally (a metadata log written by something
     /// else, or damaged): skipped with their partitions, never a log directory.
     illegal_topic_ids: BTreeSet<Uuid>,
+    /// The ACLs, by id, as their records hold them (Kafka's `AclControlManager.idToAcl`).
+    acls: BTreeMap<Uuid, Arc<AccessControlEntryRecord>>,
 }
 
 impl MetadataImage {
@@ -79,6 +84,11 @@ impl MetadataImage {
     /// Every resource other than a topic that has configs.
     pub fn config_resources(&self) -> impl Iterator<Item = &ConfigResource> {
         self.resource_configs.keys()
+    }
+
+    /// Every ACL, by id.
+    pub fn acls(&self) -> impl Iterator<Item = &Arc<AccessControlEntryRecord>> {
+        self.acls.values()
     }
 
     pub fn feature(&self, name: &str) -> Option<i16> {
@@ -294,6 +304,16 @@ impl MetadataImage {
                     self.resource_configs.remove(&resource);
                 }
                 Ok(Change::Configs(resource))
+            }
+            MetadataRecord::AccessControlEntry(acl) => {
+                self.acls.insert(acl.id, Arc::new(acl.clone()));
+                Ok(Change::Acls)
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                self.acls.remove(id).ok_or_else(|| {
+                    format!("RemoveAccessControlEntryRecord for unknown ACL id {id}")
+                })?;
+                Ok(Change::Acls)
             }
             MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction

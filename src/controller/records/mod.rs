@@ -3,7 +3,7 @@
 //!
 //! A record value is `frameVersion` (unsigned varint, 1), `apiKey` (unsigned varint),
 //! `version` (unsigned varint), then the record in Kafka's flexible encoding. Keys are null.
-//! Records skua does not interpret (broker registrations, ACLs, quotas, SCRAM, delegation
+//! Records skua does not interpret (broker registrations, quotas, SCRAM, delegation
 //! tokens, no-ops) are kept as [`MetadataRecord::Other`]: they stay in the log untouched. A
 //! record skua interprets in a version newer than it knows is an error: guessing at its
 //! fields could misread the cluster.
@@ -40,6 +40,8 @@ mod api_key {
     pub const REMOVE_TOPIC: u32 = 9;
     pub const FEATURE_LEVEL: u32 = 12;
     pub const PRODUCER_IDS: u32 = 15;
+    pub const ACCESS_CONTROL_ENTRY: u32 = 18;
+    pub const REMOVE_ACCESS_CONTROL_ENTRY: u32 = 19;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
     pub const ABORT_TRANSACTION: u32 = 25;
@@ -86,6 +88,20 @@ pub struct PartitionChangeRecord {
     pub last_known_elr: Option<Vec<i32>>,
 }
 
+/// `AccessControlEntryRecord` (apiKey 18), version 0: one ACL with its id, in Kafka's codes
+/// (`auth::acl` reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessControlEntryRecord {
+    pub id: Uuid,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
 /// One record of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -119,6 +135,11 @@ pub enum MetadataRecord {
     RegisterBroker {
         broker_id: i32,
         broker_epoch: i64,
+    },
+    AccessControlEntry(AccessControlEntryRecord),
+    /// Removes the ACL of that id.
+    RemoveAccessControlEntry {
+        id: Uuid,
     },
     UnregisterBroker {
         broker_id: i32,
@@ -208,6 +229,27 @@ impl MetadataRecord {
                     next_producer_id,
                 }
             }
+            ACCESS_CONTROL_ENTRY => {
+                too_new(0, "AccessControlEntryRecord").map_or(Ok(()), Err)?;
+                let acl = AccessControlEntryRecord {
+                    id: r.uuid()?,
+                    resource_type: r.i8()?,
+                    resource_name: r.string()?,
+                    pattern_type: r.i8()?,
+                    principal: r.string()?,
+                    host: r.string()?,
+                    operation: r.i8()?,
+                    permission_type: r.i8()?,
+                };
+                r.skip_tagged_fields()?;
+                MetadataRecord::AccessControlEntry(acl)
+            }
+            REMOVE_ACCESS_CONTROL_ENTRY => {
+                too_new(0, "RemoveAccessControlEntryRecord").map_or(Ok(()), Err)?;
+                let id = r.uuid()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::RemoveAccessControlEntry { id }
+            }
             // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
             REGISTER_BROKER if version <= 4 => {
                 let broker_id = r.i32()?;
@@ -291,6 +333,23 @@ impl MetadataRecord {
                 w.i32(*broker_id);
                 w.i64(*broker_epoch);
                 w.i64(*next_producer_id);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::AccessControlEntry(acl) => {
+                header(&mut w, ACCESS_CONTROL_ENTRY, 0);
+                w.uuid(acl.id);
+                w.i8(acl.resource_type);
+                w.string(&acl.resource_name);
+                w.i8(acl.pattern_type);
+                w.string(&acl.principal);
+                w.string(&acl.host);
+                w.i8(acl.operation);
+                w.i8(acl.permission_type);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                header(&mut w, REMOVE_ACCESS_CONTROL_ENTRY, 0);
+                w.uuid(*id);
                 w.no_tagged_fields();
             }
             MetadataRecord::BeginTransaction => {
@@ -538,6 +597,51 @@ mod tests {
             0,
         );
         round_trip(MetadataRecord::AbortTransaction, 0);
+        round_trip(
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id,
+                resource_type: 2,
+                resource_name: "orders".into(),
+                pattern_type: 4,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }),
+            0,
+        );
+        round_trip(MetadataRecord::RemoveAccessControlEntry { id }, 0);
+    }
+
+    /// The bytes of Kafka's generated `AccessControlEntryRecord` v0 (flexible: compact
+    /// strings, length + 1) and `RemoveAccessControlEntryRecord` v0.
+    #[test]
+    fn acl_records_in_kafkas_layout() {
+        let id = Uuid::from_u128(0x0102);
+        let bytes = MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+            id,
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: 3,
+            principal: "User:a".into(),
+            host: "*".into(),
+            operation: 4,
+            permission_type: 3,
+        })
+        .encode(0);
+        let mut want = vec![1, 18, 0];
+        want.extend_from_slice(id.as_bytes());
+        want.extend_from_slice(&[2, 2, b't', 3, 7]);
+        want.extend_from_slice(b"User:a");
+        want.extend_from_slice(&[2, b'*', 4, 3, 0]);
+        assert_eq!(bytes, want);
+        let mut remove = vec![1, 19, 0];
+        remove.extend_from_slice(id.as_bytes());
+        remove.push(0);
+        assert_eq!(
+            MetadataRecord::decode(&remove).unwrap(),
+            MetadataRecord::RemoveAccessControlEntry { id }
+        );
     }
 
     /// Bytes Apache Kafka 4.4 wrote (DumpLogSegments shows them as

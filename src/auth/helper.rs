@@ -110,6 +110,33 @@ impl RequestContext {
         }
     }
 
+    /// Kafka's check of a config resource (DescribeConfigs, AlterConfigs,
+    /// IncrementalAlterConfigs): `operation` on the cluster for a broker (type 4) or
+    /// broker logger (8), on the topic (2) or group (32) of that name; the refusal is
+    /// Kafka's error for the type. Another type is the handler's to refuse.
+    pub fn authorize_config_resource(
+        &self,
+        operation: AclOperation,
+        config_resource_type: i8,
+        name: &str,
+    ) -> Result<(), kafka_protocol::error::ResponseError> {
+        use kafka_protocol::error::ResponseError;
+        let (resource_type, name, denied) = match config_resource_type {
+            4 | 8 => (
+                ResourceType::Cluster,
+                super::authorizer::CLUSTER_NAME,
+                ResponseError::ClusterAuthorizationFailed,
+            ),
+            2 => (ResourceType::Topic, name, ResponseError::TopicAuthorizationFailed),
+            32 => (ResourceType::Group, name, ResponseError::GroupAuthorizationFailed),
+            _ => return Ok(()),
+        };
+        match self.authorize(operation, resource_type, name) {
+            true => Ok(()),
+            false => Err(denied),
+        }
+    }
+
     /// The items whose resource the requester may perform `operation` on, in order
     /// (Kafka's `filterByAuthorized`); a denial is not logged, as it only filters.
     pub fn filter_authorized<T>(

@@ -127,8 +127,16 @@ impl RequestContext {
                 super::authorizer::CLUSTER_NAME,
                 ResponseError::ClusterAuthorizationFailed,
             ),
-            2 => (ResourceType::Topic, name, ResponseError::TopicAuthorizationFailed),
-            32 => (ResourceType::Group, name, ResponseError::GroupAuthorizationFailed),
+            2 => (
+                ResourceType::Topic,
+                name,
+                ResponseError::TopicAuthorizationFailed,
+            ),
+            32 => (
+                ResourceType::Group,
+                name,
+                ResponseError::GroupAuthorizationFailed,
+            ),
             _ => return Ok(()),
         };
         match self.authorize(operation, resource_type, name) {

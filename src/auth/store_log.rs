@@ -42,7 +42,10 @@ impl AclStore for MetadataLogStore {
         &self,
         filters: Vec<AclBindingFilter>,
     ) -> Result<Vec<Vec<AclBinding>>, StoreError> {
-        self.controller.delete_acls(filters).await.map_err(store_error)
+        self.controller
+            .delete_acls(filters)
+            .await
+            .map_err(store_error)
     }
 }
 

@@ -68,7 +68,10 @@ enum Planned {
 enum Outcome {
     Topic(Arc<TopicInfo>),
     Configs,
-    ProducerIds { first: i64, end: i64 },
+    ProducerIds {
+        first: i64,
+        end: i64,
+    },
     /// The ACLs deleted, per filter (none for a creation).
     Acls(Vec<Vec<AclBinding>>),
 }

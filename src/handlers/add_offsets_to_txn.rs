@@ -26,7 +26,11 @@ pub async fn handle(
     ctx: RequestContext,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
-    let denied = if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, &req.transactional_id) {
+    let denied = if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
         Some(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
         Some(ResponseError::GroupAuthorizationFailed)

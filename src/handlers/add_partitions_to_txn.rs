@@ -53,7 +53,11 @@ pub async fn handle(
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
-    if !ctx.authorize(AclOperation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME) {
+    if !ctx.authorize(
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+    ) {
         return AddPartitionsToTxnResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
@@ -99,7 +103,11 @@ async fn one(
                 .map(|&p| TopicPartition::new(t.name.0.as_str(), p))
         })
         .collect();
-    if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, transactional_id) {
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    ) {
         let denied = Some(ResponseError::TransactionalIdAuthorizationFailed);
         return results_by_topic(&partitions, &vec![denied; partitions.len()]);
     }

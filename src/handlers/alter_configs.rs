@@ -30,10 +30,16 @@ pub async fn handle(
     );
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
-        let checked =
-            ctx.authorize_config_resource(AclOperation::AlterConfigs, r.resource_type, &r.resource_name);
+        let checked = ctx.authorize_config_resource(
+            AclOperation::AlterConfigs,
+            r.resource_type,
+            &r.resource_name,
+        );
         if let Err(e) = checked {
-            let denied = Err(ControllerError::new(e, "not authorized to alter the resource's configs"));
+            let denied = Err(ControllerError::new(
+                e,
+                "not authorized to alter the resource's configs",
+            ));
             responses.push(response(r.resource_type, &r.resource_name, denied));
             continue;
         }

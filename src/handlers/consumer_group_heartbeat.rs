@@ -30,7 +30,10 @@ pub async fn handle(
             .with_error_message(Some(str_bytes(why)))
     };
     if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
-        return refuse(ResponseError::GroupAuthorizationFailed, "not authorized to read the group");
+        return refuse(
+            ResponseError::GroupAuthorizationFailed,
+            "not authorized to read the group",
+        );
     }
     if let Some(topics) = &req.subscribed_topic_names {
         let denied: Vec<&str> = topics

@@ -29,7 +29,12 @@ pub async fn handle(
         let results = req
             .creations
             .iter()
-            .map(|_| failed(ResponseError::SecurityDisabled, "No Authorizer is configured."))
+            .map(|_| {
+                failed(
+                    ResponseError::SecurityDisabled,
+                    "No Authorizer is configured.",
+                )
+            })
             .collect();
         return CreateAclsResponse::default().with_results(results);
     };

@@ -60,7 +60,8 @@ pub async fn handle(
         let allowed = duplicate
             || cluster_create
             || ctx.authorize(AclOperation::Create, ResourceType::Topic, &t.name);
-        let describe_configs = ctx.authorize_quietly(AclOperation::DescribeConfigs, ResourceType::Topic, &t.name);
+        let describe_configs =
+            ctx.authorize_quietly(AclOperation::DescribeConfigs, ResourceType::Topic, &t.name);
         async move {
             let name = t.name.clone();
             let result = if !allowed {

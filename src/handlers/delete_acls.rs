@@ -30,7 +30,12 @@ pub async fn handle(
         let results = req
             .filters
             .iter()
-            .map(|_| failed(ResponseError::SecurityDisabled, "No Authorizer is configured."))
+            .map(|_| {
+                failed(
+                    ResponseError::SecurityDisabled,
+                    "No Authorizer is configured.",
+                )
+            })
             .collect();
         return DeleteAclsResponse::default().with_filter_results(results);
     };

@@ -53,7 +53,8 @@ async fn delete(
         return result.with_error_code(ResponseError::UnknownTopicId.code());
     };
     if !ctx.authorize(AclOperation::Delete, ResourceType::Topic, &name) {
-        let hidden = by_id && !ctx.authorize_quietly(AclOperation::Describe, ResourceType::Topic, &name);
+        let hidden =
+            by_id && !ctx.authorize_quietly(AclOperation::Describe, ResourceType::Topic, &name);
         let error = match hidden {
             true => ResponseError::UnknownTopicId,
             false => ResponseError::TopicAuthorizationFailed,

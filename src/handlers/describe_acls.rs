@@ -25,7 +25,10 @@ pub async fn handle(
             .with_error_message(Some(str_bytes(message)))
     };
     let Some(admin) = ctx.authorizer.as_deref().and_then(|a| a.acl_admin()) else {
-        return refused(ResponseError::SecurityDisabled, "No Authorizer is configured.");
+        return refused(
+            ResponseError::SecurityDisabled,
+            "No Authorizer is configured.",
+        );
     };
     let filter = match AclBindingFilter::from_codes(
         req.resource_type_filter,

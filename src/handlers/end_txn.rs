@@ -21,7 +21,11 @@ pub async fn handle(
     ctx: RequestContext,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
-    if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, &req.transactional_id) {
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
         return EndTxnResponse::default()
             .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }

@@ -45,7 +45,8 @@ pub async fn handle(
             .map(|c| c.name.as_str())
             .collect();
         let name = r.resource_name.as_str();
-        let checked = ctx.authorize_config_resource(AclOperation::AlterConfigs, r.resource_type, name);
+        let checked =
+            ctx.authorize_config_resource(AclOperation::AlterConfigs, r.resource_type, name);
         let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
             _ if checked.is_err() => Err(ControllerError::new(
                 checked.unwrap_err(),

@@ -46,8 +46,12 @@ pub async fn handle(
         .map(|t| t.0.to_string())
         .filter(|t| !t.is_empty());
     let Some(transactional_id) = transactional_id else {
-        let idempotent = ctx.authorize(AclOperation::IdempotentWrite, ResourceType::Cluster, CLUSTER_NAME)
-            || ctx.authorize_by_resource_type(AclOperation::Write, ResourceType::Topic);
+        let idempotent = ctx.authorize(
+            AclOperation::IdempotentWrite,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        ) || ctx
+            .authorize_by_resource_type(AclOperation::Write, ResourceType::Topic);
         if !idempotent {
             return refused(ResponseError::ClusterAuthorizationFailed);
         }
@@ -61,7 +65,11 @@ pub async fn handle(
             Err(e) => refused(e),
         };
     };
-    if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, &transactional_id) {
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &transactional_id,
+    ) {
         return refused(ResponseError::TransactionalIdAuthorizationFailed);
     }
     let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));

@@ -147,10 +147,18 @@ fn by_name(broker: &Broker, name: &str, auto_create: bool, ops: Ops<'_>) -> Look
         return Lookup::Found(describe(broker, &t, ops(name)));
     }
     if names::validate(name).is_err() {
-        return Lookup::Found(error_for(name, ResponseError::InvalidTopicException, ops(name)));
+        return Lookup::Found(error_for(
+            name,
+            ResponseError::InvalidTopicException,
+            ops(name),
+        ));
     }
     if !auto_create || name == "__consumer_offsets" || name == "__transaction_state" {
-        return Lookup::Found(error_for(name, ResponseError::UnknownTopicOrPartition, ops(name)));
+        return Lookup::Found(error_for(
+            name,
+            ResponseError::UnknownTopicOrPartition,
+            ops(name),
+        ));
     }
     Lookup::Create(name.to_string())
 }

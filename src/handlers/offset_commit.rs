@@ -14,8 +14,8 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::error::ResponseError;
 
 use super::commit_slots::CommitSlots;
-use crate::auth::operations::{AclOperation, ResourceType};
 use super::now_ms;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::shard::{CommitRequest, Committer};
 use crate::router::RequestContext;
@@ -37,7 +37,11 @@ pub async fn handle(
     for (t, topic) in req.topics.iter().enumerate() {
         if !ctx.authorize(AclOperation::Read, ResourceType::Topic, &topic.name) {
             for p in &topic.partitions {
-                slots.refuse(t, p.partition_index, ResponseError::TopicAuthorizationFailed);
+                slots.refuse(
+                    t,
+                    p.partition_index,
+                    ResponseError::TopicAuthorizationFailed,
+                );
             }
             continue;
         }

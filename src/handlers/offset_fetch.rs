@@ -50,9 +50,15 @@ pub async fn handle(
                     .collect()
             });
             let member = (g.member_id.map(|m| m.to_string()), g.member_epoch);
-            let fetched =
-                authorized_fetch(&broker, &ctx, &g.group_id, member, wanted, req.require_stable)
-                    .await;
+            let fetched = authorized_fetch(
+                &broker,
+                &ctx,
+                &g.group_id,
+                member,
+                wanted,
+                req.require_stable,
+            )
+            .await;
             groups.push(group_response(g.group_id, fetched));
         }
         return OffsetFetchResponse::default().with_groups(groups);
@@ -113,7 +119,10 @@ async fn authorized_fetch(
                 .groups
                 .fetch_offsets(group_id, member, None, require_stable)
                 .await?;
-            Ok(rows.into_iter().filter(|(t, _, _)| describable(t)).collect())
+            Ok(rows
+                .into_iter()
+                .filter(|(t, _, _)| describable(t))
+                .collect())
         }
         Some(wanted) => {
             let (allowed, denied): (Vec<_>, Vec<_>) =

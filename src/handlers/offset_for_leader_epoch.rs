@@ -33,7 +33,11 @@ pub async fn handle(
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let cluster_denied = req.replica_id.0 != CONSUMER_REPLICA_ID
-        && !ctx.authorize(AclOperation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME);
+        && !ctx.authorize(
+            AclOperation::ClusterAction,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        );
     let topics = req
         .topics
         .into_iter()

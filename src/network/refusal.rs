@@ -48,7 +48,9 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
             CreateAclsResponse::default().with_results(
                 req.creations
                     .iter()
-                    .map(|_| create_acls_response::AclCreationResult::default().with_error_code(code))
+                    .map(|_| {
+                        create_acls_response::AclCreationResult::default().with_error_code(code)
+                    })
                     .collect(),
             ),
         ),
@@ -59,7 +61,10 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
             DeleteAclsResponse::default().with_filter_results(
                 req.filters
                     .iter()
-                    .map(|_| delete_acls_response::DeleteAclsFilterResult::default().with_error_code(code))
+                    .map(|_| {
+                        delete_acls_response::DeleteAclsFilterResult::default()
+                            .with_error_code(code)
+                    })
                     .collect(),
             ),
         ),

@@ -10,6 +10,7 @@ mod common;
 mod fuzzing;
 mod replay;
 
+mod acls;
 mod authorized_operations;
 mod auto_create;
 mod broker_jobs;

@@ -333,10 +333,6 @@ impl Broker {
             .clone()
             .or_else(|| config.cluster_id.clone())
             .unwrap_or_else(new_cluster_id);
-        let authorizer: Option<Arc<AclAuthorizer>> = match authorizer {
-            None => None,
-            Some(_) => anyhow::bail!("ACLs in ZooKeeper are not kept yet"),
-        };
         let outbound_tls = settings.outbound_tls.clone();
         let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
         let cluster_id = zk.cluster_id();
@@ -377,6 +373,16 @@ impl Broker {
         ));
         let metrics = replicas.metrics.clone();
         let zk = Arc::new(zk);
+        // Every ACL ZooKeeper holds is in force before anything serves.
+        let authorizer = match authorizer {
+            None => None,
+            Some(settings) => {
+                let acls = Arc::new(AclAuthorizer::new(settings));
+                let store = crate::auth::store_zk::ZkAclStore::start_blocking(&zk, acls.clone())?;
+                acls.set_store(store);
+                Some(acls)
+            }
+        };
         let controller: Arc<dyn Controller> = zk.clone();
         let Services {
             groups,

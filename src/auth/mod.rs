@@ -12,3 +12,4 @@ pub mod needs;
 pub mod operations;
 pub mod settings;
 pub mod store_log;
+pub mod store_zk;

@@ -10,6 +10,7 @@ mod common;
 mod fuzzing;
 mod replay;
 
+mod acl_cluster;
 mod acls;
 mod authorized_operations;
 mod auto_create;

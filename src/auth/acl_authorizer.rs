@@ -11,6 +11,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
@@ -76,6 +77,8 @@ struct Cached {
 struct State {
     index: AclIndex,
     cache: DashMap<u64, Cached>,
+    /// Whether anything was ever cached: until then a check computes no cache key.
+    caching: AtomicBool,
 }
 
 pub struct AclAuthorizer {
@@ -107,7 +110,7 @@ impl AclAuthorizer {
     pub fn set_acls(&self, acls: impl IntoIterator<Item = AclBinding>) {
         let state = Arc::new(State {
             index: AclIndex::new(acls),
-            cache: DashMap::new(),
+            ..State::default()
         });
         *self.state.write() = state;
     }
@@ -135,10 +138,11 @@ impl AclAuthorizer {
             host: r.host.to_canonical(),
         };
         let state = self.state.read().clone();
-        let key = cache_key(&who, action);
-        if let Some(hit) = state.cache.get(&key) {
-            if hit.matches(&who, action) {
-                return hit.allowed;
+        if state.caching.load(Ordering::Relaxed) {
+            if let Some(hit) = state.cache.get(&cache_key(&who, action)) {
+                if hit.matches(&who, action) {
+                    return hit.allowed;
+                }
             }
         }
         let (rule, compared) =
@@ -154,7 +158,10 @@ impl AclAuthorizer {
             if state.cache.len() >= CACHE_CAPACITY {
                 state.cache.clear();
             }
-            state.cache.insert(key, Cached::of(&who, action, allowed));
+            state
+                .cache
+                .insert(cache_key(&who, action), Cached::of(&who, action, allowed));
+            state.caching.store(true, Ordering::Relaxed);
         }
         if !allowed && action.log_if_denied {
             tracing::info!(

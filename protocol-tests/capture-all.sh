@@ -3,7 +3,8 @@
 #
 #   protocol-tests/capture-all.sh [client...]
 #
-# Clients: librdkafka kcat java franz-go kafka-python, and franz-go-kafka-X.Y: franz-go
+# Clients: librdkafka kcat java franz-go kafka-python, kafka-acls (Kafka's kafka-acls.sh) and
+# librdkafka-acls (confluent-kafka's ACL admin calls), and franz-go-kafka-X.Y: franz-go
 # pinned to the request versions Apache Kafka X.Y spoke, for the older versions skua
 # advertises that no current client sends by default.
 #
@@ -79,6 +80,17 @@ for c in "${clients[@]}"; do
     v=${c#franz-go-kafka-}
     start_proxy "$c" "$(franz_version) with Kafka $v max versions" 2
     (cd "$here/capture-go" && go run . "$B" "$v") ;;
+  kafka-acls)
+    # CreateAcls, DescribeAcls, DeleteAcls at the tool's versions; the scratch broker has no
+    # authorizer, so each answers SECURITY_DISABLED (and the tool fails), as Kafka's would.
+    start_proxy kafka-acls 4.1.2
+    acl() { java -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.AclCommand --bootstrap-server "$B" "$@" || true; }
+    acl --add --allow-principal User:capture --operation Read --topic acls-a
+    acl --list --topic acls-a
+    acl --remove --force --topic acls-a ;;
+  librdkafka-acls)
+    start_proxy librdkafka-acls "$("$PYTHON" -c 'import confluent_kafka as c; print(c.libversion()[0])')"
+    "$PYTHON" "$here/clients/librdkafka_acls_capture.py" "$B" ;;
   kafka-python)
     start_proxy kafka-python "$("$PYTHON" -c 'import kafka; print(kafka.__version__)')"
     "$PYTHON" "$here/clients/kafka_python_capture.py" "$B" ;;

@@ -185,6 +185,35 @@ def add_partitions_to_txn_batched(version, cid):
     return header_v2(24, version, cid) + compact_array([txn]) + b"\x00"
 
 
+def nullable_string(s):
+    return struct.pack(">h", -1) if s is None else string(s)
+
+
+def acl_filter_v1():
+    # Every ACL: ANY type, any name, ANY pattern, any principal and host, ANY operation
+    # and permission.
+    return (struct.pack(">b", 1) + nullable_string(None) + struct.pack(">b", 1)
+            + nullable_string(None) + nullable_string(None) + struct.pack(">bb", 1, 1))
+
+
+# CreateAcls, DescribeAcls and DeleteAcls v1 (KIP-290's pattern types, Kafka 2.0) were the
+# maximum of Kafka 2.0-2.4's clients; librdkafka 2.16 sends v2 and Kafka 4's tools v3, and
+# no client captured here does ACLs pinned to an old release. Without an authorizer they
+# answer SECURITY_DISABLED.
+def create_acls_v1(cid):
+    creation = (struct.pack(">b", 2) + string(b"handmade-acl") + struct.pack(">b", 4)
+                + string(b"User:handmade") + string(b"*") + struct.pack(">bb", 3, 3))
+    return header_v1(30, 1, cid) + array([creation])
+
+
+def describe_acls_v1(cid):
+    return header_v1(29, 1, cid) + acl_filter_v1()
+
+
+def delete_acls_v1(cid):
+    return header_v1(31, 1, cid) + array([acl_filter_v1()])
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -206,6 +235,9 @@ FRAMES = [
     ("DescribeGroups", 15, 4, describe_groups_v4(7014)),
     ("AddPartitionsToTxn", 24, 4, add_partitions_to_txn_batched(4, 7015)),
     ("AddPartitionsToTxn", 24, 5, add_partitions_to_txn_batched(5, 7016)),
+    ("CreateAcls", 30, 1, create_acls_v1(7017)),
+    ("DescribeAcls", 29, 1, describe_acls_v1(7018)),
+    ("DeleteAcls", 31, 1, delete_acls_v1(7019)),
 ]
 
 

@@ -8,7 +8,10 @@ use std::sync::{Arc, OnceLock};
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
+use crate::auth::acl_authorizer::AclAuthorizer;
 use crate::auth::authorizer::Authorizer;
+use crate::auth::settings::AuthorizerSettings;
+use crate::auth::store_log::{AclFollower, MetadataLogStore};
 use crate::config::publisher::DynamicConfigPublisher;
 use crate::config::{dynamic, group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
@@ -119,6 +122,38 @@ fn follow_metadata(
     })
 }
 
+/// The authorizer `authorizer.class.name` names, checked against the broker's mode:
+/// Kafka's AclAuthorizer keeps ACLs in ZooKeeper, its StandardAuthorizer in the KRaft
+/// metadata log, and each runs only where its storage exists.
+fn authorizer_settings(
+    config: &BrokerConfig,
+    zookeeper_mode: bool,
+) -> anyhow::Result<Option<AuthorizerSettings>> {
+    use crate::auth::settings::{AclStorage, ACL_AUTHORIZER, STANDARD_AUTHORIZER};
+    let Some(settings) = AuthorizerSettings::from_config(config).map_err(anyhow::Error::msg)?
+    else {
+        return Ok(None);
+    };
+    match (settings.storage, zookeeper_mode) {
+        (AclStorage::ZooKeeper, false) => anyhow::bail!(
+            "authorizer.class.name={ACL_AUTHORIZER} keeps ACLs in ZooKeeper and needs zookeeper.connect; a single node keeps them in its metadata log with {STANDARD_AUTHORIZER}"
+        ),
+        (AclStorage::MetadataLog, true) => anyhow::bail!(
+            "authorizer.class.name={STANDARD_AUTHORIZER} keeps ACLs in a KRaft metadata log; a ZooKeeper-mode broker keeps them in ZooKeeper with {ACL_AUTHORIZER}"
+        ),
+        _ => Ok(Some(settings)),
+    }
+}
+
+/// The broker's authorizer slot, holding `acls` when one is configured.
+fn installed(acls: Option<Arc<AclAuthorizer>>) -> OnceLock<Arc<dyn Authorizer>> {
+    let slot = OnceLock::new();
+    if let Some(acls) = acls {
+        let _ = slot.set(acls as Arc<dyn Authorizer>);
+    }
+    slot
+}
+
 impl Broker {
     /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
     /// data already in the dirs, on a first start), opens every log the metadata assigns
@@ -129,6 +164,7 @@ impl Broker {
         let mut config = config;
         // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
+        let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
         let identity = Identity {
             configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
@@ -143,7 +179,7 @@ impl Broker {
 
         // Everything below runs only once every dir passed its checks.
         if let Some(settings) = zk_settings {
-            return Broker::open_zookeeper_mode(config, dirs, settings);
+            return Broker::open_zookeeper_mode(config, dirs, settings, authorizer);
         }
         let new_store = !MetadataLog::exists(&dirs.metadata_dir);
         let skua_file = if new_store {
@@ -208,6 +244,13 @@ impl Broker {
             },
             initial,
         )?);
+        // Before anything serves: the ACLs replayed from the log are in force at once.
+        let authorizer = authorizer.map(|settings| {
+            let acls = Arc::new(AclAuthorizer::new(settings));
+            acls.set_store(Arc::new(MetadataLogStore::new(local.clone())));
+            local.subscribe(AclFollower::new(acls.clone()));
+            acls
+        });
         let image = local.image();
         let topic_configs = {
             let config = shared_config.clone();
@@ -269,7 +312,7 @@ impl Broker {
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
             metrics,
-            authorizer: OnceLock::new(),
+            authorizer: installed(authorizer),
             quotas: OnceLock::new(),
         }))
     }
@@ -283,6 +326,7 @@ impl Broker {
         config: BrokerConfig,
         mut dirs: LogDirs,
         settings: crate::controller::zk::Settings,
+        authorizer: Option<AuthorizerSettings>,
     ) -> anyhow::Result<Arc<Broker>> {
         let proposed = dirs
             .cluster_id
@@ -329,6 +373,16 @@ impl Broker {
         ));
         let metrics = replicas.metrics.clone();
         let zk = Arc::new(zk);
+        // Every ACL ZooKeeper holds is in force before anything serves.
+        let authorizer = match authorizer {
+            None => None,
+            Some(settings) => {
+                let acls = Arc::new(AclAuthorizer::new(settings));
+                let store = crate::auth::store_zk::ZkAclStore::start_blocking(&zk, acls.clone())?;
+                acls.set_store(store);
+                Some(acls)
+            }
+        };
         let controller: Arc<dyn Controller> = zk.clone();
         let Services {
             groups,
@@ -382,7 +436,7 @@ impl Broker {
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
             metrics,
-            authorizer: OnceLock::new(),
+            authorizer: installed(authorizer),
             quotas: OnceLock::new(),
         }))
     }

@@ -33,7 +33,9 @@
 //!                            in __transaction_state, markers to their partitions
 //!                config/     server.properties and per-topic configs
 //!                auth/       the Authorizer trait (allow-all by default), per-API needs,
-//!                            the request context's helpers, authorized operations
+//!                            the request context's helpers, authorized operations;
+//!                            Kafka's ACLs (acl, acl_index), the ACL authorizer and its
+//!                            stores (the metadata log's records, ZooKeeper's znodes)
 //!                tls/        SSL listeners' settings, keystores, rustls contexts (inbound
 //!                            and the broker's outbound connections), mTLS principals
 //!                sasl/       SASL mechanisms (PLAIN, SCRAM, OAUTHBEARER) and Kafka's JAAS

@@ -172,6 +172,10 @@ pub static ROUTES: &[Route] = &[
         0,
         alter_user_scram_credentials::handle
     ),
+    // From v1, as Kafka 4 (KIP-896 dropped v0, which the crate's codec does not decode).
+    route!(CreateAcls, 1, 3, create_acls::handle),
+    route!(DescribeAcls, 1, 3, describe_acls::handle),
+    route!(DeleteAcls, 1, 3, delete_acls::handle),
 ];
 
 /// The APIs only a member of a ZooKeeper-mode cluster handles (and so advertises):

@@ -15,7 +15,7 @@ use crate::network::session::Principal;
 
 /// How an ACL's resource name matches (Kafka's `PatternType`). A request always names a
 /// literal resource; prefixed patterns live in the ACLs the authorizer stores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PatternType {
     Literal,
     Prefixed,
@@ -81,9 +81,32 @@ pub trait Authorizer: Send + Sync {
             .is_some_and(|r| *r == AuthorizationResult::Allowed)
     }
 
+    /// Whether `operation` is allowed on some resource of `resource_type` (Kafka's
+    /// `authorizeByResourceType`: InitProducerId's "WRITE on any topic", KIP-679). An
+    /// authorizer that cannot list its ACLs answers for a made-up resource name, as
+    /// Kafka's first step does.
+    fn authorize_by_resource_type(
+        &self,
+        requester: &Requester<'_>,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let probe = Action {
+            log_if_denied: false,
+            ..Action::new(operation, resource_type, "hardcode")
+        };
+        self.authorize_one(requester, &probe)
+    }
+
     /// Whether this authorizer allows everything (so the request context need not ask).
     fn allows_everything(&self) -> bool {
         false
+    }
+
+    /// The ACLs an authorizer keeps, for CreateAcls, DescribeAcls and DeleteAcls; `None`
+    /// when it keeps none (they answer SECURITY_DISABLED, as Kafka without an authorizer).
+    fn acl_admin(&self) -> Option<&dyn super::acl_authorizer::AclAdmin> {
+        None
     }
 }
 

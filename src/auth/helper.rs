@@ -3,7 +3,7 @@
 //! check is a branch.
 
 use super::authorizer::{Action, Requester};
-use super::operations::{AclOperation, ResourceType};
+use super::operations::{to_bit_field, AclOperation, ResourceType, NOT_REQUESTED};
 use crate::router::RequestContext;
 
 impl RequestContext {
@@ -34,6 +34,114 @@ impl RequestContext {
                 &self.requester(),
                 &Action::new(operation, resource_type, name),
             ),
+        }
+    }
+
+    /// [`RequestContext::authorize`] where a denial only narrows the answer and is not
+    /// logged (Kafka's `logIfDenied = false`: ListGroups' cluster check, authorized
+    /// operations).
+    pub fn authorize_quietly(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        match &self.authorizer {
+            None => true,
+            Some(a) => a.authorize_one(
+                &self.requester(),
+                &Action {
+                    log_if_denied: false,
+                    ..Action::new(operation, resource_type, name)
+                },
+            ),
+        }
+    }
+
+    /// Whether `operation` is allowed on some resource of `resource_type` (Kafka's
+    /// `authorizeByResourceType`).
+    pub fn authorize_by_resource_type(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        match &self.authorizer {
+            None => true,
+            Some(a) => a.authorize_by_resource_type(&self.requester(), operation, resource_type),
+        }
+    }
+
+    /// The authorized-operations bit field of a resource for the requester, as Kafka's
+    /// `authorizedOperations`: every operation its type supports that is allowed (all
+    /// of them without an authorizer).
+    pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        let supported = resource_type.supported_operations();
+        let Some(a) = &self.authorizer else {
+            return to_bit_field(supported);
+        };
+        let requester = self.requester();
+        let allowed: Vec<AclOperation> = supported
+            .iter()
+            .copied()
+            .filter(|op| {
+                a.authorize_one(
+                    &requester,
+                    &Action {
+                        log_if_denied: false,
+                        ..Action::new(*op, resource_type, name)
+                    },
+                )
+            })
+            .collect();
+        to_bit_field(&allowed)
+    }
+
+    /// The authorized operations if the request asked for them, else Kafka's
+    /// "not requested" value.
+    pub fn authorized_operations_if(
+        &self,
+        requested: bool,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> i32 {
+        match requested {
+            true => self.authorized_operations(resource_type, name),
+            false => NOT_REQUESTED,
+        }
+    }
+
+    /// Kafka's check of a config resource (DescribeConfigs, AlterConfigs,
+    /// IncrementalAlterConfigs): `operation` on the cluster for a broker (type 4) or
+    /// broker logger (8), on the topic (2) or group (32) of that name; the refusal is
+    /// Kafka's error for the type. Another type is the handler's to refuse.
+    pub fn authorize_config_resource(
+        &self,
+        operation: AclOperation,
+        config_resource_type: i8,
+        name: &str,
+    ) -> Result<(), kafka_protocol::error::ResponseError> {
+        use kafka_protocol::error::ResponseError;
+        let (resource_type, name, denied) = match config_resource_type {
+            4 | 8 => (
+                ResourceType::Cluster,
+                super::authorizer::CLUSTER_NAME,
+                ResponseError::ClusterAuthorizationFailed,
+            ),
+            2 => (
+                ResourceType::Topic,
+                name,
+                ResponseError::TopicAuthorizationFailed,
+            ),
+            32 => (
+                ResourceType::Group,
+                name,
+                ResponseError::GroupAuthorizationFailed,
+            ),
+            _ => return Ok(()),
+        };
+        match self.authorize(operation, resource_type, name) {
+            true => Ok(()),
+            false => Err(denied),
         }
     }
 

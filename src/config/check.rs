@@ -263,7 +263,9 @@ mod tests {
             "listener.name.ext.oauthbearer.connections.max.reauth.ms"
         ));
         assert!(!acted_on("sasl.kerberos.service.name"));
-        assert!(!acted_on("authorizer.class.name"));
+        assert!(acted_on("authorizer.class.name"));
+        assert!(acted_on("super.users"));
+        assert!(!acted_on("delegation.token.secret.key"));
     }
 
     #[test]

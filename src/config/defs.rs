@@ -741,6 +741,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("cluster.id", Kind::String, None),
     // skua's: where the Prometheus metrics are served (off by default).
     b("metrics.listener", Kind::String, None),
+    // The authorizer (`auth::settings`): Kafka's class names select skua's ACL
+    // authorizer; the other two are the authorizer's own keys, which Kafka passes to it.
+    b("authorizer.class.name", Kind::String, Some("")),
+    b("super.users", Kind::String, None),
+    b("allow.everyone.if.no.acl.found", Kind::Bool, Some("false")),
     // ZooKeeper mode: the controller's request timeout, how long admin requests wait for
     // it, and the inter-broker protocol (`inter_broker_protocol.rs`: the versions followers
     // send; a skua controller sends Kafka 3.9's requests whatever it is set to).
@@ -1217,6 +1222,12 @@ pub fn skua_documentation(name: &str) -> &'static str {
         "cluster.id" => "The cluster id to use when the data dirs name none yet (a new cluster).",
         "metrics.listener" => {
             "Where the Prometheus metrics are served, as http://host:port (an empty host is every interface; GET /metrics). Unset: not served."
+        }
+        "super.users" => {
+            "Principals allowed every operation whatever the ACLs, separated by semicolons (User:admin;User:CN=broker)."
+        }
+        "allow.everyone.if.no.acl.found" => {
+            "Whether a resource no ACL matches is open to every principal (false: only super users)."
         }
         "max.decompressed.message.bytes" => {
             "The largest size a compressed batch of this topic may decompress to; larger ones are refused on produce."

@@ -32,6 +32,9 @@ pub struct MetadataDelta {
     /// UpdateMetadata that moves no partition still names a new controller or a broker
     /// back); they are read from the image.
     pub cluster: bool,
+    /// The ACLs changed (AccessControlEntryRecord, RemoveAccessControlEntryRecord); they
+    /// are read from the image.
+    pub acls: bool,
 }
 
 impl MetadataDelta {
@@ -44,6 +47,7 @@ impl MetadataDelta {
                 .collect(),
             configs: image.config_resources().cloned().collect(),
             cluster: true,
+            acls: true,
         }
     }
 
@@ -65,6 +69,7 @@ impl MetadataDelta {
                 Change::Configs(resource) => {
                     delta.configs.insert(resource.clone());
                 }
+                Change::Acls => delta.acls = true,
                 Change::None => {}
             }
         }
@@ -78,7 +83,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && self.configs.is_empty() && !self.cluster
+        self.topics.is_empty() && self.configs.is_empty() && !self.cluster && !self.acls
     }
 }
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    MetadataRecord, PartitionChangeRecord, PartitionRecord, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    AccessControlEntryRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
@@ -32,6 +33,8 @@ pub enum Change {
     TopicRemoved(Arc<TopicInfo>),
     /// The configs of a resource other than a topic changed.
     Configs(ConfigResource),
+    /// An ACL was added or removed.
+    Acls,
     None,
 }
 
@@ -56,6 +59,8 @@ pub struct MetadataImage {
     /// Topics whose TopicRecord named them illegally (a metadata log written by something
     /// else, or damaged): skipped with their partitions, never a log directory.
     illegal_topic_ids: BTreeSet<Uuid>,
+    /// The ACLs, by id, as their records hold them (Kafka's `AclControlManager.idToAcl`).
+    acls: BTreeMap<Uuid, Arc<AccessControlEntryRecord>>,
 }
 
 impl MetadataImage {
@@ -99,6 +104,11 @@ impl MetadataImage {
         &self,
     ) -> impl Iterator<Item = (&str, ScramMechanism, &ScramCredential)> {
         self.scram.iter().map(|((u, m), c)| (u.as_str(), *m, c))
+    }
+
+    /// Every ACL, by id.
+    pub fn acls(&self) -> impl Iterator<Item = &Arc<AccessControlEntryRecord>> {
+        self.acls.values()
     }
 
     pub fn feature(&self, name: &str) -> Option<i16> {
@@ -333,6 +343,16 @@ impl MetadataImage {
                     self.scram.remove(&(name.clone(), m));
                 }
                 Ok(Change::None)
+            }
+            MetadataRecord::AccessControlEntry(acl) => {
+                self.acls.insert(acl.id, Arc::new(acl.clone()));
+                Ok(Change::Acls)
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                self.acls.remove(id).ok_or_else(|| {
+                    format!("RemoveAccessControlEntryRecord for unknown ACL id {id}")
+                })?;
+                Ok(Change::Acls)
             }
             MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction

@@ -8,7 +8,7 @@
 //! then publishes the new image and answers. Concurrent creations (an 800-topic
 //! auto-create) so share fsyncs, and no runtime worker blocks on disk.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::auth::acl::{AclBinding, AclBindingFilter};
 use crate::config::BrokerConfig;
 
 use super::delta::{ApplyError, MetadataDelta, MetadataListener};
@@ -57,6 +58,8 @@ enum Op {
     },
     ReserveProducerIds,
     AlterScram(Vec<ScramChange>),
+    CreateAcls(Vec<AclBinding>),
+    DeleteAcls(Vec<AclBindingFilter>),
 }
 
 /// The first metadata.version whose log may hold SCRAM credentials (3.5-IV2).
@@ -68,12 +71,18 @@ enum Planned {
     Removed(Arc<TopicInfo>),
     Configs,
     ProducerIds { first: i64, end: i64 },
+    Acls(Vec<Vec<AclBinding>>),
 }
 
 enum Outcome {
     Topic(Arc<TopicInfo>),
     Configs,
-    ProducerIds { first: i64, end: i64 },
+    ProducerIds {
+        first: i64,
+        end: i64,
+    },
+    /// The ACLs deleted, per filter (none for a creation).
+    Acls(Vec<Vec<AclBinding>>),
 }
 
 struct Pending {
@@ -156,6 +165,25 @@ impl LocalController {
     /// The published image.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.inner.image.read().clone()
+    }
+
+    /// Writes an AccessControlEntryRecord for each ACL not already in force.
+    pub async fn create_acls(&self, acls: Vec<AclBinding>) -> Result<(), ControllerError> {
+        match self.submit(Op::CreateAcls(acls)).await? {
+            Outcome::Acls(_) => Ok(()),
+            _ => Err(internal("unexpected answer to an ACL creation")),
+        }
+    }
+
+    /// Removes the ACLs each filter matches; returns them, per filter.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<AclBindingFilter>,
+    ) -> Result<Vec<Vec<AclBinding>>, ControllerError> {
+        match self.submit(Op::DeleteAcls(filters)).await? {
+            Outcome::Acls(deleted) => Ok(deleted),
+            _ => Err(internal("unexpected answer to an ACL deletion")),
+        }
     }
 
     /// Closes the metadata log cleanly.
@@ -275,6 +303,7 @@ impl Inner {
                 Planned::Removed(t) => Ok(Outcome::Topic(t)),
                 Planned::Configs => Ok(Outcome::Configs),
                 Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
+                Planned::Acls(deleted) => Ok(Outcome::Acls(deleted)),
             };
             let _ = reply.send(outcome);
         }
@@ -377,8 +406,67 @@ impl Inner {
                     .collect();
                 Ok((records, Planned::Configs))
             }
+            Op::CreateAcls(acls) => Ok((plan_create_acls(image, acls), Planned::Acls(Vec::new()))),
+            Op::DeleteAcls(filters) => {
+                let (records, deleted) = plan_delete_acls(image, &filters);
+                Ok((records, Planned::Acls(deleted)))
+            }
         }
     }
+}
+
+/// An AccessControlEntryRecord for each ACL not in the image yet (Kafka's
+/// `AclControlManager.createAcls`: an existing ACL is a success that writes nothing),
+/// each with a new id.
+fn plan_create_acls(image: &MetadataImage, acls: Vec<AclBinding>) -> Vec<MetadataRecord> {
+    let mut present: BTreeSet<AclBinding> = image
+        .acls()
+        .filter_map(|r| AclBinding::from_record(r))
+        .collect();
+    let taken: BTreeSet<Uuid> = image.acls().map(|r| r.id).collect();
+    let mut records = Vec::new();
+    for acl in acls {
+        if present.insert(acl.clone()) {
+            let id = loop {
+                let id = Uuid::new_v4();
+                if !taken.contains(&id) {
+                    break id;
+                }
+            };
+            records.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
+        }
+    }
+    records
+}
+
+/// A RemoveAccessControlEntryRecord for each ACL a filter matches (once, whatever the
+/// number of filters matching it), and what each filter matched.
+fn plan_delete_acls(
+    image: &MetadataImage,
+    filters: &[AclBindingFilter],
+) -> (Vec<MetadataRecord>, Vec<Vec<AclBinding>>) {
+    let acls: Vec<(Uuid, AclBinding)> = image
+        .acls()
+        .filter_map(|r| Some((r.id, AclBinding::from_record(r)?)))
+        .collect();
+    let mut removed = BTreeSet::new();
+    let deleted = filters
+        .iter()
+        .map(|f| {
+            acls.iter()
+                .filter(|(_, b)| f.matches(b))
+                .map(|(id, b)| {
+                    removed.insert(*id);
+                    b.clone()
+                })
+                .collect()
+        })
+        .collect();
+    let records = removed
+        .into_iter()
+        .map(|id| MetadataRecord::RemoveAccessControlEntry { id })
+        .collect();
+    (records, deleted)
 }
 
 fn internal(why: &str) -> ControllerError {

@@ -2,13 +2,18 @@
 //! (`sendOffsetsToTransaction`) adds the group's `__consumer_offsets` partition to its
 //! transaction, as AddPartitionsToTxn adds a partition it writes to, so the transaction
 //! coordinator sends that partition a marker when the transaction ends. The producer then
-//! sends TxnOffsetCommit to the group coordinator.
+//! sends TxnOffsetCommit to the group coordinator. Kafka's checks: WRITE on the
+//! transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group
+//! (GROUP_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use super::txn_errors;
+use kafka_protocol::error::ResponseError;
+
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::log::TopicPartition;
@@ -21,6 +26,20 @@ pub async fn handle(
     ctx: RequestContext,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
+    let denied = if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(e) = denied {
+        return AddOffsetsToTxnResponse::default().with_error_code(e.code());
+    }
     let offsets_partition =
         TopicPartition::new(OFFSETS_TOPIC, broker.groups.partition_for(&req.group_id));
     let added = broker

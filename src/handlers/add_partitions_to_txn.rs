@@ -6,6 +6,11 @@
 //! As Kafka answers: partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and
 //! the others OPERATION_NOT_ATTEMPTED; otherwise every partition of a transaction gets
 //! the transaction's error (or none).
+//!
+//! Kafka's checks: v4+ (brokers only) CLUSTER_ACTION on the cluster, else
+//! CLUSTER_AUTHORIZATION_FAILED; WRITE on each transactional id, else every partition of
+//! it answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its
+//! partitions answer TOPIC_AUTHORIZATION_FAILED (and the others OPERATION_NOT_ATTEMPTED).
 
 use std::sync::Arc;
 
@@ -19,6 +24,8 @@ use kafka_protocol::messages::{
 };
 
 use super::{topic_name, txn_errors};
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
@@ -35,6 +42,7 @@ pub async fn handle(
     if version < BATCHED_VERSION {
         let results = one(
             &broker,
+            &ctx,
             &req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
@@ -45,10 +53,19 @@ pub async fn handle(
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
+    if !ctx.authorize(
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+    ) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let mut out = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {
         let results = one(
             &broker,
+            &ctx,
             &t.transactional_id,
             t.producer_id.0,
             t.producer_epoch,
@@ -67,8 +84,10 @@ pub async fn handle(
 }
 
 /// One transaction's partitions, answered per partition.
+#[allow(clippy::too_many_arguments)]
 async fn one(
     broker: &Broker,
+    ctx: &RequestContext,
     transactional_id: &TransactionalId,
     producer_id: i64,
     epoch: i16,
@@ -84,24 +103,36 @@ async fn one(
                 .map(|&p| TopicPartition::new(t.name.0.as_str(), p))
         })
         .collect();
-    let unknown: Vec<bool> = partitions
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    ) {
+        let denied = Some(ResponseError::TransactionalIdAuthorizationFailed);
+        return results_by_topic(&partitions, &vec![denied; partitions.len()]);
+    }
+    let writable: Vec<bool> = topics
+        .iter()
+        .map(|t| ctx.authorize(AclOperation::Write, ResourceType::Topic, &t.name))
+        .collect();
+    let refused: Vec<Option<ResponseError>> = partitions
         .iter()
         .map(|tp| {
-            broker
+            let t = topics.iter().position(|t| t.name.0.as_str() == tp.topic);
+            if t.is_some_and(|t| !writable[t]) {
+                return Some(ResponseError::TopicAuthorizationFailed);
+            }
+            let unknown = broker
                 .controller
                 .topic(&tp.topic)
-                .is_none_or(|t| !t.partitions.iter().any(|p| p.partition == tp.partition))
+                .is_none_or(|t| !t.partitions.iter().any(|p| p.partition == tp.partition));
+            unknown.then_some(ResponseError::UnknownTopicOrPartition)
         })
         .collect();
-    let errors: Vec<Option<ResponseError>> = if unknown.contains(&true) {
-        unknown
-            .iter()
-            .map(|&u| {
-                Some(match u {
-                    true => ResponseError::UnknownTopicOrPartition,
-                    false => ResponseError::OperationNotAttempted,
-                })
-            })
+    let errors: Vec<Option<ResponseError>> = if refused.iter().any(Option::is_some) {
+        refused
+            .into_iter()
+            .map(|e| Some(e.unwrap_or(ResponseError::OperationNotAttempted)))
             .collect()
     } else {
         let id = transactional_id.0.as_str();

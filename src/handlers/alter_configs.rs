@@ -13,13 +13,14 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::describe_configs::{BROKER, GROUP, TOPIC};
 use super::str_bytes;
+use crate::auth::operations::AclOperation;
 use crate::broker::Broker;
 use crate::controller::ControllerError;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let repeated = repeated_resources(
@@ -29,6 +30,19 @@ pub async fn handle(
     );
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        let checked = ctx.authorize_config_resource(
+            AclOperation::AlterConfigs,
+            r.resource_type,
+            &r.resource_name,
+        );
+        if let Err(e) = checked {
+            let denied = Err(ControllerError::new(
+                e,
+                "not authorized to alter the resource's configs",
+            ));
+            responses.push(response(r.resource_type, &r.resource_name, denied));
+            continue;
+        }
         if r.resource_type == GROUP && !repeated.contains(&(GROUP, r.resource_name.to_string())) {
             let result = super::group_configs::alter(&broker, r, req.validate_only).await;
             responses.push(response(r.resource_type, &r.resource_name, result));

@@ -5,7 +5,8 @@
 //!
 //! Errors as Kafka's: LOG_DIR_NOT_FOUND for a path that is not one of the log dirs,
 //! KAFKA_STORAGE_ERROR for an offline dir or replica, REPLICA_NOT_AVAILABLE for a
-//! partition not hosted here.
+//! partition not hosted here; CLUSTER_AUTHORIZATION_FAILED for every partition without
+//! ALTER on the cluster.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,16 +17,19 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 };
 use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse};
 
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
     let mut results = Vec::new();
+    let allowed = ctx.authorize(AclOperation::Alter, ResourceType::Cluster, CLUSTER_NAME);
     for dir in req.dirs {
         let dir_index = broker
             .replicas
@@ -38,6 +42,7 @@ pub async fn handle(
                 .map(|&p| {
                     let tp = TopicPartition::new(topic.name.0.as_str(), p);
                     let code = match dir_index {
+                        _ if !allowed => ResponseError::ClusterAuthorizationFailed.code(),
                         None => ResponseError::LogDirNotFound.code(),
                         Some(index) => match broker.replicas.alter_replica_log_dir(&tp, index) {
                             Ok(()) => 0,

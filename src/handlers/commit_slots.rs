@@ -29,6 +29,12 @@ impl CommitSlots {
         self.commits.push(commit);
     }
 
+    /// Adds the request's topic `t`, partition `partition`, refused with `error` (a topic
+    /// the requester may not read).
+    pub fn refuse(&mut self, t: usize, partition: i32, error: ResponseError) {
+        self.slots.push((t, partition, Err(error)));
+    }
+
     /// Each partition's (topic index, partition, error) once the commit answered
     /// `results` (per slot, or one error for all).
     pub fn answers(

@@ -1,5 +1,5 @@
 //! ConsumerGroupDescribe (KIP-848): epochs, members, their current and target
-//! assignments.
+//! assignments. DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 use std::sync::Arc;
 
@@ -11,6 +11,9 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, topic_name};
+use kafka_protocol::error::ResponseError;
+
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::consumer::{self, ASSIGNOR};
 use crate::router::RequestContext;
@@ -25,7 +28,24 @@ pub async fn handle(
 ) -> ConsumerGroupDescribeResponse {
     let mut groups = Vec::with_capacity(req.group_ids.len());
     for id in req.group_ids {
-        groups.push(describe(&broker, id, ctx.api_version).await);
+        if !ctx.authorize(AclOperation::Describe, ResourceType::Group, &id) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+            );
+            continue;
+        }
+        let ops = ctx.authorized_operations_if(
+            req.include_authorized_operations,
+            ResourceType::Group,
+            &id,
+        );
+        let g = describe(&broker, id, ctx.api_version).await;
+        groups.push(match g.error_code {
+            0 => g.with_authorized_operations(ops),
+            _ => g,
+        });
     }
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }

@@ -1,6 +1,8 @@
 //! ConsumerGroupHeartbeat (KIP-848): joins, leaves and reconciles a member of a
 //! `consumer` group; the broker computes the assignment. From v1 the client chooses its
-//! member id; v0 members joining without one get an id from the broker.
+//! member id; v0 members joining without one get an id from the broker. Kafka's checks:
+//! READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each subscribed topic
+//! (TOPIC_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, To
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
 use super::str_bytes;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::consumer::Heartbeat;
 use crate::router::RequestContext;
@@ -26,6 +29,23 @@ pub async fn handle(
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(why)))
     };
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        return refuse(
+            ResponseError::GroupAuthorizationFailed,
+            "not authorized to read the group",
+        );
+    }
+    if let Some(topics) = &req.subscribed_topic_names {
+        let denied: Vec<&str> = topics
+            .iter()
+            .filter(|t| !ctx.authorize(AclOperation::Describe, ResourceType::Topic, t))
+            .map(|t| t.as_str())
+            .collect();
+        if !denied.is_empty() {
+            let why = format!("Topic authorization failed for topics {denied:?}");
+            return refuse(ResponseError::TopicAuthorizationFailed, &why);
+        }
+    }
     let mut member_id = req.member_id.to_string();
     if member_id.is_empty() {
         if ctx.api_version >= 1 || req.member_epoch != 0 {

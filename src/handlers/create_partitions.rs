@@ -1,4 +1,5 @@
-//! CreatePartitions: grow a topic's partition count.
+//! CreatePartitions: grow a topic's partition count. ALTER on each topic, else
+//! TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -6,15 +7,30 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::str_bytes;
+use kafka_protocol::error::ResponseError;
+
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
-    req: CreatePartitionsRequest,
+    ctx: RequestContext,
+    mut req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
+    let (topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+        .into_iter()
+        .partition(|t| ctx.authorize(AclOperation::Alter, ResourceType::Topic, &t.name));
+    for t in denied {
+        results.push(
+            CreatePartitionsTopicResult::default()
+                .with_name(t.name)
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(Some(str_bytes("The topic authorization is failed."))),
+        );
+    }
+    let req = req.with_topics(topics);
     // The partitions the whole request adds are bounded, as CreateTopics'.
     if let Err(e) = crate::broker::check_request_partitions(
         req.topics

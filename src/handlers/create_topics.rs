@@ -1,4 +1,7 @@
 //! CreateTopics: validate names, counts and configs, then create through the controller.
+//! Kafka's checks: CREATE on the cluster, or else on each topic (TOPIC_AUTHORIZATION_FAILED);
+//! a created topic's configs are answered only with DESCRIBE_CONFIGS on it (else its
+//! `topic_config_error_code` says TOPIC_AUTHORIZATION_FAILED).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -11,6 +14,8 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::str_bytes;
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::config::topic;
 use crate::controller::{ControllerError, NewTopic, TopicInfo};
@@ -18,7 +23,7 @@ use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
@@ -46,13 +51,25 @@ pub async fn handle(
     .err();
     // Every topic is submitted before any is awaited, so the controller plans them in one
     // drain and writes them with one fsync, not one each in turn.
+    let cluster_create =
+        ctx.authorize_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME);
     let creations = req.topics.into_iter().map(|t| {
         let broker = &broker;
         let duplicate = duplicates.contains(t.name.0.as_str());
         let too_many = too_many.clone();
+        let allowed = duplicate
+            || cluster_create
+            || ctx.authorize(AclOperation::Create, ResourceType::Topic, &t.name);
+        let describe_configs =
+            ctx.authorize_quietly(AclOperation::DescribeConfigs, ResourceType::Topic, &t.name);
         async move {
             let name = t.name.clone();
-            let result = if let Some(e) = too_many {
+            let result = if !allowed {
+                Err(ControllerError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.",
+                ))
+            } else if let Some(e) = too_many {
                 Err(e)
             } else if duplicate {
                 Err(ControllerError::new(
@@ -63,7 +80,10 @@ pub async fn handle(
                 create(broker, t, req.validate_only).await
             };
             match result {
-                Ok(info) => success(broker, info),
+                Ok(info) if describe_configs => success(broker, info),
+                Ok(info) => success(broker, info)
+                    .with_configs(Some(Vec::new()))
+                    .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
                 Err(e) => CreatableTopicResult::default()
                     .with_name(name)
                     .with_error_code(e.code())

@@ -1,7 +1,8 @@
 //! DeleteRecords: moves each partition's log start offset up to the offset asked for (-1:
 //! the high watermark) and answers with the new low watermark. Records below it are gone
 //! for every reader: fetches below it get OFFSET_OUT_OF_RANGE and ListOffsets earliest
-//! answers it; the segments wholly below it are deleted.
+//! answers it; the segments wholly below it are deleted. DELETE on each topic, else its
+//! partitions answer TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -19,15 +21,17 @@ const INVALID_LOW_WATERMARK: i64 = -1;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
     let mut moved = false;
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
+        let deletable = ctx.authorize(AclOperation::Delete, ResourceType::Topic, &t.name);
         for p in t.partitions {
             let result = match broker.replicas.partition(&t.name, p.partition_index) {
+                _ if !deletable => Err(ResponseError::TopicAuthorizationFailed.code()),
                 None => Err(ResponseError::UnknownTopicOrPartition.code()),
                 Some(partition) => match partition.check_leader_epoch(-1) {
                     Err(e) => Err(e.code()),

@@ -1,4 +1,6 @@
 //! DeleteTopics: by name (all versions) or by topic id (v6); the partitions' files are removed.
+//! DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (UNKNOWN_TOPIC_ID for a topic
+//! named by id that the requester may not even DESCRIBE, as Kafka hides it).
 
 use std::sync::Arc;
 
@@ -8,12 +10,13 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     // Versions before 6 list names; v6 lists (name or id) pairs.
@@ -30,12 +33,17 @@ pub async fn handle(
     };
     let mut responses = Vec::with_capacity(targets.len());
     for (name, id) in targets {
-        responses.push(delete(&broker, name, id).await);
+        responses.push(delete(&broker, &ctx, name, id).await);
     }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-async fn delete(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+async fn delete(
+    broker: &Broker,
+    ctx: &RequestContext,
+    name: Option<String>,
+    id: Uuid,
+) -> DeletableTopicResult {
     let by_id = name.is_none();
     let name = name.or_else(|| broker.controller.topic_by_id(id).map(|t| t.name.clone()));
     let result = DeletableTopicResult::default()
@@ -44,6 +52,19 @@ async fn delete(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTop
     let Some(name) = name else {
         return result.with_error_code(ResponseError::UnknownTopicId.code());
     };
+    if !ctx.authorize(AclOperation::Delete, ResourceType::Topic, &name) {
+        let hidden =
+            by_id && !ctx.authorize_quietly(AclOperation::Describe, ResourceType::Topic, &name);
+        let error = match hidden {
+            true => ResponseError::UnknownTopicId,
+            false => ResponseError::TopicAuthorizationFailed,
+        };
+        let result = match hidden {
+            true => result.with_name(None),
+            false => result,
+        };
+        return result.with_error_code(error.code());
+    }
     if !broker.config().delete_topic_enable {
         return result.with_error_code(ResponseError::TopicDeletionDisabled.code());
     }

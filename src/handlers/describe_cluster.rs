@@ -1,4 +1,5 @@
-//! DescribeCluster: the cluster id, controller and brokers.
+//! DescribeCluster: the cluster id, controller and brokers. Kafka checks nothing for it;
+//! the cluster's authorized operations, when asked for, are the requester's.
 
 use std::sync::Arc;
 
@@ -7,7 +8,8 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::str_bytes;
-use crate::auth::operations::{if_requested, ResourceType};
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::ResourceType;
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -24,9 +26,10 @@ pub async fn handle(
         .with_endpoint_type(req.endpoint_type)
         .with_cluster_id(str_bytes(c.cluster_id()))
         .with_controller_id(BrokerId(c.controller_id()))
-        .with_cluster_authorized_operations(if_requested(
+        .with_cluster_authorized_operations(ctx.authorized_operations_if(
             req.include_cluster_authorized_operations,
             ResourceType::Cluster,
+            CLUSTER_NAME,
         ));
     if req.endpoint_type != ENDPOINT_BROKERS {
         return resp

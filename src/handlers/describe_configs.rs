@@ -6,6 +6,9 @@
 //! A broker described by its id gets every key; the cluster default (an empty name) gets
 //! only the dynamic defaults that are set. A broker key is read-only unless Kafka lets one
 //! of its synonyms change at runtime; topic keys never are.
+//!
+//! DESCRIBE_CONFIGS on the cluster (brokers), the topic or the group, else Kafka's
+//! CLUSTER_, TOPIC_ or GROUP_AUTHORIZATION_FAILED for that resource.
 
 use std::sync::Arc;
 
@@ -17,6 +20,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{group_configs, str_bytes};
+use crate::auth::operations::AclOperation;
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
 use crate::config::catalog::{broker_key, dynamic_only_broker_key, ConfigKey, UpdateMode};
@@ -55,7 +59,13 @@ pub async fn handle(
             let base = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let checked = ctx.authorize_config_resource(
+                AclOperation::DescribeConfigs,
+                r.resource_type,
+                &r.resource_name,
+            );
             let configs = match r.resource_type {
+                _ if checked.is_err() => Err((checked.unwrap_err(), None)),
                 TOPIC => topic_configs(&broker, &r, &detail),
                 BROKER => broker_configs(&broker, &r, &detail),
                 GROUP => {

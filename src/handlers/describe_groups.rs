@@ -1,5 +1,7 @@
 //! DescribeGroups: state, protocol and members of groups. Members' metadata and
-//! assignments are only reported for a Stable group, as Kafka does.
+//! assignments are only reported for a Stable group, as Kafka does. A group the
+//! requester may not DESCRIBE answers GROUP_AUTHORIZATION_FAILED; the authorized
+//! operations (v3+) are the requester's on each group.
 
 use std::sync::Arc;
 
@@ -8,7 +10,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use super::str_bytes;
-use crate::auth::operations::{if_requested, ResourceType};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -21,13 +23,22 @@ pub async fn handle(
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let v = ctx.api_version;
-    // Kafka answers the group's operations for each group found without error (v3+).
-    let ops = if_requested(
-        req.include_authorized_operations && v >= 3,
-        ResourceType::Group,
-    );
     let mut groups = Vec::with_capacity(req.groups.len());
     for id in req.groups {
+        if !ctx.authorize(AclOperation::Describe, ResourceType::Group, &id) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+            );
+            continue;
+        }
+        // Kafka answers the group's operations for each group found without error (v3+).
+        let ops = ctx.authorized_operations_if(
+            req.include_authorized_operations && v >= 3,
+            ResourceType::Group,
+            &id,
+        );
         let g = describe(&broker, id, v).await;
         groups.push(if g.error_code == 0 {
             g.with_authorized_operations(ops)

@@ -1,6 +1,7 @@
 //! DescribeProducers: the producers a partition's leader remembers, with the first
 //! offset of each one's open transaction (`kafka-transactions.sh describe-producers`,
-//! and how `find-hanging` spots transactions no coordinator will end).
+//! and how `find-hanging` spots transactions no coordinator will end). READ on each
+//! topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -10,23 +11,32 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
 use super::str_bytes;
+use kafka_protocol::error::ResponseError;
+
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            let readable = ctx.authorize(AclOperation::Read, ResourceType::Topic, &t.name);
             let partitions = t
                 .partition_indexes
                 .iter()
-                .map(|&p| describe(&broker, &TopicPartition::new(t.name.0.as_str(), p)))
+                .map(|&p| match readable {
+                    true => describe(&broker, &TopicPartition::new(t.name.0.as_str(), p)),
+                    false => PartitionResponse::default()
+                        .with_partition_index(p)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                })
                 .collect();
             TopicResponse::default()
                 .with_name(t.name)

@@ -1,4 +1,6 @@
 //! DescribeTopicPartitions: topics and partitions in pages, resumed from a cursor.
+//! DESCRIBE on each topic: a topic named and denied answers TOPIC_AUTHORIZATION_FAILED,
+//! and a request for every topic leaves it out; the operations are the requester's.
 
 use std::sync::Arc;
 
@@ -11,25 +13,26 @@ use kafka_protocol::messages::{
 };
 
 use super::topic_name;
-use crate::auth::operations::{authorized_operations, ResourceType};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::controller::TopicInfo;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     // An empty list asks for every topic. Topics are answered in name order so a cursor
     // (topic, first partition) can resume where the previous page stopped.
     let mut names: Vec<String> = if req.topics.is_empty() {
-        broker
+        let all: Vec<String> = broker
             .controller
             .topics()
             .iter()
             .map(|t| t.name.clone())
-            .collect()
+            .collect();
+        ctx.filter_authorized(AclOperation::Describe, ResourceType::Topic, all, |n| n)
     } else {
         req.topics.iter().map(|t| t.name.0.to_string()).collect()
     };
@@ -51,14 +54,20 @@ pub async fn handle(
         } else {
             0
         };
+        let ops = ctx.authorized_operations(ResourceType::Topic, &name);
+        let refused = |e: ResponseError| {
+            DescribeTopicPartitionsResponseTopic::default()
+                .with_name(Some(topic_name(&name)))
+                .with_error_code(e.code())
+                // Kafka answers the operations for an unknown name too.
+                .with_topic_authorized_operations(ops)
+        };
+        if !ctx.authorize(AclOperation::Describe, ResourceType::Topic, &name) {
+            topics.push(refused(ResponseError::TopicAuthorizationFailed));
+            continue;
+        }
         let Some(info) = broker.controller.topic(&name) else {
-            topics.push(
-                DescribeTopicPartitionsResponseTopic::default()
-                    .with_name(Some(topic_name(&name)))
-                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                    // Kafka answers the operations for an unknown name too.
-                    .with_topic_authorized_operations(authorized_operations(ResourceType::Topic)),
-            );
+            topics.push(refused(ResponseError::UnknownTopicOrPartition));
             continue;
         };
         if budget == 0 {
@@ -69,7 +78,7 @@ pub async fn handle(
             );
             break;
         }
-        let (entry, stopped_at) = describe(&info, first, &mut budget);
+        let (entry, stopped_at) = describe(&info, first, &mut budget, ops);
         topics.push(entry);
         if let Some(p) = stopped_at {
             next_cursor = Some(
@@ -90,6 +99,7 @@ fn describe(
     info: &TopicInfo,
     first: i32,
     budget: &mut usize,
+    ops: i32,
 ) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
     let mut partitions = Vec::new();
     let mut stopped_at = None;
@@ -122,7 +132,7 @@ fn describe(
         .with_topic_id(info.topic_id)
         .with_is_internal(info.is_internal())
         // The request has no flag: Kafka always answers the topic's operations.
-        .with_topic_authorized_operations(authorized_operations(ResourceType::Topic))
+        .with_topic_authorized_operations(ops)
         .with_partitions(partitions);
     (topic, stopped_at)
 }

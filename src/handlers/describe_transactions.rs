@@ -1,5 +1,7 @@
 //! DescribeTransactions: the state of transactional ids this broker coordinates
-//! (`kafka-transactions.sh describe`).
+//! (`kafka-transactions.sh describe`). DESCRIBE on each transactional id, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the transaction's topics the requester may not
+//! DESCRIBE are left out, as Kafka leaves them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,22 +13,23 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, topic_name};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
-        states.push(describe(&broker, id).await);
+        states.push(describe(&broker, &ctx, id).await);
     }
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
-async fn describe(broker: &Broker, id: TransactionalId) -> TransactionState {
+async fn describe(broker: &Broker, ctx: &RequestContext, id: TransactionalId) -> TransactionState {
     let refused = |id: TransactionalId, e: ResponseError| {
         TransactionState::default()
             .with_transactional_id(id)
@@ -35,6 +38,9 @@ async fn describe(broker: &Broker, id: TransactionalId) -> TransactionState {
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
+    if !ctx.authorize(AclOperation::Describe, ResourceType::TransactionalId, &id) {
+        return refused(id, ResponseError::TransactionalIdAuthorizationFailed);
+    }
     let described = match id.0.is_empty() {
         true => Err(ResponseError::TransactionalIdNotFound),
         false => broker.txns.describe(id.0.as_str()).await,
@@ -46,6 +52,9 @@ async fn describe(broker: &Broker, id: TransactionalId) -> TransactionState {
     };
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in &d.value.partitions {
+        if !ctx.authorize_quietly(AclOperation::Describe, ResourceType::Topic, &tp.topic) {
+            continue;
+        }
         by_topic.entry(&tp.topic).or_default().push(tp.partition);
     }
     let topics = by_topic

@@ -1,12 +1,16 @@
 //! EndTxn: commit or abort the producer's ongoing transaction (two-phase: the
 //! coordinator persists PrepareCommit/PrepareAbort, writes the markers, then
-//! CompleteCommit/CompleteAbort).
+//! CompleteCommit/CompleteAbort). WRITE on the transactional id, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
 use super::txn_errors;
+use kafka_protocol::error::ResponseError;
+
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -17,6 +21,14 @@ pub async fn handle(
     ctx: RequestContext,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
+        return EndTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
     let ended = broker
         .txns
         .end_txn(

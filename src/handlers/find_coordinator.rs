@@ -2,7 +2,8 @@
 //! (key type 1): the leader of the key's partition of `__consumer_offsets` or
 //! `__transaction_state`, which is created by the first request that needs it. From v4
 //! one request asks for many keys. Share keys (type 2) are refused with a non-retriable
-//! error.
+//! error. Kafka's checks: DESCRIBE on the group or the transactional id, else
+//! GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that key.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::group::OFFSETS_TOPIC;
@@ -88,7 +90,7 @@ pub async fn handle(
     };
     let mut coordinators = Vec::with_capacity(keys.len());
     for key in keys {
-        coordinators.push(find(&broker, &ctx.session.listener, req.key_type, key).await);
+        coordinators.push(find(&broker, &ctx, req.key_type, key).await);
     }
     if ctx.api_version >= BATCHED_VERSION {
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
@@ -106,7 +108,8 @@ pub async fn handle(
 }
 
 /// The coordinator of `key`, as clients of `listener` reach it.
-async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> Coordinator {
+async fn find(broker: &Broker, ctx: &RequestContext, key_type: i8, key: StrBytes) -> Coordinator {
+    let listener: &str = &ctx.session.listener;
     let refuse = |key: StrBytes, e: ResponseError, why: &str| {
         Coordinator::default()
             .with_key(key)
@@ -123,6 +126,16 @@ async fn find(broker: &Broker, listener: &str, key_type: i8, key: StrBytes) -> C
             "only group and transaction coordinators exist on this broker",
         );
     };
+    let (resource, denied) = match key_type {
+        KEY_TYPE_GROUP => (ResourceType::Group, ResponseError::GroupAuthorizationFailed),
+        _ => (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+        ),
+    };
+    if !ctx.authorize(AclOperation::Describe, resource, &key) {
+        return refuse(key, denied, "not authorized to describe the key");
+    }
     if key_type == KEY_TYPE_TRANSACTION && key.is_empty() {
         return refuse(key, ResponseError::InvalidRequest, "empty transactional id");
     }

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use super::alter_configs::{preprocess, repeated_resources};
 use super::describe_configs::{GROUP, TOPIC};
 use super::str_bytes;
+use crate::auth::operations::AclOperation;
 use crate::broker::Broker;
 use crate::config::catalog::{broker_key, topic_key};
 use crate::config::defs::Kind;
@@ -26,7 +27,7 @@ const SUBTRACT: i8 = 3;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let repeated = repeated_resources(
@@ -44,7 +45,13 @@ pub async fn handle(
             .map(|c| c.name.as_str())
             .collect();
         let name = r.resource_name.as_str();
+        let checked =
+            ctx.authorize_config_resource(AclOperation::AlterConfigs, r.resource_type, name);
         let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
+            _ if checked.is_err() => Err(ControllerError::new(
+                checked.unwrap_err(),
+                "not authorized to alter the resource's configs",
+            )),
             Err(e) => Err(e),
             Ok(()) if r.resource_type == GROUP => {
                 super::group_configs::alter_incremental(&broker, r, req.validate_only).await

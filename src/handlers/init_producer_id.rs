@@ -2,7 +2,9 @@
 //! id at epoch 0 (an idempotent producer); with one, the transaction coordinator's
 //! answer for that id: the same producer id with its epoch bumped (which fences the
 //! previous instance), KIP-360's re-initialisation after an abortable error, and a new
-//! producer id once the epoch is exhausted.
+//! producer id once the epoch is exhausted. Kafka's checks: WRITE on the transactional
+//! id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one IDEMPOTENT_WRITE on the
+//! cluster or WRITE on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
@@ -10,6 +12,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::txn_errors;
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -42,6 +46,15 @@ pub async fn handle(
         .map(|t| t.0.to_string())
         .filter(|t| !t.is_empty());
     let Some(transactional_id) = transactional_id else {
+        let idempotent = ctx.authorize(
+            AclOperation::IdempotentWrite,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        ) || ctx
+            .authorize_by_resource_type(AclOperation::Write, ResourceType::Topic);
+        if !idempotent {
+            return refused(ResponseError::ClusterAuthorizationFailed);
+        }
         // An idempotent producer always gets a new id: re-initialising (KIP-360) with its
         // old id and epoch simply starts a new sequence space, as Kafka does without a
         // transactional id.
@@ -52,6 +65,13 @@ pub async fn handle(
             Err(e) => refused(e),
         };
     };
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &transactional_id,
+    ) {
+        return refused(ResponseError::TransactionalIdAuthorizationFailed);
+    }
     let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
     let answer = broker
         .txns

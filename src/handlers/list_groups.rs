@@ -1,5 +1,6 @@
 //! ListGroups: the groups this broker coordinates, filtered by state (v4+) and by
-//! type (v5+: `classic` or `consumer`).
+//! type (v5+: `classic` or `consumer`). DESCRIBE on the cluster lists every group;
+//! without it, only the groups the requester may DESCRIBE (Kafka's filter).
 
 use std::sync::Arc;
 
@@ -7,6 +8,8 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::str_bytes;
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
@@ -22,6 +25,13 @@ pub async fn handle(
     let listed = match broker.groups.list_groups().await {
         Ok(listed) => listed,
         Err(e) => return ListGroupsResponse::default().with_error_code(e.code()),
+    };
+    let all = ctx.authorize_quietly(AclOperation::Describe, ResourceType::Cluster, CLUSTER_NAME);
+    let listed = match all {
+        true => listed,
+        false => ctx.filter_authorized(AclOperation::Describe, ResourceType::Group, listed, |g| {
+            &g.group_id
+        }),
     };
     let groups = listed
         .into_iter()

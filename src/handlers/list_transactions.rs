@@ -1,6 +1,7 @@
 //! ListTransactions: the transactional ids this broker coordinates, filtered by state,
 //! producer id, (v1+) how long they have run, and (v2+) a regular expression on the id
-//! (`kafka-transactions.sh list`, `find-hanging`).
+//! (`kafka-transactions.sh list`, `find-hanging`). Only the ids the requester may
+//! DESCRIBE are listed.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use kafka_protocol::messages::{
 use regex_automata::meta::Regex;
 
 use super::{now_ms, str_bytes};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::txn::TxnState;
 use crate::router::RequestContext;
@@ -30,7 +32,7 @@ const STATES: &[TxnState] = &[
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
     let known = |f: &str| STATES.iter().any(|s| s.name() == f);
@@ -71,6 +73,11 @@ pub async fn handle(
                 && pattern
                     .as_ref()
                     .is_none_or(|r| r.is_match(d.transactional_id.as_str()))
+                && ctx.authorize_quietly(
+                    AclOperation::Describe,
+                    ResourceType::TransactionalId,
+                    &d.transactional_id,
+                )
         })
         .map(|d| {
             TransactionState::default()

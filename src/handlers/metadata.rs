@@ -1,5 +1,9 @@
 //! Metadata: brokers, controller, and topics with their partitions' leaders, replicas
 //! and ISR; creates unknown topics when the client allows it and the broker does too.
+//! Kafka's checks: DESCRIBE on each topic (a topic named and denied answers
+//! TOPIC_AUTHORIZATION_FAILED; a request for every topic leaves it out), CREATE on the
+//! cluster or the topic to auto-create it (else TOPIC_AUTHORIZATION_FAILED); the
+//! authorized operations are the requester's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +16,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::auth::operations::{if_requested, AclOperation, ResourceType, NOT_REQUESTED};
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType, NOT_REQUESTED};
 use crate::broker::Broker;
 use crate::controller::{topic_name as names, NewTopic, TopicInfo};
 use crate::router::RequestContext;
@@ -26,11 +31,19 @@ pub async fn handle(
     req: MetadataRequest,
 ) -> MetadataResponse {
     let c = &broker.controller;
-    let ops = if_requested(req.include_topic_authorized_operations, ResourceType::Topic);
-    let cluster_ops = if_requested(
+    let topic_ops = |name: &str| {
+        ctx.authorized_operations_if(
+            req.include_topic_authorized_operations,
+            ResourceType::Topic,
+            name,
+        )
+    };
+    let ops: Ops<'_> = &topic_ops;
+    let cluster_ops = ctx.authorized_operations_if(
         req.include_cluster_authorized_operations
             && CLUSTER_OPS_VERSIONS.contains(&ctx.api_version),
         ResourceType::Cluster,
+        CLUSTER_NAME,
     );
     // v0 asks for every topic with an empty list; later versions with null.
     let wanted = match req.topics {
@@ -48,7 +61,7 @@ pub async fn handle(
                 |t| &t.name,
             )
             .iter()
-            .map(|t| describe(&broker, t, ops))
+            .map(|t| describe(&broker, t, ops(&t.name)))
             .collect(),
         Some(requested) => {
             let auto_create = (ctx.api_version < 4 || req.allow_auto_topic_creation)
@@ -61,7 +74,7 @@ pub async fn handle(
                     (Some(name), _) if !described(name.0.as_str()) => error_for(
                         name.0.as_str(),
                         ResponseError::TopicAuthorizationFailed,
-                        ops,
+                        ops(&name),
                     ),
                     (None, id) if c.topic_by_id(id).is_some_and(|t| !described(&t.name)) => {
                         MetadataResponseTopic::default()
@@ -71,9 +84,12 @@ pub async fn handle(
                     }
                     (Some(name), _) => match by_name(&broker, name.0.as_str(), auto_create, ops) {
                         Lookup::Found(entry) => entry,
+                        Lookup::Create(name) if !may_create(&ctx, &name) => {
+                            error_for(&name, ResponseError::TopicAuthorizationFailed, ops(&name))
+                        }
                         Lookup::Create(name) => {
                             to_create.push((out.len(), name.clone()));
-                            error_for(&name, ResponseError::LeaderNotAvailable, ops)
+                            error_for(&name, ResponseError::LeaderNotAvailable, ops(&name))
                         }
                     },
                     (None, id) => by_id(&broker, id, ops),
@@ -103,6 +119,16 @@ pub async fn handle(
         .with_topics(topics)
 }
 
+/// The authorized operations of a topic, by name, for this request.
+type Ops<'a> = &'a (dyn Fn(&str) -> i32 + Sync);
+
+/// Whether the requester may have `name` auto-created: CREATE on the cluster, or on the
+/// topic.
+fn may_create(ctx: &RequestContext, name: &str) -> bool {
+    ctx.authorize_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME)
+        || ctx.authorize(AclOperation::Create, ResourceType::Topic, name)
+}
+
 /// What a named topic's entry will be: known (or refused) now, or to be auto-created.
 enum Lookup {
     Found(MetadataResponseTopic),
@@ -116,15 +142,23 @@ fn error_for(name: &str, e: ResponseError, ops: i32) -> MetadataResponseTopic {
         .with_topic_authorized_operations(ops)
 }
 
-fn by_name(broker: &Broker, name: &str, auto_create: bool, ops: i32) -> Lookup {
+fn by_name(broker: &Broker, name: &str, auto_create: bool, ops: Ops<'_>) -> Lookup {
     if let Some(t) = broker.controller.topic(name) {
-        return Lookup::Found(describe(broker, &t, ops));
+        return Lookup::Found(describe(broker, &t, ops(name)));
     }
     if names::validate(name).is_err() {
-        return Lookup::Found(error_for(name, ResponseError::InvalidTopicException, ops));
+        return Lookup::Found(error_for(
+            name,
+            ResponseError::InvalidTopicException,
+            ops(name),
+        ));
     }
     if !auto_create || name == "__consumer_offsets" || name == "__transaction_state" {
-        return Lookup::Found(error_for(name, ResponseError::UnknownTopicOrPartition, ops));
+        return Lookup::Found(error_for(
+            name,
+            ResponseError::UnknownTopicOrPartition,
+            ops(name),
+        ));
     }
     Lookup::Create(name.to_string())
 }
@@ -142,7 +176,7 @@ pub const MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST: i32 = 100;
 async fn auto_create_topics(
     broker: &Broker,
     wanted: Vec<(usize, String)>,
-    ops: i32,
+    ops: Ops<'_>,
     out: &mut [MetadataResponseTopic],
 ) {
     let mut budget = MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST;
@@ -179,28 +213,28 @@ async fn auto_create_topics(
                     partitions = t.partitions.len(),
                     "auto-created topic"
                 );
-                describe(broker, &t, ops)
+                describe(broker, &t, ops(&name))
             }
             // Another request created it first.
             Err(e) if e.error == ResponseError::TopicAlreadyExists => {
                 match broker.controller.topic(&name) {
-                    Some(t) => describe(broker, &t, ops),
-                    None => error_for(&name, ResponseError::LeaderNotAvailable, ops),
+                    Some(t) => describe(broker, &t, ops(&name)),
+                    None => error_for(&name, ResponseError::LeaderNotAvailable, ops(&name)),
                 }
             }
-            Err(e) => error_for(&name, e.error, ops),
+            Err(e) => error_for(&name, e.error, ops(&name)),
         };
     }
     for (slot, name) in repeated {
         if let Some(t) = broker.controller.topic(&name) {
-            out[slot] = describe(broker, &t, ops);
+            out[slot] = describe(broker, &t, ops(&name));
         }
     }
 }
 
-fn by_id(broker: &Broker, id: Uuid, ops: i32) -> MetadataResponseTopic {
+fn by_id(broker: &Broker, id: Uuid, ops: Ops<'_>) -> MetadataResponseTopic {
     match broker.controller.topic_by_id(id) {
-        Some(t) => describe(broker, &t, ops),
+        Some(t) => describe(broker, &t, ops(&t.name)),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)
             .with_error_code(ResponseError::UnknownTopicId.code())

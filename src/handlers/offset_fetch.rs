@@ -3,7 +3,11 @@
 //! a KIP-848 group names itself and its epoch, which the group checks. From v7 a
 //! `require_stable` request (read_committed consumers) gets UNSTABLE_OFFSET_COMMIT for a
 //! partition whose transactional commit is not yet ended; the client retries.
+//! Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on
+//! each topic: a partition asked for answers TOPIC_AUTHORIZATION_FAILED, and a request
+//! for every topic leaves the others out.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -14,6 +18,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 
 use super::{str_bytes, topic_name};
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::records::OffsetValue;
 use crate::coordinator::group::shard::FetchedOffset;
@@ -45,10 +50,15 @@ pub async fn handle(
                     .collect()
             });
             let member = (g.member_id.map(|m| m.to_string()), g.member_epoch);
-            let fetched = broker
-                .groups
-                .fetch_offsets(&g.group_id, member, wanted, req.require_stable)
-                .await;
+            let fetched = authorized_fetch(
+                &broker,
+                &ctx,
+                &g.group_id,
+                member,
+                wanted,
+                req.require_stable,
+            )
+            .await;
             groups.push(group_response(g.group_id, fetched));
         }
         return OffsetFetchResponse::default().with_groups(groups);
@@ -63,16 +73,72 @@ pub async fn handle(
             })
             .collect::<Vec<_>>()
     });
-    let fetched = broker
-        .groups
-        .fetch_offsets(
-            &req.group_id,
-            (None, -1),
-            wanted.clone(),
-            req.require_stable,
-        )
-        .await;
+    let fetched = authorized_fetch(
+        &broker,
+        &ctx,
+        &req.group_id,
+        (None, -1),
+        wanted.clone(),
+        req.require_stable,
+    )
+    .await;
     single_group_response(fetched, wanted, v)
+}
+
+/// The group's offsets for the partitions asked for (all when `None`) as the requester
+/// may see them.
+async fn authorized_fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    member: (Option<String>, i32),
+    wanted: Option<Vec<(String, i32)>>,
+    require_stable: bool,
+) -> Fetched {
+    if !ctx.authorize(AclOperation::Describe, ResourceType::Group, group_id) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
+    if ctx.allows_everything() {
+        return broker
+            .groups
+            .fetch_offsets(group_id, member, wanted, require_stable)
+            .await;
+    }
+    let mut seen: BTreeMap<String, bool> = BTreeMap::new();
+    let mut describable = |topic: &str| match seen.get(topic) {
+        Some(allowed) => *allowed,
+        None => {
+            let allowed = ctx.authorize(AclOperation::Describe, ResourceType::Topic, topic);
+            seen.insert(topic.to_string(), allowed);
+            allowed
+        }
+    };
+    match wanted {
+        None => {
+            let rows = broker
+                .groups
+                .fetch_offsets(group_id, member, None, require_stable)
+                .await?;
+            Ok(rows
+                .into_iter()
+                .filter(|(t, _, _)| describable(t))
+                .collect())
+        }
+        Some(wanted) => {
+            let (allowed, denied): (Vec<_>, Vec<_>) =
+                wanted.into_iter().partition(|(t, _)| describable(t));
+            let mut rows = broker
+                .groups
+                .fetch_offsets(group_id, member, Some(allowed), require_stable)
+                .await?;
+            rows.extend(
+                denied
+                    .into_iter()
+                    .map(|(t, p)| (t, p, Err(ResponseError::TopicAuthorizationFailed))),
+            );
+            Ok(rows)
+        }
+    }
 }
 
 fn single_group_response(

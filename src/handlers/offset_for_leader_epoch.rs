@@ -4,6 +4,11 @@
 //! current leader epoch); consumers use it to detect log truncation after a leader change
 //! (KIP-320). Every version is answered alike: a request below v2 carries no current epoch
 //! (-1, so not fenced), and a v0 answer leaves the epoch out.
+//!
+//! Kafka's checks: a replica's request (any replica id but the consumer's -1, so every
+//! v0–2 request) needs CLUSTER_ACTION, else every partition answers
+//! CLUSTER_AUTHORIZATION_FAILED; a consumer's needs DESCRIBE on each topic, else its
+//! partitions answer TOPIC_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
@@ -13,24 +18,47 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use crate::auth::authorizer::CLUSTER_NAME;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::log::TopicPartition;
 use crate::router::RequestContext;
 
+/// The replica id of a consumer's request (`OffsetsForLeaderEpochRequest.CONSUMER_REPLICA_ID`).
+const CONSUMER_REPLICA_ID: i32 = -1;
+
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    let cluster_denied = req.replica_id.0 != CONSUMER_REPLICA_ID
+        && !ctx.authorize(
+            AclOperation::ClusterAction,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        );
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            let denied = if cluster_denied {
+                Some(ResponseError::ClusterAuthorizationFailed)
+            } else if req.replica_id.0 == CONSUMER_REPLICA_ID
+                && !ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.topic)
+            {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else {
+                None
+            };
             let partitions = t
                 .partitions
                 .iter()
                 .map(|op| {
                     let result = EpochEndOffset::default().with_partition(op.partition);
+                    if let Some(e) = denied {
+                        return undefined(result, e);
+                    }
                     let tp = TopicPartition::new(t.topic.0.as_str(), op.partition);
                     let p = match broker.replicas.leader(&tp, op.current_leader_epoch) {
                         Ok(p) => p,

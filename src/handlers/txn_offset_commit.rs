@@ -9,6 +9,10 @@
 //! only if the transaction coordinator holds that partition in the producer's ongoing
 //! transaction (KIP-890's server-side check): a commit after AddOffsetsToTxn was skipped,
 //! or from a fenced producer, is refused instead of leaving offsets no marker ends.
+//!
+//! Kafka's checks: WRITE on the transactional id, then READ on the group (else every
+//! partition answers TRANSACTIONAL_ID_ or GROUP_AUTHORIZATION_FAILED), READ on each topic
+//! (else its partitions answer TOPIC_AUTHORIZATION_FAILED).
 
 use std::sync::Arc;
 
@@ -19,6 +23,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::commit_slots::CommitSlots;
+use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::shard::{CommitRequest, Committer};
 use crate::coordinator::group::OFFSETS_TOPIC;
@@ -30,8 +35,29 @@ pub async fn handle(
     ctx: RequestContext,
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
+    let denied = if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &req.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
     let mut slots = CommitSlots::default();
     for (t, topic) in req.topics.iter().enumerate() {
+        let refusal = denied.or_else(|| {
+            (!ctx.authorize(AclOperation::Read, ResourceType::Topic, &topic.name))
+                .then_some(ResponseError::TopicAuthorizationFailed)
+        });
+        if let Some(e) = refusal {
+            for p in &topic.partitions {
+                slots.refuse(t, p.partition_index, e);
+            }
+            continue;
+        }
         let known = broker.controller.topic(&topic.name);
         for p in &topic.partitions {
             let commit = CommitRequest {

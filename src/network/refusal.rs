@@ -49,6 +49,31 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
             ResponseKind::AlterUserScramCredentials(alter_user_scram_credentials(req, code))
         }
         RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(elect_leaders(req, code)),
+        // The ACL APIs: each creation or filter carries the error, DescribeAcls one.
+        RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(
+            CreateAclsResponse::default().with_results(
+                req.creations
+                    .iter()
+                    .map(|_| {
+                        create_acls_response::AclCreationResult::default().with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::DescribeAcls(_) => {
+            ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
+        }
+        RequestKind::DeleteAcls(req) => ResponseKind::DeleteAcls(
+            DeleteAclsResponse::default().with_filter_results(
+                req.filters
+                    .iter()
+                    .map(|_| {
+                        delete_acls_response::DeleteAclsFilterResult::default()
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
         RequestKind::WriteTxnMarkers(req) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
         }
@@ -194,6 +219,9 @@ pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
         ConsumerGroupDescribe,
         IncrementalAlterConfigs,
         DescribeTopicPartitions,
+        CreateAcls,
+        DescribeAcls,
+        DeleteAcls,
         AlterPartition,
         AllocateProducerIds,
         ElectLeaders,
@@ -241,6 +269,7 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
         AlterPartition,
         ConsumerGroupHeartbeat,
         ControlledShutdown,
+        DescribeAcls,
         DescribeCluster,
         DescribeLogDirs,
         DescribeUserScramCredentials,

@@ -10,6 +10,8 @@ mod common;
 mod fuzzing;
 mod replay;
 
+mod acl_cluster;
+mod acls;
 mod authorized_operations;
 mod auto_create;
 mod broker_jobs;

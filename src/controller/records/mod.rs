@@ -3,7 +3,7 @@
 //!
 //! A record value is `frameVersion` (unsigned varint, 1), `apiKey` (unsigned varint),
 //! `version` (unsigned varint), then the record in Kafka's flexible encoding. Keys are null.
-//! Records skua does not interpret (broker registrations, ACLs, quotas, delegation
+//! Records skua does not interpret (broker registrations, quotas, delegation
 //! tokens, no-ops) are kept as [`MetadataRecord::Other`]: they stay in the log untouched. A
 //! record skua interprets in a version newer than it knows is an error: guessing at its
 //! fields could misread the cluster.
@@ -42,6 +42,8 @@ mod api_key {
     pub const USER_SCRAM_CREDENTIAL: u32 = 11;
     pub const PRODUCER_IDS: u32 = 15;
     pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
+    pub const ACCESS_CONTROL_ENTRY: u32 = 18;
+    pub const REMOVE_ACCESS_CONTROL_ENTRY: u32 = 19;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
     pub const ABORT_TRANSACTION: u32 = 25;
@@ -109,6 +111,20 @@ impl std::fmt::Debug for UserScramCredential {
     }
 }
 
+/// `AccessControlEntryRecord` (apiKey 18), version 0: one ACL with its id, in Kafka's codes
+/// (`auth::acl` reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessControlEntryRecord {
+    pub id: Uuid,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
 /// One record of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -149,6 +165,11 @@ pub enum MetadataRecord {
     RemoveUserScramCredential {
         name: String,
         mechanism: i8,
+    },
+    AccessControlEntry(AccessControlEntryRecord),
+    /// Removes the ACL of that id.
+    RemoveAccessControlEntry {
+        id: Uuid,
     },
     UnregisterBroker {
         broker_id: i32,
@@ -258,6 +279,27 @@ impl MetadataRecord {
                 r.skip_tagged_fields()?;
                 MetadataRecord::RemoveUserScramCredential { name, mechanism }
             }
+            ACCESS_CONTROL_ENTRY => {
+                too_new(0, "AccessControlEntryRecord").map_or(Ok(()), Err)?;
+                let acl = AccessControlEntryRecord {
+                    id: r.uuid()?,
+                    resource_type: r.i8()?,
+                    resource_name: r.string()?,
+                    pattern_type: r.i8()?,
+                    principal: r.string()?,
+                    host: r.string()?,
+                    operation: r.i8()?,
+                    permission_type: r.i8()?,
+                };
+                r.skip_tagged_fields()?;
+                MetadataRecord::AccessControlEntry(acl)
+            }
+            REMOVE_ACCESS_CONTROL_ENTRY => {
+                too_new(0, "RemoveAccessControlEntryRecord").map_or(Ok(()), Err)?;
+                let id = r.uuid()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::RemoveAccessControlEntry { id }
+            }
             // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
             REGISTER_BROKER if version <= 4 => {
                 let broker_id = r.i32()?;
@@ -357,6 +399,23 @@ impl MetadataRecord {
                 header(&mut w, REMOVE_USER_SCRAM_CREDENTIAL, 0);
                 w.string(name);
                 w.i8(*mechanism);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::AccessControlEntry(acl) => {
+                header(&mut w, ACCESS_CONTROL_ENTRY, 0);
+                w.uuid(acl.id);
+                w.i8(acl.resource_type);
+                w.string(&acl.resource_name);
+                w.i8(acl.pattern_type);
+                w.string(&acl.principal);
+                w.string(&acl.host);
+                w.i8(acl.operation);
+                w.i8(acl.permission_type);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                header(&mut w, REMOVE_ACCESS_CONTROL_ENTRY, 0);
+                w.uuid(*id);
                 w.no_tagged_fields();
             }
             MetadataRecord::BeginTransaction => {
@@ -621,6 +680,51 @@ mod tests {
                 mechanism: 1,
             },
             0,
+        );
+        round_trip(
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id,
+                resource_type: 2,
+                resource_name: "orders".into(),
+                pattern_type: 4,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }),
+            0,
+        );
+        round_trip(MetadataRecord::RemoveAccessControlEntry { id }, 0);
+    }
+
+    /// The bytes of Kafka's generated `AccessControlEntryRecord` v0 (flexible: compact
+    /// strings, length + 1) and `RemoveAccessControlEntryRecord` v0.
+    #[test]
+    fn acl_records_in_kafkas_layout() {
+        let id = Uuid::from_u128(0x0102);
+        let bytes = MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+            id,
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: 3,
+            principal: "User:a".into(),
+            host: "*".into(),
+            operation: 4,
+            permission_type: 3,
+        })
+        .encode(0);
+        let mut want = vec![1, 18, 0];
+        want.extend_from_slice(id.as_bytes());
+        want.extend_from_slice(&[2, 2, b't', 3, 7]);
+        want.extend_from_slice(b"User:a");
+        want.extend_from_slice(&[2, b'*', 4, 3, 0]);
+        assert_eq!(bytes, want);
+        let mut remove = vec![1, 19, 0];
+        remove.extend_from_slice(id.as_bytes());
+        remove.push(0);
+        assert_eq!(
+            MetadataRecord::decode(&remove).unwrap(),
+            MetadataRecord::RemoveAccessControlEntry { id }
         );
     }
 

@@ -403,6 +403,9 @@ pub struct ZkController {
     member: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Follows `/config/changes` (`broker::config_changes`).
     config_changes: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Other followers of ZooKeeper's notifications (the ACL store's), stopped with the
+    /// member.
+    followers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl ZkController {
@@ -435,7 +438,19 @@ impl ZkController {
             shared,
             member: Mutex::new(None),
             config_changes: Mutex::new(None),
+            followers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The current session, if there is one (none between an expiry and the next one,
+    /// and after [`ZkController::close`]).
+    pub fn session(&self) -> Option<Arc<ZkSession>> {
+        self.shared.session.lock().clone()
+    }
+
+    /// Keeps `follower` (a task following znodes) to stop it with the member.
+    pub fn add_follower(&self, follower: tokio::task::JoinHandle<()>) {
+        self.followers.lock().push(follower);
     }
 
     /// `connect` from a blocking thread, or a worker of a multi-threaded tokio runtime
@@ -475,6 +490,9 @@ impl ZkController {
     /// CloseSession), waiting up to 2 s for ZooKeeper to confirm.
     pub fn close(&self) {
         if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        for h in self.followers.lock().drain(..) {
             h.abort();
         }
         if let Some(h) = self.config_changes.lock().take() {
@@ -724,6 +742,9 @@ impl ZkController {
 impl Drop for ZkController {
     fn drop(&mut self) {
         if let Some(h) = self.member.lock().take() {
+            h.abort();
+        }
+        for h in self.followers.lock().drain(..) {
             h.abort();
         }
         if let Some(h) = self.config_changes.lock().take() {

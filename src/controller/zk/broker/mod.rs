@@ -157,6 +157,8 @@ impl BrokerSide {
                 .collect(),
             configs: state.cache.image().config_resources().cloned().collect(),
             cluster: true,
+            // ZooKeeper mode keeps ACLs in znodes, not in the image.
+            acls: false,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# skua compatibility suite: ACLs with Kafka's own tools and the Java client.
+#   compat/acls/acls.sh SKUA_BINARY
+#   compat/acls/acls.sh --skip REASON     every case reported as SKIP
+# Prints one PASS/FAIL (or SKIP) line per case.
+#
+# openssl makes a CA, a broker certificate and two client certificates: the admin
+# (CN=compat-admin, a super user) and a client (CN=compat-client,OU=clients,O=skua).
+# skua starts with an SSL listener requiring client certificates and Kafka's
+# StandardAuthorizer (`authorizer.class.name`, `super.users`). kafka-acls.sh adds, lists
+# and removes ACLs as the admin; the Java console producer and consumer run as the client,
+# refused with Kafka's authorization errors until the admin's ACLs allow them, and again
+# once the ACLs are removed.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../lib/common.sh"
+source "$here/../lib/cases.sh"
+SKUA=${1:?usage: acls.sh SKUA_BINARY | --skip REASON}
+export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
+BIN="$here/../bin"
+D=$(mktemp -d "${TMPDIR:-/tmp}/compat-acls.XXXXXX")
+PORT=$(free_port)
+B=127.0.0.1:$PORT
+PASS=compat-pass
+CLIENT="User:CN=compat-client,OU=clients,O=skua"
+skua_pid=""
+
+CASES=(
+  "acls.kafka_acls.add_list_remove c_add_list_remove"
+  "acls.java.producer_denied_then_allowed c_producer"
+  "acls.java.consumer_group_denied_then_allowed c_consumer"
+)
+report_all() { # STATUS REASON
+  local c
+  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
+}
+cleanup() {
+  if [[ -n $skua_pid ]]; then
+    kill "$skua_pid" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$skua_pid" 2>/dev/null
+  fi
+  rm -rf "$D"
+}
+trap cleanup EXIT
+
+client_cert() { # NAME SUBJECT
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" || return 1
+  openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$1.pem" -days 2 -extfile client.ext || return 1
+  openssl pkcs12 -export -in "$1.pem" -inkey "$1.key" -name "$1" -passout "pass:$PASS" -out "$1.p12" || return 1
+  cat >"$1.properties" <<PROPS
+security.protocol=SSL
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$D/trust.p12
+ssl.truststore.password=$PASS
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$D/$1.p12
+ssl.keystore.password=$PASS
+PROPS
+}
+
+make_certs() {
+  cd "$D" || return 1
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
+  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
+  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
+  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
+  keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 -storepass "$PASS" -keystore trust.p12 || return 1
+  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
+  client_cert admin "/CN=compat-admin" || return 1
+  client_cert client "/O=skua/OU=clients/CN=compat-client" || return 1
+}
+
+start_skua() {
+  "$SKUA" --override "listeners=SSL://127.0.0.1:$PORT" \
+    --override "advertised.listeners=SSL://127.0.0.1:$PORT" \
+    --override "security.inter.broker.protocol=SSL" \
+    --override "ssl.keystore.type=PKCS12" \
+    --override "ssl.keystore.location=$D/broker.p12" \
+    --override "ssl.keystore.password=$PASS" \
+    --override "ssl.truststore.type=PEM" \
+    --override "ssl.truststore.location=$D/ca.pem" \
+    --override "ssl.client.auth=required" \
+    --override "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" \
+    --override "super.users=User:CN=compat-admin" \
+    --override "log.dirs=$D/data" >"$D/broker.log" 2>&1 &
+  skua_pid=$!
+  wait_port 127.0.0.1 "$PORT" 60 "$skua_pid"
+}
+
+acls_() { "$BIN/kafka-acls.sh" --bootstrap-server "$B" --command-config "$D/admin.properties" "$@"; }
+topic_as_admin() { # TOPIC
+  "$BIN/kafka-topics.sh" --bootstrap-server "$B" --command-config "$D/admin.properties" \
+    --create --topic "$1" --partitions 1 --replication-factor 1 >/dev/null
+}
+produce_as_client() { # TOPIC INPUT
+  "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$1" \
+    --producer.config "$D/client.properties" --producer-property max.block.ms=10000 \
+    --producer-property delivery.timeout.ms=15000 --producer-property request.timeout.ms=10000 <"$2"
+}
+
+c_add_list_remove() {
+  local t; t=$(uniq_name acl-cli)
+  acls_ --add --allow-principal "$CLIENT" --operation Read --operation Write --topic "$t" || return 1
+  acls_ --add --deny-principal "User:*" --allow-host '*' --operation Delete --topic "$t" --resource-pattern-type prefixed || return 1
+  acls_ --list --topic "$t" --resource-pattern-type any >"$CASE_TMP/list" || return 1
+  cat "$CASE_TMP/list"
+  grep -q "principal=$CLIENT, host=\*, operation=READ, permissionType=ALLOW" "$CASE_TMP/list" \
+    || fail "READ for the client not listed: $(head -c 400 "$CASE_TMP/list" | tr '\n' ' ')" || return 1
+  grep -q "principal=$CLIENT, host=\*, operation=WRITE, permissionType=ALLOW" "$CASE_TMP/list" \
+    || fail "WRITE for the client not listed" || return 1
+  grep -q "patternType=PREFIXED" "$CASE_TMP/list" || fail "the prefixed DENY not listed" || return 1
+  acls_ --remove --force --topic "$t" || return 1
+  acls_ --remove --force --topic "$t" --resource-pattern-type prefixed || return 1
+  acls_ --list --topic "$t" --resource-pattern-type any >"$CASE_TMP/after" || return 1
+  if grep -q "principal=" "$CASE_TMP/after"; then fail "ACLs left after --remove: $(head -c 300 "$CASE_TMP/after")"; fi
+}
+
+c_producer() {
+  local t; t=$(uniq_name acl-produce)
+  topic_as_admin "$t" || return 1
+  printf 'a\nb\nc\n' >"$CASE_TMP/in"
+  # The console producer logs a failed send and still exits 0: its output tells.
+  produce_as_client "$t" "$CASE_TMP/in" >"$CASE_TMP/denied" 2>&1
+  cat "$CASE_TMP/denied"
+  grep -Eq 'TopicAuthorizationException|Not authorized to access topics' "$CASE_TMP/denied" \
+    || fail "no authorization error: $(grep -m3 -i 'exception\|error' "$CASE_TMP/denied" | tr '\n' ' ' | head -c 400)" || return 1
+  acls_ --add --allow-principal "$CLIENT" --producer --topic "$t" >/dev/null || return 1
+  produce_as_client "$t" "$CASE_TMP/in" >"$CASE_TMP/allowed" 2>&1 || return 1
+  cat "$CASE_TMP/allowed"
+  if grep -Eqi 'exception|error' "$CASE_TMP/allowed"; then
+    fail "the client could not produce with the ACL: $(grep -m3 -i 'exception\|error' "$CASE_TMP/allowed" | tr '\n' ' ' | head -c 400)"; return 1
+  fi
+  "$BIN/kafka-get-offsets.sh" --bootstrap-server "$B" --command-config "$D/admin.properties" \
+    --topic "$t" >"$CASE_TMP/offsets" || return 1
+  grep -q ":0:3$" "$CASE_TMP/offsets" || fail "3 records expected: $(cat "$CASE_TMP/offsets")"
+}
+
+c_consumer() {
+  local t g; t=$(uniq_name acl-consume); g=$(uniq_name acl-group)
+  topic_as_admin "$t" || return 1
+  for i in $(seq 1 10); do printf 'value %d\n' "$i"; done >"$CASE_TMP/in"
+  "$BIN/kafka-console-producer.sh" --bootstrap-server "$B" --topic "$t" \
+    --producer.config "$D/admin.properties" <"$CASE_TMP/in" || return 1
+  consume() {
+    "$BIN/kafka-console-consumer.sh" --bootstrap-server "$B" --topic "$t" --group "$g" \
+      --consumer.config "$D/client.properties" --from-beginning --max-messages 10 --timeout-ms 20000
+  }
+  # READ on the topic but not on the group: refused with the group's error.
+  acls_ --add --allow-principal "$CLIENT" --operation Read --operation Describe --topic "$t" >/dev/null || return 1
+  consume >"$CASE_TMP/denied" 2>&1
+  cat "$CASE_TMP/denied"
+  grep -Eq 'GroupAuthorizationException|Not authorized to access group' "$CASE_TMP/denied" \
+    || fail "no group authorization error: $(grep -m3 -i 'exception\|error' "$CASE_TMP/denied" | tr '\n' ' ' | head -c 400)" || return 1
+  acls_ --add --allow-principal "$CLIENT" --operation Read --group "$g" >/dev/null || return 1
+  consume >"$CASE_TMP/out" 2>"$CASE_TMP/err" \
+    || fail "could not consume with the ACLs: $(grep -m3 -i 'exception\|error' "$CASE_TMP/err" | tr '\n' ' ' | head -c 400)" || return 1
+  diff "$CASE_TMP/in" "$CASE_TMP/out" >"$CASE_TMP/diff" \
+    || fail "consumed records differ: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')" || return 1
+  # The topic's ACLs removed: refused again.
+  acls_ --remove --force --topic "$t" >/dev/null || return 1
+  consume >"$CASE_TMP/again" 2>&1
+  cat "$CASE_TMP/again"
+  grep -Eq 'TopicAuthorizationException|Not authorized to access topics' "$CASE_TMP/again" \
+    || fail "no topic authorization error once the topic's ACLs were removed"
+}
+
+if [[ $SKUA == --skip ]]; then
+  report_all SKIP "${2:-not run}"
+  exit 0
+fi
+if ! out=$(make_certs 2>&1); then
+  report_all FAIL "could not make the certificates: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+  exit 0
+fi
+if ! start_skua; then
+  report_all FAIL "skua did not start: $(tail -n 5 "$D/broker.log" | tr '\n' ' ')"
+  exit 0
+fi
+for c in "${CASES[@]}"; do
+  # shellcheck disable=SC2086  # "ID FUNCTION"
+  run_case $c
+done
+exit 0

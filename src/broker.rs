@@ -19,6 +19,7 @@ use crate::controller::image::MetadataImage;
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
 use crate::controller::records::{MetadataRecord, CONFIG_RESOURCE_BROKER};
+use crate::controller::zk::ZkController;
 use crate::controller::{
     BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo,
 };
@@ -31,7 +32,7 @@ use crate::coordinator::txn::peers::TxnPeers;
 use crate::coordinator::txn::TransactionCoordinator;
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
-use crate::log::{Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
+use crate::log::{DirLock, Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::metrics::Metrics;
 use crate::quota::QuotaManager;
 use crate::replica::fetch_session::FetchSessionCache;
@@ -154,38 +155,22 @@ fn installed(acls: Option<Arc<AclAuthorizer>>) -> OnceLock<Arc<dyn Authorizer>> 
     slot
 }
 
-impl Broker {
-    /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
-    /// data already in the dirs, on a first start), opens every log the metadata assigns
-    /// here (recovering after a crash), sets aside the ones it does not know as strays,
-    /// starts hosting the partitions and loading the coordinators' partitions it leads,
-    /// and schedules the periodic jobs. Must run inside a tokio runtime.
-    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
-        let mut config = config;
-        // ZooKeeper mode when `zookeeper.connect` is set, else the single-node store.
-        let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
-        let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
-        let identity = Identity {
-            configured_node_id: config.broker_id_set.then_some(config.broker_id),
-            default_node_id: config.broker_id,
-            configured_cluster_id: config.cluster_id.clone(),
-        };
-        let mut dirs = LogDirs::check(
-            &config.log_dirs,
-            config.metadata_log_dir.as_deref(),
-            &identity,
-        )?;
-        config.broker_id = dirs.node_id;
+/// Where the broker's metadata comes from: its own metadata log on a single node, or a
+/// ZooKeeper-mode cluster's controller. Opened before the logs (it says which partitions
+/// are hosted here and with which configs); everything after it is the same for both.
+enum MetadataSource {
+    Local(Arc<LocalController>),
+    ZooKeeper(Arc<ZkController>),
+}
 
-        // Everything below runs only once every dir passed its checks.
-        if let Some(settings) = zk_settings {
-            return Broker::open_zookeeper_mode(config, dirs, settings, authorizer);
-        }
+impl MetadataSource {
+    /// The single-node store: the metadata log in the metadata dir, created (or adopting
+    /// the data already in the dirs) on a first start. Writes the dirs' meta.properties.
+    fn open_local(config: &BrokerConfig, dirs: &mut LogDirs) -> anyhow::Result<MetadataSource> {
         let new_store = !MetadataLog::exists(&dirs.metadata_dir);
-        let skua_file = if new_store {
-            SkuaMetadataFile::read(&config.log_dirs[0])?
-        } else {
-            None
+        let skua_file = match new_store {
+            true => SkuaMetadataFile::read(&config.log_dirs[0])?,
+            false => None,
         };
         if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
             if file.cluster_id != *id {
@@ -201,31 +186,22 @@ impl Broker {
             .clone()
             .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
             .unwrap_or_else(new_cluster_id);
-        let had_meta_properties: Vec<bool> =
-            dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
+        let had_meta_properties = dirs.log_dirs.iter().any(|d| d.meta.is_some());
         let zookeeper_mode = dirs.versions().contains(&0);
         let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
-        let initial = if new_store {
-            let located: Vec<(PathBuf, Uuid)> = dirs
-                .log_dirs
-                .iter()
-                .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
-                .collect();
-            Some(initial_records(
-                dirs.node_id,
-                skua_file,
-                &located,
-                zookeeper_mode || !had_meta_properties.contains(&true),
-            )?)
-        } else {
-            None
+        let initial = match new_store {
+            false => None,
+            true => {
+                let located: Vec<(PathBuf, Uuid)> = dirs
+                    .log_dirs
+                    .iter()
+                    .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
+                    .collect();
+                let adopt = zookeeper_mode || !had_meta_properties;
+                Some(initial_records(dirs.node_id, skua_file, &located, adopt)?)
+            }
         };
         dirs.write_meta_properties()?;
-
-        let outbound_tls = config.outbound_tls()?;
-        let shared_config = SharedConfig::new(config);
-        shared_config.set_outbound_tls(outbound_tls);
-        let config = shared_config.current();
         let advertised = &config.advertised_listeners[0];
         let me = BrokerInfo {
             id: config.broker_id,
@@ -233,108 +209,31 @@ impl Broker {
             port: advertised.port as i32,
             rack: config.rack.clone(),
         };
-        let local = Arc::new(local::open(
-            &dirs.metadata_dir,
-            ControllerConfig {
-                broker: me,
-                cluster_id,
-                directory_ids,
-                num_partitions: config.log.num_partitions,
-                default_replication_factor: config.replication.default_replication_factor,
-            },
-            initial,
-        )?);
-        // Before anything serves: the ACLs replayed from the log are in force at once.
-        let authorizer = authorizer.map(|settings| {
-            let acls = Arc::new(AclAuthorizer::new(settings));
-            acls.set_store(Arc::new(MetadataLogStore::new(local.clone())));
-            local.subscribe(AclFollower::new(acls.clone()));
-            acls
-        });
-        let image = local.image();
-        let topic_configs = {
-            let config = shared_config.clone();
-            let image = image.clone();
-            move |name: &str| {
-                let overrides = image
-                    .topic(name)
-                    .map(|t| t.configs.clone())
-                    .unwrap_or_default();
-                topic::log_config(&config.current(), &overrides)
-            }
+        let controller_config = ControllerConfig {
+            broker: me,
+            cluster_id,
+            directory_ids,
+            num_partitions: config.log.num_partitions,
+            default_replication_factor: config.replication.default_replication_factor,
         };
-        let node_id = config.broker_id;
-        let assigned = {
-            let image = image.clone();
-            move |tp: &TopicPartition, id: Option<Uuid>| assigned_here(&image, node_id, tp, id)
-        };
-        let delete_delay_ms = config.log.segment_delete_delay_ms;
-        let log_dirs = dirs
-            .log_dirs
-            .into_iter()
-            .map(|d| (d.path, d.lock))
-            .collect();
-        let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
-        let logs = LogManager::startup_parallel(
-            log_dirs,
-            assigned,
-            topic_configs,
-            delete_delay_ms,
-            config.log.recovery_threads_per_data_dir,
-        )?;
-        logs.set_broker_epoch(local.broker_epoch());
-        let replicas = Arc::new(ReplicaManager::new(
-            config.broker_id,
-            shared_config.clone(),
-            logs,
-        ));
-        let metrics = replicas.metrics.clone();
-        let controller: Arc<dyn Controller> = local.clone();
-        let Services {
-            groups,
-            txns,
-            scheduler,
-        } = follow_metadata(&controller, &shared_config, &replicas)?;
-        Ok(Arc::new(Broker {
-            // Before `shared_config` moves into the struct.
-            fetch_sessions: FetchSessionCache::new(
-                shared_config
-                    .current()
-                    .max_incremental_fetch_session_cache_slots,
-            ),
-            shared_config,
-            controller,
-            replicas,
-            groups,
-            txns,
-            local: Some(local),
-            _metadata_dir_lock: metadata_lock,
-            scheduler,
-            stopping: tokio::sync::watch::Sender::new(false),
-            metrics,
-            authorizer: installed(authorizer),
-            quotas: OnceLock::new(),
-        }))
+        let local = local::open(&dirs.metadata_dir, controller_config, initial)?;
+        Ok(MetadataSource::Local(Arc::new(local)))
     }
 
     /// A member of a Kafka 3.9 ZooKeeper-mode cluster (`controller::zk`): the cluster id
-    /// is ZooKeeper's (a log dir of another cluster stops startup), there is no metadata
-    /// log, every partition directory found is loaded (as Kafka's ZooKeeper-mode broker
-    /// does; none is set aside as a stray, since which partitions are hosted here is the
-    /// controller's to say), and the broker registers once its logs are open.
-    fn open_zookeeper_mode(
-        config: BrokerConfig,
-        mut dirs: LogDirs,
+    /// is ZooKeeper's (a log dir of another cluster stops startup), and there is no
+    /// metadata log. Writes the dirs' meta.properties.
+    fn connect_zookeeper(
+        config: &BrokerConfig,
+        dirs: &mut LogDirs,
         settings: crate::controller::zk::Settings,
-        authorizer: Option<AuthorizerSettings>,
-    ) -> anyhow::Result<Arc<Broker>> {
+    ) -> anyhow::Result<MetadataSource> {
         let proposed = dirs
             .cluster_id
             .clone()
             .or_else(|| config.cluster_id.clone())
             .unwrap_or_else(new_cluster_id);
-        let outbound_tls = settings.outbound_tls.clone();
-        let zk = crate::controller::zk::ZkController::connect_blocking(settings, proposed)?;
+        let zk = ZkController::connect_blocking(settings, proposed)?;
         let cluster_id = zk.cluster_id();
         if let Some(id) = dirs.cluster_id.as_ref().filter(|id| **id != cluster_id) {
             anyhow::bail!(
@@ -345,97 +244,173 @@ impl Broker {
         // can go back to a Kafka broker of the same cluster
         dirs.assign_directory_ids(&cluster_id, 0);
         dirs.write_meta_properties()?;
+        Ok(MetadataSource::ZooKeeper(Arc::new(zk)))
+    }
+
+    /// Opens the logs found in the dirs (recovering them after a crash). On a single node
+    /// the logs the metadata does not assign here are set aside as strays and each log
+    /// starts with its topic's configs; in ZooKeeper mode every partition directory is
+    /// loaded with the broker's defaults (as Kafka's ZooKeeper-mode broker does: which
+    /// partitions are hosted, and their configs, are the controller's to say).
+    fn open_logs(
+        &self,
+        shared_config: &Arc<SharedConfig>,
+        log_dirs: Vec<(PathBuf, DirLock)>,
+    ) -> anyhow::Result<LogManager> {
+        let config = shared_config.current();
+        let delete_delay_ms = config.log.segment_delete_delay_ms;
+        let threads = config.log.recovery_threads_per_data_dir;
+        let shared = shared_config.clone();
+        match self {
+            MetadataSource::Local(local) => {
+                let image = local.image();
+                let node_id = config.broker_id;
+                let configs_image = image.clone();
+                let topic_configs = move |name: &str| {
+                    let overrides = configs_image
+                        .topic(name)
+                        .map(|t| t.configs.clone())
+                        .unwrap_or_default();
+                    topic::log_config(&shared.current(), &overrides)
+                };
+                let assigned = move |tp: &TopicPartition, id: Option<Uuid>| {
+                    assigned_here(&image, node_id, tp, id)
+                };
+                let logs = LogManager::startup_parallel(
+                    log_dirs,
+                    assigned,
+                    topic_configs,
+                    delete_delay_ms,
+                    threads,
+                )?;
+                logs.set_broker_epoch(local.broker_epoch());
+                Ok(logs)
+            }
+            MetadataSource::ZooKeeper(_) => {
+                let defaults =
+                    move |_: &str| topic::log_config(&shared.current(), &BTreeMap::new());
+                let all = |_: &TopicPartition, _| true;
+                Ok(LogManager::startup_parallel(
+                    log_dirs,
+                    all,
+                    defaults,
+                    delete_delay_ms,
+                    threads,
+                )?)
+            }
+        }
+    }
+
+    /// The ACL authorizer over this source's storage, every ACL it holds in force before
+    /// anything serves: the metadata log's records, or ZooKeeper's znodes.
+    fn authorizer(&self, settings: AuthorizerSettings) -> anyhow::Result<Arc<AclAuthorizer>> {
+        let acls = Arc::new(AclAuthorizer::new(settings));
+        match self {
+            MetadataSource::Local(local) => {
+                acls.set_store(Arc::new(MetadataLogStore::new(local.clone())));
+                local.subscribe(AclFollower::new(acls.clone()));
+            }
+            MetadataSource::ZooKeeper(zk) => {
+                let store = crate::auth::store_zk::ZkAclStore::start_blocking(zk, acls.clone())?;
+                acls.set_store(store);
+            }
+        }
+        Ok(acls)
+    }
+
+    fn controller(&self) -> Arc<dyn Controller> {
+        match self {
+            MetadataSource::Local(local) => local.clone(),
+            MetadataSource::ZooKeeper(zk) => zk.clone(),
+        }
+    }
+
+    /// Starts following: in ZooKeeper mode the broker side hosts `replicas` and the
+    /// broker registers (once its logs are open); the single node follows already.
+    fn start(&self, replicas: &Arc<ReplicaManager>) -> anyhow::Result<()> {
+        match self {
+            MetadataSource::Local(_) => Ok(()),
+            MetadataSource::ZooKeeper(zk) => zk.start_blocking(replicas.clone()),
+        }
+    }
+
+    fn local(&self) -> Option<Arc<LocalController>> {
+        match self {
+            MetadataSource::Local(local) => Some(local.clone()),
+            MetadataSource::ZooKeeper(_) => None,
+        }
+    }
+}
+
+impl Broker {
+    /// Checks and locks the log dirs, opens the metadata source (the metadata log, or a
+    /// ZooKeeper-mode cluster when `zookeeper.connect` is set), opens every log (recovering
+    /// after a crash), starts hosting the partitions and loading the coordinators'
+    /// partitions it leads, installs the authorizer, schedules the periodic jobs and, in
+    /// ZooKeeper mode, registers. One path for both modes: what differs is the
+    /// [`MetadataSource`]. Must run inside a tokio runtime.
+    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        let mut config = config;
+        let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
+        let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
+        let identity = Identity {
+            configured_node_id: config.broker_id_set.then_some(config.broker_id),
+            default_node_id: config.broker_id,
+            configured_cluster_id: config.cluster_id.clone(),
+        };
+        let mut dirs = LogDirs::check(
+            &config.log_dirs,
+            config.metadata_log_dir.as_deref(),
+            &identity,
+        )?;
+        config.broker_id = dirs.node_id;
+
+        // Everything below runs only once every dir passed its checks.
+        let source = match zk_settings {
+            Some(settings) => MetadataSource::connect_zookeeper(&config, &mut dirs, settings)?,
+            None => MetadataSource::open_local(&config, &mut dirs)?,
+        };
+        let outbound_tls = config.outbound_tls()?;
         let shared_config = SharedConfig::new(config);
         shared_config.set_outbound_tls(outbound_tls);
-        let config = shared_config.current();
-        let defaults = {
-            let config = shared_config.clone();
-            move |_: &str| topic::log_config(&config.current(), &BTreeMap::new())
-        };
-        let delete_delay_ms = config.log.segment_delete_delay_ms;
         let log_dirs = dirs
             .log_dirs
             .into_iter()
             .map(|d| (d.path, d.lock))
             .collect();
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
-        let logs = LogManager::startup_parallel(
-            log_dirs,
-            |_: &TopicPartition, _| true,
-            defaults,
-            delete_delay_ms,
-            config.log.recovery_threads_per_data_dir,
-        )?;
+        let logs = source.open_logs(&shared_config, log_dirs)?;
+        let config = shared_config.current();
         let replicas = Arc::new(ReplicaManager::new(
             config.broker_id,
             shared_config.clone(),
             logs,
         ));
-        let metrics = replicas.metrics.clone();
-        let zk = Arc::new(zk);
-        // Every ACL ZooKeeper holds is in force before anything serves.
         let authorizer = match authorizer {
+            Some(settings) => Some(source.authorizer(settings)?),
             None => None,
-            Some(settings) => {
-                let acls = Arc::new(AclAuthorizer::new(settings));
-                let store = crate::auth::store_zk::ZkAclStore::start_blocking(&zk, acls.clone())?;
-                acls.set_store(store);
-                Some(acls)
-            }
         };
-        let controller: Arc<dyn Controller> = zk.clone();
+        let controller = source.controller();
         let Services {
             groups,
             txns,
             scheduler,
         } = follow_metadata(&controller, &shared_config, &replicas)?;
-        // LeaderAndIsr checks a request's topic id against the log's on disk.
-        let logs = replicas.clone();
-        zk.shared()
-            .broker
-            .set_log_topic_ids(Arc::new(move |topic: &str, partition: i32| {
-                logs.logs
-                    .topic_id_of(&TopicPartition::new(topic, partition))
-            }));
-        let logs = replicas.clone();
-        zk.shared()
-            .broker
-            .set_offline_replicas(Arc::new(move |topic: &str, partition: i32| {
-                logs.logs
-                    .get_log(&TopicPartition::new(topic, partition))
-                    .is_some_and(|log| log.is_offline())
-            }));
-        let stopper = replicas.clone();
-        zk.shared()
-            .broker
-            .set_replica_stopper(Arc::new(move |topic: &str, partition: i32| {
-                stopper.stop_replica(&TopicPartition::new(topic, partition));
-            }));
-        // Before registering, so the first epoch and any later one (a new session after
-        // an expiry registers again) reach the fetches, ISR changes and shutdown marker.
-        let follower = replicas.clone();
-        zk.follow_broker_epoch(Arc::new(move |epoch| {
-            follower.logs.set_broker_epoch(epoch);
-            follower.cluster.set_broker_epoch(epoch);
-        }));
-        zk.start_blocking()?;
+        source.start(&replicas)?;
         Ok(Arc::new(Broker {
-            // Before `shared_config` moves into the struct.
             fetch_sessions: FetchSessionCache::new(
-                shared_config
-                    .current()
-                    .max_incremental_fetch_session_cache_slots,
+                config.max_incremental_fetch_session_cache_slots,
             ),
+            metrics: replicas.metrics.clone(),
             shared_config,
             controller,
             replicas,
             groups,
             txns,
-            local: None,
+            local: source.local(),
             _metadata_dir_lock: metadata_lock,
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
-            metrics,
             authorizer: installed(authorizer),
             quotas: OnceLock::new(),
         }))

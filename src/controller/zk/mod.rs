@@ -467,8 +467,17 @@ impl ZkController {
         })
     }
 
-    /// `start` from a blocking thread or a worker of a multi-threaded tokio runtime.
-    pub fn start_blocking(&self) -> anyhow::Result<()> {
+    /// Hosts `replicas` (the broker's replica manager: LeaderAndIsr and StopReplica act on
+    /// them, and they follow this broker's epoch from its first registration on), then
+    /// `start`s, from a blocking thread or a worker of a multi-threaded tokio runtime.
+    pub fn start_blocking(&self, replicas: Arc<dyn broker::HostedReplicas>) -> anyhow::Result<()> {
+        self.shared
+            .broker
+            .host_replicas(replicas.clone())
+            .map_err(anyhow::Error::msg)?;
+        // Before registering, so the first epoch and any later one (a new session after
+        // an expiry registers again) reach the fetches, ISR changes and shutdown marker.
+        self.follow_broker_epoch(Arc::new(move |epoch| replicas.set_broker_epoch(epoch)));
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| anyhow::anyhow!("ZooKeeper mode needs a tokio runtime"))?;
         tokio::task::block_in_place(|| handle.block_on(self.start()))

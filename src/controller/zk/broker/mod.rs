@@ -19,6 +19,7 @@ mod capped_lines;
 mod checked_names;
 pub mod config_changes;
 pub mod controlled_shutdown;
+mod hosted;
 mod leader_and_isr;
 pub mod log_dir_events;
 pub mod metadata_cache;
@@ -26,7 +27,7 @@ pub mod scram_users;
 mod stop_replica;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{UpdateMetadataRequest, UpdateMetadataResponse};
@@ -38,14 +39,20 @@ use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, Topi
 use crate::controller::records::CONFIG_RESOURCE_BROKER;
 use crate::controller::{BrokerInfo, ConfigResource, PartitionInfo, TopicInfo};
 
-/// How the broker side finds the topic id of a log on disk (None: no log, or no id).
-pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
-/// Whether a replica's log is in an offline log dir (the broker's log manager).
-pub type OfflineReplicas = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
-
-/// How the broker side stops a replica's fetcher without deleting it (the replica
-/// manager's `stop_replica`).
-pub type ReplicaStopper = Arc<dyn Fn(&str, i32) + Send + Sync>;
+/// What the broker side asks of the replicas this broker hosts (the broker's
+/// `ReplicaManager`), given once, when the broker starts following the controller.
+pub trait HostedReplicas: Send + Sync {
+    /// The topic id of the partition's log on disk (None: no log, or no id): LeaderAndIsr
+    /// checks a request's topic id against it.
+    fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid>;
+    /// Whether the partition's log is in an offline log dir.
+    fn is_offline(&self, topic: &str, partition: i32) -> bool;
+    /// Stops the replica's fetcher without deleting it (StopReplica without deletion).
+    fn stop_replica(&self, topic: &str, partition: i32);
+    /// This broker's epoch (its registration's czxid), for its fetches, ISR changes and
+    /// shutdown marker; again after a new session registers it again.
+    fn set_broker_epoch(&self, epoch: i64);
+}
 
 /// A topic's partitions hosted here, as LeaderAndIsr made them.
 #[derive(Clone, Debug)]
@@ -71,9 +78,8 @@ pub struct BrokerSide {
     /// The cache as last applied, for request handlers (never waits on `state`).
     published: RwLock<Arc<MetadataCache>>,
     listeners: Mutex<Vec<Arc<dyn MetadataListener>>>,
-    log_topic_ids: RwLock<Option<LogTopicIds>>,
-    offline_replicas: RwLock<Option<OfflineReplicas>>,
-    replica_stopper: RwLock<Option<ReplicaStopper>>,
+    /// The replica layer, once the broker starts (none before: nothing is hosted yet).
+    replicas: OnceLock<Arc<dyn HostedReplicas>>,
     /// SCRAM credentials from `/config/users` (`config_changes`).
     pub scram_users: scram_users::ScramUsers,
 }
@@ -96,9 +102,7 @@ impl BrokerSide {
             }),
             published: RwLock::new(Arc::new(MetadataCache::default())),
             listeners: Mutex::new(Vec::new()),
-            log_topic_ids: RwLock::new(None),
-            offline_replicas: RwLock::new(None),
-            replica_stopper: RwLock::new(None),
+            replicas: OnceLock::new(),
             scram_users: scram_users::ScramUsers::default(),
         }
     }
@@ -108,36 +112,27 @@ impl BrokerSide {
         self.published.read().clone()
     }
 
-    /// Where the topic ids of logs on disk are read (the broker's log manager).
-    pub fn set_log_topic_ids(&self, f: LogTopicIds) {
-        *self.log_topic_ids.write() = Some(f);
-    }
-
-    /// Where LeaderAndIsr learns that a replica's log dir is offline (the log manager).
-    pub fn set_offline_replicas(&self, f: OfflineReplicas) {
-        *self.offline_replicas.write() = Some(f);
+    /// Gives the broker side the replicas it hosts; a second call is refused.
+    pub fn host_replicas(&self, replicas: Arc<dyn HostedReplicas>) -> Result<(), String> {
+        self.replicas
+            .set(replicas)
+            .map_err(|_| "the broker side hosts its replicas already".to_string())
     }
 
     fn replica_offline(&self, topic: &str, partition: i32) -> bool {
-        let f = self.offline_replicas.read().clone();
-        f.is_some_and(|f| f(topic, partition))
-    }
-
-    /// How StopReplica without deletion stops a replica (the replica manager).
-    pub fn set_replica_stopper(&self, f: ReplicaStopper) {
-        *self.replica_stopper.write() = Some(f);
+        self.replicas
+            .get()
+            .is_some_and(|r| r.is_offline(topic, partition))
     }
 
     fn stop_replica_fetcher(&self, topic: &str, partition: i32) {
-        let f = self.replica_stopper.read().clone();
-        if let Some(f) = f {
-            f(topic, partition);
+        if let Some(r) = self.replicas.get() {
+            r.stop_replica(topic, partition);
         }
     }
 
     fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid> {
-        let f = self.log_topic_ids.read().clone();
-        f.and_then(|f| f(topic, partition))
+        self.replicas.get()?.log_topic_id(topic, partition)
     }
 
     /// Adds a listener and hands it every topic as this broker follows it now.

@@ -394,12 +394,25 @@ fn a_new_controller_reaches_the_listeners_without_partition_changes() {
 /// not hosted and a deletion are not stopped this way.
 #[test]
 fn stop_replica_without_deletion_stops_the_fetcher() {
+    /// Replicas that only record which were stopped.
+    #[derive(Default)]
+    struct Stopped(parking_lot::Mutex<Vec<(String, i32)>>);
+    impl super::HostedReplicas for Stopped {
+        fn log_topic_id(&self, _: &str, _: i32) -> Option<Uuid> {
+            None
+        }
+        fn is_offline(&self, _: &str, _: i32) -> bool {
+            false
+        }
+        fn stop_replica(&self, topic: &str, partition: i32) {
+            self.0.lock().push((topic.to_string(), partition));
+        }
+        fn set_broker_epoch(&self, _: i64) {}
+    }
     let (side, _rec) = side();
-    let stopped: Arc<parking_lot::Mutex<Vec<(String, i32)>>> = Arc::default();
-    let seen = stopped.clone();
-    side.set_replica_stopper(Arc::new(move |t: &str, p: i32| {
-        seen.lock().push((t.to_string(), p))
-    }));
+    let stopped = Arc::new(Stopped::default());
+    side.host_replicas(stopped.clone()).unwrap();
+    let stopped = &stopped.0;
     let id = Uuid::from_u128(5);
     side.leader_and_isr(
         &leader_and_isr(1, EPOCH, "t", id, &[(0, 2, 3, &[2, 1]), (1, 2, 3, &[2, 1])]),

@@ -32,6 +32,8 @@ pub struct MetadataDelta {
     /// UpdateMetadata that moves no partition still names a new controller or a broker
     /// back); they are read from the image.
     pub cluster: bool,
+    /// Client quotas changed; they are read from the image.
+    pub client_quotas: bool,
 }
 
 impl MetadataDelta {
@@ -44,6 +46,7 @@ impl MetadataDelta {
                 .collect(),
             configs: image.config_resources().cloned().collect(),
             cluster: true,
+            client_quotas: true,
         }
     }
 
@@ -65,6 +68,7 @@ impl MetadataDelta {
                 Change::Configs(resource) => {
                     delta.configs.insert(resource.clone());
                 }
+                Change::ClientQuotas => delta.client_quotas = true,
                 Change::None => {}
             }
         }
@@ -78,7 +82,7 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && self.configs.is_empty() && !self.cluster
+        self.topics.is_empty() && self.configs.is_empty() && !self.cluster && !self.client_quotas
     }
 }
 

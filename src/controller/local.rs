@@ -25,8 +25,11 @@ use super::image::MetadataImage;
 use super::metadata_log::MetadataLog;
 use super::plan::config_changes;
 pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
-use super::records::{partition_record_version, MetadataRecord, CONFIG_RESOURCE_TOPIC};
+use super::records::{
+    partition_record_version, ClientQuotaRecord, MetadataRecord, CONFIG_RESOURCE_TOPIC,
+};
 use super::{BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, TopicInfo};
+use crate::quota::configs::{Alteration, ClientQuotas};
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
 /// rarely costs a write, and ids below a reserved block's end are never reused, also
@@ -51,6 +54,12 @@ enum Op {
         configs: BTreeMap<String, String>,
     },
     ReserveProducerIds,
+    /// AlterClientQuotas: one outcome per alteration; with `validate_only` nothing is
+    /// written.
+    AlterClientQuotas {
+        alterations: Vec<Alteration>,
+        validate_only: bool,
+    },
 }
 
 /// What a committed change answers with, resolved against the new image.
@@ -59,12 +68,14 @@ enum Planned {
     Removed(Arc<TopicInfo>),
     Configs,
     ProducerIds { first: i64, end: i64 },
+    ClientQuotas(Vec<Result<(), ControllerError>>),
 }
 
 enum Outcome {
     Topic(Arc<TopicInfo>),
     Configs,
     ProducerIds { first: i64, end: i64 },
+    ClientQuotas(Vec<Result<(), ControllerError>>),
 }
 
 struct Pending {
@@ -266,6 +277,7 @@ impl Inner {
                 Planned::Removed(t) => Ok(Outcome::Topic(t)),
                 Planned::Configs => Ok(Outcome::Configs),
                 Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
+                Planned::ClientQuotas(results) => Ok(Outcome::ClientQuotas(results)),
             };
             let _ = reply.send(outcome);
         }
@@ -342,8 +354,54 @@ impl Inner {
                 };
                 Ok((vec![record], Planned::ProducerIds { first, end }))
             }
+            Op::AlterClientQuotas {
+                alterations,
+                validate_only,
+            } => {
+                let (records, results) = plan_client_quotas(image, &alterations);
+                let records = if validate_only { Vec::new() } else { records };
+                Ok((records, Planned::ClientQuotas(results)))
+            }
         }
     }
+}
+
+/// The `ClientQuotaRecord`s of `alterations` (Kafka's `ClientQuotaControlManager`):
+/// an entity failing a check gets its error and no record; one named twice, an error the
+/// second time; a value equal to the current one, no record.
+fn plan_client_quotas(
+    image: &MetadataImage,
+    alterations: &[Alteration],
+) -> (Vec<MetadataRecord>, Vec<Result<(), ControllerError>>) {
+    let mut records = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let results = alterations
+        .iter()
+        .map(|a| {
+            if !seen.insert(&a.entity) {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidRequest,
+                    format!("Ignoring duplicate entity {}", a.entity),
+                ));
+            }
+            let current = image.client_quotas().get(&a.entity);
+            crate::quota::configs::altered(current, &a.ops)?;
+            for (key, value) in &a.ops {
+                let now = current.and_then(|c| c.get(key));
+                let changed = match value {
+                    None => now.is_some(),
+                    Some(v) => now != Some(v),
+                };
+                if changed {
+                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord::new(
+                        &a.entity, key, *value,
+                    )));
+                }
+            }
+            Ok(())
+        })
+        .collect();
+    (records, results)
 }
 
 fn internal(why: &str) -> ControllerError {
@@ -527,6 +585,25 @@ impl Controller for LocalController {
         {
             Outcome::Configs => Ok(()),
             _ => Err(internal("unexpected answer to a config change")),
+        }
+    }
+
+    fn client_quotas(&self) -> ClientQuotas {
+        self.inner.image.read().client_quotas().clone()
+    }
+
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        let op = Op::AlterClientQuotas {
+            alterations,
+            validate_only,
+        };
+        match self.submit(op).await? {
+            Outcome::ClientQuotas(results) => Ok(results),
+            _ => Err(internal("unexpected answer to a client quota change")),
         }
     }
 

@@ -112,11 +112,23 @@ fn write_txn_markers(req: WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersR
 /// Sets the response's `throttle_time_ms` (a no-op for the few APIs without one: the
 /// controller's requests, which Kafka never throttles).
 pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
+    if let Some(t) = throttle_time_mut(body) {
+        *t = throttle_ms;
+    }
+}
+
+/// The throttle time the handler put in the response (a controller mutation quota's),
+/// 0 for the APIs without one.
+pub fn throttle_time(body: &mut ResponseKind) -> i32 {
+    throttle_time_mut(body).map_or(0, |t| *t)
+}
+
+fn throttle_time_mut(body: &mut ResponseKind) -> Option<&mut i32> {
     macro_rules! throttled {
         ($($api:ident),* $(,)?) => {
             match body {
-                $(ResponseKind::$api(r) => r.throttle_time_ms = throttle_ms,)*
-                _ => {}
+                $(ResponseKind::$api(r) => Some(&mut r.throttle_time_ms),)*
+                _ => None,
             }
         };
     }
@@ -164,7 +176,9 @@ pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
         ElectLeaders,
         AlterPartitionReassignments,
         ListPartitionReassignments,
-    );
+        DescribeClientQuotas,
+        AlterClientQuotas,
+    )
 }
 
 /// Hands `count` each error code the response carries, as Kafka's `errorCounts` does:

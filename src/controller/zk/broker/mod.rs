@@ -17,6 +17,7 @@
 
 mod capped_lines;
 mod checked_names;
+pub mod client_quotas;
 pub mod config_changes;
 pub mod controlled_shutdown;
 mod leader_and_isr;
@@ -36,6 +37,7 @@ use self::metadata_cache::MetadataCache;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::records::CONFIG_RESOURCE_BROKER;
 use crate::controller::{BrokerInfo, ConfigResource, PartitionInfo, TopicInfo};
+use crate::quota::entity::QuotaEntity;
 
 /// How the broker side finds the topic id of a log on disk (None: no log, or no id).
 pub type LogTopicIds = Arc<dyn Fn(&str, i32) -> Option<Uuid> + Send + Sync>;
@@ -153,6 +155,7 @@ impl BrokerSide {
                 .collect(),
             configs: state.cache.image().config_resources().cloned().collect(),
             cluster: true,
+            client_quotas: true,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);
@@ -275,6 +278,24 @@ impl BrokerSide {
         delta.configs.insert(resource);
         for e in self.publish(&state, &delta) {
             tracing::error!(error = %e.message, "dynamic broker configs not applied");
+        }
+    }
+
+    /// Puts `quotas`, what `/config/<entity>` now holds, in the image as the entity's
+    /// client quotas, and tells the listeners (the quota publisher puts them in force).
+    pub fn apply_client_quotas(&self, entity: QuotaEntity, quotas: BTreeMap<String, f64>) {
+        let mut state = self.state.lock();
+        tracing::debug!(%entity, ?quotas, "client quotas read from ZooKeeper");
+        if !state.cache.set_client_quotas(entity, quotas) {
+            return;
+        }
+        *self.published.write() = Arc::new(state.cache.clone());
+        let delta = MetadataDelta {
+            client_quotas: true,
+            ..MetadataDelta::default()
+        };
+        for e in self.publish(&state, &delta) {
+            tracing::error!(error = %e.message, "client quotas not applied");
         }
     }
 

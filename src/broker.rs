@@ -424,6 +424,20 @@ impl Broker {
         }
     }
 
+    /// The controller mutation quota of a CreateTopics, CreatePartitions or DeleteTopics
+    /// request: strict from `strict_since` (its version Kafka enforces it from, KIP-599),
+    /// permissive before.
+    pub fn mutation_quota(
+        &self,
+        ctx: &crate::router::RequestContext,
+        strict_since: i16,
+    ) -> crate::quota::MutationQuota {
+        match self.quotas() {
+            Some(q) => q.mutation_quota(ctx, ctx.api_version >= strict_since),
+            None => crate::quota::MutationQuota::unbounded(),
+        }
+    }
+
     /// Installs another quota manager in place of Kafka's, before the broker serves; a
     /// second one is refused.
     pub fn set_quota_manager(&self, quotas: Arc<dyn QuotaManager>) -> Result<(), String> {

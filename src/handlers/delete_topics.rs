@@ -9,11 +9,15 @@ use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
+use crate::quota::MutationQuota;
 use crate::router::RequestContext;
+
+/// From v5 a controller mutation quota refuses topics once exhausted (KIP-599).
+const STRICT_QUOTA_SINCE: i16 = 5;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     // Versions before 6 list names; v6 lists (name or id) pairs.
@@ -29,13 +33,21 @@ pub async fn handle(
             .collect()
     };
     let mut responses = Vec::with_capacity(targets.len());
+    let mut quota = broker.mutation_quota(&ctx, STRICT_QUOTA_SINCE);
     for (name, id) in targets {
-        responses.push(delete(&broker, name, id).await);
+        responses.push(delete(&broker, name, id, &mut quota).await);
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(quota.throttle_time_ms())
 }
 
-async fn delete(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+async fn delete(
+    broker: &Broker,
+    name: Option<String>,
+    id: Uuid,
+    quota: &mut MutationQuota,
+) -> DeletableTopicResult {
     let by_id = name.is_none();
     let name = name.or_else(|| broker.controller.topic_by_id(id).map(|t| t.name.clone()));
     let result = DeletableTopicResult::default()
@@ -46,6 +58,17 @@ async fn delete(broker: &Broker, name: Option<String>, id: Uuid) -> DeletableTop
     };
     if !broker.config().delete_topic_enable {
         return result.with_error_code(ResponseError::TopicDeletionDisabled.code());
+    }
+    // The topic's partitions count against the client's controller mutation quota.
+    let partitions = broker
+        .controller
+        .topic(&name)
+        .map_or(0, |t| t.partitions.len());
+    if quota.record(partitions as f64).is_err() {
+        let e = crate::quota::throttled();
+        return result
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.message)));
     }
     match broker.delete_topic(&name).await {
         Ok(info) => {

@@ -102,6 +102,15 @@ pub struct MutationQuota {
     last_recorded: Option<Instant>,
 }
 
+/// Kafka's `ThrottlingQuotaExceededException`: the refusal of a topic a strict
+/// controller mutation quota does not admit.
+pub fn throttled() -> crate::controller::ControllerError {
+    crate::controller::ControllerError::new(
+        kafka_protocol::error::ResponseError::ThrottlingQuotaExceeded,
+        "The throttling quota has been exceeded.",
+    )
+}
+
 impl MutationQuota {
     pub fn unbounded() -> MutationQuota {
         MutationQuota {

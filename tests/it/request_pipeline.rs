@@ -327,7 +327,14 @@ async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted
 struct Throttle;
 
 impl QuotaManager for Throttle {
-    fn record(&self, _: &RequestContext, _: ApiKey, _: usize, _: Duration) -> Verdict {
+    fn record(
+        &self,
+        _: &RequestContext,
+        _: ApiKey,
+        _: usize,
+        _: &ResponseKind,
+        _: Duration,
+    ) -> Verdict {
         Verdict { throttle_ms: 300 }
     }
 }

@@ -91,6 +91,8 @@ fn request_for(key: ApiKey) -> RequestKind {
     }
     defaults!(
         ApiVersions,
+        DescribeClientQuotas,
+        AlterClientQuotas,
         CreateTopics,
         DeleteTopics,
         DeleteRecords,
@@ -253,6 +255,7 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
     let expected: BTreeSet<String> = [
         "AddOffsetsToTxn",
         "AddPartitionsToTxn",
+        "AlterClientQuotas",
         "AlterConfigs",
         "AlterReplicaLogDirs",
         "ConsumerGroupDescribe",
@@ -262,6 +265,7 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
         "DeleteGroups",
         "DeleteRecords",
         "DeleteTopics",
+        "DescribeClientQuotas",
         "DescribeCluster",
         "DescribeConfigs",
         "DescribeGroups",

@@ -40,7 +40,8 @@
 //!                            grammar, as pure state machines (not yet on a listener)
 //!                metrics/    the prometheus registry: RequestMetrics per API, per-topic
 //!                            byte counters, handles resolved once
-//!                quota       the quota manager's hook (none installed yet)
+//!                quota/      client quotas: Kafka's quota managers (byte rates, request time,
+//!                            controller mutations), asked by the pipeline per request
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the

@@ -15,8 +15,10 @@ pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 pub const REQUEST_PERCENTAGE: &str = "request_percentage";
 pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
 
-/// Every entity's quotas: entity → quota key → value.
-pub type ClientQuotas = BTreeMap<QuotaEntity, BTreeMap<String, f64>>;
+/// One entity's quotas: quota key → value.
+pub type EntityQuotas = BTreeMap<String, f64>;
+/// Every entity's quotas.
+pub type ClientQuotas = BTreeMap<QuotaEntity, EntityQuotas>;
 
 /// What a quota bounds (Kafka's `ClientQuotaType`), one per quota key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -207,7 +209,7 @@ pub fn describe(
     quotas: &ClientQuotas,
     components: &[FilterComponent],
     strict: bool,
-) -> Result<Vec<(QuotaEntity, BTreeMap<String, f64>)>, ControllerError> {
+) -> Result<Vec<(QuotaEntity, EntityQuotas)>, ControllerError> {
     let mut wanted: BTreeMap<&str, Wanted> = BTreeMap::new();
     for c in components {
         let kind = c.entity_type.as_str();

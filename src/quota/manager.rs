@@ -50,6 +50,22 @@ const SWEEP_EVERY: u64 = 1024;
 /// `request_percentage` counts handler time in percent of one second per second.
 const NANOS_TO_PERCENTAGE_PER_SECOND: f64 = 100.0 / 1_000_000_000.0;
 
+/// Whose request it is: the principal's name and the client id ("" when none).
+#[derive(Clone, Copy, Debug)]
+pub struct QuotaClient<'a> {
+    pub user: &'a str,
+    pub client_id: &'a str,
+}
+
+/// What one handled request measured.
+pub struct Recorded<'a> {
+    pub api_key: ApiKey,
+    pub request_bytes: usize,
+    /// The response's size, computed only if a consumer quota needs it.
+    pub response_bytes: Option<&'a dyn Fn() -> usize>,
+    pub handler_time: Duration,
+}
+
 /// The broker's quota settings (`quota.window.*`, `controller.quota.window.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuotaSettings {
@@ -251,16 +267,14 @@ impl ClientQuotaManager {
     }
 
     /// Records one handled client request at `now_ms`; the throttle time in ms.
-    pub fn record_at(
-        &self,
-        user: &str,
-        client_id: &str,
-        api_key: ApiKey,
-        request_bytes: usize,
-        response_bytes: impl FnOnce() -> usize,
-        handler_time: Duration,
-        now_ms: i64,
-    ) -> i32 {
+    pub fn record_at(&self, who: QuotaClient<'_>, request: Recorded<'_>, now_ms: i64) -> i32 {
+        let QuotaClient { user, client_id } = who;
+        let Recorded {
+            api_key,
+            request_bytes,
+            response_bytes,
+            handler_time,
+        } = request;
         if !self.any_enabled.load(Ordering::Acquire) {
             return 0;
         }
@@ -275,7 +289,7 @@ impl ClientQuotaManager {
                 Some((QuotaType::Produce, request_bytes))
             }
             ApiKey::Fetch if self.is_enabled(QuotaType::Fetch) => {
-                Some((QuotaType::Fetch, response_bytes()))
+                Some((QuotaType::Fetch, response_bytes.map_or(0, |f| f())))
             }
             _ => None,
         };
@@ -446,15 +460,17 @@ impl QuotaManager for ClientQuotaManager {
             ResponseKind::Fetch(f) => f.compute_size(ctx.api_version).unwrap_or(0),
             _ => 0,
         };
-        let throttle_ms = self.record_at(
-            &ctx.session.principal.name,
+        let who = QuotaClient {
+            user: &ctx.session.principal.name,
             client_id,
+        };
+        let recorded = Recorded {
             api_key,
             request_bytes,
-            response_bytes,
+            response_bytes: Some(&response_bytes),
             handler_time,
-            self.now_ms(),
-        );
+        };
+        let throttle_ms = self.record_at(who, recorded, self.now_ms());
         Verdict { throttle_ms }
     }
 

@@ -81,16 +81,22 @@ fn other_users_and_clients_get_the_defaults() {
     assert_eq!(m.quota(QuotaType::Fetch, "v", "w"), None);
 }
 
+fn who<'a>(user: &'a str, client_id: &'a str) -> QuotaClient<'a> {
+    QuotaClient { user, client_id }
+}
+
+fn handled(api_key: ApiKey, request_bytes: usize, handler_time: Duration) -> Recorded<'static> {
+    Recorded {
+        api_key,
+        request_bytes,
+        response_bytes: None,
+        handler_time,
+    }
+}
+
 fn produce(m: &ClientQuotaManager, user: &str, client: &str, bytes: usize, now_ms: i64) -> i32 {
-    m.record_at(
-        user,
-        client,
-        ApiKey::Produce,
-        bytes,
-        || 0,
-        Duration::ZERO,
-        now_ms,
-    )
+    let recorded = handled(ApiKey::Produce, bytes, Duration::ZERO);
+    m.record_at(who(user, client), recorded, now_ms)
 }
 
 #[test]
@@ -135,7 +141,14 @@ fn consumer_quotas_count_response_bytes_and_bound_a_fetch() {
         QuotaEntity::user(d()),
         BTreeMap::from([(CONSUMER_BYTE_RATE.to_string(), 100.0)]),
     )]));
-    let fetch = |bytes: usize| m.record_at("u", "c", ApiKey::Fetch, 5, || bytes, Duration::ZERO, 0);
+    let fetch = |bytes: usize| {
+        let size = move || bytes;
+        let recorded = Recorded {
+            response_bytes: Some(&size),
+            ..handled(ApiKey::Fetch, 5, Duration::ZERO)
+        };
+        m.record_at(who("u", "c"), recorded, 0)
+    };
     assert_eq!(fetch(1_000), 0);
     assert_eq!(fetch(100), 1_000);
     // Produce is not bounded by a consumer quota.
@@ -151,21 +164,14 @@ fn request_percentage_counts_handler_time_and_bounds_the_throttle() {
         QuotaEntity::user(named("u")),
         BTreeMap::from([(REQUEST_PERCENTAGE.to_string(), 10.0)]),
     )]));
-    let handled = |ms: u64| {
-        m.record_at(
-            "u",
-            "c",
-            ApiKey::Metadata,
-            0,
-            || 0,
-            Duration::from_millis(ms),
-            0,
-        )
+    let handled_for = |ms: u64| {
+        let recorded = handled(ApiKey::Metadata, 0, Duration::from_millis(ms));
+        m.record_at(who("u", "c"), recorded, 0)
     };
     // 1 s of handler time in a 10 s span: 10 %.
-    assert_eq!(handled(1_000), 0);
+    assert_eq!(handled_for(1_000), 0);
     // 11 s of it would take 100 s to even out; Kafka bounds it to one window.
-    assert_eq!(handled(10_000), 1_000);
+    assert_eq!(handled_for(10_000), 1_000);
 }
 
 #[test]

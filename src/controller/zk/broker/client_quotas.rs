@@ -155,3 +155,153 @@ async fn alter_one(
         format!("{entity_path} kept changing while its quotas were written"),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::controller::zk::clock::TokioClock;
+    use crate::controller::zk::testkit;
+    use crate::quota::entity::EntityName;
+    use crate::zk::memory::Ensemble;
+    use crate::zk::session::ZkConfig;
+
+    async fn shared() -> (Arc<Shared>, Arc<ZkSession>) {
+        let ensemble = Ensemble::new();
+        let config = ZkConfig::in_memory(ensemble.clone(), Duration::from_secs(18));
+        let session = Arc::new(ZkSession::connect(&config).await.unwrap());
+        crate::controller::zk::registration::create_top_level_paths(&session)
+            .await
+            .unwrap();
+        let shared = Arc::new(Shared::new(
+            Arc::new(testkit::settings(1, &ensemble)),
+            "test-cluster".into(),
+            Some(session.clone()),
+            TokioClock::new(1_700_000_000_000),
+            None,
+        ));
+        (shared, session)
+    }
+
+    fn quotas_of(shared: &Shared, entity: &QuotaEntity) -> Option<BTreeMap<String, f64>> {
+        shared
+            .broker
+            .cache()
+            .image()
+            .client_quotas()
+            .get(entity)
+            .cloned()
+    }
+
+    #[tokio::test]
+    async fn quotas_are_read_and_written_as_kafka_keeps_them_beside_scram_credentials() {
+        let (shared, session) = shared().await;
+        // As a Kafka 3.9 broker leaves a user with a SCRAM credential and a quota.
+        let alice = br#"{"version":1,"config":{"SCRAM-SHA-256":"salt=c2FsdA==,stored_key=a,server_key=b,iterations=4096","producer_byte_rate":"1024"}}"#;
+        session
+            .create_recursive("/config/users/CN%3Dalice", alice)
+            .await
+            .unwrap();
+        session
+            .create_recursive(
+                "/config/users/<default>/clients/app%201",
+                br#"{"version":1,"config":{"request_percentage":"12.5"}}"#,
+            )
+            .await
+            .unwrap();
+        read_all(&shared, &session).await.unwrap();
+        let user = QuotaEntity::user(EntityName::Named("CN=alice".into()));
+        assert_eq!(
+            quotas_of(&shared, &user),
+            Some(BTreeMap::from([("producer_byte_rate".to_string(), 1024.0)]))
+        );
+        let pair =
+            QuotaEntity::user_client_id(EntityName::Default, EntityName::Named("app 1".into()));
+        assert_eq!(
+            quotas_of(&shared, &pair),
+            Some(BTreeMap::from([("request_percentage".to_string(), 12.5)]))
+        );
+
+        // AlterClientQuotas: the quota keys change, the credential stays, every broker is
+        // told through /config/changes.
+        let alteration = Alteration {
+            entity: user.clone(),
+            ops: BTreeMap::from([
+                ("producer_byte_rate".to_string(), None),
+                ("consumer_byte_rate".to_string(), Some(2048.0)),
+            ]),
+        };
+        let results = alter(&shared, vec![alteration.clone()], false)
+            .await
+            .unwrap();
+        assert!(results[0].is_ok(), "{results:?}");
+        let (data, _) = session
+            .get("/config/users/CN%3Dalice")
+            .await
+            .unwrap()
+            .unwrap();
+        let stored: EntityConfig = znodes::decode(&data).unwrap();
+        assert_eq!(
+            stored.config.0,
+            BTreeMap::from([
+                (
+                    "SCRAM-SHA-256".to_string(),
+                    "salt=c2FsdA==,stored_key=a,server_key=b,iterations=4096".to_string()
+                ),
+                ("consumer_byte_rate".to_string(), "2048".to_string()),
+            ])
+        );
+        let changes = session
+            .children(paths::CONFIG_CHANGES)
+            .await
+            .unwrap()
+            .unwrap();
+        let (note, _) = session
+            .get(&format!("{}/{}", paths::CONFIG_CHANGES, changes[0]))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            note,
+            br#"{"version":2,"entity_path":"users/CN%3Dalice"}"#.to_vec()
+        );
+        assert_eq!(
+            quotas_of(&shared, &user),
+            Some(BTreeMap::from([("consumer_byte_rate".to_string(), 2048.0)]))
+        );
+
+        // A bad value changes nothing; validate_only writes nothing; a new entity's znode
+        // is created.
+        let bad = Alteration {
+            ops: BTreeMap::from([("consumer_byte_rate".to_string(), Some(-1.0))]),
+            ..alteration.clone()
+        };
+        let new_client = Alteration {
+            entity: QuotaEntity::client_id(EntityName::Default),
+            ops: BTreeMap::from([("producer_byte_rate".to_string(), Some(10.0))]),
+        };
+        let results = alter(&shared, vec![bad, new_client.clone()], true)
+            .await
+            .unwrap();
+        assert!(results[0].is_err() && results[1].is_ok());
+        assert!(session
+            .get("/config/clients/<default>")
+            .await
+            .unwrap()
+            .is_none());
+        alter(&shared, vec![new_client], false).await.unwrap()[0]
+            .clone()
+            .unwrap();
+        let (data, _) = session
+            .get("/config/clients/<default>")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            data,
+            br#"{"version":1,"config":{"producer_byte_rate":"10"}}"#.to_vec()
+        );
+    }
+}

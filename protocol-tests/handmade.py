@@ -185,6 +185,21 @@ def add_partitions_to_txn_batched(version, cid):
     return header_v2(24, version, cid) + compact_array([txn]) + b"\x00"
 
 
+def describe_client_quotas_v0(cid):
+    # v0 (KIP-546) is Kafka 2.6 and 2.7's; clients pinned to those releases do not call it in
+    # the capture drivers, and Kafka's admin today sends v1. Every client id's quotas.
+    component = string(b"client-id") + bytes([2]) + struct.pack(">h", -1)
+    return header_v1(48, 0, cid) + array([component]) + b"\x00"
+
+
+def alter_client_quotas_v0(cid):
+    # As DescribeClientQuotas v0; validate_only, so the broker's quotas stay as they are.
+    entity = string(b"client-id") + string(b"handmade-client")
+    op = string(b"producer_byte_rate") + struct.pack(">d", 2048.0) + b"\x00"
+    entry = array([entity]) + array([op])
+    return header_v1(49, 0, cid) + array([entry]) + b"\x01"
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -206,6 +221,8 @@ FRAMES = [
     ("DescribeGroups", 15, 4, describe_groups_v4(7014)),
     ("AddPartitionsToTxn", 24, 4, add_partitions_to_txn_batched(4, 7015)),
     ("AddPartitionsToTxn", 24, 5, add_partitions_to_txn_batched(5, 7016)),
+    ("DescribeClientQuotas", 48, 0, describe_client_quotas_v0(7017)),
+    ("AlterClientQuotas", 49, 0, alter_client_quotas_v0(7018)),
 ]
 
 

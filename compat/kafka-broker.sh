@@ -69,6 +69,8 @@ delete.topic.enable=true
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
 allow.everyone.if.no.acl.found=true
+# As skua runs in scripts/compat: client quota rates settle within seconds.
+quota.window.num=2
 PROPS
 
 jvm=(java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20

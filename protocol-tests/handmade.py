@@ -214,6 +214,51 @@ def delete_acls_v1(cid):
     return header_v1(31, 1, cid) + array([acl_filter_v1()])
 
 
+def describe_client_quotas_v0(cid):
+    # v0 (KIP-546) is Kafka 2.6 and 2.7's; clients pinned to those releases do not call it in
+    # the capture drivers, and Kafka's admin today sends v1. Every client id's quotas.
+    component = string(b"client-id") + bytes([2]) + struct.pack(">h", -1)
+    return header_v1(48, 0, cid) + array([component]) + b"\x00"
+
+
+def alter_client_quotas_v0(cid):
+    # As DescribeClientQuotas v0; validate_only, so the broker's quotas stay as they are.
+    entity = string(b"client-id") + string(b"handmade-client")
+    op = string(b"producer_byte_rate") + struct.pack(">d", 2048.0) + b"\x00"
+    entry = array([entity]) + array([op])
+    return header_v1(49, 0, cid) + array([entry]) + b"\x01"
+
+
+# The SASL exchange's requests. Real clients send them only on SASL listeners, before
+# they are authenticated, and the replay broker is a PLAINTEXT listener: there these arrive
+# on an authenticated connection and are answered ILLEGAL_SASL_STATE, as Kafka's KafkaApis
+# answers them. The exchange itself, with the bytes of the Java client, librdkafka (kcat,
+# confluent-kafka-python), franz-go, kafka-python and kafkajs, is exercised on SASL
+# listeners by compat/sasl and byte by byte by tests/it/sasl_listeners.rs.
+def sasl_handshake(version, cid):
+    return header_v1(17, version, cid) + string(b"PLAIN")
+
+
+def sasl_authenticate(version, cid):
+    token = b"\x00handmade\x00secret"
+    if version < 2:
+        return header_v1(36, version, cid) + struct.pack(">i", len(token)) + token
+    return header_v2(36, version, cid) + uvarint(len(token) + 1) + token + b"\x00"
+
+
+# Describe/AlterUserScramCredentials v0 (KIP-554) from Kafka's kafka-configs.sh need the
+# SCRAM-enabled scratch broker the capture drivers do not start; built as Kafka 4.1's tool
+# builds them: describe every user (a null array), delete a credential nobody has
+# (answered RESOURCE_NOT_FOUND).
+def describe_user_scram_credentials_v0(cid):
+    return header_v2(50, 0, cid) + b"\x00" + b"\x00"
+
+
+def alter_user_scram_credentials_v0(cid):
+    deletion = compact_string(b"handmade") + struct.pack(">b", 2) + b"\x00"
+    return header_v2(51, 0, cid) + compact_array([deletion]) + compact_array([]) + b"\x00"
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -238,6 +283,15 @@ FRAMES = [
     ("CreateAcls", 30, 1, create_acls_v1(7017)),
     ("DescribeAcls", 29, 1, describe_acls_v1(7018)),
     ("DeleteAcls", 31, 1, delete_acls_v1(7019)),
+    ("DescribeClientQuotas", 48, 0, describe_client_quotas_v0(7020)),
+    ("AlterClientQuotas", 49, 0, alter_client_quotas_v0(7021)),
+    ("SaslHandshake", 17, 0, sasl_handshake(0, 7022)),
+    ("SaslHandshake", 17, 1, sasl_handshake(1, 7023)),
+    ("SaslAuthenticate", 36, 0, sasl_authenticate(0, 7024)),
+    ("SaslAuthenticate", 36, 1, sasl_authenticate(1, 7025)),
+    ("SaslAuthenticate", 36, 2, sasl_authenticate(2, 7026)),
+    ("DescribeUserScramCredentials", 50, 0, describe_user_scram_credentials_v0(7027)),
+    ("AlterUserScramCredentials", 51, 0, alter_user_scram_credentials_v0(7028)),
 ]
 
 

@@ -34,6 +34,8 @@ use crate::coordinator::TRANSACTION_STATE_TOPIC;
 use crate::error::ApiError;
 use crate::log::{DirLock, Identity, LogDirs, LogManager, TopicPartition, METADATA_LOG_DIR};
 use crate::metrics::Metrics;
+use crate::quota::manager::ClientQuotaManager;
+use crate::quota::publisher::QuotaPublisher;
 use crate::quota::QuotaManager;
 use crate::replica::fetch_session::FetchSessionCache;
 use crate::replica::ReplicaManager;
@@ -62,12 +64,15 @@ pub struct Broker {
     /// The authorizer every check asks; unset: allow all (Kafka without
     /// `authorizer.class.name`).
     authorizer: OnceLock<Arc<dyn Authorizer>>,
-    /// Client quotas; unset: no quotas, the pipeline asks nothing.
+    /// Client quotas: Kafka's quota managers, following the quotas in the metadata.
+    pub client_quotas: Arc<ClientQuotaManager>,
+    /// Another quota manager put in its place (tests); unset: `client_quotas`.
     quotas: OnceLock<Arc<dyn QuotaManager>>,
 }
 
 /// What runs beside the replica manager, following the same metadata.
 struct Services {
+    client_quotas: Arc<ClientQuotaManager>,
     groups: Arc<GroupCoordinator>,
     txns: Arc<TransactionCoordinator>,
     scheduler: Scheduler,
@@ -87,6 +92,8 @@ fn follow_metadata(
         shared_config.clone(),
         replicas.clone(),
     ));
+    let client_quotas = Arc::new(ClientQuotaManager::new(config.quotas));
+    controller.subscribe(QuotaPublisher::new(client_quotas.clone()));
     if let Some(e) = controller.subscribe(replicas.clone()).first() {
         anyhow::bail!("cannot open the logs of topic {}: {}", e.topic, e.message);
     }
@@ -117,6 +124,7 @@ fn follow_metadata(
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
     crate::jobs::schedule_replica_jobs(&scheduler, &config, replicas);
     Ok(Services {
+        client_quotas,
         groups,
         txns,
         scheduler,
@@ -392,6 +400,7 @@ impl Broker {
         };
         let controller = source.controller();
         let Services {
+            client_quotas,
             groups,
             txns,
             scheduler,
@@ -412,6 +421,7 @@ impl Broker {
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
             authorizer: installed(authorizer),
+            client_quotas,
             quotas: OnceLock::new(),
         }))
     }
@@ -432,12 +442,31 @@ impl Broker {
             .map_err(|_| "an authorizer is installed already".to_string())
     }
 
-    /// The quota manager, if quotas are in force.
-    pub fn quotas(&self) -> Option<&Arc<dyn QuotaManager>> {
-        self.quotas.get()
+    /// The quota manager the request pipeline asks (it says whether any quota is in
+    /// force).
+    pub fn quotas(&self) -> Option<&dyn QuotaManager> {
+        match self.quotas.get() {
+            Some(q) => Some(q.as_ref()),
+            None => Some(self.client_quotas.as_ref()),
+        }
     }
 
-    /// Installs the quota manager, before the broker serves; a second one is refused.
+    /// The controller mutation quota of a CreateTopics, CreatePartitions or DeleteTopics
+    /// request: strict from `strict_since` (its version Kafka enforces it from, KIP-599),
+    /// permissive before.
+    pub fn mutation_quota(
+        &self,
+        ctx: &crate::router::RequestContext,
+        strict_since: i16,
+    ) -> crate::quota::MutationQuota {
+        match self.quotas() {
+            Some(q) => q.mutation_quota(ctx, ctx.api_version >= strict_since),
+            None => crate::quota::MutationQuota::unbounded(),
+        }
+    }
+
+    /// Installs another quota manager in place of Kafka's, before the broker serves; a
+    /// second one is refused.
     pub fn set_quota_manager(&self, quotas: Arc<dyn QuotaManager>) -> Result<(), String> {
         self.quotas
             .set(quotas)

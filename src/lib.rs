@@ -45,7 +45,8 @@
 //!                            give them: RequestMetrics per API, BrokerTopicMetrics, handles
 //!                            resolved once and marked with atomic adds; gauges computed at
 //!                            scrape time; the `metrics.listener` HTTP endpoint
-//!                quota       the quota manager's hook (none installed yet)
+//!                quota/      client quotas: Kafka's quota managers (byte rates, request time,
+//!                            controller mutations), asked by the pipeline per request
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests
 //!                scheduler   the broker's periodic jobs (checkpoints, flushes, retention, the

@@ -128,6 +128,8 @@ pub static ROUTES: &[Route] = &[
     route!(WriteTxnMarkers, 1, 1, write_txn_markers::handle),
     route!(DescribeConfigs, 1, 4, describe_configs::handle),
     route!(AlterConfigs, 0, 2, alter_configs::handle),
+    route!(DescribeClientQuotas, 0, 1, describe_client_quotas::handle),
+    route!(AlterClientQuotas, 0, 1, alter_client_quotas::handle),
     route!(CreatePartitions, 0, 3, create_partitions::handle),
     route!(DescribeCluster, 0, 2, describe_cluster::handle),
     route!(FindCoordinator, 0, 6, find_coordinator::handle),

@@ -243,6 +243,76 @@ c_api_versions() {
     grep -q "$api(" "$CASE_TMP/out" || fail "$api missing from broker-api-versions output"
   done
 }
+# Client quotas (AlterClientQuotas / DescribeClientQuotas): a client id's, a user's
+# client ids' default, and a user's (altered and deleted; `--describe --entity-type users`
+# alone is java.configs.user_quotas), shown and removed again. Only entities no other
+# case's client uses, so nothing running beside this is throttled.
+c_configs_quotas() {
+  local cfg="$BIN/kafka-configs.sh" u c
+  u=$(uniq_name quser) c=$(uniq_name qclient)
+  "$cfg" --bootstrap-server "$B" --alter --add-config producer_byte_rate=1024,request_percentage=50 \
+    --entity-type users --entity-name "$u" || return 1
+  "$cfg" --bootstrap-server "$B" --alter --add-config consumer_byte_rate=4096 \
+    --entity-type users --entity-name "$u" --entity-type clients --entity-default || return 1
+  "$cfg" --bootstrap-server "$B" --alter --add-config producer_byte_rate=2048,controller_mutation_rate=10 \
+    --entity-type clients --entity-name "$c" || return 1
+  "$cfg" --bootstrap-server "$B" --describe --entity-type users --entity-name "$u" \
+    --entity-type clients --entity-default >"$CASE_TMP/both" || return 1
+  grep -q "consumer_byte_rate=4096.0" "$CASE_TMP/both" \
+    || fail "user + default client quota not shown: $(head -c 300 "$CASE_TMP/both")"
+  "$cfg" --bootstrap-server "$B" --describe --entity-type clients --entity-name "$c" >"$CASE_TMP/client" || return 1
+  grep -q "controller_mutation_rate=10.0" "$CASE_TMP/client" && grep -q "producer_byte_rate=2048.0" "$CASE_TMP/client" \
+    || fail "client quotas not shown: $(head -c 300 "$CASE_TMP/client")"
+  if "$cfg" --bootstrap-server "$B" --alter --add-config producer_byte_rate=1.5 \
+    --entity-type clients --entity-name "$c" >"$CASE_TMP/bad" 2>&1; then
+    fail "a fractional producer_byte_rate was accepted"
+  fi
+  "$cfg" --bootstrap-server "$B" --alter --delete-config producer_byte_rate \
+    --entity-type clients --entity-name "$c" || return 1
+  "$cfg" --bootstrap-server "$B" --describe --entity-type clients --entity-name "$c" >"$CASE_TMP/after" || return 1
+  ! grep -q "producer_byte_rate" "$CASE_TMP/after" || fail "deleted quota still shown: $(cat "$CASE_TMP/after")"
+  "$cfg" --bootstrap-server "$B" --alter --delete-config producer_byte_rate,request_percentage \
+    --entity-type users --entity-name "$u" || return 1
+  "$cfg" --bootstrap-server "$B" --alter --delete-config consumer_byte_rate \
+    --entity-type users --entity-name "$u" --entity-type clients --entity-default || return 1
+  "$cfg" --bootstrap-server "$B" --alter --delete-config controller_mutation_rate \
+    --entity-type clients --entity-name "$c" || return 1
+}
+# `--describe --entity-type users` also describes the user's SCRAM credentials
+# (DescribeUserScramCredentials).
+c_configs_user_quotas() {
+  local cfg="$BIN/kafka-configs.sh" u
+  u=$(uniq_name quser)
+  "$cfg" --bootstrap-server "$B" --alter --add-config producer_byte_rate=1024 \
+    --entity-type users --entity-name "$u" || return 1
+  "$cfg" --bootstrap-server "$B" --describe --entity-type users --entity-name "$u" >"$CASE_TMP/user" 2>&1
+  local ok=$?
+  "$cfg" --bootstrap-server "$B" --alter --delete-config producer_byte_rate \
+    --entity-type users --entity-name "$u" >/dev/null 2>&1
+  ((ok == 0)) || fail "describe failed: $(grep -m1 Exception "$CASE_TMP/user")"
+  grep -q "producer_byte_rate=1024.0" "$CASE_TMP/user" || fail "user quota not shown: $(head -c 300 "$CASE_TMP/user")"
+}
+# A Java producer over its client id's producer_byte_rate: told throttle times, and held
+# within 20 % of the quota once settled (the perf tool's second 5-second report; the
+# first spends the allowance a new rate starts with). The broker runs with
+# quota.window.num=2, so that allowance is one second of the quota.
+c_producer_quota() {
+  local t c rate
+  t=$(uniq_name quota) c=$(uniq_name qproducer)
+  topics --create --topic "$t" --partitions 1 --replication-factor 1 >/dev/null || return 1
+  "$BIN/kafka-configs.sh" --bootstrap-server "$B" --alter --add-config producer_byte_rate=500000 \
+    --entity-type clients --entity-name "$c" || return 1
+  "$BIN/kafka-producer-perf-test.sh" --topic "$t" --num-records 6000 --record-size 1000 --throughput -1 \
+    --print-metrics --producer-props bootstrap.servers="$B" client.id="$c" acks=1 >"$CASE_TMP/out" || return 1
+  grep 'records sent' "$CASE_TMP/out"
+  grep 'produce-throttle-time-max' "$CASE_TMP/out"
+  rate=$(grep 'records sent' "$CASE_TMP/out" | grep -v '50th' | sed -n '2s/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p')
+  [[ -n $rate ]] || fail "no second report: $(tr '\n' ' ' <"$CASE_TMP/out" | head -c 300)"
+  awk -v r="$rate" 'BEGIN {b = r * 1000; exit !(b >= 400000 && b <= 600000)}' \
+    || fail "produced at $rate records/s of 1000 bytes against a quota of 500000 bytes/s"
+  awk '/produce-throttle-time-max/ && $NF+0 > 0 {ok=1} END {exit !ok}' "$CASE_TMP/out" \
+    || fail "the producer saw no throttle time"
+}
 c_producer_perf() {
   local t; t=$(uniq_name perf)
   topics --create --topic "$t" --partitions 2 --replication-factor 1 >/dev/null || return 1
@@ -277,12 +347,15 @@ run_case java.configs.describe_topic c_configs_describe
 run_case java.configs.alter_topic c_configs_alter
 run_case java.configs.group c_configs_group
 run_case java.configs.broker c_configs_broker
+run_case java.configs.quotas c_configs_quotas
+run_case java.configs.user_quotas c_configs_user_quotas
 run_case java.tools.compacted_readback c_compacted
 run_case java.tools.get_offsets c_get_offsets
 run_case java.tools.delete_records c_delete_records
 run_case java.tools.log_dirs c_log_dirs
 run_case java.perf.producer c_producer_perf
 run_case java.perf.consumer c_consumer_perf
+run_case java.perf.producer_quota c_producer_quota
 "$BIN/kafka-topics.sh" --bootstrap-server "$B" --delete --topic "$C" >/dev/null 2>&1 || true
 [[ -s $CASE_TMP/perf-topic ]] && "$BIN/kafka-topics.sh" --bootstrap-server "$B" --delete --topic "$(cat "$CASE_TMP/perf-topic")" >/dev/null 2>&1
 exit 0

@@ -51,6 +51,8 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::DescribeLogDirs
         | ApiKey::DescribeAcls
         | ApiKey::DescribeUserScramCredentials => Needs::Cluster(Describe),
+        ApiKey::DescribeClientQuotas => Needs::Cluster(DescribeConfigs),
+        ApiKey::AlterClientQuotas => Needs::Cluster(AlterConfigs),
         // Topics, groups, transactional ids: each handler checks its resources as
         // KafkaApis does (some also the cluster: a follower's Fetch and
         // OffsetForLeaderEpoch, InitProducerId's idempotence, CreateTopics' CREATE,

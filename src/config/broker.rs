@@ -135,6 +135,8 @@ pub struct BrokerConfig {
     /// The log cleaner (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
     pub transaction: TransactionConfig,
+    /// How client quotas measure rates (`quota.window.*`, `controller.quota.window.*`).
+    pub quotas: crate::quota::manager::QuotaSettings,
     /// `max.incremental.fetch.session.cache.slots`: the most fetch sessions kept (KIP-227).
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `metrics.listener` (skua's, `http://host:port`): where the Prometheus metrics are
@@ -248,6 +250,7 @@ impl BrokerConfig {
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
             cleaner: super::cleaner::build(&keys)?,
             transaction: TransactionConfig::build(&keys)?,
+            quotas: super::sections::quota_settings(&keys)?,
             max_incremental_fetch_session_cache_slots: usize::try_from(
                 keys.int("max.incremental.fetch.session.cache.slots")?,
             )

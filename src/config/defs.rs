@@ -721,6 +721,12 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("replica.fetch.wait.max.ms", Kind::Int, Some("500")),
     b("replica.fetch.backoff.ms", Kind::Int, Some("1000")),
     b("replica.socket.timeout.ms", Kind::Int, Some("30000")),
+    // Client quotas: how produce, fetch and request rates (and controller mutations)
+    // are measured.
+    b("quota.window.num", Kind::Int, Some("11")),
+    b("quota.window.size.seconds", Kind::Int, Some("1")),
+    b("controller.quota.window.num", Kind::Int, Some("11")),
+    b("controller.quota.window.size.seconds", Kind::Int, Some("1")),
     // Replication throttles (KIP-73): how the replicated byte rate is measured.
     b("replication.quota.window.num", Kind::Int, Some("11")),
     b(

@@ -143,3 +143,22 @@ impl ReplicationConfig {
         })
     }
 }
+
+/// Client quotas' windows (Kafka's `QuotaConfig`): `quota.window.num` samples of
+/// `quota.window.size.seconds` for the byte rates and the request percentage,
+/// `controller.quota.window.*` for controller mutations.
+pub(super) fn quota_settings(
+    keys: &Keys<'_>,
+) -> Result<crate::quota::manager::QuotaSettings, ConfigError> {
+    use crate::quota::rate::Windows;
+    Ok(crate::quota::manager::QuotaSettings {
+        windows: Windows::new(
+            keys.positive("quota.window.num")?,
+            keys.positive("quota.window.size.seconds")? as u64,
+        ),
+        controller_windows: Windows::new(
+            keys.positive("controller.quota.window.num")?,
+            keys.positive("controller.quota.window.size.seconds")? as u64,
+        ),
+    })
+}

@@ -35,6 +35,8 @@ pub struct MetadataDelta {
     /// The ACLs changed (AccessControlEntryRecord, RemoveAccessControlEntryRecord); they
     /// are read from the image.
     pub acls: bool,
+    /// Client quotas changed; they are read from the image.
+    pub client_quotas: bool,
 }
 
 impl MetadataDelta {
@@ -48,6 +50,7 @@ impl MetadataDelta {
             configs: image.config_resources().cloned().collect(),
             cluster: true,
             acls: true,
+            client_quotas: true,
         }
     }
 
@@ -70,6 +73,7 @@ impl MetadataDelta {
                     delta.configs.insert(resource.clone());
                 }
                 Change::Acls => delta.acls = true,
+                Change::ClientQuotas => delta.client_quotas = true,
                 Change::None => {}
             }
         }
@@ -83,7 +87,11 @@ impl MetadataDelta {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty() && self.configs.is_empty() && !self.cluster && !self.acls
+        self.topics.is_empty()
+            && self.configs.is_empty()
+            && !self.cluster
+            && !self.acls
+            && !self.client_quotas
     }
 }
 

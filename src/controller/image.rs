@@ -16,6 +16,8 @@ use super::records::{
     AccessControlEntryRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
     CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
+use crate::quota::configs::ClientQuotas;
+use crate::quota::entity::QuotaEntity;
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 use super::{
@@ -35,6 +37,8 @@ pub enum Change {
     Configs(ConfigResource),
     /// An ACL was added or removed.
     Acls,
+    /// A client quota changed.
+    ClientQuotas,
     None,
 }
 
@@ -51,6 +55,9 @@ pub struct MetadataImage {
     next_producer_id: i64,
     /// Brokers registered in the log and their broker epochs.
     broker_epochs: BTreeMap<i32, i64>,
+    /// Client quotas per user / client id entity (`ClientQuotaRecord`s, or ZooKeeper's
+    /// `/config/users` and `/config/clients`).
+    client_quotas: ClientQuotas,
     /// The live brokers clients are told about, and the active controller.
     brokers: Vec<BrokerInfo>,
     controller_id: i32,
@@ -109,6 +116,29 @@ impl MetadataImage {
     /// Every ACL, by id.
     pub fn acls(&self) -> impl Iterator<Item = &Arc<AccessControlEntryRecord>> {
         self.acls.values()
+    }
+
+    /// Every entity's client quotas.
+    pub fn client_quotas(&self) -> &ClientQuotas {
+        &self.client_quotas
+    }
+
+    /// Replaces one entity's quotas (empty: none): a ZooKeeper-mode broker reads them
+    /// whole from `/config/<entity>`, not as records. Whether anything changed.
+    pub fn set_client_quotas(
+        &mut self,
+        entity: QuotaEntity,
+        quotas: BTreeMap<String, f64>,
+    ) -> bool {
+        let changed = self
+            .client_quotas
+            .get(&entity)
+            .map_or(!quotas.is_empty(), |q| *q != quotas);
+        match quotas.is_empty() {
+            true => self.client_quotas.remove(&entity),
+            false => self.client_quotas.insert(entity, quotas),
+        };
+        changed
     }
 
     pub fn feature(&self, name: &str) -> Option<i16> {
@@ -354,6 +384,22 @@ impl MetadataImage {
                 })?;
                 Ok(Change::Acls)
             }
+
+            MetadataRecord::ClientQuota(r) => {
+                let Some(entity) = r.entity() else {
+                    // Kafka 4 writes IP entities too; skua does not enforce them.
+                    return Ok(Change::None);
+                };
+                let quotas = self.client_quotas.entry(entity.clone()).or_default();
+                match r.remove {
+                    true => quotas.remove(&r.key),
+                    false => quotas.insert(r.key.clone(), r.value),
+                };
+                if quotas.is_empty() {
+                    self.client_quotas.remove(&entity);
+                }
+                Ok(Change::ClientQuotas)
+            }
             MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction
             | MetadataRecord::AbortTransaction
@@ -424,6 +470,29 @@ fn merge(p: &mut PartitionInfo, c: &PartitionChangeRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_quota_records_set_and_remove_an_entitys_quotas() {
+        use crate::controller::records::ClientQuotaRecord;
+        use crate::quota::entity::{EntityName, QuotaEntity};
+        let alice = QuotaEntity::user(EntityName::Named("alice".into()));
+        let mut image = MetadataImage::default();
+        let set =
+            |key: &str, v| MetadataRecord::ClientQuota(ClientQuotaRecord::new(&alice, key, v));
+        assert_eq!(
+            image
+                .replay(&set("producer_byte_rate", Some(10.0)))
+                .unwrap(),
+            Change::ClientQuotas
+        );
+        image
+            .replay(&set("consumer_byte_rate", Some(20.0)))
+            .unwrap();
+        assert_eq!(image.client_quotas()[&alice].len(), 2);
+        image.replay(&set("producer_byte_rate", None)).unwrap();
+        image.replay(&set("consumer_byte_rate", None)).unwrap();
+        assert!(image.client_quotas().is_empty());
+    }
 
     fn topic(name: &str, id: u128) -> MetadataRecord {
         MetadataRecord::Topic {

@@ -27,11 +27,13 @@ use super::metadata_log::MetadataLog;
 use super::plan::config_changes;
 pub use super::plan::{bootstrap_records, take_leadership, ControllerConfig};
 use super::records::{
-    partition_record_version, MetadataRecord, UserScramCredential, CONFIG_RESOURCE_TOPIC,
+    partition_record_version, ClientQuotaRecord, MetadataRecord, UserScramCredential,
+    CONFIG_RESOURCE_TOPIC,
 };
 use super::{
     BrokerInfo, ConfigResource, Controller, ControllerError, NewTopic, ScramChange, TopicInfo,
 };
+use crate::quota::configs::{Alteration, ClientQuotas};
 use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// Producer ids are reserved in blocks (a ProducerIdsRecord each), so handing one out
@@ -60,6 +62,12 @@ enum Op {
     AlterScram(Vec<ScramChange>),
     CreateAcls(Vec<AclBinding>),
     DeleteAcls(Vec<AclBindingFilter>),
+    /// AlterClientQuotas: one outcome per alteration; with `validate_only` nothing is
+    /// written.
+    AlterClientQuotas {
+        alterations: Vec<Alteration>,
+        validate_only: bool,
+    },
 }
 
 /// The first metadata.version whose log may hold SCRAM credentials (3.5-IV2).
@@ -72,6 +80,7 @@ enum Planned {
     Configs,
     ProducerIds { first: i64, end: i64 },
     Acls(Vec<Vec<AclBinding>>),
+    ClientQuotas(Vec<Result<(), ControllerError>>),
 }
 
 enum Outcome {
@@ -83,6 +92,7 @@ enum Outcome {
     },
     /// The ACLs deleted, per filter (none for a creation).
     Acls(Vec<Vec<AclBinding>>),
+    ClientQuotas(Vec<Result<(), ControllerError>>),
 }
 
 struct Pending {
@@ -304,6 +314,7 @@ impl Inner {
                 Planned::Configs => Ok(Outcome::Configs),
                 Planned::ProducerIds { first, end } => Ok(Outcome::ProducerIds { first, end }),
                 Planned::Acls(deleted) => Ok(Outcome::Acls(deleted)),
+                Planned::ClientQuotas(results) => Ok(Outcome::ClientQuotas(results)),
             };
             let _ = reply.send(outcome);
         }
@@ -411,6 +422,15 @@ impl Inner {
                 let (records, deleted) = plan_delete_acls(image, &filters);
                 Ok((records, Planned::Acls(deleted)))
             }
+
+            Op::AlterClientQuotas {
+                alterations,
+                validate_only,
+            } => {
+                let (records, results) = plan_client_quotas(image, &alterations);
+                let records = if validate_only { Vec::new() } else { records };
+                Ok((records, Planned::ClientQuotas(results)))
+            }
         }
     }
 }
@@ -467,6 +487,44 @@ fn plan_delete_acls(
         .map(|id| MetadataRecord::RemoveAccessControlEntry { id })
         .collect();
     (records, deleted)
+}
+
+/// The `ClientQuotaRecord`s of `alterations` (Kafka's `ClientQuotaControlManager`):
+/// an entity failing a check gets its error and no record; one named twice, an error the
+/// second time; a value equal to the current one, no record.
+fn plan_client_quotas(
+    image: &MetadataImage,
+    alterations: &[Alteration],
+) -> (Vec<MetadataRecord>, Vec<Result<(), ControllerError>>) {
+    let mut records = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let results = alterations
+        .iter()
+        .map(|a| {
+            if !seen.insert(&a.entity) {
+                return Err(ControllerError::new(
+                    ResponseError::InvalidRequest,
+                    format!("Ignoring duplicate entity {}", a.entity),
+                ));
+            }
+            let current = image.client_quotas().get(&a.entity);
+            crate::quota::configs::altered(current, &a.ops)?;
+            for (key, value) in &a.ops {
+                let now = current.and_then(|c| c.get(key));
+                let changed = match value {
+                    None => now.is_some(),
+                    Some(v) => now != Some(v),
+                };
+                if changed {
+                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord::new(
+                        &a.entity, key, *value,
+                    )));
+                }
+            }
+            Ok(())
+        })
+        .collect();
+    (records, results)
 }
 
 fn internal(why: &str) -> ControllerError {
@@ -676,6 +734,24 @@ impl Controller for LocalController {
         match self.submit(Op::AlterScram(changes)).await? {
             Outcome::Configs => Ok(()),
             _ => Err(internal("unexpected answer to a SCRAM credential change")),
+        }
+    }
+    fn client_quotas(&self) -> ClientQuotas {
+        self.inner.image.read().client_quotas().clone()
+    }
+
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        let op = Op::AlterClientQuotas {
+            alterations,
+            validate_only,
+        };
+        match self.submit(op).await? {
+            Outcome::ClientQuotas(results) => Ok(results),
+            _ => Err(internal("unexpected answer to a client quota change")),
         }
     }
 

@@ -379,6 +379,26 @@ pub trait Controller: Send + Sync {
         ))
     }
 
+    /// Every user's and client id's quotas.
+    fn client_quotas(&self) -> crate::quota::configs::ClientQuotas {
+        BTreeMap::new()
+    }
+
+    /// AlterClientQuotas: the outcome of each alteration, in order (an alteration that
+    /// fails its checks changes nothing, the others apply); with `validate_only` only the
+    /// checks. Err: none could be made (no metadata log, no ZooKeeper session).
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quota::configs::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        let _ = (alterations, validate_only);
+        Err(ControllerError::new(
+            ResponseError::InvalidRequest,
+            "client quotas are not kept by this controller",
+        ))
+    }
+
     /// The configs kept for a resource other than a topic (a group), empty when none.
     fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
         let _ = resource;

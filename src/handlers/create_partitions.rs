@@ -13,6 +13,9 @@ use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::router::RequestContext;
 
+/// From v3 a controller mutation quota refuses topics once exhausted (KIP-599).
+const STRICT_QUOTA_SINCE: i16 = 3;
+
 pub async fn handle(
     broker: Arc<Broker>,
     ctx: RequestContext,
@@ -47,7 +50,20 @@ pub async fn handle(
         }
         return CreatePartitionsResponse::default().with_results(results);
     }
+    let mut quota = broker.mutation_quota(&ctx, STRICT_QUOTA_SINCE);
     for t in req.topics {
+        // The partitions added count against the client's controller mutation quota.
+        let adding = broker.partitions_to_add(t.name.0.as_str(), t.count);
+        if !req.validate_only && adding > 0 && quota.record(adding as f64).is_err() {
+            let e = crate::quota::throttled();
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(e.message))),
+            );
+            continue;
+        }
         let assignments = t.assignments.filter(|a| !a.is_empty()).map(|a| {
             a.into_iter()
                 .map(|x| x.broker_ids.into_iter().map(|b| b.0).collect())
@@ -71,5 +87,7 @@ pub async fn handle(
             },
         );
     }
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(quota.throttle_time_ms())
 }

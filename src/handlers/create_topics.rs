@@ -21,6 +21,9 @@ use crate::config::topic;
 use crate::controller::{ControllerError, NewTopic, TopicInfo};
 use crate::router::RequestContext;
 
+/// From v6 a controller mutation quota refuses topics once exhausted (KIP-599).
+const STRICT_QUOTA_SINCE: i16 = 6;
+
 pub async fn handle(
     broker: Arc<Broker>,
     ctx: RequestContext,
@@ -36,24 +39,38 @@ pub async fn handle(
     // The partitions of the whole request are bounded, not each topic's alone (3 topics
     // of 4,000 made 12,000 partitions at once); above the bound nothing is created.
     let default_partitions = broker.config().log.num_partitions;
+    let partitions = |t: &CreatableTopic| {
+        let n = match t.num_partitions {
+            -1 => default_partitions,
+            n => n,
+        };
+        n.max(t.assignments.len() as i32)
+    };
     let too_many = crate::broker::check_request_partitions(
         req.topics
             .iter()
             .filter(|t| !duplicates.contains(t.name.0.as_str()))
-            .map(|t| {
-                let n = match t.num_partitions {
-                    -1 => default_partitions,
-                    n => n,
-                };
-                n.max(t.assignments.len() as i32)
-            }),
+            .map(partitions),
     )
     .err();
+    // Each topic's partitions are counted against the client's controller mutation
+    // quota in request order, before any is created (Kafka counts them as it creates).
+    let mut quota = broker.mutation_quota(&ctx, STRICT_QUOTA_SINCE);
+    let admitted: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| {
+            req.validate_only
+                || too_many.is_some()
+                || duplicates.contains(t.name.0.as_str())
+                || quota.record(partitions(t) as f64).is_ok()
+        })
+        .collect();
     // Every topic is submitted before any is awaited, so the controller plans them in one
     // drain and writes them with one fsync, not one each in turn.
     let cluster_create =
         ctx.authorize_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME);
-    let creations = req.topics.into_iter().map(|t| {
+    let creations = req.topics.into_iter().zip(admitted).map(|(t, admitted)| {
         let broker = &broker;
         let duplicate = duplicates.contains(t.name.0.as_str());
         let too_many = too_many.clone();
@@ -76,6 +93,8 @@ pub async fn handle(
                     ResponseError::InvalidRequest,
                     "Duplicate topic in request.",
                 ))
+            } else if !admitted {
+                Err(crate::quota::throttled())
             } else {
                 create(broker, t, req.validate_only).await
             };
@@ -94,7 +113,9 @@ pub async fn handle(
         }
     });
     let results = futures::future::join_all(creations).await;
-    CreateTopicsResponse::default().with_topics(results)
+    CreateTopicsResponse::default()
+        .with_topics(results)
+        .with_throttle_time_ms(quota.throttle_time_ms())
 }
 
 async fn create(

@@ -12,7 +12,11 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name};
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
+use crate::quota::MutationQuota;
 use crate::router::RequestContext;
+
+/// From v5 a controller mutation quota refuses topics once exhausted (KIP-599).
+const STRICT_QUOTA_SINCE: i16 = 5;
 
 pub async fn handle(
     broker: Arc<Broker>,
@@ -32,10 +36,13 @@ pub async fn handle(
             .collect()
     };
     let mut responses = Vec::with_capacity(targets.len());
+    let mut quota = broker.mutation_quota(&ctx, STRICT_QUOTA_SINCE);
     for (name, id) in targets {
-        responses.push(delete(&broker, &ctx, name, id).await);
+        responses.push(delete(&broker, &ctx, name, id, &mut quota).await);
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(quota.throttle_time_ms())
 }
 
 async fn delete(
@@ -43,6 +50,7 @@ async fn delete(
     ctx: &RequestContext,
     name: Option<String>,
     id: Uuid,
+    quota: &mut MutationQuota,
 ) -> DeletableTopicResult {
     let by_id = name.is_none();
     let name = name.or_else(|| broker.controller.topic_by_id(id).map(|t| t.name.clone()));
@@ -67,6 +75,17 @@ async fn delete(
     }
     if !broker.config().delete_topic_enable {
         return result.with_error_code(ResponseError::TopicDeletionDisabled.code());
+    }
+    // The topic's partitions count against the client's controller mutation quota.
+    let partitions = broker
+        .controller
+        .topic(&name)
+        .map_or(0, |t| t.partitions.len());
+    if quota.record(partitions as f64).is_err() {
+        let e = crate::quota::throttled();
+        return result
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.message)));
     }
     match broker.delete_topic(&name).await {
         Ok(info) => {

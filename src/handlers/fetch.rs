@@ -87,11 +87,20 @@ pub async fn handle(
         | FetchContext::Incremental { topics, .. } => topics.clone(),
     };
     let plan = plan(&broker, &ctx, topics, replica_id >= 0);
+    let mut max_bytes = usize::try_from(req.max_bytes).unwrap_or(0);
+    // A consumer's fetch returns at most what its quota allows over the quota's windows
+    // (Kafka's `getMaxValueInQuotaWindow`), so one fetch never earns a throttle of
+    // minutes; at least one batch is still returned (KIP-74).
+    if replica_id < 0 {
+        if let Some(bound) = broker.quotas().and_then(|q| q.max_fetch_bytes(&ctx)) {
+            max_bytes = max_bytes.min(bound);
+        }
+    }
     let params = FetchParams::new(
         replica_id,
         Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
-        usize::try_from(req.min_bytes).unwrap_or(0),
-        usize::try_from(req.max_bytes).unwrap_or(0),
+        usize::try_from(req.min_bytes).unwrap_or(0).min(max_bytes),
+        max_bytes,
         req.isolation_level == READ_COMMITTED,
     )
     .with_replica_epoch(replica_epoch);

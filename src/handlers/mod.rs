@@ -4,6 +4,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod allocate_producer_ids;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition;
 pub mod alter_partition_reassignments;
@@ -23,6 +24,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;

@@ -11,8 +11,10 @@
 //!    remote, throttle, response send: see `metrics::request`), with no extra task and
 //!    no allocation: the handler's future is polled through [`Timed`];
 //! 4. the response's error codes, counted per API and code;
-//! 5. the quota manager's verdict: its throttle time goes into the response, and the
-//!    connection's writer holds the next response back for it.
+//! 5. the quota manager's verdict (`quota`: client requests only, never replication or
+//!    the brokers' own requests): its throttle time, or a controller mutation quota's
+//!    that the handler set if longer, goes into the response, and the connection's
+//!    writer holds the next response back for it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -139,9 +141,13 @@ pub fn run(
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
     };
-    // The quota manager sees the context after the handler; without one, nothing is kept
-    // (boxed: the future stays small, and is moved whole into the connection's queue).
-    let quota_ctx = broker.quotas().map(|_| Box::new(ctx.clone()));
+    // The quota manager sees the context after the handler; without a quota in force, or
+    // for replication and the brokers' own requests, nothing is kept. The clone copies
+    // reference counts only (the client id is a slice of the request frame).
+    let quota_ctx = broker
+        .quotas()
+        .filter(|q| q.enabled() && !crate::quota::is_exempt(api_key, &body))
+        .map(|_| ctx.clone());
     let handler: HandlerFuture = match denied {
         false => (route.handle)(broker.clone(), ctx, body),
         true => {
@@ -160,14 +166,18 @@ pub fn run(
     };
     futures::future::Either::Right(async move {
         let (mut response, timing) = Timed::new(handler).await;
+        // A controller mutation quota's throttle, set by its handler (Kafka throttles
+        // for the longer of it and the request quota's).
+        let mutation_throttle_ms = refusal::throttle_time(&mut response.body);
         let throttle_ms = match (broker.quotas(), &quota_ctx) {
             (Some(q), Some(ctx)) => {
                 let handler_time = timing.local + timing.remote;
-                q.record(ctx, api_key, request_bytes, handler_time)
+                q.record(ctx, api_key, request_bytes, &response.body, handler_time)
                     .throttle_ms
             }
             _ => 0,
-        };
+        }
+        .max(mutation_throttle_ms);
         if throttle_ms > 0 {
             refusal::set_throttle_time(&mut response.body, throttle_ms);
         }

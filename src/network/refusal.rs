@@ -48,6 +48,12 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
         RequestKind::AlterUserScramCredentials(req) => {
             ResponseKind::AlterUserScramCredentials(alter_user_scram_credentials(req, code))
         }
+        RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
+            DescribeClientQuotasResponse::default().with_error_code(code),
+        ),
+        RequestKind::AlterClientQuotas(req) => {
+            ResponseKind::AlterClientQuotas(alter_client_quotas(req, code))
+        }
         RequestKind::ElectLeaders(req) => ResponseKind::ElectLeaders(elect_leaders(req, code)),
         // The ACL APIs: each creation or filter carries the error, DescribeAcls one.
         RequestKind::CreateAcls(req) => ResponseKind::CreateAcls(
@@ -111,6 +117,30 @@ fn alter_user_scram_credentials(
     )
 }
 
+/// AlterClientQuotas has no top-level error: every entry carries it, with its entity.
+fn alter_client_quotas(req: AlterClientQuotasRequest, code: i16) -> AlterClientQuotasResponse {
+    use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
+    let entries = req
+        .entries
+        .into_iter()
+        .map(|e| {
+            let entity = e
+                .entity
+                .into_iter()
+                .map(|d| {
+                    EntityData::default()
+                        .with_entity_type(d.entity_type)
+                        .with_entity_name(d.entity_name)
+                })
+                .collect();
+            EntryData::default()
+                .with_error_code(code)
+                .with_entity(entity)
+        })
+        .collect();
+    AlterClientQuotasResponse::default().with_entries(entries)
+}
+
 /// ElectLeaders v0 has no top-level error: every named partition carries it.
 fn elect_leaders(req: ElectLeadersRequest, code: i16) -> ElectLeadersResponse {
     let results = req
@@ -172,11 +202,23 @@ fn write_txn_markers(req: WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersR
 /// Sets the response's `throttle_time_ms` (a no-op for the few APIs without one: the
 /// controller's requests, which Kafka never throttles).
 pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
+    if let Some(t) = throttle_time_mut(body) {
+        *t = throttle_ms;
+    }
+}
+
+/// The throttle time the handler put in the response (a controller mutation quota's),
+/// 0 for the APIs without one.
+pub fn throttle_time(body: &mut ResponseKind) -> i32 {
+    throttle_time_mut(body).map_or(0, |t| *t)
+}
+
+fn throttle_time_mut(body: &mut ResponseKind) -> Option<&mut i32> {
     macro_rules! throttled {
         ($($api:ident),* $(,)?) => {
             match body {
-                $(ResponseKind::$api(r) => r.throttle_time_ms = throttle_ms,)*
-                _ => {}
+                $(ResponseKind::$api(r) => Some(&mut r.throttle_time_ms),)*
+                _ => None,
             }
         };
     }
@@ -227,7 +269,9 @@ pub fn set_throttle_time(body: &mut ResponseKind, throttle_ms: i32) {
         ElectLeaders,
         AlterPartitionReassignments,
         ListPartitionReassignments,
-    );
+        DescribeClientQuotas,
+        AlterClientQuotas,
+    )
 }
 
 /// Hands `count` each error code the response carries, as Kafka's `errorCounts` does:
@@ -247,6 +291,11 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
                 ResponseKind::AlterUserScramCredentials(r) => {
                     for u in &r.results {
                         count(u.error_code);
+                    }
+                }
+                ResponseKind::AlterClientQuotas(r) => {
+                    for e in &r.entries {
+                        count(e.error_code);
                     }
                 }
                 ResponseKind::SaslHandshake(r) => count(r.error_code),
@@ -270,6 +319,7 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
         ConsumerGroupHeartbeat,
         ControlledShutdown,
         DescribeAcls,
+        DescribeClientQuotas,
         DescribeCluster,
         DescribeLogDirs,
         DescribeUserScramCredentials,

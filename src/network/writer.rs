@@ -25,11 +25,13 @@ const COPY_CHUNK: usize = 64 * 1024;
 pub async fn write_responses<W: TransportWrite>(writer: W, pending: JobReceiver, peer: SocketAddr) {
     let mut socket = writer;
     let gone = &pending.link().gone;
+    // Until when the next answer is held back (a quota's throttle, KIP-219).
+    let mut held_until = None;
     while let Some(first) = pending.recv().await {
         // The burst is boxed: what answering a request needs (the write buffer, the
         // handler's select, the write futures) is then allocated for the burst only, and
         // an idle connection's writer task is no larger than its wait for the next job.
-        let burst = write_burst(socket, first, &pending, gone, peer);
+        let burst = write_burst(socket, first, &pending, gone, peer, &mut held_until);
         socket = match Box::pin(burst).await {
             Some(socket) => socket,
             None => return,
@@ -49,12 +51,13 @@ async fn write_burst<W: TransportWrite>(
     pending: &JobReceiver,
     gone: &ClientGone,
     peer: SocketAddr,
+    held_until: &mut Option<tokio::time::Instant>,
 ) -> Option<W> {
     // The write buffer lives for one burst, so an idle connection holds none.
     let mut out = BufWriter::new(socket);
     let mut job = first;
     loop {
-        match answer(&mut out, *job, gone, peer).await {
+        match answer(&mut out, *job, gone, peer, held_until).await {
             Step::Next => {}
             Step::Close => {
                 let _ = out.flush().await;
@@ -85,13 +88,24 @@ enum Step {
 }
 
 /// Runs one job's handler (unless the client has gone and it expects an answer) and
-/// writes its response into `out`.
+/// writes its response into `out`. A throttled answer sets `held_until`: the next job
+/// waits for it before its handler runs (KIP-219: the throttled client has its answer,
+/// with the throttle time, and gets nothing more meanwhile; the reader mutes once the
+/// queue of unanswered requests is full). Without a next job (the client left, the
+/// broker stops) nothing waits.
 async fn answer<W: TransportWrite>(
     out: &mut BufWriter<W>,
     job: Job,
     gone: &ClientGone,
     peer: SocketAddr,
+    held_until: &mut Option<tokio::time::Instant>,
 ) -> Step {
+    if let Some(until) = held_until.take() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            _ = gone.wait() => {}
+        }
+    }
     if gone.is_set() && job.expects_response {
         return Step::Next;
     }
@@ -129,6 +143,11 @@ async fn answer<W: TransportWrite>(
         },
     };
     let Some(frame) = frame else {
+        // An acks=0 produce over its quota has no answer, but the connection still
+        // waits its throttle (as Kafka mutes its channel).
+        if !throttle.is_zero() {
+            *held_until = Some(tokio::time::Instant::now() + throttle);
+        }
         return Step::Next;
     };
     if gone.is_set() {
@@ -147,13 +166,11 @@ async fn answer<W: TransportWrite>(
         timing.sent(at);
     }
     if !throttle.is_zero() {
-        // KIP-219: the throttled client has its answer (with the throttle time) and
-        // gets nothing more meanwhile; the connection's reader mutes once its queue of
-        // unanswered requests is full.
+        // The throttled answer goes out now; the next one waits (`held_until`).
         if out.flush().await.is_err() {
             return Step::Failed;
         }
-        tokio::time::sleep(throttle).await;
+        *held_until = Some(tokio::time::Instant::now() + throttle);
     }
     // The request's memory (job.memory) is released here, once its response is written
     // into the buffer or the socket.

@@ -6,6 +6,7 @@
 //! `tests/offsets_records_fuzz.rs`, `tests/resource_bounds.rs`) are binaries of their
 //! own: another test's allocations would count against theirs.
 
+mod client_quotas;
 mod common;
 mod fuzzing;
 mod replay;

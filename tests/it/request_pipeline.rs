@@ -88,6 +88,11 @@ fn request_for(key: ApiKey) -> RequestKind {
                             .with_partition_indexes(vec![0]),
                     ]),
                 ])),
+                ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+                    alter_client_quotas_request::EntryData::default().with_entity(vec![
+                        alter_client_quotas_request::EntityData::default().with_entity_type(s("client-id")).with_entity_name(Some(s("c"))),
+                    ]),
+                ])),
                 ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
                     AlterUserScramCredentialsRequest::default().with_deletions(vec![
                         alter_user_scram_credentials_request::ScramCredentialDeletion::default()
@@ -186,6 +191,7 @@ fn request_for(key: ApiKey) -> RequestKind {
         SaslHandshake,
         SaslAuthenticate,
         DescribeUserScramCredentials,
+        DescribeClientQuotas,
         DescribeLogDirs,
         ListTransactions,
         ListGroups,
@@ -482,7 +488,14 @@ async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted
 struct Throttle;
 
 impl QuotaManager for Throttle {
-    fn record(&self, _: &RequestContext, _: ApiKey, _: usize, _: Duration) -> Verdict {
+    fn record(
+        &self,
+        _: &RequestContext,
+        _: ApiKey,
+        _: usize,
+        _: &ResponseKind,
+        _: Duration,
+    ) -> Verdict {
         Verdict { throttle_ms: 300 }
     }
 }

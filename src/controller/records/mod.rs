@@ -3,7 +3,7 @@
 //!
 //! A record value is `frameVersion` (unsigned varint, 1), `apiKey` (unsigned varint),
 //! `version` (unsigned varint), then the record in Kafka's flexible encoding. Keys are null.
-//! Records skua does not interpret (broker registrations, quotas, delegation
+//! Records skua does not interpret (broker registrations, delegation
 //! tokens, no-ops) are kept as [`MetadataRecord::Other`]: they stay in the log untouched. A
 //! record skua interprets in a version newer than it knows is an error: guessing at its
 //! fields could misread the cluster.
@@ -14,6 +14,7 @@ pub mod wire;
 
 use uuid::Uuid;
 
+use crate::quota::entity::QuotaEntity;
 use wire::{encoded, Reader, WireError, Writer};
 
 /// The only frame version Kafka writes (`AbstractApiMessageSerde.DEFAULT_FRAME_VERSION`).
@@ -40,6 +41,7 @@ mod api_key {
     pub const REMOVE_TOPIC: u32 = 9;
     pub const FEATURE_LEVEL: u32 = 12;
     pub const USER_SCRAM_CREDENTIAL: u32 = 11;
+    pub const CLIENT_QUOTA: u32 = 14;
     pub const PRODUCER_IDS: u32 = 15;
     pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
     pub const ACCESS_CONTROL_ENTRY: u32 = 18;
@@ -125,6 +127,51 @@ pub struct AccessControlEntryRecord {
     pub permission_type: i8,
 }
 
+/// `ClientQuotaRecord` (apiKey 14), version 0: sets or removes one quota key of one
+/// entity.
+#[derive(Clone, Debug)]
+pub struct ClientQuotaRecord {
+    /// (entity type, name): `user`, `client-id` or `ip`; a null name is the default.
+    pub entity: Vec<(String, Option<String>)>,
+    pub key: String,
+    /// Ignored when `remove`.
+    pub value: f64,
+    pub remove: bool,
+}
+
+impl ClientQuotaRecord {
+    /// The user / client-id entity it names; None for the entities skua does not
+    /// enforce (IP addresses).
+    pub fn entity(&self) -> Option<QuotaEntity> {
+        crate::quota::configs::parse_entity(&self.entity).ok()
+    }
+
+    /// The record setting (`Some`) or removing (`None`) `key` of `entity`.
+    pub fn new(entity: &QuotaEntity, key: &str, value: Option<f64>) -> ClientQuotaRecord {
+        ClientQuotaRecord {
+            entity: entity
+                .components()
+                .map(|(t, n)| (t.to_string(), n.map(str::to_string)))
+                .collect(),
+            key: key.to_string(),
+            value: value.unwrap_or(0.0),
+            remove: value.is_none(),
+        }
+    }
+}
+
+// The value compared by its bits, so records are `Eq` as the others are.
+impl PartialEq for ClientQuotaRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.entity == other.entity
+            && self.key == other.key
+            && self.value.to_bits() == other.value.to_bits()
+            && self.remove == other.remove
+    }
+}
+
+impl Eq for ClientQuotaRecord {}
+
 /// One record of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -149,6 +196,7 @@ pub enum MetadataRecord {
         name: String,
         level: i16,
     },
+    ClientQuota(ClientQuotaRecord),
     /// The first producer id of the next block to hand out.
     ProducerIds {
         broker_id: i32,
@@ -300,6 +348,26 @@ impl MetadataRecord {
                 r.skip_tagged_fields()?;
                 MetadataRecord::RemoveAccessControlEntry { id }
             }
+
+            CLIENT_QUOTA => {
+                too_new(0, "ClientQuotaRecord").map_or(Ok(()), Err)?;
+                let entity = r.array_of(3, |r| {
+                    let t = r.string()?;
+                    let n = r.nullable_string()?;
+                    r.skip_tagged_fields()?;
+                    Ok((t, n))
+                })?;
+                let key = r.string()?;
+                let value = r.f64()?;
+                let remove = r.bool()?;
+                r.skip_tagged_fields()?;
+                MetadataRecord::ClientQuota(ClientQuotaRecord {
+                    entity,
+                    key,
+                    value,
+                    remove,
+                })
+            }
             // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
             REGISTER_BROKER if version <= 4 => {
                 let broker_id = r.i32()?;
@@ -372,6 +440,19 @@ impl MetadataRecord {
                 header(&mut w, FEATURE_LEVEL, 0);
                 w.string(name);
                 w.i16(*level);
+                w.no_tagged_fields();
+            }
+            MetadataRecord::ClientQuota(q) => {
+                header(&mut w, CLIENT_QUOTA, 0);
+                w.uvarint(q.entity.len() as u32 + 1);
+                for (t, n) in &q.entity {
+                    w.string(t);
+                    w.nullable_string(n.as_deref());
+                    w.no_tagged_fields();
+                }
+                w.string(&q.key);
+                w.f64(q.value);
+                w.bool(q.remove);
                 w.no_tagged_fields();
             }
             MetadataRecord::ProducerIds {
@@ -783,6 +864,45 @@ mod tests {
             MetadataRecord::decode(&begin).unwrap(),
             MetadataRecord::BeginTransaction
         );
+    }
+
+    #[test]
+    fn client_quota_records_as_kafkas_schema_lays_them_out() {
+        let record = MetadataRecord::ClientQuota(ClientQuotaRecord {
+            entity: vec![
+                ("user".into(), Some("alice".into())),
+                ("client-id".into(), None),
+            ],
+            key: "producer_byte_rate".into(),
+            value: 1024.0,
+            remove: false,
+        });
+        let mut expected = vec![1, 14, 0, 3];
+        expected.extend([
+            5, b'u', b's', b'e', b'r', 6, b'a', b'l', b'i', b'c', b'e', 0,
+        ]);
+        expected.extend([10]);
+        expected.extend(b"client-id");
+        expected.extend([0, 0]);
+        expected.push(19);
+        expected.extend(b"producer_byte_rate");
+        expected.extend(1024.0f64.to_be_bytes());
+        expected.extend([0, 0]);
+        assert_eq!(record.encode(0), expected);
+        assert_eq!(MetadataRecord::decode(&expected).unwrap(), record);
+        let MetadataRecord::ClientQuota(q) = record else {
+            unreachable!()
+        };
+        assert_eq!(
+            q.entity().unwrap().to_string(),
+            "user=alice, client-id=<default>"
+        );
+        // IP entities are kept in the log but name no user or client id.
+        let ip = ClientQuotaRecord {
+            entity: vec![("ip".into(), Some("10.0.0.1".into()))],
+            ..q
+        };
+        assert_eq!(ip.entity(), None);
     }
 
     #[test]

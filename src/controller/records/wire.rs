@@ -65,6 +65,10 @@ impl<'a> Reader<'a> {
         Ok(i64::from_be_bytes(self.array("an int64")?))
     }
 
+    pub fn f64(&mut self) -> Result<f64, WireError> {
+        Ok(f64::from_be_bytes(self.array("a float64")?))
+    }
+
     pub fn uuid(&mut self) -> Result<Uuid, WireError> {
         Ok(Uuid::from_bytes(self.array("a uuid")?))
     }
@@ -211,6 +215,12 @@ impl Writer {
     }
     pub fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+    pub fn f64(&mut self, v: f64) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+    pub fn bool(&mut self, v: bool) {
+        self.buf.push(v as u8);
     }
     pub fn uuid(&mut self, v: Uuid) {
         self.buf.extend_from_slice(v.as_bytes());

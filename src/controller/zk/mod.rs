@@ -939,6 +939,18 @@ impl Controller for ZkController {
             .unwrap_or_default()
     }
 
+    fn client_quotas(&self) -> crate::quota::configs::ClientQuotas {
+        self.shared.broker.cache().image().client_quotas().clone()
+    }
+
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quota::configs::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        broker::client_quotas::alter(&self.shared, alterations, validate_only).await
+    }
+
     /// Writes dynamic broker configs to `/config/brokers/<id>` (or `<default>`) with a
     /// change notification, as a Kafka 3.9 broker does, and puts them in force here at
     /// once; every other broker follows the notification.

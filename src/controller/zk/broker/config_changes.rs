@@ -7,7 +7,8 @@
 //! the named entity and puts it in force (Kafka's `ZkConfigManager` with its
 //! `ZkNodeChangeNotificationListener`): topic configs go to the logs through the broker
 //! side's delta, broker configs (`brokers/<default>` and `brokers/<this id>`) through the
-//! dynamic config publisher. Every new session first reads everything again, so a change
+//! dynamic config publisher, user and client quotas (`client_quotas`) to the quota
+//! manager. Every new session first reads everything again, so a change
 //! made while this broker had no session is not missed. Notifications older than 15
 //! minutes are removed, as every Kafka broker removes them.
 
@@ -134,12 +135,13 @@ pub(crate) async fn read_all(shared: &Shared, session: &ZkSession) -> Result<(),
         apply_entity(shared, session, &format!("users/{u}")).await?;
     }
     let own = shared.settings.broker_id;
-    apply_entity(shared, session, &format!("brokers/{own}")).await
+    apply_entity(shared, session, &format!("brokers/{own}")).await?;
+    super::client_quotas::read_all(shared, session).await
 }
 
 /// Re-reads `/config/<entity>` and puts it in force if it concerns this broker. Entity
-/// types skua does not use (client quotas, IPs) are passed over; of users, only their
-/// SCRAM credentials are read.
+/// types skua does not use (IP quotas) are passed over. A user's znode holds its SCRAM
+/// credentials and its quotas; a user's client ids' znodes and client ids' hold quotas.
 async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Result<(), ZkError> {
     let Some((kind, name)) = entity.split_once('/') else {
         tracing::warn!(entity, "config change for an unknown entity; skipped");
@@ -164,17 +166,20 @@ async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Res
             shared.broker.apply_broker_configs(&own, configs);
         }
         "brokers" => {}
-        // `users/<user>/clients/<client>` holds quotas only.
-        "users" if !name.contains('/') => match super::scram_users::desanitize(name) {
-            Some(user) => {
-                let configs = read_configs(session, entity).await?;
-                shared.broker.scram_users.apply(&user, &configs);
+        "users" if !name.contains('/') => {
+            match super::scram_users::desanitize(name) {
+                Some(user) => {
+                    let configs = read_configs(session, entity).await?;
+                    shared.broker.scram_users.apply(&user, &configs);
+                }
+                None => tracing::warn!(
+                    entity,
+                    "user config of a name that is not sanitized; skipped"
+                ),
             }
-            None => tracing::warn!(
-                entity,
-                "user config of a name that is not sanitized; skipped"
-            ),
-        },
+            super::client_quotas::apply(shared, session, entity).await?
+        }
+        "users" | "clients" => super::client_quotas::apply(shared, session, entity).await?,
         _ => tracing::debug!(entity, "config change for an entity type skua does not use"),
     }
     Ok(())
@@ -235,6 +240,28 @@ pub async fn write_entity_config(
         }
         Err(e) => return Err(e),
     }
+    notify(session, entity).await
+}
+
+/// [`write_entity_config`] over the config read at `version` (None: there was no
+/// znode): BadVersion or NodeExists when it was written meanwhile.
+pub async fn write_entity_config_at(
+    session: &ZkSession,
+    entity: &str,
+    configs: &BTreeMap<String, String>,
+    version: Option<i32>,
+) -> Result<(), ZkError> {
+    let path = paths::entity_config(entity);
+    let data = znodes::encode(&EntityConfig::new(configs.clone()));
+    match version {
+        Some(v) => session.set(&path, &data, Some(v)).await.map(drop)?,
+        None => session.create_recursive(&path, &data).await.map(drop)?,
+    }
+    notify(session, entity).await
+}
+
+/// Announces a change of `entity`'s config to every broker.
+async fn notify(session: &ZkSession, entity: &str) -> Result<(), ZkError> {
     let note = znodes::encode(&ConfigChangeNotification::new(entity.to_string()));
     session
         .create_sequential(paths::CONFIG_CHANGE_PREFIX, &note)

@@ -166,6 +166,15 @@ impl MetadataCache {
         self.image.set_resource_configs(resource, configs);
     }
 
+    /// An entity's client quotas, read from ZooKeeper; whether they changed.
+    pub fn set_client_quotas(
+        &mut self,
+        entity: crate::quota::entity::QuotaEntity,
+        quotas: BTreeMap<String, f64>,
+    ) -> bool {
+        self.image.set_client_quotas(entity, quotas)
+    }
+
     /// The id a topic had when a deletion removed it from the cache.
     pub fn deleted_topic_id(&self, name: &str) -> Option<Uuid> {
         self.deleted_ids.get(name).copied()

@@ -17,6 +17,7 @@
 
 mod capped_lines;
 mod checked_names;
+pub mod client_quotas;
 pub mod config_changes;
 pub mod controlled_shutdown;
 mod hosted;
@@ -38,6 +39,7 @@ use self::metadata_cache::MetadataCache;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::records::CONFIG_RESOURCE_BROKER;
 use crate::controller::{BrokerInfo, ConfigResource, PartitionInfo, TopicInfo};
+use crate::quota::entity::QuotaEntity;
 
 /// What the broker side asks of the replicas this broker hosts (the broker's
 /// `ReplicaManager`), given once, when the broker starts following the controller.
@@ -154,6 +156,7 @@ impl BrokerSide {
             cluster: true,
             // ZooKeeper mode keeps ACLs in znodes, not in the image.
             acls: false,
+            client_quotas: true,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);
@@ -276,6 +279,24 @@ impl BrokerSide {
         delta.configs.insert(resource);
         for e in self.publish(&state, &delta) {
             tracing::error!(error = %e.message, "dynamic broker configs not applied");
+        }
+    }
+
+    /// Puts `quotas`, what `/config/<entity>` now holds, in the image as the entity's
+    /// client quotas, and tells the listeners (the quota publisher puts them in force).
+    pub fn apply_client_quotas(&self, entity: QuotaEntity, quotas: BTreeMap<String, f64>) {
+        let mut state = self.state.lock();
+        tracing::debug!(%entity, ?quotas, "client quotas read from ZooKeeper");
+        if !state.cache.set_client_quotas(entity, quotas) {
+            return;
+        }
+        *self.published.write() = Arc::new(state.cache.clone());
+        let delta = MetadataDelta {
+            client_quotas: true,
+            ..MetadataDelta::default()
+        };
+        for e in self.publish(&state, &delta) {
+            tracing::error!(error = %e.message, "client quotas not applied");
         }
     }
 

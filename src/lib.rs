@@ -64,6 +64,7 @@ pub mod error;
 pub mod handlers;
 pub mod jobs;
 pub mod log;
+pub mod logging;
 pub mod metrics;
 pub mod network;
 pub mod protocol;

@@ -1,5 +1,5 @@
 //! DescribeConfigs: every topic and broker config key Kafka has (and group configs, see
-//! `group_configs`), with the value in force,
+//! `group_configs`; a broker's loggers, see `broker_loggers`), with the value in force,
 //! where it came from, its synonyms and (v3+) its type and documentation, built as
 //! Kafka's `ConfigHelper` builds them.
 //!
@@ -16,7 +16,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::{group_configs, str_bytes};
+use super::{broker_loggers, group_configs, str_bytes};
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
 use crate::config::catalog::{broker_key, dynamic_only_broker_key, ConfigKey, UpdateMode};
@@ -60,6 +60,10 @@ pub async fn handle(
                 BROKER => broker_configs(&broker, &r, &detail),
                 GROUP => {
                     group_configs::describe(&broker, &r, detail.synonyms, |key| wanted(&r, key))
+                        .map_err(|(e, message)| (e, Some(message)))
+                }
+                broker_loggers::BROKER_LOGGER => {
+                    broker_loggers::describe(broker.config().broker_id, &r, |key| wanted(&r, key))
                         .map_err(|(e, message)| (e, Some(message)))
                 }
                 other => Err((

@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs: sets, deletes, appends to or subtracts from a topic's config
 //! overrides or a broker's dynamic configs (its id, or an empty name for the cluster
-//! default), as Kafka's controller applies the operations.
+//! default), as Kafka's controller applies the operations; sets or unsets a broker's
+//! logger levels (`broker_loggers`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{preprocess, repeated_resources};
+use super::broker_loggers::{self, BROKER_LOGGER};
 use super::describe_configs::{GROUP, TOPIC};
 use super::str_bytes;
 use crate::broker::Broker;
@@ -26,7 +28,7 @@ const SUBTRACT: i8 = 3;
 
 pub async fn handle(
     broker: Arc<Broker>,
-    _ctx: RequestContext,
+    ctx: RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let repeated = repeated_resources(
@@ -44,8 +46,13 @@ pub async fn handle(
             .map(|c| c.name.as_str())
             .collect();
         let name = r.resource_name.as_str();
-        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
+        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values, true)
+        {
             Err(e) => Err(e),
+            Ok(()) if r.resource_type == BROKER_LOGGER => {
+                let broker_id = broker.config().broker_id;
+                broker_loggers::alter(&ctx, broker_id, r, req.validate_only)
+            }
             Ok(()) if r.resource_type == GROUP => {
                 super::group_configs::alter_incremental(&broker, r, req.validate_only).await
             }

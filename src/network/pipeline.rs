@@ -12,7 +12,8 @@
 //!    no allocation: the handler's future is polled through [`Timed`];
 //! 4. the response's error codes, counted per API and code;
 //! 5. the quota manager's verdict: its throttle time goes into the response, and the
-//!    connection's writer holds the next response back for it.
+//!    connection's writer holds the next response back for it;
+//! 6. Kafka's request log, when its logger is on (`request_log`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +26,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind};
 
 use super::dispatch::Handled;
 use super::refusal;
+use super::request_log::RequestLog;
 use crate::auth::authorizer::CLUSTER_NAME;
 use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
@@ -142,6 +144,7 @@ pub fn run(
     // The quota manager sees the context after the handler; without one, nothing is kept
     // (boxed: the future stays small, and is moved whole into the connection's queue).
     let quota_ctx = broker.quotas().map(|_| Box::new(ctx.clone()));
+    let request_log = RequestLog::start(&ctx);
     let handler: HandlerFuture = match denied {
         false => (route.handle)(broker.clone(), ctx, body),
         true => {
@@ -180,6 +183,9 @@ pub fn run(
         if let Some(side) = side {
             let api = requests.fetch_side(side);
             api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
+        }
+        if let Some(log) = request_log {
+            log.completed(api_key, queue, timing.local, timing.remote, throttle_ms);
         }
         Ok(Handled {
             response,

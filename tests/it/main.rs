@@ -13,6 +13,7 @@ mod replay;
 mod authorized_operations;
 mod auto_create;
 mod broker_jobs;
+mod broker_loggers;
 mod broker_over_tcp;
 mod cli;
 mod cluster_fixtures;

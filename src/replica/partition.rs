@@ -204,8 +204,11 @@ impl Partition {
             let mut state = self.state.write();
             let changed = state.apply(local_id, replicas, announced, now_ms);
             if changed && state.is_leader() {
+                let log_end = self.log().log_end_offset();
                 self.leader_epoch_start_offset
-                    .store(self.log().log_end_offset(), Ordering::Release);
+                    .store(log_end, Ordering::Release);
+                // Kafka's `Partition.makeLeader` line (a follower's is the fetcher's).
+                tracing::info!(partition = %self.tp, leader_epoch = state.leader_epoch, log_end, isr = ?state.isr, "leading the partition from this leader epoch");
             }
             changed
         };

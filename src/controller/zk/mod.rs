@@ -262,7 +262,13 @@ impl Shared {
     }
 
     fn set_controller_id(&self, id: i32) {
-        self.snapshot.write().controller_id = id;
+        let previous = std::mem::replace(&mut self.snapshot.write().controller_id, id);
+        if previous != id {
+            match id {
+                -1 => tracing::info!(previous, "no controller"),
+                _ => tracing::info!(controller = id, previous, "the controller changed"),
+            }
+        }
     }
 
     fn set_brokers(&self, brokers: &BTreeMap<i32, LiveBroker>) {

@@ -35,6 +35,7 @@ pub async fn scrape(broker: &Broker, format: Format, sink: &mut dyn Sink) -> io:
     controller(broker, &mut out);
     if let Some(zk) = broker.controller.zk() {
         zk.shared().session_metrics.write(&mut out);
+        zk.shared().controller_stats.write(&mut out, Instant::now());
     }
     consumer_groups(broker, &mut out, sink).await?;
     process::write(&mut out);
@@ -100,6 +101,12 @@ async fn replica_manager(
         out.family(name, Kind::Gauge, help);
         out.sample("", &[], n);
     }
+    out.family(
+        "kafka_server_replicafetchermanager_maxlag",
+        Kind::Gauge,
+        "Most messages a followed partition is behind its leader's high watermark",
+    );
+    out.sample("", &[("clientId", "Replica")], counts.max_lag);
     type Read = fn(&Partition) -> i64;
     let families: [(&'static str, &str, Read); 5] = [
         (
@@ -156,6 +163,8 @@ struct ReplicaCounts {
     under_min_isr: usize,
     at_min_isr: usize,
     offline: usize,
+    /// Of the partitions followed.
+    max_lag: i64,
 }
 
 impl ReplicaCounts {
@@ -169,6 +178,7 @@ impl ReplicaCounts {
         }
         let s = p.replication_summary();
         if !s.leader {
+            self.max_lag = self.max_lag.max(p.follower_lag());
             return;
         }
         self.leaders += 1;

@@ -215,6 +215,8 @@ pub struct Shared {
     pub broker: broker::BrokerSide,
     /// The session's state and events, for the metrics.
     pub session_metrics: crate::metrics::zookeeper::SessionMetrics,
+    /// The controller's elections, for the metrics (marked while this broker is it).
+    pub controller_stats: crate::metrics::controller::ControllerStats,
     pub(super) clock: Arc<dyn clock::Clock>,
     /// Set in tests and the simulation: controller requests are recorded, not sent.
     pub(super) outbox: Option<channel::Outbox>,
@@ -250,6 +252,7 @@ impl Shared {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             broker,
             session_metrics: Default::default(),
+            controller_stats: Default::default(),
             clock,
             outbox,
         }

@@ -43,6 +43,9 @@
 //!                            give them: RequestMetrics per API, BrokerTopicMetrics, handles
 //!                            resolved once and marked with atomic adds; gauges computed at
 //!                            scrape time; the `metrics.listener` HTTP endpoint
+//!                logging/    the broker's own log: text or JSON lines, a level per
+//!                            logger (Kafka's names mapped to module paths) from config
+//!                            and the BROKER_LOGGER resource (handlers/broker_loggers)
 //!                quota       the quota manager's hook (none installed yet)
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
 //!                client/     outbound Kafka client (pipelined, reconnecting), used by the tests

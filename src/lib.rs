@@ -45,6 +45,9 @@
 //!                            give them: RequestMetrics per API, BrokerTopicMetrics, handles
 //!                            resolved once and marked with atomic adds; gauges computed at
 //!                            scrape time; the `metrics.listener` HTTP endpoint
+//!                logging/    the broker's own log: text or JSON lines, a level per
+//!                            logger (Kafka's names mapped to module paths) from config
+//!                            and the BROKER_LOGGER resource (handlers/broker_loggers)
 //!                quota/      client quotas: Kafka's quota managers (byte rates, request time,
 //!                            controller mutations), asked by the pipeline per request
 //!                zk/         Kafka's znodes and a ZooKeeper session (for ZooKeeper mode)
@@ -67,6 +70,7 @@ pub mod error;
 pub mod handlers;
 pub mod jobs;
 pub mod log;
+pub mod logging;
 pub mod metrics;
 pub mod network;
 pub mod protocol;

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use skua::broker::Broker;
 use skua::config::{BrokerConfig, ConfigError};
+use skua::logging::LoggingConfig;
 use skua::metrics::http::MetricsListener;
 use skua::network::Server;
 use skua::protocol::decode_budget::MeteredAllocator;
@@ -42,7 +43,10 @@ Kafka's quickstart: listens on :9092, advertises localhost:9092, keeps data unde
   -V, --version          print skua's version
   -h, --help             print this help
 
-The log level is RUST_LOG's (default info). A bad command line exits 2.";
+The log is written to stdout: its format is logging.format (text or json), its levels
+logging.level.<logger> (root INFO by default), changed at runtime with kafka-configs.sh
+--entity-type broker-loggers; RUST_LOG, when set, lies beneath them. A bad command line
+exits 2.";
 
 /// What the command line asks for.
 enum Command {
@@ -112,15 +116,17 @@ fn main() -> ExitCode {
         }
     };
     keep_freed_heap_mapped();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        // Colours only on a terminal: logs redirected to a file stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    let logging = match LoggingConfig::from_properties(&props) {
+        Ok(logging) => logging,
+        Err(e) => {
+            eprintln!("skua: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = skua::logging::install(&logging) {
+        eprintln!("skua: cannot set up the log: {e}");
+        return ExitCode::FAILURE;
+    }
     raise_fd_limit();
     let config = match BrokerConfig::from_properties(props) {
         Ok(c) => c,

@@ -161,6 +161,33 @@ c_configs_broker() {
   "$cfg" --bootstrap-server "$B" --entity-type brokers --entity-name "$id" --describe >"$CASE_TMP/after" || return 1
   ! grep -q "log.cleaner" "$CASE_TMP/after" || fail "dynamic configs left: $(cat "$CASE_TMP/after")"
 }
+# A broker's loggers (resource BROKER_LOGGER): listed with their levels, one set to
+# DEBUG and shown so, an unknown one refused by the tool, then unset back to its level.
+c_configs_broker_loggers() {
+  local cfg="$BIN/kafka-configs.sh" id before
+  "$cfg" --bootstrap-server "$B" --entity-type brokers --describe >"$CASE_TMP/brokers" || return 1
+  id=$(grep -o 'broker [0-9]*' "$CASE_TMP/brokers" | head -1 | cut -d' ' -f2)
+  [ -n "$id" ] || fail "no broker id in: $(head -c 300 "$CASE_TMP/brokers")"
+  loggers() { "$cfg" --bootstrap-server "$B" --entity-type broker-loggers --entity-name "$id" "$@"; }
+  loggers --describe >"$CASE_TMP/before" || return 1
+  grep -q "^  root=[A-Z]* sensitive=false synonyms={}" "$CASE_TMP/before" \
+    || fail "no root logger: $(head -c 300 "$CASE_TMP/before")"
+  before=$(grep "^  kafka.server.ReplicaManager=" "$CASE_TMP/before") \
+    || fail "no kafka.server.ReplicaManager logger: $(head -c 300 "$CASE_TMP/before")"
+  loggers --alter --add-config kafka.server.ReplicaManager=DEBUG || return 1
+  loggers --describe >"$CASE_TMP/set" || return 1
+  grep -qx "  kafka.server.ReplicaManager=DEBUG sensitive=false synonyms={}" "$CASE_TMP/set" \
+    || fail "DEBUG not shown: $(grep ReplicaManager "$CASE_TMP/set")"
+  if loggers --alter --add-config no.such.Logger=DEBUG >"$CASE_TMP/bad" 2>&1; then
+    fail "an unknown logger was accepted"
+  fi
+  grep -q "Invalid broker logger(s): no.such.Logger" "$CASE_TMP/bad" \
+    || fail "unexpected refusal: $(head -c 300 "$CASE_TMP/bad")"
+  loggers --alter --delete-config kafka.server.ReplicaManager || return 1
+  loggers --describe >"$CASE_TMP/after" || return 1
+  grep -qxF "$before" "$CASE_TMP/after" \
+    || fail "after unsetting: $(grep ReplicaManager "$CASE_TMP/after"), before: $before"
+}
 # A compacted topic written with 3,000 updates of 30 keys (about 3 MB, so segments
 # roll and the cleaner can reach them) is read back by the console consumer: fewer
 # records than were written, and the latest value of every key.
@@ -349,6 +376,7 @@ run_case java.configs.group c_configs_group
 run_case java.configs.broker c_configs_broker
 run_case java.configs.quotas c_configs_quotas
 run_case java.configs.user_quotas c_configs_user_quotas
+run_case java.configs.broker_loggers c_configs_broker_loggers
 run_case java.tools.compacted_readback c_compacted
 run_case java.tools.get_offsets c_get_offsets
 run_case java.tools.delete_records c_delete_records

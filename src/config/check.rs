@@ -117,6 +117,14 @@ impl SortedKeys {
             notes: Vec::new(),
         };
         for (k, v) in props {
+            // The `logging.*` keys are the log's (`logging::config`), read before the
+            // broker's config.
+            if let Some(checked) = crate::logging::config::check_key(&k, &v) {
+                if let Err(why) = checked {
+                    sorted.errors.push(invalid(&k, why));
+                }
+                continue;
+            }
             match key_def(&k) {
                 Some(def) => match def.check(&v) {
                     Ok(()) => {
@@ -314,6 +322,28 @@ mod tests {
             .values
             .contains_key("listener.name.a.ssl.keystore.location"));
         assert!(sorted.values.contains_key("ssl.keystore.password"));
+    }
+
+    #[test]
+    fn the_logging_keys_are_checked_and_known() {
+        let findings = check_properties(props(&[
+            ("logging.format", "json"),
+            ("logging.level.kafka.server.ReplicaManager", "DEBUG"),
+            ("logging.level.skua::log::cleaner", "trace"),
+        ]));
+        assert!(findings.is_empty(), "{findings:?}");
+        let findings = check_properties(props(&[
+            ("logging.format", "xml"),
+            ("logging.level.kafka.nope", "DEBUG"),
+        ]));
+        let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "error: logging.format: String must be one of: text, json",
+                "error: logging.level.kafka.nope: Logger kafka.nope does not exist!",
+            ]
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::broker_loggers::BROKER_LOGGER;
 use super::describe_configs::{BROKER, GROUP, TOPIC};
 use super::str_bytes;
 use crate::auth::operations::AclOperation;
@@ -65,7 +66,14 @@ pub async fn handle(
             })
             .collect();
         let name = r.resource_name.as_str();
-        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
+        let result = match preprocess(
+            &repeated,
+            r.resource_type,
+            name,
+            &names,
+            &null_values,
+            false,
+        ) {
             Err(e) => Err(e),
             Ok(()) => match r.resource_type {
                 TOPIC => {
@@ -122,13 +130,15 @@ pub(super) fn repeated_resources<'a>(
 }
 
 /// Kafka's `ConfigAdminManager.preprocess`: one mention per resource, no key twice, no
-/// null value where one is needed, a resource type it handles.
+/// null value where one is needed, a resource type it handles (BROKER_LOGGER only when
+/// `loggers`: the legacy API does not take it).
 pub(super) fn preprocess(
     repeated: &HashSet<(i8, String)>,
     resource_type: i8,
     name: &str,
     config_names: &[&str],
     null_values: &[&str],
+    loggers: bool,
 ) -> Result<(), ControllerError> {
     let invalid = |m: String| Err(ControllerError::new(ResponseError::InvalidRequest, m));
     if repeated.contains(&(resource_type, name.to_string())) {
@@ -146,6 +156,7 @@ pub(super) fn preprocess(
     }
     match resource_type {
         TOPIC | BROKER | GROUP => Ok(()),
+        BROKER_LOGGER if loggers => Ok(()),
         other => invalid(format!("Unknown resource type {other}")),
     }
 }

@@ -1,5 +1,5 @@
 //! DescribeConfigs: every topic and broker config key Kafka has (and group configs, see
-//! `group_configs`), with the value in force,
+//! `group_configs`; a broker's loggers, see `broker_loggers`), with the value in force,
 //! where it came from, its synonyms and (v3+) its type and documentation, built as
 //! Kafka's `ConfigHelper` builds them.
 //!
@@ -19,7 +19,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::{group_configs, str_bytes};
+use super::{broker_loggers, group_configs, str_bytes};
 use crate::auth::operations::AclOperation;
 use crate::broker::Broker;
 use crate::config::broker::BrokerSource;
@@ -70,6 +70,10 @@ pub async fn handle(
                 BROKER => broker_configs(&broker, &r, &detail),
                 GROUP => {
                     group_configs::describe(&broker, &r, detail.synonyms, |key| wanted(&r, key))
+                        .map_err(|(e, message)| (e, Some(message)))
+                }
+                broker_loggers::BROKER_LOGGER => {
+                    broker_loggers::describe(broker.config().broker_id, &r, |key| wanted(&r, key))
                         .map_err(|(e, message)| (e, Some(message)))
                 }
                 other => Err((

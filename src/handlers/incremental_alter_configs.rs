@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs: sets, deletes, appends to or subtracts from a topic's config
 //! overrides or a broker's dynamic configs (its id, or an empty name for the cluster
-//! default), as Kafka's controller applies the operations.
+//! default), as Kafka's controller applies the operations; sets or unsets a broker's
+//! logger levels (`broker_loggers`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{preprocess, repeated_resources};
+use super::broker_loggers::{self, BROKER_LOGGER};
 use super::describe_configs::{GROUP, TOPIC};
 use super::str_bytes;
 use crate::auth::operations::AclOperation;
@@ -47,12 +49,17 @@ pub async fn handle(
         let name = r.resource_name.as_str();
         let checked =
             ctx.authorize_config_resource(AclOperation::AlterConfigs, r.resource_type, name);
-        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values) {
+        let result = match preprocess(&repeated, r.resource_type, name, &names, &null_values, true)
+        {
             _ if checked.is_err() => Err(ControllerError::new(
                 checked.unwrap_err(),
                 "not authorized to alter the resource's configs",
             )),
             Err(e) => Err(e),
+            Ok(()) if r.resource_type == BROKER_LOGGER => {
+                let broker_id = broker.config().broker_id;
+                broker_loggers::alter(&ctx, broker_id, r, req.validate_only)
+            }
             Ok(()) if r.resource_type == GROUP => {
                 super::group_configs::alter_incremental(&broker, r, req.validate_only).await
             }

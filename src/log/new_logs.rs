@@ -97,6 +97,8 @@ impl LogManager {
                     log.in_log_dir(self.dirs[c.dir_index].health.clone())
                         .with_delayed_deletes(self.delayed_deletes.clone()),
                 );
+                // Kafka's LogManager line: one per log made.
+                tracing::info!(partition = %c.tp, dir = %log.dir().display(), "created log");
                 logs.insert(
                     c.tp,
                     Hosted {

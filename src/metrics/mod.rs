@@ -17,11 +17,13 @@
 //!   them between scrapes, so they cost the request paths nothing.
 
 pub mod connections;
+pub mod controller;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
 pub mod process;
 pub mod request;
+pub mod runtime;
 pub mod scrape;
 pub mod topic;
 pub mod zookeeper;
@@ -46,6 +48,8 @@ pub struct Metrics {
     pub isr: IsrChanges,
     /// Connections per listener.
     pub connections: ConnectionMetrics,
+    /// The runtime workers' idle fraction, between scrapes.
+    pub runtime: runtime::RuntimeIdle,
 }
 
 /// The ISR changes a leader's proposals committed.
@@ -92,6 +96,7 @@ impl Metrics {
         self.topics.write(out, sink).await?;
         self.requests.write(out, now);
         self.connections.write(out);
+        self.runtime.write(out, now);
         out.family(
             "kafka_server_replicamanager_isrshrinks_total",
             exposition::Kind::Counter,

@@ -32,9 +32,11 @@ pub async fn scrape(broker: &Broker, format: Format, sink: &mut dyn Sink) -> io:
     broker.metrics.write(&mut out, sink, Instant::now()).await?;
     replica_manager(broker, &mut out, sink).await?;
     log_manager(broker, &mut out);
+    log_cleaner(broker, &mut out);
     controller(broker, &mut out);
     if let Some(zk) = broker.controller.zk() {
         zk.shared().session_metrics.write(&mut out);
+        zk.shared().controller_stats.write(&mut out, Instant::now());
     }
     consumer_groups(broker, &mut out, sink).await?;
     process::write(&mut out);
@@ -100,6 +102,12 @@ async fn replica_manager(
         out.family(name, Kind::Gauge, help);
         out.sample("", &[], n);
     }
+    out.family(
+        "kafka_server_replicafetchermanager_maxlag",
+        Kind::Gauge,
+        "Most messages a followed partition is behind its leader's high watermark",
+    );
+    out.sample("", &[("clientId", "Replica")], counts.max_lag);
     type Read = fn(&Partition) -> i64;
     let families: [(&'static str, &str, Read); 5] = [
         (
@@ -156,6 +164,8 @@ struct ReplicaCounts {
     under_min_isr: usize,
     at_min_isr: usize,
     offline: usize,
+    /// Of the partitions followed.
+    max_lag: i64,
 }
 
 impl ReplicaCounts {
@@ -169,6 +179,7 @@ impl ReplicaCounts {
         }
         let s = p.replication_summary();
         if !s.leader {
+            self.max_lag = self.max_lag.max(p.follower_lag());
             return;
         }
         self.leaders += 1;
@@ -202,6 +213,37 @@ fn log_manager(broker: &Broker, out: &mut Exposition) {
     for d in &dirs {
         let path = d.path.display().to_string();
         out.sample("", &[("logDirectory", &path)], d.offline_cause.is_some());
+    }
+}
+
+/// Kafka's `LogCleaner` gauges, of the last cleaning (0 before the first): Kafka's are
+/// of each cleaner thread's last, the maximum or (recopy) the mean over threads.
+fn log_cleaner(broker: &Broker, out: &mut Exposition) {
+    let last = broker.replicas.cleaner.last_cleaning().unwrap_or_default();
+    let ratio = |part: u64, whole: u64| match whole {
+        0 => 0.0,
+        _ => 100.0 * part as f64 / whole as f64,
+    };
+    let gauges = [
+        (
+            "kafka_log_logcleaner_max_clean_time_secs",
+            "How long the last cleaning took, seconds",
+            last.elapsed_ms as f64 / 1e3,
+        ),
+        (
+            "kafka_log_logcleaner_cleaner_recopy_percent",
+            "Bytes the last cleaning wrote, percent of those it read",
+            ratio(last.bytes_written, last.bytes_read),
+        ),
+        (
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "How full the last cleaning's offset map was, percent",
+            ratio(last.map_keys, last.map_slots),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        out.family(name, Kind::Gauge, help);
+        out.sample("", &[], v);
     }
 }
 

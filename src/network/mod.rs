@@ -10,6 +10,7 @@ pub mod memory;
 pub mod pipeline;
 mod queue;
 pub mod refusal;
+pub mod request_log;
 pub(crate) mod sendfile;
 pub mod server;
 pub mod session;

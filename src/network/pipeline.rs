@@ -14,7 +14,8 @@
 //! 5. the quota manager's verdict (`quota`: client requests only, never replication or
 //!    the brokers' own requests): its throttle time, or a controller mutation quota's
 //!    that the handler set if longer, goes into the response, and the connection's
-//!    writer holds the next response back for it.
+//!    writer holds the next response back for it;
+//! 6. Kafka's request log, when its logger is on (`request_log`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,6 +28,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind};
 
 use super::dispatch::Handled;
 use super::refusal;
+use super::request_log::RequestLog;
 use crate::auth::authorizer::CLUSTER_NAME;
 use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
@@ -148,6 +150,7 @@ pub fn run(
         .quotas()
         .filter(|q| q.enabled() && !crate::quota::is_exempt(api_key, &body))
         .map(|_| ctx.clone());
+    let request_log = RequestLog::start(&ctx);
     let handler: HandlerFuture = match denied {
         false => (route.handle)(broker.clone(), ctx, body),
         true => {
@@ -190,6 +193,9 @@ pub fn run(
         if let Some(side) = side {
             let api = requests.fetch_side(side);
             api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
+        }
+        if let Some(log) = request_log {
+            log.completed(api_key, queue, timing.local, timing.remote, throttle_ms);
         }
         Ok(Handled {
             response,

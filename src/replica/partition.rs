@@ -57,6 +57,9 @@ pub struct Partition {
     /// As leader: the log end offset when this leader epoch began (Kafka's
     /// `leaderEpochStartOffsetOpt`); a follower joins the ISR only once it has reached it.
     leader_epoch_start_offset: AtomicI64,
+    /// As follower: the leader's high watermark less this log's end at the last fetch
+    /// (Kafka's `FetcherLagMetrics`), for the fetchers' `MaxLag`.
+    follower_lag: AtomicI64,
     /// Where ISR changes go to reach the controller (`isr.rs`); without it (a broker
     /// alone) no change is proposed.
     isr_changes: OnceLock<IsrChanges>,
@@ -141,6 +144,7 @@ impl Partition {
             log_end_advanced: Notify::new(),
             high_watermark_advanced: Notify::new(),
             leader_epoch_start_offset: AtomicI64::new(0),
+            follower_lag: AtomicI64::new(0),
             isr_changes: OnceLock::new(),
             counters: TopicCounters::unregistered(),
         }
@@ -204,8 +208,11 @@ impl Partition {
             let mut state = self.state.write();
             let changed = state.apply(local_id, replicas, announced, now_ms);
             if changed && state.is_leader() {
+                let log_end = self.log().log_end_offset();
                 self.leader_epoch_start_offset
-                    .store(self.log().log_end_offset(), Ordering::Release);
+                    .store(log_end, Ordering::Release);
+                // Kafka's `Partition.makeLeader` line (a follower's is the fetcher's).
+                tracing::info!(partition = %self.tp, leader_epoch = state.leader_epoch, log_end, isr = ?state.isr, "leading the partition from this leader epoch");
             }
             changed
         };
@@ -922,12 +929,24 @@ impl Partition {
         if self.is_leader() {
             return;
         }
+        let log_end = self.log().log_end_offset();
+        self.follower_lag
+            .store((leader_high_watermark - log_end).max(0), Ordering::Relaxed);
         let hw = leader_high_watermark
-            .min(self.log().log_end_offset())
+            .min(log_end)
             .max(self.log().log_start_offset());
         let old = self.high_watermark.swap(hw, Ordering::AcqRel);
         if hw > old {
             self.high_watermark_advanced.notify_waiters();
+        }
+    }
+
+    /// As follower: how far this log was behind the leader's high watermark at the last
+    /// fetch; 0 as leader.
+    pub fn follower_lag(&self) -> i64 {
+        match self.is_leader() {
+            true => 0,
+            false => self.follower_lag.load(Ordering::Relaxed),
         }
     }
 
@@ -1010,5 +1029,61 @@ mod tests {
             Err(ResponseError::KafkaStorageError)
         );
         assert_eq!(p.read_slice(0, 1024, true).unwrap_err().error_code(), 56);
+    }
+
+    #[tokio::test]
+    async fn a_followers_lag_is_the_leaders_high_watermark_past_its_log_end() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("t-0");
+        let log = Log::open(
+            &dir,
+            TopicPartition::new("t", 0),
+            LogConfig::default(),
+            0,
+            0,
+            false,
+        )
+        .unwrap();
+        let p = Partition::new(
+            TopicPartition::new("t", 0),
+            Uuid::new_v4(),
+            Arc::new(log),
+            0,
+        );
+        let announced = |leader| crate::controller::LeaderAndIsr {
+            leader,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            isr: vec![1, 2],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
+            leader_recovery_state: 0,
+        };
+        p.apply_leadership(2, &[1, 2], &announced(1), 0);
+        p.update_follower_high_watermark(5);
+        assert_eq!(p.follower_lag(), 5);
+        crate::replica::append::append_as_follower(
+            &p,
+            1,
+            batch_bytes(&[b"a", b"b", b"c"], 1_000, None),
+        )
+        .await
+        .unwrap();
+        p.update_follower_high_watermark(5);
+        assert_eq!(p.follower_lag(), 2);
+        p.update_follower_high_watermark(3);
+        assert_eq!(p.follower_lag(), 0);
+        // A leader lags nobody.
+        p.update_follower_high_watermark(9);
+        p.apply_leadership(
+            2,
+            &[1, 2],
+            &crate::controller::LeaderAndIsr {
+                leader_epoch: 2,
+                ..announced(2)
+            },
+            0,
+        );
+        assert_eq!(p.follower_lag(), 0);
     }
 }

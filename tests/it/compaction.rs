@@ -238,6 +238,19 @@ async fn consumer_offsets_is_compacted_and_its_groups_load_as_before() {
         },
     )
     .await;
+    // Kafka's LogCleaner gauges show the last cleaning: it took time, copied a small
+    // part of what it read, and filled some of its offset map.
+    let scraped = skua::metrics::scrape::to_string(&b.broker).await;
+    let gauge = |name: &str| -> f64 {
+        let line = scraped.lines().find(|l| l.starts_with(&format!("{name} ")));
+        let line = line.unwrap_or_else(|| panic!("no {name} in the scrape"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(gauge("kafka_log_logcleaner_max_clean_time_secs") > 0.0);
+    let recopy = gauge("kafka_log_logcleaner_cleaner_recopy_percent");
+    assert!(recopy > 0.0 && recopy < 50.0, "recopy {recopy}%");
+    let buffer = gauge("kafka_log_logcleaner_max_buffer_utilization_percent");
+    assert!(buffer > 0.0 && buffer < 100.0, "buffer {buffer}%");
     for g in 0..10 {
         assert_eq!(
             c.committed_offsets(&format!("g{g}")).await,

@@ -16,6 +16,7 @@ mod acls;
 mod authorized_operations;
 mod auto_create;
 mod broker_jobs;
+mod broker_loggers;
 mod broker_over_tcp;
 mod cli;
 mod cluster_fixtures;

@@ -221,6 +221,22 @@ async fn a_scrape_shows_kafkas_names_moving_with_produce_consume_and_commit() {
     assert_eq!(controller("offlinepartitionscount"), 0.0);
     assert!(controller("globaltopiccount") >= 2.0);
     assert_eq!(controller("globalpartitioncount"), partitions);
+    // The runtime's idle fraction, as Kafka's two idle gauges (0 to 1), and no fetcher lag
+    // on a broker alone.
+    for idle in [
+        "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+        "kafka_network_socketserver_networkprocessoravgidle_percent",
+    ] {
+        let v = get(&m, idle);
+        assert!((0.0..=1.0).contains(&v), "{idle} {v}");
+    }
+    assert_eq!(
+        get(
+            &m,
+            "kafka_server_replicafetchermanager_maxlag{clientId=\"Replica\"}"
+        ),
+        0.0
+    );
 
     let listener = "{listener=\"PLAINTEXT\",networkProcessor=\"0\"}";
     assert_eq!(

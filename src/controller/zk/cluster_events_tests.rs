@@ -60,9 +60,13 @@ async fn partitions_added_to_a_topic_come_online() {
 async fn a_failed_leader_is_replaced_from_the_isr_and_leaves_it() {
     let mut c = Cluster::start(&[1, 2, 3], |_| {}).await;
     c.create_topic("t", &[(0, &[2, 3, 1])]).await;
+    let rounds = c.l.shared.controller_stats.election_rounds();
     c.kill(2).await;
     let (leader, epoch, isr) = leader_epoch_isr(&c, "t", 0);
     assert_eq!((leader, isr), (3, vec![3, 1]));
+    let stats = &c.l.shared.controller_stats;
+    assert!(stats.election_rounds() > rounds, "the election was timed");
+    assert_eq!(stats.unclean_elections(), 0);
     assert_eq!(epoch, 1, "one election; the dead leader was already out");
     c.sent();
     c.restart(2).await;
@@ -103,6 +107,8 @@ async fn unclean_election_enabled_elects_outside_the_isr() {
     let z = c.state("t", 0).unwrap();
     assert_eq!((z.leader, z.isr.clone()), (3, vec![3]));
     assert!(z.recovering());
+    let stats = &c.l.shared.controller_stats;
+    assert_eq!(stats.unclean_elections(), 1);
 }
 
 #[tokio::test]

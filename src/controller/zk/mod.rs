@@ -215,6 +215,8 @@ pub struct Shared {
     pub broker: broker::BrokerSide,
     /// The session's state and events, for the metrics.
     pub session_metrics: crate::metrics::zookeeper::SessionMetrics,
+    /// The controller's elections, for the metrics (marked while this broker is it).
+    pub controller_stats: crate::metrics::controller::ControllerStats,
     pub(super) clock: Arc<dyn clock::Clock>,
     /// Set in tests and the simulation: controller requests are recorded, not sent.
     pub(super) outbox: Option<channel::Outbox>,
@@ -250,6 +252,7 @@ impl Shared {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             broker,
             session_metrics: Default::default(),
+            controller_stats: Default::default(),
             clock,
             outbox,
         }
@@ -262,7 +265,13 @@ impl Shared {
     }
 
     fn set_controller_id(&self, id: i32) {
-        self.snapshot.write().controller_id = id;
+        let previous = std::mem::replace(&mut self.snapshot.write().controller_id, id);
+        if previous != id {
+            match id {
+                -1 => tracing::info!(previous, "no controller"),
+                _ => tracing::info!(controller = id, previous, "the controller changed"),
+            }
+        }
     }
 
     fn set_brokers(&self, brokers: &BTreeMap<i32, LiveBroker>) {

@@ -106,6 +106,7 @@ impl ControllerLoop {
         partitions: &[TopicPartition],
         strategy: Strategy,
     ) -> ZkResult<Vec<TopicPartition>> {
+        let started = std::time::Instant::now();
         let mut remaining = partitions.to_vec();
         let mut elected = Vec::new();
         while !remaining.is_empty() {
@@ -148,6 +149,11 @@ impl ControllerLoop {
                             .partition_states
                             .insert(tp.clone(), PartitionState::Online);
                         tracing::info!(partition = %tp, leader = l.leader, leader_epoch = l.leader_epoch, isr = ?l.isr, "leader elected");
+                        // Only an election from outside the ISR leaves the leader
+                        // recovering.
+                        if l.recovering() {
+                            self.shared.controller_stats.unclean_election();
+                        }
                         elected.push(tp);
                     }
                     UpdateOutcome::BadVersion => remaining.push(tp),
@@ -157,6 +163,7 @@ impl ControllerLoop {
                 }
             }
         }
+        self.shared.controller_stats.elected(started.elapsed());
         Ok(elected)
     }
 

@@ -163,6 +163,7 @@ pub fn clean(
     }
     summary.end_offset = end_offset;
     summary.map_keys = map.len() as u64;
+    summary.map_slots = map.slots() as u64;
     summary.map_ms = started.elapsed().as_millis() as u64;
     let producers = log.producers_last_records();
     let to_clean: Vec<SegmentView> = plan

@@ -90,6 +90,8 @@ pub struct CleanSummary {
     pub records_read: u64,
     pub records_kept: u64,
     pub map_keys: u64,
+    /// The offset map's slots.
+    pub map_slots: u64,
     pub map_ms: u64,
     pub elapsed_ms: u64,
 }
@@ -108,6 +110,8 @@ pub struct LogCleaner {
     /// Logs whose cleaning failed on something other than an I/O error (a corrupt batch):
     /// left alone until restart, as Kafka's `uncleanablePartitions`.
     uncleanable: Mutex<HashSet<TopicPartition>>,
+    /// The last cleaning done, for Kafka's `LogCleaner` gauges.
+    last: Mutex<Option<CleanSummary>>,
 }
 
 impl LogCleaner {
@@ -117,7 +121,13 @@ impl LogCleaner {
             config: RwLock::new(config),
             stopped: AtomicBool::new(false),
             uncleanable: Mutex::new(HashSet::new()),
+            last: Mutex::new(None),
         }
+    }
+
+    /// The last cleaning done (None before the first).
+    pub fn last_cleaning(&self) -> Option<CleanSummary> {
+        self.last.lock().clone()
     }
 
     pub fn config(&self) -> CleanerConfig {
@@ -217,6 +227,7 @@ impl LogCleaner {
             return match clean::clean(self, &c.log, &p, now_ms) {
                 Ok(summary) => {
                     log_summary(&tp, &summary);
+                    *self.last.lock() = Some(summary.clone());
                     Some((tp, summary))
                 }
                 Err(CleanError::Aborted) => {

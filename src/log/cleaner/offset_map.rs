@@ -69,6 +69,11 @@ impl OffsetMap {
         }
     }
 
+    /// The table's slots (Kafka's buffer utilization is the keys over these).
+    pub fn slots(&self) -> usize {
+        self.digests.len()
+    }
+
     /// Whether another new key fits.
     pub fn is_full(&self) -> bool {
         self.entries >= self.capacity

@@ -150,6 +150,8 @@ pub async fn wait_for<F: std::future::Future<Output = bool>>(
 pub struct Client {
     pub stream: TcpStream,
     correlation_id: i32,
+    /// The request headers' client id (`skua-test` unless set).
+    client_id: String,
 }
 
 impl Client {
@@ -157,7 +159,12 @@ impl Client {
         Client {
             stream: TcpStream::connect(addr).await.expect("connect"),
             correlation_id: 0,
+            client_id: "skua-test".into(),
         }
+    }
+
+    pub fn set_client_id(&mut self, client_id: &str) {
+        self.client_id = client_id.to_string();
     }
 
     /// Sends one request at `version` and decodes its response.
@@ -171,7 +178,7 @@ impl Client {
 
     pub async fn write_request<R: Request>(&mut self, req: &R, version: i16) {
         self.correlation_id += 1;
-        let frame = codec::encode_request(req, version, self.correlation_id, Some("skua-test"))
+        let frame = codec::encode_request(req, version, self.correlation_id, Some(&self.client_id))
             .expect("request encodes");
         self.stream.write_all(&frame).await.expect("write");
     }

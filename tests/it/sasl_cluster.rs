@@ -354,7 +354,7 @@ fn a_kafka_broker_and_a_skua_broker_over_sasl_ssl_scram() {
             .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]));
         let resp = rt().block_on(via.send(&req, 12)).ok()?;
         let p = resp.topics.first()?.partitions.first()?;
-        (p.error_code == 0).then(|| (p.leader_id.0, p.isr_nodes.len()))
+        (p.error_code == 0).then_some((p.leader_id.0, p.isr_nodes.len()))
     };
     let segment = |broker: i32, topic: &str| {
         let path = cluster.dir.path().join(format!(

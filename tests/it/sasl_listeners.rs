@@ -1,7 +1,8 @@
 //! SASL listeners over TCP, as Kafka's `SaslServerAuthenticator` answers them: PLAIN
 //! users from the listener's JAAS config, SCRAM users created with
 //! AlterUserScramCredentials (surviving a restart in the metadata log), OAUTHBEARER's
-//! unsecured tokens, the v0 handshake's raw tokens, KIP-368 re-authentication, and each
+//! unsecured tokens and signed JWTs checked against a JWKS file (Kafka's
+//! OAuthBearerValidatorCallbackHandler), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
 //! bad input closing the connection: requests before authentication, unknown mechanisms,
 //! wrong credentials (late, and never saying which part was wrong), oversized frames,
 //! stalled exchanges, garbage, brute force. The principal a request carries is what an
@@ -717,6 +718,156 @@ async fn oauthbearer_unsecured_tokens_authenticate_until_they_expire() {
         ResponseError::SaslAuthenticationFailed.code()
     );
     assert!(closed(&mut c).await);
+    b.stop().await;
+}
+
+/// Signs JWTs for the JWKS tests: the RSA test key of `src/sasl/testdata` and an EC P-256
+/// key made now.
+struct JwtSigner {
+    rsa: ring::signature::RsaKeyPair,
+    ec: ring::signature::EcdsaKeyPair,
+}
+
+impl JwtSigner {
+    fn new() -> JwtSigner {
+        use ring::signature::{EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(
+                include_str!("../../src/sasl/testdata/rsa-2048.pkcs1.b64")
+                    .split_whitespace()
+                    .collect::<String>(),
+            )
+            .unwrap();
+        let rng = ring::rand::SystemRandom::new();
+        let ec = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        JwtSigner {
+            rsa: RsaKeyPair::from_der(&der).unwrap(),
+            ec: EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, ec.as_ref(), &rng)
+                .unwrap(),
+        }
+    }
+
+    fn jwks(&self) -> String {
+        use ring::signature::KeyPair;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let rsa = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(self.rsa.public());
+        let trim = |b: &[u8]| b64.encode(&b[b.iter().take_while(|x| **x == 0).count()..]);
+        let point = self.ec.public_key().as_ref();
+        serde_json::json!({"keys": [
+            {"kty": "RSA", "kid": "rsa", "use": "sig", "n": trim(&rsa.n), "e": trim(&rsa.e)},
+            {"kty": "EC", "kid": "ec", "crv": "P-256",
+             "x": b64.encode(&point[1..33]), "y": b64.encode(&point[33..65])},
+        ]})
+        .to_string()
+    }
+
+    /// The OAUTHBEARER client message carrying a JWT of `claims` signed with `alg`.
+    fn message(&self, alg: &str, kid: &str, claims: serde_json::Value) -> Vec<u8> {
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = serde_json::json!({"alg": alg, "kid": kid, "typ": "JWT"});
+        let signed = format!(
+            "{}.{}",
+            b64.encode(header.to_string()),
+            b64.encode(claims.to_string())
+        );
+        let rng = ring::rand::SystemRandom::new();
+        let signature = if alg == "RS256" {
+            let mut sig = vec![0; self.rsa.public().modulus_len()];
+            self.rsa
+                .sign(
+                    &ring::signature::RSA_PKCS1_SHA256,
+                    &rng,
+                    signed.as_bytes(),
+                    &mut sig,
+                )
+                .unwrap();
+            sig
+        } else {
+            self.ec
+                .sign(&rng, signed.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec()
+        };
+        format!(
+            "n,,\x01auth=Bearer {signed}.{}\x01\x01",
+            b64.encode(signature)
+        )
+        .into_bytes()
+    }
+}
+
+/// OAUTHBEARER with Kafka's OAuthBearerValidatorCallbackHandler: RS256 and ES256 tokens
+/// whose keys are in the JWKS file authenticate as their `sub` for as long as they live;
+/// a token for another audience, or signed by a key the JWKS does not hold, gets Kafka's
+/// error challenge and then fails, late, and the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_signed_tokens_are_checked_against_the_jwks() {
+    let (dir, keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let signer = JwtSigner::new();
+    let jwks = keys.path().join("jwks.json");
+    std::fs::write(&jwks, signer.jwks()).unwrap();
+    let url = format!("file://{}", jwks.display());
+    let b = start(
+        dir.path(),
+        &[
+            (
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            ),
+            ("sasl.oauthbearer.jwks.endpoint.url", &url),
+            ("sasl.oauthbearer.expected.audience", "kafka"),
+            ("sasl.oauthbearer.expected.issuer", "https://idp.test"),
+        ],
+    )
+    .await;
+    let recorder = Arc::new(RecordPrincipals::default());
+    b.broker.set_authorizer(recorder.clone()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = |sub: &str, aud: &str| {
+        serde_json::json!({"sub": sub, "aud": aud, "iss": "https://idp.test",
+                           "iat": now, "exp": now + 120, "scope": "kafka"})
+    };
+    for (alg, kid, sub) in [("RS256", "rsa", "alice"), ("ES256", "ec", "bob")] {
+        let mut c = b.client().await;
+        assert_eq!(handshake(&mut c, "OAUTHBEARER", 1).await.error_code, 0);
+        let done = authenticate(&mut c, signer.message(alg, kid, claims(sub, "kafka")), 2).await;
+        assert_eq!(done.error_code, 0, "{alg}: {done:?}");
+        assert!(
+            (110_000..=120_000).contains(&done.session_lifetime_ms),
+            "{}",
+            done.session_lifetime_ms
+        );
+        c.send(&metadata(), 12).await;
+        let principal = format!("User:{sub}");
+        assert!(recorder.0.lock().contains(&principal), "{principal}");
+    }
+    let stranger = JwtSigner::new();
+    for message in [
+        signer.message("RS256", "rsa", claims("mallory", "elsewhere")),
+        stranger.message("ES256", "ec", claims("mallory", "kafka")),
+    ] {
+        let mut c = b.client().await;
+        handshake(&mut c, "OAUTHBEARER", 1).await;
+        let challenge = authenticate(&mut c, message, 2).await;
+        assert_eq!(challenge.error_code, 0);
+        assert_eq!(
+            std::str::from_utf8(&challenge.auth_bytes).unwrap(),
+            r#"{"status":"invalid_token"}"#
+        );
+        let started = Instant::now();
+        let failed = authenticate(&mut c, vec![1], 2).await;
+        assert_eq!(
+            failed.error_code,
+            ResponseError::SaslAuthenticationFailed.code()
+        );
+        assert!(started.elapsed() >= Duration::from_millis(DELAY_MS - 50));
+        assert!(closed(&mut c).await);
+    }
+    assert!(!recorder.0.lock().iter().any(|p| p == "User:mallory"));
     b.stop().await;
 }
 

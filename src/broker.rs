@@ -119,6 +119,114 @@ fn follow_metadata(
     })
 }
 
+/// The single-node controller on the dirs' metadata log, as a start opens it: on a first
+/// start the log is created (adopting the data already in the dirs) and `meta.properties`
+/// written. The dirs are locked (`LogDirs::check`).
+fn open_local_controller(
+    config: &BrokerConfig,
+    dirs: &mut LogDirs,
+) -> anyhow::Result<LocalController> {
+    let new_store = !MetadataLog::exists(&dirs.metadata_dir);
+    let skua_file = if new_store {
+        SkuaMetadataFile::read(&config.log_dirs[0])?
+    } else {
+        None
+    };
+    if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
+        if file.cluster_id != *id {
+            anyhow::bail!(
+                "{} names cluster {} but meta.properties names {id}",
+                adopt::SKUA_METADATA_FILE,
+                file.cluster_id
+            );
+        }
+    }
+    let cluster_id = dirs
+        .cluster_id
+        .clone()
+        .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
+        .unwrap_or_else(new_cluster_id);
+    let had_meta_properties: Vec<bool> = dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
+    let zookeeper_mode = dirs.versions().contains(&0);
+    let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
+    let initial = if new_store {
+        let located: Vec<(PathBuf, Uuid)> = dirs
+            .log_dirs
+            .iter()
+            .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
+            .collect();
+        let records = initial_records(
+            dirs.node_id,
+            skua_file,
+            &located,
+            zookeeper_mode || !had_meta_properties.contains(&true),
+        )?;
+        let scram =
+            adopt::bootstrap_scram_records(&dirs.metadata_dir).map_err(anyhow::Error::msg)?;
+        if !scram.is_empty() {
+            tracing::info!(
+                credentials = scram.len(),
+                "taking the SCRAM credentials of kafka-storage.sh format's bootstrap.checkpoint"
+            );
+        }
+        Some(records.into_iter().chain(scram).collect())
+    } else {
+        None
+    };
+    dirs.write_meta_properties()?;
+    let advertised = &config.advertised_listeners[0];
+    let me = BrokerInfo {
+        id: config.broker_id,
+        host: advertised.host.clone(),
+        port: advertised.port as i32,
+        rack: config.rack.clone(),
+    };
+    Ok(local::open(
+        &dirs.metadata_dir,
+        ControllerConfig {
+            broker: me,
+            cluster_id,
+            directory_ids,
+            num_partitions: config.log.num_partitions,
+            default_replication_factor: config.replication.default_replication_factor,
+        },
+        initial,
+    )?)
+}
+
+/// `skua --add-scram`: SCRAM credentials written into the metadata log of a broker that is
+/// not running (its dirs' locks are taken first, so a running broker refuses), as
+/// UserScramCredentialRecords, exactly as AlterUserScramCredentials would write them; on
+/// dirs that hold no metadata log yet, the log is first created as the first start would.
+/// The way to create the first user of a single node whose listeners all need SASL.
+pub fn add_scram_credentials(
+    config: BrokerConfig,
+    changes: Vec<crate::controller::ScramChange>,
+) -> anyhow::Result<()> {
+    if config.get("zookeeper.connect").is_some() {
+        anyhow::bail!("in ZooKeeper mode SCRAM credentials live in ZooKeeper: write them with Kafka's kafka-configs.sh --zookeeper ... --alter --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users --entity-name NAME");
+    }
+    let identity = Identity {
+        configured_node_id: config.broker_id_set.then_some(config.broker_id),
+        default_node_id: config.broker_id,
+        configured_cluster_id: config.cluster_id.clone(),
+    };
+    let mut dirs = LogDirs::check(
+        &config.log_dirs,
+        config.metadata_log_dir.as_deref(),
+        &identity,
+    )?;
+    let mut config = config;
+    config.broker_id = dirs.node_id;
+    let local = open_local_controller(&config, &mut dirs)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let written = runtime.block_on(local.alter_scram_credentials(changes));
+    local.shutdown();
+    written.map_err(|e| anyhow::anyhow!("{}", e.message))
+}
+
 impl Broker {
     /// Checks and locks the log dirs, opens the metadata log (creating it, or adopting the
     /// data already in the dirs, on a first start), opens every log the metadata assigns
@@ -145,69 +253,11 @@ impl Broker {
         if let Some(settings) = zk_settings {
             return Broker::open_zookeeper_mode(config, dirs, settings);
         }
-        let new_store = !MetadataLog::exists(&dirs.metadata_dir);
-        let skua_file = if new_store {
-            SkuaMetadataFile::read(&config.log_dirs[0])?
-        } else {
-            None
-        };
-        if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
-            if file.cluster_id != *id {
-                anyhow::bail!(
-                    "{} names cluster {} but meta.properties names {id}",
-                    adopt::SKUA_METADATA_FILE,
-                    file.cluster_id
-                );
-            }
-        }
-        let cluster_id = dirs
-            .cluster_id
-            .clone()
-            .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
-            .unwrap_or_else(new_cluster_id);
-        let had_meta_properties: Vec<bool> =
-            dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
-        let zookeeper_mode = dirs.versions().contains(&0);
-        let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
-        let initial = if new_store {
-            let located: Vec<(PathBuf, Uuid)> = dirs
-                .log_dirs
-                .iter()
-                .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
-                .collect();
-            Some(initial_records(
-                dirs.node_id,
-                skua_file,
-                &located,
-                zookeeper_mode || !had_meta_properties.contains(&true),
-            )?)
-        } else {
-            None
-        };
-        dirs.write_meta_properties()?;
-
         let outbound_tls = config.outbound_tls()?;
+        let local = Arc::new(open_local_controller(&config, &mut dirs)?);
         let shared_config = SharedConfig::new(config);
         shared_config.set_outbound_tls(outbound_tls);
         let config = shared_config.current();
-        let advertised = &config.advertised_listeners[0];
-        let me = BrokerInfo {
-            id: config.broker_id,
-            host: advertised.host.clone(),
-            port: advertised.port as i32,
-            rack: config.rack.clone(),
-        };
-        let local = Arc::new(local::open(
-            &dirs.metadata_dir,
-            ControllerConfig {
-                broker: me,
-                cluster_id,
-                directory_ids,
-                num_partitions: config.log.num_partitions,
-                default_replication_factor: config.replication.default_replication_factor,
-            },
-            initial,
-        )?);
         let image = local.image();
         let topic_configs = {
             let config = shared_config.clone();

@@ -26,6 +26,7 @@ pub mod jwks;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod scram_spec;
 pub mod settings;
 
 /// Why an exchange failed. `client` is what the client may be told (Kafka's

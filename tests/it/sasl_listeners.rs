@@ -2,7 +2,8 @@
 //! users from the listener's JAAS config, SCRAM users created with
 //! AlterUserScramCredentials (surviving a restart in the metadata log), OAUTHBEARER's
 //! unsecured tokens and signed JWTs checked against a JWKS file (Kafka's
-//! OAuthBearerValidatorCallbackHandler), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
+//! OAuthBearerValidatorCallbackHandler), the first users of a stopped broker (Kafka's
+//! `kafka-storage.sh format --add-scram`, `skua --add-scram`), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
 //! bad input closing the connection: requests before authentication, unknown mechanisms,
 //! wrong credentials (late, and never saying which part was wrong), oversized frames,
 //! stalled exchanges, garbage, brute force. The principal a request carries is what an
@@ -718,6 +719,91 @@ async fn oauthbearer_unsecured_tokens_authenticate_until_they_expire() {
         ResponseError::SaslAuthenticationFailed.code()
     );
     assert!(closed(&mut c).await);
+    b.stop().await;
+}
+
+/// `skua --add-scram ARGS --override log.dirs=DIR`: (exit code, stdout, stderr).
+fn add_scram(dir: &std::path::Path, specs: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_skua"));
+    for spec in specs {
+        cmd.args(["--add-scram", spec]);
+    }
+    let out = cmd
+        .args(["--override", &format!("log.dirs={}", dir.display())])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The first users of a broker whose only listener needs SASL, made before it ever
+/// runs: a dir formatted by Kafka 4.1's `kafka-storage.sh format --add-scram` (its
+/// bootstrap.checkpoint holds alice, SCRAM-SHA-512), then `skua --add-scram` for bob
+/// (SCRAM-SHA-256) on the stopped dir, which creates the metadata log as a first start
+/// would. Both authenticate once the broker runs; `skua --add-scram` on the running
+/// broker's dir is refused by the dir lock; carol, added after it stopped, authenticates
+/// after a restart, beside the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_users_are_written_before_the_broker_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kafka-4.1-format-add-scram");
+    for file in ["meta.properties", "bootstrap.checkpoint"] {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).unwrap();
+    }
+    let (code, out, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-256=[name=bob,password=bob-secret]"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "added SCRAM-SHA-256 bob");
+    assert!(!out.contains("bob-secret") && !err.contains("bob-secret"));
+    let (code, _, err) = add_scram(dir.path(), &["SCRAM-SHA-1=[name=x,password=y]"]);
+    assert_eq!(code, 2, "{err}");
+
+    let b = start(dir.path(), &[]).await;
+    let users = [
+        (ScramMechanism::Sha512, "alice", "alice-secret"),
+        (ScramMechanism::Sha256, "bob", "bob-secret"),
+    ];
+    for (m, user, password) in users {
+        let mut c = b.client().await;
+        let done = scram(&mut c, m, user, password).await;
+        assert_eq!(done.error_code, 0, "{user}: {done:?}");
+    }
+    let mut c = b.client().await;
+    let wrong = scram(&mut c, ScramMechanism::Sha512, "alice", "bob-secret").await;
+    assert_eq!(
+        wrong.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    let (code, _, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-512=[name=carol,password=carol-secret]"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("another broker"), "{err}");
+    b.stop().await;
+
+    let (code, out, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-512=[name=carol,password=carol-secret,iterations=8192]"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let b = start(dir.path(), &[]).await;
+    for (m, user, password) in
+        users
+            .into_iter()
+            .chain([(ScramMechanism::Sha512, "carol", "carol-secret")])
+    {
+        let mut c = b.client().await;
+        let done = scram(&mut c, m, user, password).await;
+        assert_eq!(done.error_code, 0, "{user}: {done:?}");
+    }
     b.stop().await;
 }
 

@@ -3,7 +3,8 @@
 //! AlterUserScramCredentials (surviving a restart in the metadata log), OAUTHBEARER's
 //! unsecured tokens and signed JWTs checked against a JWKS file (Kafka's
 //! OAuthBearerValidatorCallbackHandler), the first users of a stopped broker (Kafka's
-//! `kafka-storage.sh format --add-scram`, `skua --add-scram`), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
+//! `kafka-storage.sh format --add-scram`, `skua --add-scram`), PLAIN users added by
+//! altering the listener's JAAS config at runtime (KIP-226), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
 //! bad input closing the connection: requests before authentication, unknown mechanisms,
 //! wrong credentials (late, and never saying which part was wrong), oversized frames,
 //! stalled exchanges, garbage, brute force. The principal a request carries is what an
@@ -719,6 +720,73 @@ async fn oauthbearer_unsecured_tokens_authenticate_until_they_expire() {
         ResponseError::SaslAuthenticationFailed.code()
     );
     assert!(closed(&mut c).await);
+    b.stop().await;
+}
+
+/// KIP-226 for SASL: altering `listener.name.<l>.plain.sasl.jaas.config` with
+/// IncrementalAlterConfigs adds a PLAIN user without a restart. A connection opened after
+/// the change authenticates as carol; one authenticated before keeps working; a JAAS
+/// config that does not parse is refused (naming the line, never the value) and leaves
+/// the users in force; the change survives a restart (the metadata log's ConfigRecord).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_user_added_to_the_jaas_config_at_runtime_authenticates() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &[]).await;
+    let key = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
+    let mut admin = plain_client(&b, "admin", "admin-secret").await;
+    let mut c = b.client().await;
+    handshake(&mut c, "PLAIN", 1).await;
+    let refused = authenticate(&mut c, plain_message("carol", "carol-secret"), 2).await;
+    assert_eq!(
+        refused.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    let broker_id = b.broker.config().broker_id.to_string();
+    let with_carol = PLAIN_JAAS.replace(';', r#" user_carol="carol-secret";"#);
+    let (code, message) = crate::common::configs::incremental_alter(
+        &mut admin,
+        crate::common::configs::BROKER,
+        &broker_id,
+        &[(crate::common::configs::SET, key, Some(&with_carol))],
+    )
+    .await;
+    assert_eq!(code, 0, "{message:?}");
+    let since = Instant::now();
+    loop {
+        let mut c = b.client().await;
+        handshake(&mut c, "PLAIN", 1).await;
+        let done = authenticate(&mut c, plain_message("carol", "carol-secret"), 2).await;
+        if done.error_code == 0 {
+            c.send(&metadata(), 12).await;
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "carol never authenticated"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The connection authenticated before the change goes on.
+    admin.send(&metadata(), 12).await;
+    let broken = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_dave="dave-secret"#;
+    let (code, message) = crate::common::configs::incremental_alter(
+        &mut admin,
+        crate::common::configs::BROKER,
+        &broker_id,
+        &[(crate::common::configs::SET, key, Some(broken))],
+    )
+    .await;
+    let message = message.unwrap_or_default();
+    assert_ne!(code, 0);
+    assert!(
+        message.contains(key) && !message.contains("dave-secret"),
+        "{message}"
+    );
+    b.stop().await;
+    let b = start(dir.path(), &[]).await;
+    for (user, password) in [("carol", "carol-secret"), ("alice", "alice-secret")] {
+        plain_client(&b, user, password).await;
+    }
     b.stop().await;
 }
 

@@ -181,7 +181,7 @@ fn open_local_controller(
         port: advertised.port as i32,
         rack: config.rack.clone(),
     };
-    Ok(local::open(
+    local::open(
         &dirs.metadata_dir,
         ControllerConfig {
             broker: me,
@@ -191,7 +191,7 @@ fn open_local_controller(
             default_replication_factor: config.replication.default_replication_factor,
         },
         initial,
-    )?)
+    )
 }
 
 /// `skua --add-scram`: SCRAM credentials written into the metadata log of a broker that is

@@ -163,6 +163,114 @@ fn installed(acls: Option<Arc<AclAuthorizer>>) -> OnceLock<Arc<dyn Authorizer>> 
     slot
 }
 
+/// The single-node controller on the dirs' metadata log, as a start opens it: on a first
+/// start the log is created (adopting the data already in the dirs) and `meta.properties`
+/// written. The dirs are locked (`LogDirs::check`).
+fn open_local_controller(
+    config: &BrokerConfig,
+    dirs: &mut LogDirs,
+) -> anyhow::Result<LocalController> {
+    let new_store = !MetadataLog::exists(&dirs.metadata_dir);
+    let skua_file = if new_store {
+        SkuaMetadataFile::read(&config.log_dirs[0])?
+    } else {
+        None
+    };
+    if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
+        if file.cluster_id != *id {
+            anyhow::bail!(
+                "{} names cluster {} but meta.properties names {id}",
+                adopt::SKUA_METADATA_FILE,
+                file.cluster_id
+            );
+        }
+    }
+    let cluster_id = dirs
+        .cluster_id
+        .clone()
+        .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
+        .unwrap_or_else(new_cluster_id);
+    let had_meta_properties: Vec<bool> = dirs.log_dirs.iter().map(|d| d.meta.is_some()).collect();
+    let zookeeper_mode = dirs.versions().contains(&0);
+    let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
+    let initial = if new_store {
+        let located: Vec<(PathBuf, Uuid)> = dirs
+            .log_dirs
+            .iter()
+            .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
+            .collect();
+        let records = initial_records(
+            dirs.node_id,
+            skua_file,
+            &located,
+            zookeeper_mode || !had_meta_properties.contains(&true),
+        )?;
+        let scram =
+            adopt::bootstrap_scram_records(&dirs.metadata_dir).map_err(anyhow::Error::msg)?;
+        if !scram.is_empty() {
+            tracing::info!(
+                credentials = scram.len(),
+                "taking the SCRAM credentials of kafka-storage.sh format's bootstrap.checkpoint"
+            );
+        }
+        Some(records.into_iter().chain(scram).collect())
+    } else {
+        None
+    };
+    dirs.write_meta_properties()?;
+    let advertised = &config.advertised_listeners[0];
+    let me = BrokerInfo {
+        id: config.broker_id,
+        host: advertised.host.clone(),
+        port: advertised.port as i32,
+        rack: config.rack.clone(),
+    };
+    local::open(
+        &dirs.metadata_dir,
+        ControllerConfig {
+            broker: me,
+            cluster_id,
+            directory_ids,
+            num_partitions: config.log.num_partitions,
+            default_replication_factor: config.replication.default_replication_factor,
+        },
+        initial,
+    )
+}
+
+/// `skua --add-scram`: SCRAM credentials written into the metadata log of a broker that is
+/// not running (its dirs' locks are taken first, so a running broker refuses), as
+/// UserScramCredentialRecords, exactly as AlterUserScramCredentials would write them; on
+/// dirs that hold no metadata log yet, the log is first created as the first start would.
+/// The way to create the first user of a single node whose listeners all need SASL.
+pub fn add_scram_credentials(
+    config: BrokerConfig,
+    changes: Vec<crate::controller::ScramChange>,
+) -> anyhow::Result<()> {
+    if config.get("zookeeper.connect").is_some() {
+        anyhow::bail!("in ZooKeeper mode SCRAM credentials live in ZooKeeper: write them with Kafka's kafka-configs.sh --zookeeper ... --alter --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users --entity-name NAME");
+    }
+    let identity = Identity {
+        configured_node_id: config.broker_id_set.then_some(config.broker_id),
+        default_node_id: config.broker_id,
+        configured_cluster_id: config.cluster_id.clone(),
+    };
+    let mut dirs = LogDirs::check(
+        &config.log_dirs,
+        config.metadata_log_dir.as_deref(),
+        &identity,
+    )?;
+    let mut config = config;
+    config.broker_id = dirs.node_id;
+    let local = open_local_controller(&config, &mut dirs)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let written = runtime.block_on(local.alter_scram_credentials(changes));
+    local.shutdown();
+    written.map_err(|e| anyhow::anyhow!("{}", e.message))
+}
+
 /// Where the broker's metadata comes from: its own metadata log on a single node, or a
 /// ZooKeeper-mode cluster's controller. Opened before the logs (it says which partitions
 /// are hosted here and with which configs); everything after it is the same for both.
@@ -175,56 +283,7 @@ impl MetadataSource {
     /// The single-node store: the metadata log in the metadata dir, created (or adopting
     /// the data already in the dirs) on a first start. Writes the dirs' meta.properties.
     fn open_local(config: &BrokerConfig, dirs: &mut LogDirs) -> anyhow::Result<MetadataSource> {
-        let new_store = !MetadataLog::exists(&dirs.metadata_dir);
-        let skua_file = match new_store {
-            true => SkuaMetadataFile::read(&config.log_dirs[0])?,
-            false => None,
-        };
-        if let (Some(file), Some(id)) = (&skua_file, &dirs.cluster_id) {
-            if file.cluster_id != *id {
-                anyhow::bail!(
-                    "{} names cluster {} but meta.properties names {id}",
-                    adopt::SKUA_METADATA_FILE,
-                    file.cluster_id
-                );
-            }
-        }
-        let cluster_id = dirs
-            .cluster_id
-            .clone()
-            .or_else(|| skua_file.as_ref().map(|f| f.cluster_id.clone()))
-            .unwrap_or_else(new_cluster_id);
-        let had_meta_properties = dirs.log_dirs.iter().any(|d| d.meta.is_some());
-        let zookeeper_mode = dirs.versions().contains(&0);
-        let directory_ids = dirs.assign_directory_ids(&cluster_id, 1);
-        let initial = match new_store {
-            false => None,
-            true => {
-                let located: Vec<(PathBuf, Uuid)> = dirs
-                    .log_dirs
-                    .iter()
-                    .map(|d| (d.path.clone(), d.directory_id().unwrap_or_default()))
-                    .collect();
-                let adopt = zookeeper_mode || !had_meta_properties;
-                Some(initial_records(dirs.node_id, skua_file, &located, adopt)?)
-            }
-        };
-        dirs.write_meta_properties()?;
-        let advertised = &config.advertised_listeners[0];
-        let me = BrokerInfo {
-            id: config.broker_id,
-            host: advertised.host.clone(),
-            port: advertised.port as i32,
-            rack: config.rack.clone(),
-        };
-        let controller_config = ControllerConfig {
-            broker: me,
-            cluster_id,
-            directory_ids,
-            num_partitions: config.log.num_partitions,
-            default_replication_factor: config.replication.default_replication_factor,
-        };
-        let local = local::open(&dirs.metadata_dir, controller_config, initial)?;
+        let local = open_local_controller(config, dirs)?;
         Ok(MetadataSource::Local(Arc::new(local)))
     }
 

@@ -1,6 +1,8 @@
 //! `skua [FILE | --config FILE] [--override key=value]...`: starts a broker.
 //! `skua --check-config FILE [--override key=value]...`: validates what that start would
 //! read, and exits without starting.
+//! `skua --add-scram 'SCRAM-SHA-512=[name=alice,password=..]' [FILE] [--override ..]`:
+//! writes SCRAM credentials into the metadata log of that broker, which must be stopped.
 //! `skua --probe [HOST:PORT]`: exits 0 when a broker there answers ApiVersions (the
 //! container health check).
 //! `skua --version`, `skua --help`.
@@ -26,6 +28,7 @@ static ALLOCATOR: MeteredAllocator = MeteredAllocator;
 const USAGE: &str = "\
 usage: skua [FILE | --config FILE] [--override key=value]...
        skua --check-config FILE [--override key=value]...
+       skua --add-scram 'MECHANISM=[name=NAME,password=PASSWORD]'... [FILE] [--override key=value]...
        skua --probe [HOST:PORT]
        skua --version | --help
 
@@ -38,6 +41,12 @@ Kafka's quickstart: listens on :9092, advertises localhost:9092, keeps data unde
                          without binding ports, opening log dirs or connecting to
                          ZooKeeper; prints one line per error or warning; exits 0 when
                          valid, 1 on an error
+  --add-scram CREDENTIAL write a SCRAM credential (SCRAM-SHA-256 or SCRAM-SHA-512, as
+                         kafka-storage.sh format --add-scram takes it, optional
+                         iterations=N) into the metadata log of the single-node broker
+                         FILE configures, which must not be running (its log dirs are
+                         locked); repeatable. Creates the first users of a broker whose
+                         listeners all need SASL
   --probe [HOST:PORT]    exit 0 when a broker there answers ApiVersions
                          (default 127.0.0.1:9092)
   -V, --version          print skua's version
@@ -55,6 +64,8 @@ enum Command {
     Probe(String),
     /// The start's arguments, the file to check among them.
     CheckConfig(Vec<String>),
+    /// The credentials to write, and the start's arguments.
+    AddScram(Vec<String>, Vec<String>),
     Start(Vec<String>),
 }
 
@@ -68,6 +79,21 @@ fn command(mut args: Vec<String>) -> Result<Command, String> {
     if args.first().is_some_and(|a| a == "--probe") {
         let addr = args.get(1).map_or("127.0.0.1:9092", String::as_str);
         return Ok(Command::Probe(addr.to_string()));
+    }
+    let mut scram = Vec::new();
+    while let Some(i) = args
+        .iter()
+        .position(|a| a == "--add-scram" || a.starts_with("--add-scram="))
+    {
+        let flag = args.remove(i);
+        match flag.strip_prefix("--add-scram=") {
+            Some(spec) => scram.push(spec.to_string()),
+            None if i < args.len() => scram.push(args.remove(i)),
+            None => return Err("--add-scram needs a CREDENTIAL".into()),
+        }
+    }
+    if !scram.is_empty() {
+        return Ok(Command::AddScram(scram, args));
     }
     let check = args
         .iter()
@@ -104,6 +130,7 @@ fn main() -> ExitCode {
         }
         Ok(Command::Probe(addr)) => return probe(&addr),
         Ok(Command::CheckConfig(args)) => return check_config(&args),
+        Ok(Command::AddScram(specs, args)) => return add_scram(&specs, &args),
         Ok(Command::Start(args)) => args,
         Err(why) => return bad_usage(&why),
     };
@@ -190,6 +217,58 @@ fn check_config(args: &[String]) -> ExitCode {
     } else {
         println!("valid: {warnings} warning(s)");
         ExitCode::SUCCESS
+    }
+}
+
+/// `--add-scram`: parses every credential first (nothing is written if one is wrong),
+/// then writes them all in one metadata-log batch. Exits 0 when written, 1 when the
+/// broker's dirs or log refuse, 2 on a bad command line or config.
+fn add_scram(specs: &[String], args: &[String]) -> ExitCode {
+    let mut changes = Vec::new();
+    for spec in specs {
+        match skua::sasl::scram_spec::ScramSpec::parse(spec).and_then(|s| s.change()) {
+            Ok(change) => changes.push(change),
+            Err(why) => return bad_usage(&why),
+        }
+    }
+    let props = match skua::config::read_args(args) {
+        Ok(props) => props,
+        Err(ConfigError::Usage(why)) => return bad_usage(&why),
+        Err(e) => {
+            eprintln!("skua: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match BrokerConfig::from_properties(props) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skua: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let written: Vec<String> = changes
+        .iter()
+        .map(|c| format!("{} {}", c.mechanism.name(), c.user))
+        .collect();
+    match skua::broker::add_scram_credentials(config, changes) {
+        Ok(()) => {
+            for w in written {
+                println!("added {w}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("skua: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -10,7 +10,11 @@
 # PLAIN) adds alice's SCRAM-SHA-512 credential; then the Java console tools, kcat and
 # confluent-kafka-python (librdkafka), kafka-python, franz-go and kafkajs each produce and
 # consume their records back in a consumer group over SASL_SSL with SCRAM-SHA-512 and over
-# SASL_PLAINTEXT with PLAIN, and are refused cleanly with a wrong password.
+# SASL_PLAINTEXT with PLAIN, and are refused cleanly with a wrong password. A third
+# listener, OAUTH (SASL_PLAINTEXT), takes OAUTHBEARER tokens checked by Kafka's
+# OAuthBearerValidatorCallbackHandler against a JWKS file: the Java tools log in with a
+# JWT openssl signed (RS256), read by Kafka's OAuthBearerLoginCallbackHandler from a
+# file: token endpoint; a token for another audience is refused.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
@@ -23,6 +27,8 @@ FRANZ="$COMPAT_CACHE/go/sasl-client"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-sasl.XXXXXX")
 PLAIN_PORT=$(free_port)
 SSL_PORT=$(free_port)
+OAUTH_PORT=$(free_port)
+OAUTH_B=127.0.0.1:$OAUTH_PORT
 PLAIN_B=127.0.0.1:$PLAIN_PORT
 SSL_B=127.0.0.1:$SSL_PORT
 PASS=compat-pass
@@ -33,6 +39,8 @@ CASES=(
   "sasl.java.scram_sasl_ssl_group_roundtrip c_java SASL_SSL"
   "sasl.java.plain_sasl_plaintext_group_roundtrip c_java SASL_PLAINTEXT"
   "sasl.java.wrong_password_refused c_java_refused"
+  "sasl.java.oauthbearer_jwks_group_roundtrip c_java_oauth"
+  "sasl.java.oauthbearer_wrong_audience_refused c_java_oauth_refused"
   "sasl.kcat.scram_sasl_ssl_roundtrip c_kcat SASL_SSL"
   "sasl.kcat.plain_sasl_plaintext_roundtrip c_kcat SASL_PLAINTEXT"
   "sasl.kcat.wrong_password_refused c_kcat_refused"
@@ -80,17 +88,47 @@ make_certs() {
   printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=%s username="alice" password="alice-secret";\n' "$plain" >SASL_PLAINTEXT.properties
   printf 'security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=%s username="alice" password="alice-scram";\nssl.truststore.type=PEM\nssl.truststore.location=%s/ca.pem\n' "$scram" "$D" >SASL_SSL.properties
   sed 's/alice-scram/not-the-password/' SASL_SSL.properties >wrong.properties
+  make_tokens
+}
+
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+# An RS256 key, the JWKS that publishes it, and two JWTs it signs: one for audience
+# kafka (oauth.jwt), one for another audience (other.jwt); with the Java client configs
+# that read them through a file: token endpoint.
+make_tokens() {
+  openssl genrsa -out jwt.key 2048 || return 1
+  local n; n=$(openssl rsa -in jwt.key -noout -modulus | cut -d= -f2 \
+    | python3 -c 'import base64,sys; print(base64.urlsafe_b64encode(bytes.fromhex(sys.stdin.read().strip())).decode().rstrip("="))')
+  printf '{"keys":[{"kty":"RSA","kid":"compat","use":"sig","alg":"RS256","n":"%s","e":"AQAB"}]}\n' "$n" >jwks.json
+  local now aud h p sig; now=$(date +%s)
+  h=$(printf '{"alg":"RS256","kid":"compat","typ":"JWT"}' | b64url)
+  for aud in kafka other; do
+    p=$(printf '{"sub":"alice","iss":"https://idp.compat","aud":"%s","iat":%d,"exp":%d,"scope":"kafka"}' \
+      "$aud" "$now" $((now + 3600)) | b64url)
+    sig=$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -sign jwt.key -binary | b64url)
+    [[ -n $sig ]] || return 1
+    printf '%s.%s.%s' "$h" "$p" "$sig" >"$aud.jwt"
+    printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nsasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\nsasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\nsasl.oauthbearer.token.endpoint.url=file://%s/%s.jwt\n' \
+      "$D" "$aud" >"oauth-$aud.properties"
+  done
 }
 
 start_skua() {
-  "$SKUA" --override "listeners=SASL_PLAINTEXT://127.0.0.1:$PLAIN_PORT,SASL_SSL://127.0.0.1:$SSL_PORT" \
-    --override "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$PLAIN_PORT,SASL_SSL://127.0.0.1:$SSL_PORT" \
+  "$SKUA" --override "listeners=SASL_PLAINTEXT://127.0.0.1:$PLAIN_PORT,SASL_SSL://127.0.0.1:$SSL_PORT,OAUTH://127.0.0.1:$OAUTH_PORT" \
+    --override "advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$PLAIN_PORT,SASL_SSL://127.0.0.1:$SSL_PORT,OAUTH://127.0.0.1:$OAUTH_PORT" \
+    --override "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,OAUTH:SASL_PLAINTEXT" \
     --override "inter.broker.listener.name=SASL_PLAINTEXT" \
     --override "sasl.mechanism.inter.broker.protocol=PLAIN" \
     --override "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN" \
     --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";' \
     --override "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512" \
     --override 'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;' \
+    --override "listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER" \
+    --override 'listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;' \
+    --override "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler" \
+    --override "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=file://$D/jwks.json" \
+    --override "sasl.oauthbearer.expected.audience=kafka" \
+    --override "sasl.oauthbearer.expected.issuer=https://idp.compat" \
     --override "ssl.keystore.type=PKCS12" \
     --override "ssl.keystore.location=$D/broker.p12" \
     --override "ssl.keystore.password=$PASS" \
@@ -135,6 +173,29 @@ c_java_refused() {
   cat "$CASE_TMP/out"
   grep -q 'SaslAuthenticationException' "$CASE_TMP/out" \
     || fail "no SaslAuthenticationException: $(head -c 200 "$CASE_TMP/out")"
+}
+# Kafka 4's clients read a token endpoint only from the URLs this property allows.
+oauth_opts() { echo "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://$D/$1.jwt"; }
+c_java_oauth() {
+  local t g; t=$(uniq_name sasl-oauth); g=$(uniq_name sasl-oauth-group)
+  for i in $(seq 1 20); do printf 'key-%d:oauth value %d\n' "$i" "$i"; done >"$CASE_TMP/in"
+  KAFKA_OPTS=$(oauth_opts kafka) "$BIN/kafka-console-producer.sh" --bootstrap-server "$OAUTH_B" --topic "$t" \
+    --producer.config "$D/oauth-kafka.properties" \
+    --property parse.key=true --property key.separator=: <"$CASE_TMP/in" || return 1
+  KAFKA_OPTS=$(oauth_opts kafka) "$BIN/kafka-console-consumer.sh" --bootstrap-server "$OAUTH_B" --topic "$t" --group "$g" \
+    --consumer.config "$D/oauth-kafka.properties" --from-beginning --max-messages 20 --timeout-ms 30000 \
+    --property print.key=true --property key.separator=: >"$CASE_TMP/out" || return 1
+  diff "$CASE_TMP/in" "$CASE_TMP/out" >"$CASE_TMP/diff" \
+    || fail "consumed records differ: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')"
+}
+c_java_oauth_refused() {
+  if KAFKA_OPTS=$(oauth_opts other) COMPAT_TOOL_TIMEOUT=40 "$BIN/kafka-topics.sh" --bootstrap-server "$OAUTH_B" \
+    --command-config "$D/oauth-other.properties" --list >"$CASE_TMP/out" 2>&1; then
+    fail "topics listed with a token for another audience"; return 1
+  fi
+  cat "$CASE_TMP/out"
+  grep -q 'SaslAuthenticationException: {"status":"invalid_token"}' "$CASE_TMP/out" \
+    || fail "no invalid_token challenge: $(head -c 200 "$CASE_TMP/out")"
 }
 kcat_() { # PROTOCOL PASSWORD ARGS...
   local p=$1 pw=$2; shift 2

@@ -50,6 +50,7 @@ pub fn listener_key(name: &str) -> Option<&str> {
             | "connections.max.reauth.ms"
             | "sasl.server.callback.handler.class"),
         )) => k,
+        Some((_, k)) if k.starts_with("sasl.oauthbearer.") => k,
         _ => key,
     };
     let security = key.starts_with("ssl.") || key.starts_with("sasl.");

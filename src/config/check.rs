@@ -18,6 +18,12 @@ const READ_OUTSIDE_DEFS: &[&str] = &[
     "sasl.enabled.mechanisms",
     "sasl.jaas.config",
     "sasl.mechanism.inter.broker.protocol",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
     "sasl.server.callback.handler.class",
     "sasl.server.max.receive.size",
     "ssl.cipher.suites",
@@ -270,6 +276,11 @@ mod tests {
         assert!(acted_on(
             "listener.name.ext.oauthbearer.connections.max.reauth.ms"
         ));
+        assert!(acted_on(
+            "listener.name.ext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url"
+        ));
+        assert!(acted_on("sasl.oauthbearer.expected.audience"));
+        assert!(!acted_on("sasl.oauthbearer.jwks.endpoint.refresh.ms"));
         assert!(!acted_on("sasl.kerberos.service.name"));
         assert!(acted_on("authorizer.class.name"));
         assert!(acted_on("super.users"));

@@ -2,7 +2,9 @@
 //! log: the topics of an older skua's `skua-metadata.json`, or those of a ZooKeeper-mode
 //! Kafka broker's dirs, read from the partition directories themselves (names, topic ids
 //! in `partition.metadata`, leader epochs, producer ids in producer-state snapshots).
-//! Kafka's KRaft dirs need none of this: their metadata log is read as it is.
+//! Kafka's KRaft dirs need none of this: their metadata log is read as it is. A dir
+//! formatted by Kafka's `kafka-storage.sh format` but never started holds
+//! `bootstrap.checkpoint`, whose SCRAM credentials (`--add-scram`) the new log takes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,6 +25,34 @@ const MAX_SKUA_METADATA_BYTES: u64 = 256 * 1024 * 1024;
 /// Producer-state snapshots larger than this are not scanned for producer ids.
 const MAX_PRODUCER_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// Kafka's bootstrap snapshot, written by `kafka-storage.sh format` in the metadata log
+/// dir and read by Kafka's controller when its metadata log is empty.
+pub const BOOTSTRAP_CHECKPOINT: &str = "bootstrap.checkpoint";
+
+/// The UserScramCredentialRecords of `<metadata_dir>/bootstrap.checkpoint`, if there is
+/// one (`kafka-storage.sh format --add-scram`). Its feature levels are not taken: skua
+/// formats its log at the level it writes (see `bootstrap_records`), which Kafka reads.
+pub fn bootstrap_scram_records(metadata_dir: &Path) -> Result<Vec<MetadataRecord>, String> {
+    let path = metadata_dir.join(BOOTSTRAP_CHECKPOINT);
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let snapshot = super::snapshot::SnapshotId {
+        end_offset: 0,
+        epoch: 0,
+        path,
+    };
+    let mut scram = Vec::new();
+    super::snapshot::read(&snapshot, |value| {
+        let record = MetadataRecord::decode(value).map_err(|e| e.to_string())?;
+        if matches!(record, MetadataRecord::UserScramCredential(_)) {
+            scram.push(record);
+        }
+        Ok(())
+    })?;
+    Ok(scram)
+}
 
 /// `skua-metadata.json` as skua wrote it.
 #[derive(serde::Deserialize)]
@@ -272,6 +302,37 @@ pub fn zookeeper_mode_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafka_storage_formats_scram_credentials_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(bootstrap_scram_records(dir.path()).unwrap().is_empty());
+        std::fs::write(
+            dir.path().join(BOOTSTRAP_CHECKPOINT),
+            include_bytes!("../../tests/fixtures/kafka-4.1-format-add-scram/bootstrap.checkpoint"),
+        )
+        .unwrap();
+        let records = bootstrap_scram_records(dir.path()).unwrap();
+        let [MetadataRecord::UserScramCredential(alice)] = &records[..] else {
+            panic!("{records:?}")
+        };
+        assert_eq!(
+            (alice.name.as_str(), alice.mechanism, alice.iterations),
+            ("alice", 2, 4096)
+        );
+        let derived = crate::sasl::scram::ScramCredential::new(
+            crate::sasl::scram::ScramMechanism::Sha512,
+            "alice-secret",
+            &alice.salt,
+            4096,
+        );
+        assert_eq!(
+            (&derived.stored_key, &derived.server_key),
+            (&alice.stored_key, &alice.server_key)
+        );
+        std::fs::write(dir.path().join(BOOTSTRAP_CHECKPOINT), b"garbage").unwrap();
+        assert!(bootstrap_scram_records(dir.path()).is_err());
+    }
     use crate::controller::image::MetadataImage;
 
     #[test]

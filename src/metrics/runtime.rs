@@ -83,9 +83,18 @@ mod tests {
     async fn idle_falls_while_the_workers_are_busy_and_rises_when_they_rest() {
         let runtime = tokio::runtime::Handle::current().metrics();
         let idle = RuntimeIdle::default();
-        // Both workers held for 1.2 s (a blocking sleep inside a task is busy time).
+        // Both workers held for 1.2 s (a blocking sleep inside a task is busy time). The
+        // barrier makes the two sleeps overlap on two workers: without it a loaded machine
+        // could run both on one worker, one after the other.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
         let busy: Vec<_> = (0..2)
-            .map(|_| tokio::spawn(async { std::thread::sleep(Duration::from_millis(1200)) }))
+            .map(|_| {
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait();
+                    std::thread::sleep(Duration::from_millis(1200))
+                })
+            })
             .collect();
         for b in busy {
             b.await.unwrap();

@@ -301,7 +301,7 @@ impl Authenticator {
             Mechanism::Plain => Server::Plain,
             Mechanism::Scram(m) => Server::Scram(ScramServer::new(m)),
             Mechanism::OAuthBearer => match &self.settings.oauthbearer {
-                Some(options) => Server::OAuthBearer(OAuthBearerServer::new(options.clone())),
+                Some(validator) => Server::OAuthBearer(OAuthBearerServer::new(validator.clone())),
                 None => return close("OAUTHBEARER enabled without its options".into()),
             },
         });

@@ -36,6 +36,11 @@ pub type BoundListeners = Vec<(Listener, TcpListener, Option<Arc<ListenerTls>>)>
 /// connections accepted after the swap handshake with the new certificate, those open
 /// keep their session.
 type TlsSlot = Arc<parking_lot::RwLock<Option<Arc<ListenerTls>>>>;
+/// A SASL listener's settings, swapped when its SASL keys change at runtime (KIP-226:
+/// `listener.name.<l>.plain.sasl.jaas.config` with a new user, say): connections
+/// accepted after the swap authenticate with the new settings, those open keep theirs
+/// (a re-authentication included).
+type SaslSlot = Arc<parking_lot::RwLock<Option<Arc<SaslSettings>>>>;
 
 /// The security protocol of `listener` in `config` (PLAINTEXT if unmapped: the config
 /// was checked, so that does not happen).
@@ -225,6 +230,8 @@ struct Running {
     /// The context its accepts use, and the settings it was built from.
     tls: TlsSlot,
     ssl_settings: Option<SslSettings>,
+    /// The SASL settings its accepts use.
+    sasl: SaslSlot,
     /// Stops accepting (and tells its connections to finish).
     shutdown: watch::Sender<bool>,
     /// Aborts its connections.
@@ -257,6 +264,27 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Swaps in the listener's SASL settings when they changed (a JAAS config altered at
+    /// runtime); the alteration was checked when it was made, so settings that fail now
+    /// (a JWKS file removed since) keep the current ones. Whether it reloaded.
+    fn reload_sasl(&mut self, config: &BrokerConfig) -> bool {
+        if !protocol_of(config, &self.spec).is_sasl() {
+            return false;
+        }
+        let Some(now) = sasl_settings(config, &self.spec) else {
+            return false;
+        };
+        let mut slot = self.sasl.write();
+        if slot.as_deref() == Some(&*now) {
+            return false;
+        }
+        *slot = Some(now);
+        tracing::info!(listener = %self.spec.name, "SASL settings reloaded; new connections authenticate with them");
+        true
+    }
+}
+
 /// The listeners being served and what they share.
 struct Serving {
     running: Vec<Running>,
@@ -274,12 +302,13 @@ impl Serving {
         let config = self.broker.config();
         let ssl_settings = ssl_settings(&config, &spec);
         let tls: TlsSlot = Arc::new(parking_lot::RwLock::new(tls));
+        let sasl: SaslSlot = Arc::new(parking_lot::RwLock::new(sasl_settings(&config, &spec)));
         self.accepts.spawn(accept_loop(
             Listening {
                 connections: self.broker.metrics.connections.listener(spec.name.as_str()),
                 name: spec.name.as_str().into(),
                 protocol: protocol_of(&config, &spec),
-                sasl: sasl_settings(&config, &spec),
+                sasl: sasl.clone(),
                 listener,
                 tls: tls.clone(),
                 broker: self.broker.clone(),
@@ -294,6 +323,7 @@ impl Serving {
             spec,
             tls,
             ssl_settings,
+            sasl,
             shutdown,
             abort,
         });
@@ -311,6 +341,7 @@ impl Serving {
         let mut outbound_changed = false;
         for r in &mut self.running {
             outbound_changed |= r.reload_tls(config) && r.spec.name == inter_broker;
+            r.reload_sasl(config);
         }
         if outbound_changed {
             self.reload_outbound_tls(config);
@@ -381,7 +412,7 @@ struct Listening {
     connections: Arc<crate::metrics::connections::ListenerConnections>,
     protocol: SecurityProtocol,
     /// Set on a SASL listener.
-    sasl: Option<Arc<SaslSettings>>,
+    sasl: SaslSlot,
     listener: TcpListener,
     /// Set on an SSL listener.
     tls: TlsSlot,
@@ -514,7 +545,7 @@ impl Listening {
         let (reader, writer, link) = connection::open(
             transport,
             session,
-            self.sasl.clone(),
+            self.sasl.read().clone(),
             self.broker.clone(),
             self.limits,
             self.memory.clone(),

@@ -11,6 +11,7 @@
 //! plain        PLAIN (RFC 4616) against `user_<name>="<password>"` JAAS options
 //! scram        SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, 7677) and Kafka's credential string
 //! oauthbearer  OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS validator
+//! jwks         Kafka's secured OAUTHBEARER validator: signed JWTs against a JWKS file
 //! client       the client side of PLAIN and SCRAM, for the broker's own connections
 //! ```
 //!
@@ -21,9 +22,11 @@
 
 pub mod client;
 pub mod jaas;
+pub mod jwks;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
+pub mod scram_spec;
 pub mod settings;
 
 /// Why an exchange failed. `client` is what the client may be told (Kafka's

@@ -9,14 +9,25 @@
 //! (`{"status":"invalid_token"}`), the client answers `\x01`, and the exchange fails with
 //! that challenge as the message.
 //!
-//! Signed JWTs against a JWKS are not here yet.
+//! With `sasl.server.callback.handler.class` set to Kafka's
+//! `OAuthBearerValidatorCallbackHandler`, tokens are signed JWTs checked against the
+//! identity provider's JWKS instead (`jwks`), refused with the same challenge.
 
 use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use base64::Engine;
 
+use super::jwks::JwksValidator;
 use super::{SaslFailure, Step};
+
+/// How a listener validates OAUTHBEARER tokens: Kafka's unsecured validator (the default
+/// server callback handler) or its secured one against a JWKS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenValidator {
+    Unsecured(UnsecuredValidatorOptions),
+    Jwks(std::sync::Arc<JwksValidator>),
+}
 
 /// The longest client message read (Kafka bounds it by `sasl.server.max.receive.size`).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -69,7 +80,7 @@ enum State {
 }
 
 pub struct OAuthBearerServer {
-    options: UnsecuredValidatorOptions,
+    validator: TokenValidator,
     state: State,
     /// When the token expires (ms since the epoch), once authenticated.
     expires_at_ms: Option<i64>,
@@ -101,9 +112,9 @@ impl Refusal {
 }
 
 impl OAuthBearerServer {
-    pub fn new(options: UnsecuredValidatorOptions) -> Self {
+    pub fn new(validator: TokenValidator) -> Self {
         OAuthBearerServer {
-            options,
+            validator,
             state: State::Initial,
             expires_at_ms: None,
         }
@@ -166,17 +177,32 @@ impl OAuthBearerServer {
         }
     }
 
-    /// The unsecured validator: (principal, expiry in ms) or why not.
+    /// (principal, expiry in ms) or why not.
     fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), Refusal> {
-        let parts: Vec<&str> = token.split('.').collect();
-        if parts.len() != 3 || !parts[2].is_empty() {
-            return Err(Refusal::invalid(
+        match &self.validator {
+            TokenValidator::Unsecured(options) => validate_unsecured(options, token, now_ms),
+            TokenValidator::Jwks(jwks) => jwks
+                .validate(token, now_ms)
+                .map(|t| (t.principal, t.expires_at_ms))
+                .map_err(Refusal::invalid),
+        }
+    }
+}
+
+/// The unsecured validator: (principal, expiry in ms) or why not.
+fn validate_unsecured(
+    o: &UnsecuredValidatorOptions,
+    token: &str,
+    now_ms: i64,
+) -> Result<(String, i64), Refusal> {
+    let parts: Vec<&str> = token.split('.').collect();
+    if parts.len() != 3 || !parts[2].is_empty() {
+        return Err(Refusal::invalid(
                 "Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values and the third must be empty",
             ));
-        }
-        let object = |part: &str,
-                      what: &str|
-         -> Result<serde_json::Map<String, serde_json::Value>, Refusal> {
+    }
+    let object =
+        |part: &str, what: &str| -> Result<serde_json::Map<String, serde_json::Value>, Refusal> {
             let bytes = B64URL
                 .decode(part.trim_end_matches('='))
                 .map_err(|_| Refusal::invalid(format!("the JWS {what} is not Base64URL")))?;
@@ -187,75 +213,72 @@ impl OAuthBearerServer {
                 ))),
             }
         };
-        let header = object(parts[0], "header")?;
-        if header.get("alg").and_then(|a| a.as_str()) != Some("none") {
-            return Err(Refusal::invalid("an unsecured JWS must have alg \"none\""));
-        }
-        let claims = object(parts[1], "claims")?;
-        let o = &self.options;
-        let principal = match claims.get(&o.principal_claim) {
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
-            _ => {
-                return Err(Refusal::invalid(format!(
-                    "No principal name in JWT claim: {}",
-                    o.principal_claim
-                )))
-            }
-        };
-        let seconds_ms = |name: &str| -> Result<Option<i64>, Refusal> {
-            match claims.get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .filter(|s| s.is_finite())
-                    .map(|s| Some((s * 1000.0) as i64))
-                    .ok_or_else(|| Refusal::invalid(format!("the {name} claim is not a number"))),
-            }
-        };
-        let exp =
-            seconds_ms("exp")?.ok_or_else(|| Refusal::invalid("Required claim missing: exp"))?;
-        let iat = seconds_ms("iat")?;
-        let skew = o.allowable_clock_skew_ms;
-        if let Some(iat) = iat {
-            if iat > now_ms.saturating_add(skew) {
-                return Err(Refusal::invalid(format!(
-                    "The Issued At value ({iat} ms) must not be in the future"
-                )));
-            }
-            if exp <= iat {
-                return Err(Refusal::invalid(format!(
-                    "The Expiration Time time ({exp} ms) must be after the Issued At time ({iat} ms)"
-                )));
-            }
-        }
-        if now_ms >= exp.saturating_add(skew) {
+    let header = object(parts[0], "header")?;
+    if header.get("alg").and_then(|a| a.as_str()) != Some("none") {
+        return Err(Refusal::invalid("an unsecured JWS must have alg \"none\""));
+    }
+    let claims = object(parts[1], "claims")?;
+    let principal = match claims.get(&o.principal_claim) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => {
             return Err(Refusal::invalid(format!(
-                "The indicated time ({now_ms} ms) is beyond the Expiration Time ({exp} ms)"
+                "No principal name in JWT claim: {}",
+                o.principal_claim
+            )))
+        }
+    };
+    let seconds_ms = |name: &str| -> Result<Option<i64>, Refusal> {
+        match claims.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|s| s.is_finite())
+                .map(|s| Some((s * 1000.0) as i64))
+                .ok_or_else(|| Refusal::invalid(format!("the {name} claim is not a number"))),
+        }
+    };
+    let exp = seconds_ms("exp")?.ok_or_else(|| Refusal::invalid("Required claim missing: exp"))?;
+    let iat = seconds_ms("iat")?;
+    let skew = o.allowable_clock_skew_ms;
+    if let Some(iat) = iat {
+        if iat > now_ms.saturating_add(skew) {
+            return Err(Refusal::invalid(format!(
+                "The Issued At value ({iat} ms) must not be in the future"
             )));
         }
-        if !o.required_scope.is_empty() {
-            let scope: Vec<String> = match claims.get(&o.scope_claim) {
-                Some(serde_json::Value::String(s)) => s
-                    .split(' ')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect(),
-                Some(serde_json::Value::Array(a)) => a
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            if let Some(missing) = o.required_scope.iter().find(|s| !scope.contains(s)) {
-                return Err(Refusal {
-                    status: "insufficient_scope",
-                    scope: Some(o.required_scope.join(" ")),
-                    detail: format!("the token's scope lacks {missing:?}"),
-                });
-            }
+        if exp <= iat {
+            return Err(Refusal::invalid(format!(
+                "The Expiration Time time ({exp} ms) must be after the Issued At time ({iat} ms)"
+            )));
         }
-        Ok((principal, exp))
     }
+    if now_ms >= exp.saturating_add(skew) {
+        return Err(Refusal::invalid(format!(
+            "The indicated time ({now_ms} ms) is beyond the Expiration Time ({exp} ms)"
+        )));
+    }
+    if !o.required_scope.is_empty() {
+        let scope: Vec<String> = match claims.get(&o.scope_claim) {
+            Some(serde_json::Value::String(s)) => s
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            Some(serde_json::Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if let Some(missing) = o.required_scope.iter().find(|s| !scope.contains(s)) {
+            return Err(Refusal {
+                status: "insufficient_scope",
+                scope: Some(o.required_scope.join(" ")),
+                detail: format!("the token's scope lacks {missing:?}"),
+            });
+        }
+    }
+    Ok((principal, exp))
 }
 
 /// RFC 7628's client initial response: `n,[a=authzid],` then `\x01`-separated
@@ -324,13 +347,17 @@ mod tests {
         UnsecuredValidatorOptions::from_jaas_options(&map).unwrap()
     }
 
+    fn unsecured(pairs: &[(&str, &str)]) -> TokenValidator {
+        TokenValidator::Unsecured(options(pairs))
+    }
+
     fn now_s() -> f64 {
         NOW_MS as f64 / 1000.0
     }
 
     #[test]
     fn a_valid_unsecured_token_names_its_principal() {
-        let mut s = OAuthBearerServer::new(options(&[]));
+        let mut s = OAuthBearerServer::new(unsecured(&[]));
         let token = jws(
             serde_json::json!({"sub": "alice", "iat": now_s() - 10.0, "exp": now_s() + 3600.0}),
         );
@@ -344,7 +371,7 @@ mod tests {
         );
         assert_eq!(s.expires_at_ms(), Some(NOW_MS + 3_600_000));
         // Another principal claim, with an extension beside the token.
-        let mut s = OAuthBearerServer::new(options(&[(
+        let mut s = OAuthBearerServer::new(unsecured(&[(
             "unsecuredValidatorPrincipalClaimName",
             "client_id",
         )]));
@@ -356,7 +383,7 @@ mod tests {
     }
 
     fn refused(opts: UnsecuredValidatorOptions, claims: serde_json::Value) -> String {
-        let mut s = OAuthBearerServer::new(opts);
+        let mut s = OAuthBearerServer::new(TokenValidator::Unsecured(opts));
         let Step::Challenge(challenge) = s.step(&message(&jws(claims)), NOW_MS).unwrap() else {
             panic!("accepted")
         };
@@ -392,7 +419,7 @@ mod tests {
             invalid
         );
         // Within the allowed skew, an expired token still passes.
-        let mut s = OAuthBearerServer::new(options(&[(
+        let mut s = OAuthBearerServer::new(unsecured(&[(
             "unsecuredValidatorAllowableClockSkewMs",
             "5000",
         )]));
@@ -409,7 +436,7 @@ mod tests {
             ),
             r#"{"scope":"write read","status":"insufficient_scope"}"#
         );
-        let mut s = OAuthBearerServer::new(scoped);
+        let mut s = OAuthBearerServer::new(TokenValidator::Unsecured(scoped));
         let token = jws(
             serde_json::json!({"sub": "a", "exp": now_s() + 60.0, "scope": ["read", "write", "x"]}),
         );
@@ -433,7 +460,7 @@ mod tests {
             vec![0xff; 10],
             vec![b'n'; MAX_MESSAGE_BYTES + 1],
         ] {
-            let mut s = OAuthBearerServer::new(options(&[]));
+            let mut s = OAuthBearerServer::new(unsecured(&[]));
             assert!(
                 s.step(&bad, NOW_MS).is_err(),
                 "{:?}",
@@ -442,11 +469,11 @@ mod tests {
         }
         // A token with a signature is not an unsecured JWS; nor is a non-JSON payload.
         assert!(matches!(
-            OAuthBearerServer::new(options(&[])).step(&message(&signed), NOW_MS),
+            OAuthBearerServer::new(unsecured(&[])).step(&message(&signed), NOW_MS),
             Ok(Step::Challenge(_))
         ));
         assert!(matches!(
-            OAuthBearerServer::new(options(&[])).step(&message("e30.bm90anNvbg."), NOW_MS),
+            OAuthBearerServer::new(unsecured(&[])).step(&message("e30.bm90anNvbg."), NOW_MS),
             Ok(Step::Challenge(_))
         ));
         let mut o = BTreeMap::new();

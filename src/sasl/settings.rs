@@ -10,6 +10,12 @@
 //!                                                    else listener.name.<l>.connections.max.reauth.ms
 //!                                                    else connections.max.reauth.ms (0: off)
 //! listener.name.<l>.sasl.server.max.receive.size     else sasl.server.max.receive.size (512 KiB)
+//! listener.name.<l>.oauthbearer.sasl.server.callback.handler.class
+//!                                                    Kafka's unsecured validator (default) or
+//!                                                    its OAuthBearerValidatorCallbackHandler
+//! listener.name.<l>.[oauthbearer.]sasl.oauthbearer.*  else sasl.oauthbearer.* (the JWKS
+//!                                                    validator's keys, as Kafka's
+//!                                                    ConfigurationUtils looks them up)
 //! connection.failed.authentication.delay.ms          (100)
 //! ```
 //!
@@ -22,7 +28,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::jaas::{self, LoginModule};
-use super::oauthbearer::UnsecuredValidatorOptions;
+use super::jwks::{JwksOptions, JwksValidator, VALIDATOR_CALLBACK_HANDLERS};
+use super::oauthbearer::{TokenValidator, UnsecuredValidatorOptions};
 use super::plain::{PlainUsers, PLAIN_LOGIN_MODULE};
 use super::scram::ScramMechanism;
 use crate::config::{BrokerConfig, ConfigError};
@@ -31,6 +38,8 @@ use crate::tls::settings::{listener_prefix, listener_value, Secret};
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 pub const OAUTHBEARER_LOGIN_MODULE: &str =
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// Kafka's default OAUTHBEARER server callback handler.
+pub const UNSECURED_VALIDATOR_CALLBACK_HANDLER: &str = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler";
 
 /// The SASL mechanisms skua serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,8 +93,8 @@ pub struct SaslSettings {
     pub enabled: Vec<Mechanism>,
     /// PLAIN's users (`user_<name>="<password>"`), when PLAIN is enabled.
     pub plain: Option<PlainUsers>,
-    /// OAUTHBEARER's unsecured validator options, when OAUTHBEARER is enabled.
-    pub oauthbearer: Option<UnsecuredValidatorOptions>,
+    /// How OAUTHBEARER tokens are validated, when OAUTHBEARER is enabled.
+    pub oauthbearer: Option<TokenValidator>,
     /// `connections.max.reauth.ms` per mechanism, where positive.
     pub max_reauth: BTreeMap<Mechanism, Duration>,
     /// `sasl.server.max.receive.size`: the largest frame before and during authentication.
@@ -178,16 +187,24 @@ impl SaslSettings {
                 }
                 Mechanism::OAuthBearer => {
                     let handler = format!("{prefix}{lower}.sasl.server.callback.handler.class");
-                    if let Some(class) = config.get(&handler).filter(|c| !c.trim().is_empty()) {
-                        return Err(invalid(
-                            handler,
-                            format!("{class}: skua validates OAUTHBEARER tokens with Kafka's unsecured validator only (no server callback handler)"),
-                        ));
-                    }
-                    oauthbearer = Some(
-                        UnsecuredValidatorOptions::from_jaas_options(&module.options)
-                            .map_err(|why| invalid(jaas_key.clone(), why))?,
-                    )
+                    let class = config.get(&handler).unwrap_or_default();
+                    oauthbearer = Some(match class.trim() {
+                        "" | UNSECURED_VALIDATOR_CALLBACK_HANDLER => TokenValidator::Unsecured(
+                            UnsecuredValidatorOptions::from_jaas_options(&module.options)
+                                .map_err(|why| invalid(jaas_key.clone(), why))?,
+                        ),
+                        c if VALIDATOR_CALLBACK_HANDLERS.contains(&c) => {
+                            TokenValidator::Jwks(std::sync::Arc::new(jwks_validator(
+                                config, listener,
+                            )?))
+                        }
+                        other => {
+                            return Err(invalid(
+                                handler,
+                                format!("{other}: skua validates OAUTHBEARER tokens with Kafka's unsecured validator or its OAuthBearerValidatorCallbackHandler (JWKS), no other server callback handler"),
+                            ))
+                        }
+                    })
                 }
                 Mechanism::Scram(_) => {}
             }
@@ -251,6 +268,74 @@ impl SaslSettings {
     pub fn enabled_names(&self) -> Vec<&'static str> {
         self.enabled.iter().map(|m| m.name()).collect()
     }
+}
+
+/// A `sasl.oauthbearer.*` key of `listener`'s OAUTHBEARER validator, as Kafka's
+/// `ConfigurationUtils` finds it: `listener.name.<l>.oauthbearer.<key>`, else
+/// `listener.name.<l>.<key>`, else `<key>`. (key as written, value).
+fn oauthbearer_value(config: &BrokerConfig, listener: &str, key: &str) -> Option<(String, String)> {
+    let prefix = listener_prefix(listener);
+    [
+        format!("{prefix}oauthbearer.{key}"),
+        format!("{prefix}{key}"),
+        key.to_string(),
+    ]
+    .into_iter()
+    .find_map(|k| config.get(&k).map(|v| (k, v)))
+}
+
+/// Kafka's secured validator for `listener`: its JWKS read now, so a missing or
+/// unreadable file stops startup naming the key.
+fn jwks_validator(config: &BrokerConfig, listener: &str) -> Result<JwksValidator, ConfigError> {
+    let invalid = |key: String, why: String| ConfigError::Invalid { key, why };
+    let get = |key: &str| oauthbearer_value(config, listener, key);
+    let text = |key: &str, default: &str| {
+        get(key)
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_string())
+    };
+    let (url_key, url) = get("sasl.oauthbearer.jwks.endpoint.url").ok_or_else(|| {
+        invalid(
+            "sasl.oauthbearer.jwks.endpoint.url".into(),
+            format!(
+                "listener {listener}'s OAuthBearerValidatorCallbackHandler needs the JWKS location"
+            ),
+        )
+    })?;
+    let jwks_file =
+        super::jwks::file_url_path(url.trim()).map_err(|why| invalid(url_key.clone(), why))?;
+    let skew_key = "sasl.oauthbearer.clock.skew.seconds";
+    let skew = text(skew_key, "30");
+    let skew_s = skew
+        .parse::<i64>()
+        .ok()
+        .filter(|s| *s >= 0)
+        .ok_or_else(|| {
+            invalid(
+                get(skew_key).map(|(k, _)| k).unwrap_or(skew_key.into()),
+                format!("{skew:?} is not a number of seconds >= 0"),
+            )
+        })?;
+    let options = JwksOptions {
+        jwks_file,
+        expected_audience: get("sasl.oauthbearer.expected.audience")
+            .map(|(_, v)| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        expected_issuer: get("sasl.oauthbearer.expected.issuer")
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty()),
+        scope_claim: text("sasl.oauthbearer.scope.claim.name", "scope"),
+        sub_claim: text("sasl.oauthbearer.sub.claim.name", "sub"),
+        clock_skew_ms: skew_s.saturating_mul(1000),
+    };
+    JwksValidator::new(options).map_err(|why| invalid(url_key, why))
 }
 
 /// The login module's `username` / `password` options (PLAIN and SCRAM clients).
@@ -402,5 +487,81 @@ mod tests {
         .contains("username and password"));
         assert!(refused(&[("sasl.server.max.receive.size", "0")])
             .starts_with("sasl.server.max.receive.size:"));
+    }
+
+    #[test]
+    fn oauthbearer_picks_kafkas_validator_by_its_callback_handler() {
+        let dir = tempfile::tempdir().unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, r#"{"keys":[]}"#).unwrap();
+        let url = format!("file://{}", jwks.display());
+        let jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;";
+        let handler = "listener.name.ext.oauthbearer.sasl.server.callback.handler.class";
+        let settings = |extra: &[(&str, &str)]| {
+            let mut all = vec![
+                ("listeners", "PLAINTEXT://:1,EXT://:2"),
+                (
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,EXT:SASL_PLAINTEXT",
+                ),
+                ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+                ("listener.name.ext.oauthbearer.sasl.jaas.config", jaas),
+            ];
+            all.extend_from_slice(extra);
+            try_config(&all).and_then(|c| SaslSettings::for_listener(&c, "EXT"))
+        };
+        assert!(matches!(
+            settings(&[]).unwrap().oauthbearer,
+            Some(TokenValidator::Unsecured(_))
+        ));
+        let secured =
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+        let s = settings(&[
+            (handler, secured),
+            ("sasl.oauthbearer.jwks.endpoint.url", "file:/elsewhere"),
+            (
+                "listener.name.ext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+                &url,
+            ),
+            (
+                "listener.name.ext.sasl.oauthbearer.expected.audience",
+                "kafka, other",
+            ),
+            ("sasl.oauthbearer.expected.issuer", "https://idp"),
+            ("sasl.oauthbearer.sub.claim.name", "client_id"),
+            ("sasl.oauthbearer.clock.skew.seconds", "5"),
+        ])
+        .unwrap();
+        let Some(TokenValidator::Jwks(v)) = s.oauthbearer else {
+            panic!("{:?}", s.oauthbearer)
+        };
+        let o = v.options();
+        assert_eq!(o.jwks_file, jwks);
+        assert_eq!(o.expected_audience, vec!["kafka", "other"]);
+        assert_eq!(o.expected_issuer.as_deref(), Some("https://idp"));
+        assert_eq!(
+            (o.sub_claim.as_str(), o.scope_claim.as_str()),
+            ("client_id", "scope")
+        );
+        assert_eq!(o.clock_skew_ms, 5000);
+        let refused = |extra: &[(&str, &str)]| match settings(extra) {
+            Err(ConfigError::Invalid { key, why }) => format!("{key}: {why}"),
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(&[(handler, secured)]).starts_with("sasl.oauthbearer.jwks.endpoint.url:"));
+        assert!(refused(&[
+            (handler, secured),
+            ("sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks")
+        ])
+        .contains("file: URL only"));
+        assert!(refused(&[
+            (handler, secured),
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "file:/nonexistent/jwks.json"
+            )
+        ])
+        .contains("/nonexistent/jwks.json"));
+        assert!(refused(&[(handler, "com.example.Handler")]).starts_with(handler));
     }
 }

@@ -1,6 +1,7 @@
 //! The skua binary's command line: `--version`, `--help`, an unknown option, and
 //! `--check-config`, which validates a server.properties as startup would and exits
-//! without binding, opening log dirs or connecting to ZooKeeper.
+//! without binding, opening log dirs or connecting to ZooKeeper. (`--add-scram` is
+//! proven in sasl_listeners.rs, against a broker started on the dir.)
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -83,6 +84,7 @@ fn help_prints_the_usage_and_every_flag() {
         "--config FILE",
         "--override key=value",
         "--check-config FILE",
+        "--add-scram CREDENTIAL",
         "--probe",
         "--version",
         "--help",

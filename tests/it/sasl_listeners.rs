@@ -1,7 +1,10 @@
 //! SASL listeners over TCP, as Kafka's `SaslServerAuthenticator` answers them: PLAIN
 //! users from the listener's JAAS config, SCRAM users created with
 //! AlterUserScramCredentials (surviving a restart in the metadata log), OAUTHBEARER's
-//! unsecured tokens, the v0 handshake's raw tokens, KIP-368 re-authentication, and each
+//! unsecured tokens and signed JWTs checked against a JWKS file (Kafka's
+//! OAuthBearerValidatorCallbackHandler), the first users of a stopped broker (Kafka's
+//! `kafka-storage.sh format --add-scram`, `skua --add-scram`), PLAIN users added by
+//! altering the listener's JAAS config at runtime (KIP-226), the v0 handshake's raw tokens, KIP-368 re-authentication, and each
 //! bad input closing the connection: requests before authentication, unknown mechanisms,
 //! wrong credentials (late, and never saying which part was wrong), oversized frames,
 //! stalled exchanges, garbage, brute force. The principal a request carries is what an
@@ -717,6 +720,308 @@ async fn oauthbearer_unsecured_tokens_authenticate_until_they_expire() {
         ResponseError::SaslAuthenticationFailed.code()
     );
     assert!(closed(&mut c).await);
+    b.stop().await;
+}
+
+/// KIP-226 for SASL: altering `listener.name.<l>.plain.sasl.jaas.config` with
+/// IncrementalAlterConfigs adds a PLAIN user without a restart. A connection opened after
+/// the change authenticates as carol; one authenticated before keeps working; a JAAS
+/// config that does not parse is refused (naming the line, never the value) and leaves
+/// the users in force; the change survives a restart (the metadata log's ConfigRecord).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_user_added_to_the_jaas_config_at_runtime_authenticates() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &[]).await;
+    let key = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
+    let mut admin = plain_client(&b, "admin", "admin-secret").await;
+    let mut c = b.client().await;
+    handshake(&mut c, "PLAIN", 1).await;
+    let refused = authenticate(&mut c, plain_message("carol", "carol-secret"), 2).await;
+    assert_eq!(
+        refused.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    let broker_id = b.broker.config().broker_id.to_string();
+    let with_carol = PLAIN_JAAS.replace(';', r#" user_carol="carol-secret";"#);
+    let (code, message) = crate::common::configs::incremental_alter(
+        &mut admin,
+        crate::common::configs::BROKER,
+        &broker_id,
+        &[(crate::common::configs::SET, key, Some(&with_carol))],
+    )
+    .await;
+    assert_eq!(code, 0, "{message:?}");
+    let since = Instant::now();
+    loop {
+        let mut c = b.client().await;
+        handshake(&mut c, "PLAIN", 1).await;
+        let done = authenticate(&mut c, plain_message("carol", "carol-secret"), 2).await;
+        if done.error_code == 0 {
+            c.send(&metadata(), 12).await;
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "carol never authenticated"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The connection authenticated before the change goes on.
+    admin.send(&metadata(), 12).await;
+    let broken = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_dave="dave-secret"#;
+    let (code, message) = crate::common::configs::incremental_alter(
+        &mut admin,
+        crate::common::configs::BROKER,
+        &broker_id,
+        &[(crate::common::configs::SET, key, Some(broken))],
+    )
+    .await;
+    let message = message.unwrap_or_default();
+    assert_ne!(code, 0);
+    assert!(
+        message.contains(key) && !message.contains("dave-secret"),
+        "{message}"
+    );
+    b.stop().await;
+    let b = start(dir.path(), &[]).await;
+    for (user, password) in [("carol", "carol-secret"), ("alice", "alice-secret")] {
+        plain_client(&b, user, password).await;
+    }
+    b.stop().await;
+}
+
+/// `skua --add-scram ARGS --override log.dirs=DIR`: (exit code, stdout, stderr).
+fn add_scram(dir: &std::path::Path, specs: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_skua"));
+    for spec in specs {
+        cmd.args(["--add-scram", spec]);
+    }
+    let out = cmd
+        .args(["--override", &format!("log.dirs={}", dir.display())])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The first users of a broker whose only listener needs SASL, made before it ever
+/// runs: a dir formatted by Kafka 4.1's `kafka-storage.sh format --add-scram` (its
+/// bootstrap.checkpoint holds alice, SCRAM-SHA-512), then `skua --add-scram` for bob
+/// (SCRAM-SHA-256) on the stopped dir, which creates the metadata log as a first start
+/// would. Both authenticate once the broker runs; `skua --add-scram` on the running
+/// broker's dir is refused by the dir lock; carol, added after it stopped, authenticates
+/// after a restart, beside the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_users_are_written_before_the_broker_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kafka-4.1-format-add-scram");
+    for file in ["meta.properties", "bootstrap.checkpoint"] {
+        std::fs::copy(fixture.join(file), dir.path().join(file)).unwrap();
+    }
+    let (code, out, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-256=[name=bob,password=bob-secret]"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "added SCRAM-SHA-256 bob");
+    assert!(!out.contains("bob-secret") && !err.contains("bob-secret"));
+    let (code, _, err) = add_scram(dir.path(), &["SCRAM-SHA-1=[name=x,password=y]"]);
+    assert_eq!(code, 2, "{err}");
+
+    let b = start(dir.path(), &[]).await;
+    let users = [
+        (ScramMechanism::Sha512, "alice", "alice-secret"),
+        (ScramMechanism::Sha256, "bob", "bob-secret"),
+    ];
+    for (m, user, password) in users {
+        let mut c = b.client().await;
+        let done = scram(&mut c, m, user, password).await;
+        assert_eq!(done.error_code, 0, "{user}: {done:?}");
+    }
+    let mut c = b.client().await;
+    let wrong = scram(&mut c, ScramMechanism::Sha512, "alice", "bob-secret").await;
+    assert_eq!(
+        wrong.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    let (code, _, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-512=[name=carol,password=carol-secret]"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("another broker"), "{err}");
+    b.stop().await;
+
+    let (code, out, err) = add_scram(
+        dir.path(),
+        &["SCRAM-SHA-512=[name=carol,password=carol-secret,iterations=8192]"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let b = start(dir.path(), &[]).await;
+    for (m, user, password) in
+        users
+            .into_iter()
+            .chain([(ScramMechanism::Sha512, "carol", "carol-secret")])
+    {
+        let mut c = b.client().await;
+        let done = scram(&mut c, m, user, password).await;
+        assert_eq!(done.error_code, 0, "{user}: {done:?}");
+    }
+    b.stop().await;
+}
+
+/// Signs JWTs for the JWKS tests: the RSA test key of `src/sasl/testdata` and an EC P-256
+/// key made now.
+struct JwtSigner {
+    rsa: ring::signature::RsaKeyPair,
+    ec: ring::signature::EcdsaKeyPair,
+}
+
+impl JwtSigner {
+    fn new() -> JwtSigner {
+        use ring::signature::{EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(
+                include_str!("../../src/sasl/testdata/rsa-2048.pkcs1.b64")
+                    .split_whitespace()
+                    .collect::<String>(),
+            )
+            .unwrap();
+        let rng = ring::rand::SystemRandom::new();
+        let ec = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        JwtSigner {
+            rsa: RsaKeyPair::from_der(&der).unwrap(),
+            ec: EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, ec.as_ref(), &rng)
+                .unwrap(),
+        }
+    }
+
+    fn jwks(&self) -> String {
+        use ring::signature::KeyPair;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let rsa = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(self.rsa.public());
+        let trim = |b: &[u8]| b64.encode(&b[b.iter().take_while(|x| **x == 0).count()..]);
+        let point = self.ec.public_key().as_ref();
+        serde_json::json!({"keys": [
+            {"kty": "RSA", "kid": "rsa", "use": "sig", "n": trim(&rsa.n), "e": trim(&rsa.e)},
+            {"kty": "EC", "kid": "ec", "crv": "P-256",
+             "x": b64.encode(&point[1..33]), "y": b64.encode(&point[33..65])},
+        ]})
+        .to_string()
+    }
+
+    /// The OAUTHBEARER client message carrying a JWT of `claims` signed with `alg`.
+    fn message(&self, alg: &str, kid: &str, claims: serde_json::Value) -> Vec<u8> {
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = serde_json::json!({"alg": alg, "kid": kid, "typ": "JWT"});
+        let signed = format!(
+            "{}.{}",
+            b64.encode(header.to_string()),
+            b64.encode(claims.to_string())
+        );
+        let rng = ring::rand::SystemRandom::new();
+        let signature = if alg == "RS256" {
+            let mut sig = vec![0; self.rsa.public().modulus_len()];
+            self.rsa
+                .sign(
+                    &ring::signature::RSA_PKCS1_SHA256,
+                    &rng,
+                    signed.as_bytes(),
+                    &mut sig,
+                )
+                .unwrap();
+            sig
+        } else {
+            self.ec
+                .sign(&rng, signed.as_bytes())
+                .unwrap()
+                .as_ref()
+                .to_vec()
+        };
+        format!(
+            "n,,\x01auth=Bearer {signed}.{}\x01\x01",
+            b64.encode(signature)
+        )
+        .into_bytes()
+    }
+}
+
+/// OAUTHBEARER with Kafka's OAuthBearerValidatorCallbackHandler: RS256 and ES256 tokens
+/// whose keys are in the JWKS file authenticate as their `sub` for as long as they live;
+/// a token for another audience, or signed by a key the JWKS does not hold, gets Kafka's
+/// error challenge and then fails, late, and the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_signed_tokens_are_checked_against_the_jwks() {
+    let (dir, keys) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let signer = JwtSigner::new();
+    let jwks = keys.path().join("jwks.json");
+    std::fs::write(&jwks, signer.jwks()).unwrap();
+    let url = format!("file://{}", jwks.display());
+    let b = start(
+        dir.path(),
+        &[
+            (
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            ),
+            ("sasl.oauthbearer.jwks.endpoint.url", &url),
+            ("sasl.oauthbearer.expected.audience", "kafka"),
+            ("sasl.oauthbearer.expected.issuer", "https://idp.test"),
+        ],
+    )
+    .await;
+    let recorder = Arc::new(RecordPrincipals::default());
+    b.broker.set_authorizer(recorder.clone()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = |sub: &str, aud: &str| {
+        serde_json::json!({"sub": sub, "aud": aud, "iss": "https://idp.test",
+                           "iat": now, "exp": now + 120, "scope": "kafka"})
+    };
+    for (alg, kid, sub) in [("RS256", "rsa", "alice"), ("ES256", "ec", "bob")] {
+        let mut c = b.client().await;
+        assert_eq!(handshake(&mut c, "OAUTHBEARER", 1).await.error_code, 0);
+        let done = authenticate(&mut c, signer.message(alg, kid, claims(sub, "kafka")), 2).await;
+        assert_eq!(done.error_code, 0, "{alg}: {done:?}");
+        assert!(
+            (110_000..=120_000).contains(&done.session_lifetime_ms),
+            "{}",
+            done.session_lifetime_ms
+        );
+        c.send(&metadata(), 12).await;
+        let principal = format!("User:{sub}");
+        assert!(recorder.0.lock().contains(&principal), "{principal}");
+    }
+    let stranger = JwtSigner::new();
+    for message in [
+        signer.message("RS256", "rsa", claims("mallory", "elsewhere")),
+        stranger.message("ES256", "ec", claims("mallory", "kafka")),
+    ] {
+        let mut c = b.client().await;
+        handshake(&mut c, "OAUTHBEARER", 1).await;
+        let challenge = authenticate(&mut c, message, 2).await;
+        assert_eq!(challenge.error_code, 0);
+        assert_eq!(
+            std::str::from_utf8(&challenge.auth_bytes).unwrap(),
+            r#"{"status":"invalid_token"}"#
+        );
+        let started = Instant::now();
+        let failed = authenticate(&mut c, vec![1], 2).await;
+        assert_eq!(
+            failed.error_code,
+            ResponseError::SaslAuthenticationFailed.code()
+        );
+        assert!(started.elapsed() >= Duration::from_millis(DELAY_MS - 50));
+        assert!(closed(&mut c).await);
+    }
+    assert!(!recorder.0.lock().iter().any(|p| p == "User:mallory"));
     b.stop().await;
 }
 

@@ -24,6 +24,7 @@
 //   pick-group BOOTSTRAP                            a group id (g0..g29) whose coordinator's
 //                                                  broker is also the controller, then that
 //                                                  broker's id
+//   controller BOOTSTRAP                            the controller's broker id
 //   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
 //                                                  group's coordinator serves them
 //   member  BOOTSTRAP TOPIC GROUP STOPFILE PAUSEFILE OUTFILE
@@ -90,6 +91,7 @@ public class FaultClient {
             case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6],
                 a.length > 7 ? a[7] : "classic");
             case "pick-group" -> pickGroup(a[1]);
+            case "controller" -> controller(a[1]);
             case "committed" -> committed(a[1], a[2]);
             case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6]);
             case "group-check" -> groupCheck(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
@@ -417,6 +419,12 @@ public class FaultClient {
                 }
             }
             die("pick-group: no group of g0..g29 is coordinated by the controller, broker " + controller);
+        }
+    }
+
+    static void controller(String bs) throws Exception {
+        try (Admin admin = admin(bs)) {
+            System.out.println(admin.describeCluster().controller().get().id());
         }
     }
 

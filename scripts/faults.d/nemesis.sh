@@ -258,7 +258,11 @@ faults_of() {
     disk) echo disk_full disk_eio ;;
     all) echo isolate zk_kill_two disk_full isolate_zk zk_expire_controller disk_eio split \
       zk_kill_one isolate_clients zk_expire_leader bridge asymmetric delay flap ;;
-    *) return 1 ;;
+    *)
+      # Or a comma-separated list of the faults themselves (e.g. disk_full,isolate).
+      local f
+      for f in ${1//,/ }; do declare -F "fault_$f" >/dev/null || return 1; done
+      echo "${1//,/ }" ;;
   esac
 }
 
@@ -270,7 +274,7 @@ schedule() {
   while ((${#out[@]} < rounds)); do
     local left=("${all[@]}")
     # `all` keeps its interleaved order in its first pass (a short run sees every kind).
-    if [[ $kind != all || ${#out[@]} -gt 0 ]]; then
+    if [[ $kind == partition || $kind == zk || $kind == disk || ${#out[@]} -gt 0 ]]; then
       local i j t
       for ((i = ${#left[@]} - 1; i > 0; i--)); do
         j=$((RANDOM % (i + 1))); t=${left[i]}; left[i]=${left[j]}; left[j]=$t

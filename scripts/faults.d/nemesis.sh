@@ -194,7 +194,12 @@ restart_after() {
   event "broker $b restarted on the repaired dir"
 }
 
-mount_disk() { mount -o loop "$D/broker-$1/disk.img" "$D/broker-$1/disk"; }
+# Mounts broker $1's second log dir. Without lost+found: Kafka refuses to start on a log dir
+# holding a directory that is not a partition's.
+mount_disk() {
+  mount -o loop "$D/broker-$1/disk.img" "$D/broker-$1/disk"
+  rmdir "$D/broker-$1/disk/lost+found" 2>/dev/null || true
+}
 
 fault_disk_full() {
   local b free; b=$(disk_target)

@@ -1,7 +1,7 @@
 // The Kafka-client side of scripts/faults, on Apache Kafka's own Java clients.
 //
 //   create  BOOTSTRAP TOPIC PARTITIONS             RF 3, min.insync.replicas=2
-//   leaders BOOTSTRAP TOPIC                         "partition leader isr-size" per line
+//   leaders BOOTSTRAP TOPIC                         "partition leader isr-size controller" per line
 //   writer  BOOTSTRAP TOPIC STOPFILE ACKFILE        idempotent acks=all producer writing value N
 //                                                  to partition N % partitions until STOPFILE
 //                                                  exists; ACKFILE gets "ack P OFFSET N" per
@@ -133,9 +133,11 @@ public class FaultClient {
     static void leaders(String bs, String topic) throws Exception {
         try (Admin admin = admin(bs)) {
             TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            var controller = admin.describeCluster().controller().get();
+            int controllerId = controller == null ? -1 : controller.id();
             for (TopicPartitionInfo p : d.partitions()) {
                 int leader = p.leader() == null ? -1 : p.leader().id();
-                System.out.println(p.partition() + " " + leader + " " + p.isr().size());
+                System.out.println(p.partition() + " " + leader + " " + p.isr().size() + " " + controllerId);
             }
         }
     }

@@ -38,9 +38,14 @@ cut_both() {
 
 heal() { "$NET" heal "$RUN"; }
 
-controller_id() { client controller "$BS" 2>/dev/null || true; }
+# The controller as the last full ISR was seen (the leaders' fourth column), else asked.
+controller_id() {
+  local c
+  c=$(awk 'NR == 1 {print $4}' <<<"$(known_leaders)")
+  if [[ $c =~ ^[1-3]$ ]]; then echo "$c"; else client controller "$BS" 2>/dev/null || true; fi
+}
 
-# The leaders as the last full ISR was seen ("partition leader isr-size" lines).
+# The leaders as the last full ISR was seen ("partition leader isr-size controller" lines).
 known_leaders() { cat "$D/leaders.full" 2>/dev/null || leaders; }
 
 # A partition's leader (broker number), as a fault's target: partition (round - 1) mod P.
@@ -210,7 +215,7 @@ fault_disk_full() {
   dd if=/dev/zero of="$D/broker-$b/disk/filler2" bs=4k 2>/dev/null || true
   if wait_dir_offline_after "$b" "$before"; then event "broker $b took the dir offline"
   else event "broker $b did not take the dir offline within 30 s"; fi
-  sleep 4
+  sleep 2
   restart_after "$b" rm -f "$D/broker-$b/disk/filler" "$D/broker-$b/disk/filler2"
 }
 
@@ -251,7 +256,7 @@ fault_disk_eio() {
   fs_shutdown "$D/broker-$b/disk"
   if wait_dir_offline_after "$b" "$before"; then event "broker $b took the dir offline"
   else event "broker $b did not take the dir offline within 30 s"; fi
-  sleep 4
+  sleep 2
   restart_after "$b" repair_eio "$b"
 }
 

@@ -53,7 +53,13 @@ fn run_faults_rounds(rounds: &str, extra: &[&str]) {
 /// Why the nemesis harness cannot run here, if it cannot: it needs root (namespaces, tc
 /// rules, loop mounts) and iproute2's and util-linux's tools.
 fn nemesis_missing() -> Option<String> {
-    let sh = |script: &str| Command::new("sh").args(["-c", script]).output().ok().filter(|o| o.status.success());
+    let sh = |script: &str| {
+        Command::new("sh")
+            .args(["-c", script])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
     if sh("id -u").is_none_or(|o| o.stdout.trim_ascii() != b"0") {
         return Some("not root".into());
     }

@@ -147,8 +147,8 @@ fault_zk_kill_one() {
 
 fault_zk_kill_two() {
   local keep; keep=$(pick 1 2 3)
-  local gone; gone=$(printf '%s\n' 1 2 3 | grep -vx "$keep" | tr '\n' ' ')
-  event "kill -9 ZooKeeper nodes $gone(quorum lost; the brokers keep serving what they can)"
+  local gone; gone=$(printf '%s\n' 1 2 3 | grep -vx "$keep" | paste -sd ' ')
+  event "kill -9 ZooKeeper nodes $gone (quorum lost; the brokers keep serving what they can)"
   local z
   for z in $gone; do "$REPO_ROOT/scripts/zk" kill "$D/zk" "$z"; done
   sleep "$HOLD_S"

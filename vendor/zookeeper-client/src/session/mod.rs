@@ -123,8 +123,9 @@ impl Builder {
         let connector = Connector::new();
         let (state_sender, state_receiver) = sync::watch::channel(SessionState::Disconnected);
         let now = Instant::now();
-        let watch_manager = WatchManager::new(requester, state_receiver);
+        let watch_manager = WatchManager::new(requester.clone(), state_receiver);
         let mut session = Session {
+            client: requester,
             readonly: self.readonly,
             detached: self.detached,
 
@@ -158,6 +159,9 @@ impl Builder {
 }
 
 pub struct Session {
+    /// skua: the clients' end of the request channel, to stop reconnecting once every
+    /// client has been dropped.
+    client: Weak<mpsc::UnboundedSender<Request>>,
     readonly: bool,
     detached: bool,
 
@@ -703,6 +707,10 @@ impl Session {
                 // session's timeout, so the session usually survives.
                 if self.session.id.0 == 0 {
                     return Err(Error::Timeout);
+                }
+                // Nobody left to use the session: stop, as a dropped Java client does.
+                if self.client.strong_count() == 0 {
+                    return Err(Error::ClientClosed);
                 }
                 deadline = Deadline::until(Instant::now() + session_timeout);
                 endpoints.start();

@@ -1,7 +1,7 @@
 // The Kafka-client side of scripts/faults, on Apache Kafka's own Java clients.
 //
 //   create  BOOTSTRAP TOPIC PARTITIONS             RF 3, min.insync.replicas=2
-//   leaders BOOTSTRAP TOPIC                         "partition leader isr-size" per line
+//   leaders BOOTSTRAP TOPIC                         "partition leader isr-size controller" per line
 //   writer  BOOTSTRAP TOPIC STOPFILE ACKFILE        idempotent acks=all producer writing value N
 //                                                  to partition N % partitions until STOPFILE
 //                                                  exists; ACKFILE gets "ack P OFFSET N" per
@@ -24,6 +24,7 @@
 //   pick-group BOOTSTRAP                            a group id (g0..g29) whose coordinator's
 //                                                  broker is also the controller, then that
 //                                                  broker's id
+//   controller BOOTSTRAP                            the controller's broker id
 //   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
 //                                                  group's coordinator serves them
 //   member  BOOTSTRAP TOPIC GROUP STOPFILE PAUSEFILE OUTFILE
@@ -40,6 +41,16 @@
 //   wait-isr BOOTSTRAP SECONDS BROKERS TOPIC...     waits until BROKERS brokers are registered and
 //                                                  every partition of the topics has a leader and
 //                                                  all its replicas in the ISR
+//
+//   txn-writer BOOTSTRAP TOPIC STOPFILE OUTFILE SEED
+//                                                  a transactional producer until STOPFILE exists:
+//                                                  transactions of 2-20 records ("<txn>.<i>") over
+//                                                  the topic's partitions, a quarter of them
+//                                                  aborted; OUTFILE gets "commit T K" or "abort T K"
+//                                                  once the outcome is known
+//   txn-check BOOTSTRAP TOPIC OUTFILE               a read_committed consumer sees every record of
+//                                                  each committed transaction exactly once, in
+//                                                  order per partition, and none of an aborted one
 //
 // check --running (instead of check) accepts an ack file the writer is still writing.
 //
@@ -90,9 +101,12 @@ public class FaultClient {
             case "consume" -> consume(a[1], a[2], a[3], Long.parseLong(a[4]), Long.parseLong(a[5]), a[6],
                 a.length > 7 ? a[7] : "classic");
             case "pick-group" -> pickGroup(a[1]);
+            case "controller" -> controller(a[1]);
             case "committed" -> committed(a[1], a[2]);
             case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6]);
             case "group-check" -> groupCheck(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "txn-writer" -> txnWriter(a[1], a[2], Path.of(a[3]), a[4], Long.parseLong(a[5]));
+            case "txn-check" -> txnCheck(a[1], a[2], Path.of(a[3]));
             case "wait-isr" -> waitIsr(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
                 List.of(a).subList(4, a.length));
             default -> die("unknown command " + a[0]);
@@ -131,9 +145,11 @@ public class FaultClient {
     static void leaders(String bs, String topic) throws Exception {
         try (Admin admin = admin(bs)) {
             TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            var controller = admin.describeCluster().controller().get();
+            int controllerId = controller == null ? -1 : controller.id();
             for (TopicPartitionInfo p : d.partitions()) {
                 int leader = p.leader() == null ? -1 : p.leader().id();
-                System.out.println(p.partition() + " " + leader + " " + p.isr().size());
+                System.out.println(p.partition() + " " + leader + " " + p.isr().size() + " " + controllerId);
             }
         }
     }
@@ -420,6 +436,12 @@ public class FaultClient {
         }
     }
 
+    static void controller(String bs) throws Exception {
+        try (Admin admin = admin(bs)) {
+            System.out.println(admin.describeCluster().controller().get().id());
+        }
+    }
+
     static void committed(String bs, String group) throws Exception {
         try (Admin admin = admin(bs)) {
             var offsets = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
@@ -531,6 +553,121 @@ public class FaultClient {
         if (!read.keySet().equals(want.keySet())) die("group-check: read partitions " + read.keySet() + ", committed " + want.keySet());
         System.out.println("group-check: " + group + " committed " + want + " (the coordinator serves the same), "
             + records + " records read, each offset below them once");
+    }
+
+    static void txnWriter(String bs, String topic, Path stop, String outFile, long seed) throws Exception {
+        int partitions = partitionCount(bs, topic);
+        java.util.Random random = new java.util.Random(seed);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("transactional.id", "faults-txn");
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        p.put("request.timeout.ms", "8000");
+        p.put("delivery.timeout.ms", "120000");
+        p.put("transaction.timeout.ms", "60000");
+        p.put("max.block.ms", "120000");
+        p.put("reconnect.backoff.max.ms", "500");
+        p.put("metadata.max.age.ms", "2000");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        long committed = 0, aborted = 0, retried = 0;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            producer.initTransactions();
+            for (long txn = 0; !Files.exists(stop); txn++) {
+                int k = 2 + random.nextInt(19);
+                boolean abort = random.nextInt(4) == 0;
+                producer.beginTransaction();
+                boolean failed = false;
+                try {
+                    List<java.util.concurrent.Future<?>> sent = new ArrayList<>();
+                    for (int i = 0; i < k; i++) {
+                        sent.add(producer.send(new ProducerRecord<>(topic, random.nextInt(partitions), null, txn + "." + i)));
+                    }
+                    for (var f : sent) f.get();
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // A send that failed for good makes the transaction abortable only.
+                    System.err.println("txn " + txn + ": a send failed, aborting: " + e.getCause());
+                    failed = true;
+                }
+                if (abort || failed) {
+                    producer.abortTransaction();
+                    out.write("abort " + txn + " " + k + "\n");
+                    aborted++;
+                } else {
+                    // A commit that timed out has an unknown outcome until it is retried
+                    // (KIP-691): retried until it returns, so the outcome written is known.
+                    while (true) {
+                        try {
+                            producer.commitTransaction();
+                            break;
+                        } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                            retried++;
+                            System.err.println("txn " + txn + ": commit retried: " + e);
+                        }
+                    }
+                    out.write("commit " + txn + " " + k + "\n");
+                    committed++;
+                }
+                out.flush();
+            }
+        }
+        System.out.println("txn-writer: " + committed + " transactions committed, " + aborted + " aborted, "
+            + retried + " commits retried");
+    }
+
+    static void txnCheck(String bs, String topic, Path outFile) throws Exception {
+        Map<Long, Integer> commits = new HashMap<>();
+        java.util.Set<Long> aborts = new java.util.HashSet<>();
+        for (String line : Files.readAllLines(outFile)) {
+            String[] f = line.split(" ");
+            if (f[0].equals("commit")) commits.put(Long.parseLong(f[1]), Integer.parseInt(f[2]));
+            else if (f[0].equals("abort")) aborts.add(Long.parseLong(f[1]));
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bs);
+        p.put("isolation.level", "read_committed");
+        p.put("enable.auto.commit", "false");
+        p.put("request.timeout.ms", "8000");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        Map<Long, java.util.BitSet> seen = new HashMap<>();
+        long records = 0;
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = assignAll(c, topic);
+            // Under read_committed the end offsets are the last stable offsets.
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            Map<Integer, long[]> lastInPartition = new HashMap<>();
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (tps.stream().anyMatch(tp -> c.position(tp) < end.get(tp))) {
+                if (System.currentTimeMillis() > deadline) die("txn-check: could not read up to " + end);
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    String[] v = r.value().split("\\.");
+                    long txn = Long.parseLong(v[0]);
+                    int i = Integer.parseInt(v[1]);
+                    if (aborts.contains(txn)) die("txn-check: aborted transaction " + txn + "'s record " + i + " visible at " + r.partition() + "@" + r.offset());
+                    if (!commits.containsKey(txn)) die("txn-check: record " + r.value() + " of an unknown transaction visible at " + r.partition() + "@" + r.offset());
+                    java.util.BitSet b = seen.computeIfAbsent(txn, t -> new java.util.BitSet());
+                    if (b.get(i)) die("txn-check: record " + r.value() + " visible twice (again at " + r.partition() + "@" + r.offset() + ")");
+                    b.set(i);
+                    long[] last = lastInPartition.get(r.partition());
+                    if (last != null && (txn < last[0] || (txn == last[0] && i < last[1]))) {
+                        die("txn-check: partition " + r.partition() + " out of order: " + last[0] + "." + last[1] + " then " + r.value());
+                    }
+                    lastInPartition.put(r.partition(), new long[] {txn, i});
+                    records++;
+                }
+            }
+        }
+        for (var e : commits.entrySet()) {
+            java.util.BitSet b = seen.getOrDefault(e.getKey(), new java.util.BitSet());
+            if (b.cardinality() != e.getValue()) {
+                die("txn-check: committed transaction " + e.getKey() + " has " + b.cardinality() + " of its " + e.getValue() + " records visible");
+            }
+        }
+        System.out.println("txn-check: " + commits.size() + " committed transactions wholly visible (" + records
+            + " records), none of the " + aborts.size() + " aborted ones");
     }
 
     static void waitIsr(String bs, int seconds, int brokers, List<String> topics) throws Exception {

@@ -14,6 +14,13 @@
 //!
 //! `SKUA_FAULT_ROUNDS=N` runs N rounds instead of the short form's 2 (the long form:
 //! minutes, e.g. 40 rounds).
+//!
+//! The nemesis scenario (`--nemesis all`): brokers, a three-node ZooKeeper ensemble and the
+//! clients each in a network namespace of their own, faults injected as tc rules, ZooKeeper
+//! kills and a failing log dir: six rounds, two faults of each kind (partition, ZooKeeper,
+//! disk), and the same verdicts plus a consumer group's. Needs root, `ip`, `tc` and
+//! `nsenter` (skipped with a message without them). `SKUA_NEMESIS_ROUNDS=N` runs N rounds
+//! (the long form: 100, from `scripts/test --full`).
 
 use std::process::Command;
 
@@ -21,14 +28,18 @@ use std::process::Command;
 use crate::common::cluster::ONE_AT_A_TIME;
 
 fn run_faults(extra: &[&str]) {
+    let rounds = std::env::var("SKUA_FAULT_ROUNDS").unwrap_or_else(|_| "2".to_string());
+    run_faults_rounds(&rounds, extra);
+}
+
+fn run_faults_rounds(rounds: &str, extra: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if Command::new("java").arg("-version").output().is_err() {
         eprintln!("SKIPPED: java is not installed, so the fault harness cannot run");
         return;
     }
-    let rounds = std::env::var("SKUA_FAULT_ROUNDS").unwrap_or_else(|_| "2".to_string());
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/faults"))
-        .args(["--rounds", &rounds, "--partitions", "3"])
+        .args(["--rounds", rounds, "--partitions", "3"])
         .args(extra)
         .env("SKUA_BIN", env!("CARGO_BIN_EXE_skua"))
         .output()
@@ -37,6 +48,36 @@ fn run_faults(extra: &[&str]) {
     eprintln!("{stderr}");
     assert!(out.status.success(), "scripts/faults failed:\n{stderr}");
     assert!(stderr.contains("PASSED"), "{stderr}");
+}
+
+/// Why the nemesis harness cannot run here, if it cannot: it needs root (namespaces, tc
+/// rules, loop mounts) and iproute2's and util-linux's tools.
+fn nemesis_missing() -> Option<String> {
+    let sh = |script: &str| {
+        Command::new("sh")
+            .args(["-c", script])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
+    if sh("id -u").is_none_or(|o| o.stdout.trim_ascii() != b"0") {
+        return Some("not root".into());
+    }
+    ["ip", "tc", "nsenter", "mkfs.ext4"]
+        .into_iter()
+        .find(|tool| sh(&format!("command -v {tool}")).is_none())
+        .map(|tool| format!("no {tool}"))
+}
+
+#[test]
+fn partitions_zookeeper_loss_and_failing_disks_lose_no_acknowledged_write() {
+    if let Some(why) = nemesis_missing() {
+        eprintln!("SKIPPED: the nemesis harness cannot run here ({why})");
+        return;
+    }
+    let rounds = std::env::var("SKUA_NEMESIS_ROUNDS").unwrap_or_else(|_| "6".to_string());
+    // A fixed seed: the same faults every run (the first six of `all`: two of each kind).
+    run_faults_rounds(&rounds, &["--nemesis", "all", "--seed", "38"]);
 }
 
 #[test]

@@ -631,7 +631,7 @@ impl ZkController {
         broker::controlled_shutdown::run(
             &settings.shutdown,
             settings.broker_id,
-            self.shared.broker_epoch(),
+            &|| self.shared.broker_epoch(),
             &find,
         )
         .await

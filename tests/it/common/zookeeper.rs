@@ -15,13 +15,18 @@ pub struct ZooKeeper {
 
 impl ZooKeeper {
     pub fn start() -> Option<ZooKeeper> {
+        ZooKeeper::start_ensemble(1)
+    }
+
+    /// An ensemble of `nodes` servers (node numbers 1..=nodes for `kill` and `restart`).
+    pub fn start_ensemble(nodes: u32) -> Option<ZooKeeper> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so scripts/zk cannot start ZooKeeper");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(script())
-            .args(["start", "--dir"])
+            .args(["start", "--nodes", &nodes.to_string(), "--dir"])
             .arg(dir.path())
             .output()
             .expect("scripts/zk runs");
@@ -32,6 +37,31 @@ impl ZooKeeper {
         );
         let connect = String::from_utf8(out.stdout).unwrap().trim().to_string();
         Some(ZooKeeper { dir, connect })
+    }
+
+    /// SIGKILLs node `node` (1-based).
+    pub fn kill(&self, node: u32) {
+        self.run(&["kill", &node.to_string()]);
+    }
+
+    /// Starts node `node` again on its ports and data.
+    pub fn restart(&self, node: u32) {
+        self.run(&["restart", &node.to_string()]);
+    }
+
+    fn run(&self, args: &[&str]) {
+        let (command, node) = (args[0], &args[1..]);
+        let out = Command::new(script())
+            .arg(command)
+            .arg(self.dir.path())
+            .args(node)
+            .output()
+            .expect("scripts/zk runs");
+        assert!(
+            out.status.success(),
+            "scripts/zk {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// A session config for `chroot` ("" for none): 6 s session, 10 s to connect.

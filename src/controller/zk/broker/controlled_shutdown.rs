@@ -50,21 +50,22 @@ impl ShutdownSettings {
 /// Where the controller is now: its id and address, None while no controller is known.
 pub type FindController<'a> = dyn Fn() -> Option<(i32, String)> + Send + Sync + 'a;
 
+/// This broker's epoch now: the version of its registration znode, which a new session
+/// (the old one expired) replaces.
+pub type BrokerEpoch<'a> = dyn Fn() -> i64 + Send + Sync + 'a;
+
 /// Asks the controller until it has moved every leadership away, within the retries.
 /// Returns whether it succeeded.
 pub async fn run(
     settings: &ShutdownSettings,
     broker_id: i32,
-    broker_epoch: i64,
+    broker_epoch: &BrokerEpoch<'_>,
     find_controller: &FindController<'_>,
 ) -> bool {
     if !settings.enable {
         return false;
     }
     tracing::info!(broker_id, "starting controlled shutdown");
-    let request = ControlledShutdownRequest::default()
-        .with_broker_id(BrokerId(broker_id))
-        .with_broker_epoch(broker_epoch);
     for attempt in 0..=settings.max_retries {
         if attempt > 0 {
             tokio::time::sleep(settings.retry_backoff).await;
@@ -77,6 +78,12 @@ pub async fn run(
             tracing::warn!("no controller known for controlled shutdown");
             continue;
         };
+        // The epoch of each attempt, as Kafka's: a broker that registered again (its session
+        // expired) since the last attempt would otherwise be refused with
+        // STALE_BROKER_EPOCH on every retry and go down uncleanly.
+        let request = ControlledShutdownRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_broker_epoch(broker_epoch());
         let Some(addr) = tokio::net::lookup_host(&address)
             .await
             .ok()
@@ -137,3 +144,7 @@ pub async fn run(
     );
     false
 }
+
+#[cfg(test)]
+#[path = "controlled_shutdown_tests.rs"]
+mod tests;

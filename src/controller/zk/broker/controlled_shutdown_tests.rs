@@ -100,6 +100,7 @@ async fn a_retry_carries_the_epoch_of_the_brokers_registration_now() {
         retry_backoff: Duration::from_millis(10),
         request_timeout: Duration::from_secs(5),
         outbound_tls: None,
+        outbound_sasl: None,
     };
     // The broker's epoch: its old registration's on the first attempt, the new one after.
     let attempts = AtomicI64::new(0);

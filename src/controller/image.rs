@@ -13,8 +13,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    AccessControlEntryRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    AccessControlEntryRecord, ClientQuotaRecord, MetadataRecord, PartitionChangeRecord,
+    PartitionRecord, UserScramCredential, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
 };
 use crate::quota::configs::ClientQuotas;
 use crate::quota::entity::QuotaEntity;
@@ -212,33 +212,7 @@ impl MetadataImage {
     /// Applies one record.
     pub fn replay(&mut self, record: &MetadataRecord) -> Result<Change, String> {
         match record {
-            MetadataRecord::Topic { name, topic_id } => {
-                if let Err(why) = super::topic_name::validate(name) {
-                    tracing::error!(topic_id = %topic_id, "TopicRecord skipped with its partitions: {why}");
-                    self.illegal_topic_ids.insert(*topic_id);
-                    return Ok(Change::None);
-                }
-                if let Some(old) = self.topics.get(name) {
-                    if old.topic_id != *topic_id {
-                        return Err(format!(
-                            "TopicRecord for {name} with id {topic_id} while the topic has id {}",
-                            old.topic_id
-                        ));
-                    }
-                }
-                let configs = self.topic_configs.get(name).cloned().unwrap_or_default();
-                self.names_by_id.insert(*topic_id, name.clone());
-                self.topics.insert(
-                    name.clone(),
-                    Arc::new(TopicInfo {
-                        name: name.clone(),
-                        topic_id: *topic_id,
-                        partitions: Vec::new(),
-                        configs,
-                    }),
-                );
-                Ok(Change::Topic(name.clone()))
-            }
+            MetadataRecord::Topic { name, topic_id } => self.replay_topic(name, *topic_id),
             MetadataRecord::Partition(p) if self.illegal_topic_ids.contains(&p.topic_id) => {
                 Ok(Change::None)
             }
@@ -248,82 +222,22 @@ impl MetadataImage {
             MetadataRecord::RemoveTopic { topic_id } if self.illegal_topic_ids.remove(topic_id) => {
                 Ok(Change::None)
             }
-            MetadataRecord::Partition(p) => {
-                let topic = self.topic_mut(p.topic_id, "PartitionRecord")?;
-                let info = partition_info(p);
-                match topic
-                    .partitions
-                    .binary_search_by_key(&p.partition_id, |x| x.partition)
-                {
-                    Ok(i) => topic.partitions[i] = info,
-                    Err(i) => topic.partitions.insert(i, info),
-                }
-                Ok(Change::Topic(topic.name.clone()))
-            }
-            MetadataRecord::PartitionChange(c) => {
-                let topic = self.topic_mut(c.topic_id, "PartitionChangeRecord")?;
-                let name = topic.name.clone();
-                let p = topic
-                    .partitions
-                    .iter_mut()
-                    .find(|p| p.partition == c.partition_id)
-                    .ok_or_else(|| {
-                        format!(
-                            "PartitionChangeRecord for unknown partition {name}-{}",
-                            c.partition_id
-                        )
-                    })?;
-                merge(p, c);
-                Ok(Change::Topic(name))
-            }
+            MetadataRecord::Partition(p) => self.replay_partition(p),
+            MetadataRecord::PartitionChange(c) => self.replay_partition_change(c),
+            MetadataRecord::RemoveTopic { topic_id } => self.replay_remove_topic(*topic_id),
             MetadataRecord::Config {
                 resource_type,
                 resource_name,
                 name,
                 value,
-            } if *resource_type == CONFIG_RESOURCE_TOPIC => {
-                let configs = self.topic_configs.entry(resource_name.clone()).or_default();
-                match value {
-                    Some(v) => configs.insert(name.clone(), v.clone()),
-                    None => configs.remove(name),
-                };
-                let configs = configs.clone();
-                match self.topics.get_mut(resource_name) {
-                    Some(t) => {
-                        Arc::make_mut(t).configs = configs;
-                        Ok(Change::Topic(resource_name.clone()))
-                    }
-                    None => Ok(Change::None),
-                }
-            }
-            MetadataRecord::RemoveTopic { topic_id } => {
-                let name = self
-                    .names_by_id
-                    .remove(topic_id)
-                    .ok_or_else(|| format!("RemoveTopicRecord for unknown topic id {topic_id}"))?;
-                self.topic_configs.remove(&name);
-                let removed = self
-                    .topics
-                    .remove(&name)
-                    .ok_or_else(|| format!("RemoveTopicRecord for unknown topic {name}"))?;
-                Ok(Change::TopicRemoved(removed))
-            }
+            } => self.replay_config(*resource_type, resource_name, name, value.as_deref()),
             MetadataRecord::FeatureLevel { name, level } => {
                 self.features.insert(name.clone(), *level);
                 Ok(Change::None)
             }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..
-            } => {
-                if *next_producer_id <= self.next_producer_id {
-                    return Err(format!(
-                        "ProducerIdsRecord {next_producer_id} does not advance past {}",
-                        self.next_producer_id
-                    ));
-                }
-                self.next_producer_id = *next_producer_id;
-                Ok(Change::None)
-            }
+            } => self.replay_producer_ids(*next_producer_id),
             MetadataRecord::RegisterBroker {
                 broker_id,
                 broker_epoch,
@@ -335,40 +249,12 @@ impl MetadataImage {
                 self.broker_epochs.remove(broker_id);
                 Ok(Change::None)
             }
-            MetadataRecord::Config {
-                resource_type,
-                resource_name,
-                name,
-                value,
-            } => {
-                let resource = ConfigResource {
-                    resource_type: *resource_type,
-                    name: resource_name.clone(),
-                };
-                let configs = self.resource_configs.entry(resource.clone()).or_default();
-                match value {
-                    Some(v) => configs.insert(name.clone(), v.clone()),
-                    None => configs.remove(name),
-                };
-                if configs.is_empty() {
-                    self.resource_configs.remove(&resource);
-                }
-                Ok(Change::Configs(resource))
-            }
             MetadataRecord::UserScramCredential(c) => {
-                // A mechanism this broker does not know is kept in the log, not served.
-                if let Some(m) = ScramMechanism::from_kafka_type(c.mechanism) {
-                    let credential = ScramCredential {
-                        salt: c.salt.clone(),
-                        stored_key: c.stored_key.clone(),
-                        server_key: c.server_key.clone(),
-                        iterations: u32::try_from(c.iterations).unwrap_or(0),
-                    };
-                    self.scram.insert((c.name.clone(), m), credential);
-                }
+                self.replay_scram_credential(c);
                 Ok(Change::None)
             }
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                // A mechanism this broker does not know was never served.
                 if let Some(m) = ScramMechanism::from_kafka_type(*mechanism) {
                     self.scram.remove(&(name.clone(), m));
                 }
@@ -384,27 +270,169 @@ impl MetadataImage {
                 })?;
                 Ok(Change::Acls)
             }
-
-            MetadataRecord::ClientQuota(r) => {
-                let Some(entity) = r.entity() else {
-                    // Kafka 4 writes IP entities too; skua does not enforce them.
-                    return Ok(Change::None);
-                };
-                let quotas = self.client_quotas.entry(entity.clone()).or_default();
-                match r.remove {
-                    true => quotas.remove(&r.key),
-                    false => quotas.insert(r.key.clone(), r.value),
-                };
-                if quotas.is_empty() {
-                    self.client_quotas.remove(&entity);
-                }
-                Ok(Change::ClientQuotas)
-            }
+            MetadataRecord::ClientQuota(r) => Ok(self.replay_client_quota(r)),
             MetadataRecord::BeginTransaction
             | MetadataRecord::EndTransaction
             | MetadataRecord::AbortTransaction
             | MetadataRecord::Other { .. } => Ok(Change::None),
         }
+    }
+
+    /// A TopicRecord: a new topic with no partitions yet (its configs may have come first).
+    /// An illegal name is skipped with its partitions, never reaching the log layer.
+    fn replay_topic(&mut self, name: &str, topic_id: Uuid) -> Result<Change, String> {
+        if let Err(why) = super::topic_name::validate(name) {
+            tracing::error!(topic_id = %topic_id, "TopicRecord skipped with its partitions: {why}");
+            self.illegal_topic_ids.insert(topic_id);
+            return Ok(Change::None);
+        }
+        if let Some(old) = self.topics.get(name) {
+            if old.topic_id != topic_id {
+                return Err(format!(
+                    "TopicRecord for {name} with id {topic_id} while the topic has id {}",
+                    old.topic_id
+                ));
+            }
+        }
+        let configs = self.topic_configs.get(name).cloned().unwrap_or_default();
+        self.names_by_id.insert(topic_id, name.to_string());
+        self.topics.insert(
+            name.to_string(),
+            Arc::new(TopicInfo {
+                name: name.to_string(),
+                topic_id,
+                partitions: Vec::new(),
+                configs,
+            }),
+        );
+        Ok(Change::Topic(name.to_string()))
+    }
+
+    /// A PartitionRecord: the partition added, or replaced whole.
+    fn replay_partition(&mut self, p: &PartitionRecord) -> Result<Change, String> {
+        let topic = self.topic_mut(p.topic_id, "PartitionRecord")?;
+        let info = partition_info(p);
+        match topic
+            .partitions
+            .binary_search_by_key(&p.partition_id, |x| x.partition)
+        {
+            Ok(i) => topic.partitions[i] = info,
+            Err(i) => topic.partitions.insert(i, info),
+        }
+        Ok(Change::Topic(topic.name.clone()))
+    }
+
+    /// A PartitionChangeRecord: the fields it carries merged into the partition.
+    fn replay_partition_change(&mut self, c: &PartitionChangeRecord) -> Result<Change, String> {
+        let topic = self.topic_mut(c.topic_id, "PartitionChangeRecord")?;
+        let name = topic.name.clone();
+        let p = topic
+            .partitions
+            .iter_mut()
+            .find(|p| p.partition == c.partition_id)
+            .ok_or_else(|| {
+                format!(
+                    "PartitionChangeRecord for unknown partition {name}-{}",
+                    c.partition_id
+                )
+            })?;
+        merge(p, c);
+        Ok(Change::Topic(name))
+    }
+
+    fn replay_remove_topic(&mut self, topic_id: Uuid) -> Result<Change, String> {
+        let name = self
+            .names_by_id
+            .remove(&topic_id)
+            .ok_or_else(|| format!("RemoveTopicRecord for unknown topic id {topic_id}"))?;
+        self.topic_configs.remove(&name);
+        let removed = self
+            .topics
+            .remove(&name)
+            .ok_or_else(|| format!("RemoveTopicRecord for unknown topic {name}"))?;
+        Ok(Change::TopicRemoved(removed))
+    }
+
+    /// A ConfigRecord: set (or, with no value, removed) on a topic, kept with the topic
+    /// (also before its TopicRecord), or on another resource.
+    fn replay_config(
+        &mut self,
+        resource_type: i8,
+        resource_name: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<Change, String> {
+        let set = |configs: &mut BTreeMap<String, String>| match value {
+            Some(v) => configs.insert(name.to_string(), v.to_string()),
+            None => configs.remove(name),
+        };
+        if resource_type == CONFIG_RESOURCE_TOPIC {
+            let configs = self
+                .topic_configs
+                .entry(resource_name.to_string())
+                .or_default();
+            set(configs);
+            let configs = configs.clone();
+            return match self.topics.get_mut(resource_name) {
+                Some(t) => {
+                    Arc::make_mut(t).configs = configs;
+                    Ok(Change::Topic(resource_name.to_string()))
+                }
+                None => Ok(Change::None),
+            };
+        }
+        let resource = ConfigResource {
+            resource_type,
+            name: resource_name.to_string(),
+        };
+        let configs = self.resource_configs.entry(resource.clone()).or_default();
+        set(configs);
+        if configs.is_empty() {
+            self.resource_configs.remove(&resource);
+        }
+        Ok(Change::Configs(resource))
+    }
+
+    fn replay_producer_ids(&mut self, next_producer_id: i64) -> Result<Change, String> {
+        if next_producer_id <= self.next_producer_id {
+            return Err(format!(
+                "ProducerIdsRecord {next_producer_id} does not advance past {}",
+                self.next_producer_id
+            ));
+        }
+        self.next_producer_id = next_producer_id;
+        Ok(Change::None)
+    }
+
+    /// A UserScramCredentialRecord; a mechanism this broker does not know is kept in the
+    /// log, not served.
+    fn replay_scram_credential(&mut self, c: &UserScramCredential) {
+        if let Some(m) = ScramMechanism::from_kafka_type(c.mechanism) {
+            let credential = ScramCredential {
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: u32::try_from(c.iterations).unwrap_or(0),
+            };
+            self.scram.insert((c.name.clone(), m), credential);
+        }
+    }
+
+    /// A ClientQuotaRecord: one quota of one entity set or removed. Kafka 4 writes IP
+    /// entities too; skua does not enforce them.
+    fn replay_client_quota(&mut self, r: &ClientQuotaRecord) -> Change {
+        let Some(entity) = r.entity() else {
+            return Change::None;
+        };
+        let quotas = self.client_quotas.entry(entity.clone()).or_default();
+        match r.remove {
+            true => quotas.remove(&r.key),
+            false => quotas.insert(r.key.clone(), r.value),
+        };
+        if quotas.is_empty() {
+            self.client_quotas.remove(&entity);
+        }
+        Change::ClientQuotas
     }
 
     fn topic_mut(&mut self, id: Uuid, record: &str) -> Result<&mut TopicInfo, String> {

@@ -8,6 +8,7 @@
 //! record skua interprets in a version newer than it knows is an error: guessing at its
 //! fields could misread the cluster.
 
+mod access;
 pub mod batch;
 pub mod control;
 pub mod wire;
@@ -244,143 +245,37 @@ impl MetadataRecord {
         }
         let api_key = r.uvarint()?;
         let version = r.uvarint()?;
-        let too_new = |max: u32, name: &str| {
-            (version > max).then(|| {
-                WireError(format!(
-                    "{name} version {version} is newer than the versions skua reads (0-{max})"
-                ))
-            })
-        };
+        if let Some((name, max)) = interpreted(api_key).filter(|(_, max)| version > *max) {
+            return Err(WireError(format!(
+                "{name} version {version} is newer than the versions skua reads (0-{max})"
+            )));
+        }
         use api_key::*;
+        let r = &mut r;
         let record = match api_key {
-            TOPIC => {
-                too_new(0, "TopicRecord").map_or(Ok(()), Err)?;
-                let name = r.string()?;
-                let topic_id = r.uuid()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::Topic { name, topic_id }
-            }
-            PARTITION => {
-                too_new(2, "PartitionRecord").map_or(Ok(()), Err)?;
-                MetadataRecord::Partition(decode_partition(&mut r, version)?)
-            }
-            PARTITION_CHANGE => {
-                too_new(2, "PartitionChangeRecord").map_or(Ok(()), Err)?;
-                MetadataRecord::PartitionChange(decode_partition_change(&mut r, version)?)
-            }
-            CONFIG => {
-                too_new(0, "ConfigRecord").map_or(Ok(()), Err)?;
-                let resource_type = r.i8()?;
-                let resource_name = r.string()?;
-                let name = r.string()?;
-                let value = r.nullable_string()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::Config {
-                    resource_type,
-                    resource_name,
-                    name,
-                    value,
-                }
-            }
+            TOPIC => decode_topic(r)?,
+            PARTITION => MetadataRecord::Partition(decode_partition(r, version)?),
+            PARTITION_CHANGE => MetadataRecord::PartitionChange(decode_partition_change(r, version)?),
+            CONFIG => decode_config(r)?,
             REMOVE_TOPIC => {
-                too_new(0, "RemoveTopicRecord").map_or(Ok(()), Err)?;
                 let topic_id = r.uuid()?;
                 r.skip_tagged_fields()?;
                 MetadataRecord::RemoveTopic { topic_id }
             }
             FEATURE_LEVEL => {
-                too_new(0, "FeatureLevelRecord").map_or(Ok(()), Err)?;
                 let name = r.string()?;
                 let level = r.i16()?;
                 r.skip_tagged_fields()?;
                 MetadataRecord::FeatureLevel { name, level }
             }
-            PRODUCER_IDS => {
-                too_new(0, "ProducerIdsRecord").map_or(Ok(()), Err)?;
-                let broker_id = r.i32()?;
-                let broker_epoch = r.i64()?;
-                let next_producer_id = r.i64()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::ProducerIds {
-                    broker_id,
-                    broker_epoch,
-                    next_producer_id,
-                }
-            }
-            USER_SCRAM_CREDENTIAL => {
-                too_new(0, "UserScramCredentialRecord").map_or(Ok(()), Err)?;
-                let record = UserScramCredential {
-                    name: r.string()?,
-                    mechanism: r.i8()?,
-                    salt: r.compact_bytes()?,
-                    stored_key: r.compact_bytes()?,
-                    server_key: r.compact_bytes()?,
-                    iterations: r.i32()?,
-                };
-                r.skip_tagged_fields()?;
-                MetadataRecord::UserScramCredential(record)
-            }
-            REMOVE_USER_SCRAM_CREDENTIAL => {
-                too_new(0, "RemoveUserScramCredentialRecord").map_or(Ok(()), Err)?;
-                let name = r.string()?;
-                let mechanism = r.i8()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::RemoveUserScramCredential { name, mechanism }
-            }
-            ACCESS_CONTROL_ENTRY => {
-                too_new(0, "AccessControlEntryRecord").map_or(Ok(()), Err)?;
-                let acl = AccessControlEntryRecord {
-                    id: r.uuid()?,
-                    resource_type: r.i8()?,
-                    resource_name: r.string()?,
-                    pattern_type: r.i8()?,
-                    principal: r.string()?,
-                    host: r.string()?,
-                    operation: r.i8()?,
-                    permission_type: r.i8()?,
-                };
-                r.skip_tagged_fields()?;
-                MetadataRecord::AccessControlEntry(acl)
-            }
-            REMOVE_ACCESS_CONTROL_ENTRY => {
-                too_new(0, "RemoveAccessControlEntryRecord").map_or(Ok(()), Err)?;
-                let id = r.uuid()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::RemoveAccessControlEntry { id }
-            }
-
-            CLIENT_QUOTA => {
-                too_new(0, "ClientQuotaRecord").map_or(Ok(()), Err)?;
-                let entity = r.array_of(3, |r| {
-                    let t = r.string()?;
-                    let n = r.nullable_string()?;
-                    r.skip_tagged_fields()?;
-                    Ok((t, n))
-                })?;
-                let key = r.string()?;
-                let value = r.f64()?;
-                let remove = r.bool()?;
-                r.skip_tagged_fields()?;
-                MetadataRecord::ClientQuota(ClientQuotaRecord {
-                    entity,
-                    key,
-                    value,
-                    remove,
-                })
-            }
+            PRODUCER_IDS => decode_producer_ids(r)?,
+            USER_SCRAM_CREDENTIAL => access::decode_user_scram_credential(r)?,
+            REMOVE_USER_SCRAM_CREDENTIAL => access::decode_remove_user_scram_credential(r)?,
+            ACCESS_CONTROL_ENTRY => access::decode_access_control_entry(r)?,
+            REMOVE_ACCESS_CONTROL_ENTRY => access::decode_remove_access_control_entry(r)?,
+            CLIENT_QUOTA => access::decode_client_quota(r)?,
             // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
-            REGISTER_BROKER if version <= 4 => {
-                let broker_id = r.i32()?;
-                if version >= 2 {
-                    r.bool()?; // isMigratingZkBroker
-                }
-                r.uuid()?; // incarnationId
-                let broker_epoch = r.i64()?;
-                MetadataRecord::RegisterBroker {
-                    broker_id,
-                    broker_epoch,
-                }
-            }
+            REGISTER_BROKER if version <= 4 => decode_register_broker(r, version)?,
             UNREGISTER_BROKER if version == 0 => MetadataRecord::UnregisterBroker {
                 broker_id: r.i32()?,
             },
@@ -404,12 +299,7 @@ impl MetadataRecord {
         let mut w = Writer::default();
         w.uvarint(FRAME_VERSION);
         match self {
-            MetadataRecord::Topic { name, topic_id } => {
-                header(&mut w, TOPIC, 0);
-                w.string(name);
-                w.uuid(*topic_id);
-                w.no_tagged_fields();
-            }
+            MetadataRecord::Topic { name, topic_id } => encode_topic(&mut w, name, *topic_id),
             MetadataRecord::Partition(p) => {
                 header(&mut w, PARTITION, partition_version);
                 encode_partition(&mut w, p, partition_version);
@@ -423,14 +313,13 @@ impl MetadataRecord {
                 resource_name,
                 name,
                 value,
-            } => {
-                header(&mut w, CONFIG, 0);
-                w.i8(*resource_type);
-                w.string(resource_name);
-                w.string(name);
-                w.nullable_string(value.as_deref());
-                w.no_tagged_fields();
-            }
+            } => encode_config(
+                &mut w,
+                *resource_type,
+                resource_name,
+                name,
+                value.as_deref(),
+            ),
             MetadataRecord::RemoveTopic { topic_id } => {
                 header(&mut w, REMOVE_TOPIC, 0);
                 w.uuid(*topic_id);
@@ -442,75 +331,29 @@ impl MetadataRecord {
                 w.i16(*level);
                 w.no_tagged_fields();
             }
-            MetadataRecord::ClientQuota(q) => {
-                header(&mut w, CLIENT_QUOTA, 0);
-                w.uvarint(q.entity.len() as u32 + 1);
-                for (t, n) in &q.entity {
-                    w.string(t);
-                    w.nullable_string(n.as_deref());
-                    w.no_tagged_fields();
-                }
-                w.string(&q.key);
-                w.f64(q.value);
-                w.bool(q.remove);
-                w.no_tagged_fields();
-            }
+            MetadataRecord::ClientQuota(q) => access::encode_client_quota(&mut w, q),
             MetadataRecord::ProducerIds {
                 broker_id,
                 broker_epoch,
                 next_producer_id,
-            } => {
-                header(&mut w, PRODUCER_IDS, 0);
-                w.i32(*broker_id);
-                w.i64(*broker_epoch);
-                w.i64(*next_producer_id);
-                w.no_tagged_fields();
-            }
+            } => encode_producer_ids(&mut w, *broker_id, *broker_epoch, *next_producer_id),
             MetadataRecord::UserScramCredential(c) => {
-                header(&mut w, USER_SCRAM_CREDENTIAL, 0);
-                w.string(&c.name);
-                w.i8(c.mechanism);
-                w.compact_bytes(&c.salt);
-                w.compact_bytes(&c.stored_key);
-                w.compact_bytes(&c.server_key);
-                w.i32(c.iterations);
-                w.no_tagged_fields();
+                access::encode_user_scram_credential(&mut w, c)
             }
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
-                header(&mut w, REMOVE_USER_SCRAM_CREDENTIAL, 0);
-                w.string(name);
-                w.i8(*mechanism);
-                w.no_tagged_fields();
+                access::encode_remove_user_scram_credential(&mut w, name, *mechanism)
             }
             MetadataRecord::AccessControlEntry(acl) => {
-                header(&mut w, ACCESS_CONTROL_ENTRY, 0);
-                w.uuid(acl.id);
-                w.i8(acl.resource_type);
-                w.string(&acl.resource_name);
-                w.i8(acl.pattern_type);
-                w.string(&acl.principal);
-                w.string(&acl.host);
-                w.i8(acl.operation);
-                w.i8(acl.permission_type);
-                w.no_tagged_fields();
+                access::encode_access_control_entry(&mut w, acl)
             }
             MetadataRecord::RemoveAccessControlEntry { id } => {
                 header(&mut w, REMOVE_ACCESS_CONTROL_ENTRY, 0);
                 w.uuid(*id);
                 w.no_tagged_fields();
             }
-            MetadataRecord::BeginTransaction => {
-                header(&mut w, BEGIN_TRANSACTION, 0);
-                w.no_tagged_fields();
-            }
-            MetadataRecord::EndTransaction => {
-                header(&mut w, END_TRANSACTION, 0);
-                w.no_tagged_fields();
-            }
-            MetadataRecord::AbortTransaction => {
-                header(&mut w, ABORT_TRANSACTION, 0);
-                w.no_tagged_fields();
-            }
+            MetadataRecord::BeginTransaction => encode_empty(&mut w, BEGIN_TRANSACTION),
+            MetadataRecord::EndTransaction => encode_empty(&mut w, END_TRANSACTION),
+            MetadataRecord::AbortTransaction => encode_empty(&mut w, ABORT_TRANSACTION),
             // Never written by skua: these come from Kafka and stay where Kafka put them.
             MetadataRecord::RegisterBroker { .. }
             | MetadataRecord::UnregisterBroker { .. }
@@ -522,7 +365,111 @@ impl MetadataRecord {
     }
 }
 
-fn header(w: &mut Writer, api_key: u32, version: u32) {
+/// The records skua interprets, by name, with the newest version it reads: a newer one
+/// is an error, since guessing at its fields could misread the cluster.
+fn interpreted(api_key: u32) -> Option<(&'static str, u32)> {
+    use api_key::*;
+    Some(match api_key {
+        TOPIC => ("TopicRecord", 0),
+        PARTITION => ("PartitionRecord", 2),
+        PARTITION_CHANGE => ("PartitionChangeRecord", 2),
+        CONFIG => ("ConfigRecord", 0),
+        REMOVE_TOPIC => ("RemoveTopicRecord", 0),
+        FEATURE_LEVEL => ("FeatureLevelRecord", 0),
+        PRODUCER_IDS => ("ProducerIdsRecord", 0),
+        USER_SCRAM_CREDENTIAL => ("UserScramCredentialRecord", 0),
+        REMOVE_USER_SCRAM_CREDENTIAL => ("RemoveUserScramCredentialRecord", 0),
+        ACCESS_CONTROL_ENTRY => ("AccessControlEntryRecord", 0),
+        REMOVE_ACCESS_CONTROL_ENTRY => ("RemoveAccessControlEntryRecord", 0),
+        CLIENT_QUOTA => ("ClientQuotaRecord", 0),
+        _ => return None,
+    })
+}
+
+fn decode_topic(r: &mut Reader<'_>) -> Result<MetadataRecord, WireError> {
+    let name = r.string()?;
+    let topic_id = r.uuid()?;
+    r.skip_tagged_fields()?;
+    Ok(MetadataRecord::Topic { name, topic_id })
+}
+
+fn decode_config(r: &mut Reader<'_>) -> Result<MetadataRecord, WireError> {
+    let resource_type = r.i8()?;
+    let resource_name = r.string()?;
+    let name = r.string()?;
+    let value = r.nullable_string()?;
+    r.skip_tagged_fields()?;
+    Ok(MetadataRecord::Config {
+        resource_type,
+        resource_name,
+        name,
+        value,
+    })
+}
+
+fn decode_producer_ids(r: &mut Reader<'_>) -> Result<MetadataRecord, WireError> {
+    let broker_id = r.i32()?;
+    let broker_epoch = r.i64()?;
+    let next_producer_id = r.i64()?;
+    r.skip_tagged_fields()?;
+    Ok(MetadataRecord::ProducerIds {
+        broker_id,
+        broker_epoch,
+        next_producer_id,
+    })
+}
+
+/// Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
+fn decode_register_broker(r: &mut Reader<'_>, version: u32) -> Result<MetadataRecord, WireError> {
+    let broker_id = r.i32()?;
+    if version >= 2 {
+        r.bool()?; // isMigratingZkBroker
+    }
+    r.uuid()?; // incarnationId
+    let broker_epoch = r.i64()?;
+    Ok(MetadataRecord::RegisterBroker {
+        broker_id,
+        broker_epoch,
+    })
+}
+
+fn encode_topic(w: &mut Writer, name: &str, topic_id: Uuid) {
+    header(w, api_key::TOPIC, 0);
+    w.string(name);
+    w.uuid(topic_id);
+    w.no_tagged_fields();
+}
+
+fn encode_producer_ids(w: &mut Writer, broker_id: i32, broker_epoch: i64, next: i64) {
+    header(w, api_key::PRODUCER_IDS, 0);
+    w.i32(broker_id);
+    w.i64(broker_epoch);
+    w.i64(next);
+    w.no_tagged_fields();
+}
+
+fn encode_config(
+    w: &mut Writer,
+    resource_type: i8,
+    resource_name: &str,
+    name: &str,
+    value: Option<&str>,
+) {
+    header(w, api_key::CONFIG, 0);
+    w.i8(resource_type);
+    w.string(resource_name);
+    w.string(name);
+    w.nullable_string(value);
+    w.no_tagged_fields();
+}
+
+/// A record of no fields (the metadata transaction markers).
+fn encode_empty(w: &mut Writer, api_key: u32) {
+    header(w, api_key, 0);
+    w.no_tagged_fields();
+}
+
+pub(super) fn header(w: &mut Writer, api_key: u32, version: u32) {
     w.uvarint(api_key);
     w.uvarint(version);
 }

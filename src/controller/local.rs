@@ -335,6 +335,18 @@ impl Inner {
         failed
     }
 
+    /// The next block of producer ids, reserved by this broker.
+    fn plan_producer_ids(&self, image: &MetadataImage) -> (Vec<MetadataRecord>, Planned) {
+        let first = image.next_producer_id();
+        let end = first + PRODUCER_ID_BLOCK;
+        let record = MetadataRecord::ProducerIds {
+            broker_id: self.config.broker.id,
+            broker_epoch: image.broker_epoch(self.config.broker.id).unwrap_or(-1),
+            next_producer_id: end,
+        };
+        (vec![record], Planned::ProducerIds { first, end })
+    }
+
     fn plan(
         &self,
         image: &MetadataImage,
@@ -381,48 +393,13 @@ impl Inner {
                     config_changes(resource.resource_type, &resource.name, current, &configs);
                 Ok((records, Planned::Configs))
             }
-            Op::ReserveProducerIds => {
-                let first = image.next_producer_id();
-                let end = first + PRODUCER_ID_BLOCK;
-                let record = MetadataRecord::ProducerIds {
-                    broker_id: self.config.broker.id,
-                    broker_epoch: image.broker_epoch(self.config.broker.id).unwrap_or(-1),
-                    next_producer_id: end,
-                };
-                Ok((vec![record], Planned::ProducerIds { first, end }))
-            }
-            Op::AlterScram(changes) => {
-                if image.metadata_version().unwrap_or(0) < SCRAM_METADATA_VERSION {
-                    return Err(ControllerError::new(
-                        ResponseError::UnsupportedVersion,
-                        "The current metadata.version does not support SCRAM",
-                    ));
-                }
-                let records = changes
-                    .into_iter()
-                    .map(|c| match c.credential {
-                        Some(cred) => MetadataRecord::UserScramCredential(UserScramCredential {
-                            name: c.user,
-                            mechanism: c.mechanism.kafka_type(),
-                            salt: cred.salt,
-                            stored_key: cred.stored_key,
-                            server_key: cred.server_key,
-                            iterations: i32::try_from(cred.iterations).unwrap_or(i32::MAX),
-                        }),
-                        None => MetadataRecord::RemoveUserScramCredential {
-                            name: c.user,
-                            mechanism: c.mechanism.kafka_type(),
-                        },
-                    })
-                    .collect();
-                Ok((records, Planned::Configs))
-            }
+            Op::ReserveProducerIds => Ok(self.plan_producer_ids(image)),
+            Op::AlterScram(changes) => Ok((plan_alter_scram(image, changes)?, Planned::Configs)),
             Op::CreateAcls(acls) => Ok((plan_create_acls(image, acls), Planned::Acls(Vec::new()))),
             Op::DeleteAcls(filters) => {
                 let (records, deleted) = plan_delete_acls(image, &filters);
                 Ok((records, Planned::Acls(deleted)))
             }
-
             Op::AlterClientQuotas {
                 alterations,
                 validate_only,
@@ -433,6 +410,38 @@ impl Inner {
             }
         }
     }
+}
+
+/// The UserScramCredentialRecords (or their removals) of an AlterUserScramCredentials,
+/// refused below the metadata.version that brought them (3.5-IV2).
+fn plan_alter_scram(
+    image: &MetadataImage,
+    changes: Vec<ScramChange>,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    if image.metadata_version().unwrap_or(0) < SCRAM_METADATA_VERSION {
+        return Err(ControllerError::new(
+            ResponseError::UnsupportedVersion,
+            "The current metadata.version does not support SCRAM",
+        ));
+    }
+    let records = changes
+        .into_iter()
+        .map(|c| match c.credential {
+            Some(cred) => MetadataRecord::UserScramCredential(UserScramCredential {
+                name: c.user,
+                mechanism: c.mechanism.kafka_type(),
+                salt: cred.salt,
+                stored_key: cred.stored_key,
+                server_key: cred.server_key,
+                iterations: i32::try_from(cred.iterations).unwrap_or(i32::MAX),
+            }),
+            None => MetadataRecord::RemoveUserScramCredential {
+                name: c.user,
+                mechanism: c.mechanism.kafka_type(),
+            },
+        })
+        .collect();
+    Ok(records)
 }
 
 /// An AccessControlEntryRecord for each ACL not in the image yet (Kafka's

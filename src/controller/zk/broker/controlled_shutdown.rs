@@ -81,68 +81,91 @@ pub async fn run(
         // The epoch of each attempt, as Kafka's: a broker that registered again (its session
         // expired) since the last attempt would otherwise be refused with
         // STALE_BROKER_EPOCH on every retry and go down uncleanly.
-        let request = ControlledShutdownRequest::default()
-            .with_broker_id(BrokerId(broker_id))
-            .with_broker_epoch(broker_epoch());
-        let Some(addr) = tokio::net::lookup_host(&address)
-            .await
-            .ok()
-            .and_then(|mut a| a.next())
-        else {
-            tracing::warn!(controller, %address, "cannot resolve the controller's address");
-            continue;
-        };
-        let client = Client::new(
-            addr,
-            ClientConfig {
-                client_id: Some(broker_id.to_string()),
-                request_timeout: settings.request_timeout,
-                tls: settings.outbound_tls.clone(),
-                sasl: settings.outbound_sasl.clone(),
-                server_name: address.rsplit_once(':').map(|(host, _)| {
-                    host.trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .to_string()
-                }),
-                ..ClientConfig::default()
-            },
-        );
-        match client.send(&request, CONTROLLED_SHUTDOWN_VERSION).await {
-            Ok(r) if r.error_code == 0 && r.remaining_partitions.is_empty() => {
-                tracing::info!(
-                    controller,
-                    "Controlled shutdown request returned successfully"
-                );
-                return true;
-            }
-            Ok(r) if r.error_code == 0 => {
-                let remaining: Vec<String> = r
-                    .remaining_partitions
-                    .iter()
-                    .map(|p| format!("{}-{}", p.topic_name.0, p.partition_index))
-                    .collect();
-                tracing::info!(
-                    controller,
-                    ?remaining,
-                    "partitions still to move before shutdown"
-                );
-            }
-            Ok(r) => {
-                tracing::warn!(
-                    controller,
-                    error_code = r.error_code,
-                    "controlled shutdown refused"
-                );
-            }
-            Err(e) => {
-                tracing::warn!(controller, error = %e, "controlled shutdown request failed");
-            }
+        if attempt_once(settings, broker_id, broker_epoch(), controller, &address).await {
+            return true;
         }
     }
     tracing::warn!(
         "proceeding with an unclean shutdown after the controlled shutdown attempts failed"
     );
     false
+}
+
+/// One ControlledShutdown request to the controller: true once it answers that this broker
+/// leads nothing any more.
+async fn attempt_once(
+    settings: &ShutdownSettings,
+    broker_id: i32,
+    broker_epoch: i64,
+    controller: i32,
+    address: &str,
+) -> bool {
+    let request = ControlledShutdownRequest::default()
+        .with_broker_id(BrokerId(broker_id))
+        .with_broker_epoch(broker_epoch);
+    let Some(client) = controller_client(settings, broker_id, address).await else {
+        tracing::warn!(controller, %address, "cannot resolve the controller's address");
+        return false;
+    };
+    match client.send(&request, CONTROLLED_SHUTDOWN_VERSION).await {
+        Ok(r) if r.error_code == 0 && r.remaining_partitions.is_empty() => {
+            tracing::info!(
+                controller,
+                "Controlled shutdown request returned successfully"
+            );
+            true
+        }
+        Ok(r) if r.error_code == 0 => {
+            let remaining: Vec<String> = r
+                .remaining_partitions
+                .iter()
+                .map(|p| format!("{}-{}", p.topic_name.0, p.partition_index))
+                .collect();
+            tracing::info!(
+                controller,
+                ?remaining,
+                "partitions still to move before shutdown"
+            );
+            false
+        }
+        Ok(r) => {
+            tracing::warn!(
+                controller,
+                error_code = r.error_code,
+                "controlled shutdown refused"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!(controller, error = %e, "controlled shutdown request failed");
+            false
+        }
+    }
+}
+
+/// A client for the controller at `address` ("host:port"), speaking the inter-broker
+/// listener's TLS and SASL; None when the address does not resolve.
+async fn controller_client(
+    settings: &ShutdownSettings,
+    broker_id: i32,
+    address: &str,
+) -> Option<Client> {
+    let addr = tokio::net::lookup_host(address).await.ok()?.next()?;
+    Some(Client::new(
+        addr,
+        ClientConfig {
+            client_id: Some(broker_id.to_string()),
+            request_timeout: settings.request_timeout,
+            tls: settings.outbound_tls.clone(),
+            sasl: settings.outbound_sasl.clone(),
+            server_name: address.rsplit_once(':').map(|(host, _)| {
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string()
+            }),
+            ..ClientConfig::default()
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! ConsumerGroupDescribe (KIP-848): epochs, members, their current and target
-//! assignments. DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
+//! assignments. DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it; and, as
+//! Kafka 4, DESCRIBE on every topic its members subscribe to or are assigned, else the
+//! group is answered with TOPIC_AUTHORIZATION_FAILED and no members (a group must not
+//! show a topic its requester may not see).
 
 use std::sync::Arc;
 
@@ -43,11 +46,37 @@ pub async fn handle(
         );
         let g = describe(&broker, id, ctx.api_version).await;
         groups.push(match g.error_code {
+            0 if !topics_describable(&ctx, &g) => DescribedGroup::default()
+                .with_group_id(g.group_id)
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(Some(str_bytes(UNAUTHORIZED_TOPICS.to_string()))),
             0 => g.with_authorized_operations(ops),
             _ => g,
         });
     }
     ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// Kafka's message for a group that names a topic its requester may not describe.
+const UNAUTHORIZED_TOPICS: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
+
+/// Whether the requester may describe every topic the group's members subscribe to or
+/// are (or are to be) assigned.
+fn topics_describable(ctx: &RequestContext, g: &DescribedGroup) -> bool {
+    g.members.iter().all(|m| {
+        let assigned = m
+            .assignment
+            .topic_partitions
+            .iter()
+            .chain(&m.target_assignment.topic_partitions)
+            .map(|tp| &tp.topic_name.0);
+        m.subscribed_topic_names
+            .iter()
+            .map(|t| &t.0)
+            .chain(assigned)
+            .all(|topic| ctx.authorize(AclOperation::Describe, ResourceType::Topic, topic))
+    })
 }
 
 async fn describe(broker: &Broker, id: GroupId, v: i16) -> DescribedGroup {

@@ -375,3 +375,64 @@ async fn an_unknown_authorizer_class_stops_startup() {
     };
     assert!(err.contains("zookeeper.connect"), "{err}");
 }
+
+/// A KIP-848 group is described only to a requester that may describe every topic its
+/// members subscribe to: else Kafka's TOPIC_AUTHORIZATION_FAILED for the group, with no
+/// members, so the group does not show the topic; a group on visible topics is described.
+#[tokio::test]
+async fn consumer_group_describe_hides_groups_on_topics_the_requester_may_not_describe() {
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = [
+        ("authorizer.class.name", STANDARD),
+        ("allow.everyone.if.no.acl.found", "true"),
+        ("offsets.topic.num.partitions", "1"),
+    ];
+    let b = TestBroker::start(dir.path(), &overrides).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("visible", 1).await, 0);
+    assert_eq!(c.create_topic("hidden", 1).await, 0);
+    for (group, topic) in [("g-visible", "visible"), ("g-hidden", "hidden")] {
+        let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(group)]);
+        assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+        let join = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_member_id(s(&format!("{group}-member")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s(topic))]))
+            .with_topic_partitions(Some(vec![]));
+        let r = c.send(&join, 1).await;
+        assert_eq!((r.error_code, r.member_epoch), (0, 1), "{group}");
+    }
+    assert_eq!(
+        create(
+            &mut c,
+            &[(TOPIC, "hidden", LITERAL, "User:ANONYMOUS", DESCRIBE, DENY)]
+        )
+        .await,
+        vec![0]
+    );
+    let describe = ConsumerGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(s("g-visible")), GroupId(s("g-hidden"))]);
+    let groups = c.send(&describe, 1).await.groups;
+    assert_eq!(groups.len(), 2);
+    let visible = &groups[0];
+    assert_eq!(
+        (visible.group_id.as_str(), visible.error_code),
+        ("g-visible", 0)
+    );
+    assert_eq!(visible.members.len(), 1);
+    assert_eq!(
+        visible.members[0].subscribed_topic_names[0].as_str(),
+        "visible"
+    );
+    let hidden = &groups[1];
+    assert_eq!(hidden.group_id.as_str(), "g-hidden");
+    assert_eq!(
+        hidden.error_code,
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+    assert!(hidden.members.is_empty());
+    drop(c);
+    b.stop().await;
+}

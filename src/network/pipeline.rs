@@ -83,7 +83,7 @@ pub fn fetch_side(body: &RequestKind) -> Option<FetchSide> {
 /// as Kafka closes a SASL connection that sends anything else before authenticating, and
 /// one whose KIP-368 session has expired).
 pub fn admit(route: &Route, ctx: &RequestContext) -> Result<(), String> {
-    match authentication(&ctx.session, Instant::now()) {
+    match authentication(&ctx.session) {
         Authentication::Done => Ok(()),
         _ if route.needs.before_authentication() => Ok(()),
         Authentication::Expired => Err(format!(
@@ -114,13 +114,15 @@ enum Authentication {
 /// principal is the client certificate's, or anonymous). A SASL listener's connection is
 /// once its authenticator set the session's [`SaslSession`](crate::network::session::SaslSession),
 /// and stays so until that session expires.
-fn authentication(session: &crate::network::Session, now: Instant) -> Authentication {
+/// The clock is read only for a SASL session (every request of every connection
+/// passes here).
+fn authentication(session: &crate::network::Session) -> Authentication {
     if !session.security_protocol.is_sasl() {
         return Authentication::Done;
     }
     match &session.sasl {
         None => Authentication::Pending,
-        Some(s) if s.expired(now) => Authentication::Expired,
+        Some(s) if s.expired(Instant::now()) => Authentication::Expired,
         Some(_) => Authentication::Done,
     }
 }

@@ -24,6 +24,7 @@ use std::time::Instant;
 use super::exposition::{Exposition, Format, Kind, Sink};
 use super::process;
 use crate::broker::Broker;
+use crate::coordinator::group::shard::GroupOffsetsView;
 use crate::replica::Partition;
 
 /// Writes every metric of `broker` in `format` to `sink`.
@@ -302,7 +303,10 @@ async fn consumer_groups(
     out: &mut Exposition,
     sink: &mut dyn Sink,
 ) -> io::Result<()> {
-    let views = broker.groups.offsets_views().await;
+    let mut views = broker.groups.offsets_views().await;
+    group_coordinator(&views, out);
+    // kafka_exporter lists groups as ListGroups does: no dead ones.
+    views.retain(|g| g.state != "Dead");
     out.family(
         "kafka_consumergroup_members",
         Kind::Gauge,
@@ -373,4 +377,80 @@ async fn consumer_groups(
         out.sample("", &[("consumergroup", group), ("topic", topic)], sum);
     }
     out.flush_if_full(sink).await
+}
+
+/// Kafka's group coordinator gauges for the groups this broker coordinates: the
+/// GroupMetadataManager's (`NumGroups` of every protocol, the classic groups per state,
+/// `NumOffsets`) and the group-coordinator-metrics' counts per protocol and per
+/// consumer-group state.
+fn group_coordinator(views: &[GroupOffsetsView], out: &mut Exposition) {
+    let classic_in = |state: &str| {
+        views
+            .iter()
+            .filter(|g| g.protocol == "classic" && g.state == state)
+            .count()
+    };
+    let offsets: usize = views.iter().map(|g| g.offsets.len()).sum();
+    let gauges = [
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Groups coordinated, of every protocol",
+            views.len(),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroupspreparingrebalance",
+            "Classic groups preparing a rebalance",
+            classic_in("PreparingRebalance"),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroupscompletingrebalance",
+            "Classic groups completing a rebalance",
+            classic_in("CompletingRebalance"),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroupsstable",
+            "Classic groups stable",
+            classic_in("Stable"),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroupsdead",
+            "Classic groups dead",
+            classic_in("Dead"),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numgroupsempty",
+            "Classic groups empty",
+            classic_in("Empty"),
+        ),
+        (
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets",
+            "Committed offsets kept",
+            offsets,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        out.family(name, Kind::Gauge, help);
+        out.sample("", &[], value as u64);
+    }
+    out.family(
+        "kafka_server_group_coordinator_metrics_group_count",
+        Kind::Gauge,
+        "Groups coordinated, per protocol",
+    );
+    for protocol in ["classic", "consumer"] {
+        let n = views.iter().filter(|g| g.protocol == protocol).count();
+        out.sample("", &[("protocol", protocol)], n as u64);
+    }
+    out.family(
+        "kafka_server_group_coordinator_metrics_consumer_group_count",
+        Kind::Gauge,
+        "Consumer (KIP-848) groups coordinated, per state",
+    );
+    for state in ["Empty", "Assigning", "Reconciling", "Stable", "Dead"] {
+        let n = views
+            .iter()
+            .filter(|g| g.protocol == "consumer" && g.state == state)
+            .count();
+        out.sample("", &[("state", state)], n as u64);
+    }
 }

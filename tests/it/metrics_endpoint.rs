@@ -264,6 +264,21 @@ async fn a_scrape_shows_kafkas_names_moving_with_produce_consume_and_commit() {
         get(&m, "kafka_consumergroup_members{consumergroup=\"g\"}"),
         0.0
     );
+    // The group has committed offsets and no members: an empty classic group, as Kafka
+    // keeps a simple consumer's.
+    let groups = |k: &str| {
+        get(
+            &m,
+            &format!("kafka_coordinator_group_groupmetadatamanager_{k}"),
+        )
+    };
+    assert_eq!(groups("numgroups"), 1.0);
+    assert_eq!(groups("numgroupsempty"), 1.0);
+    assert_eq!(groups("numgroupsstable"), 0.0);
+    assert_eq!(groups("numoffsets"), 1.0);
+    let count = "kafka_server_group_coordinator_metrics_group_count";
+    assert_eq!(get(&m, &format!("{count}{{protocol=\"classic\"}}")), 1.0);
+    assert_eq!(get(&m, &format!("{count}{{protocol=\"consumer\"}}")), 0.0);
 
     assert!(get(&m, "process_resident_memory_bytes") > 0.0);
     assert!(get(&m, "process_open_fds") > 0.0);

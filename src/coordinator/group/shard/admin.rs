@@ -35,26 +35,33 @@ pub struct GroupDescription {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupOffsetsView {
     pub group_id: String,
+    /// `classic` or `consumer` (Kafka's group-coordinator-metrics `protocol` tag).
+    pub protocol: &'static str,
+    /// The state ListGroups reports; `Empty` for a group that only has committed
+    /// offsets (a simple consumer's, which Kafka keeps as an empty classic group).
+    pub state: &'static str,
     pub members: usize,
     /// (topic, partition, committed offset), in topic and partition order.
     pub offsets: Vec<(String, i32, i64)>,
 }
 
 impl GroupShard {
-    /// Every group with members or committed offsets, for kafka_exporter's
-    /// `kafka_consumergroup_*` metrics (groups in order).
+    /// Every group with members or committed offsets (dead ones included, for the
+    /// coordinator's counts), for kafka_exporter's `kafka_consumergroup_*` metrics and
+    /// Kafka's GroupMetadataManager gauges (groups in order).
     pub fn offsets_view(&self) -> Vec<GroupOffsetsView> {
         let mut out: std::collections::BTreeMap<&str, GroupOffsetsView> = Default::default();
         for (id, g) in &self.groups {
-            let members = match g {
-                Group::Classic(c) if c.state == GroupState::Dead => continue,
-                Group::Classic(c) => c.members.len(),
-                Group::Consumer(c) => c.members.len(),
+            let (protocol, members) = match g {
+                Group::Classic(c) => ("classic", c.members.len()),
+                Group::Consumer(c) => ("consumer", c.members.len()),
             };
             out.insert(
                 id,
                 GroupOffsetsView {
                     group_id: id.clone(),
+                    protocol,
+                    state: g.state_name(),
                     members,
                     offsets: Vec::new(),
                 },
@@ -63,6 +70,8 @@ impl GroupShard {
         for (id, offsets) in self.offsets.groups() {
             let view = out.entry(id).or_insert_with(|| GroupOffsetsView {
                 group_id: id.clone(),
+                protocol: "classic",
+                state: GroupState::Empty.name(),
                 members: 0,
                 offsets: Vec::new(),
             });

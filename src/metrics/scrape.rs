@@ -36,7 +36,7 @@ pub async fn scrape(broker: &Broker, format: Format, sink: &mut dyn Sink) -> io:
     log_cleaner(broker, &mut out);
     controller(broker, &mut out);
     if let Some(zk) = broker.controller.zk() {
-        zk.shared().session_metrics.write(&mut out);
+        zk.shared().session_metrics.write(&mut out, Instant::now());
         zk.shared().controller_stats.write(&mut out, Instant::now());
     }
     consumer_groups(broker, &mut out, sink).await?;

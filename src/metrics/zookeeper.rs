@@ -6,11 +6,17 @@
 //! `skua_zookeeper_session_state{state}`, 1 for the current state.
 //!
 //! The session supervisor (`controller::zk::member`) marks them as it sees the
-//! session's events.
+//! session's events. Each session records its requests' time to their answers in
+//! `request_latency`, exported as Kafka's `ZooKeeperClientMetrics` histogram
+//! (`kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms`, ms percentiles over
+//! the last minutes, as the other Yammer histograms).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 use super::exposition::{Exposition, Kind};
+use super::histogram::{LatencyHistogram, Window, PERCENTILES};
 
 /// The session's state, as Kafka's `SessionState` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +47,9 @@ pub struct SessionMetrics {
     disconnects: AtomicU64,
     sync_connects: AtomicU64,
     auth_failures: AtomicU64,
+    /// Every session's requests to ZooKeeper, the time to each answer.
+    pub request_latency: Arc<LatencyHistogram>,
+    latency_window: Window,
 }
 
 impl SessionMetrics {
@@ -82,7 +91,7 @@ impl SessionMetrics {
             .unwrap_or(SessionState::NotConnected)
     }
 
-    pub fn write(&self, out: &mut Exposition) {
+    pub fn write(&self, out: &mut Exposition, now: Instant) {
         let counters: [(&'static str, &str, &AtomicU64); 4] = [
             (
                 "kafka_server_sessionexpirelistener_zookeeperexpires_total",
@@ -114,9 +123,21 @@ impl SessionMetrics {
             Kind::Gauge,
             "The ZooKeeper session's state (1 for the current one)",
         );
-        let now = self.state();
+        let state = self.state();
         for (s, name) in STATES {
-            out.sample("", &[("state", name)], s == now);
+            out.sample("", &[("state", name)], s == state);
         }
+        let counts = self.request_latency.counts();
+        let recent = self.latency_window.recent(&counts, now);
+        out.family(
+            "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms",
+            Kind::Summary,
+            "Time of a ZooKeeper request to its answer, ms (Kafka's percentiles over the last 5 minutes)",
+        );
+        for (q, label) in PERCENTILES {
+            out.sample("", &[("quantile", label)], recent.quantile_ns(q) / 1e6);
+        }
+        out.sample("_sum", &[], counts.sum_ns() as f64 / 1e6);
+        out.sample("_count", &[], counts.count());
     }
 }

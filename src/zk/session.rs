@@ -8,9 +8,13 @@
 //! A disconnection is not an expiry: the client reconnects to any server of the ensemble
 //! and the session carries on while the server has not expired it.
 
-use std::time::Duration;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use zookeeper_client as zk;
+
+use crate::metrics::histogram::LatencyHistogram;
 
 pub use zk::Stat;
 
@@ -242,6 +246,9 @@ const PERSISTENT_SEQUENTIAL: zk::CreateOptions<'static> =
 /// in-process ensemble (`memory`) when the config names one.
 pub struct ZkSession {
     backend: Backend,
+    /// Where each request's time to its answer is recorded (Kafka's
+    /// `ZooKeeperRequestLatencyMs`), once the owner gives one.
+    latency: OnceLock<Arc<LatencyHistogram>>,
 }
 
 enum Backend {
@@ -255,8 +262,8 @@ impl ZkSession {
     /// Kafka does (`KafkaZkClient.createChrootIfNecessary`).
     pub async fn connect(config: &ZkConfig) -> Result<ZkSession, ZkError> {
         if let Some(ensemble) = &config.memory {
-            let client = Backend::Memory(ensemble.connect(), config.session_timeout);
-            return Ok(ZkSession { backend: client });
+            let memory = Backend::Memory(ensemble.connect(), config.session_timeout);
+            return Ok(ZkSession::on(memory));
         }
         let connect = || async {
             let connecting = zk::Client::connector()
@@ -273,8 +280,7 @@ impl ZkSession {
         };
         let client = connect().await?;
         let Some(chroot) = &config.chroot else {
-            let client = Backend::Client(client);
-            return Ok(ZkSession { backend: client });
+            return Ok(ZkSession::on(Backend::Client(client)));
         };
         match client.mkdir(chroot, &PERSISTENT).await {
             Ok(()) | Err(zk::Error::NodeExists) => {}
@@ -283,8 +289,31 @@ impl ZkSession {
         let client = client
             .chroot(chroot.as_str())
             .map_err(|_| ZkError::BadConfig(format!("bad chroot {chroot:?}")))?;
-        let client = Backend::Client(client);
-        Ok(ZkSession { backend: client })
+        Ok(ZkSession::on(Backend::Client(client)))
+    }
+
+    fn on(backend: Backend) -> ZkSession {
+        ZkSession {
+            backend,
+            latency: OnceLock::new(),
+        }
+    }
+
+    /// Records the time of each request to a server from now on in `latency` (the first
+    /// histogram given is kept).
+    pub fn record_latency_in(&self, latency: Arc<LatencyHistogram>) {
+        let _ = self.latency.set(latency);
+    }
+
+    /// `request`, its time to the answer recorded.
+    async fn timed<T>(&self, request: impl Future<Output = T>) -> T {
+        let Some(latency) = self.latency.get() else {
+            return request.await;
+        };
+        let sent = Instant::now();
+        let answer = request.await;
+        latency.observe(sent.elapsed());
+        answer
     }
 
     pub fn session_id(&self) -> i64 {
@@ -333,7 +362,7 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.mkdir(path).await,
         };
-        match c.mkdir(path, &PERSISTENT).await {
+        match self.timed(c.mkdir(path, &PERSISTENT)).await {
             Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(ZkError::at(path, e)),
         }
@@ -354,8 +383,8 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.create_sequential(prefix, data).await,
         };
-        let (_, seq) = c
-            .create(prefix, data, &PERSISTENT_SEQUENTIAL)
+        let (_, seq) = self
+            .timed(c.create(prefix, data, &PERSISTENT_SEQUENTIAL))
             .await
             .map_err(|e| ZkError::at(prefix, e))?;
         Ok(format!("{prefix}{seq}"))
@@ -372,8 +401,8 @@ impl ZkSession {
             // Persistent: `create_ephemeral` answers in-memory sessions itself.
             Err(m) => return m.create(path, data, false).await,
         };
-        let (stat, _) = c
-            .create(path, data, options)
+        let (stat, _) = self
+            .timed(c.create(path, data, options))
             .await
             .map_err(|e| ZkError::at(path, e))?;
         Ok(stat)
@@ -385,7 +414,7 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.get(path).await,
         };
-        match c.get_data(path).await {
+        match self.timed(c.get_data(path)).await {
             Ok(found) => Ok(Some(found)),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(ZkError::at(path, e)),
@@ -405,20 +434,20 @@ impl ZkSession {
                 return Ok((found, Watch(WatchSource::Memory(rx))));
             }
         };
-        match c.get_and_watch_data(path).await {
+        match self.timed(c.get_and_watch_data(path)).await {
             Ok((data, stat, watcher)) => {
                 Ok((Some((data, stat)), Watch(WatchSource::Client(watcher))))
             }
             Err(zk::Error::NoNode) => {
                 // Gone between the two calls? Then the exists-watch sees it come back.
-                let (stat, watcher) = c
-                    .check_and_watch_stat(path)
+                let (stat, watcher) = self
+                    .timed(c.check_and_watch_stat(path))
                     .await
                     .map_err(|e| ZkError::at(path, e))?;
                 let watch = Watch(WatchSource::Client(watcher));
                 match stat {
                     None => Ok((None, watch)),
-                    Some(_) => match c.get_data(path).await {
+                    Some(_) => match self.timed(c.get_data(path)).await {
                         Ok(found) => Ok((Some(found), watch)),
                         Err(zk::Error::NoNode) => Ok((None, watch)),
                         Err(e) => Err(ZkError::at(path, e)),
@@ -435,7 +464,7 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.children(path).await,
         };
-        match c.list_children(path).await {
+        match self.timed(c.list_children(path)).await {
             Ok(children) => Ok(Some(children)),
             Err(zk::Error::NoNode) => Ok(None),
             Err(e) => Err(ZkError::at(path, e)),
@@ -451,8 +480,8 @@ impl ZkSession {
                 return Ok((children, Watch(WatchSource::Memory(rx))));
             }
         };
-        let (children, watcher) = c
-            .list_and_watch_children(path)
+        let (children, watcher) = self
+            .timed(c.list_and_watch_children(path))
             .await
             .map_err(|e| ZkError::at(path, e))?;
         Ok((children, Watch(WatchSource::Client(watcher))))
@@ -469,7 +498,7 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.set(path, data, version).await,
         };
-        c.set_data(path, data, version)
+        self.timed(c.set_data(path, data, version))
             .await
             .map_err(|e| ZkError::at(path, e))
     }
@@ -479,7 +508,7 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.delete(path, version).await,
         };
-        c.delete(path, version)
+        self.timed(c.delete(path, version))
             .await
             .map_err(|e| ZkError::at(path, e))
     }
@@ -499,7 +528,7 @@ impl ZkSession {
         writer
             .add_set_data(path, data, Some(0))
             .map_err(|e| ZkError::at(path, e))?;
-        let results = writer.commit().await.map_err(|e| match e {
+        let results = self.timed(writer.commit()).await.map_err(|e| match e {
             zk::MultiWriteError::RequestFailed { source }
             | zk::MultiWriteError::OperationFailed { source, .. } => ZkError::at(path, source),
         })?;
@@ -518,7 +547,9 @@ impl ZkSession {
             Ok(c) => c,
             Err(m) => return m.stat(path).await,
         };
-        c.check_stat(path).await.map_err(|e| ZkError::at(path, e))
+        self.timed(c.check_stat(path))
+            .await
+            .map_err(|e| ZkError::at(path, e))
     }
 
     /// Applies `ops` atomically if and only if `check_path` is still at `check_version`:
@@ -557,7 +588,7 @@ impl ZkSession {
             };
             added.map_err(|e| ZkError::at(op.path(), e))?;
         }
-        match writer.commit().await {
+        match self.timed(writer.commit()).await {
             Ok(results) => Ok(results
                 .into_iter()
                 .map(|r| match r {

@@ -85,6 +85,20 @@ fn one_active_controller_and_under_replicated_follows_a_dead_follower() {
         Some(1.0),
         "the controller in /controller is the one reporting itself active"
     );
+    // Every broker's ZooKeeper session is connected and has timed its requests.
+    for b in all {
+        let m = scrape(&c, b).expect("scrape");
+        let connected = "skua_zookeeper_session_state{state=\"CONNECTED\"}";
+        assert_eq!(m.get(connected), Some(&1.0), "broker {b}");
+        let requests = m["kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count"];
+        assert!(
+            requests > 0.0,
+            "broker {b}: {requests} ZooKeeper requests timed"
+        );
+        let p99 =
+            "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms{quantile=\"0.99\"}";
+        assert!(m[p99] > 0.0, "broker {b}: p99 {}", m[p99]);
+    }
     let others: Vec<i32> = all
         .iter()
         .map(|&b| b as i32)

@@ -90,6 +90,7 @@ async fn reconnect(shared: &Shared) -> Arc<ZkSession> {
 
 async fn try_reconnect(shared: &Shared) -> anyhow::Result<Arc<ZkSession>> {
     let session = Arc::new(ZkSession::connect(&shared.settings.zk).await?);
+    session.record_latency_in(shared.session_metrics.request_latency.clone());
     registration::create_top_level_paths(&session).await?;
     let id = registration::create_or_get_cluster_id(&session, &shared.cluster_id).await?;
     if id != shared.cluster_id {

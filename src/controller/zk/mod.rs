@@ -235,6 +235,10 @@ impl Shared {
             settings.broker_id,
             &settings.inter_broker_listener,
         );
+        let session_metrics = crate::metrics::zookeeper::SessionMetrics::default();
+        if let Some(s) = &session {
+            s.record_latency_in(session_metrics.request_latency.clone());
+        }
         Shared {
             advertised: RwLock::new(settings.endpoints.clone()),
             settings,
@@ -251,7 +255,7 @@ impl Shared {
             topic_configs: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             broker,
-            session_metrics: Default::default(),
+            session_metrics,
             controller_stats: Default::default(),
             clock,
             outbox,

@@ -39,6 +39,7 @@ pub async fn scrape(broker: &Broker, format: Format, sink: &mut dyn Sink) -> io:
         zk.shared().session_metrics.write(&mut out, Instant::now());
         zk.shared().controller_stats.write(&mut out, Instant::now());
     }
+    broker.client_quotas.write_metrics(&mut out);
     consumer_groups(broker, &mut out, sink).await?;
     process::write(&mut out);
     out.finish();

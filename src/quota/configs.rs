@@ -50,6 +50,16 @@ impl QuotaType {
         }
     }
 
+    /// The `type` of Kafka's quota metrics (`kafka.server:type=Produce,...`).
+    pub fn resource(self) -> &'static str {
+        match self {
+            QuotaType::Produce => "Produce",
+            QuotaType::Fetch => "Fetch",
+            QuotaType::Request => "Request",
+            QuotaType::ControllerMutation => "ControllerMutation",
+        }
+    }
+
     pub fn of_key(key: &str) -> Option<QuotaType> {
         QuotaType::ALL.into_iter().find(|t| t.key() == key)
     }

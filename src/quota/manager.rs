@@ -40,6 +40,7 @@ use super::configs::{ClientQuotas, QuotaType};
 use super::entity::{EntityName, QuotaEntity};
 use super::rate::{self, Rate, TokenBucket, Windows};
 use super::{MutationQuota, QuotaManager, Verdict};
+use crate::metrics::exposition::{Exposition, Kind};
 use crate::router::RequestContext;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rates are
@@ -88,6 +89,9 @@ type Overrides = HashMap<QuotaEntity, f64>;
 /// One measured quantity shared by the clients its metric tags group together.
 pub(super) struct Sensor {
     stat: Mutex<Stat>,
+    /// The throttle times given (Kafka's `throttle-time` sensor, an average over the
+    /// quota's windows of the throttled requests).
+    throttles: Mutex<Rate>,
     last_record_ms: AtomicI64,
 }
 
@@ -258,11 +262,78 @@ impl ClientQuotaManager {
         };
         let windows = self.settings.windows;
         let throttle = slot.sensor.record_rate(value, slot.bound, now_ms);
-        match t {
+        let throttle = match t {
             // The request quota's throttle is bounded by one window (Kafka's
             // `ClientRequestQuotaManager.throttleTime`); the byte rates' are not.
             QuotaType::Request => throttle.min(windows.window_ms),
             _ => throttle,
+        };
+        if throttle > 0 {
+            slot.sensor.throttles.lock().record(throttle as f64, now_ms);
+        }
+        throttle
+    }
+
+    /// Each client sensor's throttle time and measured rate, under the names Strimzi's
+    /// quota rules give Kafka's `kafka.server:type=<Produce|Fetch|Request>,user=,client-id=`
+    /// metrics: `kafka_server_quota_throttle_time` (ms, the mean of the throttles given
+    /// over the quota's windows, NaN without one), `kafka_server_quota_byte_rate`
+    /// (Produce, Fetch: bytes/s) and `kafka_server_quota_request_time` (Request: percent
+    /// of one thread).
+    pub fn write_metrics(&self, out: &mut Exposition) {
+        let now_ms = self.now_ms();
+        let mut rows: Vec<(QuotaType, String, String, f64, f64)> = self
+            .sensors
+            .iter()
+            .filter(|e| e.key().0 != QuotaType::ControllerMutation)
+            .map(|e| {
+                let (t, user, client_id) = e.key().clone();
+                let throttle = e.value().throttles.lock().average(now_ms);
+                let rate = match &mut *e.value().stat.lock() {
+                    Stat::Rate(r) => r.measure(now_ms),
+                    Stat::Bucket(_) => 0.0,
+                };
+                (t, user, client_id, throttle, rate)
+            })
+            .collect();
+        rows.sort_by(|a, b| (a.0.index(), &a.1, &a.2).cmp(&(b.0.index(), &b.1, &b.2)));
+        let labels = |t: QuotaType, user: &'_ str, client_id: &'_ str| {
+            [
+                ("resource", t.resource()),
+                ("user", user),
+                ("clientId", client_id),
+            ]
+            .map(|(k, v)| (k, v.to_string()))
+        };
+        let families = [
+            (
+                "kafka_server_quota_throttle_time",
+                "Mean throttle time given to the client over the quota's windows, ms",
+                None,
+            ),
+            (
+                "kafka_server_quota_byte_rate",
+                "The client's measured rate against its byte-rate quota, bytes/s",
+                Some([QuotaType::Produce, QuotaType::Fetch].as_slice()),
+            ),
+            (
+                "kafka_server_quota_request_time",
+                "The client's measured request handler time, percent of one thread",
+                Some([QuotaType::Request].as_slice()),
+            ),
+        ];
+        for (name, help, types) in families {
+            out.family(name, Kind::Gauge, help);
+            for (t, user, client_id, throttle, rate) in &rows {
+                let value = match types {
+                    None => *throttle,
+                    Some(types) if types.contains(t) => *rate,
+                    Some(_) => continue,
+                };
+                let l = labels(*t, user, client_id);
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                out.sample("", &l, value);
+            }
         }
     }
 
@@ -346,6 +417,7 @@ impl Sensor {
         };
         Sensor {
             stat: Mutex::new(stat),
+            throttles: Mutex::new(Rate::new(windows)),
             last_record_ms: AtomicI64::new(now_ms),
         }
     }

@@ -227,3 +227,31 @@ fn a_strict_mutation_quota_refuses_once_in_debt() {
     assert!(!permissive.is_exceeded());
     assert!(permissive.last_throttle_ms > 0);
 }
+
+#[test]
+fn each_client_sensor_exports_its_throttle_time_and_rate_under_strimzis_names() {
+    let m = ClientQuotaManager::new(QuotaSettings::default());
+    m.update(&BTreeMap::from([(
+        QuotaEntity::user(named("u")),
+        BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), 1000.0)]),
+    )]));
+    assert_eq!(produce(&m, "u", "c", 10_000, 0), 0);
+    let throttle = produce(&m, "u", "c", 10_000, 0);
+    assert!(throttle > 0);
+    let mut out = Exposition::new(crate::metrics::exposition::Format::Prometheus);
+    m.write_metrics(&mut out);
+    let text = out.as_str();
+    // A user-level quota: the user is in the sensor's tags, the client id is not.
+    let labels = r#"{resource="Produce",user="u",clientId=""}"#;
+    let line = |name: &str| {
+        let prefix = format!("{name}{labels} ");
+        let line = text.lines().find(|l| l.starts_with(&prefix));
+        let value = line.unwrap_or_else(|| panic!("{prefix} in\n{text}"));
+        value[prefix.len()..].parse::<f64>().unwrap()
+    };
+    // One throttled request of the two: the mean of the throttles given.
+    assert_eq!(line("kafka_server_quota_throttle_time"), throttle as f64);
+    // 20,000 bytes over the ten-window span.
+    assert_eq!(line("kafka_server_quota_byte_rate"), 2_000.0);
+    assert!(!text.contains("kafka_server_quota_request_time{"));
+}

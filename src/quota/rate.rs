@@ -111,6 +111,20 @@ impl Rate {
         total / (self.window_size_ms(now_ms) as f64 / 1000.0)
     }
 
+    /// The mean of the values recorded within the windows (Kafka's `Avg` over the same
+    /// samples); NaN when there are none, as Kafka reports it.
+    pub fn average(&mut self, now_ms: i64) -> f64 {
+        self.purge(now_ms);
+        let (total, count) = self
+            .samples
+            .iter()
+            .fold((0.0, 0u64), |(t, n), s| (t + s.value, n + s.event_count));
+        match count {
+            0 => f64::NAN,
+            n => total / n as f64,
+        }
+    }
+
     /// The span the rate is measured over (Kafka's `Rate.windowSize`), at least 1 ms.
     pub fn window_size_ms(&mut self, now_ms: i64) -> i64 {
         self.purge(now_ms);

@@ -847,7 +847,14 @@ impl Partition {
             tracing::info!(partition = %self.tp, error = ?e, "ISR change refused; waiting for metadata");
         }
         self.maybe_increment_high_watermark();
-        self.wake_all();
+        // Waiters look again only when the ISR changed. A refusal changes nothing; waking
+        // the follower's parked fetch on it would have the follower fetch again at once,
+        // the leader propose the same expansion, the controller refuse it again: a loop
+        // of hundreds of requests a second for as long as the controller deems the
+        // replica ineligible. Left parked, the follower's next fetch retries it.
+        if sizes.is_some() {
+            self.wake_all();
+        }
         sizes
     }
 

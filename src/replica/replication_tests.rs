@@ -619,6 +619,13 @@ async fn a_refused_isr_change_waits_for_metadata() {
     })
     .await;
     assert_eq!(leader.isr(), vec![1]);
+    // The refusal wakes no parked fetch: the follower asks again after its long poll,
+    // not at once (which had the leader propose again and again, hundreds of times a
+    // second, for as long as the controller refused).
+    let sent = c.controller.requests.lock().len();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = c.controller.requests.lock().len() - sent;
+    assert!(again <= 20, "{again} more proposals in a second");
     // The controller's next announcement is what holds.
     *c.controller.refuse.lock() = None;
     c.announce(&[1, 2], &[1, 2], 1, 1, &[1, 2], &[]);

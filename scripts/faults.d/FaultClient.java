@@ -571,9 +571,9 @@ public class FaultClient {
         p.put("metadata.max.age.ms", "2000");
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
-        long committed = 0, aborted = 0, retried = 0;
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p);
-             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+        long committed = 0, aborted = 0, retried = 0, fenced = 0;
+        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        try (BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
             producer.initTransactions();
             for (long txn = 0; !Files.exists(stop); txn++) {
                 int k = 2 + random.nextInt(19);
@@ -592,29 +592,60 @@ public class FaultClient {
                     failed = true;
                 }
                 if (abort || failed) {
-                    producer.abortTransaction();
+                    try {
+                        producer.abortTransaction();
+                    } catch (org.apache.kafka.common.errors.ProducerFencedException e) {
+                        // A send stuck past transaction.timeout.ms: the coordinator aborted
+                        // the transaction itself and bumped the epoch, so this producer is
+                        // fenced. The transaction is aborted either way; go on with a new
+                        // producer, as an application does (said loudly: it is a stall).
+                        System.err.println("txn " + txn + ": fenced after the coordinator aborted it on its timeout; a new producer goes on: " + e);
+                        producer.close(Duration.ZERO);
+                        producer = new KafkaProducer<>(p);
+                        producer.initTransactions();
+                        fenced++;
+                    }
                     out.write("abort " + txn + " " + k + "\n");
                     aborted++;
                 } else {
                     // A commit that timed out has an unknown outcome until it is retried
                     // (KIP-691): retried until it returns, so the outcome written is known.
+                    boolean done = false;
                     while (true) {
                         try {
                             producer.commitTransaction();
+                            done = true;
                             break;
                         } catch (org.apache.kafka.common.errors.TimeoutException e) {
                             retried++;
                             System.err.println("txn " + txn + ": commit retried: " + e);
+                        } catch (org.apache.kafka.common.errors.ProducerFencedException e) {
+                            // Only the coordinator's abort on the transaction's timeout
+                            // bumps the epoch of this sole producer: the transaction is
+                            // aborted (a commit it had taken would have completed).
+                            System.err.println("txn " + txn + ": fenced after the coordinator aborted it on its timeout; a new producer goes on: " + e);
+                            producer.close(Duration.ZERO);
+                            producer = new KafkaProducer<>(p);
+                            producer.initTransactions();
+                            fenced++;
+                            break;
                         }
                     }
-                    out.write("commit " + txn + " " + k + "\n");
-                    committed++;
+                    if (done) {
+                        out.write("commit " + txn + " " + k + "\n");
+                        committed++;
+                    } else {
+                        out.write("abort " + txn + " " + k + "\n");
+                        aborted++;
+                    }
                 }
                 out.flush();
             }
+        } finally {
+            producer.close();
         }
         System.out.println("txn-writer: " + committed + " transactions committed, " + aborted + " aborted, "
-            + retried + " commits retried");
+            + retried + " commits retried, " + fenced + " fenced after a stall");
     }
 
     static void txnCheck(String bs, String topic, Path outFile) throws Exception {

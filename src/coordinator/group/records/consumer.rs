@@ -20,7 +20,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::{put_str, Reader, SchemaError};
+use super::{put_str, put_uvarint, Reader, SchemaError};
 
 /// Which consumer group record a key names, with its sub-key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -145,14 +145,6 @@ pub enum ConsumerValue {
 }
 
 // ---- encoding (value version 0, flexible) ----
-
-fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        buf.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
-}
 
 /// A compact length: n + 1 (0 is null).
 fn put_len(buf: &mut BytesMut, n: usize) {

@@ -18,7 +18,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use consumer::{ConsumerKey, ConsumerValue};
 
 pub use crate::coordinator::wire::SchemaError;
-use crate::coordinator::wire::{put_str, Reader};
+use crate::coordinator::wire::{put_str, put_uvarint, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 

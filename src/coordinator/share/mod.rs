@@ -1,0 +1,26 @@
+//! The share coordinator's data: `__share_group_state`, where share-partition leaders
+//! persist the delivery state of their in-flight records (KIP-932).
+//!
+//! - `records.rs`: Kafka's ShareSnapshot and ShareUpdate record schemas, byte-exact.
+//! - `combine.rs`: merging state batches (Kafka's `PersisterStateBatchCombiner`).
+//! - `state.rs`: the per-share-partition state replayed from those records, and the record
+//!   each initialize or write becomes.
+//! - `persister.rs`: what a share-partition reads at load and writes as records change.
+//!
+//! The RPCs that carry these (InitializeShareGroupState, ReadShareGroupState,
+//! WriteShareGroupState, …) and the coordinator runtime shard that owns the topic's
+//! partitions are not built yet; nothing here is reachable from the network.
+
+pub mod combine;
+pub mod persister;
+pub mod records;
+pub mod state;
+
+pub use persister::{PersistedState, StateWrite};
+pub use records::{SharePartitionKey, StateBatch};
+
+/// `__share_group_state`, the share coordinator's topic.
+pub const SHARE_GROUP_STATE_TOPIC: &str = "__share_group_state";
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,136 @@
+//! The `__share_group_state` record bytes and the state the share coordinator keeps.
 
+use bytes::Bytes;
+
+use super::combine::combine_state_batches;
+use super::records::*;
+use super::state::{ShareStateRecord, ShareStateStore};
+use super::{PersistedState, StateWrite};
+
+fn key() -> SharePartitionKey {
+    SharePartitionKey {
+        group_id: "g".into(),
+        topic_id: uuid::Uuid::from_u128(0x0102),
+        partition: 3,
+    }
+}
+
+#[test]
+fn key_bytes_follow_kafkas_schema() {
+    let bytes = encode_key(&ShareStateKey::Update(key()));
+    let mut expected = vec![0, 1, 0, 1, b'g'];
+    expected.extend_from_slice(&0x0102u128.to_be_bytes());
+    expected.extend_from_slice(&[0, 0, 0, 3]);
+    assert_eq!(&bytes[..], &expected[..]);
+    assert_eq!(decode_key(bytes).unwrap(), ShareStateKey::Update(key()));
+}
+
+#[test]
+fn update_value_bytes_follow_kafkas_schema() {
+    let v = ShareUpdateValue {
+        snapshot_epoch: 1,
+        leader_epoch: 2,
+        start_offset: 5,
+        delivery_complete_count: 7,
+        state_batches: vec![StateBatch::new(5, 9, 2, 1)],
+    };
+    let bytes = encode_update_value(&v);
+    let mut expected = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 2];
+    expected.extend_from_slice(&5i64.to_be_bytes());
+    expected.push(2); // one batch, compact array
+    expected.extend_from_slice(&5i64.to_be_bytes());
+    expected.extend_from_slice(&9i64.to_be_bytes());
+    expected.extend_from_slice(&[2, 0, 1, 0]);
+    expected.extend_from_slice(&[1, 0, 4, 0, 0, 0, 7]); // tag 0, 4 bytes: 7
+    assert_eq!(&bytes[..], &expected[..]);
+    assert_eq!(decode_update_value(bytes).unwrap(), v);
+    // An unknown count is left out, and reads back as -1.
+    let unknown = ShareUpdateValue {
+        delivery_complete_count: UNKNOWN_DELIVERY_COMPLETE_COUNT,
+        ..v
+    };
+    let bytes = encode_update_value(&unknown);
+    assert_eq!(bytes.last(), Some(&0));
+    assert_eq!(decode_update_value(bytes).unwrap(), unknown);
+}
+
+#[test]
+fn corrupt_values_are_errors_not_allocations() {
+    // A batch count of 2^28 with no bytes behind it.
+    let mut bytes = vec![0u8; 2 + 4 + 4 + 8];
+    bytes.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x01]);
+    assert!(decode_update_value(Bytes::from(bytes)).is_err());
+    assert!(decode_snapshot_value(Bytes::from_static(&[0, 1])).is_err());
+    assert!(decode_key(Bytes::from_static(&[0, 9, 0, 1, b'g'])).is_err());
+}
+
+#[test]
+fn combining_keeps_the_furthest_state_of_each_offset() {
+    let so_far = [StateBatch::new(0, 9, 0, 1)];
+    let new = [StateBatch::new(3, 4, 2, 1), StateBatch::new(6, 6, 0, 2)];
+    assert_eq!(
+        combine_state_batches(&so_far, &new, 0),
+        vec![
+            StateBatch::new(0, 2, 0, 1),
+            StateBatch::new(3, 4, 2, 1),
+            StateBatch::new(5, 5, 0, 1),
+            StateBatch::new(6, 6, 0, 2),
+            StateBatch::new(7, 9, 0, 1),
+        ]
+    );
+    // Order of arrival does not matter; below the start offset is dropped.
+    assert_eq!(
+        combine_state_batches(&new, &so_far, 4),
+        vec![
+            StateBatch::new(4, 4, 2, 1),
+            StateBatch::new(5, 5, 0, 1),
+            StateBatch::new(6, 6, 0, 2),
+            StateBatch::new(7, 9, 0, 1),
+        ]
+    );
+}
+
+fn write(leader_epoch: i32, start: i64, batches: Vec<StateBatch>) -> StateWrite {
+    StateWrite {
+        state_epoch: 0,
+        leader_epoch,
+        start_offset: start,
+        delivery_complete_count: -1,
+        state_batches: batches,
+    }
+}
+
+#[test]
+fn writes_become_updates_then_a_snapshot() {
+    let mut store = ShareStateStore::new(2);
+    assert_eq!(store.read(&key()).start_offset, -1);
+    let w = write(0, 0, vec![StateBatch::new(0, 0, 2, 1)]);
+    assert_eq!(
+        store.write_record(&key(), &w, 0),
+        Err(kafka_protocol::error::ResponseError::InvalidRequest),
+        "never initialized"
+    );
+    store.replay(&store.initialize_record(&key(), 0, 0, 0).unwrap());
+    let mut kinds = Vec::new();
+    for i in 0..3 {
+        let w = write(0, 0, vec![StateBatch::new(i, i, 2, 1)]);
+        let record = store.write_record(&key(), &w, 1).unwrap();
+        kinds.push(matches!(record, ShareStateRecord::Snapshot(..)));
+        store.replay(&record);
+    }
+    assert_eq!(kinds, vec![false, false, true]);
+    assert_eq!(
+        store.read(&key()),
+        PersistedState {
+            state_epoch: 0,
+            start_offset: 0,
+            state_batches: vec![StateBatch::new(0, 2, 2, 1)],
+        }
+    );
+    // A leader epoch older than one written is fenced.
+    store.replay(&store.write_record(&key(), &write(3, 0, vec![]), 2).unwrap());
+    assert_eq!(
+        store.write_record(&key(), &write(2, 0, vec![]), 3),
+        Err(kafka_protocol::error::ResponseError::FencedLeaderEpoch)
+    );
+}

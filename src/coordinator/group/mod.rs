@@ -21,6 +21,7 @@ pub mod offsets;
 pub mod records;
 pub mod settings;
 pub mod shard;
+pub mod share;
 pub mod topics;
 
 pub use coordinator::GroupCoordinator;

@@ -12,6 +12,7 @@
 //! is a tombstone. Other key versions (share and streams group records) are skipped.
 
 pub mod consumer;
+pub mod share;
 
 use bytes::{BufMut, Bytes, BytesMut};
 

@@ -547,8 +547,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Kind::Int,
         Some("600000"),
     ),
-    // Share and streams groups do not exist in skua; their keys bound group configs.
+    // Share groups (KIP-932, being built); streams groups do not exist in skua, their
+    // keys bound group configs.
     b("group.share.session.timeout.ms", Kind::Int, Some("45000")),
+    b("group.share.max.size", Kind::Int, Some("200")),
     b(
         "group.share.min.session.timeout.ms",
         Kind::Int,

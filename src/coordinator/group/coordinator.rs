@@ -21,8 +21,9 @@ use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
     CommitRequest, Committer, FetchedOffset, GroupDescription, GroupOffsetsView, GroupShard,
-    ListedGroup, SyncRequest,
+    ListedGroup, ShareHeartbeatAnswer, SyncRequest,
 };
+use super::share::{ShareHeartbeat, TopicPartitionsById};
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
@@ -264,6 +265,43 @@ impl GroupCoordinator {
         let id = group_id.to_string();
         self.write(group_id, move |s| {
             s.consumer_heartbeat(&id, hb, image, Instant::now(), now_ms())
+        })
+        .await
+    }
+
+    // ---- share groups ----
+
+    /// The heartbeat interval share group members are given.
+    pub fn share_heartbeat_interval_ms(&self) -> i32 {
+        self.settings.broker().group.share.heartbeat_interval_ms
+    }
+
+    /// One ShareGroupHeartbeat. The answer may carry an InitializeShareGroupState for
+    /// the share coordinator; its outcome comes back through `share_initialized`.
+    pub async fn share_heartbeat(
+        &self,
+        group_id: &str,
+        hb: ShareHeartbeat,
+    ) -> Result<ShareHeartbeatAnswer, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let image = self.topics.image();
+        let id = group_id.to_string();
+        self.write(group_id, move |s| {
+            s.share_heartbeat(&id, hb, image, Instant::now(), now_ms())
+        })
+        .await
+    }
+
+    /// The share coordinator's answer to an InitializeShareGroupState for `group_id`.
+    pub async fn share_initialized(
+        &self,
+        group_id: &str,
+        topics: TopicPartitionsById,
+        succeeded: bool,
+    ) -> Result<(), ResponseError> {
+        let id = group_id.to_string();
+        self.write(group_id, move |s| {
+            Ok(s.share_initialized(&id, &topics, succeeded))
         })
         .await
     }

@@ -50,6 +50,7 @@ impl GroupShard {
                 Group::Classic(c) if c.state == GroupState::Dead => continue,
                 Group::Classic(c) => c.members.len(),
                 Group::Consumer(c) => c.members.len(),
+                Group::Share(s) => s.members.len(),
             };
             out.insert(
                 id,
@@ -83,6 +84,7 @@ impl GroupShard {
                 group_id: id.clone(),
                 protocol_type: match g {
                     Group::Consumer(_) => "consumer".to_string(),
+                    Group::Share(_) => "share".to_string(),
                     Group::Classic(c) => c.protocol_type.clone().unwrap_or_default(),
                 },
                 state: g.state_name(),
@@ -98,8 +100,10 @@ impl GroupShard {
     ) -> Result<Option<GroupDescription>, ResponseError> {
         let g = match self.groups.get(group_id) {
             None => return Ok(None),
-            // Kafka describes consumer groups with ConsumerGroupDescribe only.
-            Some(Group::Consumer(_)) => return Err(ResponseError::GroupIdNotFound),
+            // Kafka describes consumer and share groups with their own describe APIs.
+            Some(Group::Consumer(_) | Group::Share(_)) => {
+                return Err(ResponseError::GroupIdNotFound)
+            }
             Some(Group::Classic(g)) => g,
         };
         // Members' metadata and assignments are reported for a Stable group only.

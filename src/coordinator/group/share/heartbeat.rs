@@ -20,8 +20,9 @@ use uuid::Uuid;
 
 use super::assignor::assign;
 use super::{
-    metadata_hash, Assignment, InitializeRequest, ShareGroup, ShareHeartbeat, ShareHeartbeatResult,
-    ShareMember, ShareRecords, StatePartitions, TopicImage, TopicPartitionsById, LEAVE_EPOCH,
+    metadata_hash, Assignment, InitializeRequest, InitializingSince, ShareGroup, ShareHeartbeat,
+    ShareHeartbeatResult, ShareMember, ShareRecords, StatePartitions, TopicImage,
+    TopicPartitionsById, LEAVE_EPOCH,
 };
 use crate::coordinator::group::records::consumer::TopicPartitions;
 use crate::coordinator::group::records::share::{
@@ -42,6 +43,8 @@ pub struct Context<'a> {
     pub max_size: usize,
     /// `group.share.initialize.retry.interval.ms`.
     pub initialize_retry_ms: i64,
+    /// When each of the group's initializing topics was last asked for.
+    pub initializing_since: &'a InitializingSince,
 }
 
 /// What a heartbeat writes and answers.
@@ -271,7 +274,7 @@ fn initialize_request(
         let (Some(id), Some(n)) = (ctx.topics.topic_id(name), ctx.topics.partitions(name)) else {
             continue;
         };
-        let recent = g
+        let recent = ctx
             .initializing_since
             .get(&id)
             .is_some_and(|t| ctx.now_ms - t < ctx.initialize_retry_ms);

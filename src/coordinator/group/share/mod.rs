@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 pub use heartbeat::{expire, heartbeat, initialized, leave, uninitialize, Context, ShareBeat};
 
-use super::consumer::{Assignment, TopicImage};
+pub use super::consumer::{Assignment, TopicImage};
 use super::records::share::{ShareKey, ShareValue};
 
 /// Records of one share group: key and value (None: a tombstone).
@@ -114,9 +114,19 @@ pub struct ShareGroup {
     pub members: BTreeMap<String, ShareMember>,
     pub target: BTreeMap<String, Assignment>,
     pub state_partitions: StatePartitions,
-    /// Not stored: when each initializing topic was last asked for (topics loaded as
-    /// initializing have none, so they are asked for again at once).
-    initializing_since: HashMap<Uuid, i64>,
+}
+
+/// When InitializeShareGroupState was last sent for each topic of a group. Not stored:
+/// topics loaded as initializing have no time, so they are asked for again at once.
+pub type InitializingSince = HashMap<Uuid, i64>;
+
+impl InitializeRequest {
+    /// Notes that this request is sent at `now_ms`.
+    pub fn note_sent(&self, since: &mut InitializingSince, now_ms: i64) {
+        for id in self.topics.keys() {
+            since.insert(*id, now_ms);
+        }
+    }
 }
 
 impl ShareGroup {
@@ -134,13 +144,6 @@ impl ShareGroup {
             .values()
             .flat_map(|m| m.subscribed.iter().map(String::as_str))
             .collect()
-    }
-
-    /// The caller sent an InitializeShareGroupState at `now_ms` for these topics.
-    pub fn note_initializing(&mut self, request: &InitializeRequest, now_ms: i64) {
-        for id in request.topics.keys() {
-            self.initializing_since.insert(*id, now_ms);
-        }
     }
 }
 

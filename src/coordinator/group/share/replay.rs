@@ -81,9 +81,6 @@ impl ShareGroup {
                     None => StatePartitions::default(),
                     Some(_) => return Err("value does not match its key".into()),
                 };
-                let initializing = &self.state_partitions.initializing;
-                self.initializing_since
-                    .retain(|id, _| initializing.contains_key(id));
             }
             _ => return Err("value does not match its key".into()),
         }

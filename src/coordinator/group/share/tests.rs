@@ -20,6 +20,7 @@ struct Coordinator {
     now: i64,
     refresh: bool,
     max_size: usize,
+    since: InitializingSince,
     /// Every record written, as bytes.
     log: Vec<(bytes::Bytes, Option<bytes::Bytes>)>,
 }
@@ -32,6 +33,7 @@ impl Coordinator {
             now: 1_000,
             refresh: false,
             max_size: MAX_SIZE_DEFAULT,
+            since: InitializingSince::new(),
             log: Vec::new(),
         }
     }
@@ -57,6 +59,7 @@ impl Coordinator {
                     now_ms: self.now,
                     max_size: self.max_size,
                     initialize_retry_ms: INITIALIZE_RETRY_INTERVAL_MS_DEFAULT,
+                    initializing_since: &self.since,
                 };
                 heartbeat(&self.g, &hb, &ctx)?
             }
@@ -64,7 +67,7 @@ impl Coordinator {
         self.refresh = false;
         self.write(beat.records.clone());
         if let Some(req) = &beat.initialize {
-            self.g.note_initializing(req, self.now);
+            req.note_sent(&mut self.since, self.now);
         }
         Ok(beat)
     }
@@ -345,7 +348,7 @@ fn an_unanswered_initialization_is_asked_again_after_the_retry_interval() {
     assert!(c.g.state_partitions.initializing.is_empty());
     assert!(c.beat(at("m1", 1)).unwrap().initialize.is_some());
     // A group loaded from its records asks again for what was initializing.
-    let mut loaded = c.reload();
+    let loaded = c.reload();
     assert!(!loaded.state_partitions.initializing.is_empty());
     let ctx = Context {
         topics: &c.topics,
@@ -353,12 +356,12 @@ fn an_unanswered_initialization_is_asked_again_after_the_retry_interval() {
         now_ms: c.now,
         max_size: MAX_SIZE_DEFAULT,
         initialize_retry_ms: INITIALIZE_RETRY_INTERVAL_MS_DEFAULT,
+        initializing_since: &InitializingSince::new(),
     };
     assert!(heartbeat(&loaded, &at("m1", 1), &ctx)
         .unwrap()
         .initialize
         .is_some());
-    loaded.members.clear();
 }
 
 #[test]

@@ -6,14 +6,17 @@
 //! - `state.rs`: the per-share-partition state replayed from those records, and the record
 //!   each initialize or write becomes.
 //! - `persister.rs`: what a share-partition reads at load and writes as records change.
+//! - `shard.rs`: one `__share_group_state` partition on the coordinator runtime, and
+//!   which partition holds a share-partition's state.
 //!
 //! The RPCs that carry these (InitializeShareGroupState, ReadShareGroupState,
-//! WriteShareGroupState, …) and the coordinator runtime shard that owns the topic's
-//! partitions are not built yet; nothing here is reachable from the network.
+//! WriteShareGroupState, …) and the coordinator that follows the topic's leadership are
+//! not built yet; nothing here is reachable from the network.
 
 pub mod combine;
 pub mod persister;
 pub mod records;
+pub mod shard;
 pub mod state;
 
 pub use persister::{PersistedState, StateWrite};

@@ -134,3 +134,133 @@ fn writes_become_updates_then_a_snapshot() {
         Err(kafka_protocol::error::ResponseError::FencedLeaderEpoch)
     );
 }
+
+mod on_the_runtime {
+    //! The share coordinator's shard on the coordinator runtime over an in-memory log.
+
+    use std::sync::Arc;
+
+    use kafka_protocol::error::ResponseError;
+
+    use super::super::shard::{coordinator_key, partition_for, ShareCoordinatorShard};
+    use super::*;
+    use crate::coordinator::runtime::memory_log::MemoryLog;
+    use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
+
+    type Runtime = CoordinatorRuntime<ShareCoordinatorShard>;
+
+    fn runtime(log: &Arc<MemoryLog>) -> Runtime {
+        let rt = CoordinatorRuntime::new("share coordinator", log.clone(), |_| {
+            ShareCoordinatorShard::new(2)
+        });
+        assert_eq!(rt.load_now(0, 0), ShardStatus::Active);
+        rt
+    }
+
+    fn write(leader_epoch: i32, start: i64, batches: Vec<StateBatch>) -> StateWrite {
+        StateWrite {
+            state_epoch: 0,
+            leader_epoch,
+            start_offset: start,
+            delivery_complete_count: 0,
+            state_batches: batches,
+        }
+    }
+
+    async fn put(rt: &Runtime, w: StateWrite) -> Result<(), ResponseError> {
+        rt.write(0, move |s: &mut ShareCoordinatorShard| {
+            Ok(s.write(&key(), &w, 1))
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn read(rt: &Runtime, leader_epoch: i32) -> Result<PersistedState, ResponseError> {
+        rt.write(0, move |s: &mut ShareCoordinatorShard| {
+            Ok(s.read(&key(), leader_epoch))
+        })
+        .await
+        .unwrap()
+    }
+
+    #[test]
+    fn the_coordinator_partition_is_kafkas() {
+        // Computed with Kafka 4.4's SharePartitionKey and Utils.abs over 50 partitions.
+        let k = |group: &str, partition| SharePartitionKey {
+            group_id: group.into(),
+            topic_id: uuid::Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10),
+            partition,
+        };
+        assert_eq!(coordinator_key(&k("g", 0)), "g:AQIDBAUGBwgJCgsMDQ4PEA:0");
+        assert_eq!(partition_for(&k("g", 0), 50), 46);
+        assert_eq!(partition_for(&k("g", 7), 50), 3);
+        assert_eq!(partition_for(&k("share-group-1", 0), 50), 44);
+        assert_eq!(partition_for(&k("share-group-1", 7), 50), 1);
+    }
+
+    #[tokio::test]
+    async fn state_survives_a_load_and_a_new_leader_fences_the_old_one() {
+        let log = Arc::new(MemoryLog::default());
+        let rt = runtime(&log);
+        // Writing before initialization is refused and writes nothing.
+        assert!(put(&rt, write(0, 0, vec![])).await.is_err());
+        rt.write(0, |s: &mut ShareCoordinatorShard| {
+            Ok(s.initialize(&key(), 0, -1, 0))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(read(&rt, 0).await.unwrap().start_offset, -1);
+        put(&rt, write(0, 0, vec![StateBatch::new(0, 4, 2, 1)]))
+            .await
+            .unwrap();
+        put(&rt, write(0, 0, vec![StateBatch::new(5, 9, 0, 2)]))
+            .await
+            .unwrap();
+        put(&rt, write(0, 3, vec![StateBatch::new(5, 6, 4, 2)]))
+            .await
+            .unwrap();
+        let before = read(&rt, -1).await.unwrap();
+        assert_eq!(before.start_offset, 3);
+        assert_eq!(
+            before.state_batches,
+            vec![
+                StateBatch::new(3, 4, 2, 1),
+                StateBatch::new(5, 6, 4, 2),
+                StateBatch::new(7, 9, 0, 2)
+            ]
+        );
+
+        // A coordinator loading the same log reads the same state.
+        let reloaded = runtime(&log);
+        assert_eq!(read(&reloaded, -1).await.unwrap(), before);
+
+        // The new leader (epoch 1) reads: from then on the old one's writes are fenced,
+        // and so are its reads.
+        assert_eq!(read(&reloaded, 1).await.unwrap(), before);
+        assert_eq!(
+            put(&reloaded, write(0, 5, vec![])).await,
+            Err(ResponseError::FencedLeaderEpoch)
+        );
+        assert_eq!(
+            read(&reloaded, 0).await,
+            Err(ResponseError::FencedLeaderEpoch)
+        );
+        put(&reloaded, write(1, 10, vec![])).await.unwrap();
+        // ... which a third load still knows.
+        let third = runtime(&log);
+        assert_eq!(read(&third, -1).await.unwrap().start_offset, 10);
+        assert_eq!(
+            put(&third, write(0, 11, vec![])).await,
+            Err(ResponseError::FencedLeaderEpoch)
+        );
+
+        // Deleting the state leaves the share-partition uninitialized, after a load too.
+        third
+            .write(0, |s: &mut ShareCoordinatorShard| Ok(s.delete(&key())))
+            .await
+            .unwrap();
+        assert_eq!(read(&third, -1).await.unwrap().start_offset, -1);
+        assert_eq!(read(&runtime(&log), -1).await.unwrap().start_offset, -1);
+    }
+}

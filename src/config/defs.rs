@@ -798,6 +798,21 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     // Where the KRaft metadata log lives; the first log dir when unset.
     b("metadata.log.dir", Kind::String, None),
     b(
+        "share.coordinator.state.topic.num.partitions",
+        Kind::Int,
+        Some("50"),
+    ),
+    b(
+        "share.coordinator.state.topic.segment.bytes",
+        Kind::Int,
+        Some("104857600"),
+    ),
+    b(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        Kind::Int,
+        Some("500"),
+    ),
+    b(
         "share.coordinator.state.topic.replication.factor",
         Kind::Short,
         Some("3"),

@@ -151,6 +151,35 @@ impl OffsetsTopicConfig {
     }
 }
 
+/// The share coordinator's `__share_group_state` settings (`share.coordinator.*`). A
+/// topic that already exists keeps its own partition count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareCoordinatorConfig {
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub min_isr: i16,
+    pub segment_bytes: i32,
+    /// ShareUpdate records written between two ShareSnapshots of a share-partition.
+    pub updates_per_snapshot: u32,
+}
+
+impl ShareCoordinatorConfig {
+    pub(super) fn build(keys: &Keys<'_>) -> Result<Self, ConfigError> {
+        let short = |key: &'static str| {
+            i16::try_from(keys.int(key)?).map_err(|_| invalid(key, "out of range"))
+        };
+        Ok(ShareCoordinatorConfig {
+            partitions: keys.int("share.coordinator.state.topic.num.partitions")?,
+            replication_factor: short("share.coordinator.state.topic.replication.factor")?,
+            min_isr: short("share.coordinator.state.topic.min.isr")?,
+            segment_bytes: keys.int("share.coordinator.state.topic.segment.bytes")?,
+            updates_per_snapshot: keys
+                .int("share.coordinator.snapshot.update.records.per.snapshot")?
+                .max(0) as u32,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,12 +8,16 @@
 //! - `persister.rs`: what a share-partition reads at load and writes as records change.
 //! - `shard.rs`: one `__share_group_state` partition on the coordinator runtime, and
 //!   which partition holds a share-partition's state.
+//! - `coordinator.rs`: [`ShareCoordinator`](coordinator::ShareCoordinator), what callers
+//!   use; it routes each share-partition key to its partition's owner and follows the
+//!   topic's leadership.
 //!
-//! The RPCs that carry these (InitializeShareGroupState, ReadShareGroupState,
-//! WriteShareGroupState, …) and the coordinator that follows the topic's leadership are
-//! not built yet; nothing here is reachable from the network.
+//! The RPCs that carry these between brokers (InitializeShareGroupState,
+//! ReadShareGroupState, WriteShareGroupState, …) are not built yet, and the broker does
+//! not start a share coordinator: nothing here is reachable from the network.
 
 pub mod combine;
+pub mod coordinator;
 pub mod persister;
 pub mod records;
 pub mod shard;

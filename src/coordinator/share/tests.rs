@@ -264,3 +264,72 @@ mod on_the_runtime {
         assert_eq!(read(&runtime(&log), -1).await.unwrap().start_offset, -1);
     }
 }
+
+mod coordinator {
+    //! The share coordinator routes each share-partition key to its partition's owner.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use kafka_protocol::error::ResponseError;
+
+    use super::super::coordinator::ShareCoordinator;
+    use super::super::shard::partition_for;
+    use super::*;
+    use crate::coordinator::group::topics::TopicImage;
+    use crate::coordinator::runtime::memory_log::MemoryLog;
+    use crate::coordinator::runtime::ShardStatus;
+
+    fn coordinator(log: &Arc<MemoryLog>) -> ShareCoordinator {
+        let props = BTreeMap::from([(
+            "share.coordinator.state.topic.num.partitions".to_string(),
+            "3".to_string(),
+        )]);
+        let broker = crate::config::BrokerConfig::from_properties(props).unwrap();
+        let topics: Arc<TopicImage> = Arc::new(TopicImage::default());
+        ShareCoordinator::new(
+            crate::config::SharedConfig::new(broker),
+            log.clone(),
+            Arc::new(topics),
+        )
+    }
+
+    fn key_in(partition: i32) -> SharePartitionKey {
+        (0..)
+            .map(|p| SharePartitionKey {
+                group_id: "g".into(),
+                topic_id: uuid::Uuid::from_u128(7),
+                partition: p,
+            })
+            .find(|k| partition_for(k, 3) == partition)
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn keys_are_served_by_the_owner_of_their_partition_only() {
+        let log = Arc::new(MemoryLog::default());
+        let c = coordinator(&log);
+        let (served, other) = (key_in(1), key_in(2));
+        assert_eq!(c.partition_for(&served), 1);
+        assert_eq!(c.load_now(1, 0), ShardStatus::Active);
+        assert_eq!(
+            c.initialize(other.clone(), 0, -1).await,
+            Err(ResponseError::NotCoordinator)
+        );
+        c.initialize(served.clone(), 3, 42).await.unwrap();
+        let state = c.read(served.clone(), 0).await.unwrap();
+        assert_eq!((state.state_epoch, state.start_offset), (3, 42));
+        let write = StateWrite {
+            state_epoch: 3,
+            leader_epoch: 0,
+            start_offset: 45,
+            delivery_complete_count: 0,
+            state_batches: vec![StateBatch::new(45, 46, 0, 1)],
+        };
+        c.write(served.clone(), write).await.unwrap();
+        assert_eq!(c.read(served.clone(), 0).await.unwrap().start_offset, 45);
+        c.delete(served.clone()).await.unwrap();
+        assert_eq!(c.read(served, 0).await.unwrap().start_offset, -1);
+        c.shutdown();
+    }
+}

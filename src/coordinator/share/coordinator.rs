@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 
-use super::persister::{PersistedState, StateWrite};
+use super::persister::{PersistedState, Persister, StateWrite};
 use super::records::SharePartitionKey;
 use super::shard::{partition_for, ShareCoordinatorShard};
 use super::SHARE_GROUP_STATE_TOPIC;
@@ -185,6 +185,35 @@ impl ShareCoordinator {
             }
             None => {}
         }
+    }
+}
+
+/// The share coordinator in this process persists for the share-partitions led here.
+#[async_trait::async_trait]
+impl Persister for ShareCoordinator {
+    async fn initialize(
+        &self,
+        key: SharePartitionKey,
+        state_epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), ResponseError> {
+        ShareCoordinator::initialize(self, key, state_epoch, start_offset).await
+    }
+
+    async fn read(
+        &self,
+        key: SharePartitionKey,
+        leader_epoch: i32,
+    ) -> Result<PersistedState, ResponseError> {
+        ShareCoordinator::read(self, key, leader_epoch).await
+    }
+
+    async fn write(&self, key: SharePartitionKey, write: StateWrite) -> Result<(), ResponseError> {
+        ShareCoordinator::write(self, key, write).await
+    }
+
+    async fn delete(&self, key: SharePartitionKey) -> Result<(), ResponseError> {
+        ShareCoordinator::delete(self, key).await
     }
 }
 

@@ -2,7 +2,9 @@
 //! share-partition (Kafka's persister types, the partition data of
 //! `ReadShareGroupState` and `WriteShareGroupState`).
 
-use super::records::StateBatch;
+use kafka_protocol::error::ResponseError;
+
+use super::records::{SharePartitionKey, StateBatch};
 
 /// What `ReadShareGroupState` returns for one share-partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,4 +25,32 @@ pub struct StateWrite {
     pub start_offset: i64,
     pub delivery_complete_count: i32,
     pub state_batches: Vec<StateBatch>,
+}
+
+/// Where share-partitions' state is persisted (Kafka's `Persister`): the share
+/// coordinator in this process, or, in a cluster, the broker coordinating each key.
+#[async_trait::async_trait]
+pub trait Persister: Send + Sync + 'static {
+    /// InitializeShareGroupState: the share-partition starts at `start_offset` (-1:
+    /// where `share.auto.offset.reset` says when its leader first reads it).
+    async fn initialize(
+        &self,
+        key: SharePartitionKey,
+        state_epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), ResponseError>;
+
+    /// ReadShareGroupState by the share-partition's leader at `leader_epoch`, which
+    /// fences the leaders before it.
+    async fn read(
+        &self,
+        key: SharePartitionKey,
+        leader_epoch: i32,
+    ) -> Result<PersistedState, ResponseError>;
+
+    /// WriteShareGroupState.
+    async fn write(&self, key: SharePartitionKey, write: StateWrite) -> Result<(), ResponseError>;
+
+    /// DeleteShareGroupState.
+    async fn delete(&self, key: SharePartitionKey) -> Result<(), ResponseError>;
 }

@@ -22,6 +22,8 @@
 //! - `partition.rs`: the window, its start offset, lock expiry, releases, persisted state.
 //! - `acquire.rs`: what a ShareFetch acquires; read_committed over aborted transactions.
 //! - `acknowledge.rs`: ACCEPT, RELEASE, REJECT, GAP (and RENEW) on offset ranges.
+//! - `manager.rs`: the share-partitions led here, loaded from and persisting through the
+//!   share coordinator (the one part that is not pure).
 //!
 //! Bounds: the window (start offset to end offset) stops growing at `max_record_locks`
 //! records, exceeded by less than one log batch since new records are acquired in whole
@@ -35,6 +37,7 @@ pub mod acquire;
 pub mod config;
 pub mod error;
 pub mod in_flight;
+pub mod manager;
 pub mod partition;
 
 pub use acknowledge::{validate_acknowledgement_batches, AcknowledgeType, AcknowledgementBatch};

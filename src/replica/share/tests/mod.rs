@@ -9,6 +9,7 @@ mod bounds_tests;
 mod config_tests;
 mod failover_tests;
 mod lock_tests;
+mod manager_tests;
 
 const LOCK_MS: i64 = 30_000;
 

@@ -21,14 +21,15 @@ use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
     CommitRequest, Committer, FetchedOffset, GroupDescription, GroupOffsetsView, GroupShard,
-    ListedGroup, ShareHeartbeatAnswer, SyncRequest,
+    ListedGroup, SyncRequest,
 };
-use super::share::{ShareHeartbeat, TopicPartitionsById};
+use super::share::{InitializeRequest, ShareHeartbeat, ShareHeartbeatResult, TopicPartitionsById};
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
+use crate::coordinator::share::{Persister, SharePartitionKey};
 use crate::log::control::EndTxnMarker;
 
 pub struct GroupCoordinator {
@@ -43,6 +44,8 @@ pub struct GroupCoordinator {
     /// partitions led at startup load before the broker serves anything; later ones load
     /// in the background.
     started: AtomicBool,
+    /// Where share groups' share-partition state is initialized.
+    share_persister: OnceLock<Arc<dyn Persister>>,
 }
 
 impl GroupCoordinator {
@@ -65,6 +68,7 @@ impl GroupCoordinator {
             topics,
             broker_id,
             started: AtomicBool::new(false),
+            share_persister: OnceLock::new(),
         }
     }
 
@@ -276,20 +280,79 @@ impl GroupCoordinator {
         self.settings.broker().group.share.heartbeat_interval_ms
     }
 
-    /// One ShareGroupHeartbeat. The answer may carry an InitializeShareGroupState for
-    /// the share coordinator; its outcome comes back through `share_initialized`.
+    /// Where share groups' share-partitions get their state (the share coordinator).
+    /// Until it is set, share groups are assigned nothing: a partition is assigned only
+    /// once its state is initialized.
+    pub fn set_share_persister(&self, persister: Arc<dyn Persister>) {
+        let _ = self.share_persister.set(persister);
+    }
+
+    /// One ShareGroupHeartbeat. When it finds subscribed share-partitions without state,
+    /// their initialization is sent to the persister once the heartbeat's records are
+    /// written, without the answer waiting for it (as Kafka does); the partitions are
+    /// assigned from the next heartbeat after it succeeds.
     pub async fn share_heartbeat(
-        &self,
+        self: &Arc<Self>,
         group_id: &str,
         hb: ShareHeartbeat,
-    ) -> Result<ShareHeartbeatAnswer, ResponseError> {
+    ) -> Result<ShareHeartbeatResult, ResponseError> {
         self.check_coordinator(group_id)?;
         let image = self.topics.image();
         let id = group_id.to_string();
-        self.write(group_id, move |s| {
-            s.share_heartbeat(&id, hb, image, Instant::now(), now_ms())
-        })
-        .await
+        let answer = self
+            .write(group_id, move |s| {
+                s.share_heartbeat(&id, hb, image, Instant::now(), now_ms())
+            })
+            .await?;
+        if let (Some(req), Some(persister)) = (answer.initialize, self.share_persister.get()) {
+            let (groups, persister, id) = (self.clone(), persister.clone(), group_id.to_string());
+            tokio::spawn(async move { groups.initialize_share_state(&id, req, persister).await });
+        }
+        Ok(answer.result)
+    }
+
+    /// Kafka's `persisterInitialize`: each share-partition's state is initialized, then
+    /// the group records which ones succeeded (assignable) and which failed (asked for
+    /// again at the next heartbeat).
+    async fn initialize_share_state(
+        &self,
+        group_id: &str,
+        req: InitializeRequest,
+        persister: Arc<dyn Persister>,
+    ) {
+        let (mut done, mut failed) = (TopicPartitionsById::new(), TopicPartitionsById::new());
+        for (topic_id, (name, partitions)) in req.topics {
+            for p in partitions {
+                let key = SharePartitionKey {
+                    group_id: group_id.to_string(),
+                    topic_id,
+                    partition: p,
+                };
+                let outcome = persister.initialize(key, req.state_epoch, -1).await;
+                if let Err(e) = &outcome {
+                    tracing::info!(group = %group_id, %topic_id, partition = p, error = ?e,
+                        "share-partition state initialization failed");
+                }
+                let into = if outcome.is_ok() {
+                    &mut done
+                } else {
+                    &mut failed
+                };
+                into.entry(topic_id)
+                    .or_insert_with(|| (name.clone(), Default::default()))
+                    .1
+                    .insert(p);
+            }
+        }
+        for (topics, succeeded) in [(done, true), (failed, false)] {
+            if topics.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.share_initialized(group_id, topics, succeeded).await {
+                tracing::info!(group = %group_id, error = ?e,
+                    "recording share-partition state initialization failed");
+            }
+        }
     }
 
     /// The share coordinator's answer to an InitializeShareGroupState for `group_id`.

@@ -17,6 +17,8 @@
 pub mod classic;
 pub mod consumer;
 pub mod coordinator;
+#[cfg(test)]
+mod coordinator_tests;
 pub mod offsets;
 pub mod records;
 pub mod settings;

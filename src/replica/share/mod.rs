@@ -22,6 +22,8 @@
 //! - `partition.rs`: the window, its start offset, lock expiry, releases, persisted state.
 //! - `acquire.rs`: what a ShareFetch acquires; read_committed over aborted transactions.
 //! - `acknowledge.rs`: ACCEPT, RELEASE, REJECT, GAP (and RENEW) on offset ranges.
+//! - `session.rs`: share sessions, the epochs of a member's ShareFetch and
+//!   ShareAcknowledge requests, bounded in number.
 //! - `manager.rs`: the share-partitions led here, loaded from and persisting through the
 //!   share coordinator (the one part that is not pure).
 //!
@@ -39,6 +41,7 @@ pub mod error;
 pub mod in_flight;
 pub mod manager;
 pub mod partition;
+pub mod session;
 
 pub use acknowledge::{validate_acknowledgement_batches, AcknowledgeType, AcknowledgementBatch};
 pub use acquire::{

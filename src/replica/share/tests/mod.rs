@@ -10,6 +10,7 @@ mod config_tests;
 mod failover_tests;
 mod lock_tests;
 mod manager_tests;
+mod session_tests;
 
 const LOCK_MS: i64 = 30_000;
 

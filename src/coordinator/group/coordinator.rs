@@ -20,7 +20,7 @@ use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, FetchedOffset, GroupDescription, GroupOffsetsView, GroupShard,
+    CommitRequest, Committer, FetchedOffset, Group, GroupDescription, GroupOffsetsView, GroupShard,
     ListedGroup, SyncRequest,
 };
 use super::share::{InitializeRequest, ShareHeartbeat, ShareHeartbeatResult, TopicPartitionsById};
@@ -464,8 +464,45 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        self.delete_share_state(group_id).await?;
         let id = group_id.to_string();
         self.write(group_id, move |s| s.delete_group(&id)).await
+    }
+
+    /// An empty share group's share-partitions lose their state in `__share_group_state`
+    /// before the group goes (Kafka's DeleteShareGroupState on group deletion); the
+    /// group stays if any deletion fails. Nothing for other groups.
+    async fn delete_share_state(&self, group_id: &str) -> Result<(), ResponseError> {
+        let id = group_id.to_string();
+        let state = self
+            .read(group_id, move |s| match s.group(&id) {
+                Some(Group::Share(g)) if g.members.is_empty() => {
+                    let mut all = g.state_partitions.initialized.clone();
+                    for (topic, (name, ps)) in &g.state_partitions.initializing {
+                        let entry = all
+                            .entry(*topic)
+                            .or_insert_with(|| (name.clone(), Default::default()));
+                        entry.1.extend(ps);
+                    }
+                    Some(all)
+                }
+                _ => None,
+            })
+            .await?;
+        let (Some(state), Some(persister)) = (state, self.share_persister.get()) else {
+            return Ok(());
+        };
+        for (topic_id, (_, partitions)) in state {
+            for partition in partitions {
+                let key = SharePartitionKey {
+                    group_id: group_id.to_string(),
+                    topic_id,
+                    partition,
+                };
+                persister.delete(key).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Removes every group's committed offsets of `topics`, deleted from the metadata

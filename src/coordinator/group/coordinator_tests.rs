@@ -85,14 +85,32 @@ async fn a_share_member_is_assigned_once_the_share_coordinator_initialized_its_p
     // (an uninitialized one reads as state epoch 0), starting where
     // share.auto.offset.reset will say.
     for partition in [0, 1] {
-        let key = SharePartitionKey {
-            group_id: "sg".into(),
-            topic_id: TOPIC,
-            partition,
-        };
-        let state = shares.read(key, -1).await.unwrap();
+        let state = shares.read(key(partition), -1).await.unwrap();
         assert_eq!((state.state_epoch, state.start_offset), (1, -1));
     }
+
+    // A group with members is not deleted, and its state stays.
+    assert_eq!(
+        groups.delete_group("sg").await,
+        Err(kafka_protocol::error::ResponseError::NonEmptyGroup)
+    );
+    assert_eq!(shares.read(key(0), -1).await.unwrap().state_epoch, 1);
+    // Once empty, its share-partitions' state goes with it.
+    groups.share_heartbeat("sg", hb(-1, None)).await.unwrap();
+    groups.delete_group("sg").await.unwrap();
+    for partition in [0, 1] {
+        let state = shares.read(key(partition), -1).await.unwrap();
+        assert_eq!((state.state_epoch, state.start_offset), (0, -1), "deleted");
+    }
+    assert!(groups.list_groups().await.unwrap().is_empty());
     shares.shutdown();
     groups.shutdown();
+}
+
+fn key(partition: i32) -> SharePartitionKey {
+    SharePartitionKey {
+        group_id: "sg".into(),
+        topic_id: TOPIC,
+        partition,
+    }
 }

@@ -258,6 +258,7 @@ impl GroupShard {
             Group::Consumer(c) if !c.members.is_empty() => {
                 return Err(ResponseError::NonEmptyGroup)
             }
+            Group::Share(s) if !s.members.is_empty() => return Err(ResponseError::NonEmptyGroup),
             _ => {}
         }
         let mut records: Vec<GroupRecord> = self

@@ -19,7 +19,9 @@
 //! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
 //! - `throttle.rs`: replication throttles (KIP-73), applied by leaders and followers.
 //! - `share/`: share-partitions (KIP-932), the in-flight records a share group's members
-//!   acquire and acknowledge; pure state, not yet reachable from ShareFetch.
+//!   acquire and acknowledge (pure state), their share sessions, and the manager that
+//!   loads and persists them through the share coordinator; not yet reachable from
+//!   ShareFetch.
 
 pub mod append;
 pub mod cluster_view;

@@ -30,7 +30,9 @@
 //!                            replayed once written; group/: consumer groups and
 //!                            committed offsets in __consumer_offsets, loaded and unloaded
 //!                            as the partitions' leadership changes; txn/: transactions
-//!                            in __transaction_state, markers to their partitions
+//!                            in __transaction_state, markers to their partitions;
+//!                            share/: share-partitions' state in __share_group_state
+//!                            (KIP-932, not yet reachable from the network)
 //!                config/     server.properties and per-topic configs
 //!                auth/       the Authorizer trait (allow-all by default), per-API needs,
 //!                            the request context's helpers, authorized operations;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use super::catalog::{broker_key, broker_keys, dynamic_only_broker_key, ConfigKey, UpdateMode};
 use super::check::{KeyNote, SortedKeys};
-use super::group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
+use super::group_coordinator::{
+    GroupCoordinatorConfig, OffsetsTopicConfig, ShareCoordinatorConfig,
+};
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
 use super::transaction::TransactionConfig;
@@ -133,6 +135,8 @@ pub struct BrokerConfig {
     pub replication: ReplicationConfig,
     pub group: GroupCoordinatorConfig,
     pub offsets_topic: OffsetsTopicConfig,
+    /// `__share_group_state` and the share coordinator (KIP-932).
+    pub share_coordinator: ShareCoordinatorConfig,
     /// The log cleaner (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
     pub transaction: TransactionConfig,
@@ -249,6 +253,7 @@ impl BrokerConfig {
             replication: ReplicationConfig::build(&keys)?,
             group: GroupCoordinatorConfig::build(&keys)?,
             offsets_topic: OffsetsTopicConfig::build(&keys)?,
+            share_coordinator: ShareCoordinatorConfig::build(&keys)?,
             cleaner: super::cleaner::build(&keys)?,
             transaction: TransactionConfig::build(&keys)?,
             quotas: super::sections::quota_settings(&keys)?,

@@ -547,8 +547,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Kind::Int,
         Some("600000"),
     ),
-    // Share and streams groups do not exist in skua; their keys bound group configs.
+    // Share groups (KIP-932, being built); streams groups do not exist in skua, their
+    // keys bound group configs.
     b("group.share.session.timeout.ms", Kind::Int, Some("45000")),
+    b("group.share.max.size", Kind::Int, Some("200")),
     b(
         "group.share.min.session.timeout.ms",
         Kind::Int,
@@ -795,6 +797,21 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     b("controller.listener.names", Kind::List, None),
     // Where the KRaft metadata log lives; the first log dir when unset.
     b("metadata.log.dir", Kind::String, None),
+    b(
+        "share.coordinator.state.topic.num.partitions",
+        Kind::Int,
+        Some("50"),
+    ),
+    b(
+        "share.coordinator.state.topic.segment.bytes",
+        Kind::Int,
+        Some("104857600"),
+    ),
+    b(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        Kind::Int,
+        Some("500"),
+    ),
     b(
         "share.coordinator.state.topic.replication.factor",
         Kind::Short,

@@ -35,6 +35,15 @@ pub struct ConsumerGroupConfig {
     pub max_heartbeat_interval_ms: i32,
 }
 
+/// KIP-932 share groups: the session timeout and heartbeat interval members get, and the
+/// most members a group may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShareGroupConfig {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: i32,
+}
+
 /// What a group config may be set to on this broker: for each group key, the bounds its
 /// broker keys give and the broker value it falls back to, resolved once.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,6 +60,7 @@ pub struct GroupConfigLimits {
 pub struct GroupCoordinatorConfig {
     pub classic: ClassicGroupConfig,
     pub consumer: ConsumerGroupConfig,
+    pub share: ShareGroupConfig,
     /// `offsets.retention.minutes`, in ms.
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: u64,
@@ -77,6 +87,11 @@ impl GroupCoordinatorConfig {
                 max_size: keys.int("group.max.size")?,
             },
             consumer,
+            share: ShareGroupConfig {
+                session_timeout_ms: keys.int("group.share.session.timeout.ms")?,
+                heartbeat_interval_ms: keys.int("group.share.heartbeat.interval.ms")?,
+                max_size: keys.int("group.share.max.size")?,
+            },
             offsets_retention_ms: i64::from(keys.int("offsets.retention.minutes")?)
                 .saturating_mul(60_000),
             offsets_retention_check_interval_ms: keys
@@ -132,6 +147,35 @@ impl OffsetsTopicConfig {
             replication_factor: i16::try_from(factor)
                 .map_err(|_| invalid("offsets.topic.replication.factor", "out of range"))?,
             segment_bytes: keys.int("offsets.topic.segment.bytes")?,
+        })
+    }
+}
+
+/// The share coordinator's `__share_group_state` settings (`share.coordinator.*`). A
+/// topic that already exists keeps its own partition count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareCoordinatorConfig {
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub min_isr: i16,
+    pub segment_bytes: i32,
+    /// ShareUpdate records written between two ShareSnapshots of a share-partition.
+    pub updates_per_snapshot: u32,
+}
+
+impl ShareCoordinatorConfig {
+    pub(super) fn build(keys: &Keys<'_>) -> Result<Self, ConfigError> {
+        let short = |key: &'static str| {
+            i16::try_from(keys.int(key)?).map_err(|_| invalid(key, "out of range"))
+        };
+        Ok(ShareCoordinatorConfig {
+            partitions: keys.int("share.coordinator.state.topic.num.partitions")?,
+            replication_factor: short("share.coordinator.state.topic.replication.factor")?,
+            min_isr: short("share.coordinator.state.topic.min.isr")?,
+            segment_bytes: keys.int("share.coordinator.state.topic.segment.bytes")?,
+            updates_per_snapshot: keys
+                .int("share.coordinator.snapshot.update.records.per.snapshot")?
+                .max(0) as u32,
         })
     }
 }

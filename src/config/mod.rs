@@ -27,7 +27,7 @@ pub mod transaction;
 pub mod zookeeper;
 
 pub use broker::{BrokerConfig, ConfigError};
-pub use group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig};
+pub use group_coordinator::{GroupCoordinatorConfig, OffsetsTopicConfig, ShareCoordinatorConfig};
 pub use listener::Listener;
 pub use shared::SharedConfig;
 

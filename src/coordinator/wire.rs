@@ -17,6 +17,8 @@ pub enum SchemaError {
     UnknownStatus(i8),
     #[error("record without a key")]
     NoKey,
+    #[error("invalid {0}")]
+    Invalid(&'static str),
 }
 
 /// Reads the fields of one record key or value.
@@ -176,4 +178,13 @@ impl Reader {
 pub fn put_str(buf: &mut BytesMut, s: &str) {
     buf.put_i16(s.len() as i16);
     buf.put_slice(s.as_bytes());
+}
+
+/// An unsigned varint (compact lengths, tags, tagged-field sizes).
+pub fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
+    while v >= 0x80 {
+        buf.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    buf.put_u8(v as u8);
 }

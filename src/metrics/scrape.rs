@@ -306,8 +306,9 @@ async fn consumer_groups(
 ) -> io::Result<()> {
     let mut views = broker.groups.offsets_views().await;
     group_coordinator(&views, out);
-    // kafka_exporter lists groups as ListGroups does: no dead ones.
-    views.retain(|g| g.state != "Dead");
+    // kafka_exporter lists consumer groups as ListGroups does: no dead ones, and no
+    // share groups (they commit no offsets).
+    views.retain(|g| g.state != "Dead" && g.protocol != "share");
     out.family(
         "kafka_consumergroup_members",
         Kind::Gauge,
@@ -438,7 +439,7 @@ fn group_coordinator(views: &[GroupOffsetsView], out: &mut Exposition) {
         Kind::Gauge,
         "Groups coordinated, per protocol",
     );
-    for protocol in ["classic", "consumer"] {
+    for protocol in ["classic", "consumer", "share"] {
         let n = views.iter().filter(|g| g.protocol == protocol).count();
         out.sample("", &[("protocol", protocol)], n as u64);
     }

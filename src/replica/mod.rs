@@ -18,6 +18,10 @@
 //! - `isr.rs`: leaders' ISR changes sent to the controller with AlterPartition.
 //! - `cluster_view.rs`: the other brokers' addresses, the controller, this broker's epoch.
 //! - `throttle.rs`: replication throttles (KIP-73), applied by leaders and followers.
+//! - `share/`: share-partitions (KIP-932), the in-flight records a share group's members
+//!   acquire and acknowledge (pure state), their share sessions, and the manager that
+//!   loads and persists them through the share coordinator; not yet reachable from
+//!   ShareFetch.
 
 pub mod append;
 pub mod cluster_view;
@@ -30,6 +34,7 @@ pub mod log_dir_move;
 pub mod manager;
 pub mod partition;
 pub mod read;
+pub mod share;
 pub mod state;
 pub mod throttle;
 

@@ -20,14 +20,16 @@ use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::records::{partition_for, OFFSETS_TOPIC};
 use super::settings::GroupSettings;
 use super::shard::{
-    CommitRequest, Committer, FetchedOffset, GroupDescription, GroupOffsetsView, GroupShard,
+    CommitRequest, Committer, FetchedOffset, Group, GroupDescription, GroupOffsetsView, GroupShard,
     ListedGroup, SyncRequest,
 };
+use super::share::{InitializeRequest, ShareHeartbeat, ShareHeartbeatResult, TopicPartitionsById};
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
 use crate::controller::TopicInfo;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus, Written};
+use crate::coordinator::share::{Persister, SharePartitionKey};
 use crate::log::control::EndTxnMarker;
 
 pub struct GroupCoordinator {
@@ -42,6 +44,8 @@ pub struct GroupCoordinator {
     /// partitions led at startup load before the broker serves anything; later ones load
     /// in the background.
     started: AtomicBool,
+    /// Where share groups' share-partition state is initialized.
+    share_persister: OnceLock<Arc<dyn Persister>>,
 }
 
 impl GroupCoordinator {
@@ -64,6 +68,7 @@ impl GroupCoordinator {
             topics,
             broker_id,
             started: AtomicBool::new(false),
+            share_persister: OnceLock::new(),
         }
     }
 
@@ -268,6 +273,102 @@ impl GroupCoordinator {
         .await
     }
 
+    // ---- share groups ----
+
+    /// The heartbeat interval share group members are given.
+    pub fn share_heartbeat_interval_ms(&self) -> i32 {
+        self.settings.broker().group.share.heartbeat_interval_ms
+    }
+
+    /// Where share groups' share-partitions get their state (the share coordinator).
+    /// Until it is set, share groups are assigned nothing: a partition is assigned only
+    /// once its state is initialized.
+    pub fn set_share_persister(&self, persister: Arc<dyn Persister>) {
+        let _ = self.share_persister.set(persister);
+    }
+
+    /// One ShareGroupHeartbeat. When it finds subscribed share-partitions without state,
+    /// their initialization is sent to the persister once the heartbeat's records are
+    /// written, without the answer waiting for it (as Kafka does); the partitions are
+    /// assigned from the next heartbeat after it succeeds.
+    pub async fn share_heartbeat(
+        self: &Arc<Self>,
+        group_id: &str,
+        hb: ShareHeartbeat,
+    ) -> Result<ShareHeartbeatResult, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let image = self.topics.image();
+        let id = group_id.to_string();
+        let answer = self
+            .write(group_id, move |s| {
+                s.share_heartbeat(&id, hb, image, Instant::now(), now_ms())
+            })
+            .await?;
+        if let (Some(req), Some(persister)) = (answer.initialize, self.share_persister.get()) {
+            let (groups, persister, id) = (self.clone(), persister.clone(), group_id.to_string());
+            tokio::spawn(async move { groups.initialize_share_state(&id, req, persister).await });
+        }
+        Ok(answer.result)
+    }
+
+    /// Kafka's `persisterInitialize`: each share-partition's state is initialized, then
+    /// the group records which ones succeeded (assignable) and which failed (asked for
+    /// again at the next heartbeat).
+    async fn initialize_share_state(
+        &self,
+        group_id: &str,
+        req: InitializeRequest,
+        persister: Arc<dyn Persister>,
+    ) {
+        let (mut done, mut failed) = (TopicPartitionsById::new(), TopicPartitionsById::new());
+        for (topic_id, (name, partitions)) in req.topics {
+            for p in partitions {
+                let key = SharePartitionKey {
+                    group_id: group_id.to_string(),
+                    topic_id,
+                    partition: p,
+                };
+                let outcome = persister.initialize(key, req.state_epoch, -1).await;
+                if let Err(e) = &outcome {
+                    tracing::info!(group = %group_id, %topic_id, partition = p, error = ?e,
+                        "share-partition state initialization failed");
+                }
+                let into = if outcome.is_ok() {
+                    &mut done
+                } else {
+                    &mut failed
+                };
+                into.entry(topic_id)
+                    .or_insert_with(|| (name.clone(), Default::default()))
+                    .1
+                    .insert(p);
+            }
+        }
+        for (topics, succeeded) in [(done, true), (failed, false)] {
+            if topics.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.share_initialized(group_id, topics, succeeded).await {
+                tracing::info!(group = %group_id, error = ?e,
+                    "recording share-partition state initialization failed");
+            }
+        }
+    }
+
+    /// The share coordinator's answer to an InitializeShareGroupState for `group_id`.
+    pub async fn share_initialized(
+        &self,
+        group_id: &str,
+        topics: TopicPartitionsById,
+        succeeded: bool,
+    ) -> Result<(), ResponseError> {
+        let id = group_id.to_string();
+        self.write(group_id, move |s| {
+            Ok(s.share_initialized(&id, &topics, succeeded))
+        })
+        .await
+    }
+
     /// A consumer group for ConsumerGroupDescribe.
     pub async fn describe_consumer_group(
         &self,
@@ -363,8 +464,45 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+        self.delete_share_state(group_id).await?;
         let id = group_id.to_string();
         self.write(group_id, move |s| s.delete_group(&id)).await
+    }
+
+    /// An empty share group's share-partitions lose their state in `__share_group_state`
+    /// before the group goes (Kafka's DeleteShareGroupState on group deletion); the
+    /// group stays if any deletion fails. Nothing for other groups.
+    async fn delete_share_state(&self, group_id: &str) -> Result<(), ResponseError> {
+        let id = group_id.to_string();
+        let state = self
+            .read(group_id, move |s| match s.group(&id) {
+                Some(Group::Share(g)) if g.members.is_empty() => {
+                    let mut all = g.state_partitions.initialized.clone();
+                    for (topic, (name, ps)) in &g.state_partitions.initializing {
+                        let entry = all
+                            .entry(*topic)
+                            .or_insert_with(|| (name.clone(), Default::default()));
+                        entry.1.extend(ps);
+                    }
+                    Some(all)
+                }
+                _ => None,
+            })
+            .await?;
+        let (Some(state), Some(persister)) = (state, self.share_persister.get()) else {
+            return Ok(());
+        };
+        for (topic_id, (_, partitions)) in state {
+            for partition in partitions {
+                let key = SharePartitionKey {
+                    group_id: group_id.to_string(),
+                    topic_id,
+                    partition,
+                };
+                persister.delete(key).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Removes every group's committed offsets of `topics`, deleted from the metadata

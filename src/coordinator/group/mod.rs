@@ -17,10 +17,13 @@
 pub mod classic;
 pub mod consumer;
 pub mod coordinator;
+#[cfg(test)]
+mod coordinator_tests;
 pub mod offsets;
 pub mod records;
 pub mod settings;
 pub mod shard;
+pub mod share;
 pub mod topics;
 
 pub use coordinator::GroupCoordinator;

@@ -20,7 +20,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::{put_str, Reader, SchemaError};
+use super::{put_str, put_uvarint, Reader, SchemaError};
 
 /// Which consumer group record a key names, with its sub-key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,25 +146,17 @@ pub enum ConsumerValue {
 
 // ---- encoding (value version 0, flexible) ----
 
-fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        buf.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
-}
-
 /// A compact length: n + 1 (0 is null).
-fn put_len(buf: &mut BytesMut, n: usize) {
+pub(super) fn put_len(buf: &mut BytesMut, n: usize) {
     put_uvarint(buf, u32::try_from(n).unwrap_or(u32::MAX - 1) + 1);
 }
 
-fn put_compact_str(buf: &mut BytesMut, s: &str) {
+pub(super) fn put_compact_str(buf: &mut BytesMut, s: &str) {
     put_len(buf, s.len());
     buf.put_slice(s.as_bytes());
 }
 
-fn put_compact_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
+pub(super) fn put_compact_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_compact_str(buf, s),
         None => buf.put_u8(0),
@@ -172,11 +164,11 @@ fn put_compact_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
 }
 
 /// An empty tagged-field section.
-fn put_no_tags(buf: &mut BytesMut) {
+pub(super) fn put_no_tags(buf: &mut BytesMut) {
     buf.put_u8(0);
 }
 
-fn put_topic_partitions(buf: &mut BytesMut, tps: &[TopicPartitions]) {
+pub(super) fn put_topic_partitions(buf: &mut BytesMut, tps: &[TopicPartitions]) {
     put_len(buf, tps.len());
     for tp in tps {
         buf.put_slice(tp.topic_id.as_bytes());
@@ -316,7 +308,7 @@ pub(super) fn decode(
     Ok(value)
 }
 
-fn strings(r: &mut Reader) -> Result<Vec<String>, SchemaError> {
+pub(super) fn strings(r: &mut Reader) -> Result<Vec<String>, SchemaError> {
     let n = r.array_len()?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
@@ -325,7 +317,7 @@ fn strings(r: &mut Reader) -> Result<Vec<String>, SchemaError> {
     Ok(out)
 }
 
-fn topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, SchemaError> {
+pub(super) fn topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, SchemaError> {
     let n = r.array_len()?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {

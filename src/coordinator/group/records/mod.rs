@@ -4,21 +4,24 @@
 //! - key 0/1 `OffsetCommitKey`: group string, topic string, partition i32.
 //! - key 2 `GroupMetadataKey`: group string.
 //! - keys 3–8 and 16: KIP-848 consumer group records, in `consumer.rs`.
+//! - keys 10–15: KIP-932 share group records, in `share.rs`.
 //!
 //! A value is an i16 value version and the struct; versions 4 and up are flexible
 //! (compact strings and arrays, a tagged-field section after every struct). skua writes
 //! `OffsetCommitValue` v3 (v1 when the commit carries an explicit expire timestamp) and
 //! `GroupMetadataValue` v3, as Kafka 3.x/4.x do, and reads every version. A null value
-//! is a tombstone. Other key versions (share and streams group records) are skipped.
+//! is a tombstone. Other key versions (streams group records) are skipped.
 
 pub mod consumer;
+pub mod share;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use consumer::{ConsumerKey, ConsumerValue};
+use share::{ShareKey, ShareValue};
 
 pub use crate::coordinator::wire::SchemaError;
-use crate::coordinator::wire::{put_str, Reader};
+use crate::coordinator::wire::{put_str, put_uvarint, Reader};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -81,6 +84,11 @@ pub enum RecordKey {
         group: String,
         kind: ConsumerKey,
     },
+    /// A KIP-932 share group record.
+    Share {
+        group: String,
+        kind: ShareKey,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +96,7 @@ pub enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
     Consumer(ConsumerValue),
+    Share(ShareValue),
 }
 
 /// One record of `__consumer_offsets`: a key and its value, or a tombstone (None).
@@ -99,7 +108,7 @@ pub fn encode_record((key, value): &GroupRecord) -> (Bytes, Option<Bytes>) {
 }
 
 /// A stored record; `Ok(None)` for record types the group coordinator does not own
-/// (share and streams groups).
+/// (streams groups).
 pub fn decode_record(
     key: Option<&Bytes>,
     value: Option<&Bytes>,
@@ -145,6 +154,7 @@ impl RecordKey {
                 put_str(&mut buf, group);
             }
             RecordKey::Consumer { group, kind } => kind.encode(group, &mut buf),
+            RecordKey::Share { group, kind } => return kind.encode(group),
         }
         buf.freeze()
     }
@@ -153,7 +163,8 @@ impl RecordKey {
         match self {
             RecordKey::Offset { group, .. }
             | RecordKey::Group { group }
-            | RecordKey::Consumer { group, .. } => group,
+            | RecordKey::Consumer { group, .. }
+            | RecordKey::Share { group, .. } => group,
         }
     }
 }
@@ -164,6 +175,7 @@ impl RecordValue {
             RecordValue::Offset(v) => v.encode(),
             RecordValue::Group(v) => v.encode(),
             RecordValue::Consumer(v) => v.encode(),
+            RecordValue::Share(v) => v.encode(),
         }
     }
 }
@@ -233,6 +245,10 @@ pub fn decode_key(key: &Bytes) -> Result<Option<RecordKey>, SchemaError> {
             let group = r.str()?;
             Ok(ConsumerKey::decode(t, &mut r)?.map(|kind| RecordKey::Consumer { group, kind }))
         }
+        t @ 10..=15 => {
+            let group = r.str()?;
+            Ok(ShareKey::decode(t, &mut r)?.map(|kind| RecordKey::Share { group, kind }))
+        }
         _ => Ok(None),
     }
 }
@@ -246,6 +262,9 @@ pub fn decode_value(key: &RecordKey, value: &Bytes) -> Result<RecordValue, Schem
         RecordKey::Group { .. } => decode_group(&mut r, version).map(RecordValue::Group),
         RecordKey::Consumer { kind, .. } => {
             consumer::decode(kind, &mut r, version).map(RecordValue::Consumer)
+        }
+        RecordKey::Share { kind, .. } => {
+            ShareValue::decode(kind, value.clone()).map(RecordValue::Share)
         }
     }
 }
@@ -479,10 +498,18 @@ mod tests {
 
     #[test]
     fn other_record_types_are_skipped_and_garbage_is_an_error() {
-        // Share group metadata (type 11).
+        // Streams group metadata (type 17).
+        assert_eq!(
+            decode_key(&Bytes::from_static(&[0, 17, 0, 1, b'g'])),
+            Ok(None)
+        );
+        // Share group metadata (type 11) is a share group's.
         assert_eq!(
             decode_key(&Bytes::from_static(&[0, 11, 0, 1, b'g'])),
-            Ok(None)
+            Ok(Some(RecordKey::Share {
+                group: "g".into(),
+                kind: ShareKey::Metadata
+            }))
         );
         assert_eq!(
             decode_key(&Bytes::from_static(&[0, 1, 0, 9, b'g'])),

@@ -35,7 +35,8 @@ pub struct GroupDescription {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupOffsetsView {
     pub group_id: String,
-    /// `classic` or `consumer` (Kafka's group-coordinator-metrics `protocol` tag).
+    /// `classic`, `consumer` or `share` (Kafka's group-coordinator-metrics `protocol`
+    /// tag).
     pub protocol: &'static str,
     /// The state ListGroups reports; `Empty` for a group that only has committed
     /// offsets (a simple consumer's, which Kafka keeps as an empty classic group).
@@ -55,6 +56,7 @@ impl GroupShard {
             let (protocol, members) = match g {
                 Group::Classic(c) => ("classic", c.members.len()),
                 Group::Consumer(c) => ("consumer", c.members.len()),
+                Group::Share(s) => ("share", s.members.len()),
             };
             out.insert(
                 id,
@@ -92,6 +94,7 @@ impl GroupShard {
                 group_id: id.clone(),
                 protocol_type: match g {
                     Group::Consumer(_) => "consumer".to_string(),
+                    Group::Share(_) => "share".to_string(),
                     Group::Classic(c) => c.protocol_type.clone().unwrap_or_default(),
                 },
                 state: g.state_name(),
@@ -107,8 +110,10 @@ impl GroupShard {
     ) -> Result<Option<GroupDescription>, ResponseError> {
         let g = match self.groups.get(group_id) {
             None => return Ok(None),
-            // Kafka describes consumer groups with ConsumerGroupDescribe only.
-            Some(Group::Consumer(_)) => return Err(ResponseError::GroupIdNotFound),
+            // Kafka describes consumer and share groups with their own describe APIs.
+            Some(Group::Consumer(_) | Group::Share(_)) => {
+                return Err(ResponseError::GroupIdNotFound)
+            }
             Some(Group::Classic(g)) => g,
         };
         // Members' metadata and assignments are reported for a Stable group only.

@@ -18,6 +18,7 @@ mod admin;
 mod classic;
 mod consumer;
 mod offsets;
+mod share;
 #[cfg(test)]
 mod tests;
 
@@ -31,13 +32,16 @@ use tokio::time::{Duration, Instant};
 pub use admin::{GroupDescription, GroupOffsetsView, ListedGroup, MemberDescription};
 pub use classic::SyncRequest;
 pub use offsets::{CommitRequest, Committer, FetchedOffset};
+pub use share::ShareHeartbeatAnswer;
 
 use super::classic::{ClassicGroup, GroupState};
 use super::consumer::{ConsumerGroup, RegexCache, TopicImage};
 use super::offsets::{Committed, Offsets};
 use super::records::consumer::ConsumerKey;
+use super::records::share::ShareKey;
 use super::records::{decode_record, encode_record, GroupRecord, RecordKey, RecordValue};
 use super::settings::GroupSettings;
+use super::share::{InitializingSince, ShareGroup};
 use super::topics::TopicSource;
 use crate::coordinator::runtime::timers::Timers;
 use crate::coordinator::runtime::{now_ms, Shard, Written};
@@ -51,6 +55,7 @@ use crate::log::control::TxnResult;
 pub enum Group {
     Classic(ClassicGroup),
     Consumer(ConsumerGroup),
+    Share(ShareGroup),
 }
 
 impl Group {
@@ -59,6 +64,7 @@ impl Group {
         match self {
             Group::Classic(_) => "classic",
             Group::Consumer(_) => "consumer",
+            Group::Share(_) => "share",
         }
     }
 
@@ -67,6 +73,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.state.name(),
             Group::Consumer(c) => c.state_name(),
+            Group::Share(s) => s.state_name(),
         }
     }
 
@@ -75,6 +82,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.is_empty(),
             Group::Consumer(c) => c.members.is_empty(),
+            Group::Share(s) => s.members.is_empty(),
         }
     }
 }
@@ -111,6 +119,9 @@ pub struct GroupShard {
     /// set once the write that resolved them is committed.
     resolved_at: HashMap<String, Arc<AtomicU64>>,
     regexes: RegexCache,
+    /// Share groups: when each topic's share-partition state was last asked to be
+    /// initialized.
+    share_initializing: HashMap<String, InitializingSince>,
     timers: Timers<TimerKey>,
 }
 
@@ -125,6 +136,7 @@ impl GroupShard {
             sessions: HashMap::new(),
             resolved_at: HashMap::new(),
             regexes: RegexCache::default(),
+            share_initializing: HashMap::new(),
             timers: Timers::default(),
         }
     }
@@ -187,6 +199,7 @@ impl GroupShard {
         self.groups.remove(group_id);
         self.sessions.remove(group_id);
         self.resolved_at.remove(group_id);
+        self.share_initializing.remove(group_id);
         self.timers.cancel(&TimerKey::Group(group_id.to_string()));
     }
 
@@ -212,6 +225,13 @@ impl GroupShard {
                     .flatten()
                     .min()
             }),
+            Some(Group::Share(g)) => self.sessions.get(group_id).and_then(|sessions| {
+                sessions
+                    .iter()
+                    .filter(|(id, _)| g.members.contains_key(*id))
+                    .map(|(_, s)| s.deadline)
+                    .min()
+            }),
             None => None,
         };
         self.timers.set(TimerKey::Group(group_id.to_string()), at);
@@ -224,12 +244,28 @@ impl GroupShard {
             .groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::Consumer(ConsumerGroup::default()));
-        if let Group::Classic(_) = slot {
+        if !matches!(slot, Group::Consumer(_)) {
             *slot = Group::Consumer(ConsumerGroup::default());
         }
         match slot {
             Group::Consumer(c) => c,
-            Group::Classic(_) => unreachable!("replaced just above"),
+            _ => unreachable!("replaced just above"),
+        }
+    }
+
+    /// The share group `group_id` for a record: a group of another kind in its place
+    /// is replaced, as Kafka tombstones one kind before writing the other.
+    fn share_for_replay(&mut self, group_id: &str) -> &mut ShareGroup {
+        let slot = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::Share(ShareGroup::default()));
+        if !matches!(slot, Group::Share(_)) {
+            *slot = Group::Share(ShareGroup::default());
+        }
+        match slot {
+            Group::Share(s) => s,
+            _ => unreachable!("replaced just above"),
         }
     }
 }
@@ -335,6 +371,50 @@ impl Shard for GroupShard {
                     self.schedule(&group_id);
                 }
             }
+            (
+                RecordKey::Share {
+                    kind: ShareKey::Metadata,
+                    ..
+                },
+                None,
+            ) => {
+                // The share group is deleted.
+                if let Some(Group::Share(_)) = self.groups.get(&group_id) {
+                    self.remove_group(&group_id);
+                }
+                self.keep_for_offsets(&group_id);
+            }
+            (RecordKey::Share { kind, .. }, None) => {
+                let image = self.image.clone();
+                if let Some(Group::Share(s)) = self.groups.get_mut(&group_id) {
+                    let departed = match &kind {
+                        ShareKey::Member(id) => Some(id.clone()),
+                        _ => None,
+                    };
+                    s.replay(kind, None, &image)?;
+                    if let Some(id) = departed {
+                        if let Some(sessions) = self.sessions.get_mut(&group_id) {
+                            sessions.remove(&id);
+                        }
+                        self.schedule(&group_id);
+                    }
+                }
+            }
+            (RecordKey::Share { kind, .. }, Some(RecordValue::Share(v))) => {
+                let image = self.image.clone();
+                let joining = match &kind {
+                    ShareKey::Member(id) => self
+                        .sessions
+                        .get(&group_id)
+                        .is_some_and(|s| s.contains_key(id)),
+                    _ => false,
+                };
+                self.share_for_replay(&group_id)
+                    .replay(kind, Some(v), &image)?;
+                if joining {
+                    self.schedule(&group_id);
+                }
+            }
             _ => return Err("value does not match its key".into()),
         }
         Ok(())
@@ -411,6 +491,24 @@ impl Shard for GroupShard {
                     .collect();
                 self.sessions.insert(id.clone(), sessions);
             }
+            if let Some(Group::Share(g)) = self.groups.get(id) {
+                // Every member gets a fresh session, as in Kafka after a failover.
+                let session_ms = self.settings.broker().group.share.session_timeout_ms;
+                let deadline = now + Duration::from_millis(session_ms.max(0) as u64);
+                let sessions = g
+                    .members
+                    .keys()
+                    .map(|m| {
+                        let session = Session {
+                            deadline,
+                            revocation_deadline: None,
+                            resend: true,
+                        };
+                        (m.clone(), session)
+                    })
+                    .collect();
+                self.sessions.insert(id.clone(), sessions);
+            }
             self.schedule(id);
         }
         let every = self.offsets_retention_check_interval();
@@ -448,6 +546,11 @@ impl Shard for GroupShard {
                     self.timers
                         .schedule(TimerKey::Group(id.clone()), now + TIMER_RETRY);
                     self.expire_consumer_members(&id, now)
+                }
+                Some(Group::Share(_)) => {
+                    self.timers
+                        .schedule(TimerKey::Group(id.clone()), now + TIMER_RETRY);
+                    self.expire_share_members(&id, now)
                 }
                 None => Written::response(()),
             },

@@ -5,10 +5,12 @@
 use kafka_protocol::error::ResponseError;
 
 use super::classic::encode_consumer;
+use super::share::encode_share;
 use super::{Group, GroupShard};
 use crate::coordinator::group::classic::GroupState;
 use crate::coordinator::group::consumer::tombstones;
 use crate::coordinator::group::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
+use crate::coordinator::group::share;
 use crate::coordinator::runtime::Written;
 
 /// Expired offsets (and deleted groups) written per batch; more waits for the next one.
@@ -53,6 +55,9 @@ impl GroupShard {
             Some(Group::Consumer(c)) => {
                 c.validate_commit(&who.member_id, generation_id, who.api_version)?
             }
+            // A share group has no committed offsets (its progress is in
+            // __share_group_state), as Kafka refuses them.
+            Some(Group::Share(_)) => return Err(ResponseError::GroupIdNotFound),
             // Admin tools and consumers using assign() commit outside any group; the
             // group appears when the commit is replayed.
             None if generation_id < 0 => {}
@@ -135,6 +140,7 @@ impl GroupShard {
                 g.validate_txn_commit(&who.member_id, who.instance.as_deref(), generation_id)?
             }
             Some(Group::Consumer(c)) => c.validate_txn_commit(&who.member_id, generation_id)?,
+            Some(Group::Share(_)) => return Err(ResponseError::GroupIdNotFound),
             // A producer outside group management commits to a simple group, which its
             // replay creates.
             None if generation_id < 0 => {}
@@ -197,6 +203,7 @@ impl GroupShard {
             g if g.is_empty() => Vec::new(),
             Group::Classic(g) => g.subscribed_topics().ok_or(ResponseError::NonEmptyGroup)?,
             Group::Consumer(c) => c.subscribed_topics().into_iter().collect(),
+            Group::Share(_) => return Err(ResponseError::GroupIdNotFound),
         };
         let mut answers = Vec::with_capacity(partitions.len());
         let mut records = Vec::new();
@@ -251,6 +258,7 @@ impl GroupShard {
             Group::Consumer(c) if !c.members.is_empty() => {
                 return Err(ResponseError::NonEmptyGroup)
             }
+            Group::Share(s) if !s.members.is_empty() => return Err(ResponseError::NonEmptyGroup),
             _ => {}
         }
         let mut records: Vec<GroupRecord> = self
@@ -335,6 +343,7 @@ fn offset_tombstone(group_id: &str, topic: &str, partition: i32) -> GroupRecord 
 fn metadata_tombstones(group_id: &str, group: &Group) -> Vec<GroupRecord> {
     match group {
         Group::Consumer(c) => encode_consumer(group_id, tombstones(c)),
+        Group::Share(s) => encode_share(group_id, share::heartbeat::tombstones(s)),
         Group::Classic(_) => {
             let key = RecordKey::Group {
                 group: group_id.to_string(),

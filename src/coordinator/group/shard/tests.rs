@@ -18,6 +18,7 @@ use crate::coordinator::runtime::memory_log::MemoryLog;
 use crate::coordinator::runtime::{CoordinatorRuntime, ShardStatus};
 
 mod kafka_records;
+mod share_groups;
 mod txn_offsets;
 
 type Runtime = CoordinatorRuntime<GroupShard>;
@@ -82,6 +83,15 @@ async fn snapshot(rt: &Runtime) -> BTreeMap<String, String> {
                     )
                 }
                 Group::Consumer(c) => format!("consumer {}", c.fingerprint()),
+                Group::Share(s) => format!(
+                    "share epochs {}/{} hash {} members {:?} target {:?} state {:?}",
+                    s.group_epoch,
+                    s.assignment_epoch,
+                    s.metadata_hash,
+                    s.members,
+                    s.target,
+                    s.state_partitions
+                ),
             };
             out.insert(format!("group {id}"), described);
         }

@@ -1,0 +1,116 @@
+//! The group coordinator's share groups with the share coordinator as their persister,
+//! both on the coordinator runtime over in-memory logs: a member joins, the subscribed
+//! share-partitions' state is initialized in `__share_group_state`, and the next
+//! heartbeat assigns them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::coordinator::GroupCoordinator;
+use super::settings::GroupSettings;
+use super::share::ShareHeartbeat;
+use super::topics::TopicImage;
+use crate::coordinator::runtime::memory_log::MemoryLog;
+use crate::coordinator::runtime::ShardStatus;
+use crate::coordinator::share::coordinator::ShareCoordinator;
+use crate::coordinator::share::SharePartitionKey;
+
+const TOPIC: Uuid = Uuid::from_u128(0x77);
+
+fn broker_config() -> Arc<crate::config::SharedConfig> {
+    let props = BTreeMap::from([
+        ("offsets.topic.num.partitions".to_string(), "1".to_string()),
+        (
+            "share.coordinator.state.topic.num.partitions".to_string(),
+            "1".to_string(),
+        ),
+    ]);
+    crate::config::SharedConfig::new(crate::config::BrokerConfig::from_properties(props).unwrap())
+}
+
+fn hb(epoch: i32, topics: Option<&[&str]>) -> ShareHeartbeat {
+    ShareHeartbeat {
+        member_id: "m1".into(),
+        member_epoch: epoch,
+        subscribed: topics.map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_share_member_is_assigned_once_the_share_coordinator_initialized_its_partitions() {
+    let config = broker_config();
+    let topics: Arc<TopicImage> = Arc::new(TopicImage::new([("t".to_string(), TOPIC, 2)]));
+    let shares = Arc::new(ShareCoordinator::new(
+        config.clone(),
+        Arc::new(MemoryLog::default()),
+        Arc::new(topics.clone()),
+    ));
+    assert_eq!(shares.load_now(0, 0), ShardStatus::Active);
+    let groups = Arc::new(GroupCoordinator::new(
+        GroupSettings::new(config),
+        Arc::new(MemoryLog::default()),
+        Arc::new(topics),
+    ));
+    assert_eq!(groups.on_elected(0, 0).await.unwrap(), ShardStatus::Active);
+    groups.set_share_persister(shares.clone());
+
+    let first = groups
+        .share_heartbeat("sg", hb(0, Some(&["t"])))
+        .await
+        .unwrap();
+    assert_eq!((first.member_epoch, first.assignment), (1, Some(vec![])));
+
+    // The initialization runs after the answer; the next heartbeats assign both
+    // partitions once it is recorded.
+    let mut assigned = None;
+    for _ in 0..100 {
+        let r = groups.share_heartbeat("sg", hb(1, None)).await.unwrap();
+        if r.assignment.is_some() {
+            assigned = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = assigned.expect("assigned after initialization");
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment, Some(vec![(TOPIC, vec![0, 1])]));
+
+    // The share coordinator holds both share-partitions, at the group epoch that asked
+    // (an uninitialized one reads as state epoch 0), starting where
+    // share.auto.offset.reset will say.
+    for partition in [0, 1] {
+        let state = shares.read(key(partition), -1).await.unwrap();
+        assert_eq!((state.state_epoch, state.start_offset), (1, -1));
+    }
+
+    // A group with members is not deleted, and its state stays.
+    assert_eq!(
+        groups.delete_group("sg").await,
+        Err(kafka_protocol::error::ResponseError::NonEmptyGroup)
+    );
+    assert_eq!(shares.read(key(0), -1).await.unwrap().state_epoch, 1);
+    // Once empty, its share-partitions' state goes with it.
+    groups.share_heartbeat("sg", hb(-1, None)).await.unwrap();
+    groups.delete_group("sg").await.unwrap();
+    for partition in [0, 1] {
+        let state = shares.read(key(partition), -1).await.unwrap();
+        assert_eq!((state.state_epoch, state.start_offset), (0, -1), "deleted");
+    }
+    assert!(groups.list_groups().await.unwrap().is_empty());
+    shares.shutdown();
+    groups.shutdown();
+}
+
+fn key(partition: i32) -> SharePartitionKey {
+    SharePartitionKey {
+        group_id: "sg".into(),
+        topic_id: TOPIC,
+        partition,
+    }
+}

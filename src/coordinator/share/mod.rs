@@ -1,0 +1,33 @@
+//! The share coordinator's data: `__share_group_state`, where share-partition leaders
+//! persist the delivery state of their in-flight records (KIP-932).
+//!
+//! - `records.rs`: Kafka's ShareSnapshot and ShareUpdate record schemas, byte-exact.
+//! - `combine.rs`: merging state batches (Kafka's `PersisterStateBatchCombiner`).
+//! - `state.rs`: the per-share-partition state replayed from those records, and the record
+//!   each initialize or write becomes.
+//! - `persister.rs`: what a share-partition reads at load and writes as records change.
+//! - `shard.rs`: one `__share_group_state` partition on the coordinator runtime, and
+//!   which partition holds a share-partition's state.
+//! - `coordinator.rs`: [`ShareCoordinator`](coordinator::ShareCoordinator), what callers
+//!   use; it routes each share-partition key to its partition's owner and follows the
+//!   topic's leadership.
+//!
+//! The RPCs that carry these between brokers (InitializeShareGroupState,
+//! ReadShareGroupState, WriteShareGroupState, …) are not built yet, and the broker does
+//! not start a share coordinator: nothing here is reachable from the network.
+
+pub mod combine;
+pub mod coordinator;
+pub mod persister;
+pub mod records;
+pub mod shard;
+pub mod state;
+
+pub use persister::{PersistedState, Persister, StateWrite};
+pub use records::{SharePartitionKey, StateBatch};
+
+/// `__share_group_state`, the share coordinator's topic.
+pub const SHARE_GROUP_STATE_TOPIC: &str = "__share_group_state";
+
+#[cfg(test)]
+mod tests;

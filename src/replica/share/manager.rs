@@ -1,0 +1,222 @@
+//! SharePartitionManager: the share-partitions this broker leads, each loaded from its
+//! persisted state on first use and persisting every change through the [`Persister`]
+//! (Kafka's `SharePartitionManager`, without the ShareFetch sessions and the log reads,
+//! which its callers bring).
+//!
+//! A share-partition is locked only while its state machine runs, never across a write
+//! to the persister: an acknowledgement's records sit in an open transition meanwhile
+//! (nobody else can take them), and the write's outcome commits or rolls them back.
+//! Loading is the exception: one caller reads the persisted state while the others wait
+//! for it, so a share-partition is initialized once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use parking_lot::Mutex;
+
+use super::{
+    AcknowledgementBatch, AcquireRequest, PendingWrite, ShareAcquiredRecords, ShareError,
+    SharePartition, SharePartitionConfig,
+};
+use crate::coordinator::share::{Persister, SharePartitionKey};
+
+/// One share-partition slot: loaded once, then shared.
+struct Slot {
+    /// Held by the one caller loading the share-partition.
+    loading: tokio::sync::Mutex<()>,
+    partition: Mutex<Option<SharePartition>>,
+}
+
+/// How to start a share-partition the persister holds no start offset for.
+pub struct Load {
+    pub leader_epoch: i32,
+    pub config: SharePartitionConfig,
+    /// The start offset `share.auto.offset.reset` gives, asked only when needed.
+    pub initial_start_offset: Box<dyn FnOnce() -> Result<i64, ShareError> + Send>,
+}
+
+pub struct SharePartitionManager {
+    persister: Arc<dyn Persister>,
+    partitions: Mutex<HashMap<SharePartitionKey, Arc<Slot>>>,
+}
+
+impl SharePartitionManager {
+    pub fn new(persister: Arc<dyn Persister>) -> Self {
+        SharePartitionManager {
+            persister,
+            partitions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The share-partitions loaded here.
+    pub fn keys(&self) -> Vec<SharePartitionKey> {
+        self.partitions.lock().keys().cloned().collect()
+    }
+
+    /// Loads `key`'s share-partition from the persister unless it is loaded already.
+    /// A read fenced by a newer leader, or state that cannot be a share-partition's,
+    /// leaves it unloaded and answers the error.
+    pub async fn load(&self, key: &SharePartitionKey, load: Load) -> Result<(), ResponseError> {
+        let slot = self
+            .partitions
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    loading: tokio::sync::Mutex::new(()),
+                    partition: Mutex::new(None),
+                })
+            })
+            .clone();
+        if slot.partition.lock().is_some() {
+            return Ok(());
+        }
+        let _loading = slot.loading.lock().await;
+        if slot.partition.lock().is_some() {
+            return Ok(());
+        }
+        let persisted = self.persister.read(key.clone(), load.leader_epoch).await?;
+        let sp = SharePartition::initialize(
+            load.config,
+            load.leader_epoch,
+            &persisted,
+            load.initial_start_offset,
+        )
+        .map_err(|e| {
+            tracing::warn!(group = %key.group_id, topic_id = %key.topic_id,
+                partition = key.partition, error = %e, "share-partition failed to load");
+            e.response_error()
+        })?;
+        *slot.partition.lock() = Some(sp);
+        Ok(())
+    }
+
+    /// This broker no longer leads the share-partition (or the group is gone): it is
+    /// dropped, and loads again from the persisted state if it comes back.
+    pub fn remove(&self, key: &SharePartitionKey) {
+        self.partitions.lock().remove(key);
+    }
+
+    /// Runs `f` on a loaded share-partition; UNKNOWN_TOPIC_OR_PARTITION when it is not.
+    fn with<R>(
+        &self,
+        key: &SharePartitionKey,
+        f: impl FnOnce(&mut SharePartition) -> R,
+    ) -> Result<R, ResponseError> {
+        let slot = self
+            .partitions
+            .lock()
+            .get(key)
+            .cloned()
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let mut guard = slot.partition.lock();
+        let sp = guard
+            .as_mut()
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        Ok(f(sp))
+    }
+
+    /// Where the next fetch from the log starts for this share-partition, and whether
+    /// anything may be acquired at all.
+    pub fn next_fetch(&self, key: &SharePartitionKey) -> Result<Option<i64>, ResponseError> {
+        self.with(key, |sp| {
+            sp.can_acquire_records().then(|| sp.next_fetch_offset())
+        })
+    }
+
+    /// Acquires for a member among the batches the log returned.
+    pub fn acquire(
+        &self,
+        key: &SharePartitionKey,
+        req: &AcquireRequest<'_>,
+        now_ms: i64,
+    ) -> Result<ShareAcquiredRecords, ResponseError> {
+        self.with(key, |sp| sp.acquire(req, now_ms))
+    }
+
+    /// A member's acknowledgements, persisted before they count: INVALID_RECORD_STATE
+    /// or INVALID_REQUEST for what the share-partition refuses, the persister's error
+    /// when the write fails (the records then go back to the member, or to AVAILABLE if
+    /// their lock ran out meanwhile).
+    pub async fn acknowledge(
+        &self,
+        key: &SharePartitionKey,
+        member_id: &str,
+        batches: &[AcknowledgementBatch],
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
+        let pending = self
+            .with(key, |sp| sp.acknowledge(member_id, batches, now_ms))?
+            .map_err(|e| e.response_error())?;
+        self.persist(key, pending, now_ms).await
+    }
+
+    /// Releases every record `member_id` holds (its share session closed, or it left).
+    pub async fn release_member(
+        &self,
+        key: &SharePartitionKey,
+        member_id: &str,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
+        let pending = self
+            .with(key, |sp| sp.release_acquired_records(member_id, now_ms))?
+            .map_err(|e| e.response_error())?;
+        self.persist(key, pending, now_ms).await
+    }
+
+    /// Releases the records whose acquisition locks ran out, in every share-partition,
+    /// and persists that; returns the earliest lock deadline left, for the caller's timer.
+    pub async fn expire_locks(&self, now_ms: i64) -> Option<i64> {
+        for key in self.keys() {
+            let pending = self.with(&key, |sp| sp.expire_locks(now_ms)).ok().flatten();
+            if let Some(pending) = pending {
+                // The release stands whatever the write's outcome; a failed write only
+                // means the persisted state is behind until the next one.
+                if let Err(e) = self.persist(&key, pending, now_ms).await {
+                    tracing::debug!(group = %key.group_id, partition = key.partition,
+                        error = ?e, "persisting expired acquisition locks failed");
+                }
+            }
+        }
+        self.keys()
+            .iter()
+            .filter_map(|k| self.with(k, |sp| sp.next_lock_deadline()).ok().flatten())
+            .min()
+    }
+
+    /// Writes a pending change and reports the outcome to the share-partition.
+    async fn persist(
+        &self,
+        key: &SharePartitionKey,
+        pending: PendingWrite,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let result = self
+            .persister
+            .write(key.clone(), pending.write.clone())
+            .await;
+        // The share-partition may have been dropped meanwhile (leadership moved): the
+        // outcome then concerns nobody here.
+        let _ = self.with(key, |sp| {
+            sp.complete_write(
+                &pending,
+                result.as_ref().map(|_| ()).map_err(|_| ()),
+                now_ms,
+            )
+        });
+        result
+    }
+
+    /// Runs `f` on a loaded share-partition's state, for views and tests.
+    pub fn inspect<R>(
+        &self,
+        key: &SharePartitionKey,
+        f: impl FnOnce(&SharePartition) -> R,
+    ) -> Result<R, ResponseError> {
+        self.with(key, |sp| f(sp))
+    }
+}

@@ -189,6 +189,11 @@ impl Follower {
         self.leader.as_ref().map(|l| (l.id, self.epoch))
     }
 
+    /// Where the quorum's leader (the active controller) is, when known.
+    pub fn leader_endpoint(&self) -> Option<Endpoint> {
+        self.leader.as_ref().map(|l| l.endpoint.clone())
+    }
+
     /// When the driver must next call [`Event::Tick`].
     pub fn next_deadline(&self) -> Option<u64> {
         (!self.failed && self.in_flight.is_none()).then_some(self.next_send)

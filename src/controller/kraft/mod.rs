@@ -8,9 +8,12 @@
 //! - `follower`: following `__cluster_metadata` from the quorum's leader with KRaft's
 //!   Fetch and FetchSnapshot (Kafka's raft client as an observer), handing committed
 //!   batches on.
+//! - `driver`: one task running the three over the outbound client against a real
+//!   quorum, publishing the image and the broker's state.
 //! - `publish`: committed batches and snapshots replayed into the metadata image, a
 //!   metadata transaction's records only once it ends.
 
+pub mod driver;
 pub mod follower;
 pub mod lifecycle;
 pub mod publish;

@@ -1,0 +1,308 @@
+//! skua's KRaft broker pieces (`controller::kraft`: lifecycle, metadata follower,
+//! publisher, driven by `driver`) against a real Apache Kafka 4.4 controller
+//! (`process.roles=controller`, started by `compat/kafka-controller.sh`): skua registers,
+//! heartbeats, follows `__cluster_metadata` with KRaft's Fetch and is unfenced; a topic
+//! created at the controller lands in skua's image with skua as its leader; a controlled
+//! shutdown is granted; a new incarnation registers again with a newer broker epoch.
+//!
+//! Kafka's jars come from `$COMPAT_CACHE` (fetched there on first use, as for every
+//! compat suite). Skipped, with a message, when java is not installed.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use skua::client::{Client, ClientConfig};
+use skua::controller::image::MetadataImage;
+use skua::controller::kraft::driver::{DriverConfig, KraftBroker, Status, Stopped};
+use skua::controller::kraft::follower::{Endpoint, FollowerConfig};
+use skua::controller::kraft::lifecycle::{
+    BrokerState, RegisteredListener, Registration, ShutdownReason, SupportedFeature, Timing,
+};
+use uuid::Uuid;
+
+use crate::common::cluster::ONE_AT_A_TIME;
+
+const BROKER_ID: i32 = 1;
+const SESSION_TIMEOUT_MS: u64 = 3000;
+const CONTROLLER_ID: i32 = 3000;
+
+/// A Kafka controller in a temp dir, stopped when dropped.
+struct Controller {
+    dir: tempfile::TempDir,
+    port: u16,
+    cluster_id: String,
+}
+
+impl Controller {
+    /// `None` (with a message) only when java is not installed.
+    fn start(features: &[&str]) -> Option<Controller> {
+        if Command::new("java").arg("-version").output().is_err() {
+            eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh"));
+        command
+            .args(["--port", &port.to_string(), "--dir"])
+            .arg(dir.path())
+            .args(["--node-id", &CONTROLLER_ID.to_string()]);
+        for f in features {
+            command.args(["--feature", f]);
+        }
+        // A restarted broker's new incarnation waits for the old one's session to end.
+        command.args([
+            "--set",
+            &format!("broker.session.timeout.ms={SESSION_TIMEOUT_MS}"),
+        ]);
+        let out = command.output().expect("compat/kafka-controller.sh runs");
+        let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+        assert!(
+            out.status.success(),
+            "compat/kafka-controller.sh: {}\n{log}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster_id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        Some(Controller {
+            dir,
+            port,
+            cluster_id,
+        })
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh"))
+                .arg("--stop")
+                .arg(self.dir.path())
+                .output();
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("--- the controller's server.log, last lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// The features skua registers with: the levels it handles. Kafka 4.4 finalizes
+/// transaction.version 2, share.version 2 and streams.version 1 by default, none of which
+/// skua handles, so the controller is formatted with them at 0.
+fn features() -> Vec<SupportedFeature> {
+    [
+        ("metadata.version", 7, 33),
+        ("kraft.version", 0, 1),
+        ("group.version", 0, 1),
+        ("eligible.leader.replicas.version", 0, 1),
+        ("transaction.version", 0, 0),
+    ]
+    .into_iter()
+    .map(|(name, min, max)| SupportedFeature {
+        name: name.into(),
+        min,
+        max,
+    })
+    .collect()
+}
+
+const FORMAT_FEATURES: &[&str] = &[
+    "transaction.version=0",
+    "share.version=0",
+    "streams.version=0",
+];
+
+fn config(controller: &Controller, dir: Uuid) -> DriverConfig {
+    DriverConfig {
+        registration: Registration {
+            broker_id: BROKER_ID,
+            cluster_id: controller.cluster_id.clone(),
+            incarnation_id: Uuid::new_v4(),
+            listeners: vec![RegisteredListener {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 19092,
+                security_protocol: 0,
+            }],
+            features: features(),
+            rack: None,
+            log_dirs: vec![dir],
+            previous_broker_epoch: -1,
+        },
+        timing: Timing {
+            heartbeat_interval_ms: 500,
+            session_timeout_ms: SESSION_TIMEOUT_MS,
+            initial_registration_timeout_ms: 30_000,
+        },
+        follower: FollowerConfig {
+            node_id: BROKER_ID,
+            cluster_id: controller.cluster_id.clone(),
+            directory_id: dir,
+            bootstrap: vec![Endpoint {
+                node_id: Some(CONTROLLER_ID),
+                host: "127.0.0.1".into(),
+                port: controller.port,
+            }],
+            retry_backoff_ms: 100,
+            fetch_timeout_ms: 2000,
+            max_snapshot_bytes: 64 << 20,
+        },
+        client: ClientConfig::default(),
+    }
+}
+
+async fn wait_status(broker: &mut KraftBroker, what: &str, f: impl Fn(&Status) -> bool) -> Status {
+    let result = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let status = broker.status.borrow_and_update().clone();
+            if f(&status) {
+                return status;
+            }
+            assert_eq!(status.stopped, None, "stopped while waiting for {what}");
+            broker.status.changed().await.unwrap();
+        }
+    })
+    .await;
+    result.unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", broker.status.borrow()))
+}
+
+async fn wait_image(
+    broker: &mut KraftBroker,
+    what: &str,
+    f: impl Fn(&MetadataImage) -> bool,
+) -> Arc<MetadataImage> {
+    let result = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let image = broker.image.borrow_and_update().clone();
+            if f(&image) {
+                return image;
+            }
+            broker.image.changed().await.unwrap();
+        }
+    })
+    .await;
+    result.unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", broker.status.borrow()))
+}
+
+async fn create_topic(controller: &Controller, name: &str, partitions: i32) -> i16 {
+    let client = Client::new(
+        format!("127.0.0.1:{}", controller.port).parse().unwrap(),
+        ClientConfig::default(),
+    );
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)])
+        .with_timeout_ms(10_000);
+    let (_, response): (i16, CreateTopicsResponse) =
+        client.send_negotiated(&request, 2, 7).await.unwrap();
+    response.topics[0].error_code
+}
+
+#[test]
+fn skua_registers_with_a_kafka_4_controller_follows_its_metadata_and_leads_its_topics() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = std::time::Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    eprintln!("the controller started in {:?}", started.elapsed());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(registers_follows_and_leads(&controller));
+}
+
+async fn registers_follows_and_leads(controller: &Controller) {
+    let t = std::time::Instant::now();
+    let dir = Uuid::new_v4();
+    let mut broker = KraftBroker::start(config(controller, dir));
+
+    // Registered, caught up with the metadata log, unfenced.
+    let running = wait_status(&mut broker, "RUNNING", |s| s.state == BrokerState::Running).await;
+    eprintln!("RUNNING after {:?}: {running:?}", t.elapsed());
+    assert_eq!(running.leader.map(|(id, _)| id), Some(CONTROLLER_ID));
+    assert!(running.broker_epoch > 0, "{running:?}");
+    let image = broker.image.borrow().clone();
+    assert_eq!(
+        image.metadata_version(),
+        Some(33),
+        "Kafka 4.4's metadata.version"
+    );
+    assert_eq!(image.feature("transaction.version"), None, "formatted at 0");
+    assert_eq!(
+        image.broker_epoch(BROKER_ID),
+        Some(running.broker_epoch),
+        "skua's own RegisterBrokerRecord, replayed from the controller's log"
+    );
+
+    // A topic created at the controller: placed on skua, the only unfenced broker, led by
+    // it, in the log dir it registered.
+    assert_eq!(create_topic(controller, "orders", 3).await, 0);
+    let image = wait_image(&mut broker, "the topic in the image", |i| {
+        i.topic("orders").is_some_and(|t| t.partitions.len() == 3)
+    })
+    .await;
+    let topic = image.topic("orders").unwrap();
+    for p in &topic.partitions {
+        assert_eq!(p.assignment.replicas, vec![BROKER_ID], "{p:?}");
+        assert_eq!(p.assignment.directories, vec![dir], "{p:?}");
+        assert_eq!(p.state.leader, BROKER_ID, "{p:?}");
+        assert_eq!(p.state.isr, vec![BROKER_ID], "{p:?}");
+    }
+    let applied = broker.status.borrow().applied_offset;
+    assert!(applied > running.applied_offset, "{applied}");
+
+    // Controlled shutdown: the controller moves what it can and lets the broker go.
+    broker.begin_controlled_shutdown();
+    let stopped = wait_status(&mut broker, "the end of the controlled shutdown", |s| {
+        s.stopped.is_some()
+    })
+    .await;
+    assert_eq!(
+        stopped.stopped,
+        Some(Stopped::Lifecycle(ShutdownReason::ControlledShutdownDone))
+    );
+    broker.shutdown().await;
+    eprintln!("controlled shutdown done after {:?}", t.elapsed());
+
+    // A new incarnation of the same broker registers at once with a newer epoch, and
+    // leads the topic again.
+    let mut again = KraftBroker::start(config(controller, dir));
+    let rerun = wait_status(&mut again, "RUNNING again", |s| {
+        s.state == BrokerState::Running
+    })
+    .await;
+    assert!(
+        rerun.broker_epoch > running.broker_epoch,
+        "{rerun:?} after {running:?}"
+    );
+    wait_image(&mut again, "skua leading the topic again", |i| {
+        i.topic("orders").is_some_and(|t| {
+            t.partitions.len() == 3 && t.partitions.iter().all(|p| p.state.leader == BROKER_ID)
+        })
+    })
+    .await;
+    eprintln!("the new incarnation leads again after {:?}", t.elapsed());
+    again.shutdown().await;
+}

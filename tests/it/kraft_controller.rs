@@ -256,6 +256,18 @@ async fn registers_follows_and_leads(controller: &Controller) {
         "skua's own RegisterBrokerRecord, replayed from the controller's log"
     );
 
+    // skua's registration as the controller recorded it: its listener, then unfenced.
+    let image = wait_image(&mut broker, "skua unfenced in the image", |i| {
+        !i.unfenced_brokers_on("PLAINTEXT").is_empty()
+    })
+    .await;
+    let me = &image.unfenced_brokers_on("PLAINTEXT")[0];
+    assert_eq!(
+        (me.id, me.host.as_str(), me.port),
+        (BROKER_ID, "127.0.0.1", 19092)
+    );
+    assert!(image.unfenced_brokers_on("SSL").is_empty());
+
     // A topic created at the controller: placed on skua, the only unfenced broker, led by
     // it, in the log dir it registered.
     assert_eq!(create_topic(controller, "orders", 3).await, 0);

@@ -165,6 +165,7 @@ fn config(controller: &Controller, dir: Uuid) -> DriverConfig {
             max_snapshot_bytes: 64 << 20,
         },
         client: ClientConfig::default(),
+        wait_for_ready: false,
     }
 }
 
@@ -236,7 +237,7 @@ fn skua_registers_with_a_kafka_4_controller_follows_its_metadata_and_leads_its_t
 async fn registers_follows_and_leads(controller: &Controller) {
     let t = std::time::Instant::now();
     let dir = Uuid::new_v4();
-    let mut broker = KraftBroker::start(config(controller, dir));
+    let mut broker = KraftBroker::start(config(controller, dir), None);
 
     // Registered, caught up with the metadata log, unfenced.
     let running = wait_status(&mut broker, "RUNNING", |s| s.state == BrokerState::Running).await;
@@ -300,7 +301,7 @@ async fn registers_follows_and_leads(controller: &Controller) {
 
     // A new incarnation of the same broker registers at once with a newer epoch, and
     // leads the topic again.
-    let mut again = KraftBroker::start(config(controller, dir));
+    let mut again = KraftBroker::start(config(controller, dir), None);
     let rerun = wait_status(&mut again, "RUNNING again", |s| {
         s.state == BrokerState::Running
     })
@@ -317,4 +318,192 @@ async fn registers_follows_and_leads(controller: &Controller) {
     .await;
     eprintln!("the new incarnation leads again after {:?}", t.elapsed());
     again.shutdown().await;
+}
+
+/// Every delta a subscriber was handed: topics changed (+) and removed (-), in order.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl skua::controller::delta::MetadataListener for Recorder {
+    fn on_delta(
+        &self,
+        _image: &MetadataImage,
+        delta: &skua::controller::delta::MetadataDelta,
+    ) -> Vec<skua::controller::delta::ApplyError> {
+        use skua::controller::delta::TopicDelta;
+        let mut seen = self.0.lock().unwrap();
+        for (name, t) in &delta.topics {
+            match t {
+                TopicDelta::Changed(t) => seen.push(format!("+{name}/{}", t.partitions.len())),
+                TopicDelta::Removed(_) => seen.push(format!("-{name}")),
+            }
+        }
+        Vec::new()
+    }
+}
+
+/// The `Controller` a KRaft broker's handlers use, against the Kafka 4.4 controller:
+/// unfenced only once the broker says it is ready; topics created, grown, reconfigured
+/// and deleted through the controller, each answered once the image shows it, and every
+/// change handed to a subscriber; the controller's refusals answered with its errors;
+/// producer ids from the blocks the controller allocates.
+#[test]
+fn the_kraft_backend_forwards_metadata_changes_to_a_kafka_4_controller() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(backend_forwards(&controller));
+}
+
+async fn backend_forwards(controller: &Controller) {
+    use skua::controller::kraft::backend::KraftController;
+    use skua::controller::{Controller as _, NewTopic};
+
+    let dir = Uuid::new_v4();
+    let backend = KraftController::new(
+        BROKER_ID,
+        "PLAINTEXT".into(),
+        controller.cluster_id.clone(),
+        ClientConfig::default(),
+    );
+    let recorder = Arc::new(Recorder::default());
+    assert!(backend.subscribe(recorder.clone()).is_empty());
+    let mut config = config(controller, dir);
+    config.wait_for_ready = true;
+    let mut broker = KraftBroker::start(config, Some(backend.clone()));
+    backend.attach(broker.status.clone());
+
+    // Caught up, but fenced until the broker says its logs are open.
+    wait_status(&mut broker, "RECOVERY", |s| {
+        s.state == BrokerState::Recovery
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(broker.status.borrow().state, BrokerState::Recovery);
+    assert!(
+        backend.brokers_on("PLAINTEXT").is_empty(),
+        "fenced: in no Metadata"
+    );
+    broker.ready_to_unfence();
+    let running = wait_status(&mut broker, "RUNNING", |s| s.state == BrokerState::Running).await;
+    assert_eq!(backend.broker_epoch(), running.broker_epoch);
+    wait_image(&mut broker, "skua unfenced", |i| {
+        !i.unfenced_brokers_on("PLAINTEXT").is_empty()
+    })
+    .await;
+    let me = backend.brokers_on("PLAINTEXT");
+    assert_eq!(
+        me.iter().map(|b| (b.id, b.port)).collect::<Vec<_>>(),
+        vec![(BROKER_ID, 19092)]
+    );
+    assert_eq!(
+        backend.controller_id(),
+        BROKER_ID,
+        "a live broker, not the controller"
+    );
+
+    let new_topic = |name: &str, partitions: i32, replication: i16| NewTopic {
+        name: name.into(),
+        num_partitions: partitions,
+        replication_factor: replication,
+        assignments: Default::default(),
+        configs: [("cleanup.policy".to_string(), "compact".to_string())].into(),
+    };
+    let created = backend
+        .create_topic(new_topic("events", 2, 1), false)
+        .await
+        .unwrap();
+    assert_eq!(created.partitions.len(), 2);
+    assert!(created
+        .partitions
+        .iter()
+        .all(|p| p.state.leader == BROKER_ID));
+    assert_eq!(created.configs["cleanup.policy"], "compact");
+    assert_eq!(backend.topic("events").unwrap().topic_id, created.topic_id);
+    assert_eq!(
+        backend.topic_by_id(created.topic_id).unwrap().name,
+        "events"
+    );
+
+    // The controller's refusals, with its errors.
+    let e = backend
+        .create_topic(new_topic("events", 2, 1), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        kafka_protocol::error::ResponseError::TopicAlreadyExists,
+        "{e:?}"
+    );
+    let e = backend
+        .create_topic(new_topic("wide", 1, 3), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        kafka_protocol::error::ResponseError::InvalidReplicationFactor,
+        "{e:?}"
+    );
+    let checked = backend
+        .create_topic(new_topic("checked", 5, 1), true)
+        .await
+        .unwrap();
+    assert_eq!(checked.partitions.len(), 5);
+    assert!(
+        backend.topic("checked").is_none(),
+        "validate_only creates nothing"
+    );
+
+    let grown = backend
+        .create_partitions("events", 4, None, false)
+        .await
+        .unwrap();
+    assert_eq!(grown.partitions.len(), 4);
+    let e = backend
+        .create_partitions("events", 3, None, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        kafka_protocol::error::ResponseError::InvalidPartitions,
+        "{e:?}"
+    );
+
+    let configs = [("retention.ms".to_string(), "1000".to_string())].into();
+    let reconfigured = backend.set_topic_configs("events", configs).await.unwrap();
+    assert_eq!(
+        reconfigured.configs.clone().into_iter().collect::<Vec<_>>(),
+        vec![("retention.ms".to_string(), "1000".to_string())],
+        "compact deleted, retention set"
+    );
+
+    let first = backend.next_producer_id().await.unwrap();
+    let second = backend.next_producer_id().await.unwrap();
+    assert!(first >= 0 && second == first + 1, "{first} {second}");
+
+    let removed = backend.delete_topic("events").await.unwrap();
+    assert_eq!(removed.topic_id, created.topic_id);
+    assert!(backend.topic("events").is_none());
+
+    let seen = recorder.0.lock().unwrap().clone();
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("+events/2"),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&"+events/4".to_string()), "{seen:?}");
+    assert_eq!(seen.last().map(String::as_str), Some("-events"), "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.contains("checked") || s.contains("wide")),
+        "{seen:?}"
+    );
+    broker.shutdown().await;
 }

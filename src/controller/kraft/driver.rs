@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::client::{Client, ClientConfig, ClientError};
+use crate::controller::delta::{MetadataDelta, TopicDelta};
 use crate::controller::image::MetadataImage;
 
 use super::follower::{self, Endpoint, Follower, FollowerConfig};
@@ -44,6 +45,16 @@ pub struct DriverConfig {
     pub timing: Timing,
     pub follower: FollowerConfig,
     pub client: ClientConfig,
+    /// Whether the broker says itself when it is ready to be unfenced
+    /// ([`KraftBroker::ready_to_unfence`], once its logs are open); otherwise it is ready
+    /// as soon as it caught up.
+    pub wait_for_ready: bool,
+}
+
+/// Who is handed each published image with what changed, in order, before the broker's
+/// heartbeat reports the offset it reached.
+pub trait Published: Send + Sync {
+    fn published(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta);
 }
 
 /// What the broker's lifecycle and metadata have reached.
@@ -55,8 +66,24 @@ pub struct Status {
     pub applied_offset: i64,
     /// The quorum's leader and epoch, when known.
     pub leader: Option<(i32, i32)>,
+    /// Where the active controller (the quorum's leader) is, when known.
+    pub controller: Option<Endpoint>,
     /// Why the driver stopped, once it has.
     pub stopped: Option<Stopped>,
+}
+
+impl Default for Status {
+    /// Before the driver starts.
+    fn default() -> Status {
+        Status {
+            state: BrokerState::NotRunning,
+            broker_epoch: -1,
+            applied_offset: -1,
+            leader: None,
+            controller: None,
+            stopped: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +95,7 @@ pub enum Stopped {
 
 #[derive(Debug)]
 enum Command {
+    ReadyToUnfence,
     BeginControlledShutdown,
     Shutdown,
 }
@@ -81,24 +109,24 @@ pub struct KraftBroker {
 }
 
 impl KraftBroker {
-    /// Starts registering and following the metadata log.
-    pub fn start(config: DriverConfig) -> KraftBroker {
+    /// Starts registering and following the metadata log; `published` is handed every
+    /// image.
+    pub fn start(config: DriverConfig, published: Option<Arc<dyn Published>>) -> KraftBroker {
         let (image_tx, image) = watch::channel(Arc::new(MetadataImage::default()));
-        let (status_tx, status) = watch::channel(Status {
-            state: BrokerState::NotRunning,
-            broker_epoch: -1,
-            applied_offset: -1,
-            leader: None,
-            stopped: None,
-        });
+        let (status_tx, status) = watch::channel(Status::default());
         let (commands, commands_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(config, image_tx, status_tx, commands_rx));
+        let task = tokio::spawn(run(config, published, image_tx, status_tx, commands_rx));
         KraftBroker {
             image,
             status,
             commands,
             task,
         }
+    }
+
+    /// The broker's logs are open: the next heartbeat asks to be unfenced (once caught up).
+    pub fn ready_to_unfence(&self) {
+        let _ = self.commands.send(Command::ReadyToUnfence);
     }
 
     /// Asks the controller to move this broker's leaderships away, then stops once it
@@ -132,6 +160,9 @@ struct Driver {
     /// A lifecycle request waiting for the active controller to be known.
     waiting: Option<lifecycle::Output>,
     caught_up: bool,
+    /// The broker said its logs are open (always, without `wait_for_ready`).
+    broker_ready: bool,
+    published: Option<Arc<dyn Published>>,
     image_tx: watch::Sender<Arc<MetadataImage>>,
     status_tx: watch::Sender<Status>,
     stopped: Option<Stopped>,
@@ -139,11 +170,13 @@ struct Driver {
 
 async fn run(
     config: DriverConfig,
+    published: Option<Arc<dyn Published>>,
     image_tx: watch::Sender<Arc<MetadataImage>>,
     status_tx: watch::Sender<Status>,
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let (answers, mut answers_rx) = mpsc::unbounded_channel();
+    let broker_ready = !config.wait_for_ready;
     let mut d = Driver {
         start: Instant::now(),
         lifecycle: Lifecycle::new(config.registration.clone(), config.timing),
@@ -155,6 +188,8 @@ async fn run(
         answers,
         waiting: None,
         caught_up: false,
+        broker_ready,
+        published,
         image_tx,
         status_tx,
         stopped: None,
@@ -195,6 +230,11 @@ async fn run(
             command = commands.recv() => {
                 let now = d.now_ms();
                 let event = match command {
+                    Some(Command::ReadyToUnfence) => {
+                        d.broker_ready = true;
+                        d.maybe_ready().await;
+                        continue;
+                    }
                     Some(Command::BeginControlledShutdown) => lifecycle::Event::BeginControlledShutdown,
                     Some(Command::Shutdown) | None => lifecycle::Event::Shutdown,
                 };
@@ -224,6 +264,7 @@ impl Driver {
             broker_epoch: self.lifecycle.broker_epoch(),
             applied_offset: self.publisher.last_applied_offset(),
             leader: self.follower.leader(),
+            controller: self.follower.leader_endpoint(),
             stopped: self.stopped.clone(),
         };
         self.status_tx.send_if_modified(|s| {
@@ -299,7 +340,10 @@ impl Driver {
                 follower::Output::Publish(batches) => {
                     let mut image = self.image.clone();
                     match self.publisher.apply(&mut image, &batches) {
-                        Ok(_) => self.publish_image(image).await,
+                        Ok(changes) => {
+                            let delta = MetadataDelta::from_changes(&changes, &image);
+                            self.publish_image(image, delta).await
+                        }
                         Err(why) => self.fatal(why),
                     }
                 }
@@ -308,7 +352,22 @@ impl Driver {
                     batches,
                     ..
                 } => match self.publisher.load_snapshot(end_offset, &batches) {
-                    Ok(image) => self.publish_image(image).await,
+                    Ok(image) => {
+                        // Everything the snapshot holds, and the topics it no longer has.
+                        let mut delta = MetadataDelta::everything(&image);
+                        for t in self.image.topics() {
+                            if image
+                                .topic(&t.name)
+                                .is_none_or(|n| n.topic_id != t.topic_id)
+                            {
+                                delta
+                                    .topics
+                                    .entry(t.name.clone())
+                                    .or_insert_with(|| TopicDelta::Removed(t.clone()));
+                            }
+                        }
+                        self.publish_image(image, delta).await
+                    }
                     Err(why) => self.fatal(why),
                 },
                 follower::Output::Leader { id, epoch } => {
@@ -331,9 +390,15 @@ impl Driver {
         self.stopped = Some(Stopped::Fatal(why));
     }
 
-    async fn publish_image(&mut self, image: MetadataImage) {
+    async fn publish_image(&mut self, image: MetadataImage, delta: MetadataDelta) {
+        let shared = Arc::new(image.clone());
         self.image = image;
-        self.image_tx.send_replace(Arc::new(self.image.clone()));
+        if let Some(p) = &self.published {
+            if !delta.is_empty() {
+                p.published(&shared, &delta);
+            }
+        }
+        self.image_tx.send_replace(shared);
         let now = self.now_ms();
         let applied = self.publisher.last_applied_offset();
         let out = self
@@ -344,7 +409,7 @@ impl Driver {
     }
 
     async fn maybe_ready(&mut self) {
-        if self.caught_up && self.publisher.last_applied_offset() >= 0 {
+        if self.caught_up && self.broker_ready && self.publisher.last_applied_offset() >= 0 {
             self.caught_up = false;
             let now = self.now_ms();
             let out = self.lifecycle.decide(now, lifecycle::Event::ReadyToUnfence);

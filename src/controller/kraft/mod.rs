@@ -13,6 +13,7 @@
 //! - `publish`: committed batches and snapshots replayed into the metadata image, a
 //!   metadata transaction's records only once it ends.
 
+pub mod backend;
 pub mod driver;
 pub mod follower;
 pub mod lifecycle;

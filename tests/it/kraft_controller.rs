@@ -507,3 +507,140 @@ async fn backend_forwards(controller: &Controller) {
     );
     broker.shutdown().await;
 }
+
+/// AlterPartition from a skua leader, as `replica::isr` builds it (v3, members without
+/// broker epochs), through the KRaft backend's controller channel: a Kafka 4.4 controller
+/// commits the shrink and the expansion, and both brokers' images show them; a stale
+/// partition epoch is refused.
+#[test]
+fn isr_changes_from_a_skua_leader_are_committed_by_a_kafka_4_controller() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(isr_changes(&controller));
+}
+
+async fn isr_changes(controller: &Controller) {
+    use kafka_protocol::messages::alter_partition_request::{
+        BrokerState as Member, PartitionData, TopicData,
+    };
+    use kafka_protocol::messages::AlterPartitionRequest;
+    use skua::controller::kraft::backend::KraftController;
+    use skua::controller::{Controller as _, NewTopic};
+    use skua::replica::isr::ControllerChannel;
+
+    let start = |id: i32, port: u16| {
+        let backend = KraftController::new(
+            id,
+            "PLAINTEXT".into(),
+            controller.cluster_id.clone(),
+            ClientConfig::default(),
+        );
+        let mut config = config(controller, Uuid::new_v4());
+        config.registration.broker_id = id;
+        config.registration.listeners[0].port = port;
+        config.follower.node_id = id;
+        let broker = KraftBroker::start(config, Some(backend.clone()));
+        backend.attach(broker.status.clone());
+        (backend, broker)
+    };
+    let (one, mut broker1) = start(1, 19092);
+    let (two, mut broker2) = start(2, 19093);
+    for b in [&mut broker1, &mut broker2] {
+        wait_status(b, "RUNNING", |s| s.state == BrokerState::Running).await;
+        wait_image(b, "both brokers unfenced", |i| {
+            i.unfenced_brokers_on("PLAINTEXT").len() == 2
+        })
+        .await;
+    }
+    let topic = one
+        .create_topic(
+            NewTopic {
+                name: "shared".into(),
+                num_partitions: 1,
+                replication_factor: -1,
+                assignments: [(0, vec![1, 2])].into(),
+                configs: Default::default(),
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let p = topic.partitions[0].state.clone();
+    assert_eq!((p.leader, p.isr.clone()), (1, vec![1, 2]));
+
+    let alter = |leader_epoch: i32, partition_epoch: i32, isr: &[i32]| {
+        let isr = isr.to_vec();
+        let id = topic.topic_id;
+        let epoch = one.broker_epoch();
+        move |_version: i16| {
+            AlterPartitionRequest::default()
+                .with_broker_id(1.into())
+                .with_broker_epoch(epoch)
+                .with_topics(vec![TopicData::default()
+                    .with_topic_id(id)
+                    .with_partitions(vec![PartitionData::default()
+                        .with_partition_index(0)
+                        .with_leader_epoch(leader_epoch)
+                        .with_partition_epoch(partition_epoch)
+                        .with_new_isr_with_epochs(
+                            isr.iter()
+                                .map(|b| {
+                                    Member::default()
+                                        .with_broker_id((*b).into())
+                                        .with_broker_epoch(-1)
+                                })
+                                .collect(),
+                        )])])
+        }
+    };
+    let channel: &dyn ControllerChannel = &*one;
+    // Shrink to the leader alone.
+    let (version, response) = channel
+        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &[1]))
+        .await
+        .unwrap();
+    assert_eq!(version, 3);
+    let r = &response.topics[0].partitions[0];
+    assert_eq!(r.error_code, 0, "{response:?}");
+    assert_eq!(r.isr.iter().map(|b| b.0).collect::<Vec<_>>(), vec![1]);
+    assert!(r.partition_epoch > p.partition_epoch);
+    let shrunk_epoch = r.partition_epoch;
+    for b in [&mut broker1, &mut broker2] {
+        wait_image(b, "the shrunk ISR", |i| {
+            i.topic("shared").unwrap().partitions[0].state.isr == vec![1]
+        })
+        .await;
+    }
+    // A proposal at the old partition epoch is refused.
+    let (_, response) = channel
+        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &[1, 2]))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.topics[0].partitions[0].error_code,
+        kafka_protocol::error::ResponseError::InvalidUpdateVersion.code(),
+        "{response:?}"
+    );
+    // The follower back in.
+    let (_, response) = channel
+        .alter_partition(3, &alter(p.leader_epoch, shrunk_epoch, &[1, 2]))
+        .await
+        .unwrap();
+    let r = &response.topics[0].partitions[0];
+    assert_eq!(r.error_code, 0, "{response:?}");
+    assert_eq!(r.isr.iter().map(|b| b.0).collect::<Vec<_>>(), vec![1, 2]);
+    wait_image(&mut broker2, "the expanded ISR", |i| {
+        i.topic("shared").unwrap().partitions[0].state.isr == vec![1, 2]
+    })
+    .await;
+    assert_eq!(two.topic("shared").unwrap().partitions[0].state.leader, 1);
+    broker1.shutdown().await;
+    broker2.shutdown().await;
+}

@@ -45,6 +45,7 @@ use crate::controller::{
 };
 
 use super::driver::{Published, Status};
+use super::follower::Endpoint;
 
 /// IncrementalAlterConfigs' operations.
 const OP_SET: i8 = 0;
@@ -133,26 +134,33 @@ impl KraftController {
         let Some(to) = self.status().controller else {
             return Err(unavailable("the active controller is not known yet".into()));
         };
-        let key = (to.host.clone(), to.port);
-        let existing = self.clients.lock().get(&key).cloned();
-        let client = match existing {
-            Some(c) => c,
-            None => {
-                let addr = tokio::net::lookup_host((to.host.as_str(), to.port))
-                    .await
-                    .ok()
-                    .and_then(|mut a| a.next())
-                    .ok_or_else(|| unavailable(format!("cannot resolve {}", to.host)))?;
-                let c = Arc::new(Client::new(addr, self.client.clone()));
-                self.clients.lock().insert(key, c.clone());
-                c
-            }
-        };
+        let client = self.client_for(&to).await?;
         client
             .send_negotiated(&request, versions.0, versions.1)
             .await
             .map(|(_, r)| r)
             .map_err(|e| unavailable(format!("the active controller did not answer: {e}")))
+    }
+
+    /// One client per controller address.
+    async fn client_for(&self, to: &Endpoint) -> Result<Arc<Client>, ControllerError> {
+        let key = (to.host.clone(), to.port);
+        if let Some(c) = self.clients.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let addr = tokio::net::lookup_host((to.host.as_str(), to.port))
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                ControllerError::new(
+                    ResponseError::NotController,
+                    format!("cannot resolve {}", to.host),
+                )
+            })?;
+        let c = Arc::new(Client::new(addr, self.client.clone()));
+        self.clients.lock().insert(key, c.clone());
+        Ok(c)
     }
 
     /// Waits until the published image satisfies `done`, answering what it returns.
@@ -264,11 +272,17 @@ impl Controller for KraftController {
         validate_only: bool,
     ) -> Result<Arc<TopicInfo>, ControllerError> {
         let name = topic.name.clone();
+        // With a manual assignment the counts are the assignment's (CreateTopics wants
+        // them -1).
+        let (partitions, replication) = match topic.assignments.is_empty() {
+            true => (topic.num_partitions, topic.replication_factor),
+            false => (-1, -1),
+        };
         let request = CreateTopicsRequest::default()
             .with_topics(vec![CreatableTopic::default()
                 .with_name(TopicName(StrBytes::from_string(name.clone())))
-                .with_num_partitions(topic.num_partitions)
-                .with_replication_factor(topic.replication_factor)
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication)
                 .with_assignments(
                     topic
                         .assignments
@@ -471,5 +485,35 @@ impl Controller for KraftController {
         let id = block.next;
         block.next += 1;
         Ok(id)
+    }
+}
+
+/// ISR changes go to the active controller, as a KRaft broker's `AlterPartitionManager`
+/// sends them (Kafka 4's controllers answer AlterPartition v2 and v3).
+#[async_trait]
+impl crate::replica::isr::ControllerChannel for KraftController {
+    async fn alter_partition(
+        &self,
+        max_version: i16,
+        build: &(dyn Fn(i16) -> kafka_protocol::messages::AlterPartitionRequest + Sync),
+    ) -> Result<(i16, kafka_protocol::messages::AlterPartitionResponse), String> {
+        use kafka_protocol::messages::AlterPartitionRequest;
+        let Some(to) = self.status().controller else {
+            return Err("the active controller is not known yet".into());
+        };
+        let client = self.client_for(&to).await.map_err(|e| e.message)?;
+        let versions = client.api_versions().await.map_err(|e| e.to_string())?;
+        let version = crate::client::reconnecting::negotiate(
+            &versions,
+            <AlterPartitionRequest as Request>::KEY,
+            crate::replica::isr::ALTER_PARTITION_MIN_VERSION,
+            max_version,
+        )
+        .map_err(|e| e.to_string())?;
+        let response = client
+            .send(&build(version), version)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((version, response))
     }
 }

@@ -21,7 +21,7 @@ use skua::controller::image::MetadataImage;
 use skua::controller::kraft::driver::{DriverConfig, KraftBroker, Status, Stopped};
 use skua::controller::kraft::follower::{Endpoint, FollowerConfig};
 use skua::controller::kraft::lifecycle::{
-    BrokerState, RegisteredListener, Registration, ShutdownReason, SupportedFeature, Timing,
+    BrokerState, RegisteredListener, Registration, ShutdownReason, Timing,
 };
 use uuid::Uuid;
 
@@ -103,26 +103,9 @@ impl Drop for Controller {
     }
 }
 
-/// The features skua registers with: the levels it handles. Kafka 4.4 finalizes
-/// transaction.version 2, share.version 2 and streams.version 1 by default, none of which
-/// skua handles, so the controller is formatted with them at 0.
-fn features() -> Vec<SupportedFeature> {
-    [
-        ("metadata.version", 7, 33),
-        ("kraft.version", 0, 1),
-        ("group.version", 0, 1),
-        ("eligible.leader.replicas.version", 0, 1),
-        ("transaction.version", 0, 0),
-    ]
-    .into_iter()
-    .map(|(name, min, max)| SupportedFeature {
-        name: name.into(),
-        min,
-        max,
-    })
-    .collect()
-}
-
+/// Kafka 4.4 finalizes transaction.version 2, share.version 2 and streams.version 1 by
+/// default, none of which skua handles (`controller::kraft::features`): the controller is
+/// formatted with them at 0.
 const FORMAT_FEATURES: &[&str] = &[
     "transaction.version=0",
     "share.version=0",
@@ -141,7 +124,7 @@ fn config(controller: &Controller, dir: Uuid) -> DriverConfig {
                 port: 19092,
                 security_protocol: 0,
             }],
-            features: features(),
+            features: skua::controller::kraft::features::supported_features(),
             rack: None,
             log_dirs: vec![dir],
             previous_broker_epoch: -1,

@@ -103,10 +103,11 @@ impl Drop for Controller {
     }
 }
 
-/// Kafka 4.4 finalizes transaction.version 2, share.version 2 and streams.version 1 by
-/// default, none of which skua handles (`controller::kraft::features`): the controller is
-/// formatted with them at 0.
+/// Kafka 4.4 finalizes eligible.leader.replicas.version 1, transaction.version 2,
+/// share.version 2 and streams.version 1 by default, none of which skua handles
+/// (`controller::kraft::features`): the controller is formatted with them at 0.
 const FORMAT_FEATURES: &[&str] = &[
+    "eligible.leader.replicas.version=0",
     "transaction.version=0",
     "share.version=0",
     "streams.version=0",
@@ -234,6 +235,7 @@ async fn registers_follows_and_leads(controller: &Controller) {
         "Kafka 4.4's metadata.version"
     );
     assert_eq!(image.feature("transaction.version"), None, "formatted at 0");
+    assert_eq!(image.feature("group.version"), Some(1), "KIP-848 groups");
     assert_eq!(
         image.broker_epoch(BROKER_ID),
         Some(running.broker_epoch),
@@ -626,4 +628,63 @@ async fn isr_changes(controller: &Controller) {
     assert_eq!(two.topic("shared").unwrap().partitions[0].state.leader, 1);
     broker1.shutdown().await;
     broker2.shutdown().await;
+}
+
+/// A cluster that finalized a feature level skua does not handle (Kafka 4.4's defaults:
+/// transaction.version 2, share.version 2, ...) refuses its registration: the broker is
+/// never unfenced, and stops once `initial.broker.registration.timeout.ms` passes.
+#[test]
+fn a_cluster_with_feature_levels_skua_lacks_refuses_its_registration() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(controller) = Controller::start(&[]) else {
+        return;
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut config = config(&controller, Uuid::new_v4());
+            config.timing.initial_registration_timeout_ms = 4000;
+            let mut broker = KraftBroker::start(config, None);
+            let stopped = tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    let s = broker.status.borrow_and_update().clone();
+                    assert_ne!(s.state, BrokerState::Running, "{s:?}");
+                    if s.stopped.is_some() {
+                        return s;
+                    }
+                    broker.status.changed().await.unwrap();
+                }
+            })
+            .await
+            .expect("the registration timeout stops the broker");
+            assert_eq!(
+                stopped.stopped,
+                Some(Stopped::Lifecycle(ShutdownReason::RegistrationTimedOut))
+            );
+            assert_eq!(stopped.broker_epoch, -1, "never registered");
+            assert!(
+                stopped.applied_offset >= 0,
+                "the metadata log was followed all along"
+            );
+            broker.shutdown().await;
+        });
+    let log = controller.log();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("registerBroker: event failed with UnsupportedVersionException")
+                && l.contains("does not support finalized version")
+        })
+        .collect();
+    assert!(
+        !refusals.is_empty(),
+        "the controller refused the registration for a feature level:\n{}",
+        log.lines()
+            .filter(|l| l.contains("egist"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -11,15 +11,17 @@
 //! - `kraft.version` 0-1: a broker only observes the quorum; Fetch reaches it through
 //!   `controller.quorum.bootstrap.servers` as well as static voters.
 //! - `group.version` 0-1: KIP-848 groups (ConsumerGroupHeartbeat) are served.
-//! - `eligible.leader.replicas.version` 0-1: the ELR fields of partition records are read
-//!   and reported (DescribeTopicPartitions).
+//! - `eligible.leader.replicas.version` 0 only: the ELR fields of partition records are
+//!   read, but DescribeTopicPartitions reports them empty and `ClearElrRecord` is not
+//!   applied.
 //! - `transaction.version` 0 only: KIP-890's second part (EndTxn v5, AddPartitionsToTxn
 //!   v5 from clients) is not routed.
 //! - `share.version` and `streams.version` are not listed (0 only): no share groups, no
 //!   KIP-1071 streams groups. A Kafka 4.4 cluster formatted with its defaults finalizes
-//!   `transaction.version` 2, `share.version` 2 and `streams.version` 1, so a skua broker
-//!   joins one formatted with them at 0 (`kafka-storage.sh format --feature ...=0`) or
-//!   downgraded (`kafka-features.sh downgrade`).
+//!   `eligible.leader.replicas.version` 1, `transaction.version` 2, `share.version` 2 and
+//!   `streams.version` 1, so a skua broker joins one formatted with them at 0
+//!   (`kafka-storage.sh format --feature ...=0`) or downgraded (`kafka-features.sh
+//!   downgrade`).
 
 use super::lifecycle::SupportedFeature;
 
@@ -28,7 +30,7 @@ pub const SUPPORTED: &[(&str, i16, i16)] = &[
     ("metadata.version", 7, 33),
     ("kraft.version", 0, 1),
     ("group.version", 0, 1),
-    ("eligible.leader.replicas.version", 0, 1),
+    ("eligible.leader.replicas.version", 0, 0),
     ("transaction.version", 0, 0),
 ];
 

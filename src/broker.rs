@@ -271,6 +271,19 @@ pub fn add_scram_credentials(
     written.map_err(|e| anyhow::anyhow!("{}", e.message))
 }
 
+/// `process.roles=broker` is refused before anything touches the dirs: registering with
+/// Apache Kafka's controllers and following their metadata log (`controller::kraft`) are
+/// not yet a metadata source the broker runs on, and serving a KRaft cluster's dir from
+/// skua's own single-node log would fork that cluster's metadata.
+fn refuse_kraft_broker_role(config: &BrokerConfig) -> anyhow::Result<()> {
+    if config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker {
+        anyhow::bail!(
+            "process.roles=broker: skua cannot yet run as a broker of a KRaft cluster with Apache Kafka's controllers (its registration and metadata following are not wired into the broker yet); run skua with ZooKeeper (zookeeper.connect) or as a single node (no process.roles, or process.roles=broker,controller with this node as the only voter)"
+        );
+    }
+    Ok(())
+}
+
 /// Where the broker's metadata comes from: its own metadata log on a single node, or a
 /// ZooKeeper-mode cluster's controller. Opened before the logs (it says which partitions
 /// are hosted here and with which configs); everything after it is the same for both.
@@ -418,6 +431,7 @@ impl Broker {
     /// [`MetadataSource`]. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let mut config = config;
+        refuse_kraft_broker_role(&config)?;
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
         let identity = Identity {

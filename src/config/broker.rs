@@ -8,6 +8,7 @@ use super::check::{KeyNote, SortedKeys};
 use super::group_coordinator::{
     GroupCoordinatorConfig, OffsetsTopicConfig, ShareCoordinatorConfig,
 };
+use super::kraft::KRaftConfig;
 use super::listener::Listener;
 use super::sections::{LogManagerConfig, NetworkConfig, ReplicationConfig};
 use super::transaction::TransactionConfig;
@@ -129,6 +130,8 @@ pub struct BrokerConfig {
     pub zookeeper_connect: Option<String>,
     /// ZooKeeper mode's session, controller and controlled-shutdown settings.
     pub zookeeper: ZooKeeperConfig,
+    /// `process.roles`, the controller quorum and the KRaft broker's lifecycle timings.
+    pub kraft: KRaftConfig,
     pub rack: Option<String>,
     pub log: LogManagerConfig,
     pub network: NetworkConfig,
@@ -236,6 +239,15 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(invalid("log.dirs", "no directory given"));
         }
+        let zookeeper_connect = keys.get("zookeeper.connect").filter(|s| !s.is_empty());
+        let kraft = KRaftConfig::build(
+            &keys,
+            &super::kraft::Context {
+                node_id: values.get("node.id").map(|_| broker_id),
+                listeners: &listeners,
+                zookeeper_connect: zookeeper_connect.as_deref(),
+            },
+        )?;
         let config = BrokerConfig {
             broker_id,
             broker_id_set: keys.is_set("node.id") || keys.is_set("broker.id"),
@@ -245,8 +257,9 @@ impl BrokerConfig {
             advertised_listeners,
             log_dirs,
             delete_topic_enable: keys.bool("delete.topic.enable"),
-            zookeeper_connect: keys.get("zookeeper.connect").filter(|s| !s.is_empty()),
+            zookeeper_connect,
             zookeeper: ZooKeeperConfig::build(&keys)?,
+            kraft,
             rack: keys.get("broker.rack"),
             log: LogManagerConfig::build(&keys)?,
             network: NetworkConfig::build(&keys)?,

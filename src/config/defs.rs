@@ -789,12 +789,31 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Kind::String,
         Some("3.9-IV0"),
     ),
-    // KRaft-era keys found in Kafka 4's sample server.properties; accepted so such a file
-    // starts skua unchanged, and reported by DescribeConfigs like any other key.
+    // KRaft (config/kraft.rs): the roles, the controller quorum a `process.roles=broker`
+    // node registers with and follows, and its lifecycle's timings. `broker,controller`
+    // (Kafka 4's single-node server.properties) keeps skua's own single-node metadata log.
     b("process.roles", Kind::List, None),
     b("controller.quorum.voters", Kind::List, None),
     b("controller.quorum.bootstrap.servers", Kind::List, None),
     b("controller.listener.names", Kind::List, None),
+    b("broker.heartbeat.interval.ms", Kind::Int, Some("2000")),
+    b("broker.session.timeout.ms", Kind::Int, Some("9000")),
+    b(
+        "initial.broker.registration.timeout.ms",
+        Kind::Int,
+        Some("60000"),
+    ),
+    b(
+        "controller.quorum.request.timeout.ms",
+        Kind::Int,
+        Some("2000"),
+    ),
+    b("controller.quorum.retry.backoff.ms", Kind::Int, Some("20")),
+    b(
+        "controller.quorum.fetch.timeout.ms",
+        Kind::Int,
+        Some("2000"),
+    ),
     // Where the KRaft metadata log lives; the first log dir when unset.
     b("metadata.log.dir", Kind::String, None),
     b(

@@ -3,7 +3,7 @@
 //! `defs.rs` is the one table of keys, kinds and defaults; `broker.rs` types the broker's
 //! config once at startup into sections (`sections.rs`: log, network, replication;
 //! `group_coordinator.rs`: groups and the offsets topic; `transaction.rs`: the transaction
-//! coordinator and its topic; `inter_broker_protocol.rs`: the request versions followers
+//! coordinator and its topic; `kraft.rs`: `process.roles` and the controller quorum; `inter_broker_protocol.rs`: the request versions followers
 //! send); `shared.rs` is the cell every component reads it from, where a dynamic change
 //! swaps in a whole new config; `topic.rs` and `group.rs` resolve per-topic and per-group
 //! configs over the broker's.
@@ -17,6 +17,7 @@ pub mod dynamic;
 pub mod group;
 pub mod group_coordinator;
 pub mod inter_broker_protocol;
+pub mod kraft;
 pub mod listener;
 pub mod properties;
 pub mod publisher;

@@ -74,6 +74,7 @@ impl MetadataDelta {
                 }
                 Change::Acls => delta.acls = true,
                 Change::ClientQuotas => delta.client_quotas = true,
+                Change::Cluster => delta.cluster = true,
                 Change::None => {}
             }
         }

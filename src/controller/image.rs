@@ -13,8 +13,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{
-    AccessControlEntryRecord, ClientQuotaRecord, MetadataRecord, PartitionChangeRecord,
-    PartitionRecord, UserScramCredential, CONFIG_RESOURCE_TOPIC, NO_LEADER_CHANGE,
+    AccessControlEntryRecord, BrokerEndpoint, ClientQuotaRecord, MetadataRecord,
+    PartitionChangeRecord, PartitionRecord, UserScramCredential, CONFIG_RESOURCE_TOPIC,
+    NO_LEADER_CHANGE,
 };
 use crate::quota::configs::ClientQuotas;
 use crate::quota::entity::QuotaEntity;
@@ -39,7 +40,20 @@ pub enum Change {
     Acls,
     /// A client quota changed.
     ClientQuotas,
+    /// A broker registered, unregistered, or was fenced or unfenced.
+    Cluster,
     None,
+}
+
+/// A broker's registration in the metadata log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub epoch: i64,
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    /// Fenced brokers lead nothing and are left out of Metadata.
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -53,8 +67,9 @@ pub struct MetadataImage {
     features: BTreeMap<String, i16>,
     /// The first producer id of the next block to hand out (0 before any block).
     next_producer_id: i64,
-    /// Brokers registered in the log and their broker epochs.
-    broker_epochs: BTreeMap<i32, i64>,
+    /// Brokers registered in the log (by Kafka's controllers, or by skua's single node
+    /// before it adopted a Kafka dir).
+    registrations: BTreeMap<i32, BrokerRegistration>,
     /// Client quotas per user / client id entity (`ClientQuotaRecord`s, or ZooKeeper's
     /// `/config/users` and `/config/clients`).
     client_quotas: ClientQuotas,
@@ -154,12 +169,36 @@ impl MetadataImage {
     }
 
     pub fn broker_epoch(&self, broker_id: i32) -> Option<i64> {
-        self.broker_epochs.get(&broker_id).copied()
+        self.registrations.get(&broker_id).map(|r| r.epoch)
     }
 
     /// Ids of the brokers registered in the metadata log.
     pub fn registered_brokers(&self) -> impl Iterator<Item = i32> + '_ {
-        self.broker_epochs.keys().copied()
+        self.registrations.keys().copied()
+    }
+
+    /// A broker's registration as the metadata log holds it.
+    pub fn registration(&self, broker_id: i32) -> Option<&BrokerRegistration> {
+        self.registrations.get(&broker_id)
+    }
+
+    /// The registered brokers that are not fenced, as clients of `listener` reach them
+    /// (a broker with no endpoint of that name is left out), by id: what Kafka's KRaft
+    /// brokers answer Metadata with.
+    pub fn unfenced_brokers_on(&self, listener: &str) -> Vec<BrokerInfo> {
+        self.registrations
+            .iter()
+            .filter(|(_, r)| !r.fenced)
+            .filter_map(|(id, r)| {
+                let e = r.endpoints.iter().find(|e| e.name == listener)?;
+                Some(BrokerInfo {
+                    id: *id,
+                    host: e.host.clone(),
+                    port: i32::from(e.port),
+                    rack: r.rack.clone(),
+                })
+            })
+            .collect()
     }
 
     pub fn brokers(&self) -> &[BrokerInfo] {
@@ -241,13 +280,59 @@ impl MetadataImage {
             MetadataRecord::RegisterBroker {
                 broker_id,
                 broker_epoch,
+                endpoints,
+                rack,
+                fenced,
+                in_controlled_shutdown,
             } => {
-                self.broker_epochs.insert(*broker_id, *broker_epoch);
-                Ok(Change::None)
+                self.registrations.insert(
+                    *broker_id,
+                    BrokerRegistration {
+                        epoch: *broker_epoch,
+                        endpoints: endpoints.clone(),
+                        rack: rack.clone(),
+                        fenced: *fenced,
+                        in_controlled_shutdown: *in_controlled_shutdown,
+                    },
+                );
+                Ok(Change::Cluster)
             }
             MetadataRecord::UnregisterBroker { broker_id } => {
-                self.broker_epochs.remove(broker_id);
-                Ok(Change::None)
+                self.registrations.remove(broker_id);
+                Ok(Change::Cluster)
+            }
+            MetadataRecord::FenceBroker {
+                broker_id,
+                broker_epoch,
+            }
+            | MetadataRecord::UnfenceBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
+                let r = self.registration_mut(*broker_id, *broker_epoch)?;
+                r.fenced = fenced;
+                if fenced {
+                    r.in_controlled_shutdown = false;
+                }
+                Ok(Change::Cluster)
+            }
+            MetadataRecord::BrokerRegistrationChange {
+                broker_id,
+                broker_epoch,
+                fenced,
+                in_controlled_shutdown,
+            } => {
+                let r = self.registration_mut(*broker_id, *broker_epoch)?;
+                match fenced {
+                    -1 => r.fenced = false,
+                    1 => r.fenced = true,
+                    _ => {}
+                }
+                if *in_controlled_shutdown == 1 {
+                    r.in_controlled_shutdown = true;
+                }
+                Ok(Change::Cluster)
             }
             MetadataRecord::UserScramCredential(c) => {
                 self.replay_scram_credential(c);
@@ -435,6 +520,19 @@ impl MetadataImage {
         Change::ClientQuotas
     }
 
+    /// The registration a fence, unfence or change record names, at its epoch (Kafka's
+    /// controllers write them only for the registration in force).
+    fn registration_mut(&mut self, id: i32, epoch: i64) -> Result<&mut BrokerRegistration, String> {
+        match self.registrations.get_mut(&id) {
+            Some(r) if r.epoch == epoch => Ok(r),
+            Some(r) => Err(format!(
+                "a registration change for broker {id} at epoch {epoch} while it is registered at epoch {}",
+                r.epoch
+            )),
+            None => Err(format!("a registration change for unregistered broker {id}")),
+        }
+    }
+
     fn topic_mut(&mut self, id: Uuid, record: &str) -> Result<&mut TopicInfo, String> {
         let name = self
             .names_by_id
@@ -498,6 +596,89 @@ fn merge(p: &mut PartitionInfo, c: &PartitionChangeRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kraft_registrations_fence_unfence_and_answer_metadata() {
+        let mut image = MetadataImage::default();
+        let register = |id: i32, epoch: i64| MetadataRecord::RegisterBroker {
+            broker_id: id,
+            broker_epoch: epoch,
+            endpoints: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: format!("b{id}"),
+                port: 9092,
+                security_protocol: 0,
+            }],
+            rack: None,
+            fenced: true,
+            in_controlled_shutdown: false,
+        };
+        assert_eq!(image.replay(&register(2, 10)).unwrap(), Change::Cluster);
+        image.replay(&register(1, 11)).unwrap();
+        assert!(
+            image.unfenced_brokers_on("PLAINTEXT").is_empty(),
+            "registered fenced"
+        );
+        image
+            .replay(&MetadataRecord::UnfenceBroker {
+                broker_id: 2,
+                broker_epoch: 10,
+            })
+            .unwrap();
+        image
+            .replay(&MetadataRecord::BrokerRegistrationChange {
+                broker_id: 1,
+                broker_epoch: 11,
+                fenced: -1,
+                in_controlled_shutdown: 0,
+            })
+            .unwrap();
+        let ids = |i: &MetadataImage| -> Vec<i32> {
+            i.unfenced_brokers_on("PLAINTEXT")
+                .iter()
+                .map(|b| b.id)
+                .collect()
+        };
+        assert_eq!(ids(&image), vec![1, 2]);
+        assert_eq!(image.unfenced_brokers_on("PLAINTEXT")[0].host, "b1");
+        assert!(
+            image.unfenced_brokers_on("SSL").is_empty(),
+            "no endpoint there"
+        );
+        image
+            .replay(&MetadataRecord::BrokerRegistrationChange {
+                broker_id: 1,
+                broker_epoch: 11,
+                fenced: 0,
+                in_controlled_shutdown: 1,
+            })
+            .unwrap();
+        assert!(image.registration(1).unwrap().in_controlled_shutdown);
+        image
+            .replay(&MetadataRecord::FenceBroker {
+                broker_id: 1,
+                broker_epoch: 11,
+            })
+            .unwrap();
+        assert_eq!(ids(&image), vec![2]);
+        assert!(!image.registration(1).unwrap().in_controlled_shutdown);
+        // A change for an epoch that is not the registration's is a log Kafka never writes.
+        let e = image
+            .replay(&MetadataRecord::FenceBroker {
+                broker_id: 2,
+                broker_epoch: 9,
+            })
+            .unwrap_err();
+        assert!(e.contains("epoch 9"), "{e}");
+        // Registering again replaces the registration (fenced, new epoch).
+        image.replay(&register(2, 12)).unwrap();
+        assert_eq!(image.broker_epoch(2), Some(12));
+        assert!(ids(&image).is_empty());
+        image
+            .replay(&MetadataRecord::UnregisterBroker { broker_id: 2 })
+            .unwrap();
+        assert_eq!(image.registered_brokers().collect::<Vec<_>>(), vec![1]);
+    }
 
     #[test]
     fn client_quota_records_set_and_remove_an_entitys_quotas() {

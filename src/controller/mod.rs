@@ -13,6 +13,7 @@
 pub mod adopt;
 pub mod delta;
 pub mod image;
+pub mod kraft;
 pub mod local;
 pub mod metadata_log;
 pub mod plan;

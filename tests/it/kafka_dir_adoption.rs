@@ -248,6 +248,48 @@ async fn a_kafka_dir_with_another_identity_is_refused_before_anything_is_written
     }
 }
 
+/// `process.roles=broker` (a broker beside Apache Kafka's controllers) is refused with its
+/// reason before the dir is touched: following Kafka's controllers is not yet a metadata
+/// source the broker runs on, and skua's own single-node log would fork the cluster's.
+#[tokio::test]
+async fn a_kraft_broker_role_is_refused_before_anything_is_written() {
+    let dir = kafka_dir();
+    let listing = |d: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".lock")
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(dir.path());
+    let meta = std::fs::read(dir.path().join("meta.properties")).unwrap();
+    let mut args = Vec::new();
+    for kv in [
+        "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+        format!("log.dirs={}", dir.path().display()),
+        "process.roles=broker".to_string(),
+        "node.id=1".to_string(),
+        "controller.quorum.bootstrap.servers=127.0.0.1:1".to_string(),
+        "controller.listener.names=CONTROLLER".to_string(),
+    ] {
+        args.push("--override".to_string());
+        args.push(kv);
+    }
+    let config = skua::config::from_args(&args).unwrap();
+    let err = skua::broker::Broker::open(config)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("process.roles=broker"), "{err}");
+    assert_eq!(listing(dir.path()), before, "nothing written into the dir");
+    assert_eq!(
+        std::fs::read(dir.path().join("meta.properties")).unwrap(),
+        meta
+    );
+}
+
 /// A data dir of skua before the metadata log (`skua-metadata.json`) is imported on the
 /// first start: same cluster, same topic ids, every record, no strays.
 #[tokio::test]

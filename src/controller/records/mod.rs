@@ -35,6 +35,9 @@ pub const NO_LEADER: i32 = -1;
 mod api_key {
     pub const REGISTER_BROKER: u32 = 0;
     pub const UNREGISTER_BROKER: u32 = 1;
+    pub const FENCE_BROKER: u32 = 7;
+    pub const UNFENCE_BROKER: u32 = 8;
+    pub const BROKER_REGISTRATION_CHANGE: u32 = 17;
     pub const TOPIC: u32 = 2;
     pub const PARTITION: u32 = 3;
     pub const CONFIG: u32 = 4;
@@ -173,6 +176,15 @@ impl PartialEq for ClientQuotaRecord {
 
 impl Eq for ClientQuotaRecord {}
 
+/// One endpoint of a `RegisterBrokerRecord`: a listener's name and address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: i16,
+}
+
 /// One record of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -204,9 +216,31 @@ pub enum MetadataRecord {
         broker_epoch: i64,
         next_producer_id: i64,
     },
+    /// A broker's registration (Kafka's controllers write it; skua's single node never
+    /// does): its epoch, and the endpoints, rack and state Metadata answers come from.
     RegisterBroker {
         broker_id: i32,
         broker_epoch: i64,
+        endpoints: Vec<BrokerEndpoint>,
+        rack: Option<String>,
+        fenced: bool,
+        in_controlled_shutdown: bool,
+    },
+    FenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    UnfenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// A change to a registration: `fenced` -1 unfenced, 0 no change, 1 fenced;
+    /// `in_controlled_shutdown` 0 no change, 1 in controlled shutdown.
+    BrokerRegistrationChange {
+        broker_id: i32,
+        broker_epoch: i64,
+        fenced: i8,
+        in_controlled_shutdown: i8,
     },
     /// A user's SCRAM credential for one mechanism (Kafka's `ScramMechanism` type: 1 is
     /// SCRAM-SHA-256, 2 SCRAM-SHA-512), added or replaced.
@@ -274,8 +308,9 @@ impl MetadataRecord {
             ACCESS_CONTROL_ENTRY => access::decode_access_control_entry(r)?,
             REMOVE_ACCESS_CONTROL_ENTRY => access::decode_remove_access_control_entry(r)?,
             CLIENT_QUOTA => access::decode_client_quota(r)?,
-            // Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
-            REGISTER_BROKER if version <= 4 => decode_register_broker(r, version)?,
+            REGISTER_BROKER => decode_register_broker(r, version)?,
+            FENCE_BROKER | UNFENCE_BROKER => decode_fence_broker(r, api_key)?,
+            BROKER_REGISTRATION_CHANGE => decode_broker_registration_change(r, version)?,
             UNREGISTER_BROKER if version == 0 => MetadataRecord::UnregisterBroker {
                 broker_id: r.i32()?,
             },
@@ -356,6 +391,9 @@ impl MetadataRecord {
             MetadataRecord::AbortTransaction => encode_empty(&mut w, ABORT_TRANSACTION),
             // Never written by skua: these come from Kafka and stay where Kafka put them.
             MetadataRecord::RegisterBroker { .. }
+            | MetadataRecord::FenceBroker { .. }
+            | MetadataRecord::UnfenceBroker { .. }
+            | MetadataRecord::BrokerRegistrationChange { .. }
             | MetadataRecord::UnregisterBroker { .. }
             | MetadataRecord::Other { .. } => {
                 unreachable!("skua does not write {self:?}")
@@ -382,6 +420,10 @@ fn interpreted(api_key: u32) -> Option<(&'static str, u32)> {
         ACCESS_CONTROL_ENTRY => ("AccessControlEntryRecord", 0),
         REMOVE_ACCESS_CONTROL_ENTRY => ("RemoveAccessControlEntryRecord", 0),
         CLIENT_QUOTA => ("ClientQuotaRecord", 0),
+        REGISTER_BROKER => ("RegisterBrokerRecord", 4),
+        FENCE_BROKER => ("FenceBrokerRecord", 0),
+        UNFENCE_BROKER => ("UnfenceBrokerRecord", 0),
+        BROKER_REGISTRATION_CHANGE => ("BrokerRegistrationChangeRecord", 3),
         _ => return None,
     })
 }
@@ -420,6 +462,9 @@ fn decode_producer_ids(r: &mut Reader<'_>) -> Result<MetadataRecord, WireError> 
 }
 
 /// Only the leading fields are read: the id and epoch the clean-shutdown marker needs.
+/// A RegisterBrokerRecord (v0-4): the id, epoch, listeners, rack and fencing. Features
+/// are read past (the controllers checked them); LogDirs and CordonedLogDirs are tagged
+/// fields, skipped.
 fn decode_register_broker(r: &mut Reader<'_>, version: u32) -> Result<MetadataRecord, WireError> {
     let broker_id = r.i32()?;
     if version >= 2 {
@@ -427,9 +472,78 @@ fn decode_register_broker(r: &mut Reader<'_>, version: u32) -> Result<MetadataRe
     }
     r.uuid()?; // incarnationId
     let broker_epoch = r.i64()?;
+    let endpoints = r.array_of(7, |r| {
+        let name = r.string()?;
+        let host = r.string()?;
+        let port = r.i16()? as u16;
+        let security_protocol = r.i16()?;
+        r.skip_tagged_fields()?;
+        Ok(BrokerEndpoint {
+            name,
+            host,
+            port,
+            security_protocol,
+        })
+    })?;
+    r.array_of(6, |r| {
+        r.string()?;
+        r.i16()?;
+        r.i16()?;
+        r.skip_tagged_fields()
+    })?;
+    let rack = r.nullable_string()?;
+    let fenced = r.bool()?;
+    let in_controlled_shutdown = version >= 1 && r.bool()?;
+    r.skip_tagged_fields()?;
     Ok(MetadataRecord::RegisterBroker {
         broker_id,
         broker_epoch,
+        endpoints,
+        rack,
+        fenced,
+        in_controlled_shutdown,
+    })
+}
+
+/// A FenceBrokerRecord or UnfenceBrokerRecord (v0).
+fn decode_fence_broker(r: &mut Reader<'_>, api_key: u32) -> Result<MetadataRecord, WireError> {
+    let broker_id = r.i32()?;
+    let broker_epoch = r.i64()?;
+    r.skip_tagged_fields()?;
+    Ok(match api_key {
+        api_key::FENCE_BROKER => MetadataRecord::FenceBroker {
+            broker_id,
+            broker_epoch,
+        },
+        _ => MetadataRecord::UnfenceBroker {
+            broker_id,
+            broker_epoch,
+        },
+    })
+}
+
+/// A BrokerRegistrationChangeRecord (v0-3): fencing and controlled shutdown are tagged
+/// fields; the log dirs of v2+ are skipped.
+fn decode_broker_registration_change(
+    r: &mut Reader<'_>,
+    version: u32,
+) -> Result<MetadataRecord, WireError> {
+    let broker_id = r.i32()?;
+    let broker_epoch = r.i64()?;
+    let (mut fenced, mut in_controlled_shutdown) = (0, 0);
+    r.tagged_fields(|tag, body| {
+        match tag {
+            0 => fenced = body.i8()?,
+            1 if version >= 1 => in_controlled_shutdown = body.i8()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    Ok(MetadataRecord::BrokerRegistrationChange {
+        broker_id,
+        broker_epoch,
+        fenced,
+        in_controlled_shutdown,
     })
 }
 
@@ -810,6 +924,112 @@ mod tests {
         assert_eq!(
             MetadataRecord::decode(&begin).unwrap(),
             MetadataRecord::BeginTransaction
+        );
+    }
+
+    /// RegisterBrokerRecord v4 as Kafka's schema lays it out (two endpoints, a feature,
+    /// a rack, LogDirs in tag 0), then the records that fence and unfence it.
+    #[test]
+    fn broker_registration_records_in_kafkas_layout() {
+        let mut w = Writer::default();
+        w.uvarint(FRAME_VERSION);
+        header(&mut w, api_key::REGISTER_BROKER, 4);
+        w.i32(7);
+        w.bool(false); // isMigratingZkBroker
+        w.uuid(Uuid::from_u128(9)); // incarnationId
+        w.i64(42);
+        w.uvarint(3); // two endpoints
+        for (name, port, protocol) in [("PLAINTEXT", 9092u16, 0i16), ("SSL", 9093, 1)] {
+            w.string(name);
+            w.string("b7.example");
+            w.i16(port as i16);
+            w.i16(protocol);
+            w.no_tagged_fields();
+        }
+        w.uvarint(2); // one feature
+        w.string("metadata.version");
+        w.i16(7);
+        w.i16(33);
+        w.no_tagged_fields();
+        w.nullable_string(Some("r1"));
+        w.bool(true); // fenced
+        w.bool(false); // inControlledShutdown
+        w.tagged_fields(&[(0, encoded(|w| w.uuid_array(&[Uuid::from_u128(5)])))]);
+        let record = MetadataRecord::decode(&w.buf).unwrap();
+        assert_eq!(
+            record,
+            MetadataRecord::RegisterBroker {
+                broker_id: 7,
+                broker_epoch: 42,
+                endpoints: vec![
+                    BrokerEndpoint {
+                        name: "PLAINTEXT".into(),
+                        host: "b7.example".into(),
+                        port: 9092,
+                        security_protocol: 0,
+                    },
+                    BrokerEndpoint {
+                        name: "SSL".into(),
+                        host: "b7.example".into(),
+                        port: 9093,
+                        security_protocol: 1,
+                    },
+                ],
+                rack: Some("r1".into()),
+                fenced: true,
+                in_controlled_shutdown: false,
+            }
+        );
+        // Cut anywhere, it is an error, not a panic.
+        for n in 4..w.buf.len() - 1 {
+            assert!(MetadataRecord::decode(&w.buf[..n]).is_err(), "cut at {n}");
+        }
+        let mut bytes = w.buf.clone();
+        bytes[2] = 5;
+        assert!(MetadataRecord::decode(&bytes).is_err(), "v5 is refused");
+
+        for (key, fenced) in [
+            (api_key::FENCE_BROKER, true),
+            (api_key::UNFENCE_BROKER, false),
+        ] {
+            let mut w = Writer::default();
+            w.uvarint(FRAME_VERSION);
+            header(&mut w, key, 0);
+            w.i32(7);
+            w.i64(42);
+            w.no_tagged_fields();
+            let expected = if fenced {
+                MetadataRecord::FenceBroker {
+                    broker_id: 7,
+                    broker_epoch: 42,
+                }
+            } else {
+                MetadataRecord::UnfenceBroker {
+                    broker_id: 7,
+                    broker_epoch: 42,
+                }
+            };
+            assert_eq!(MetadataRecord::decode(&w.buf).unwrap(), expected);
+        }
+
+        let mut w = Writer::default();
+        w.uvarint(FRAME_VERSION);
+        header(&mut w, api_key::BROKER_REGISTRATION_CHANGE, 2);
+        w.i32(7);
+        w.i64(42);
+        w.tagged_fields(&[
+            (0, vec![0xff]),
+            (1, vec![1]),
+            (2, encoded(|w| w.uuid_array(&[]))),
+        ]);
+        assert_eq!(
+            MetadataRecord::decode(&w.buf).unwrap(),
+            MetadataRecord::BrokerRegistrationChange {
+                broker_id: 7,
+                broker_epoch: 42,
+                fenced: -1,
+                in_controlled_shutdown: 1,
+            }
         );
     }
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Run one Apache Kafka KRaft controller (process.roles=controller, a quorum of one) on
+# loopback, using jars fetched from Maven Central: the controller skua registers with as
+# a KRaft broker (process.roles=broker).
+#
+#   compat/kafka-controller.sh --port PORT --dir DIR [--version 4.4.0] [--node-id 3000]
+#                              [--feature NAME=LEVEL]... [--set KEY=VALUE]...
+#   compat/kafka-controller.sh --stop DIR
+#
+# Starts the controller in the background once its dir is formatted (kafka-storage.sh
+# format, with each --feature finalized at that level; each --set is a line added to its
+# properties), waits until its port accepts connections and prints the cluster id on
+# stdout. The pid is in DIR/kafka.pid, the log
+# in DIR/server.log, the controller's own properties in DIR/controller.properties.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+port="" dir="" stop="" node_id=3000 features=() settings=()
+KAFKA_VERSION=4.4.0
+while (($#)); do
+  case $1 in
+    --port) port=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --version) KAFKA_VERSION=$2; shift 2 ;;
+    --node-id) node_id=$2; shift 2 ;;
+    --feature) features+=(--feature "$2"); shift 2 ;;
+    --set) settings+=("$2"); shift 2 ;;
+    --stop) stop=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+
+if [[ -n $stop ]]; then
+  [[ -f $stop/kafka.pid ]] || die "no $stop/kafka.pid"
+  pid=$(cat "$stop/kafka.pid")
+  kill "$pid" 2>/dev/null || exit 0
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+  exit 0
+fi
+
+[[ -n $port && -n $dir ]] || die "--port and --dir are required"
+command -v java >/dev/null || die "java not found (Java 17+ required)"
+libs=$(kafka_libs "$KAFKA_VERSION")
+mkdir -p "$dir/data"
+
+cat >"$dir/controller.properties" <<PROPS
+process.roles=controller
+node.id=$node_id
+controller.quorum.voters=$node_id@127.0.0.1:$port
+listeners=CONTROLLER://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+PROPS
+for s in "${settings[@]}"; do printf '%s\n' "$s" >>"$dir/controller.properties"; done
+
+jvm=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:TieredStopAtLevel=1
+     -Djava.awt.headless=true -Dkafka.logs.dir="$dir"
+     -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties"
+     -cp "$libs/*")
+
+if [[ ! -f $dir/data/meta.properties ]]; then
+  cluster_id=$("${jvm[@]}" kafka.tools.StorageTool random-uuid)
+  "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
+    -c "$dir/controller.properties" >"$dir/format.log" 2>&1 \
+    || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
+fi
+cluster_id=$(sed -n 's/^cluster.id=//p' "$dir/data/meta.properties")
+
+"${jvm[@]}" kafka.Kafka "$dir/controller.properties" >"$dir/kafka.log" 2>&1 &
+pid=$!
+echo "$pid" >"$dir/kafka.pid"
+if ! wait_port 127.0.0.1 "$port" 90 "$pid"; then
+  tail -n 30 "$dir/kafka.log" "$dir/server.log" >&2 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  die "the Kafka controller did not start listening on 127.0.0.1:$port"
+fi
+log "Apache Kafka $KAFKA_VERSION controller $node_id on 127.0.0.1:$port (pid $pid, dir $dir)"
+echo "$cluster_id"

@@ -324,9 +324,12 @@ impl<S: Shard> CoordinatorRuntime<S> {
     ) -> Option<Owner<S>> {
         match result {
             Ok(summary) => {
-                shard.on_loaded(Instant::now());
                 // Only a partition still loading becomes active: it may have been
-                // resigned meanwhile.
+                // resigned meanwhile. It is active before the shard hears it is loaded:
+                // what `on_loaded` starts (the transaction coordinator's completions of
+                // prepared transactions) checks that this broker serves the partition,
+                // and on another thread may do so at once. Nothing reaches the shard
+                // before `on_loaded`: the owner's loop starts after this returns.
                 let activated = status
                     .compare_exchange(
                         ShardStatus::Loading as u8,
@@ -335,6 +338,9 @@ impl<S: Shard> CoordinatorRuntime<S> {
                         Ordering::Acquire,
                     )
                     .is_ok();
+                if activated {
+                    shard.on_loaded(Instant::now());
+                }
                 tracing::info!(
                     partition,
                     records = summary.records,

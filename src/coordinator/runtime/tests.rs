@@ -17,11 +17,15 @@ use super::*;
 /// key → value (None: a tombstone).
 type Kv = (String, Option<String>);
 
+/// Run by `on_loaded` (a test's look at the runtime from inside the shard).
+type OnLoaded = Arc<dyn Fn() + Send + Sync>;
+
 #[derive(Default)]
 struct KvShard {
     map: BTreeMap<String, (String, i64)>,
     expiry: Timers<String>,
     unloaded: bool,
+    on_loaded: Option<OnLoaded>,
 }
 
 impl Shard for KvShard {
@@ -62,7 +66,11 @@ impl Shard for KvShard {
         Ok(())
     }
 
-    fn on_loaded(&mut self, _now: Instant) {}
+    fn on_loaded(&mut self, _now: Instant) {
+        if let Some(f) = &self.on_loaded {
+            f();
+        }
+    }
 
     fn on_unloaded(&mut self) {
         self.unloaded = true;
@@ -299,4 +307,33 @@ async fn partitions_do_not_wait_for_each_other() {
     assert!(!stuck.is_finished());
     log.release(0);
     assert_eq!(stuck.await.unwrap(), Ok(()));
+}
+
+/// What a shard starts when it is loaded (a transaction's completion, on another task)
+/// finds the partition served: `on_loaded` runs once the partition is active. Before,
+/// a completion that checked first was dropped, leaving its transaction prepared for
+/// good and its producer answered CONCURRENT_TRANSACTIONS forever.
+#[tokio::test]
+async fn a_shard_hears_it_is_loaded_once_its_partition_is_served() {
+    let log = Arc::new(MemoryLog::default());
+    let cell: Arc<parking_lot::Mutex<Option<Arc<CoordinatorRuntime<KvShard>>>>> = Arc::default();
+    let seen: Arc<parking_lot::Mutex<Vec<Result<(), ResponseError>>>> = Arc::default();
+    let hook: OnLoaded = {
+        let (cell, seen) = (cell.clone(), seen.clone());
+        Arc::new(move || {
+            if let Some(rt) = cell.lock().as_ref() {
+                seen.lock().push(rt.check(0));
+            }
+        })
+    };
+    let rt = Arc::new(CoordinatorRuntime::new("test coordinator", log.clone(), {
+        move |_| KvShard {
+            on_loaded: Some(hook.clone()),
+            ..KvShard::default()
+        }
+    }));
+    *cell.lock() = Some(rt.clone());
+    assert_eq!(rt.load_now(0, 0), ShardStatus::Active);
+    assert_eq!(*seen.lock(), vec![Ok(())]);
+    *cell.lock() = None;
 }

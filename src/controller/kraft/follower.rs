@@ -296,6 +296,28 @@ impl Follower {
         self.next_send = now_ms + self.config.retry_backoff_ms;
     }
 
+    /// The answer to the `kind` request in flight: None when no such request is in flight
+    /// (a late answer) or it failed (sent again after the backoff).
+    fn answer<R>(
+        &mut self,
+        kind: InFlight,
+        now_ms: u64,
+        response: Result<R, Failure>,
+    ) -> Option<R> {
+        if self.in_flight != Some(kind) {
+            return None;
+        }
+        self.in_flight = None;
+        match response {
+            Ok(r) => Some(r),
+            Err(failure) => {
+                tracing::debug!(?failure, request = ?kind, "metadata request failed; retrying");
+                self.retry_later(now_ms);
+                None
+            }
+        }
+    }
+
     /// What a response's leader and epoch mean (Kafka's `maybeHandleCommonResponse`):
     /// `Some(())` when the response was handled by that alone.
     fn common(
@@ -356,16 +378,8 @@ impl Follower {
         response: Result<FetchResponse, Failure>,
         out: &mut Vec<Output>,
     ) {
-        if self.in_flight != Some(InFlight::Fetch) {
+        let Some(response) = self.answer(InFlight::Fetch, now_ms, response) else {
             return;
-        }
-        self.in_flight = None;
-        let response = match response {
-            Ok(r) => r,
-            Err(failure) => {
-                tracing::debug!(?failure, "metadata Fetch failed; retrying");
-                return self.retry_later(now_ms);
-            }
         };
         if let Some(e) = ResponseError::try_from_code(response.error_code) {
             return self.top_level_error(now_ms, e, out);
@@ -606,16 +620,8 @@ impl Follower {
         response: Result<FetchSnapshotResponse, Failure>,
         out: &mut Vec<Output>,
     ) {
-        if self.in_flight != Some(InFlight::FetchSnapshot) {
+        let Some(response) = self.answer(InFlight::FetchSnapshot, now_ms, response) else {
             return;
-        }
-        self.in_flight = None;
-        let response = match response {
-            Ok(r) => r,
-            Err(failure) => {
-                tracing::debug!(?failure, "FetchSnapshot failed; retrying");
-                return self.retry_later(now_ms);
-            }
         };
         if let Some(e) = ResponseError::try_from_code(response.error_code) {
             return self.top_level_error(now_ms, e, out);

@@ -125,7 +125,15 @@ pub fn dispatch(
     };
     pipeline::admit(route, &ctx)?;
     let fetch_side = pipeline::fetch_side(&request.body);
-    let handled = pipeline::run(route, broker, ctx, request.body, received, request_bytes);
+    let handled = pipeline::run(
+        route,
+        broker,
+        ctx,
+        request.body,
+        received,
+        request_bytes,
+        fetch_side,
+    );
     let work = Work::Handle(Box::pin(async move {
         let Handled {
             response,

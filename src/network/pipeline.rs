@@ -127,8 +127,9 @@ fn authentication(session: &crate::network::Session) -> Authentication {
     }
 }
 
-/// Runs `route`'s handler for `body` through the pipeline; resolves to the response
-/// body (None with acks=0), its throttle time, or why the connection must close.
+/// Runs `route`'s handler for `body` (a Fetch from `side`, found once by the caller)
+/// through the pipeline; resolves to the response body (None with acks=0), its throttle
+/// time, or why the connection must close.
 pub fn run(
     route: &'static Route,
     broker: &Arc<Broker>,
@@ -136,11 +137,11 @@ pub fn run(
     body: RequestKind,
     received: Instant,
     request_bytes: usize,
+    side: Option<FetchSide>,
 ) -> impl Future<Output = Result<Handled, String>> + Send + 'static {
     let broker = broker.clone();
     let api_key = route.api_key;
     let api_version = ctx.api_version;
-    let side = fetch_side(&body);
     let denied = match route.needs {
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,

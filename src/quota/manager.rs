@@ -297,14 +297,6 @@ impl ClientQuotaManager {
             })
             .collect();
         rows.sort_by(|a, b| (a.0.index(), &a.1, &a.2).cmp(&(b.0.index(), &b.1, &b.2)));
-        let labels = |t: QuotaType, user: &'_ str, client_id: &'_ str| {
-            [
-                ("resource", t.resource()),
-                ("user", user),
-                ("clientId", client_id),
-            ]
-            .map(|(k, v)| (k, v.to_string()))
-        };
         let families = [
             (
                 "kafka_server_quota_throttle_time",
@@ -330,9 +322,12 @@ impl ClientQuotaManager {
                     Some(types) if types.contains(t) => *rate,
                     Some(_) => continue,
                 };
-                let l = labels(*t, user, client_id);
-                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                out.sample("", &l, value);
+                let labels = [
+                    ("resource", t.resource()),
+                    ("user", user.as_str()),
+                    ("clientId", client_id.as_str()),
+                ];
+                out.sample("", &labels, value);
             }
         }
     }

@@ -363,7 +363,9 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             .expect("every route has metrics");
         let local_count = || api.time(request::LOCAL).counts().count();
         let (requests, local) = (api.requests(), local_count());
-        let run = pipeline::run(route, &b.broker, ctx, request_for(key), Instant::now(), 0);
+        let body = request_for(key);
+        let side = pipeline::fetch_side(&body);
+        let run = pipeline::run(route, &b.broker, ctx, body, Instant::now(), 0, side);
         let handled = tokio::time::timeout(Duration::from_secs(20), run)
             .await
             .unwrap_or_else(|_| panic!("{key:?} did not finish"))

@@ -470,9 +470,7 @@ async fn purge_expired<'a>(
     changes: &str,
     children: impl Iterator<Item = &'a str>,
 ) {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::clock::now_ms();
     for child in children {
         let path = format!("{changes}/{child}");
         let Ok(Some(stat)) = session.stat(&path).await else {

@@ -35,6 +35,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::session::{Principal, SaslSession};
+use crate::clock::now_ms;
 use crate::handlers::api_versions;
 use crate::protocol::codec::{decode_request_within, encode_response, peek_header};
 use crate::protocol::zero_copy::Chunk;
@@ -550,12 +551,6 @@ fn illegal_state(api_key: ApiKey, version: i16, correlation_id: i32) -> Option<F
 /// A client-sent string for a log line: control characters escaped, at most 64 chars.
 fn printable(s: &str) -> String {
     s.chars().take(64).flat_map(char::escape_debug).collect()
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Credentials for crate::broker::Broker {

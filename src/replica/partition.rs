@@ -486,13 +486,16 @@ impl Partition {
     /// Moves the high watermark to what the replicas allow, never back; wakes its
     /// waiters when it moved.
     fn maybe_increment_high_watermark(&self) -> bool {
-        let candidate = self
-            .state
-            .read()
-            .high_watermark_candidate(self.log().log_end_offset());
+        let log_end = self.log().log_end_offset();
+        let candidate = self.state.read().high_watermark_candidate(log_end);
         let Some(candidate) = candidate else {
             return false;
         };
+        // Kafka's invariant: nothing above the leader's own log end is committed.
+        debug_assert!(
+            candidate <= log_end,
+            "high watermark {candidate} above log end {log_end}"
+        );
         let advanced = self.high_watermark.fetch_max(candidate, Ordering::AcqRel) < candidate;
         if advanced {
             tracing::debug!(target: "replica_latency", tp = %self.tp, hw = candidate, "high watermark advanced");

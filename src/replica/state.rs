@@ -141,6 +141,26 @@ impl ReplicationState {
             l if l == local_id => Role::Leader,
             leader => Role::Follower { leader },
         };
+        // Kafka's invariants of what the controller announces: leader epochs only rise
+        // (a stale announcement is refused before it gets here), the ISR lies within the
+        // replicas, and a leader is a member of its ISR.
+        debug_assert!(
+            announced.leader_epoch >= self.leader_epoch,
+            "leader epoch {} announced after {}",
+            announced.leader_epoch,
+            self.leader_epoch
+        );
+        debug_assert!(
+            announced.isr.iter().all(|r| replicas.contains(r)),
+            "ISR {:?} outside replicas {replicas:?}",
+            announced.isr
+        );
+        debug_assert!(
+            announced.leader < 0 || announced.isr.contains(&announced.leader),
+            "leader {} outside ISR {:?}",
+            announced.leader,
+            announced.isr
+        );
         let changed = role != self.role || announced.leader_epoch != self.leader_epoch;
         self.local_id = local_id;
         self.role = role;

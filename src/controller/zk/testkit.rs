@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::broker::controlled_shutdown::ShutdownSettings;
 use super::channel::{Outbox, Sent};
-use super::clock::TokioClock;
 use super::event_loop::ControllerLoop;
 use super::requests::ControlRequest;
 use super::{registration, Settings, Shared};
+use crate::clock::TokioClock;
 use crate::config::inter_broker_protocol::MetadataVersion;
 use crate::zk::memory::Ensemble;
 use crate::zk::session::{ZkConfig, ZkSession};

@@ -162,7 +162,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::controller::zk::clock::TokioClock;
+    use crate::clock::TokioClock;
     use crate::controller::zk::testkit;
     use crate::quota::entity::EntityName;
     use crate::zk::memory::Ensemble;

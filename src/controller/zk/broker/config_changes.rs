@@ -206,9 +206,7 @@ pub(crate) async fn read_configs(
 /// Removes notifications older than [`CHANGE_EXPIRATION`] (Kafka's
 /// `purgeObsoleteNotifications`); a failure is left to the next pass.
 async fn purge_expired<'a>(session: &ZkSession, children: impl Iterator<Item = &'a str>) {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::clock::now_ms();
     for child in children {
         let path = format!("{}/{child}", paths::CONFIG_CHANGES);
         let Ok(Some(stat)) = session.stat(&path).await else {

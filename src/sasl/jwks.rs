@@ -1,7 +1,7 @@
 //! OAUTHBEARER's secured validator, as Kafka's `OAuthBearerValidatorCallbackHandler`
 //! (`ValidatorAccessTokenValidator` over jose4j) checks a client's token: a signed JWT
-//! whose key is in the identity provider's JWKS (`sasl.oauthbearer.jwks.endpoint.url`, a
-//! `file:` URL here).
+//! whose key is in the identity provider's JWKS (`sasl.oauthbearer.jwks.endpoint.url`: a
+//! `file:` URL, or an `https:`/`http:` endpoint kept fresh by `jwks_endpoint`).
 //!
 //! The checks, in jose4j's order: three non-empty dot-separated parts; a JOSE header whose
 //! `alg` is an asymmetric signature algorithm (RS256/384/512, PS256/384/512, ES256/384,
@@ -17,7 +17,7 @@
 //! without empty scopes; the subject claim (`sasl.oauthbearer.sub.claim.name`) a
 //! non-blank string, which is the principal's name (trimmed).
 //!
-//! The JWKS file is read at startup (a startup error if it cannot be) and again when its
+//! A JWKS file is read at startup (a startup error if it cannot be) and again when its
 //! modification time changes (looked at most once a second), so keys rotate without a
 //! restart; a rewrite that does not parse keeps the keys in force, with a warning.
 //! Kafka's failure challenge is the same for every reason (`{"status":"invalid_token"}`);
@@ -33,22 +33,33 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, P
 use jsonwebtoken::{Algorithm, DecodingKey};
 use parking_lot::Mutex;
 
+pub use super::jwks_endpoint::EndpointOptions;
+use super::jwks_endpoint::RefreshingJwks;
+
 /// Kafka's secured validator, by its current and its pre-3.4 class name.
 pub const VALIDATOR_CALLBACK_HANDLERS: &[&str] = &[
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
 ];
 
-/// The largest JWKS file read: a provider publishes a handful of keys.
-const MAX_JWKS_BYTES: u64 = 1024 * 1024;
+/// The largest JWKS read: a provider publishes a handful of keys.
+pub(super) const MAX_JWKS_BYTES: u64 = 1024 * 1024;
 /// How often the JWKS file's modification time is looked at.
 const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+/// Where `sasl.oauthbearer.jwks.endpoint.url` points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwksSource {
+    /// The file a `file:` URL names.
+    File(PathBuf),
+    /// An `https:` or `http:` endpoint.
+    Endpoint(EndpointOptions),
+}
 
 /// The `sasl.oauthbearer.*` keys the validator reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JwksOptions {
-    /// The file named by the `file:` URL of `sasl.oauthbearer.jwks.endpoint.url`.
-    pub jwks_file: PathBuf,
+    pub source: JwksSource,
     /// `sasl.oauthbearer.expected.audience` (empty: a token must carry no `aud`).
     pub expected_audience: Vec<String>,
     /// `sasl.oauthbearer.expected.issuer`.
@@ -66,7 +77,7 @@ pub struct JwksOptions {
 pub fn file_url_path(url: &str) -> Result<PathBuf, String> {
     let rest = url
         .strip_prefix("file:")
-        .ok_or_else(|| format!("{url}: skua reads a JWKS from a file: URL only (https and http endpoints are not fetched; keep the provider's JWKS in a file, which is re-read when it changes)"))?;
+        .ok_or_else(|| format!("{url}: a JWKS is read from a file:, https: or http: URL"))?;
     let path = match rest.strip_prefix("//") {
         Some(authority_and_path) => {
             let slash = authority_and_path
@@ -105,8 +116,8 @@ pub fn file_url_path(url: &str) -> Result<PathBuf, String> {
 }
 
 /// One JWKS key usable for signatures.
-struct VerificationKey {
-    kid: Option<String>,
+pub(super) struct VerificationKey {
+    pub(super) kid: Option<String>,
     /// The key's own `alg`, if it names one.
     alg: Option<KeyAlgorithm>,
     kind: KeyKind,
@@ -141,7 +152,7 @@ impl KeyKind {
 
 /// The signature keys of a JWKS document; keys of other kinds (encryption, symmetric,
 /// P-521, unknown types) are skipped, as a key resolver would never pick them.
-fn parse_jwks(text: &str) -> Result<Vec<VerificationKey>, String> {
+pub(super) fn parse_jwks(text: &str) -> Result<Vec<VerificationKey>, String> {
     let doc: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("the JWKS is not JSON: {e}"))?;
     let keys = doc
@@ -201,7 +212,13 @@ struct LoadedKeys {
 /// The validator of one listener.
 pub struct JwksValidator {
     options: JwksOptions,
-    loaded: Mutex<LoadedKeys>,
+    keys: Keys,
+}
+
+/// The keys, as their source gives them.
+enum Keys {
+    File(PathBuf, Mutex<LoadedKeys>),
+    Endpoint(RefreshingJwks),
 }
 
 impl std::fmt::Debug for JwksValidator {
@@ -230,32 +247,42 @@ pub struct ValidToken {
 }
 
 impl JwksValidator {
-    /// Reads the JWKS file; an error says which file and why.
+    /// Reads the JWKS file, or fetches the endpoint's JWKS and starts refreshing it; an
+    /// error says which file or URL and why.
     pub fn new(options: JwksOptions) -> Result<JwksValidator, String> {
-        let (keys, modified) = read_jwks(&options.jwks_file)?;
-        if keys.is_empty() {
-            tracing::warn!(file = %options.jwks_file.display(), "the JWKS holds no signature key skua can use: every OAUTHBEARER token will be refused until it does");
-        }
-        Ok(JwksValidator {
-            options,
-            loaded: Mutex::new(LoadedKeys {
-                keys: Arc::new(keys),
-                modified,
-                checked: Instant::now(),
-            }),
-        })
+        let keys = match &options.source {
+            JwksSource::File(path) => {
+                let (keys, modified) = read_jwks(path)?;
+                if keys.is_empty() {
+                    tracing::warn!(file = %path.display(), "the JWKS holds no signature key skua can use: every OAUTHBEARER token will be refused until it does");
+                }
+                let loaded = LoadedKeys {
+                    keys: Arc::new(keys),
+                    modified,
+                    checked: Instant::now(),
+                };
+                Keys::File(path.clone(), Mutex::new(loaded))
+            }
+            JwksSource::Endpoint(endpoint) => {
+                Keys::Endpoint(RefreshingJwks::start(endpoint.clone())?)
+            }
+        };
+        Ok(JwksValidator { options, keys })
     }
 
     pub fn options(&self) -> &JwksOptions {
         &self.options
     }
 
-    /// The keys in force, re-read first if the file changed since last looked at.
+    /// The keys in force: a file's re-read first if it changed since last looked at.
     fn keys(&self) -> Arc<Vec<VerificationKey>> {
-        let mut loaded = self.loaded.lock();
+        let (path, loaded) = match &self.keys {
+            Keys::File(path, loaded) => (path, loaded),
+            Keys::Endpoint(endpoint) => return endpoint.keys(),
+        };
+        let mut loaded = loaded.lock();
         if loaded.checked.elapsed() >= RELOAD_CHECK {
             loaded.checked = Instant::now();
-            let path = &self.options.jwks_file;
             let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
             if modified != loaded.modified {
                 match read_jwks(path) {
@@ -299,6 +326,9 @@ impl JwksValidator {
             })
             .collect();
         if candidates.is_empty() {
+            if let (Keys::Endpoint(endpoint), Some(kid)) = (&self.keys, &header.kid) {
+                endpoint.expedite(kid);
+            }
             return Err(format!(
                 "Unable to find a suitable verification key for JWS w/ header alg {alg:?}, kid {:?}",
                 header.kid
@@ -547,7 +577,7 @@ mod tests {
 
     pub fn options(jwks_file: &Path) -> JwksOptions {
         JwksOptions {
-            jwks_file: jwks_file.to_path_buf(),
+            source: JwksSource::File(jwks_file.to_path_buf()),
             expected_audience: vec!["kafka".into()],
             expected_issuer: Some("https://idp.example".into()),
             scope_claim: "scope".into(),
@@ -570,6 +600,182 @@ mod tests {
             }
         }
         c
+    }
+
+    /// A JWKS provider over HTTPS on 127.0.0.1, with a certificate for `localhost` from a
+    /// CA of its own: GET /jwks answers `body`, anything else 404; GETs are counted.
+    struct Provider {
+        port: u16,
+        ca_pem: String,
+        body: Arc<Mutex<String>>,
+        gets: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Provider {
+        fn start(body: String) -> Provider {
+            use std::io::{Read, Write};
+            use std::sync::atomic::Ordering;
+            let ca_key = rcgen::KeyPair::generate().unwrap();
+            let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let ca = ca_params.self_signed(&ca_key).unwrap();
+            let key = rcgen::KeyPair::generate().unwrap();
+            let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+            let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+            let config = Arc::new(
+                rustls::ServerConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![cert.der().clone()],
+                    rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+                )
+                .unwrap(),
+            );
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let body = Arc::new(Mutex::new(body));
+            let gets = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (served, counted) = (body.clone(), gets.clone());
+            std::thread::spawn(move || {
+                for tcp in listener.incoming() {
+                    let Ok(tcp) = tcp else { return };
+                    let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    if !request.starts_with(b"GET ") {
+                        continue;
+                    }
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let (status, text) = match request.starts_with(b"GET /jwks ") {
+                        true => ("200 OK", served.lock().clone()),
+                        false => ("404 Not Found", String::new()),
+                    };
+                    let _ = write!(
+                        tls,
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                        text.len()
+                    );
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                }
+            });
+            Provider {
+                port,
+                ca_pem: cert_pem(&ca),
+                body,
+                gets,
+            }
+        }
+
+        fn gets(&self) -> usize {
+            self.gets.load(std::sync::atomic::Ordering::SeqCst)
+        }
+
+        fn options(&self, path: &str, refresh_ms: u64, trusted: bool) -> JwksOptions {
+            use crate::tls::settings::{Secret, StoreSource, TruststoreSettings};
+            let truststore = trusted.then(|| TruststoreSettings {
+                store_type: "PEM".into(),
+                source: StoreSource::Inline {
+                    key: None,
+                    certs: Secret(self.ca_pem.clone()),
+                },
+                password: None,
+            });
+            JwksOptions {
+                source: JwksSource::Endpoint(EndpointOptions {
+                    url: format!("https://localhost:{}{path}", self.port),
+                    refresh: Duration::from_millis(refresh_ms),
+                    retry_backoff: Duration::from_millis(10),
+                    retry_backoff_max: Duration::from_millis(100),
+                    truststore,
+                }),
+                ..options(Path::new("/unused"))
+            }
+        }
+    }
+
+    /// Makes a file validator look at its file's time on the next token.
+    fn age_check(v: &JwksValidator) {
+        let Keys::File(_, loaded) = &v.keys else {
+            panic!("a file validator")
+        };
+        loaded.lock().checked -= RELOAD_CHECK;
+    }
+
+    fn cert_pem(cert: &rcgen::Certificate) -> String {
+        cert.pem()
+    }
+
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn an_https_jwks_is_verified_fetched_and_fetched_again_for_a_new_key_id() {
+        let signer = Signer::new();
+        let provider = Provider::start(signer.jwks());
+        // The Mozilla roots do not know the provider's CA; a missing path is a 404: both
+        // stop startup, naming the URL.
+        let untrusted = JwksValidator::new(provider.options("/jwks", 3_600_000, false));
+        let url = format!("https://localhost:{}/jwks", provider.port);
+        assert!(untrusted.unwrap_err().starts_with(&url));
+        let missing = JwksValidator::new(provider.options("/nope", 3_600_000, true)).unwrap_err();
+        assert!(missing.contains("404"), "{missing}");
+
+        let v = JwksValidator::new(provider.options("/jwks", 3_600_000, true)).unwrap();
+        let rsa_1 = signer.token("RS256", Some("rsa-1"), &claims(serde_json::json!({})));
+        assert_eq!(v.validate(&rsa_1, NOW_MS).unwrap().principal, "alice");
+
+        // The provider rotates its key id: a token with the new one is refused at first
+        // and fetched for at once; the old id is gone once fetched.
+        *provider.body.lock() = signer.jwks().replace("rsa-1", "rsa-2");
+        let rsa_2 = signer.token("RS256", Some("rsa-2"), &claims(serde_json::json!({})));
+        let before = provider.gets();
+        assert!(v.validate(&rsa_2, NOW_MS).is_err());
+        eventually("the new key fetched", || v.validate(&rsa_2, NOW_MS).is_ok());
+        // (That refusal looks for rsa-1 once too.)
+        assert!(v.validate(&rsa_1, NOW_MS).is_err());
+        eventually("rsa-1 looked for", || provider.gets() >= before + 2);
+
+        // Tokens naming a key id no JWKS holds make one fetch a minute, not one each.
+        std::thread::sleep(Duration::from_millis(100));
+        let before_made_up = provider.gets();
+        assert_eq!(before_made_up, before + 2);
+        let made_up = signer.token("RS256", Some("made-up"), &claims(serde_json::json!({})));
+        for _ in 0..20 {
+            assert!(v.validate(&made_up, NOW_MS).is_err());
+        }
+        eventually("the made-up key id looked for", || {
+            provider.gets() > before_made_up
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(provider.gets(), before_made_up + 1);
+        drop(v);
+
+        // Refreshed on its interval; a dropped validator's thread stops.
+        let fast = JwksValidator::new(provider.options("/jwks", 50, true)).unwrap();
+        let start = provider.gets();
+        eventually("three scheduled refreshes", || provider.gets() >= start + 3);
+        drop(fast);
+        std::thread::sleep(Duration::from_millis(200));
+        let stopped = provider.gets();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(provider.gets(), stopped);
     }
 
     fn validator(signer: &Signer) -> (tempfile::TempDir, JwksValidator) {
@@ -694,12 +900,12 @@ mod tests {
         std::fs::write(&file, rotated).unwrap();
         let f = std::fs::File::options().write(true).open(&file).unwrap();
         f.set_modified(since + Duration::from_secs(5)).unwrap();
-        v.loaded.lock().checked -= RELOAD_CHECK;
+        age_check(&v);
         assert!(v.validate(&token, NOW_MS).is_err());
         // A broken rewrite keeps the keys in force.
         std::fs::write(&file, "{not json").unwrap();
         f.set_modified(since + Duration::from_secs(10)).unwrap();
-        v.loaded.lock().checked -= RELOAD_CHECK;
+        age_check(&v);
         let rotated_token = signer.token("ES256", Some("ec-2"), &claims(serde_json::json!({})));
         assert!(v.validate(&rotated_token, NOW_MS).is_ok());
     }
@@ -720,9 +926,9 @@ mod tests {
         );
         assert!(file_url_path("file://idp/k").is_err());
         assert!(file_url_path("file:rel/k").is_err());
-        assert!(file_url_path("https://idp/jwks")
+        assert!(file_url_path("ftp://idp/jwks")
             .unwrap_err()
-            .contains("file: URL only"));
+            .contains("file:, https: or http: URL"));
         let missing = JwksValidator::new(options(Path::new("/nonexistent/jwks.json")));
         assert!(missing.unwrap_err().contains("/nonexistent/jwks.json"));
     }

@@ -23,6 +23,7 @@
 pub mod client;
 pub mod jaas;
 pub mod jwks;
+mod jwks_endpoint;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;

@@ -28,12 +28,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::jaas::{self, LoginModule};
-use super::jwks::{JwksOptions, JwksValidator, VALIDATOR_CALLBACK_HANDLERS};
+use super::jwks::{
+    EndpointOptions, JwksOptions, JwksSource, JwksValidator, VALIDATOR_CALLBACK_HANDLERS,
+};
 use super::oauthbearer::{TokenValidator, UnsecuredValidatorOptions};
 use super::plain::{PlainUsers, PLAIN_LOGIN_MODULE};
 use super::scram::ScramMechanism;
 use crate::config::{BrokerConfig, ConfigError};
-use crate::tls::settings::{listener_prefix, listener_value, Secret};
+use crate::tls::settings::{
+    listener_prefix, listener_value, Secret, StoreSource, TruststoreSettings,
+};
 
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 pub const OAUTHBEARER_LOGIN_MODULE: &str =
@@ -195,7 +199,9 @@ impl SaslSettings {
                         ),
                         c if VALIDATOR_CALLBACK_HANDLERS.contains(&c) => {
                             TokenValidator::Jwks(std::sync::Arc::new(jwks_validator(
-                                config, listener,
+                                config,
+                                listener,
+                                &module.options,
                             )?))
                         }
                         other => {
@@ -284,9 +290,76 @@ fn oauthbearer_value(config: &BrokerConfig, listener: &str, key: &str) -> Option
     .find_map(|k| config.get(&k).map(|v| (k, v)))
 }
 
-/// Kafka's secured validator for `listener`: its JWKS read now, so a missing or
-/// unreadable file stops startup naming the key.
-fn jwks_validator(config: &BrokerConfig, listener: &str) -> Result<JwksValidator, ConfigError> {
+/// An `https:`/`http:` JWKS endpoint's `sasl.oauthbearer.jwks.endpoint.*` settings, and
+/// the truststore the JAAS options name for it (Kafka's `JaasOptionsUtils` reads
+/// `ssl.truststore.*` there).
+fn endpoint_options(
+    config: &BrokerConfig,
+    listener: &str,
+    url: &str,
+    jaas_options: &BTreeMap<String, String>,
+) -> Result<EndpointOptions, ConfigError> {
+    let ms = |key: &str, default: u64, min: u64| -> Result<Duration, ConfigError> {
+        let Some((k, v)) = oauthbearer_value(config, listener, key) else {
+            return Ok(Duration::from_millis(default));
+        };
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= min)
+            .map(Duration::from_millis)
+            .ok_or_else(|| ConfigError::Invalid {
+                key: k,
+                why: format!("{v:?} is not a number of milliseconds >= {min}"),
+            })
+    };
+    let jaas = |key: &str| {
+        jaas_options
+            .get(key)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let source = match (
+        jaas("ssl.truststore.location"),
+        jaas("ssl.truststore.certificates"),
+    ) {
+        (Some(path), _) => Some(StoreSource::File(path.to_string())),
+        (None, Some(pem)) => Some(StoreSource::Inline {
+            key: None,
+            certs: Secret(pem.to_string()),
+        }),
+        (None, None) => None,
+    };
+    let truststore = source.map(|source| TruststoreSettings {
+        store_type: jaas("ssl.truststore.type")
+            .unwrap_or(match source {
+                StoreSource::Inline { .. } => "PEM",
+                StoreSource::File(_) => "JKS",
+            })
+            .to_ascii_uppercase(),
+        source,
+        password: jaas("ssl.truststore.password").map(|p| Secret(p.to_string())),
+    });
+    Ok(EndpointOptions {
+        url: url.to_string(),
+        refresh: ms("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000, 1)?,
+        retry_backoff: ms("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100, 0)?,
+        retry_backoff_max: ms(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            10_000,
+            0,
+        )?,
+        truststore,
+    })
+}
+
+/// Kafka's secured validator for `listener`: its JWKS read (or fetched) now, so a missing
+/// or unreadable file, or an endpoint that cannot be reached, stops startup naming the key.
+fn jwks_validator(
+    config: &BrokerConfig,
+    listener: &str,
+    jaas_options: &BTreeMap<String, String>,
+) -> Result<JwksValidator, ConfigError> {
     let invalid = |key: String, why: String| ConfigError::Invalid { key, why };
     let get = |key: &str| oauthbearer_value(config, listener, key);
     let text = |key: &str, default: &str| {
@@ -303,8 +376,15 @@ fn jwks_validator(config: &BrokerConfig, listener: &str) -> Result<JwksValidator
             ),
         )
     })?;
-    let jwks_file =
-        super::jwks::file_url_path(url.trim()).map_err(|why| invalid(url_key.clone(), why))?;
+    let url = url.trim();
+    let lower = url.to_ascii_lowercase();
+    let source = if lower.starts_with("https://") || lower.starts_with("http://") {
+        JwksSource::Endpoint(endpoint_options(config, listener, url, jaas_options)?)
+    } else {
+        JwksSource::File(
+            super::jwks::file_url_path(url).map_err(|why| invalid(url_key.clone(), why))?,
+        )
+    };
     let skew_key = "sasl.oauthbearer.clock.skew.seconds";
     let skew = text(skew_key, "30");
     let skew_s = skew
@@ -318,7 +398,7 @@ fn jwks_validator(config: &BrokerConfig, listener: &str) -> Result<JwksValidator
             )
         })?;
     let options = JwksOptions {
-        jwks_file,
+        source,
         expected_audience: get("sasl.oauthbearer.expected.audience")
             .map(|(_, v)| {
                 v.split(',')
@@ -536,7 +616,7 @@ mod tests {
             panic!("{:?}", s.oauthbearer)
         };
         let o = v.options();
-        assert_eq!(o.jwks_file, jwks);
+        assert_eq!(o.source, JwksSource::File(jwks));
         assert_eq!(o.expected_audience, vec!["kafka", "other"]);
         assert_eq!(o.expected_issuer.as_deref(), Some("https://idp"));
         assert_eq!(
@@ -551,9 +631,21 @@ mod tests {
         assert!(refused(&[(handler, secured)]).starts_with("sasl.oauthbearer.jwks.endpoint.url:"));
         assert!(refused(&[
             (handler, secured),
-            ("sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks")
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "https://127.0.0.1:1/jwks"
+            )
         ])
-        .contains("file: URL only"));
+        .contains("https://127.0.0.1:1/jwks: "));
+        assert!(refused(&[
+            (handler, secured),
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "https://127.0.0.1:1/jwks"
+            ),
+            ("sasl.oauthbearer.jwks.endpoint.refresh.ms", "0")
+        ])
+        .starts_with("sasl.oauthbearer.jwks.endpoint.refresh.ms: "));
         assert!(refused(&[
             (handler, secured),
             (

@@ -1245,6 +1245,7 @@ def main():
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--txn", action="store_true")
     ap.add_argument("--replicated", action="store_true")
+    ap.add_argument("--tls", action="store_true")
     ap.add_argument("--cluster-kafka-libs", help="Apache Kafka 3.9's jars (--replicated)")
     ap.add_argument("--load", help="the skua-load binary (--native, --replicated, --scale)")
     ap.add_argument("--skua-baseline")
@@ -1295,6 +1296,16 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/txn.json", "w"), indent=1)
         write_section(opts.out, TXN_HEADING, render_txn(opts, results, meta))
         log(f"wrote the transactions section of {opts.out}; raw results in {opts.workdir}/txn.json")
+        return
+
+    if opts.tls:
+        import tls as tl
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = tl.tls(opts, Broker, log, tool, free_port, spawn, wait_ready, PRODUCER_RE, children_cpu)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/tls.json", "w"), indent=1)
+        write_section(opts.out, tl.TLS_HEADING, tl.render_tls(opts, results, meta, rfmt, ratio))
+        log(f"wrote the TLS section of {opts.out}; raw results in {opts.workdir}/tls.json")
         return
 
     if opts.native:

@@ -74,8 +74,10 @@ import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -555,6 +557,9 @@ public class FaultClient {
             + records + " records read, each offset below them once");
     }
 
+    /** The group whose offset each transaction commits inside itself. */
+    static final String TXN_GROUP = "faults-txn-offsets";
+
     static void txnWriter(String bs, String topic, Path stop, String outFile, long seed) throws Exception {
         int partitions = partitionCount(bs, topic);
         java.util.Random random = new java.util.Random(seed);
@@ -590,6 +595,26 @@ public class FaultClient {
                     // A send that failed for good makes the transaction abortable only.
                     System.err.println("txn " + txn + ": a send failed, aborting: " + e.getCause());
                     failed = true;
+                }
+                // An offset committed inside the transaction (Jepsen's Bufstream check):
+                // TXN_GROUP's offset of partition 0 becomes this transaction's number + 1,
+                // so it must end at the last committed transaction's, never an aborted one's.
+                // A timeout leaves the call to be retried before anything else (KIP-691).
+                while (!failed) {
+                    try {
+                        producer.sendOffsetsToTransaction(
+                            Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(txn + 1, "txn " + txn)),
+                            new ConsumerGroupMetadata(TXN_GROUP));
+                        break;
+                    } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                        retried++;
+                        System.err.println("txn " + txn + ": offsets retried: " + e);
+                    } catch (org.apache.kafka.common.KafkaException e) {
+                        // Fenced or refused: the transaction is aborted below (a fenced
+                        // producer's abort is handled there).
+                        System.err.println("txn " + txn + ": offsets not added, aborting: " + e);
+                        failed = true;
+                    }
                 }
                 if (abort || failed) {
                     try {
@@ -697,8 +722,27 @@ public class FaultClient {
                 die("txn-check: committed transaction " + e.getKey() + " has " + b.cardinality() + " of its " + e.getValue() + " records visible");
             }
         }
+        // The offset committed inside the transactions moved with them: it is the last
+        // committed transaction's, whatever was aborted after it.
+        long last = commits.keySet().stream().mapToLong(Long::longValue).max().orElse(-1);
+        OffsetAndMetadata offset;
+        try (Admin admin = admin(bs)) {
+            offset = admin.listConsumerGroupOffsets(TXN_GROUP).partitionsToOffsetAndMetadata()
+                .get().get(new TopicPartition(topic, 0));
+        }
+        if (last < 0 && offset != null) die("txn-check: no transaction committed, yet " + TXN_GROUP + " has offset " + offset);
+        if (last >= 0) {
+            if (offset == null) die("txn-check: " + TXN_GROUP + " has no offset; the last committed transaction was " + last);
+            long at = offset.offset() - 1;
+            if (at != last || !offset.metadata().equals("txn " + last)) {
+                die("txn-check: " + TXN_GROUP + "'s offset is transaction " + at + "'s (" + offset.metadata() + ", "
+                    + (aborts.contains(at) ? "an aborted one" : commits.containsKey(at) ? "an earlier committed one" : "unknown")
+                    + "); the last committed transaction was " + last);
+            }
+        }
         System.out.println("txn-check: " + commits.size() + " committed transactions wholly visible (" + records
-            + " records), none of the " + aborts.size() + " aborted ones");
+            + " records), none of the " + aborts.size() + " aborted ones; the offset committed inside them is the last"
+            + " committed one's (" + (last + 1) + ")");
     }
 
     static void waitIsr(String bs, int seconds, int brokers, List<String> topics) throws Exception {

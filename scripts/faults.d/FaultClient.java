@@ -91,6 +91,11 @@ public class FaultClient {
         System.exit(1);
     }
 
+    /** A comma-separated list of files. */
+    static List<Path> paths(String list) {
+        return java.util.Arrays.stream(list.split(",")).map(Path::of).toList();
+    }
+
     public static void main(String[] a) throws Exception {
         switch (a[0]) {
             case "create" -> create(a[1], a[2], Integer.parseInt(a[3]));
@@ -105,8 +110,9 @@ public class FaultClient {
             case "pick-group" -> pickGroup(a[1]);
             case "controller" -> controller(a[1]);
             case "committed" -> committed(a[1], a[2]);
-            case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6]);
-            case "group-check" -> groupCheck(a[1], a[2], Path.of(a[3]), Path.of(a[4]));
+            case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6],
+                a.length > 7 ? Long.parseLong(a[7]) : 0);
+            case "group-check" -> groupCheck(a[1], a[2], paths(a[3]), paths(a[4]));
             case "txn-writer" -> txnWriter(a[1], a[2], Path.of(a[3]), a[4], Long.parseLong(a[5]));
             case "txn-check" -> txnCheck(a[1], a[2], Path.of(a[3]));
             case "wait-isr" -> waitIsr(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
@@ -400,7 +406,7 @@ public class FaultClient {
                     if (perPart.merge(r.partition(), 1L, Long::sum) > perPartition) continue;
                     out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
                     read.put(new TopicPartition(r.topic(), r.partition()),
-                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                        new OffsetAndMetadata(r.offset() + 1));
                     got++;
                 }
                 if (read.isEmpty()) continue;
@@ -453,7 +459,14 @@ public class FaultClient {
         }
     }
 
-    static void member(String bs, String topic, String group, Path stop, Path pause, String outFile)
+    /**
+     * One member of a consumer group reading `topic` and committing after every poll
+     * through the faults. With `cycleMs` > 0 it leaves the group and joins again (a new
+     * consumer) every `cycleMs`, so the group rebalances between the faults too. A commit
+     * refused because the group rebalanced meanwhile is lost: its records go to the
+     * partitions' next owner, which reads them again ("lost N" lines say how many).
+     */
+    static void member(String bs, String topic, String group, Path stop, Path pause, String outFile, long cycleMs)
         throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", bs);
@@ -469,50 +482,64 @@ public class FaultClient {
         p.put("value.deserializer", StringDeserializer.class.getName());
         Map<Integer, Long> committed = new TreeMap<>();
         Path acked = Path.of(pause + ".acked");
-        long got = 0, retried = 0;
+        long got = 0, retried = 0, lost = 0, joins = 0;
         boolean paused = false;
-        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
-             BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
-            c.subscribe(List.of(topic));
+        try (BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
             while (!Files.exists(stop)) {
-                if (Files.exists(pause)) {
-                    // Paused partitions return no records, but poll() keeps the membership.
-                    c.pause(c.assignment());
-                    if (!paused) {
-                        out.flush();
-                        Files.writeString(acked, committedLines(committed));
-                        paused = true;
+                long leaveAt = cycleMs > 0 ? System.currentTimeMillis() + cycleMs : Long.MAX_VALUE;
+                joins++;
+                try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+                    c.subscribe(List.of(topic));
+                    while (!Files.exists(stop) && System.currentTimeMillis() < leaveAt) {
+                        if (Files.exists(pause)) {
+                            // Paused partitions return no records, but poll() keeps the membership.
+                            c.pause(c.assignment());
+                            if (!paused) {
+                                out.flush();
+                                Files.writeString(acked, committedLines(committed));
+                                paused = true;
+                            }
+                        } else if (paused) {
+                            Files.deleteIfExists(acked);
+                            c.resume(c.paused());
+                            paused = false;
+                        }
+                        Map<TopicPartition, OffsetAndMetadata> read = new HashMap<>();
+                        int n = 0;
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                            out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
+                            read.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                            got++;
+                            n++;
+                        }
+                        if (read.isEmpty()) continue;
+                        // Retried until it lands or the group has moved on: what was read is
+                        // what is committed, or its records are another member's to read.
+                        boolean landed = false;
+                        while (true) {
+                            try {
+                                c.commitSync(read, Duration.ofSeconds(30));
+                                landed = true;
+                                break;
+                            } catch (org.apache.kafka.common.errors.RetriableException e) {
+                                retried++;
+                                System.err.println("commit retried: " + e);
+                            } catch (org.apache.kafka.clients.consumer.CommitFailedException
+                                     | org.apache.kafka.common.errors.RebalanceInProgressException e) {
+                                System.err.println("commit lost to a rebalance (" + n + " records): " + e);
+                                lost += n;
+                                break;
+                            }
+                        }
+                        if (landed) read.forEach((tp, o) -> committed.put(tp.partition(), o.offset()));
                     }
-                } else if (paused) {
-                    Files.deleteIfExists(acked);
-                    c.resume(c.paused());
-                    paused = false;
                 }
-                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> read = new HashMap<>();
-                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
-                    out.write(r.partition() + " " + r.offset() + " " + r.value() + "\n");
-                    read.put(new TopicPartition(r.topic(), r.partition()),
-                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
-                    got++;
-                }
-                if (read.isEmpty()) continue;
-                // Retried until it lands: what was read is what is committed. A commit that
-                // fails for good (the member was fenced) would make these records be read
-                // again, which group-check reports as read twice.
-                while (true) {
-                    try {
-                        c.commitSync(read, Duration.ofSeconds(30));
-                        break;
-                    } catch (org.apache.kafka.common.errors.RetriableException e) {
-                        retried++;
-                        System.err.println("commit retried: " + e);
-                    }
-                }
-                read.forEach((tp, o) -> committed.put(tp.partition(), o.offset()));
             }
         }
         System.out.print(committedLines(committed));
-        System.out.println("member: " + got + " records read, " + retried + " commits retried");
+        System.out.println("lost " + lost);
+        System.out.println("member: " + got + " records read, " + retried + " commits retried, " + lost
+            + " records' commits lost to rebalances, " + joins + " joins");
     }
 
     static String committedLines(Map<Integer, Long> committed) {
@@ -521,40 +548,61 @@ public class FaultClient {
         return b.toString();
     }
 
-    static void groupCheck(String bs, String group, Path readFile, Path committedFile) throws Exception {
+    /**
+     * The group's verdict over its members' logs: the coordinator serves, for each
+     * partition, the highest offset any member committed (committed offsets never went
+     * back), every offset below it was read (nothing skipped across rebalances and faults),
+     * and an offset was read twice only where a member's commit was lost to a rebalance.
+     */
+    static void groupCheck(String bs, String group, List<Path> readFiles, List<Path> committedFiles) throws Exception {
         Map<Integer, Long> want = new TreeMap<>();
-        for (String line : Files.readAllLines(committedFile)) {
-            String[] f = line.split(" ");
-            if (f[0].equals("committed")) want.put(Integer.parseInt(f[1]), Long.parseLong(f[2]));
+        long lost = 0;
+        for (Path committedFile : committedFiles) {
+            for (String line : Files.readAllLines(committedFile)) {
+                String[] f = line.split(" ");
+                if (f[0].equals("committed")) want.merge(Integer.parseInt(f[1]), Long.parseLong(f[2]), Math::max);
+                else if (f[0].equals("lost")) lost += Long.parseLong(f[1]);
+            }
         }
         Map<Integer, Long> served = new TreeMap<>();
         try (Admin admin = admin(bs)) {
             admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
                 .forEach((tp, o) -> served.put(tp.partition(), o.offset()));
         }
-        if (!served.equals(want)) die("group-check: the coordinator serves " + served + ", the member committed " + want);
+        if (!served.equals(want)) {
+            die("group-check: the coordinator serves " + served + ", the members' highest commits were " + want
+                + (served.entrySet().stream().anyMatch(e -> e.getValue() < want.getOrDefault(e.getKey(), 0L))
+                    ? " (a committed offset went back)" : ""));
+        }
         Map<Integer, java.util.BitSet> read = new HashMap<>();
-        long records = 0;
-        for (String line : Files.readAllLines(readFile)) {
-            String[] f = line.split(" ");
-            int part = Integer.parseInt(f[0]);
-            int off = Math.toIntExact(Long.parseLong(f[1]));
-            java.util.BitSet seen = read.computeIfAbsent(part, k -> new java.util.BitSet());
-            if (seen.get(off)) die("group-check: " + group + " read " + part + "@" + off + " twice");
-            seen.set(off);
-            records++;
+        long records = 0, twice = 0;
+        for (Path readFile : readFiles) {
+            for (String line : Files.readAllLines(readFile)) {
+                String[] f = line.split(" ");
+                int part = Integer.parseInt(f[0]);
+                int off = Math.toIntExact(Long.parseLong(f[1]));
+                java.util.BitSet seen = read.computeIfAbsent(part, k -> new java.util.BitSet());
+                if (seen.get(off)) twice++;
+                seen.set(off);
+                records++;
+            }
+        }
+        if (twice > lost) {
+            die("group-check: " + group + " read " + twice + " offsets twice, but only " + lost
+                + " records' commits were lost to rebalances");
         }
         for (var e : want.entrySet()) {
             java.util.BitSet seen = read.getOrDefault(e.getKey(), new java.util.BitSet());
             long below = e.getValue();
-            if (seen.cardinality() != below || seen.nextClearBit(0) != below) {
-                die("group-check: partition " + e.getKey() + " committed at " + below + " but read "
-                    + seen.cardinality() + " records, the first missing at " + seen.nextClearBit(0));
+            if (seen.nextClearBit(0) < below) {
+                die("group-check: partition " + e.getKey() + " committed at " + below + " but offset "
+                    + seen.nextClearBit(0) + " was never read");
             }
         }
         if (!read.keySet().equals(want.keySet())) die("group-check: read partitions " + read.keySet() + ", committed " + want.keySet());
         System.out.println("group-check: " + group + " committed " + want + " (the coordinator serves the same), "
-            + records + " records read, each offset below them once");
+            + records + " records read by " + readFiles.size() + " members, every offset below them, " + twice
+            + " read again after " + lost + " records' commits were lost to rebalances");
     }
 
     /** The group whose offset each transaction commits inside itself. */

@@ -99,97 +99,17 @@ impl SslSettings {
     /// Resolves and checks the keys of `listener`. The error names the key as written,
     /// prefixed where the prefixed key was the one in force.
     pub fn for_listener(config: &BrokerConfig, listener: &str) -> Result<SslSettings, ConfigError> {
-        let get =
-            |key: &str| listener_value(config, listener, key).filter(|v| !v.trim().is_empty());
-        let secret = |key: &str| get(key).map(Secret);
-        let key_name = |key: &str| {
-            let prefixed = format!("{}{key}", listener_prefix(listener));
-            match config.get(&prefixed) {
-                Some(_) => prefixed,
-                None => key.to_string(),
-            }
-        };
-        let invalid = |key: &str, why: String| ConfigError::Invalid {
-            key: key_name(key),
-            why,
-        };
-        let store_type = |key: &str| {
-            get(key)
-                .unwrap_or_else(|| "JKS".into())
-                .trim()
-                .to_ascii_uppercase()
-        };
-        let keystore_type = store_type("ssl.keystore.type");
-        let keystore = match (
-            get("ssl.keystore.location"),
-            secret("ssl.keystore.key"),
-            secret("ssl.keystore.certificate.chain"),
-        ) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-                return Err(invalid(
-                    "ssl.keystore.location",
-                    "set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both".into(),
-                ))
-            }
-            (Some(path), None, None) => Some(StoreSource::File(path)),
-            (None, Some(key), Some(certs)) => Some(StoreSource::Inline {
-                key: Some(key),
-                certs,
-            }),
-            (None, Some(_), None) | (None, None, Some(_)) => {
-                return Err(invalid(
-                    "ssl.keystore.key",
-                    "an inline keystore needs both ssl.keystore.key and ssl.keystore.certificate.chain".into(),
-                ))
-            }
-            (None, None, None) => None,
-        };
-        if matches!(keystore, Some(StoreSource::Inline { .. })) && keystore_type != "PEM" {
-            return Err(invalid(
-                "ssl.keystore.type",
-                "ssl.keystore.key and ssl.keystore.certificate.chain need ssl.keystore.type=PEM"
-                    .into(),
-            ));
-        }
-        let truststore_type = store_type("ssl.truststore.type");
-        let truststore =
-            match (
-                get("ssl.truststore.location"),
-                secret("ssl.truststore.certificates"),
-            ) {
-                (Some(_), Some(_)) => return Err(invalid(
-                    "ssl.truststore.location",
-                    "set either ssl.truststore.location or ssl.truststore.certificates, not both"
-                        .into(),
-                )),
-                (Some(path), None) => Some(StoreSource::File(path)),
-                (None, Some(certs)) if truststore_type == "PEM" => {
-                    Some(StoreSource::Inline { key: None, certs })
-                }
-                (None, Some(_)) => {
-                    return Err(invalid(
-                        "ssl.truststore.type",
-                        "ssl.truststore.certificates needs ssl.truststore.type=PEM".into(),
-                    ))
-                }
-                (None, None) => None,
-            };
-        for (key, t) in [
-            ("ssl.keystore.type", &keystore_type),
-            ("ssl.truststore.type", &truststore_type),
-        ] {
-            if !matches!(t.as_str(), "JKS" | "PKCS12" | "PEM") {
-                return Err(invalid(
-                    key,
-                    format!("unknown store type {t}; skua reads PEM, PKCS12 and (as Java does) PKCS12 files typed JKS"),
-                ));
-            }
-        }
+        let keys = ListenerKeys { config, listener };
+        let keystore = keystore(&keys)?;
+        let truststore = truststore(&keys)?;
         let enabled_protocols = parse_protocols(
-            &get("ssl.enabled.protocols").unwrap_or_else(|| "TLSv1.2,TLSv1.3".into()),
+            &keys
+                .get("ssl.enabled.protocols")
+                .unwrap_or_else(|| "TLSv1.2,TLSv1.3".into()),
         )
-        .map_err(|why| invalid("ssl.enabled.protocols", why))?;
-        let cipher_suites: Vec<String> = get("ssl.cipher.suites")
+        .map_err(|why| keys.invalid("ssl.enabled.protocols", why))?;
+        let cipher_suites: Vec<String> = keys
+            .get("ssl.cipher.suites")
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
@@ -197,65 +117,182 @@ impl SslSettings {
             .map(str::to_string)
             .collect();
         super::ciphers::resolve(&cipher_suites, &enabled_protocols)
-            .map_err(|why| invalid("ssl.cipher.suites", why))?;
-        let client_auth = match get("ssl.client.auth")
-            .unwrap_or_else(|| "none".into())
-            .trim()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "none" => ClientAuth::None,
-            "requested" => ClientAuth::Requested,
-            "required" => ClientAuth::Required,
-            other => {
-                return Err(invalid(
-                    "ssl.client.auth",
-                    format!("{other:?} is not one of required, requested, none"),
-                ))
-            }
-        };
+            .map_err(|why| keys.invalid("ssl.cipher.suites", why))?;
+        let client_auth = client_auth(&keys)?;
         if client_auth != ClientAuth::None && truststore.is_none() {
-            return Err(invalid(
+            return Err(keys.invalid(
                 "ssl.client.auth",
                 "verifying client certificates needs a truststore (ssl.truststore.location or ssl.truststore.certificates)".into(),
             ));
         }
-        let verify_hostname =
-            match listener_value(config, listener, "ssl.endpoint.identification.algorithm")
-                .filter(|v| !v.trim().is_empty())
-            {
-                None => false,
-                Some(v) if v.trim().eq_ignore_ascii_case("https") => true,
-                Some(v) => {
-                    return Err(invalid(
-                        "ssl.endpoint.identification.algorithm",
-                        format!("{v:?} is not https or empty"),
-                    ))
-                }
-            };
-        let principal_mapping_rules =
-            get("ssl.principal.mapping.rules").unwrap_or_else(|| "DEFAULT".into());
+        let principal_mapping_rules = keys
+            .get("ssl.principal.mapping.rules")
+            .unwrap_or_else(|| "DEFAULT".into());
         super::principal::PrincipalMapper::parse(&principal_mapping_rules)
-            .map_err(|why| invalid("ssl.principal.mapping.rules", why))?;
+            .map_err(|why| keys.invalid("ssl.principal.mapping.rules", why))?;
         Ok(SslSettings {
             listener: listener.to_string(),
-            keystore: keystore.map(|source| KeystoreSettings {
-                store_type: keystore_type,
-                source,
-                password: secret("ssl.keystore.password"),
-                key_password: secret("ssl.key.password"),
-            }),
-            truststore: truststore.map(|source| TruststoreSettings {
-                store_type: truststore_type,
-                source,
-                password: secret("ssl.truststore.password"),
-            }),
+            keystore,
+            truststore,
             enabled_protocols,
             cipher_suites,
             client_auth,
-            verify_hostname,
+            verify_hostname: verify_hostname(&keys)?,
             principal_mapping_rules,
         })
+    }
+}
+
+/// One listener's `ssl.*` keys, as Kafka resolves them (the listener's own key first).
+struct ListenerKeys<'a> {
+    config: &'a BrokerConfig,
+    listener: &'a str,
+}
+
+impl ListenerKeys<'_> {
+    /// The key's value in force, if set and not blank.
+    fn get(&self, key: &str) -> Option<String> {
+        listener_value(self.config, self.listener, key).filter(|v| !v.trim().is_empty())
+    }
+
+    fn secret(&self, key: &str) -> Option<Secret> {
+        self.get(key).map(Secret)
+    }
+
+    /// A store type (`JKS`, Kafka's default), upper case.
+    fn store_type(&self, key: &str) -> String {
+        self.get(key)
+            .unwrap_or_else(|| "JKS".into())
+            .trim()
+            .to_ascii_uppercase()
+    }
+
+    /// The error for `key`, named as written: prefixed where the prefixed key is in force.
+    fn invalid(&self, key: &str, why: String) -> ConfigError {
+        let prefixed = format!("{}{key}", listener_prefix(self.listener));
+        let key = match self.config.get(&prefixed) {
+            Some(_) => prefixed,
+            None => key.to_string(),
+        };
+        ConfigError::Invalid { key, why }
+    }
+}
+
+/// `ssl.keystore.*`: a file, or the inline PEM key and chain (never both).
+fn keystore(keys: &ListenerKeys) -> Result<Option<KeystoreSettings>, ConfigError> {
+    let store_type = keys.store_type("ssl.keystore.type");
+    check_store_type(keys, "ssl.keystore.type", &store_type)?;
+    let source = match (
+        keys.get("ssl.keystore.location"),
+        keys.secret("ssl.keystore.key"),
+        keys.secret("ssl.keystore.certificate.chain"),
+    ) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return Err(keys.invalid(
+                "ssl.keystore.location",
+                "set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both".into(),
+            ))
+        }
+        (Some(path), None, None) => StoreSource::File(path),
+        (None, Some(key), Some(certs)) => StoreSource::Inline {
+            key: Some(key),
+            certs,
+        },
+        (None, Some(_), None) | (None, None, Some(_)) => {
+            return Err(keys.invalid(
+                "ssl.keystore.key",
+                "an inline keystore needs both ssl.keystore.key and ssl.keystore.certificate.chain".into(),
+            ))
+        }
+        (None, None, None) => return Ok(None),
+    };
+    if matches!(source, StoreSource::Inline { .. }) && store_type != "PEM" {
+        return Err(keys.invalid(
+            "ssl.keystore.type",
+            "ssl.keystore.key and ssl.keystore.certificate.chain need ssl.keystore.type=PEM".into(),
+        ));
+    }
+    Ok(Some(KeystoreSettings {
+        store_type,
+        source,
+        password: keys.secret("ssl.keystore.password"),
+        key_password: keys.secret("ssl.key.password"),
+    }))
+}
+
+/// `ssl.truststore.*`: a file, or inline PEM certificates (never both).
+fn truststore(keys: &ListenerKeys) -> Result<Option<TruststoreSettings>, ConfigError> {
+    let store_type = keys.store_type("ssl.truststore.type");
+    let source = match (
+        keys.get("ssl.truststore.location"),
+        keys.secret("ssl.truststore.certificates"),
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(keys.invalid(
+                "ssl.truststore.location",
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both"
+                    .into(),
+            ))
+        }
+        (Some(path), None) => StoreSource::File(path),
+        (None, Some(certs)) if store_type == "PEM" => StoreSource::Inline { key: None, certs },
+        (None, Some(_)) => {
+            return Err(keys.invalid(
+                "ssl.truststore.type",
+                "ssl.truststore.certificates needs ssl.truststore.type=PEM".into(),
+            ))
+        }
+        (None, None) => {
+            check_store_type(keys, "ssl.truststore.type", &store_type)?;
+            return Ok(None);
+        }
+    };
+    check_store_type(keys, "ssl.truststore.type", &store_type)?;
+    Ok(Some(TruststoreSettings {
+        store_type,
+        source,
+        password: keys.secret("ssl.truststore.password"),
+    }))
+}
+
+fn check_store_type(keys: &ListenerKeys, key: &str, store_type: &str) -> Result<(), ConfigError> {
+    match store_type {
+        "JKS" | "PKCS12" | "PEM" => Ok(()),
+        t => Err(keys.invalid(
+            key,
+            format!("unknown store type {t}; skua reads PEM, PKCS12 and (as Java does) PKCS12 files typed JKS"),
+        )),
+    }
+}
+
+/// `ssl.client.auth`: none (the default), requested or required.
+fn client_auth(keys: &ListenerKeys) -> Result<ClientAuth, ConfigError> {
+    match keys
+        .get("ssl.client.auth")
+        .unwrap_or_else(|| "none".into())
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "none" => Ok(ClientAuth::None),
+        "requested" => Ok(ClientAuth::Requested),
+        "required" => Ok(ClientAuth::Required),
+        other => Err(keys.invalid(
+            "ssl.client.auth",
+            format!("{other:?} is not one of required, requested, none"),
+        )),
+    }
+}
+
+/// `ssl.endpoint.identification.algorithm`: `https` checks the peer's name (outbound).
+fn verify_hostname(keys: &ListenerKeys) -> Result<bool, ConfigError> {
+    match keys.get("ssl.endpoint.identification.algorithm") {
+        None => Ok(false),
+        Some(v) if v.trim().eq_ignore_ascii_case("https") => Ok(true),
+        Some(v) => Err(keys.invalid(
+            "ssl.endpoint.identification.algorithm",
+            format!("{v:?} is not https or empty"),
+        )),
     }
 }
 

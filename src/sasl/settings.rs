@@ -124,44 +124,8 @@ impl SaslSettings {
         config: &BrokerConfig,
         listener: &str,
     ) -> Result<SaslSettings, ConfigError> {
-        let prefix = listener_prefix(listener);
-        let key_name = |key: &str| {
-            let prefixed = format!("{prefix}{key}");
-            match config.get(&prefixed) {
-                Some(_) => prefixed,
-                None => key.to_string(),
-            }
-        };
-        let invalid = |key: String, why: String| ConfigError::Invalid { key, why };
-        let listed =
-            listener_value(config, listener, "sasl.enabled.mechanisms").unwrap_or_default();
-        let mut enabled = Vec::new();
-        for name in listed.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let mechanism = match (name, Mechanism::from_name(name)) {
-                (_, Some(m)) => m,
-                ("GSSAPI", None) => {
-                    return Err(invalid(
-                        key_name("sasl.enabled.mechanisms"),
-                        format!("listener {listener} enables GSSAPI (Kerberos, Kafka's default), which skua does not serve; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
-                    ))
-                }
-                (other, None) => {
-                    return Err(invalid(
-                        key_name("sasl.enabled.mechanisms"),
-                        format!("unknown SASL mechanism {other}; skua serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER"),
-                    ))
-                }
-            };
-            if !enabled.contains(&mechanism) {
-                enabled.push(mechanism);
-            }
-        }
-        if enabled.is_empty() {
-            return Err(invalid(
-                key_name("sasl.enabled.mechanisms"),
-                format!("no SASL mechanism is enabled for listener {listener}"),
-            ));
-        }
+        let keys = ListenerKeys { config, listener };
+        let enabled = enabled_mechanisms(&keys)?;
         if config.get("sasl.jaas.config").is_some() {
             tracing::warn!(
                 "Server config sasl.jaas.config should be prefixed with SASL mechanism name, ignoring config"
@@ -172,16 +136,7 @@ impl SaslSettings {
         let mut client_credentials = BTreeMap::new();
         let mut max_reauth = BTreeMap::new();
         for &mechanism in &enabled {
-            let lower = mechanism.name().to_ascii_lowercase();
-            let jaas_key = format!("{prefix}{lower}.sasl.jaas.config");
-            let Some(text) = config.get(&jaas_key) else {
-                return Err(invalid(
-                    jaas_key,
-                    format!("mechanism {} is enabled on listener {listener} but has no JAAS config (skua reads no JAAS file: java.security.auth.login.config is not consulted)", mechanism.name()),
-                ));
-            };
-            let module = jaas::parse_single(&text, mechanism.login_module())
-                .map_err(|e| invalid(jaas_key.clone(), e.to_string()))?;
+            let (jaas_key, text, module) = mechanism_jaas(&keys, mechanism)?;
             match mechanism {
                 Mechanism::Plain => {
                     plain = Some(
@@ -190,73 +145,16 @@ impl SaslSettings {
                     )
                 }
                 Mechanism::OAuthBearer => {
-                    let handler = format!("{prefix}{lower}.sasl.server.callback.handler.class");
-                    let class = config.get(&handler).unwrap_or_default();
-                    oauthbearer = Some(match class.trim() {
-                        "" | UNSECURED_VALIDATOR_CALLBACK_HANDLER => TokenValidator::Unsecured(
-                            UnsecuredValidatorOptions::from_jaas_options(&module.options)
-                                .map_err(|why| invalid(jaas_key.clone(), why))?,
-                        ),
-                        c if VALIDATOR_CALLBACK_HANDLERS.contains(&c) => {
-                            TokenValidator::Jwks(std::sync::Arc::new(jwks_validator(
-                                config,
-                                listener,
-                                &module.options,
-                            )?))
-                        }
-                        other => {
-                            return Err(invalid(
-                                handler,
-                                format!("{other}: skua validates OAUTHBEARER tokens with Kafka's unsecured validator or its OAuthBearerValidatorCallbackHandler (JWKS), no other server callback handler"),
-                            ))
-                        }
-                    })
+                    oauthbearer = Some(token_validator(&keys, &jaas_key, &module)?);
                 }
                 Mechanism::Scram(_) => {}
             }
             if let Some(c) = credentials(mechanism, &module) {
                 client_credentials.insert(mechanism, c);
             }
-            let reauth_key = format!("{prefix}{lower}.connections.max.reauth.ms");
-            let (key, value) = match config.get(&reauth_key) {
-                Some(v) => (reauth_key, v),
-                None => (
-                    key_name("connections.max.reauth.ms"),
-                    listener_value(config, listener, "connections.max.reauth.ms")
-                        .unwrap_or_else(|| "0".into()),
-                ),
-            };
-            let ms: i64 = value
-                .trim()
-                .parse()
-                .map_err(|_| invalid(key, format!("{value:?} is not a number of type LONG")))?;
-            if ms > 0 {
-                max_reauth.insert(mechanism, Duration::from_millis(ms as u64));
+            if let Some(lifetime) = max_reauth_of(&keys, mechanism)? {
+                max_reauth.insert(mechanism, lifetime);
             }
-        }
-        let size_key = key_name("sasl.server.max.receive.size");
-        let size = listener_value(config, listener, "sasl.server.max.receive.size")
-            .unwrap_or_else(|| "524288".into());
-        let max_receive_size = size
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| invalid(size_key, format!("{size:?} is not a size above 0")))?;
-        let delay = config
-            .get("connection.failed.authentication.delay.ms")
-            .unwrap_or_else(|| "100".into());
-        let delay_ms = delay.trim().parse::<u64>().map_err(|_| {
-            invalid(
-                "connection.failed.authentication.delay.ms".into(),
-                format!("{delay:?} is not a number of milliseconds >= 0"),
-            )
-        })?;
-        if delay_ms >= config.network.connections_max_idle_ms {
-            return Err(invalid(
-                "connection.failed.authentication.delay.ms".into(),
-                "must be less than connections.max.idle.ms".into(),
-            ));
         }
         Ok(SaslSettings {
             listener: listener.to_string(),
@@ -264,8 +162,8 @@ impl SaslSettings {
             plain,
             oauthbearer,
             max_reauth,
-            max_receive_size,
-            failed_authentication_delay: Duration::from_millis(delay_ms),
+            max_receive_size: max_receive_size(&keys)?,
+            failed_authentication_delay: failed_authentication_delay(config)?,
             client_credentials,
         })
     }
@@ -279,6 +177,160 @@ impl SaslSettings {
 /// A `sasl.oauthbearer.*` key of `listener`'s OAUTHBEARER validator, as Kafka's
 /// `ConfigurationUtils` finds it: `listener.name.<l>.oauthbearer.<key>`, else
 /// `listener.name.<l>.<key>`, else `<key>`. (key as written, value).
+fn invalid(key: String, why: String) -> ConfigError {
+    ConfigError::Invalid { key, why }
+}
+
+/// One listener's SASL keys, as Kafka resolves them.
+struct ListenerKeys<'a> {
+    config: &'a BrokerConfig,
+    listener: &'a str,
+}
+
+impl ListenerKeys<'_> {
+    /// `key` as written: prefixed where the listener's own key is in force.
+    fn name(&self, key: &str) -> String {
+        let prefixed = format!("{}{key}", listener_prefix(self.listener));
+        match self.config.get(&prefixed) {
+            Some(_) => prefixed,
+            None => key.to_string(),
+        }
+    }
+
+    fn value(&self, key: &str) -> Option<String> {
+        listener_value(self.config, self.listener, key)
+    }
+
+    /// A per-mechanism key: `listener.name.<l>.<mechanism>.<key>`.
+    fn mechanism_key(&self, mechanism: Mechanism, key: &str) -> String {
+        let lower = mechanism.name().to_ascii_lowercase();
+        format!("{}{lower}.{key}", listener_prefix(self.listener))
+    }
+}
+
+/// `sasl.enabled.mechanisms`: at least one, each one skua serves (GSSAPI named apart).
+fn enabled_mechanisms(keys: &ListenerKeys) -> Result<Vec<Mechanism>, ConfigError> {
+    let listener = keys.listener;
+    let refuse = |why: String| invalid(keys.name("sasl.enabled.mechanisms"), why);
+    let listed = keys.value("sasl.enabled.mechanisms").unwrap_or_default();
+    let mut enabled = Vec::new();
+    for name in listed.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mechanism = match (name, Mechanism::from_name(name)) {
+            (_, Some(m)) => m,
+            ("GSSAPI", None) => return Err(refuse(format!("listener {listener} enables GSSAPI (Kerberos, Kafka's default), which skua does not serve; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"))),
+            (other, None) => return Err(refuse(format!("unknown SASL mechanism {other}; skua serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER"))),
+        };
+        if !enabled.contains(&mechanism) {
+            enabled.push(mechanism);
+        }
+    }
+    if enabled.is_empty() {
+        return Err(refuse(format!(
+            "no SASL mechanism is enabled for listener {listener}"
+        )));
+    }
+    Ok(enabled)
+}
+
+/// The mechanism's `sasl.jaas.config` (its key, its text and its one login module).
+fn mechanism_jaas(
+    keys: &ListenerKeys,
+    mechanism: Mechanism,
+) -> Result<(String, String, LoginModule), ConfigError> {
+    let jaas_key = keys.mechanism_key(mechanism, "sasl.jaas.config");
+    let Some(text) = keys.config.get(&jaas_key) else {
+        return Err(invalid(
+            jaas_key,
+            format!("mechanism {} is enabled on listener {} but has no JAAS config (skua reads no JAAS file: java.security.auth.login.config is not consulted)", mechanism.name(), keys.listener),
+        ));
+    };
+    let module = jaas::parse_single(&text, mechanism.login_module())
+        .map_err(|e| invalid(jaas_key.clone(), e.to_string()))?;
+    Ok((jaas_key, text, module))
+}
+
+/// OAUTHBEARER's server callback handler: Kafka's unsecured validator (the default) or
+/// its JWKS validator.
+fn token_validator(
+    keys: &ListenerKeys,
+    jaas_key: &str,
+    module: &LoginModule,
+) -> Result<TokenValidator, ConfigError> {
+    let handler = keys.mechanism_key(Mechanism::OAuthBearer, "sasl.server.callback.handler.class");
+    let class = keys.config.get(&handler).unwrap_or_default();
+    match class.trim() {
+        "" | UNSECURED_VALIDATOR_CALLBACK_HANDLER => Ok(TokenValidator::Unsecured(
+            UnsecuredValidatorOptions::from_jaas_options(&module.options)
+                .map_err(|why| invalid(jaas_key.to_string(), why))?,
+        )),
+        c if VALIDATOR_CALLBACK_HANDLERS.contains(&c) => Ok(TokenValidator::Jwks(
+            std::sync::Arc::new(jwks_validator(keys.config, keys.listener, &module.options)?),
+        )),
+        other => Err(invalid(
+            handler,
+            format!("{other}: skua validates OAUTHBEARER tokens with Kafka's unsecured validator or its OAuthBearerValidatorCallbackHandler (JWKS), no other server callback handler"),
+        )),
+    }
+}
+
+/// KIP-368's session lifetime for `mechanism` (`connections.max.reauth.ms`, the
+/// mechanism's own key first); None when sessions do not expire.
+fn max_reauth_of(
+    keys: &ListenerKeys,
+    mechanism: Mechanism,
+) -> Result<Option<Duration>, ConfigError> {
+    let reauth_key = keys.mechanism_key(mechanism, "connections.max.reauth.ms");
+    let (key, value) = match keys.config.get(&reauth_key) {
+        Some(v) => (reauth_key, v),
+        None => (
+            keys.name("connections.max.reauth.ms"),
+            keys.value("connections.max.reauth.ms")
+                .unwrap_or_else(|| "0".into()),
+        ),
+    };
+    let ms: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, format!("{value:?} is not a number of type LONG")))?;
+    Ok((ms > 0).then(|| Duration::from_millis(ms as u64)))
+}
+
+/// `sasl.server.max.receive.size`: the largest frame before and during authentication.
+fn max_receive_size(keys: &ListenerKeys) -> Result<usize, ConfigError> {
+    let size = keys
+        .value("sasl.server.max.receive.size")
+        .unwrap_or_else(|| "524288".into());
+    size.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            invalid(
+                keys.name("sasl.server.max.receive.size"),
+                format!("{size:?} is not a size above 0"),
+            )
+        })
+}
+
+/// `connection.failed.authentication.delay.ms`, below `connections.max.idle.ms`.
+fn failed_authentication_delay(config: &BrokerConfig) -> Result<Duration, ConfigError> {
+    let key = "connection.failed.authentication.delay.ms";
+    let delay = config.get(key).unwrap_or_else(|| "100".into());
+    let delay_ms = delay.trim().parse::<u64>().map_err(|_| {
+        invalid(
+            key.into(),
+            format!("{delay:?} is not a number of milliseconds >= 0"),
+        )
+    })?;
+    if delay_ms >= config.network.connections_max_idle_ms {
+        return Err(invalid(
+            key.into(),
+            "must be less than connections.max.idle.ms".into(),
+        ));
+    }
+    Ok(Duration::from_millis(delay_ms))
+}
+
 fn oauthbearer_value(config: &BrokerConfig, listener: &str, key: &str) -> Option<(String, String)> {
     let prefix = listener_prefix(listener);
     [
@@ -360,7 +412,6 @@ fn jwks_validator(
     listener: &str,
     jaas_options: &BTreeMap<String, String>,
 ) -> Result<JwksValidator, ConfigError> {
-    let invalid = |key: String, why: String| ConfigError::Invalid { key, why };
     let get = |key: &str| oauthbearer_value(config, listener, key);
     let text = |key: &str, default: &str| {
         get(key)

@@ -23,7 +23,7 @@ SKUA=${1:?usage: sasl.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
 VENV="${VENV:-$COMPAT_CACHE/venv}"
-FRANZ="$COMPAT_CACHE/go/sasl-client"
+FRANZ="$COMPAT_CACHE/go/secure-client"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-sasl.XXXXXX")
 PLAIN_PORT=$(free_port)
 SSL_PORT=$(free_port)
@@ -216,18 +216,26 @@ c_kcat_refused() {
   cat "$CASE_TMP/out"
   grep -Eqi 'authentication|SASL' "$CASE_TMP/out" || fail "no SASL error reported: $(head -c 200 "$CASE_TMP/out")"
 }
+# The settings compat/python/secure_clients.py, compat/go/secureclient and
+# compat/node/kafkajs-secure.js take, as KEY=VALUE: alice over PROTOCOL, with a wrong
+# password when MODE is refused.
+client_conf() { # PROTOCOL MODE
+  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
+  echo "security.protocol=$1" "sasl.mechanism=$(mechanism_of "$1")" sasl.username=alice "sasl.password=$pw"
+  [[ $1 == SASL_SSL ]] && echo "ssl.ca.location=$D/ca.pem"
+}
 c_py() { # LIBRARY PROTOCOL MODE
-  local pw; pw=$(password_of "$2"); [[ $3 == refused ]] && pw=wrong-password
-  timeout -k 5 60 "$VENV/bin/python" "$here/clients.py" "$1" "$(bootstrap_of "$2")" "$2" "$(mechanism_of "$2")" \
-    alice "$pw" "$D/ca.pem" "$(uniq_name "sasl-$1")" "$3"
+  # shellcheck disable=SC2046  # one word per setting
+  timeout -k 5 60 "$VENV/bin/python" "$here/../python/secure_clients.py" "$1" "$(bootstrap_of "$2")" \
+    "$(uniq_name "sasl-$1")" "$3" $(client_conf "$2" "$3")
 }
 c_franz() { # PROTOCOL MODE
-  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
-  timeout -k 5 60 "$FRANZ" "$(bootstrap_of "$1")" "$1" "$(mechanism_of "$1")" alice "$pw" "$D/ca.pem" "$(uniq_name sasl-franz)" "$2"
+  # shellcheck disable=SC2046
+  timeout -k 5 60 "$FRANZ" "$(bootstrap_of "$1")" "$(uniq_name sasl-franz)" "$2" $(client_conf "$1" "$2")
 }
 c_kafkajs() { # PROTOCOL MODE
-  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
-  timeout -k 5 60 node "$here/../node/kafkajs-sasl.js" "$(bootstrap_of "$1")" "$1" "$(mechanism_of "$1")" alice "$pw" "$D/ca.pem" "$(uniq_name sasl-kafkajs)" "$2"
+  # shellcheck disable=SC2046
+  timeout -k 5 60 node "$here/../node/kafkajs-secure.js" "$(bootstrap_of "$1")" "$(uniq_name sasl-kafkajs)" "$2" $(client_conf "$1" "$2")
 }
 
 if [[ $SKUA == --skip ]]; then

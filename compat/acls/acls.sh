@@ -10,7 +10,12 @@
 # StandardAuthorizer (`authorizer.class.name`, `super.users`). kafka-acls.sh adds, lists
 # and removes ACLs as the admin; the Java console producer and consumer run as the client,
 # refused with Kafka's authorization errors until the admin's ACLs allow them, and again
-# once the ACLs are removed.
+# once the ACLs are removed. confluent-kafka-python's AdminClient (librdkafka's ACL API,
+# compat/acls/librdkafka_acls.py) creates, describes (LITERAL, PREFIXED, MATCH and ANY
+# filters) and deletes ACLs, each binding checked field by field, and a librdkafka
+# producer and consumer group are refused, then allowed, by them. kafka-configs.sh adds,
+# describes and deletes client quotas (producer_byte_rate, consumer_byte_rate,
+# request_percentage) for a user, a client id, a user + client id and the defaults.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
@@ -18,6 +23,7 @@ source "$here/../lib/cases.sh"
 SKUA=${1:?usage: acls.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
+VENV="${VENV:-$COMPAT_CACHE/venv}"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-acls.XXXXXX")
 PORT=$(free_port)
 B=127.0.0.1:$PORT
@@ -29,6 +35,9 @@ CASES=(
   "acls.kafka_acls.add_list_remove c_add_list_remove"
   "acls.java.producer_denied_then_allowed c_producer"
   "acls.java.consumer_group_denied_then_allowed c_consumer"
+  "acls.confluent-kafka.admin_api_filters c_librdkafka admin_api"
+  "acls.confluent-kafka.producer_consumer_denied_then_allowed c_librdkafka denied_then_allowed"
+  "acls.kafka_configs.quotas_add_describe_delete c_quotas"
 )
 report_all() { # STATUS REASON
   local c
@@ -84,6 +93,7 @@ start_skua() {
     --override "ssl.client.auth=required" \
     --override "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" \
     --override "super.users=User:CN=compat-admin" \
+    --override "group.initial.rebalance.delay.ms=0" \
     --override "log.dirs=$D/data" >"$D/broker.log" 2>&1 &
   skua_pid=$!
   wait_port 127.0.0.1 "$PORT" 60 "$skua_pid"
@@ -164,6 +174,76 @@ c_consumer() {
   cat "$CASE_TMP/again"
   grep -Eq 'TopicAuthorizationException|Not authorized to access topics' "$CASE_TMP/again" \
     || fail "no topic authorization error once the topic's ACLs were removed"
+}
+
+c_librdkafka() { # CASE (compat/acls/librdkafka_acls.py)
+  timeout -k 5 60 "$VENV/bin/python" "$here/librdkafka_acls.py" "$1" "$B" "$D"
+}
+
+configs_() { "$BIN/kafka-configs.sh" --bootstrap-server "$B" --command-config "$D/admin.properties" "$@"; }
+# Client quotas through AlterClientQuotas and DescribeClientQuotas as Kafka's tool sends
+# them (a user's quotas for its client ids' default are java.configs.quotas'): each entity
+# kind gets its own values, described back line by line as the tool
+# prints them, then deleted and no longer described. The defaults apply to every client
+# of this broker (the admin too), so theirs are far above any rate the suite reaches.
+describe_all() { # every user's, client id's and user + client id's quotas, side by side
+  configs_ --describe --entity-type users >"$CASE_TMP/d-users" 2>&1 & local a=$!
+  configs_ --describe --entity-type clients >"$CASE_TMP/d-clients" 2>&1 & local b=$!
+  configs_ --describe --entity-type users --entity-type clients >"$CASE_TMP/d-both" 2>&1 & local c=$!
+  wait $a && wait $b && wait $c || { head -c 300 "$CASE_TMP"/d-*; return 1; }
+  cat "$CASE_TMP/d-users" "$CASE_TMP/d-clients" "$CASE_TMP/d-both"
+}
+c_quotas() {
+  local u c k
+  u=$(uniq_name quser) c=$(uniq_name qclient)
+  local -A entity=(
+    [user]="--entity-type users --entity-name $u"
+    [client]="--entity-type clients --entity-name $c"
+    [user_client]="--entity-type users --entity-name $u --entity-type clients --entity-name $c"
+    [default_user]="--entity-type users --entity-default"
+    [default_client]="--entity-type clients --entity-default"
+    [default_user_default_client]="--entity-type users --entity-default --entity-type clients --entity-default"
+  )
+  local -A values=(
+    [user]="producer_byte_rate=1024,consumer_byte_rate=2048,request_percentage=50"
+    [client]="producer_byte_rate=1025,consumer_byte_rate=2049,request_percentage=51"
+    [user_client]="producer_byte_rate=1026,consumer_byte_rate=2050,request_percentage=52"
+    [default_user]="producer_byte_rate=1073741824,consumer_byte_rate=1073741825,request_percentage=1000"
+    [default_client]="consumer_byte_rate=1073741826"
+    [default_user_default_client]="producer_byte_rate=1073741827,request_percentage=1001"
+  )
+  # The tool once per entity, side by side (each is mostly a JVM starting).
+  local -A pid=()
+  for k in "${!entity[@]}"; do
+    # shellcheck disable=SC2086  # the entity's options, one word each
+    configs_ --alter --add-config "${values[$k]}" ${entity[$k]} >"$CASE_TMP/add-$k" 2>&1 & pid[$k]=$!
+  done
+  for k in "${!pid[@]}"; do
+    wait "${pid[$k]}" || { fail "could not add $k's quotas: $(head -c 200 "$CASE_TMP/add-$k")"; return 1; }
+  done
+  describe_all >"$CASE_TMP/described" || return 1
+  cat "$CASE_TMP/described"
+  cat >"$CASE_TMP/want" <<WANT
+Quota configs for user-principal '$u' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0, request_percentage=50.0
+Quota configs for client-id '$c' are consumer_byte_rate=2049.0, producer_byte_rate=1025.0, request_percentage=51.0
+Quota configs for user-principal '$u', client-id '$c' are consumer_byte_rate=2050.0, producer_byte_rate=1026.0, request_percentage=52.0
+Quota configs for the default user-principal are consumer_byte_rate=1.073741825E9, producer_byte_rate=1.073741824E9, request_percentage=1000.0
+Quota configs for the default client-id are consumer_byte_rate=1.073741826E9
+Quota configs for the default user-principal, the default client-id are producer_byte_rate=1.073741827E9, request_percentage=1001.0
+WANT
+  local line
+  while IFS= read -r line; do
+    grep -qxF "$line" "$CASE_TMP/described" || { fail "not described: $line"; return 1; }
+  done <"$CASE_TMP/want"
+  for k in "${!entity[@]}"; do
+    # shellcheck disable=SC2086
+    configs_ --alter --delete-config "$(sed 's/=[^,]*//g' <<<"${values[$k]}")" ${entity[$k]} >"$CASE_TMP/delete-$k" 2>&1 & pid[$k]=$!
+  done
+  for k in "${!pid[@]}"; do
+    wait "${pid[$k]}" || { fail "could not delete $k's quotas: $(head -c 200 "$CASE_TMP/delete-$k")"; return 1; }
+  done
+  describe_all >"$CASE_TMP/after" || return 1
+  if grep -E "$u|$c|default" "$CASE_TMP/after"; then fail "quotas described after their deletion: $(grep -E "$u|$c|default" "$CASE_TMP/after" | head -c 300)"; fi
 }
 
 if [[ $SKUA == --skip ]]; then

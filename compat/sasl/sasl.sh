@@ -36,6 +36,7 @@ skua_pid=""
 
 CASES=(
   "sasl.java.kafka_configs_add_scram_user c_add_scram_user"
+  "sasl.java.kafka_configs_scram_describe_delete c_scram_describe_delete"
   "sasl.java.scram_sasl_ssl_group_roundtrip c_java SASL_SSL"
   "sasl.java.plain_sasl_plaintext_group_roundtrip c_java SASL_PLAINTEXT"
   "sasl.java.wrong_password_refused c_java_refused"
@@ -142,15 +143,40 @@ bootstrap_of() { [[ $1 == SASL_SSL ]] && echo "$SSL_B" || echo "$PLAIN_B"; }
 mechanism_of() { [[ $1 == SASL_SSL ]] && echo SCRAM-SHA-512 || echo PLAIN; }
 password_of() { [[ $1 == SASL_SSL ]] && echo alice-scram || echo alice-secret; }
 
-# (kafka-configs.sh --describe of users also describes their quotas, with
-# DescribeClientQuotas, which skua does not handle: the SCRAM cases that follow show the
-# credential took.)
+configs_() { "$BIN/kafka-configs.sh" --bootstrap-server "$PLAIN_B" --command-config "$D/admin.properties" "$@"; }
+# alice's SCRAM-SHA-512 credential (AlterUserScramCredentials), described back
+# (DescribeUserScramCredentials); the SCRAM cases that follow log in with it.
 c_add_scram_user() {
-  "$BIN/kafka-configs.sh" --bootstrap-server "$PLAIN_B" --command-config "$D/admin.properties" \
-    --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-scram]' \
+  configs_ --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-scram]' \
     --entity-type users --entity-name alice >"$CASE_TMP/out" || return 1
   cat "$CASE_TMP/out"
-  grep -q 'Completed updating config for user alice' "$CASE_TMP/out" || fail "not updated: $(head -c 200 "$CASE_TMP/out")"
+  grep -q 'Completed updating config for user alice' "$CASE_TMP/out" || fail "not updated: $(head -c 200 "$CASE_TMP/out")" || return 1
+  configs_ --describe --entity-type users --entity-name alice >"$CASE_TMP/described" || return 1
+  cat "$CASE_TMP/described"
+  grep -qxF "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-512=iterations=8192" "$CASE_TMP/described" \
+    || fail "alice's credential not described: $(head -c 300 "$CASE_TMP/described")"
+}
+# A user with both mechanisms' credentials, described back, then each deleted in turn and
+# described again.
+c_scram_describe_delete() {
+  local u; u=$(uniq_name scram)
+  configs_ --alter --add-config 'SCRAM-SHA-256=[iterations=4096,password=bob-scram],SCRAM-SHA-512=[iterations=5000,password=bob-scram]' \
+    --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" "SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=5000" || return 1
+  configs_ --alter --delete-config SCRAM-SHA-256 --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" "SCRAM-SHA-512=iterations=5000" || return 1
+  configs_ --alter --delete-config SCRAM-SHA-512 --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" ""
+}
+scram_described_as() { # USER CREDENTIALS ("": none)
+  configs_ --describe --entity-type users --entity-name "$1" >"$CASE_TMP/described" || return 1
+  cat "$CASE_TMP/described"
+  if [[ -z $2 ]]; then
+    ! grep -q 'SCRAM' "$CASE_TMP/described" || fail "deleted credentials still described: $(grep SCRAM "$CASE_TMP/described")"
+  else
+    grep -qxF "SCRAM credential configs for user-principal '$1' are $2" "$CASE_TMP/described" \
+      || fail "not described as $2: $(head -c 300 "$CASE_TMP/described")"
+  fi
 }
 c_java() { # PROTOCOL
   local t g; t=$(uniq_name sasl-java); g=$(uniq_name sasl-group)
@@ -254,7 +280,7 @@ for c in "${CASES[@]}"; do
   # shellcheck disable=SC2086  # "ID FUNCTION ARGS"
   run_case $c
 done
-if grep -Eq 'admin-secret|alice-secret|alice-scram|not-the-password|wrong-password' "$D/broker.log"; then
+if grep -Eq 'admin-secret|alice-secret|alice-scram|bob-scram|not-the-password|wrong-password' "$D/broker.log"; then
   echo "FAIL sasl.broker_log_holds_no_secret: a password is in the broker's log"
 else
   echo "PASS sasl.broker_log_holds_no_secret"

@@ -15,7 +15,10 @@
 # filters) and deletes ACLs, each binding checked field by field, and a librdkafka
 # producer and consumer group are refused, then allowed, by them. kafka-configs.sh adds,
 # describes and deletes client quotas (producer_byte_rate, consumer_byte_rate,
-# request_percentage) for a user, a client id, a user + client id and the defaults.
+# request_percentage) for a user, a client id, a user + client id and the defaults; a
+# Java producer (kafka-producer-perf-test) as a third principal, CN=compat-quota, under
+# its user's producer_byte_rate averages within 20 % of it and reports a
+# produce-throttle-time-avg above 0.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
@@ -38,6 +41,7 @@ CASES=(
   "acls.confluent-kafka.admin_api_filters c_librdkafka admin_api"
   "acls.confluent-kafka.producer_consumer_denied_then_allowed c_librdkafka denied_then_allowed"
   "acls.kafka_configs.quotas_add_describe_delete c_quotas"
+  "acls.java.producer_quota_throttled c_producer_quota"
 )
 report_all() { # STATUS REASON
   local c
@@ -79,6 +83,7 @@ make_certs() {
   printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
   client_cert admin "/CN=compat-admin" || return 1
   client_cert client "/O=skua/OU=clients/CN=compat-client" || return 1
+  client_cert quota "/CN=compat-quota" || return 1
 }
 
 start_skua() {
@@ -93,6 +98,7 @@ start_skua() {
     --override "ssl.client.auth=required" \
     --override "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" \
     --override "super.users=User:CN=compat-admin" \
+    --override "quota.window.num=2" \
     --override "group.initial.rebalance.delay.ms=0" \
     --override "log.dirs=$D/data" >"$D/broker.log" 2>&1 &
   skua_pid=$!
@@ -244,6 +250,30 @@ WANT
   done
   describe_all >"$CASE_TMP/after" || return 1
   if grep -E "$u|$c|default" "$CASE_TMP/after"; then fail "quotas described after their deletion: $(grep -E "$u|$c|default" "$CASE_TMP/after" | head -c 300)"; fi
+}
+
+# A Java producer over its user's producer_byte_rate (the principal of its certificate):
+# its whole run averages within 20 % of the quota (the broker runs with quota.window.num=2,
+# so a new rate's allowance is one second of the quota), and the client reports the
+# throttle time the broker told it.
+c_producer_quota() {
+  local t rate
+  t=$(uniq_name acl-quota)
+  topic_as_admin "$t" || return 1
+  acls_ --add --allow-principal User:CN=compat-quota --producer --topic "$t" >/dev/null || return 1
+  configs_ --alter --add-config producer_byte_rate=500000 --entity-type users --entity-name CN=compat-quota >/dev/null || return 1
+  "$BIN/kafka-producer-perf-test.sh" --topic "$t" --num-records 5000 --record-size 1000 --throughput -1 --print-metrics \
+    --producer.config "$D/quota.properties" --producer-props bootstrap.servers="$B" acks=1 >"$CASE_TMP/out" 2>&1
+  local ok=$?
+  configs_ --alter --delete-config producer_byte_rate --entity-type users --entity-name CN=compat-quota >/dev/null
+  ((ok == 0)) || { fail "the perf test failed: $(grep -m2 -i 'exception\|error' "$CASE_TMP/out" | tr '\n' ' ' | head -c 300)"; return 1; }
+  grep 'records sent\|produce-throttle-time' "$CASE_TMP/out"
+  rate=$(sed -n 's/^5000 records sent, \([0-9.]*\) records\/sec.*/\1/p' "$CASE_TMP/out")
+  [[ -n $rate ]] || { fail "no final report: $(tail -c 300 "$CASE_TMP/out" | tr '\n' ' ')"; return 1; }
+  awk -v r="$rate" 'BEGIN {b = r * 1000; exit !(b >= 400000 && b <= 600000)}' \
+    || fail "averaged $rate records/s of 1000 bytes against a quota of 500000 bytes/s" || return 1
+  awk '/produce-throttle-time-avg/ && $NF+0 > 0 {ok=1} END {exit !ok}' "$CASE_TMP/out" \
+    || fail "the producer reports no throttle time: $(grep produce-throttle-time "$CASE_TMP/out" | tr -s ' ' | tr '\n' ' ')"
 }
 
 if [[ $SKUA == --skip ]]; then

@@ -23,6 +23,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
+source "$here/../lib/tls.sh"
 SKUA=${1:?usage: acls.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
@@ -43,24 +44,10 @@ CASES=(
   "acls.kafka_configs.quotas_add_describe_delete c_quotas"
   "acls.java.producer_quota_throttled c_producer_quota"
 )
-report_all() { # STATUS REASON
-  local c
-  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
-}
-cleanup() {
-  if [[ -n $skua_pid ]]; then
-    kill "$skua_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$skua_pid" 2>/dev/null
-  fi
-  rm -rf "$D"
-}
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 client_cert() { # NAME SUBJECT
-  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" || return 1
-  openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$1.pem" -days 2 -extfile client.ext || return 1
-  openssl pkcs12 -export -in "$1.pem" -inkey "$1.key" -name "$1" -passout "pass:$PASS" -out "$1.p12" || return 1
+  tls_client_cert "$1" "$2" || return 1
   cat >"$1.properties" <<PROPS
 security.protocol=SSL
 ssl.truststore.type=PKCS12
@@ -74,13 +61,9 @@ PROPS
 
 make_certs() {
   cd "$D" || return 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
-  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
-  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
-  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
-  keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 -storepass "$PASS" -keystore trust.p12 || return 1
-  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
+  tls_ca ca "/CN=compat CA" || return 1
+  tls_broker_cert || return 1
+  tls_truststore || return 1
   client_cert admin "/CN=compat-admin" || return 1
   client_cert client "/O=skua/OU=clients/CN=compat-client" || return 1
   client_cert quota "/CN=compat-quota" || return 1

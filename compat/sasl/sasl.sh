@@ -19,6 +19,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
+source "$here/../lib/tls.sh"
 SKUA=${1:?usage: sasl.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
@@ -58,30 +59,12 @@ CASES=(
   "sasl.kafkajs.plain_sasl_plaintext_group_roundtrip c_kafkajs SASL_PLAINTEXT roundtrip"
   "sasl.kafkajs.wrong_password_refused c_kafkajs SASL_PLAINTEXT refused"
 )
-report_all() { # STATUS REASON
-  local c
-  for c in "${CASES[@]}"; do
-    c=${c%% *}
-    echo "$1 $c: $2"
-  done
-}
-cleanup() {
-  if [[ -n $skua_pid ]]; then
-    kill "$skua_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$skua_pid" 2>/dev/null
-  fi
-  rm -rf "$D"
-}
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 make_certs() {
   cd "$D" || return 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
-  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
-  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
-  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
+  tls_ca ca "/CN=compat CA" || return 1
+  tls_broker_cert || return 1
   # Kafka's client configs (--command-config, --producer.config, --consumer.config).
   local plain='org.apache.kafka.common.security.plain.PlainLoginModule required'
   local scram='org.apache.kafka.common.security.scram.ScramLoginModule required'

@@ -19,6 +19,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
+source "$here/../lib/tls.sh"
 SKUA=${1:?usage: ssl.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
@@ -49,33 +50,14 @@ CASES=(
   "ssl.kafkajs.no_certificate_refused c_client kafkajs refused none"
   "ssl.kafkajs.other_ca_certificate_refused c_client kafkajs refused stranger"
 )
-report_all() { # STATUS REASON
-  local c
-  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
-}
-cleanup() {
-  if [[ -n $skua_pid ]]; then
-    kill "$skua_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$skua_pid" 2>/dev/null
-  fi
-  rm -rf "$D"
-}
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 make_certs() {
   cd "$D" || return 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
-  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
-  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
-  openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/O=skua/OU=clients/CN=compat-client" || return 1
-  # With extensions, so the certificate is X.509 v3 (webpki, as most verifiers, refuses v1).
-  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
-  openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext || return 1
-  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
-  openssl pkcs12 -export -in client.pem -inkey client.key -name client -passout "pass:$PASS" -out client.p12 || return 1
-  keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 -storepass "$PASS" -keystore trust.p12 || return 1
+  tls_ca ca "/CN=compat CA" || return 1
+  tls_broker_cert || return 1
+  tls_client_cert client "/O=skua/OU=clients/CN=compat-client" || return 1
+  tls_truststore || return 1
   cat >client.properties <<PROPS
 security.protocol=SSL
 ssl.truststore.type=PKCS12
@@ -87,9 +69,8 @@ ssl.keystore.password=$PASS
 PROPS
   grep -v '^ssl.keystore' client.properties >anonymous.properties
   # A client certificate from a CA the broker does not trust.
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 2 -subj "/CN=other CA" || return 1
-  openssl req -newkey rsa:2048 -nodes -keyout stranger.key -out stranger.csr -subj "/CN=stranger" || return 1
-  openssl x509 -req -in stranger.csr -CA other-ca.pem -CAkey other-ca.key -CAcreateserial -out stranger.pem -days 2 -extfile client.ext || return 1
+  tls_ca other-ca "/CN=other CA" || return 1
+  tls_client_cert stranger "/CN=stranger" other-ca
 }
 
 start_skua() {

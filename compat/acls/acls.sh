@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# skua compatibility suite: ACLs with Kafka's own tools and the Java client.
+# skua compatibility suite: ACLs and client quotas with Kafka's own tools, the Java client
+# and librdkafka.
 #   compat/acls/acls.sh SKUA_BINARY
 #   compat/acls/acls.sh --skip REASON     every case reported as SKIP
 # Prints one PASS/FAIL (or SKIP) line per case.
 #
-# openssl makes a CA, a broker certificate and two client certificates: the admin
-# (CN=compat-admin, a super user) and a client (CN=compat-client,OU=clients,O=skua).
+# openssl makes a CA, a broker certificate and three client certificates: the admin
+# (CN=compat-admin, a super user), a client (CN=compat-client,OU=clients,O=skua) and a
+# quota user (CN=compat-quota).
 # skua starts with an SSL listener requiring client certificates and Kafka's
 # StandardAuthorizer (`authorizer.class.name`, `super.users`). kafka-acls.sh adds, lists
 # and removes ACLs as the admin; the Java console producer and consumer run as the client,
@@ -16,8 +18,8 @@
 # producer and consumer group are refused, then allowed, by them. kafka-configs.sh adds,
 # describes and deletes client quotas (producer_byte_rate, consumer_byte_rate,
 # request_percentage) for a user, a client id, a user + client id and the defaults; a
-# Java producer (kafka-producer-perf-test) as a third principal, CN=compat-quota, under
-# its user's producer_byte_rate averages within 20 % of it and reports a
+# Java producer (kafka-producer-perf-test) as the quota user, under its user's
+# producer_byte_rate averages within 20 % of it and reports a
 # produce-throttle-time-avg above 0.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -19,11 +19,12 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
+source "$here/../lib/tls.sh"
 SKUA=${1:?usage: sasl.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
 VENV="${VENV:-$COMPAT_CACHE/venv}"
-FRANZ="$COMPAT_CACHE/go/sasl-client"
+FRANZ="$COMPAT_CACHE/go/secure-client"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-sasl.XXXXXX")
 PLAIN_PORT=$(free_port)
 SSL_PORT=$(free_port)
@@ -36,6 +37,7 @@ skua_pid=""
 
 CASES=(
   "sasl.java.kafka_configs_add_scram_user c_add_scram_user"
+  "sasl.java.kafka_configs_scram_describe_delete c_scram_describe_delete"
   "sasl.java.scram_sasl_ssl_group_roundtrip c_java SASL_SSL"
   "sasl.java.plain_sasl_plaintext_group_roundtrip c_java SASL_PLAINTEXT"
   "sasl.java.wrong_password_refused c_java_refused"
@@ -57,30 +59,12 @@ CASES=(
   "sasl.kafkajs.plain_sasl_plaintext_group_roundtrip c_kafkajs SASL_PLAINTEXT roundtrip"
   "sasl.kafkajs.wrong_password_refused c_kafkajs SASL_PLAINTEXT refused"
 )
-report_all() { # STATUS REASON
-  local c
-  for c in "${CASES[@]}"; do
-    c=${c%% *}
-    echo "$1 $c: $2"
-  done
-}
-cleanup() {
-  if [[ -n $skua_pid ]]; then
-    kill "$skua_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$skua_pid" 2>/dev/null
-  fi
-  rm -rf "$D"
-}
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 make_certs() {
   cd "$D" || return 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
-  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
-  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
-  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
+  tls_ca ca "/CN=compat CA" || return 1
+  tls_broker_cert || return 1
   # Kafka's client configs (--command-config, --producer.config, --consumer.config).
   local plain='org.apache.kafka.common.security.plain.PlainLoginModule required'
   local scram='org.apache.kafka.common.security.scram.ScramLoginModule required'
@@ -142,15 +126,40 @@ bootstrap_of() { [[ $1 == SASL_SSL ]] && echo "$SSL_B" || echo "$PLAIN_B"; }
 mechanism_of() { [[ $1 == SASL_SSL ]] && echo SCRAM-SHA-512 || echo PLAIN; }
 password_of() { [[ $1 == SASL_SSL ]] && echo alice-scram || echo alice-secret; }
 
-# (kafka-configs.sh --describe of users also describes their quotas, with
-# DescribeClientQuotas, which skua does not handle: the SCRAM cases that follow show the
-# credential took.)
+configs_() { "$BIN/kafka-configs.sh" --bootstrap-server "$PLAIN_B" --command-config "$D/admin.properties" "$@"; }
+# alice's SCRAM-SHA-512 credential (AlterUserScramCredentials), described back
+# (DescribeUserScramCredentials); the SCRAM cases that follow log in with it.
 c_add_scram_user() {
-  "$BIN/kafka-configs.sh" --bootstrap-server "$PLAIN_B" --command-config "$D/admin.properties" \
-    --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-scram]' \
+  configs_ --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-scram]' \
     --entity-type users --entity-name alice >"$CASE_TMP/out" || return 1
   cat "$CASE_TMP/out"
-  grep -q 'Completed updating config for user alice' "$CASE_TMP/out" || fail "not updated: $(head -c 200 "$CASE_TMP/out")"
+  grep -q 'Completed updating config for user alice' "$CASE_TMP/out" || fail "not updated: $(head -c 200 "$CASE_TMP/out")" || return 1
+  configs_ --describe --entity-type users --entity-name alice >"$CASE_TMP/described" || return 1
+  cat "$CASE_TMP/described"
+  grep -qxF "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-512=iterations=8192" "$CASE_TMP/described" \
+    || fail "alice's credential not described: $(head -c 300 "$CASE_TMP/described")"
+}
+# A user with both mechanisms' credentials, described back, then each deleted in turn and
+# described again.
+c_scram_describe_delete() {
+  local u; u=$(uniq_name scram)
+  configs_ --alter --add-config 'SCRAM-SHA-256=[iterations=4096,password=bob-scram],SCRAM-SHA-512=[iterations=5000,password=bob-scram]' \
+    --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" "SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=5000" || return 1
+  configs_ --alter --delete-config SCRAM-SHA-256 --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" "SCRAM-SHA-512=iterations=5000" || return 1
+  configs_ --alter --delete-config SCRAM-SHA-512 --entity-type users --entity-name "$u" >/dev/null || return 1
+  scram_described_as "$u" ""
+}
+scram_described_as() { # USER CREDENTIALS ("": none)
+  configs_ --describe --entity-type users --entity-name "$1" >"$CASE_TMP/described" || return 1
+  cat "$CASE_TMP/described"
+  if [[ -z $2 ]]; then
+    ! grep -q 'SCRAM' "$CASE_TMP/described" || fail "deleted credentials still described: $(grep SCRAM "$CASE_TMP/described")"
+  else
+    grep -qxF "SCRAM credential configs for user-principal '$1' are $2" "$CASE_TMP/described" \
+      || fail "not described as $2: $(head -c 300 "$CASE_TMP/described")"
+  fi
 }
 c_java() { # PROTOCOL
   local t g; t=$(uniq_name sasl-java); g=$(uniq_name sasl-group)
@@ -216,18 +225,26 @@ c_kcat_refused() {
   cat "$CASE_TMP/out"
   grep -Eqi 'authentication|SASL' "$CASE_TMP/out" || fail "no SASL error reported: $(head -c 200 "$CASE_TMP/out")"
 }
+# The settings compat/python/secure_clients.py, compat/go/secureclient and
+# compat/node/kafkajs-secure.js take, as KEY=VALUE: alice over PROTOCOL, with a wrong
+# password when MODE is refused.
+client_conf() { # PROTOCOL MODE
+  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
+  echo "security.protocol=$1" "sasl.mechanism=$(mechanism_of "$1")" sasl.username=alice "sasl.password=$pw"
+  [[ $1 == SASL_SSL ]] && echo "ssl.ca.location=$D/ca.pem"
+}
 c_py() { # LIBRARY PROTOCOL MODE
-  local pw; pw=$(password_of "$2"); [[ $3 == refused ]] && pw=wrong-password
-  timeout -k 5 60 "$VENV/bin/python" "$here/clients.py" "$1" "$(bootstrap_of "$2")" "$2" "$(mechanism_of "$2")" \
-    alice "$pw" "$D/ca.pem" "$(uniq_name "sasl-$1")" "$3"
+  # shellcheck disable=SC2046  # one word per setting
+  timeout -k 5 60 "$VENV/bin/python" "$here/../python/secure_clients.py" "$1" "$(bootstrap_of "$2")" \
+    "$(uniq_name "sasl-$1")" "$3" $(client_conf "$2" "$3")
 }
 c_franz() { # PROTOCOL MODE
-  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
-  timeout -k 5 60 "$FRANZ" "$(bootstrap_of "$1")" "$1" "$(mechanism_of "$1")" alice "$pw" "$D/ca.pem" "$(uniq_name sasl-franz)" "$2"
+  # shellcheck disable=SC2046
+  timeout -k 5 60 "$FRANZ" "$(bootstrap_of "$1")" "$(uniq_name sasl-franz)" "$2" $(client_conf "$1" "$2")
 }
 c_kafkajs() { # PROTOCOL MODE
-  local pw; pw=$(password_of "$1"); [[ $2 == refused ]] && pw=wrong-password
-  timeout -k 5 60 node "$here/../node/kafkajs-sasl.js" "$(bootstrap_of "$1")" "$1" "$(mechanism_of "$1")" alice "$pw" "$D/ca.pem" "$(uniq_name sasl-kafkajs)" "$2"
+  # shellcheck disable=SC2046
+  timeout -k 5 60 node "$here/../node/kafkajs-secure.js" "$(bootstrap_of "$1")" "$(uniq_name sasl-kafkajs)" "$2" $(client_conf "$1" "$2")
 }
 
 if [[ $SKUA == --skip ]]; then
@@ -246,7 +263,7 @@ for c in "${CASES[@]}"; do
   # shellcheck disable=SC2086  # "ID FUNCTION ARGS"
   run_case $c
 done
-if grep -Eq 'admin-secret|alice-secret|alice-scram|not-the-password|wrong-password' "$D/broker.log"; then
+if grep -Eq 'admin-secret|alice-secret|alice-scram|bob-scram|not-the-password|wrong-password' "$D/broker.log"; then
   echo "FAIL sasl.broker_log_holds_no_secret: a password is in the broker's log"
 else
   echo "PASS sasl.broker_log_holds_no_secret"

@@ -9,14 +9,22 @@
 # starts with `listeners=SSL://...`, a PKCS12 keystore, a PEM truststore and
 # `ssl.client.auth=required`. kcat (librdkafka) with the PEM files and Kafka's console
 # tools (the Java client) with the PKCS12 stores each produce and consume their records
-# back (the Java consumer in a group); a client without a certificate is refused cleanly.
+# back (the Java consumer in a group); so do confluent-kafka-python (librdkafka),
+# kafka-python, franz-go and kafkajs with the PEM files, each in a consumer group (the
+# sasl suite's client programs: compat/python/secure_clients.py, compat/go/secureclient,
+# compat/node/kafkajs-secure.js). Each client is refused cleanly without a certificate;
+# librdkafka (kcat and confluent-kafka), kafka-python, franz-go and kafkajs also with a
+# certificate from another CA (CN=stranger, signed by a CA the broker does not trust).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
+source "$here/../lib/tls.sh"
 SKUA=${1:?usage: ssl.sh SKUA_BINARY | --skip REASON}
 export COMPAT_TOOL_TIMEOUT=${COMPAT_TOOL_TIMEOUT:-60}
 BIN="$here/../bin"
+VENV="${VENV:-$COMPAT_CACHE/venv}"
+FRANZ="$COMPAT_CACHE/go/secure-client"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-ssl.XXXXXX")
 PORT=$(free_port)
 B=127.0.0.1:$PORT
@@ -28,34 +36,28 @@ CASES=(
   "ssl.kcat.no_certificate_refused c_kcat_refused"
   "ssl.java.console_group_roundtrip c_java_roundtrip"
   "ssl.java.no_certificate_refused c_java_refused"
+  "ssl.kcat.other_ca_certificate_refused c_kcat_refused stranger"
+  "ssl.confluent-kafka.group_roundtrip c_client py-confluent roundtrip client"
+  "ssl.confluent-kafka.no_certificate_refused c_client py-confluent refused none"
+  "ssl.confluent-kafka.other_ca_certificate_refused c_client py-confluent refused stranger"
+  "ssl.kafka-python.group_roundtrip c_client py-kafka-python roundtrip client"
+  "ssl.kafka-python.no_certificate_refused c_client py-kafka-python refused none"
+  "ssl.kafka-python.other_ca_certificate_refused c_client py-kafka-python refused stranger"
+  "ssl.franz-go.group_roundtrip c_client franz roundtrip client"
+  "ssl.franz-go.no_certificate_refused c_client franz refused none"
+  "ssl.franz-go.other_ca_certificate_refused c_client franz refused stranger"
+  "ssl.kafkajs.group_roundtrip c_client kafkajs roundtrip client"
+  "ssl.kafkajs.no_certificate_refused c_client kafkajs refused none"
+  "ssl.kafkajs.other_ca_certificate_refused c_client kafkajs refused stranger"
 )
-report_all() { # STATUS REASON
-  local c
-  for c in "${CASES[@]}"; do echo "$1 ${c%% *}: $2"; done
-}
-cleanup() {
-  if [[ -n $skua_pid ]]; then
-    kill "$skua_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$skua_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -9 "$skua_pid" 2>/dev/null
-  fi
-  rm -rf "$D"
-}
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 make_certs() {
   cd "$D" || return 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=compat CA" || return 1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >broker.ext
-  openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=broker" || return 1
-  openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 2 -extfile broker.ext || return 1
-  openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "/O=skua/OU=clients/CN=compat-client" || return 1
-  # With extensions, so the certificate is X.509 v3 (webpki, as most verifiers, refuses v1).
-  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' >client.ext
-  openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext || return 1
-  openssl pkcs12 -export -in broker.pem -inkey broker.key -name broker -passout "pass:$PASS" -out broker.p12 || return 1
-  openssl pkcs12 -export -in client.pem -inkey client.key -name client -passout "pass:$PASS" -out client.p12 || return 1
-  keytool -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 -storepass "$PASS" -keystore trust.p12 || return 1
+  tls_ca ca "/CN=compat CA" || return 1
+  tls_broker_cert || return 1
+  tls_client_cert client "/O=skua/OU=clients/CN=compat-client" || return 1
+  tls_truststore || return 1
   cat >client.properties <<PROPS
 security.protocol=SSL
 ssl.truststore.type=PKCS12
@@ -66,6 +68,9 @@ ssl.keystore.location=$D/client.p12
 ssl.keystore.password=$PASS
 PROPS
   grep -v '^ssl.keystore' client.properties >anonymous.properties
+  # A client certificate from a CA the broker does not trust.
+  tls_ca other-ca "/CN=other CA" || return 1
+  tls_client_cert stranger "/CN=stranger" other-ca
 }
 
 start_skua() {
@@ -78,6 +83,7 @@ start_skua() {
     --override "ssl.truststore.type=PEM" \
     --override "ssl.truststore.location=$D/ca.pem" \
     --override "ssl.client.auth=required" \
+    --override "group.initial.rebalance.delay.ms=0" \
     --override "log.dirs=$D/data" >"$D/broker.log" 2>&1 &
   skua_pid=$!
   wait_port 127.0.0.1 "$PORT" 60 "$skua_pid"
@@ -96,10 +102,12 @@ c_kcat_roundtrip() {
   diff "$CASE_TMP/in" "$CASE_TMP/out" >"$CASE_TMP/diff" \
     || fail "consumed records differ: $(head -c 300 "$CASE_TMP/diff" | tr '\n' ' ')"
 }
-c_kcat_refused() {
-  if kcat_ -m 10 -L >"$CASE_TMP/out" 2>&1; then fail "metadata answered without a client certificate"; return 1; fi
+c_kcat_refused() { # [CERTIFICATE: none (the default) or stranger]
+  local cert=()
+  [[ ${1:-none} == stranger ]] && cert=(-X "ssl.certificate.location=$D/stranger.pem" -X "ssl.key.location=$D/stranger.key")
+  if kcat_ "${cert[@]}" -m 4 -L >"$CASE_TMP/out" 2>&1; then fail "metadata answered without a client certificate"; return 1; fi
   cat "$CASE_TMP/out"
-  grep -Eqi 'ssl|handshake|certificate|broker transport failure|Local: ' "$CASE_TMP/out" \
+  grep -Eqi 'alert|certificate|handshake' "$CASE_TMP/out" \
     || fail "no TLS error reported: $(head -c 200 "$CASE_TMP/out")"
 }
 c_java_roundtrip() {
@@ -124,6 +132,19 @@ c_java_refused() {
   cat "$CASE_TMP/out"
   grep -Eqi 'ssl|handshake|certificate|authentication|timed out' "$CASE_TMP/out" \
     || fail "no TLS error reported: $(head -c 200 "$CASE_TMP/out")"
+}
+
+# The sasl suite's client programs, with PEM files: CERTIFICATE is client (the broker's
+# CA signed it), stranger (another CA did) or none.
+c_client() { # CLIENT MODE CERTIFICATE
+  local conf=(security.protocol=SSL "ssl.ca.location=$D/ca.pem")
+  [[ $3 != none ]] && conf+=("ssl.certificate.location=$D/$3.pem" "ssl.key.location=$D/$3.key")
+  local t; t=$(uniq_name "ssl-$1")
+  case $1 in
+    py-*) timeout -k 5 60 "$VENV/bin/python" "$here/../python/secure_clients.py" "${1#py-}" "$B" "$t" "$2" "${conf[@]}" ;;
+    franz) timeout -k 5 60 "$FRANZ" "$B" "$t" "$2" "${conf[@]}" ;;
+    kafkajs) timeout -k 5 60 node "$here/../node/kafkajs-secure.js" "$B" "$t" "$2" "${conf[@]}" ;;
+  esac
 }
 
 if [[ $SKUA == --skip ]]; then

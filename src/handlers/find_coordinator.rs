@@ -110,14 +110,17 @@ pub async fn handle(
 /// The coordinator of `key`, as clients of `listener` reach it.
 async fn find(broker: &Broker, ctx: &RequestContext, key_type: i8, key: StrBytes) -> Coordinator {
     let listener: &str = &ctx.session.listener;
+    // The client is told Kafka's message for the error (as KafkaApis sends
+    // `error.message()`); why it was refused goes to the broker's debug log.
     let refuse = |key: StrBytes, e: ResponseError, why: &str| {
+        tracing::debug!(key = %key.as_str(), error = ?e, "FindCoordinator refused: {why}");
         Coordinator::default()
             .with_key(key)
             .with_node_id(BrokerId(-1))
             .with_host(StrBytes::default())
             .with_port(-1)
             .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(why)))
+            .with_error_message(Some(str_bytes(&e.to_string())))
     };
     let Some(kind) = Kind::of(broker, key_type) else {
         return refuse(

@@ -129,6 +129,90 @@ pub fn open<T: Transport>(
     )
 }
 
+/// Waits until more of the connection's bytes are in `buf`. Err: close the connection
+/// (saying why if there is a why): the client went, authentication took too long, the
+/// connection idled past `connections.max.idle.ms`, or the server is stopping.
+async fn read_more<R: TransportRead>(
+    r: &mut Reader<R>,
+    buf: &mut BytesMut,
+    held: Option<&RequestMemory>,
+) -> Result<(), Option<String>> {
+    let link = r.jobs.link();
+    let deadline = r.auth.as_ref().map(|a| a.deadline);
+    loop {
+        let read = tokio::select! {
+            read = read_some(&mut r.stream, buf) => read,
+            () = until(deadline) => {
+                return Err(Some(format!(
+                    "SASL authentication not finished within {} ms",
+                    authentication_timeout(&r.limits).as_millis()
+                )))
+            }
+            asked = link.asked() => match asked {
+                Asked::Stop => return Err(None),
+                // Idle only when nothing is waiting to be answered (a long poll may be).
+                Asked::CheckIdle
+                    if link.idle_for() >= r.limits.idle && waiting_for_nothing(&r.memory, held) =>
+                {
+                    return Err(Some(format!(
+                        "idle for more than {} ms",
+                        r.limits.idle.as_millis()
+                    )))
+                }
+                Asked::CheckIdle => continue,
+            },
+        };
+        return match read {
+            Ok(0) => {
+                link.gone.set();
+                match buf.is_empty() {
+                    true => Err(None),
+                    false => Err(Some("connection closed mid-frame".to_string())),
+                }
+            }
+            Ok(_) => {
+                link.touch();
+                Ok(())
+            }
+            Err(e) => {
+                link.gone.set();
+                Err(Some(format!("read failed: {e}")))
+            }
+        };
+    }
+}
+
+/// The job for a whole request frame, and whether it is the connection's last (a failed
+/// authentication's answer); Err: close the connection, saying why if there is a why.
+fn job_for<R: TransportRead>(
+    r: &mut Reader<R>,
+    request: Bytes,
+    memory: RequestMemory,
+    max_decoded_bytes: usize,
+) -> Result<(Job, bool), Option<String>> {
+    if r.auth.is_none() && begins_reauthentication(r, &request) {
+        r.auth = r
+            .session
+            .sasl
+            .as_ref()
+            .zip(r.sasl.as_ref())
+            .map(|(s, settings)| {
+                Box::new(Authenticator::reauthenticate(
+                    settings.clone(),
+                    authentication_timeout(&r.limits),
+                    s.mechanism,
+                    r.session.principal.clone(),
+                ))
+            });
+    }
+    match r.auth.is_some() {
+        true => authenticate(r, request, memory),
+        false => dispatch(request, &r.broker, &r.session, memory, max_decoded_bytes)
+            .map(|job| (job, false))
+            .map_err(Some),
+    }
+}
+
 async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
     let peer = r.session.peer;
     let max_decoded_bytes = r.limits.max_frame_bytes.max(MIN_DECODE_BYTES);
@@ -174,33 +258,9 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
         match (check, held.take()) {
             (Check::Complete(size), Some(memory)) => {
                 let request: Bytes = frame::split(&mut buf, size).freeze();
-                if r.auth.is_none() && begins_reauthentication(&r, &request) {
-                    r.auth = r
-                        .session
-                        .sasl
-                        .as_ref()
-                        .zip(r.sasl.as_ref())
-                        .map(|(s, settings)| {
-                            Box::new(Authenticator::reauthenticate(
-                                settings.clone(),
-                                authentication_timeout(&r.limits),
-                                s.mechanism,
-                                r.session.principal.clone(),
-                            ))
-                        });
-                }
-                // A failed authentication's answer is the last job: the reader then ends.
-                let (job, last) = match r.auth.is_some() {
-                    true => match authenticate(&mut r, request, memory) {
-                        Ok(job) => job,
-                        Err(why) => break why,
-                    },
-                    false => {
-                        match dispatch(request, &r.broker, &r.session, memory, max_decoded_bytes) {
-                            Ok(job) => (job, false),
-                            Err(why) => break Some(why),
-                        }
-                    }
+                let (job, last) = match job_for(&mut r, request, memory, max_decoded_bytes) {
+                    Ok(job) => job,
+                    Err(why) => break why,
                 };
                 match r.jobs.try_send(Box::new(job)) {
                     Ok(()) if last => break None,
@@ -216,44 +276,8 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
             // Not whole yet: keep its reservation while the rest of it is read.
             (_, reserved) => held = reserved,
         }
-        let link = r.jobs.link();
-        let deadline = r.auth.as_ref().map(|a| a.deadline);
-        let read = tokio::select! {
-            read = read_some(&mut r.stream, &mut buf) => read,
-            () = until(deadline) => {
-                break Some(format!(
-                    "SASL authentication not finished within {} ms",
-                    authentication_timeout(&r.limits).as_millis()
-                ))
-            }
-            asked = link.asked() => match asked {
-                Asked::Stop => break None,
-                // Idle only when nothing is waiting to be answered (a long poll may be).
-                Asked::CheckIdle
-                    if link.idle_for() >= r.limits.idle
-                        && waiting_for_nothing(&r.memory, held.as_ref()) =>
-                {
-                    break Some(format!(
-                        "idle for more than {} ms",
-                        r.limits.idle.as_millis()
-                    ))
-                }
-                Asked::CheckIdle => continue,
-            },
-        };
-        match read {
-            Ok(0) => {
-                link.gone.set();
-                if buf.is_empty() {
-                    break None;
-                }
-                break Some("connection closed mid-frame".to_string());
-            }
-            Ok(_) => link.touch(),
-            Err(e) => {
-                link.gone.set();
-                break Some(format!("read failed: {e}"));
-            }
+        if let Err(why) = read_more(&mut r, &mut buf, held.as_ref()).await {
+            break why;
         }
     };
     if let Some(why) = reason {

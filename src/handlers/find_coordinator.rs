@@ -120,7 +120,7 @@ async fn find(broker: &Broker, ctx: &RequestContext, key_type: i8, key: StrBytes
             .with_host(StrBytes::default())
             .with_port(-1)
             .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(&e.to_string())))
+            .with_error_message(Some(str_bytes(e.to_string())))
     };
     let Some(kind) = Kind::of(broker, key_type) else {
         return refuse(

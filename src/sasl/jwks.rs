@@ -362,40 +362,7 @@ impl JwksValidator {
         now_ms: i64,
     ) -> Result<ValidToken, String> {
         let o = &self.options;
-        // jose4j's NumericDate: whole seconds (a fraction is dropped).
-        let date_ms = |name: &str| -> Result<Option<i64>, String> {
-            match claims.get(name) {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(v) => v
-                    .as_i64()
-                    .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-                    .map(|s| Some(s.saturating_mul(1000)))
-                    .ok_or_else(|| {
-                        format!("The value of the '{name}' claim is not the expected type")
-                    }),
-            }
-        };
-        let exp = date_ms("exp")?.ok_or("No Expiration Time (exp) claim present.")?;
-        let iat = date_ms("iat")?.ok_or("No Issued At (iat) claim present.")?;
-        let nbf = date_ms("nbf")?;
-        let skew = o.clock_skew_ms;
-        if now_ms >= exp.saturating_add(skew) {
-            return Err(format!(
-                "The JWT is no longer valid - the evaluation time {now_ms} ms is on or after the Expiration Time (exp={exp} ms) claim value (even when providing {skew} ms of leeway to account for clock skew)."
-            ));
-        }
-        if let Some(nbf) = nbf {
-            if now_ms.saturating_add(skew) < nbf {
-                return Err(format!(
-                    "The JWT is not yet valid as the evaluation time {now_ms} ms is before the Not Before (nbf={nbf} ms) claim time (even when providing {skew} ms of leeway to account for clock skew)."
-                ));
-            }
-        }
-        if exp < iat {
-            return Err(format!(
-                "The Expiration Time (exp={exp} ms) claim value cannot be before the Issued At (iat={iat} ms) claim value."
-            ));
-        }
+        let exp = check_times(claims, now_ms, o.clock_skew_ms)?;
         if let Some(expected) = &o.expected_issuer {
             match claims.get("iss") {
                 Some(serde_json::Value::String(iss)) if iss == expected => {}
@@ -407,76 +374,127 @@ impl JwksValidator {
                 _ => return Err("No Issuer (iss) claim present.".into()),
             }
         }
-        let audiences: Option<Vec<&str>> = match claims.get("aud") {
-            None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(a)) => Some(vec![a.as_str()]),
-            Some(serde_json::Value::Array(list)) => Some(
-                list.iter()
-                    .map(|v| v.as_str())
-                    .collect::<Option<Vec<&str>>>()
-                    .ok_or("The value of the 'aud' claim is not the expected type")?,
-            ),
-            Some(_) => return Err("The value of the 'aud' claim is not the expected type".into()),
-        };
-        let expected = &o.expected_audience;
-        match audiences {
-            None if !expected.is_empty() => return Err("No Audience (aud) claim present.".into()),
-            Some(list) if !list.iter().any(|a| expected.iter().any(|e| e == a)) => {
-                return Err(if expected.is_empty() {
-                    format!("Audience (aud) claim {list:?} present in the JWT but no expected audience value(s) were provided (sasl.oauthbearer.expected.audience)")
-                } else {
-                    format!("Audience (aud) claim {list:?} doesn't contain an acceptable identifier. Expected one of {expected:?} as an aud value.")
-                })
-            }
-            _ => {}
-        }
-        let scope: Vec<String> = match claims.get(&o.scope_claim) {
-            None | Some(serde_json::Value::Null) => Vec::new(),
-            // Taken whole, as Kafka does: a space-separated string is one scope.
-            Some(serde_json::Value::String(s)) => vec![s.clone()],
-            Some(serde_json::Value::Array(list)) => list
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<Vec<String>>>()
-                .ok_or_else(|| {
-                    format!(
-                        "the {} claim holds a value that is not a string",
-                        o.scope_claim
-                    )
-                })?,
-            Some(_) => Vec::new(),
-        };
-        let scope = scope
-            .into_iter()
-            .map(|s| {
-                let s = s.trim().to_string();
-                if s.is_empty() {
-                    Err(format!(
-                        "Value for {} element cannot be empty",
-                        o.scope_claim
-                    ))
-                } else {
-                    Ok(s)
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let principal = match claims.get(&o.sub_claim) {
-            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-            Some(serde_json::Value::String(_)) | None | Some(serde_json::Value::Null) => {
-                return Err(format!("{} value must be non-null", o.sub_claim))
-            }
-            Some(_) => {
-                return Err(format!(
-                    "The value of the '{}' claim is not the expected type",
-                    o.sub_claim
-                ))
-            }
-        };
+        check_audience(claims, &o.expected_audience)?;
         Ok(ValidToken {
-            principal,
+            principal: subject(claims, &o.sub_claim)?,
             expires_at_ms: exp,
-            scope,
+            scope: scopes(claims, &o.scope_claim)?,
         })
+    }
+}
+
+/// jose4j's NumericDate claim `name` in ms (whole seconds: a fraction is dropped).
+fn date_ms(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Result<Option<i64>, String> {
+    match claims.get(name) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+            .map(|s| Some(s.saturating_mul(1000)))
+            .ok_or_else(|| format!("The value of the '{name}' claim is not the expected type")),
+    }
+}
+
+/// `exp` and `iat` present, `exp` not past and `nbf` reached (within `skew`), `exp` not
+/// before `iat`; the expiry in ms.
+fn check_times(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    now_ms: i64,
+    skew: i64,
+) -> Result<i64, String> {
+    let exp = date_ms(claims, "exp")?.ok_or("No Expiration Time (exp) claim present.")?;
+    let iat = date_ms(claims, "iat")?.ok_or("No Issued At (iat) claim present.")?;
+    if now_ms >= exp.saturating_add(skew) {
+        return Err(format!(
+            "The JWT is no longer valid - the evaluation time {now_ms} ms is on or after the Expiration Time (exp={exp} ms) claim value (even when providing {skew} ms of leeway to account for clock skew)."
+        ));
+    }
+    if let Some(nbf) = date_ms(claims, "nbf")? {
+        if now_ms.saturating_add(skew) < nbf {
+            return Err(format!(
+                "The JWT is not yet valid as the evaluation time {now_ms} ms is before the Not Before (nbf={nbf} ms) claim time (even when providing {skew} ms of leeway to account for clock skew)."
+            ));
+        }
+    }
+    if exp < iat {
+        return Err(format!(
+            "The Expiration Time (exp={exp} ms) claim value cannot be before the Issued At (iat={iat} ms) claim value."
+        ));
+    }
+    Ok(exp)
+}
+
+/// `aud` holds one of `expected`; with none expected, a token must carry no `aud`
+/// (jose4j's default).
+fn check_audience(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    expected: &[String],
+) -> Result<(), String> {
+    let audiences: Option<Vec<&str>> = match claims.get("aud") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(a)) => Some(vec![a.as_str()]),
+        Some(serde_json::Value::Array(list)) => Some(
+            list.iter()
+                .map(|v| v.as_str())
+                .collect::<Option<Vec<&str>>>()
+                .ok_or("The value of the 'aud' claim is not the expected type")?,
+        ),
+        Some(_) => return Err("The value of the 'aud' claim is not the expected type".into()),
+    };
+    match audiences {
+        None if !expected.is_empty() => Err("No Audience (aud) claim present.".into()),
+        Some(list) if !list.iter().any(|a| expected.iter().any(|e| e == a)) => {
+            Err(if expected.is_empty() {
+                format!("Audience (aud) claim {list:?} present in the JWT but no expected audience value(s) were provided (sasl.oauthbearer.expected.audience)")
+            } else {
+                format!("Audience (aud) claim {list:?} doesn't contain an acceptable identifier. Expected one of {expected:?} as an aud value.")
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The scope claim: a string taken whole (as Kafka does: a space-separated string is one
+/// scope) or an array of strings; no scope may be blank.
+fn scopes(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    claim: &str,
+) -> Result<Vec<String>, String> {
+    let scope: Vec<String> = match claims.get(claim) {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::String(s)) => vec![s.clone()],
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| format!("the {claim} claim holds a value that is not a string"))?,
+        Some(_) => Vec::new(),
+    };
+    scope
+        .into_iter()
+        .map(|s| match s.trim() {
+            "" => Err(format!("Value for {claim} element cannot be empty")),
+            t => Ok(t.to_string()),
+        })
+        .collect()
+}
+
+/// The subject claim: a non-blank string, trimmed, the principal's name.
+fn subject(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    claim: &str,
+) -> Result<String, String> {
+    match claims.get(claim) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        Some(serde_json::Value::String(_)) | None | Some(serde_json::Value::Null) => {
+            Err(format!("{claim} value must be non-null"))
+        }
+        Some(_) => Err(format!(
+            "The value of the '{claim}' claim is not the expected type"
+        )),
     }
 }
 

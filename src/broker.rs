@@ -686,26 +686,6 @@ impl Broker {
         let mut configs = stored.clone();
         edit(&mut configs)?;
         dynamic::validate(&configs, !entity.is_empty(), config.cleaner.threads).map_err(invalid)?;
-        // Kafka 3.9 keeps password configs in ZooKeeper encrypted with
-        // `password.encoder.secret` and reads them back only so; skua writes no such
-        // encoding, so it stores none rather than leave a secret in clear in ZooKeeper.
-        if self.controller.zk().is_some() {
-            let secret_set: Vec<&str> = configs
-                .iter()
-                .filter(|(k, v)| {
-                    crate::config::broker::key_def(k)
-                        .is_some_and(|d| d.kind == crate::config::defs::Kind::Password)
-                        && stored.get(*k) != Some(*v)
-                })
-                .map(|(k, _)| k.as_str())
-                .collect();
-            if !secret_set.is_empty() {
-                return Err(invalid(format!(
-                    "Cannot update password configs in ZooKeeper mode (they would need password.encoder.secret encoding): Set({})",
-                    secret_set.join(", ")
-                )));
-            }
-        }
         let mut in_force = config.dynamic().clone();
         match entity.is_empty() {
             true => in_force.default = configs.clone(),

@@ -19,6 +19,7 @@ pub mod group_coordinator;
 pub mod inter_broker_protocol;
 pub mod kraft;
 pub mod listener;
+pub mod password_encoder;
 pub mod properties;
 pub mod publisher;
 pub mod sections;

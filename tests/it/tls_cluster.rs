@@ -155,8 +155,8 @@ async fn brokers_replicate_over_an_mtls_inter_broker_listener() {
             (2, "tls".to_string())
         ]
     );
-    // A password config is not written to ZooKeeper in clear (Kafka 3.9 would encrypt it
-    // with password.encoder.secret).
+    // A password config is never written to ZooKeeper in clear: without
+    // password.encoder.secret it is refused with Kafka 3.9's message.
     let (code, message) = common::configs::incremental_alter(
         &mut client,
         common::configs::BROKER,
@@ -171,7 +171,7 @@ async fn brokers_replicate_over_an_mtls_inter_broker_listener() {
     let message = message.unwrap_or_default();
     assert_ne!(code, 0);
     assert!(
-        message.contains("password configs") && !message.contains("hunter2"),
+        message.contains("Password encoder secret not configured") && !message.contains("hunter2"),
         "{message}"
     );
     b1.stop().await;

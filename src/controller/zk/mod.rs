@@ -110,6 +110,9 @@ pub struct Settings {
     /// SASL toward the other brokers' inter-broker listener, with this broker's own
     /// credentials (`None`: no SASL).
     pub outbound_sasl: Option<crate::sasl::settings::ClientCredentials>,
+    /// `password.encoder.*`: how dynamic password configs are kept in ZooKeeper (`None`:
+    /// no `password.encoder.secret`, so none can be set or read).
+    pub password_encoder: Option<crate::config::password_encoder::PasswordEncoder>,
 }
 
 impl Settings {
@@ -145,6 +148,8 @@ impl Settings {
             leader_imbalance_per_broker_percentage: typed.leader_imbalance_per_broker_percentage,
             outbound_tls,
             outbound_sasl,
+            password_encoder: crate::config::password_encoder::from_config(config)
+                .map_err(anyhow::Error::msg)?,
         }))
     }
 }
@@ -985,11 +990,18 @@ impl Controller for ZkController {
             true => broker::config_changes::DEFAULT_BROKER,
             false => resource.name.as_str(),
         };
+        // Password configs go to ZooKeeper encoded, as a Kafka 3.9 broker writes them.
+        let stored = crate::config::password_encoder::to_persistent(
+            &configs,
+            self.shared.settings.password_encoder.as_ref(),
+            !resource.name.is_empty(),
+        )
+        .map_err(|why| ControllerError::new(ResponseError::InvalidConfig, why))?;
         let session = self.shared.session()?;
         broker::config_changes::write_entity_config(
             &session,
             &format!("brokers/{entity}"),
-            &configs,
+            &stored,
         )
         .await
         .map_err(|e| ControllerError::new(ResponseError::UnknownServerError, e.to_string()))?;

@@ -52,6 +52,7 @@ pub fn settings(broker_id: i32, ensemble: &Ensemble) -> Settings {
         leader_imbalance_per_broker_percentage: 10,
         outbound_tls: None,
         outbound_sasl: None,
+        password_encoder: None,
     }
 }
 

@@ -157,13 +157,12 @@ async fn apply_entity(shared: &Shared, session: &ZkSession, entity: &str) -> Res
             let configs = read_configs(session, entity).await?;
             shared.broker.apply_topic_configs(name, configs);
         }
-        "brokers" if name == DEFAULT_BROKER => {
+        "brokers" if name == DEFAULT_BROKER || name == own => {
             let configs = read_configs(session, entity).await?;
-            shared.broker.apply_broker_configs("", configs);
-        }
-        "brokers" if name == own => {
-            let configs = read_configs(session, entity).await?;
-            shared.broker.apply_broker_configs(&own, configs);
+            let encoder = shared.settings.password_encoder.as_ref();
+            let configs = crate::config::password_encoder::from_persistent(configs, encoder);
+            let name = if name == own { own.as_str() } else { "" };
+            shared.broker.apply_broker_configs(name, configs);
         }
         "brokers" => {}
         "users" if !name.contains('/') => {

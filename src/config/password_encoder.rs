@@ -8,7 +8,11 @@
 //! passwordLength:<chars>,initializationVector:<base64>` (and `authenticationTagLength`
 //! for AES/GCM).
 //!
-//! A Kafka 3.9 broker and skua configured with the same secret read each other's values.
+//! A Kafka 3.9 broker and skua configured with the same secret and cipher read each other's
+//! values (checked against Kafka 3.9.1's own encoder both ways: its values are the fixtures
+//! below, and it decoded skua's). Kafka reads a stored value's parameters by the cipher it
+//! is configured with, not the one stored, so every broker of a cluster keeps the same
+//! `password.encoder.cipher.algorithm`.
 //! Supported: PBKDF2 with HMAC-SHA512 (Kafka's default) or HMAC-SHA1, AES-128/192/256 in
 //! CBC with PKCS#5 padding (Kafka's default) or GCM with a 128-bit tag (192-bit keys CBC
 //! only). The salt is 256 random bytes, as Kafka's.

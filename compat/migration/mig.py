@@ -1,11 +1,14 @@
 """librdkafka side of the migration suite (compat/migration/migration.sh).
 
     mig.py create BOOTSTRAP
+    mig.py topics BOOTSTRAP TOPIC...                 1-partition topics
     mig.py produce BOOTSTRAP TOPIC COUNT FIRST       idempotent producer, values TOPIC-<i>
     mig.py snapshot BOOTSTRAP OUT TOPIC...           every record, one line each
     mig.py group BOOTSTRAP GROUP TOPIC COUNT         consume COUNT records in a group, commit
     mig.py writer BOOTSTRAP TOPIC STOPFILE SUMMARY   one idempotent producer writing until STOPFILE
     mig.py check-writer BOOTSTRAP TOPIC SUMMARY      every acknowledged write is there exactly once
+    mig.py security BOOTSTRAP SASL_BOOTSTRAP         the ACLs, quota and SCRAM user Kafka made
+                                                     are enforced (see security())
 
 Exits non-zero with a one-line reason on stderr when something is wrong.
 """
@@ -14,7 +17,7 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -23,9 +26,9 @@ def die(msg):
     sys.exit(1)
 
 
-def create(bs):
+def create(bs, topics=None):
     admin = AdminClient({"bootstrap.servers": bs})
-    futures = admin.create_topics([
+    futures = admin.create_topics(topics or [
         NewTopic("mig", 3, 1, config={"retention.ms": "604800000"}),
         NewTopic("migc", 2, 1, config={"cleanup.policy": "compact"}),
         NewTopic("migp", 2, 1),
@@ -165,10 +168,80 @@ def check_writer(bs, topic, summary):
     print(f"{s['sent']} writes, each stored once, in order")
 
 
+def produce_one(conf, topic):
+    """Produces one record with `conf`; the delivery error's code, or None."""
+    result = []
+    p = Producer({"message.timeout.ms": 10000, **conf})
+    p.produce(topic, value=b"v", on_delivery=lambda err, _m: result.append(err))
+    p.flush(15)
+    if not result:
+        die(f"produce to {topic}: no delivery report")
+    return result[0] and result[0].code()
+
+
+def security(bs, sasl_bs):
+    """What Kafka's tools set up (compat/migration/migration.sh, security_writes) holds:
+    User:ANONYMOUS may not write topics prefixed deny- (PREFIXED DENY) nor read alice-only
+    (LITERAL DENY), the SCRAM user alice may write deny-x (PREFIXED ALLOW) with her
+    password and is refused with another, and User:ANONYMOUS with the client id
+    quota-client is throttled (producer_byte_rate=50000)."""
+    anonymous = {"bootstrap.servers": bs}
+    code = produce_one(anonymous, "deny-x")
+    if code != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        die(f"User:ANONYMOUS wrote to deny-x: {code}")
+    c = Consumer({**anonymous, "group.id": "mig-denied", "enable.auto.commit": False})
+    c.subscribe(["alice-only"])
+    denied, deadline = None, time.time() + 15
+    while denied is None and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and m.error():
+            denied = m.error().code()
+    c.close()
+    if denied != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        die(f"User:ANONYMOUS reading alice-only got {denied}, not TOPIC_AUTHORIZATION_FAILED")
+
+    alice = {"bootstrap.servers": sasl_bs, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice"}
+    code = produce_one({**alice, "sasl.password": "alice-pw"}, "deny-x")
+    if code is not None:
+        die(f"User:alice could not write to deny-x: {code}")
+    errors = []
+    p = Producer({**alice, "sasl.password": "wrong", "error_cb": lambda e: errors.append(e.code())})
+    deadline = time.time() + 10
+    while KafkaError._AUTHENTICATION not in errors and time.time() < deadline:
+        p.poll(0.1)  # (error_cb runs in poll)
+    if KafkaError._AUTHENTICATION not in errors:
+        die(f"alice with a wrong password: errors {errors}, no authentication failure")
+    try:
+        p.list_topics(timeout=1)
+        die("alice with a wrong password got metadata")
+    except KafkaException:
+        pass
+
+    # producer_byte_rate=50000: 200 KB take seconds, and the broker says it throttled.
+    throttles = []
+    p = Producer({"bootstrap.servers": bs, "client.id": "quota-client", "linger.ms": 0,
+                  "batch.size": 20000,
+                  "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    started = time.time()
+    for _ in range(20):
+        p.produce("quota-t", value=b"q" * 10000)
+        p.flush(30)
+    took = time.time() - started
+    p.poll(1)
+    if not [t for t in throttles if t > 0]:
+        die(f"quota-client was not throttled ({took:.1f} s for 200 KB)")
+    if took < 1.5:
+        die(f"quota-client wrote 200 KB in {took:.1f} s against 50000 bytes/s")
+    print(f"quota-client: 200 KB in {took:.1f} s, throttled {len(throttles)} times")
+
+
 def main(argv):
     cmd, bs, rest = argv[1], argv[2], argv[3:]
     if cmd == "create":
         create(bs)
+    elif cmd == "topics":
+        create(bs, [NewTopic(t, 1, 1) for t in rest])
     elif cmd == "produce":
         produce(bs, rest[0], int(rest[1]), int(rest[2]))
     elif cmd == "snapshot":
@@ -179,6 +252,8 @@ def main(argv):
         writer(bs, rest[0], rest[1], rest[2])
     elif cmd == "check-writer":
         check_writer(bs, rest[0], rest[1])
+    elif cmd == "security":
+        security(bs, rest[0])
     else:
         die(f"unknown command {cmd}")
 

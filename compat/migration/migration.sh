@@ -11,8 +11,13 @@
 # (kafka-consumer-groups.sh --describe), resume each group exactly at its offsets, serve
 # every record, and accept more; skua stops; Kafka starts on the dir again and must serve
 # everything, including what skua wrote. One idempotent producer writes throughout, across
-# both swaps, and every write it got acknowledged must be stored exactly once. Last, a dir
-# skua created from scratch is handed to Kafka.
+# both swaps, and every write it got acknowledged must be stored exactly once. Kafka's
+# tools also make ACLs (LITERAL and PREFIXED, ALLOW and DENY), client quotas and a SCRAM
+# user (AccessControlEntryRecord, ClientQuotaRecord, UserScramCredentialRecord in
+# __cluster_metadata): skua must list the same and enforce them (User:ANONYMOUS, a super
+# user for Kafka here, is not one for skua; alice signs in with SCRAM on a second
+# listener), change some through the same tools, and Kafka must list skua's changes.
+# Last, a dir skua created from scratch is handed to Kafka.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../lib/common.sh"
@@ -25,6 +30,7 @@ BIN="$here/../bin"
 D=$(mktemp -d "${TMPDIR:-/tmp}/compat-migration.XXXXXX")
 PORT=$(free_port)
 B=127.0.0.1:$PORT
+SASL_PORT=$(free_port)
 skua_pid="" writer_pid=""
 
 cleanup() {
@@ -42,11 +48,18 @@ start_kafka() { # DIR
 }
 stop_kafka() { "$here/../kafka-broker.sh" --stop "$1"; }
 # skua on Kafka's dir with Kafka's server.properties; only the listeners differ (skua has
-# no CONTROLLER listener).
+# no CONTROLLER listener, and a SASL_PLAINTEXT one for the SCRAM user), and User:ANONYMOUS
+# is no super user, so that the ACLs bind it.
 start_skua() { # DIR LOGFILE
+  local scram=org.apache.kafka.common.security.scram.ScramLoginModule
   # shellcheck disable=SC2086  # SKUA may carry arguments (scripts/compat --broker CMD)
-  $SKUA "$1/server.properties" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" \
-    --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT" >"$2" 2>&1 &
+  $SKUA "$1/server.properties" \
+    --override "listeners=PLAINTEXT://127.0.0.1:$PORT,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT" \
+    --override "advertised.listeners=PLAINTEXT://127.0.0.1:$PORT,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT" \
+    --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT" \
+    --override "sasl.enabled.mechanisms=SCRAM-SHA-256" \
+    --override "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$scram required;" \
+    --override "super.users=User:admin" >"$2" 2>&1 &
   skua_pid=$!
   wait_port 127.0.0.1 "$PORT" 60 "$skua_pid" || { tail -n 20 "$2" >&2; return 1; }
 }
@@ -61,6 +74,7 @@ stop_skua() {
 
 # kafka-configs.sh's class moved out of kafka.admin in Kafka 4.4
 configs_cmd() { "$BIN/kafka-run-class.sh" org.apache.kafka.tools.ConfigCommand --bootstrap-server "$B" "$@"; }
+acls_cmd() { "$BIN/kafka-acls.sh" --bootstrap-server "$B" "$@"; }
 groups_cmd() { "$BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" "$@"; }
 # describe GROUP OUT: "TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG" rows, sorted
 describe() {
@@ -88,10 +102,49 @@ java_consume() {
     | awk '/^mig-[0-9]+$/'
 }
 
+# security_listing OUT: every ACL, client quota and SCRAM user the broker lists, one a
+# line, sorted (the tools print them in the order the broker answers).
+security_listing() {
+  {
+    acls_cmd --list || return 1
+    configs_cmd --describe --entity-type users || return 1
+    configs_cmd --describe --entity-type users --entity-type clients || return 1
+  } >"$1.raw" 2>&1 || { cat "$1.raw"; return 1; }
+  awk '/^Current ACLs for resource/ {r = $0; sub(/^[^(]*\(/, "", r); sub(/\)`:$/, "", r); next}
+       /^[ \t]*\(principal=/ {gsub(/^[ \t]+/, ""); print "acl " r " " $0; next}
+       /^(Quota|SCRAM)/ {  # the keys in order (each broker answers in its own)
+         i = index($0, " are "); n = split(substr($0, i + 5), kv, ", ")
+         for (a = 2; a <= n; a++) for (b = a; b > 1 && kv[b - 1] > kv[b]; b--) {
+           t = kv[b]; kv[b] = kv[b - 1]; kv[b - 1] = t
+         }
+         line = substr($0, 1, i + 4) kv[1]; for (a = 2; a <= n; a++) line = line ", " kv[a]
+         print line
+       }' "$1.raw" | sort >"$1"
+  [[ -s $1 ]] || { cat "$1.raw"; return 1; }
+}
+# ACLs, quotas and a SCRAM user through Kafka's tools; the topics they are about.
+security_writes() {
+  "$PY" "$here/mig.py" topics "$B" deny-x alice-only quota-t || return 1
+  acls_cmd --add --allow-principal User:alice --deny-principal User:ANONYMOUS \
+    --operation Read --topic alice-only >/dev/null || return 1
+  acls_cmd --add --allow-principal User:alice --deny-principal User:ANONYMOUS \
+    --operation Write --topic deny- --resource-pattern-type prefixed >/dev/null || return 1
+  configs_cmd --alter --entity-type users --entity-name ANONYMOUS --entity-type clients \
+    --entity-name quota-client \
+    --add-config producer_byte_rate=50000,consumer_byte_rate=80000,request_percentage=50 \
+    >/dev/null || return 1
+  configs_cmd --alter --entity-type users --entity-default \
+    --add-config consumer_byte_rate=4194304 >/dev/null || return 1
+  configs_cmd --alter --entity-type users --entity-name alice \
+    --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-pw]' >/dev/null || return 1
+  security_listing "$D/security.kafka"
+}
+
 # ---------------------------------------------------------------- Kafka writes ------
 kafka_writes() {
   start_kafka "$D" || return 1
   "$PY" "$here/mig.py" create "$B" || return 1
+  security_writes || return 1
   "$PY" "$here/mig.py" produce "$B" mig 300 0 || return 1
   "$PY" "$here/mig.py" produce "$B" migc 60 0 || return 1
   # (its output goes to files: this function runs in a command substitution, which would
@@ -164,6 +217,36 @@ c_topic_configs() {
     || fail "kafka-configs: $(head -c 200 "$CASE_TMP/out")"
   grep -q 'retention.ms=604800000' "$CASE_TMP/out" || fail "mig: $(head -c 200 "$CASE_TMP/out")"
 }
+c_security_same() {
+  security_listing "$D/security.skua" || return 1
+  [[ $(grep -c '^acl ' "$D/security.kafka") -eq 4 ]] || fail "Kafka listed: $(tr '\n' ' ' <"$D/security.kafka")"
+  diff "$D/security.kafka" "$D/security.skua" >"$CASE_TMP/diff" \
+    || fail "$(tr '\n' ' ' <"$CASE_TMP/diff" | head -c 400)"
+}
+c_security_enforced() {
+  "$PY" "$here/mig.py" security "$B" "127.0.0.1:$SASL_PORT" >"$CASE_TMP/out" 2>&1 \
+    || fail "$(tail -n 1 "$CASE_TMP/out")"
+}
+# skua removes an ACL and a quota, adds an ACL and a SCRAM user, and changes a quota
+# (skua's own listing of them is tests/it/kafka_dir_adoption.rs's).
+c_security_changes() {
+  acls_cmd --remove --force --deny-principal User:ANONYMOUS --operation Read \
+    --topic alice-only >/dev/null || return 1
+  acls_cmd --add --allow-principal User:bob --operation Describe --group skua- \
+    --resource-pattern-type prefixed >/dev/null || return 1
+  configs_cmd --alter --entity-type users --entity-name ANONYMOUS --entity-type clients \
+    --entity-name quota-client --add-config producer_byte_rate=60000 \
+    --delete-config consumer_byte_rate >/dev/null || return 1
+  configs_cmd --alter --entity-type users --entity-name bob \
+    --add-config 'SCRAM-SHA-256=[iterations=4096,password=bob-pw]' >/dev/null || return 1
+  # what Kafka must list when it has the dir again (c_kafka_security_same)
+  {
+    grep -v 'principal=User:ANONYMOUS, host=\*, operation=READ' "$D/security.kafka" \
+      | sed "s/\(client-id 'quota-client' are \).*/\1producer_byte_rate=60000.0, request_percentage=50.0/"
+    echo "acl resourceType=GROUP, name=skua-, patternType=PREFIXED (principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)"
+    echo "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=4096"
+  } | sort >"$D/security.skua-final"
+}
 c_skua_writes() {
   "$PY" "$here/mig.py" produce "$B" mig 90 300 || return 1
   "$BIN/kafka-topics.sh" --bootstrap-server "$B" --create --topic fromskua --partitions 2 >/dev/null || return 1
@@ -194,6 +277,11 @@ c_kafka_group_offsets() {
   done
 }
 c_kafka_topic_configs() { c_topic_configs; }
+c_kafka_security_same() {
+  security_listing "$D/security.back" || return 1
+  diff "$D/security.skua-final" "$D/security.back" >"$CASE_TMP/diff" \
+    || fail "$(tr '\n' ' ' <"$CASE_TMP/diff" | head -c 400)"
+}
 c_idempotent_writer() {
   touch "$D/stop-writer"
   wait "$writer_pid"; writer_pid=""
@@ -230,11 +318,15 @@ CASES=(
   "migration.java_848_group_resumes c_java_848_group_resumes"
   "migration.librdkafka_group_resumes c_librdkafka_group_resumes"
   "migration.topic_configs c_topic_configs"
+  "migration.security_listed_same c_security_same"
+  "migration.security_enforced c_security_enforced"
+  "migration.security_changed_by_skua c_security_changes"
   "migration.skua_writes c_skua_writes"
   "migration.kafka_starts_on_skua_dir c_kafka_starts_again"
   "migration.kafka_serves_everything c_kafka_serves_everything"
   "migration.kafka_group_offsets c_kafka_group_offsets"
   "migration.kafka_topic_configs c_kafka_topic_configs"
+  "migration.kafka_security_same c_kafka_security_same"
   "migration.idempotent_writer_across_swaps c_idempotent_writer"
   "migration.skua_dir_to_kafka c_skua_dir_to_kafka"
 )

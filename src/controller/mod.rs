@@ -385,6 +385,16 @@ pub trait Controller: Send + Sync {
         BTreeMap::new()
     }
 
+    /// Every user's and client id's quotas as DescribeClientQuotas answers them: those in
+    /// force (`client_quotas`), except where Kafka reads the store itself for each
+    /// request (ZooKeeper mode), so that a quota just written through another broker is
+    /// listed at once. Err: the store could not be read.
+    async fn describe_client_quotas(
+        &self,
+    ) -> Result<crate::quota::configs::ClientQuotas, ControllerError> {
+        Ok(self.client_quotas())
+    }
+
     /// AlterClientQuotas: the outcome of each alteration, in order (an alteration that
     /// fails its checks changes nothing, the others apply); with `validate_only` only the
     /// checks. Err: none could be made (no metadata log, no ZooKeeper session).

@@ -1,6 +1,7 @@
-//! DescribeClientQuotas (v0–1): the quotas of the users and client ids a filter matches,
-//! from the metadata image (ZooKeeper's `/config/users|clients`, or the metadata log's
-//! `ClientQuotaRecord`s). A malformed filter fails the whole request.
+//! DescribeClientQuotas (v0–1): the quotas of the users and client ids a filter matches:
+//! in ZooKeeper mode read from `/config/users|clients` for each request, as Kafka does;
+//! on a single node from the metadata image (the metadata log's `ClientQuotaRecord`s). A
+//! malformed filter fails the whole request.
 
 use std::sync::Arc;
 
@@ -26,7 +27,16 @@ pub async fn handle(
             match_name: c._match.as_ref().map(|m| m.to_string()),
         })
         .collect();
-    let quotas = broker.controller.client_quotas();
+    let quotas = match broker.controller.describe_client_quotas().await {
+        Ok(quotas) => quotas,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "DescribeClientQuotas: the quotas could not be read");
+            return DescribeClientQuotasResponse::default()
+                .with_error_code(e.error.code())
+                .with_error_message(Some(StrBytes::from_string(e.message)))
+                .with_entries(None);
+        }
+    };
     match configs::describe(&quotas, &components, req.strict) {
         Ok(found) => {
             let entries = found

@@ -1,7 +1,9 @@
 //! skua started on a data dir Apache Kafka 4.4 wrote (tests/fixtures/kafka-4.4-kraft.md)
 //! serves all of it: Kafka's topics with their ids, partitions and configs from Kafka's
 //! metadata log, every record, the committed group offsets, and the idempotent producer's
-//! state; and what skua adds goes into the same files, in Kafka's formats.
+//! state; and what skua adds goes into the same files, in Kafka's formats. A second dir
+//! (tests/fixtures/kafka-4.4-security.md) brings Kafka's ACLs, client quotas and SCRAM
+//! users, which skua lists, enforces and changes in the same metadata log.
 
 use crate::common;
 
@@ -381,4 +383,194 @@ async fn a_metadata_log_dir_of_its_own() {
         assert!(meta.join("meta.properties").exists() && data.join("meta.properties").exists());
         assert!(data.join("split-0").is_dir());
     }
+}
+
+/// Kafka's ACLs, client quotas and SCRAM users (tests/fixtures/kafka-4.4-security.md:
+/// AccessControlEntryRecords, ClientQuotaRecords and a UserScramCredentialRecord written
+/// by Kafka 4.4's tools) are listed by skua as Kafka listed them and enforced; what skua
+/// changes is in the same log after a restart (compat/migration hands it back to Kafka).
+#[tokio::test]
+async fn a_kafka_4_4_dirs_acls_quotas_and_scram_users_are_listed_and_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kafka-4.4-security");
+    copy_dir(&fixture, dir.path());
+    // Kafka's server.properties for the dir, but User:ANONYMOUS (the test client) is no
+    // super user, so the ACLs bind it.
+    let config = [
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("allow.everyone.if.no.acl.found", "true"),
+        ("super.users", "User:admin"),
+        ("offsets.topic.num.partitions", "3"),
+    ];
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    let kafkas_acls = vec![
+        "Topic alice-only LITERAL User:ANONYMOUS Read Deny".to_string(),
+        "Topic alice-only LITERAL User:alice Read Allow".to_string(),
+        "Topic deny- PREFIXED User:ANONYMOUS Write Deny".to_string(),
+        "Topic deny- PREFIXED User:alice Write Allow".to_string(),
+    ];
+    assert_eq!(acls(&mut c).await, kafkas_acls);
+    let kafkas_quotas = vec![
+        "client-id=quota-client,user=ANONYMOUS consumer_byte_rate=80000".to_string(),
+        "client-id=quota-client,user=ANONYMOUS producer_byte_rate=50000".to_string(),
+        "client-id=quota-client,user=ANONYMOUS request_percentage=50".to_string(),
+        "user=<default> consumer_byte_rate=4194304".to_string(),
+    ];
+    assert_eq!(quotas(&mut c).await, kafkas_quotas);
+    let resp = c
+        .send(
+            &DescribeUserScramCredentialsRequest::default().with_users(None),
+            0,
+        )
+        .await;
+    assert_eq!(resp.error_code, 0);
+    let users: Vec<_> = resp
+        .results
+        .iter()
+        .map(|r| {
+            let info = &r.credential_infos[0];
+            (r.user.to_string(), info.mechanism, info.iterations)
+        })
+        .collect();
+    assert_eq!(users, vec![("alice".to_string(), 1, 8192)]);
+    // Kafka's salted keys are alice's password's.
+    let sha256 = skua::sasl::scram::ScramMechanism::from_name("SCRAM-SHA-256").unwrap();
+    let stored = b
+        .broker
+        .controller
+        .scram_credential(sha256, "alice")
+        .unwrap();
+    let derived = skua::sasl::scram::ScramCredential::new(sha256, "alice-pw", &stored.salt, 8192);
+    assert!(derived == stored, "alice-pw is alice's password");
+
+    // Enforced: User:ANONYMOUS may neither write deny-x nor read alice-only.
+    let denied = ResponseError::TopicAuthorizationFailed.code();
+    let records = batch(&["v"], None, Compression::None);
+    assert_eq!(c.produce("deny-x", 0, records.clone(), 1).await.0, denied);
+    assert_eq!(c.fetch("alice-only", 0, 0, 0, 1).await.error_code, denied);
+    assert_eq!(c.produce("alice-only", 0, records, 1).await.0, denied);
+
+    // skua changes them: the deny on alice-only goes (the allow for alice stays, so
+    // User:ANONYMOUS is still refused there), a quota value changes and one goes.
+    let filter = delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("alice-only")))
+        .with_pattern_type_filter(3)
+        .with_principal_filter(Some(s("User:ANONYMOUS")))
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let resp = c
+        .send(&DeleteAclsRequest::default().with_filters(vec![filter]), 3)
+        .await;
+    assert_eq!(resp.filter_results[0].matching_acls.len(), 1);
+    let entity = ["user", "client-id"].map(|t| {
+        alter_client_quotas_request::EntityData::default()
+            .with_entity_type(s(t))
+            .with_entity_name(Some(s(if t == "user" {
+                "ANONYMOUS"
+            } else {
+                "quota-client"
+            })))
+    });
+    let ops = vec![
+        alter_client_quotas_request::OpData::default()
+            .with_key(s("producer_byte_rate"))
+            .with_value(60000.0),
+        alter_client_quotas_request::OpData::default()
+            .with_key(s("consumer_byte_rate"))
+            .with_remove(true),
+    ];
+    let req = AlterClientQuotasRequest::default().with_entries(vec![
+        alter_client_quotas_request::EntryData::default()
+            .with_entity(entity.to_vec())
+            .with_ops(ops),
+    ]);
+    assert_eq!(c.send(&req, 1).await.entries[0].error_code, 0);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    assert_eq!(acls(&mut c).await, kafkas_acls[1..].to_vec());
+    assert_eq!(
+        quotas(&mut c).await,
+        vec![
+            "client-id=quota-client,user=ANONYMOUS producer_byte_rate=60000".to_string(),
+            "client-id=quota-client,user=ANONYMOUS request_percentage=50".to_string(),
+            "user=<default> consumer_byte_rate=4194304".to_string(),
+        ]
+    );
+    let records = batch(&["v"], None, Compression::None);
+    assert_eq!(c.produce("deny-x", 0, records, 1).await.0, denied);
+    assert_eq!(c.fetch("alice-only", 0, 0, 0, 1).await.error_code, denied);
+    drop(c);
+    b.stop().await;
+}
+
+/// Every ACL: "Type name PATTERN principal Operation Permission", sorted.
+async fn acls(c: &mut Client) -> Vec<String> {
+    let req = DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let resp = c.send(&req, 3).await;
+    assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
+    let name = |codes: &[&'static str], i: i8| codes.get(i as usize).copied().unwrap_or("?");
+    const TYPES: &[&str] = &["?", "?", "Topic", "Group", "Cluster"];
+    const PATTERNS: &[&str] = &["?", "?", "?", "LITERAL", "PREFIXED"];
+    const OPERATIONS: &[&str] = &["?", "?", "All", "Read", "Write", "Create", "Delete"];
+    const PERMISSIONS: &[&str] = &["?", "?", "Deny", "Allow"];
+    let mut out = Vec::new();
+    for r in &resp.resources {
+        for a in &r.acls {
+            assert_eq!(a.host.as_str(), "*");
+            out.push(format!(
+                "{} {} {} {} {} {}",
+                name(TYPES, r.resource_type),
+                r.resource_name,
+                name(PATTERNS, r.pattern_type),
+                a.principal,
+                name(OPERATIONS, a.operation),
+                name(PERMISSIONS, a.permission_type)
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every client quota: "type=name,... key=value" (`<default>` for a default entity), sorted.
+async fn quotas(c: &mut Client) -> Vec<String> {
+    let resp = c.send(&DescribeClientQuotasRequest::default(), 1).await;
+    assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
+    let mut out = Vec::new();
+    for e in resp.entries.unwrap_or_default() {
+        let mut entity: Vec<String> = e
+            .entity
+            .iter()
+            .map(|d| {
+                let name = d.entity_name.as_ref().map(|n| n.to_string());
+                format!(
+                    "{}={}",
+                    d.entity_type,
+                    name.as_deref().unwrap_or("<default>")
+                )
+            })
+            .collect();
+        entity.sort();
+        for v in e.values {
+            out.push(format!("{} {}={}", entity.join(","), v.key, v.value));
+        }
+    }
+    out.sort();
+    out
 }

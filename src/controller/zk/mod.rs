@@ -961,6 +961,12 @@ impl Controller for ZkController {
         self.shared.broker.cache().image().client_quotas().clone()
     }
 
+    async fn describe_client_quotas(
+        &self,
+    ) -> Result<crate::quota::configs::ClientQuotas, ControllerError> {
+        broker::client_quotas::read_znodes(&self.shared).await
+    }
+
     async fn alter_client_quotas(
         &self,
         alterations: Vec<crate::quota::configs::Alteration>,

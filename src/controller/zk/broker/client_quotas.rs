@@ -16,7 +16,7 @@ use kafka_protocol::error::ResponseError;
 use super::super::Shared;
 use super::config_changes::write_entity_config_at;
 use crate::controller::ControllerError;
-use crate::quota::configs::{self, Alteration};
+use crate::quota::configs::{self, Alteration, ClientQuotas};
 use crate::quota::entity::QuotaEntity;
 use crate::zk::session::{ZkError, ZkSession};
 use crate::zk::znodes::{self, paths, EntityConfig};
@@ -26,28 +26,66 @@ const WRITE_ATTEMPTS: usize = 5;
 
 /// Reads every user's, user's client id's and client id's quotas.
 pub(crate) async fn read_all(shared: &Shared, session: &ZkSession) -> Result<(), ZkError> {
+    for entity_path in entity_paths(session).await? {
+        apply(shared, session, &entity_path).await?;
+    }
+    Ok(())
+}
+
+/// The entity path of every user, user's client id and client id with a config znode
+/// (`users/<user>`, `users/<user>/clients/<client-id>`, `clients/<client-id>`).
+async fn entity_paths(session: &ZkSession) -> Result<Vec<String>, ZkError> {
+    let mut out = Vec::new();
     let users = session
         .children(&paths::entity_config("users"))
         .await?
         .unwrap_or_default();
     for user in users {
-        apply(shared, session, &format!("users/{user}")).await?;
         let clients = session
             .children(&paths::entity_config(&format!("users/{user}/clients")))
             .await?
             .unwrap_or_default();
-        for client in clients {
-            apply(shared, session, &format!("users/{user}/clients/{client}")).await?;
-        }
+        out.push(format!("users/{user}"));
+        out.extend(
+            clients
+                .into_iter()
+                .map(|client| format!("users/{user}/clients/{client}")),
+        );
     }
     let clients = session
         .children(&paths::entity_config("clients"))
         .await?
         .unwrap_or_default();
-    for client in clients {
-        apply(shared, session, &format!("clients/{client}")).await?;
+    out.extend(
+        clients
+            .into_iter()
+            .map(|client| format!("clients/{client}")),
+    );
+    Ok(out)
+}
+
+fn zk_error(e: ZkError) -> ControllerError {
+    ControllerError::new(ResponseError::UnknownServerError, e.to_string())
+}
+
+/// Every entity's quotas as the znodes hold them now (Kafka's
+/// `ZkAdminManager.describeClientQuotas` reads ZooKeeper for each DescribeClientQuotas,
+/// so a quota another broker has just written is listed before any broker has followed
+/// its `/config/changes` notification).
+pub(crate) async fn read_znodes(shared: &Shared) -> Result<ClientQuotas, ControllerError> {
+    let session = shared.session()?;
+    let mut out = ClientQuotas::new();
+    for entity_path in entity_paths(&session).await.map_err(zk_error)? {
+        let Some(entity) = QuotaEntity::from_zk_entity_path(&entity_path) else {
+            continue;
+        };
+        let (configs, _) = read(&session, &entity_path).await.map_err(zk_error)?;
+        let quotas = configs::from_strings(&configs);
+        if !quotas.is_empty() {
+            out.insert(entity, quotas);
+        }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Re-reads the quotas of `entity_path` (`users/..`, `clients/..`) and puts them in
@@ -119,8 +157,6 @@ async fn alter_one(
     alteration: &Alteration,
     validate_only: bool,
 ) -> Result<(), ControllerError> {
-    let zk_error =
-        |e: ZkError| ControllerError::new(ResponseError::UnknownServerError, e.to_string());
     let Some(entity_path) = alteration.entity.zk_entity_path() else {
         return Err(ControllerError::new(
             ResponseError::InvalidRequest,
@@ -183,6 +219,46 @@ mod tests {
             None,
         ));
         (shared, session)
+    }
+
+    #[tokio::test]
+    async fn describe_reads_the_znodes_as_kafka_does_not_only_what_was_followed() {
+        let (shared, session) = shared().await;
+        // Another broker's AlterClientQuotas: the znode is written, its /config/changes
+        // notification not yet followed here.
+        session
+            .create_recursive(
+                "/config/users/bob/clients/app",
+                br#"{"version":1,"config":{"producer_byte_rate":"100","SCRAM-SHA-256":"x"}}"#,
+            )
+            .await
+            .unwrap();
+        session
+            .create_recursive("/config/clients/<default>", br#"{"version":1,"config":{}}"#)
+            .await
+            .unwrap();
+        let pair = QuotaEntity::user_client_id(
+            EntityName::Named("bob".into()),
+            EntityName::Named("app".into()),
+        );
+        assert_eq!(quotas_of(&shared, &pair), None);
+        assert_eq!(
+            read_znodes(&shared).await.unwrap(),
+            ClientQuotas::from([(
+                pair.clone(),
+                BTreeMap::from([("producer_byte_rate".to_string(), 100.0)])
+            )])
+        );
+        // Deleted by the other broker: gone from the answer at once.
+        session
+            .set(
+                "/config/users/bob/clients/app",
+                br#"{"version":1,"config":{}}"#,
+                None,
+            )
+            .await
+            .unwrap();
+        assert!(read_znodes(&shared).await.unwrap().is_empty());
     }
 
     fn quotas_of(shared: &Shared, entity: &QuotaEntity) -> Option<BTreeMap<String, f64>> {

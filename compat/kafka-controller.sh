@@ -6,16 +6,19 @@
 #   compat/kafka-controller.sh --port PORT --dir DIR [--version 4.4.0] [--node-id 3000]
 #                              [--feature NAME=LEVEL]... [--set KEY=VALUE]...
 #   compat/kafka-controller.sh --stop DIR
+#   compat/kafka-controller.sh --format-broker PROPS --cluster-id ID [--feature NAME=LEVEL]...
 #
 # Starts the controller in the background once its dir is formatted (kafka-storage.sh
 # format, with each --feature finalized at that level; each --set is a line added to its
 # properties), waits until its port accepts connections and prints the cluster id on
 # stdout. The pid is in DIR/kafka.pid, the log
 # in DIR/server.log, the controller's own properties in DIR/controller.properties.
+# --format-broker formats a broker's dirs (its properties file PROPS) for cluster ID as
+# kafka-storage.sh format does, and exits.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-port="" dir="" stop="" node_id=3000 features=() settings=()
+port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id=""
 KAFKA_VERSION=4.4.0
 while (($#)); do
   case $1 in
@@ -26,7 +29,9 @@ while (($#)); do
     --feature) features+=(--feature "$2"); shift 2 ;;
     --set) settings+=("$2"); shift 2 ;;
     --stop) stop=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --format-broker) format_broker=$2; shift 2 ;;
+    --cluster-id) cluster_id=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -37,6 +42,17 @@ if [[ -n $stop ]]; then
   kill "$pid" 2>/dev/null || exit 0
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.2; done
   kill -9 "$pid" 2>/dev/null || true
+  exit 0
+fi
+
+if [[ -n $format_broker ]]; then
+  [[ -n $cluster_id ]] || die "--format-broker needs --cluster-id"
+  command -v java >/dev/null || die "java not found (Java 17+ required)"
+  libs=$(kafka_libs "$KAFKA_VERSION")
+  java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+    -cp "$libs/*" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
+    -c "$format_broker" >&2 || die "kafka storage format of $format_broker failed"
   exit 0
 fi
 

@@ -202,16 +202,25 @@ fn error(code: i16, message: Option<&StrBytes>) -> Result<(), ControllerError> {
 }
 
 impl Published for KraftController {
+    /// The image is handed on with its live brokers set (the unfenced ones on the
+    /// inter-broker listener, and the lowest of them as the controller clients are told
+    /// of): the replica manager's cluster view, the replica fetchers' leader addresses,
+    /// read them as they read the single node's.
     fn published(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta) {
+        let mut with_brokers = (**image).clone();
+        let brokers = image.unfenced_brokers_on(&self.inter_broker_listener);
+        let controller_id = brokers.first().map_or(-1, |b| b.id);
+        with_brokers.set_cluster(brokers, controller_id);
+        let image = Arc::new(with_brokers);
         let mut shared = self.shared.lock();
         shared.image = image.clone();
         for listener in &shared.listeners {
-            for e in listener.on_delta(image, delta) {
+            for e in listener.on_delta(&image, delta) {
                 tracing::error!(topic = %e.topic, "a metadata change could not be applied: {}", e.message);
             }
         }
         drop(shared);
-        self.images.send_replace(image.clone());
+        self.images.send_replace(image);
     }
 }
 

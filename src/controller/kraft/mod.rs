@@ -26,4 +26,5 @@ pub mod driver;
 pub mod features;
 pub mod follower;
 pub mod lifecycle;
+pub mod member;
 pub mod publish;

@@ -1,0 +1,401 @@
+//! skua as a broker of a KRaft cluster (`process.roles=broker`) whose controller is an
+//! Apache Kafka 4.4 controller (`compat/kafka-controller.sh`): the skua binary starts on
+//! dirs `kafka-storage.sh format` formatted, registers and is unfenced; a topic created,
+//! grown and reconfigured through skua is the controller's; records produced through skua
+//! are fetched back, with producer ids from the controller's blocks and offsets committed
+//! to a group; SIGTERM shuts it down under the controller's controlled shutdown, and the
+//! restarted broker registers again with every record and offset kept.
+//!
+//! Kafka's jars come from `$COMPAT_CACHE`. Skipped, with a message, when java is not
+//! installed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{
+    create_partitions_request, delete_topics_request, describe_configs_request,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+
+use crate::common::cluster::ONE_AT_A_TIME;
+use crate::common::{batch, values, Client};
+use crate::kraft_controller::{Controller, FORMAT_FEATURES};
+
+const BROKER_ID: i32 = 1;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The skua binary on a properties file, its output (the log is on stdout) in `log`;
+/// killed when dropped.
+struct Skua {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Skua {
+    fn start(props: &Path, log: &Path) -> Skua {
+        let out = std::fs::File::create(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_skua"))
+            .arg(props)
+            .env("RUST_LOG", "info")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Skua {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the broker serves (it logs "skua started" once it is unfenced).
+    fn wait_started(&mut self) -> Duration {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            if self.log().contains("skua started") {
+                return t.elapsed();
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("skua exited with {status}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("skua did not start:\n{}", self.log());
+    }
+
+    /// SIGTERM, then the exit status once it stopped.
+    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        let t = Instant::now();
+        // SAFETY: kill(2) on the pid of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        while t.elapsed() < Duration::from_secs(60) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, t.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("skua did not stop after SIGTERM:\n{}", self.log());
+    }
+}
+
+impl Drop for Skua {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- skua's log ---\n{}", self.log());
+        }
+    }
+}
+
+#[test]
+fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_across_a_restart() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    eprintln!("the controller started in {:?}", started.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker\n\
+             node.id={BROKER_ID}\n\
+             controller.quorum.bootstrap.servers=127.0.0.1:{cport}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+             listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             log.dirs={data}\n\
+             broker.heartbeat.interval.ms=500\n\
+             broker.session.timeout.ms=3000\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=2\n\
+             transaction.state.log.replication.factor=1\n",
+            cport = controller.port,
+            data = dir.path().join("data").display(),
+        ),
+    )
+    .unwrap();
+
+    // Unformatted dirs are refused, with the way to format them.
+    let out = Command::new(env!("CARGO_BIN_EXE_skua"))
+        .arg(&props)
+        .output()
+        .unwrap();
+    // skua logs on stdout.
+    let err = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("kafka-storage.sh format"),
+        "{}: {err}",
+        out.status
+    );
+
+    let mut format =
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh"));
+    format
+        .arg("--format-broker")
+        .arg(&props)
+        .args(["--cluster-id", &controller.cluster_id]);
+    for f in FORMAT_FEATURES {
+        format.args(["--feature", f]);
+    }
+    let out = format.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = std::fs::read_to_string(dir.path().join("data/meta.properties")).expect("formatted");
+    assert!(meta.contains("version=1"), "{meta}");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut skua = Skua::start(&props, &dir.path().join("skua-1.log"));
+    eprintln!("skua started in {:?}", skua.wait_started());
+    let produced = rt.block_on(first_run(addr, &controller));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
+        meta,
+        "skua keeps the formatted meta.properties as it is"
+    );
+
+    // SIGTERM: a controlled shutdown the controller allows, then a clean stop.
+    let (status, took) = skua.terminate();
+    eprintln!("skua stopped in {took:?}");
+    assert!(status.success(), "{status}\n{}", skua.log());
+    let log = skua.log();
+    assert!(
+        log.contains("controlled shutdown done") && log.contains("ControlledShutdownDone"),
+        "{log}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "the controller allowed it at once: {took:?}"
+    );
+
+    let mut again = Skua::start(&props, &dir.path().join("skua-2.log"));
+    eprintln!("skua restarted in {:?}", again.wait_started());
+    rt.block_on(second_run(addr, &produced));
+    let (status, _) = again.terminate();
+    assert!(status.success(), "{status}");
+    assert!(
+        controller.log().contains(&format!(
+            "Registering a new incarnation of broker {BROKER_ID}"
+        )),
+        "the controller saw the restart as a new incarnation"
+    );
+    eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// What the first run produced: (partition, values) of topic `orders`.
+type Produced = Vec<(i32, Vec<String>)>;
+
+async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
+    let mut c = Client::connect(addr).await;
+
+    // Registered and unfenced: the controller's UnfenceBrokerRecord put skua in the
+    // cluster it describes.
+    let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+    assert_eq!(cluster.error_code, 0);
+    let brokers: Vec<(i32, i32)> = cluster
+        .brokers
+        .iter()
+        .map(|b| (b.broker_id.0, b.port))
+        .collect();
+    assert_eq!(brokers, vec![(BROKER_ID, addr.port() as i32)]);
+    assert_eq!(cluster.cluster_id.to_string(), controller.cluster_id);
+
+    // A topic created through skua is the controller's: the controller refuses it again.
+    assert_eq!(c.create_topic("orders", 3).await, 0);
+    let again = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)])
+        .with_timeout_ms(5000);
+    let at_controller = skua::client::Client::new(
+        format!("127.0.0.1:{}", controller.port).parse().unwrap(),
+        skua::client::ClientConfig::default(),
+    );
+    let (_, r) = at_controller
+        .send_negotiated(&again, 2, 7)
+        .await
+        .expect("the controller answers CreateTopics");
+    assert_eq!(
+        r.topics[0].error_code,
+        kafka_protocol::error::ResponseError::TopicAlreadyExists.code(),
+        "{r:?}"
+    );
+    // ... and skua answers the controller's refusal.
+    let r = c.send(&again, 7).await;
+    assert_eq!(
+        r.topics[0].error_code,
+        kafka_protocol::error::ResponseError::TopicAlreadyExists.code()
+    );
+
+    // CreatePartitions, IncrementalAlterConfigs and DeleteTopics through skua.
+    let grow = CreatePartitionsRequest::default()
+        .with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_count(4),
+        ])
+        .with_timeout_ms(5000);
+    let r = c.send(&grow, 3).await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    use crate::common::configs::{incremental_alter, SET, TOPIC};
+    let altered = incremental_alter(
+        &mut c,
+        TOPIC,
+        "orders",
+        &[(SET, "retention.ms", Some("86400000"))],
+    )
+    .await;
+    assert_eq!(altered, (0, None));
+    let described = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("orders"))
+                    .with_configuration_keys(Some(vec![s("retention.ms")])),
+            ]),
+            4,
+        )
+        .await;
+    let entry = &described.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("86400000")
+    );
+    assert_eq!(c.create_topic("scratch", 1).await, 0);
+    let r = c
+        .send(
+            &DeleteTopicsRequest::default()
+                .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                    .with_name(Some(TopicName(s("scratch"))))])
+                .with_timeout_ms(5000),
+            6,
+        )
+        .await;
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let metadata = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await;
+    let mut names: Vec<String> = metadata
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["orders"], "scratch is gone");
+    let orders = &metadata.topics[0];
+    assert_eq!(orders.partitions.len(), 4);
+    assert!(orders
+        .partitions
+        .iter()
+        .all(|p| p.leader_id.0 == BROKER_ID && p.error_code == 0));
+
+    // A producer id from the block the controller allocated.
+    let pid = c
+        .send(
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+            4,
+        )
+        .await;
+    assert_eq!(pid.error_code, 0);
+    assert!(pid.producer_id.0 >= 0);
+
+    // Records produced through skua are fetched back.
+    let mut produced = Vec::new();
+    for p in 0..4 {
+        let vals: Vec<String> = (0..5).map(|i| format!("p{p}-r{i}")).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let (err, base) = c
+            .produce("orders", p, batch(&refs, None, Compression::None), -1)
+            .await;
+        assert_eq!((err, base), (0, 0), "partition {p}");
+        let fetched = c.fetch("orders", p, 0, 100, 1).await;
+        assert_eq!(fetched.error_code, 0);
+        let got: Vec<String> = values(&fetched.records.unwrap())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(got, vals);
+        produced.push((p, vals));
+    }
+
+    // An offset committed to a group: __consumer_offsets is created at the controller
+    // when a client first looks for the group's coordinator, and skua leads it.
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![s("readers")]);
+    let t = Instant::now();
+    loop {
+        let r = c.send(&find, 4).await;
+        let found = &r.coordinators[0];
+        if found.error_code == 0 {
+            assert_eq!(found.node_id.0, BROKER_ID);
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "no coordinator: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c.commit_offset("readers", "orders", 3, None).await, 0);
+    assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
+    produced
+}
+
+async fn second_run(addr: SocketAddr, produced: &Produced) {
+    let mut c = Client::connect(addr).await;
+    let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+    assert_eq!(cluster.brokers.len(), 1, "unfenced again");
+    for (p, vals) in produced {
+        let fetched = c.fetch("orders", *p, 0, 100, 1).await;
+        assert_eq!(fetched.error_code, 0, "partition {p}");
+        let got: Vec<String> = values(&fetched.records.unwrap())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(&got, vals, "partition {p} after the restart");
+        assert_eq!(fetched.high_watermark, vals.len() as i64);
+    }
+    // Produced to after the restart, at the offset after the last kept record.
+    let (err, base) = c
+        .produce("orders", 0, batch(&["after"], None, Compression::None), -1)
+        .await;
+    assert_eq!((err, base), (0, 5));
+    assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
+}

@@ -889,9 +889,13 @@ impl Broker {
     /// finishes first), then flush, checkpoints, the clean-shutdown marker, and the
     /// metadata log closed.
     pub fn shutdown(&self) {
-        // No metadata is applied while the logs close.
+        // No metadata is applied while the logs close; the clean shutdown markers carry
+        // the epoch the broker ends with, which its next start registers as its previous.
         if let Some(member) = &self.kraft {
             member.stop_blocking();
+            self.replicas
+                .logs
+                .set_broker_epoch(member.controller.broker_epoch());
         }
         self.scheduler.stop();
         self.controller.shutdown();

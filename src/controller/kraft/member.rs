@@ -138,7 +138,7 @@ pub fn driver_config(
             features: super::features::supported_features(),
             rack: config.rack.clone(),
             log_dirs: log_dir_ids,
-            previous_broker_epoch: -1,
+            previous_broker_epoch: crate::log::previous_broker_epoch(&config.log_dirs),
         },
         timing: Timing {
             heartbeat_interval_ms: ms(kraft.heartbeat_interval),
@@ -187,7 +187,7 @@ impl Membership {
             driver.registration.cluster_id.clone(),
             controller_client(config, "to-controller"),
         );
-        let voters = driver.follower.bootstrap.clone();
+        tracing::info!(quorum = ?driver.follower.bootstrap, previous_broker_epoch = driver.registration.previous_broker_epoch, "registering with the KRaft controller quorum and following its metadata log");
         let broker = KraftBroker::start(driver, Some(controller.clone()));
         controller.attach(broker.status.clone());
         let status = broker.status.clone();
@@ -196,7 +196,6 @@ impl Membership {
             status,
             driver: Mutex::new(Some(broker)),
         };
-        tracing::info!(quorum = ?voters, "registering with the KRaft controller quorum and following its metadata log");
         let reached = block_on(membership.wait(
             "the controller to acknowledge that we are caught up",
             |s| {
@@ -295,5 +294,205 @@ impl Membership {
         if let Err(e) = block_on(driver.shutdown()) {
             tracing::warn!("the KRaft driver was not stopped: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::log::{Identity, MetaProperties};
+
+    fn config(dirs: &[&Path], extra: &[(&str, &str)]) -> BrokerConfig {
+        let log_dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        let mut props: std::collections::BTreeMap<String, String> = [
+            ("process.roles", "broker"),
+            ("node.id", "4"),
+            (
+                "controller.quorum.voters",
+                "3000@ctl-a:9093,3001@ctl-b:9093",
+            ),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            ),
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("broker.rack", "r1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        props.insert("log.dirs".into(), log_dirs.join(","));
+        for (k, v) in extra {
+            props.insert(k.to_string(), v.to_string());
+        }
+        BrokerConfig::from_properties(props).unwrap()
+    }
+
+    fn checked(config: &BrokerConfig) -> LogDirs {
+        LogDirs::check(
+            &config.log_dirs,
+            None,
+            &Identity {
+                configured_node_id: Some(config.broker_id),
+                default_node_id: config.broker_id,
+                configured_cluster_id: None,
+            },
+        )
+        .unwrap()
+    }
+
+    fn formatted(dir: &Path, version: i32, directory_id: Option<Uuid>) {
+        std::fs::create_dir_all(dir).unwrap();
+        MetaProperties {
+            version,
+            node_id: 4,
+            cluster_id: "c1uster".into(),
+            directory_id,
+        }
+        .write(dir)
+        .unwrap();
+    }
+
+    fn listing(dir: &Path) -> Vec<PathBuf> {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.ends_with(".lock"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_unformatted_metadata_dir_is_refused_and_left_empty() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let config = config(&[&a, &b], &[]);
+        let err = check_formatted(&mut checked(&config))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no meta.properties"), "{err}");
+        assert!(err.contains("kafka-storage.sh format"), "{err}");
+        assert!(listing(&a).is_empty() && listing(&b).is_empty());
+    }
+
+    #[test]
+    fn zookeeper_mode_dirs_and_dirs_without_directory_ids_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a");
+        formatted(&a, 0, Some(Uuid::from_u128(7)));
+        let err = check_formatted(&mut checked(&config(&[&a], &[])))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("version 0"), "{err}");
+        formatted(&a, 1, None);
+        let before = std::fs::read(a.join("meta.properties")).unwrap();
+        let err = check_formatted(&mut checked(&config(&[&a], &[])))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no directory.id"), "{err}");
+        assert_eq!(std::fs::read(a.join("meta.properties")).unwrap(), before);
+    }
+
+    /// As Kafka completes a formatted broker's other log dirs: the metadata dir's cluster
+    /// and node, a new directory id; the metadata dir's file untouched.
+    #[test]
+    fn a_formatted_metadata_dir_gives_the_cluster_and_completes_the_other_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let id = Uuid::from_u128(0xfeed);
+        formatted(&a, 1, Some(id));
+        let before = std::fs::read(a.join("meta.properties")).unwrap();
+        let config = config(&[&a, &b], &[]);
+        let mut dirs = checked(&config);
+        assert_eq!(check_formatted(&mut dirs).unwrap(), ("c1uster".into(), id));
+        assert_eq!(std::fs::read(a.join("meta.properties")).unwrap(), before);
+        let other = MetaProperties::read(&b).unwrap().expect("written");
+        assert_eq!((other.version, other.node_id), (1, 4));
+        assert_eq!(other.cluster_id, "c1uster");
+        assert!(other.directory_id.is_some_and(|d| d != id));
+    }
+
+    #[test]
+    fn the_driver_registers_the_advertised_listeners_and_follows_the_voters() {
+        let root = tempfile::tempdir().unwrap();
+        let config = config(
+            &[root.path()],
+            &[
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9094",
+                ),
+                ("broker.heartbeat.interval.ms", "700"),
+            ],
+        );
+        let (meta, dir) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let d = driver_config(&config, "c1uster", meta, vec![dir]).unwrap();
+        let r = &d.registration;
+        assert_eq!((r.broker_id, r.cluster_id.as_str()), (4, "c1uster"));
+        let listeners: Vec<(&str, u16, i16)> = r
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.port, l.security_protocol))
+            .collect();
+        assert_eq!(
+            listeners,
+            vec![("PLAINTEXT", 9092, 0), ("INTERNAL", 9094, 0)]
+        );
+        assert_eq!(r.rack.as_deref(), Some("r1"));
+        assert_eq!(r.log_dirs, vec![dir]);
+        assert_eq!(r.previous_broker_epoch, -1, "no clean shutdown marker");
+        assert_eq!(d.follower.directory_id, meta);
+        let voters: Vec<(Option<i32>, &str)> = d
+            .follower
+            .bootstrap
+            .iter()
+            .map(|e| (e.node_id, e.host.as_str()))
+            .collect();
+        assert_eq!(voters, vec![(Some(3000), "ctl-a"), (Some(3001), "ctl-b")]);
+        assert_eq!(d.timing.heartbeat_interval_ms, 700);
+        assert!(d.wait_for_ready, "unfenced only once the logs are open");
+    }
+
+    #[test]
+    fn a_controller_listener_skua_cannot_speak_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let config = config(
+            &[root.path()],
+            &[(
+                "listener.security.protocol.map",
+                "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT",
+            )],
+        );
+        let err = driver_config(&config, "c", Uuid::nil(), vec![])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CONTROLLER is SASL_SSL"), "{err}");
+    }
+
+    #[test]
+    fn the_previous_epoch_is_the_clean_shutdown_markers_when_every_dir_agrees() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let marker = |d: &Path, epoch: i64| {
+            std::fs::write(
+                d.join(crate::log::CLEAN_SHUTDOWN_FILE),
+                format!(r#"{{"version":0,"brokerEpoch":{epoch}}}"#),
+            )
+            .unwrap()
+        };
+        let dirs = [a.clone(), b.clone()];
+        assert_eq!(crate::log::previous_broker_epoch(&dirs), -1);
+        marker(&a, 42);
+        assert_eq!(crate::log::previous_broker_epoch(&dirs), -1, "b unclean");
+        marker(&b, 41);
+        assert_eq!(crate::log::previous_broker_epoch(&dirs), -1, "they differ");
+        marker(&b, 42);
+        assert_eq!(crate::log::previous_broker_epoch(&dirs), 42);
     }
 }

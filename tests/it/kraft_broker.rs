@@ -272,7 +272,7 @@ async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
         .with_timeout_ms(5000);
     let r = c.send(&grow, 3).await;
     assert_eq!(r.results[0].error_code, 0, "{r:?}");
-    use crate::common::configs::{incremental_alter, SET, TOPIC};
+    use crate::common::configs::{incremental_alter, BROKER, SET, TOPIC};
     let altered = incremental_alter(
         &mut c,
         TOPIC,
@@ -296,6 +296,32 @@ async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
     assert_eq!(
         entry.value.as_ref().map(|v| v.to_string()).as_deref(),
         Some("86400000")
+    );
+    // A cluster-wide dynamic broker config set through skua: skua keeps no metadata of
+    // its own, so what it describes is the controller's ConfigRecord (and after the
+    // restart, read again from the controller's log).
+    let altered = incremental_alter(
+        &mut c,
+        BROKER,
+        "",
+        &[(SET, "message.max.bytes", Some("2000000"))],
+    )
+    .await;
+    assert_eq!(altered, (0, None));
+    let describe_broker = |name: &str| {
+        DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(BROKER)
+                .with_resource_name(s(name))
+                .with_configuration_keys(Some(vec![s("message.max.bytes")])),
+        ])
+    };
+    let on_skua = c.send(&describe_broker("1"), 4).await;
+    let entry = &on_skua.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("2000000"),
+        "{on_skua:?}"
     );
     assert_eq!(c.create_topic("scratch", 1).await, 0);
     let r = c
@@ -398,4 +424,20 @@ async fn second_run(addr: SocketAddr, produced: &Produced) {
         .await;
     assert_eq!((err, base), (0, 5));
     assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
+    let described = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(crate::common::configs::BROKER)
+                    .with_resource_name(s("1"))
+                    .with_configuration_keys(Some(vec![s("message.max.bytes")])),
+            ]),
+            4,
+        )
+        .await;
+    let entry = &described.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("2000000")
+    );
 }

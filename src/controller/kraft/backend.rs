@@ -1,14 +1,13 @@
 //! The [`Controller`] a KRaft broker's handlers talk to: reads answer from the image the
 //! driver publishes (topics, partitions, the unfenced brokers and their endpoints), and
 //! metadata changes go to the active controller as Kafka's brokers send them
-//! (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, with the
-//! controller's errors answered as they come; AllocateProducerIds for blocks of producer
-//! ids). A change is answered once the image shows it, so that a client told a topic
-//! exists finds it in this broker's Metadata.
+//! (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs of topics,
+//! brokers and groups, with the controller's errors answered as they come;
+//! AllocateProducerIds for blocks of producer ids). A change is answered once the image
+//! shows it, so that a client told a topic exists finds it in this broker's Metadata.
 //!
 //! Not yet forwarded (they answer as a broker that is no controller does, through the
-//! trait's defaults): ACLs, SCRAM credentials, client quotas, reassignments, elections,
-//! the configs of other resources.
+//! trait's defaults): ACLs, SCRAM credentials, client quotas, reassignments, elections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,8 +39,8 @@ use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
 use crate::controller::image::MetadataImage;
 use crate::controller::records::CONFIG_RESOURCE_TOPIC;
 use crate::controller::{
-    BrokerInfo, Controller, ControllerError, LeaderAndIsr, NewTopic, PartitionAssignment,
-    PartitionInfo, TopicInfo,
+    BrokerInfo, ConfigResource, Controller, ControllerError, LeaderAndIsr, NewTopic,
+    PartitionAssignment, PartitionInfo, TopicInfo,
 };
 
 use super::driver::{Published, Status};
@@ -106,6 +105,10 @@ impl KraftController {
         })
     }
 
+    pub fn broker_id(&self) -> i32 {
+        self.broker_id
+    }
+
     pub fn image(&self) -> Arc<MetadataImage> {
         self.shared.lock().image.clone()
     }
@@ -163,8 +166,49 @@ impl KraftController {
         Ok(c)
     }
 
+    /// IncrementalAlterConfigs of one resource at the active controller, turning its
+    /// configs from `before` into `after` (what is gone deleted, the rest set); the
+    /// controller's error is answered as it comes.
+    async fn alter_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let mut changes: Vec<AlterableConfig> = after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(*v))
+            .map(|(k, v)| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(k.clone()))
+                    .with_config_operation(OP_SET)
+                    .with_value(Some(StrBytes::from_string(v.clone())))
+            })
+            .collect();
+        changes.extend(before.keys().filter(|k| !after.contains_key(*k)).map(|k| {
+            AlterableConfig::default()
+                .with_name(StrBytes::from_string(k.clone()))
+                .with_config_operation(OP_DELETE)
+        }));
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name.into()))
+                .with_configs(changes),
+        ]);
+        let response: IncrementalAlterConfigsResponse = self.send(request, (0, 1)).await?;
+        let Some(r) = response.responses.first() else {
+            return Err(ControllerError::new(
+                ResponseError::UnknownServerError,
+                "the controller answered IncrementalAlterConfigs without the resource",
+            ));
+        };
+        error(r.error_code, r.error_message.as_ref())
+    }
+
     /// Waits until the published image satisfies `done`, answering what it returns.
-    async fn until<T>(
+    pub(super) async fn until<T>(
         &self,
         what: &str,
         mut done: impl FnMut(&MetadataImage) -> Option<T>,
@@ -430,43 +474,36 @@ impl Controller for KraftController {
         let Some(before) = self.topic(name) else {
             return Err(ControllerError::unknown_topic(name));
         };
-        // The whole set replaces the overrides: what is gone is deleted.
-        let mut changes: Vec<AlterableConfig> = configs
-            .iter()
-            .map(|(k, v)| {
-                AlterableConfig::default()
-                    .with_name(StrBytes::from_string(k.clone()))
-                    .with_config_operation(OP_SET)
-                    .with_value(Some(StrBytes::from_string(v.clone())))
-            })
-            .collect();
-        changes.extend(
-            before
-                .configs
-                .keys()
-                .filter(|k| !configs.contains_key(*k))
-                .map(|k| {
-                    AlterableConfig::default()
-                        .with_name(StrBytes::from_string(k.clone()))
-                        .with_config_operation(OP_DELETE)
-                }),
-        );
-        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-            AlterConfigsResource::default()
-                .with_resource_type(CONFIG_RESOURCE_TOPIC)
-                .with_resource_name(StrBytes::from_string(name.into()))
-                .with_configs(changes),
-        ]);
-        let response: IncrementalAlterConfigsResponse = self.send(request, (0, 1)).await?;
-        let Some(r) = response.responses.first() else {
-            return Err(ControllerError::new(
-                ResponseError::UnknownServerError,
-                "the controller answered IncrementalAlterConfigs without the topic",
-            ));
-        };
-        error(r.error_code, r.error_message.as_ref())?;
+        self.alter_configs(CONFIG_RESOURCE_TOPIC, name, &before.configs, &configs)
+            .await?;
         self.until("the new configs", |image| {
             image.topic(name).filter(|t| t.configs == configs).cloned()
+        })
+        .await
+    }
+
+    /// The dynamic configs of a broker (or the cluster default) or of a group, as the
+    /// controller's ConfigRecords left them in the image.
+    fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
+        self.image()
+            .resource_configs(resource)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Forwarded as IncrementalAlterConfigs of the resource, answered once the image
+    /// shows the new set.
+    async fn set_resource_configs(
+        &self,
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let before = self.resource_configs(&resource);
+        self.alter_configs(resource.resource_type, &resource.name, &before, &configs)
+            .await?;
+        self.until("the new configs", |image| {
+            let now = image.resource_configs(&resource);
+            (now.map_or(configs.is_empty(), |c| *c == configs)).then_some(())
         })
         .await
     }

@@ -251,6 +251,18 @@ impl Membership {
             s.state == BrokerState::Running
         }))?
         .map_err(anyhow::Error::msg)?;
+        // The controller answers the heartbeat before this broker fetched the record that
+        // unfences it: clients are served once this broker's own Metadata names it.
+        let me = self.controller.broker_id();
+        let shown = block_on(self.controller.until("this broker unfenced", |image| {
+            image
+                .registration(me)
+                .is_some_and(|r| !r.fenced)
+                .then_some(())
+        }))?;
+        if let Err(e) = shown {
+            tracing::warn!("{}", e.message);
+        }
         tracing::info!(
             broker_epoch = running.broker_epoch,
             "unfenced by the controller"

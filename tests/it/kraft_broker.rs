@@ -4,7 +4,9 @@
 //! grown and reconfigured through skua is the controller's; records produced through skua
 //! are fetched back, with producer ids from the controller's blocks and offsets committed
 //! to a group; SIGTERM shuts it down under the controller's controlled shutdown, and the
-//! restarted broker registers again with every record and offset kept.
+//! restarted broker registers again with every record and offset kept. Beside an Apache
+//! Kafka 4.4 broker of the same cluster, each replicates the other's partitions byte for
+//! byte.
 //!
 //! Kafka's jars come from `$COMPAT_CACHE`. Skipped, with a message, when java is not
 //! installed.
@@ -109,22 +111,14 @@ impl Drop for Skua {
     }
 }
 
-#[test]
-fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_across_a_restart() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let started = Instant::now();
-    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
-        return;
-    };
-    eprintln!("the controller started in {:?}", started.elapsed());
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let props = dir.path().join("server.properties");
+/// skua's `server.properties` as a Kafka 4 broker of `controller`'s cluster would have it.
+fn write_properties(dir: &Path, controller: &Controller, node_id: i32, port: u16) -> PathBuf {
+    let props = dir.join("server.properties");
     std::fs::write(
         &props,
         format!(
             "process.roles=broker\n\
-             node.id={BROKER_ID}\n\
+             node.id={node_id}\n\
              controller.quorum.bootstrap.servers=127.0.0.1:{cport}\n\
              controller.listener.names=CONTROLLER\n\
              listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
@@ -136,10 +130,46 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
              offsets.topic.num.partitions=2\n\
              transaction.state.log.replication.factor=1\n",
             cport = controller.port,
-            data = dir.path().join("data").display(),
+            data = dir.join("data").display(),
         ),
     )
     .unwrap();
+    props
+}
+
+/// `kafka-storage.sh format` of the dirs `props` names, for `controller`'s cluster.
+fn format_dirs(props: &Path, controller: &Controller) {
+    let mut format = Command::new(script());
+    format
+        .arg("--format-broker")
+        .arg(props)
+        .args(["--cluster-id", &controller.cluster_id]);
+    for f in FORMAT_FEATURES {
+        format.args(["--feature", f]);
+    }
+    let out = format.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh")
+}
+
+#[test]
+fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_across_a_restart() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    eprintln!("the controller started in {:?}", started.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
 
     // Unformatted dirs are refused, with the way to format them.
     let out = Command::new(env!("CARGO_BIN_EXE_skua"))
@@ -155,21 +185,7 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         out.status
     );
 
-    let mut format =
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh"));
-    format
-        .arg("--format-broker")
-        .arg(&props)
-        .args(["--cluster-id", &controller.cluster_id]);
-    for f in FORMAT_FEATURES {
-        format.args(["--feature", f]);
-    }
-    let out = format.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    format_dirs(&props, &controller);
     let meta = std::fs::read_to_string(dir.path().join("data/meta.properties")).expect("formatted");
     assert!(meta.contains("version=1"), "{meta}");
 
@@ -440,4 +456,206 @@ async fn second_run(addr: SocketAddr, produced: &Produced) {
         entry.value.as_ref().map(|v| v.to_string()).as_deref(),
         Some("2000000")
     );
+}
+
+/// An Apache Kafka 4.4 broker of the same cluster, stopped when dropped.
+struct KafkaBroker {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl KafkaBroker {
+    fn start(controller: &Controller, node_id: i32) -> KafkaBroker {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut command = Command::new(script());
+        command
+            .args([
+                "--broker-of",
+                &format!("3000@127.0.0.1:{}", controller.port),
+            ])
+            .args(["--cluster-id", &controller.cluster_id])
+            .args(["--port", &port.to_string(), "--dir"])
+            .arg(dir.path())
+            .args(["--node-id", &node_id.to_string()])
+            .args(["--set", "broker.heartbeat.interval.ms=500"])
+            .args(["--set", "replica.lag.time.max.ms=30000"]);
+        for f in FORMAT_FEATURES {
+            command.args(["--feature", f]);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        KafkaBroker { dir, port }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+}
+
+impl Drop for KafkaBroker {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("--stop")
+            .arg(self.dir.path())
+            .output();
+        if std::thread::panicking() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- the Kafka broker's server.log, last lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// A skua broker and an Apache Kafka 4.4 broker in one KRaft cluster: a topic created
+/// through skua with RF 2 has a partition led by each; acks=all produces through either
+/// leader are acknowledged only once the other kind replicated them, both stay in the ISR,
+/// and each partition's segment is byte for byte the same on both brokers.
+#[test]
+fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
+    format_dirs(&props, &controller);
+    let mut skua = Skua::start(&props, &dir.path().join("skua.log"));
+    skua.wait_started();
+    let kafka = KafkaBroker::start(&controller, 2);
+    eprintln!("both brokers started after {:?}", started.elapsed());
+    let skua_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let kafka_addr: SocketAddr = format!("127.0.0.1:{}", kafka.port).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = Client::connect(skua_addr).await;
+        let t = Instant::now();
+        loop {
+            let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+            if cluster.brokers.len() == 2 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{cluster:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let assignment = |p: i32, brokers: [i32; 2]| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(p)
+                .with_broker_ids(brokers.iter().map(|b| (*b).into()).collect())
+        };
+        let create = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("mixed")))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![
+                    assignment(0, [1, 2]),
+                    assignment(1, [2, 1]),
+                ])])
+            .with_timeout_ms(10_000);
+        let r = c.send(&create, 7).await;
+        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+
+        // acks=all through each leader: skua leads 0, Kafka leads 1.
+        let mut k = Client::connect(kafka_addr).await;
+        let vals0: Vec<String> = (0..20).map(|i| format!("to-skua-{i}")).collect();
+        let vals1: Vec<String> = (0..20).map(|i| format!("to-kafka-{i}")).collect();
+        for (client, p, vals) in [(&mut c, 0, &vals0), (&mut k, 1, &vals1)] {
+            let t = Instant::now();
+            for chunk in vals.chunks(5) {
+                let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                loop {
+                    let (err, _) = client
+                        .produce("mixed", p, batch(&chunk, None, Compression::None), -1)
+                        .await;
+                    if err == 0 {
+                        break;
+                    }
+                    // The leader may not know it leads for a moment after the creation.
+                    assert!(
+                        t.elapsed() < Duration::from_secs(20),
+                        "partition {p}: error {err}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        // Consumed through either kind: each leader serves what the producer was told.
+        let got = |fetched: kafka_protocol::messages::fetch_response::PartitionData| {
+            values(&fetched.records.unwrap())
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(got(c.fetch("mixed", 0, 0, 100, 1).await), vals0);
+        assert_eq!(got(k.fetch("mixed", 1, 0, 100, 1).await), vals1);
+
+        // Both brokers in both ISRs, as the controller (through the Kafka broker) says.
+        let metadata = k
+            .send(
+                &MetadataRequest::default().with_topics(Some(vec![
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(s("mixed")))),
+                ])),
+                12,
+            )
+            .await;
+        let mut leaders_and_isrs: Vec<(i32, i32, Vec<i32>)> = metadata.topics[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                isr.sort();
+                (p.partition_index, p.leader_id.0, isr)
+            })
+            .collect();
+        leaders_and_isrs.sort();
+        assert_eq!(
+            leaders_and_isrs,
+            vec![(0, 1, vec![1, 2]), (1, 2, vec![1, 2])]
+        );
+    });
+
+    // Each replica byte for byte its leader's.
+    let segment = |data: &Path, p: i32| {
+        std::fs::read(data.join(format!("mixed-{p}/00000000000000000000.log"))).unwrap_or_default()
+    };
+    let t = Instant::now();
+    for p in [0, 1] {
+        loop {
+            let (on_skua, on_kafka) = (
+                segment(&dir.path().join("data"), p),
+                segment(&kafka.data(), p),
+            );
+            if !on_skua.is_empty() && on_skua == on_kafka {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "partition {p}: {} bytes on skua, {} on Kafka",
+                on_skua.len(),
+                on_kafka.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let (status, _) = skua.terminate();
+    assert!(status.success(), "{status}\n{}", skua.log());
+    eprintln!("the mixed scenario took {:?}", started.elapsed());
 }

@@ -520,7 +520,8 @@ impl Drop for KafkaBroker {
 /// leader are acknowledged only once the other kind replicated them, both stay in the ISR,
 /// and each partition's segment is byte for byte the same on both brokers. After a kill -9
 /// of skua the Kafka broker leads both with nothing acknowledged lost, and the restarted
-/// skua catches up from it and rejoins both ISRs.
+/// skua catches up from it and rejoins both ISRs; a SIGTERM moves skua's leadership to the
+/// Kafka broker before skua stops.
 #[test]
 fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -657,20 +658,73 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
         assert_eq!(got, all, "nothing acknowledged lost");
     });
     assert_same_segments(&dir.path().join("data"), &kafka.data());
-    let (status, _) = again.terminate();
+
+    // A topic created through the Kafka broker, led by skua; SIGTERM to skua is a
+    // controlled shutdown: the controller moves the leadership to the Kafka broker before
+    // it lets skua go, well within the session timeout a crash would take.
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let create = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("led")))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![1.into(), 2.into()])])])
+            .with_timeout_ms(10_000);
+        let r = k.send(&create, 7).await;
+        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+        wait_topic_isrs(
+            &mut k,
+            "led",
+            vec![(0, 1, vec![1, 2])],
+            Duration::from_secs(30),
+        )
+        .await;
+    });
+    let (status, took) = again.terminate();
     assert!(status.success(), "{status}\n{}", again.log());
+    assert!(
+        again.log().contains("controlled shutdown done"),
+        "{}",
+        again.log()
+    );
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        wait_topic_isrs(
+            &mut k,
+            "led",
+            vec![(0, 2, vec![2])],
+            Duration::from_millis(1500),
+        )
+        .await;
+    });
+    eprintln!("skua's controlled shutdown took {took:?}");
     eprintln!("the mixed scenario took {:?}", started.elapsed());
 }
 
 /// Waits until the Kafka broker's Metadata shows `mixed`'s (partition, leader, sorted ISR).
 async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
+    wait_topic_isrs(k, "mixed", expected, Duration::from_secs(30)).await
+}
+
+/// Waits at most `limit` until the Kafka broker's Metadata shows `topic`'s (partition,
+/// leader, sorted ISR).
+async fn wait_topic_isrs(
+    k: &mut Client,
+    topic: &str,
+    expected: Vec<(i32, i32, Vec<i32>)>,
+    limit: Duration,
+) {
     let t = Instant::now();
     loop {
         let metadata = k
             .send(
                 &MetadataRequest::default().with_topics(Some(vec![
                     kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(s("mixed")))),
+                        .with_name(Some(TopicName(s(topic)))),
                 ])),
                 12,
             )
@@ -688,10 +742,7 @@ async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
         if seen == expected {
             return;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{seen:?}, waiting for {expected:?}"
-        );
+        assert!(t.elapsed() < limit, "{seen:?}, waiting for {expected:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -34,6 +34,8 @@ pub struct Membership {
     pub controller: Arc<KraftController>,
     status: watch::Receiver<Status>,
     driver: Mutex<Option<KraftBroker>>,
+    /// Set once the broker's own shutdown began: the driver stopping is then expected.
+    leaving: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The cluster id and the metadata log dir's `directory.id`, as `kafka-storage.sh
@@ -195,6 +197,7 @@ impl Membership {
             controller,
             status,
             driver: Mutex::new(Some(broker)),
+            leaving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         let reached = block_on(membership.wait(
             "the controller to acknowledge that we are caught up",
@@ -267,12 +270,40 @@ impl Membership {
             broker_epoch = running.broker_epoch,
             "unfenced by the controller"
         );
+        self.halt_if_the_driver_stops();
         Ok(running.broker_epoch)
+    }
+
+    /// A driver that stops while the broker serves (the metadata log can no longer be
+    /// followed, a failed log dir could not be reported) leaves it without heartbeats: the
+    /// controllers fence it and elect other leaders while it would still answer as the
+    /// old one. The process halts instead, as when every log dir is offline; the next
+    /// start recovers the logs and registers again.
+    fn halt_if_the_driver_stops(&self) {
+        let mut status = self.status.clone();
+        let leaving = self.leaving.clone();
+        tokio::spawn(async move {
+            loop {
+                let stopped = status.borrow_and_update().stopped.clone();
+                if let Some(why) = stopped {
+                    if leaving.load(std::sync::atomic::Ordering::Acquire) {
+                        return;
+                    }
+                    tracing::error!(reason = ?why, "the KRaft broker stopped following the controller quorum while serving: halting");
+                    std::process::exit(1);
+                }
+                if status.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// Controlled shutdown: `wantShutDown` in the heartbeats until the controller moved
     /// this broker's leaderships away and allows it, at most five minutes.
     pub async fn controlled_shutdown(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::Release);
         if self.status.borrow().state != BrokerState::Running {
             return;
         }
@@ -300,6 +331,8 @@ impl Membership {
     /// Stops the driver (no more heartbeats: the controller fences the broker once its
     /// session ends, or at once after a controlled shutdown).
     pub fn stop_blocking(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::Release);
         let Some(driver) = self.driver.lock().take() else {
             return;
         };

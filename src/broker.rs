@@ -479,6 +479,11 @@ impl Broker {
         let mut config = config;
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
+        let kraft_broker = config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker;
+        if kraft_broker && authorizer.is_some() {
+            // Before anything registers with the cluster.
+            anyhow::bail!("process.roles=broker: skua does not yet follow or forward a KRaft cluster's ACLs, so it cannot run authorizer.class.name; leave it unset");
+        }
         let identity = Identity {
             configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
@@ -492,7 +497,6 @@ impl Broker {
         config.broker_id = dirs.node_id;
 
         // Everything below runs only once every dir passed its checks.
-        let kraft_broker = config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker;
         let source = match zk_settings {
             Some(settings) => MetadataSource::connect_zookeeper(&config, &mut dirs, settings)?,
             None if kraft_broker => MetadataSource::join_kraft(&config, &mut dirs)?,

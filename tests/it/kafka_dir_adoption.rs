@@ -252,7 +252,8 @@ async fn a_kafka_dir_with_another_identity_is_refused_before_anything_is_written
 /// dir it cannot join: a dir `kafka-storage.sh format` did not format is refused with the
 /// way to format it, and a formatted dir whose quorum cannot be reached is refused once
 /// `initial.broker.registration.timeout.ms` passes, its meta.properties and partitions
-/// untouched (skua's own single-node log would fork the cluster's metadata).
+/// untouched (skua's own single-node log would fork the cluster's metadata); an
+/// authorizer, which a KRaft broker cannot run yet, is refused before anything starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kraft_broker_refuses_dirs_it_cannot_join_before_anything_is_written() {
     let listing = |d: &Path| {
@@ -264,8 +265,12 @@ async fn a_kraft_broker_refuses_dirs_it_cannot_join_before_anything_is_written()
         names.sort();
         names
     };
-    let open = |dir: &Path| {
+    let open_with = |dir: &Path, extra: &[&str]| {
         let mut args = Vec::new();
+        for kv in extra {
+            args.push("--override".to_string());
+            args.push(kv.to_string());
+        }
         for kv in [
             "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
             format!("log.dirs={}", dir.display()),
@@ -284,6 +289,7 @@ async fn a_kraft_broker_refuses_dirs_it_cannot_join_before_anything_is_written()
             .expect("refused")
             .to_string()
     };
+    let open = |dir: &Path| open_with(dir, &[]);
 
     let empty = tempfile::tempdir().unwrap();
     let err = open(empty.path());
@@ -303,6 +309,13 @@ async fn a_kraft_broker_refuses_dirs_it_cannot_join_before_anything_is_written()
             && err.contains("initial.broker.registration.timeout.ms"),
         "{err}"
     );
+    // An authorizer is refused before the broker registers: skua does not follow a KRaft
+    // cluster's ACLs yet.
+    let err = open_with(
+        dir.path(),
+        &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+    );
+    assert!(err.contains("authorizer.class.name"), "{err}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "{:?}",

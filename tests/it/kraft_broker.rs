@@ -521,7 +521,8 @@ impl Drop for KafkaBroker {
 /// and each partition's segment is byte for byte the same on both brokers. After a kill -9
 /// of skua the Kafka broker leads both with nothing acknowledged lost, and the restarted
 /// skua catches up from it and rejoins both ISRs; a SIGTERM moves skua's leadership to the
-/// Kafka broker before skua stops.
+/// Kafka broker before skua stops. SCRAM users and client quotas made through the Kafka
+/// broker are read by skua from the controller's records.
 #[test]
 fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -558,6 +559,72 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
 
+        // A SCRAM user and a client quota created through the Kafka broker (which sends
+        // them to the controller): skua reads both from the controller's records.
+        let mut k = Client::connect(kafka_addr).await;
+        use kafka_protocol::messages::{
+            alter_client_quotas_request as acq, alter_user_scram_credentials_request as aus,
+            describe_client_quotas_request as dcq, AlterClientQuotasRequest,
+            AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
+            DescribeUserScramCredentialsRequest,
+        };
+        let upsert = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+            aus::ScramCredentialUpsertion::default()
+                .with_name(s("alice"))
+                .with_mechanism(2)
+                .with_iterations(8192)
+                .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+                .with_salted_password(bytes::Bytes::from(vec![7u8; 64])),
+        ]);
+        let r = k.send(&upsert, 0).await;
+        assert_eq!(r.results[0].error_code, 0, "{r:?}");
+        let quota =
+            AlterClientQuotasRequest::default().with_entries(vec![acq::EntryData::default()
+                .with_entity(vec![acq::EntityData::default()
+                    .with_entity_type(s("user"))
+                    .with_entity_name(Some(s("alice")))])
+                .with_ops(vec![acq::OpData::default()
+                    .with_key(s("producer_byte_rate"))
+                    .with_value(1024.0)])]);
+        let r = k.send(&quota, 1).await;
+        assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+        let t = Instant::now();
+        loop {
+            let users = c
+                .send(&DescribeUserScramCredentialsRequest::default(), 0)
+                .await;
+            let quotas = c
+                .send(
+                    &DescribeClientQuotasRequest::default().with_components(vec![
+                        dcq::ComponentData::default()
+                            .with_entity_type(s("user"))
+                            .with_match_type(0)
+                            .with_match(Some(s("alice"))),
+                    ]),
+                    1,
+                )
+                .await;
+            let user_seen = users.results.iter().any(|u| {
+                u.user.as_str() == "alice"
+                    && u.credential_infos
+                        .iter()
+                        .any(|i| (i.mechanism, i.iterations) == (2, 8192))
+            });
+            let quota_seen = quotas.entries.iter().flatten().any(|e| {
+                e.values
+                    .iter()
+                    .any(|v| v.key.as_str() == "producer_byte_rate" && v.value == 1024.0)
+            });
+            if user_seen && quota_seen {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{users:?}\n{quotas:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
         use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
         let assignment = |p: i32, brokers: [i32; 2]| {
             CreatableReplicaAssignment::default()
@@ -578,7 +645,6 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
         assert_eq!(r.topics[0].error_code, 0, "{r:?}");
 
         // acks=all through each leader: skua leads 0, Kafka leads 1.
-        let mut k = Client::connect(kafka_addr).await;
         for (client, p, vals) in [(&mut c, 0, &vals0), (&mut k, 1, &vals1)] {
             let t = Instant::now();
             for chunk in vals.chunks(5) {

@@ -6,8 +6,10 @@
 //! AllocateProducerIds for blocks of producer ids). A change is answered once the image
 //! shows it, so that a client told a topic exists finds it in this broker's Metadata.
 //!
-//! Not yet forwarded (they answer as a broker that is no controller does, through the
-//! trait's defaults): ACLs, SCRAM credentials, client quotas, reassignments, elections.
+//! SCRAM credentials and client quotas are read from the image (logins and quota
+//! managers follow the controller's records). Not yet forwarded (they answer as a broker
+//! that is no controller does, through the trait's defaults): ACLs, changes to SCRAM
+//! credentials and client quotas, reassignments, elections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,6 +44,7 @@ use crate::controller::{
     BrokerInfo, ConfigResource, Controller, ControllerError, LeaderAndIsr, NewTopic,
     PartitionAssignment, PartitionInfo, TopicInfo,
 };
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 use super::driver::{Published, Status};
 use super::follower::Endpoint;
@@ -506,6 +509,24 @@ impl Controller for KraftController {
             (now.map_or(configs.is_empty(), |c| *c == configs)).then_some(())
         })
         .await
+    }
+
+    /// The controller's UserScramCredentialRecords, as this broker replayed them: SASL
+    /// SCRAM logins on this broker's listeners check them.
+    fn scram_credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        self.image().scram_credential(mechanism, user).cloned()
+    }
+
+    fn scram_credentials(&self) -> Vec<(String, ScramMechanism, u32)> {
+        self.image()
+            .scram_credentials()
+            .map(|(u, m, c)| (u.to_string(), m, c.iterations))
+            .collect()
+    }
+
+    /// The controller's ClientQuotaRecords (the quota managers follow them as deltas).
+    fn client_quotas(&self) -> crate::quota::configs::ClientQuotas {
+        self.image().client_quotas().clone()
     }
 
     /// From a block the controller allocated to this broker (AllocateProducerIds), a new

@@ -23,8 +23,9 @@
 //!   clients are served, the controller's permission before a controlled shutdown ends).
 //!
 //! `tests/it/kraft_controller.rs` runs the pieces against an Apache Kafka 4.4 controller,
-//! `tests/it/kraft_broker.rs` the skua binary as a broker of its cluster. Not yet
-//! forwarded: ACLs, SCRAM credentials, client quotas, reassignments, elections.
+//! `tests/it/kraft_broker.rs` the skua binary as a broker of its cluster (alone, and beside
+//! a Kafka 4.4 broker). Not yet forwarded: ACLs, changes to SCRAM credentials and client
+//! quotas (both are read from the image), reassignments, elections.
 
 pub mod backend;
 pub mod driver;

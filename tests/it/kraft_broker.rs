@@ -522,7 +522,8 @@ impl Drop for KafkaBroker {
 /// of skua the Kafka broker leads both with nothing acknowledged lost, and the restarted
 /// skua catches up from it and rejoins both ISRs; a SIGTERM moves skua's leadership to the
 /// Kafka broker before skua stops. SCRAM users and client quotas made through the Kafka
-/// broker are read by skua from the controller's records.
+/// broker are read by skua from the controller's records; a quota set through skua
+/// reaches the Kafka broker.
 #[test]
 fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -622,6 +623,42 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
                 t.elapsed() < Duration::from_secs(10),
                 "{users:?}\n{quotas:?}"
             );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // ... and a quota set through skua is the controller's: the Kafka broker has it.
+        let quota =
+            AlterClientQuotasRequest::default().with_entries(vec![acq::EntryData::default()
+                .with_entity(vec![acq::EntityData::default()
+                    .with_entity_type(s("user"))
+                    .with_entity_name(Some(s("bob")))])
+                .with_ops(vec![acq::OpData::default()
+                    .with_key(s("consumer_byte_rate"))
+                    .with_value(2048.0)])]);
+        let r = c.send(&quota, 1).await;
+        assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+        let t = Instant::now();
+        loop {
+            let quotas = k
+                .send(
+                    &DescribeClientQuotasRequest::default().with_components(vec![
+                        dcq::ComponentData::default()
+                            .with_entity_type(s("user"))
+                            .with_match_type(0)
+                            .with_match(Some(s("bob"))),
+                    ]),
+                    1,
+                )
+                .await;
+            let seen = quotas.entries.iter().flatten().any(|e| {
+                e.values
+                    .iter()
+                    .any(|v| v.key.as_str() == "consumer_byte_rate" && v.value == 2048.0)
+            });
+            if seen {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "{quotas:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
 

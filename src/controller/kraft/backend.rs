@@ -7,9 +7,10 @@
 //! shows it, so that a client told a topic exists finds it in this broker's Metadata.
 //!
 //! SCRAM credentials and client quotas are read from the image (logins and quota
-//! managers follow the controller's records). Not yet forwarded (they answer as a broker
-//! that is no controller does, through the trait's defaults): ACLs, changes to SCRAM
-//! credentials and client quotas, reassignments, elections.
+//! managers follow the controller's records); client quota changes are forwarded as
+//! AlterClientQuotas. Not yet forwarded (they answer as a broker that is no controller
+//! does, through the trait's defaults): ACLs, changes to SCRAM credentials,
+//! reassignments, elections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -527,6 +528,88 @@ impl Controller for KraftController {
     /// The controller's ClientQuotaRecords (the quota managers follow them as deltas).
     fn client_quotas(&self) -> crate::quota::configs::ClientQuotas {
         self.image().client_quotas().clone()
+    }
+
+    /// Forwarded as AlterClientQuotas (entries in order, each answered with the
+    /// controller's outcome); answered once the image shows every change that succeeded.
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quota::configs::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        use crate::quota::entity::EntityName;
+        use kafka_protocol::messages::alter_client_quotas_request::{
+            EntityData, EntryData, OpData,
+        };
+        use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+        let component = |kind: &str, name: &EntityName| {
+            EntityData::default()
+                .with_entity_type(StrBytes::from_string(kind.into()))
+                .with_entity_name(match name {
+                    EntityName::Default => None,
+                    EntityName::Named(n) => Some(StrBytes::from_string(n.clone())),
+                })
+        };
+        let entries = alterations
+            .iter()
+            .map(|a| {
+                let mut entity = Vec::new();
+                if let Some(user) = &a.entity.user {
+                    entity.push(component("user", user));
+                }
+                if let Some(client) = &a.entity.client_id {
+                    entity.push(component("client-id", client));
+                }
+                let ops = a
+                    .ops
+                    .iter()
+                    .map(|(k, v)| {
+                        OpData::default()
+                            .with_key(StrBytes::from_string(k.clone()))
+                            .with_value(v.unwrap_or(0.0))
+                            .with_remove(v.is_none())
+                    })
+                    .collect();
+                EntryData::default().with_entity(entity).with_ops(ops)
+            })
+            .collect();
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only);
+        let response: AlterClientQuotasResponse = self.send(request, (0, 1)).await?;
+        if response.entries.len() != alterations.len() {
+            return Err(ControllerError::new(
+                ResponseError::UnknownServerError,
+                "the controller answered AlterClientQuotas with another number of entries",
+            ));
+        }
+        let outcomes: Vec<Result<(), ControllerError>> = response
+            .entries
+            .iter()
+            .map(|e| error(e.error_code, e.error_message.as_ref()))
+            .collect();
+        if validate_only {
+            return Ok(outcomes);
+        }
+        let applied: Vec<&crate::quota::configs::Alteration> = alterations
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.is_ok())
+            .map(|(a, _)| a)
+            .collect();
+        self.until("the new client quotas", |image| {
+            applied
+                .iter()
+                .all(|a| {
+                    let now = image.client_quotas().get(&a.entity);
+                    a.ops
+                        .iter()
+                        .all(|(k, v)| now.and_then(|q| q.get(k)) == v.as_ref())
+                })
+                .then_some(())
+        })
+        .await?;
+        Ok(outcomes)
     }
 
     /// From a block the controller allocated to this broker (AllocateProducerIds), a new

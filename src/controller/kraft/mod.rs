@@ -24,8 +24,8 @@
 //!
 //! `tests/it/kraft_controller.rs` runs the pieces against an Apache Kafka 4.4 controller,
 //! `tests/it/kraft_broker.rs` the skua binary as a broker of its cluster (alone, and beside
-//! a Kafka 4.4 broker). Not yet forwarded: ACLs, changes to SCRAM credentials and client
-//! quotas (both are read from the image), reassignments, elections.
+//! a Kafka 4.4 broker). Not yet forwarded: ACLs, changes to SCRAM credentials (read from
+//! the image), reassignments, elections.
 
 pub mod backend;
 pub mod driver;

@@ -55,7 +55,9 @@ if [[ -n $format_broker ]]; then
   [[ -n $cluster_id ]] || die "--format-broker needs --cluster-id"
   command -v java >/dev/null || die "java not found (Java 17+ required)"
   libs=$(kafka_libs "$KAFKA_VERSION")
+  # The tool's log goes beside PROPS (not into a "${sys:kafka.logs.dir}" dir in the cwd).
   java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dkafka.logs.dir="$(dirname "$format_broker")" \
     -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
     -cp "$libs/*" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
     -c "$format_broker" >&2 || die "kafka storage format of $format_broker failed"

@@ -6,16 +6,24 @@
 #   compat/kafka-controller.sh --port PORT --dir DIR [--version 4.4.0] [--node-id 3000]
 #                              [--feature NAME=LEVEL]... [--set KEY=VALUE]...
 #   compat/kafka-controller.sh --stop DIR
+#   compat/kafka-controller.sh --format-broker PROPS --cluster-id ID [--feature NAME=LEVEL]...
+#   compat/kafka-controller.sh --broker-of VOTERS --cluster-id ID --port PORT --dir DIR
+#                              [--node-id N] [--feature NAME=LEVEL]... [--set KEY=VALUE]...
 #
 # Starts the controller in the background once its dir is formatted (kafka-storage.sh
 # format, with each --feature finalized at that level; each --set is a line added to its
 # properties), waits until its port accepts connections and prints the cluster id on
 # stdout. The pid is in DIR/kafka.pid, the log
 # in DIR/server.log, the controller's own properties in DIR/controller.properties.
+# --format-broker formats a broker's dirs (its properties file PROPS) for cluster ID as
+# kafka-storage.sh format does, and exits. --broker-of starts an Apache Kafka broker
+# (process.roles=broker, listener PLAINTEXT on PORT) of the cluster whose controllers
+# are VOTERS (controller.quorum.voters, e.g. 3000@127.0.0.1:19093), its dir formatted for
+# cluster ID, its properties in DIR/broker.properties.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-port="" dir="" stop="" node_id=3000 features=() settings=()
+port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of=""
 KAFKA_VERSION=4.4.0
 while (($#)); do
   case $1 in
@@ -26,7 +34,10 @@ while (($#)); do
     --feature) features+=(--feature "$2"); shift 2 ;;
     --set) settings+=("$2"); shift 2 ;;
     --stop) stop=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --format-broker) format_broker=$2; shift 2 ;;
+    --cluster-id) cluster_id=$2; shift 2 ;;
+    --broker-of) broker_of=$2; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -40,11 +51,42 @@ if [[ -n $stop ]]; then
   exit 0
 fi
 
+if [[ -n $format_broker ]]; then
+  [[ -n $cluster_id ]] || die "--format-broker needs --cluster-id"
+  command -v java >/dev/null || die "java not found (Java 17+ required)"
+  libs=$(kafka_libs "$KAFKA_VERSION")
+  # The tool's log goes beside PROPS (not into a "${sys:kafka.logs.dir}" dir in the cwd).
+  java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dkafka.logs.dir="$(dirname "$format_broker")" \
+    -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+    -cp "$libs/*" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
+    -c "$format_broker" >&2 || die "kafka storage format of $format_broker failed"
+  exit 0
+fi
+
 [[ -n $port && -n $dir ]] || die "--port and --dir are required"
 command -v java >/dev/null || die "java not found (Java 17+ required)"
 libs=$(kafka_libs "$KAFKA_VERSION")
 mkdir -p "$dir/data"
 
+role=controller
+if [[ -n $broker_of ]]; then
+  [[ -n $cluster_id ]] || die "--broker-of needs --cluster-id"
+  role=broker
+  cat >"$dir/broker.properties" <<PROPS
+process.roles=broker
+node.id=$node_id
+controller.quorum.voters=$broker_of
+listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$dir/data
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+else
 cat >"$dir/controller.properties" <<PROPS
 process.roles=controller
 node.id=$node_id
@@ -59,7 +101,8 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 PROPS
-for s in "${settings[@]}"; do printf '%s\n' "$s" >>"$dir/controller.properties"; done
+fi
+for s in "${settings[@]}"; do printf '%s\n' "$s" >>"$dir/$role.properties"; done
 
 jvm=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:TieredStopAtLevel=1
      -Djava.awt.headless=true -Dkafka.logs.dir="$dir"
@@ -67,20 +110,20 @@ jvm=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:TieredStopAtLevel=1
      -cp "$libs/*")
 
 if [[ ! -f $dir/data/meta.properties ]]; then
-  cluster_id=$("${jvm[@]}" kafka.tools.StorageTool random-uuid)
+  [[ -n $cluster_id ]] || cluster_id=$("${jvm[@]}" kafka.tools.StorageTool random-uuid)
   "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
-    -c "$dir/controller.properties" >"$dir/format.log" 2>&1 \
+    -c "$dir/$role.properties" >"$dir/format.log" 2>&1 \
     || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
 fi
 cluster_id=$(sed -n 's/^cluster.id=//p' "$dir/data/meta.properties")
 
-"${jvm[@]}" kafka.Kafka "$dir/controller.properties" >"$dir/kafka.log" 2>&1 &
+"${jvm[@]}" kafka.Kafka "$dir/$role.properties" >"$dir/kafka.log" 2>&1 &
 pid=$!
 echo "$pid" >"$dir/kafka.pid"
 if ! wait_port 127.0.0.1 "$port" 90 "$pid"; then
   tail -n 30 "$dir/kafka.log" "$dir/server.log" >&2 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
-  die "the Kafka controller did not start listening on 127.0.0.1:$port"
+  die "the Kafka $role did not start listening on 127.0.0.1:$port"
 fi
-log "Apache Kafka $KAFKA_VERSION controller $node_id on 127.0.0.1:$port (pid $pid, dir $dir)"
+log "Apache Kafka $KAFKA_VERSION $role $node_id on 127.0.0.1:$port (pid $pid, dir $dir)"
 echo "$cluster_id"

@@ -16,6 +16,7 @@ use crate::config::publisher::DynamicConfigPublisher;
 use crate::config::{dynamic, group, topic, BrokerConfig, SharedConfig};
 use crate::controller::adopt::{self, SkuaMetadataFile};
 use crate::controller::image::MetadataImage;
+use crate::controller::kraft::member::{self, Membership};
 use crate::controller::local::{self, ControllerConfig, LocalController};
 use crate::controller::metadata_log::MetadataLog;
 use crate::controller::records::{MetadataRecord, CONFIG_RESOURCE_BROKER};
@@ -52,6 +53,9 @@ pub struct Broker {
     pub fetch_sessions: FetchSessionCache,
     /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
     local: Option<Arc<LocalController>>,
+    /// The membership of a KRaft cluster (`process.roles=broker`): registration,
+    /// heartbeats and the metadata log followed from Kafka's controllers.
+    kraft: Option<Arc<Membership>>,
     /// The lock of `metadata.log.dir` when it is not one of the log dirs.
     _metadata_dir_lock: Option<crate::log::DirLock>,
     /// The periodic jobs (checkpoints, flushes, expiry, removal of deleted logs).
@@ -82,11 +86,12 @@ struct Services {
 /// matters (both modes alike), starts replication and schedules the periodic jobs.
 fn follow_metadata(
     controller: &Arc<dyn Controller>,
+    isr_channel: Option<Arc<dyn crate::replica::isr::ControllerChannel>>,
     shared_config: &Arc<SharedConfig>,
     replicas: &Arc<ReplicaManager>,
 ) -> anyhow::Result<Services> {
     let config = shared_config.current();
-    replicas.start_network_replication();
+    replicas.start_network_replication(isr_channel);
     // Before the logs are opened, so they start with the dynamic configs in force.
     controller.subscribe(DynamicConfigPublisher::new(
         shared_config.clone(),
@@ -271,25 +276,14 @@ pub fn add_scram_credentials(
     written.map_err(|e| anyhow::anyhow!("{}", e.message))
 }
 
-/// `process.roles=broker` is refused before anything touches the dirs: registering with
-/// Apache Kafka's controllers and following their metadata log (`controller::kraft`) are
-/// not yet a metadata source the broker runs on, and serving a KRaft cluster's dir from
-/// skua's own single-node log would fork that cluster's metadata.
-fn refuse_kraft_broker_role(config: &BrokerConfig) -> anyhow::Result<()> {
-    if config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker {
-        anyhow::bail!(
-            "process.roles=broker: skua cannot yet run as a broker of a KRaft cluster with Apache Kafka's controllers (its registration and metadata following are not wired into the broker yet); run skua with ZooKeeper (zookeeper.connect) or as a single node (no process.roles, or process.roles=broker,controller with this node as the only voter)"
-        );
-    }
-    Ok(())
-}
-
-/// Where the broker's metadata comes from: its own metadata log on a single node, or a
-/// ZooKeeper-mode cluster's controller. Opened before the logs (it says which partitions
-/// are hosted here and with which configs); everything after it is the same for both.
+/// Where the broker's metadata comes from: its own metadata log on a single node, a
+/// ZooKeeper-mode cluster's controller, or a KRaft cluster's controllers. Opened before the
+/// logs (it says which partitions are hosted here and with which configs); everything
+/// after it is the same for all three.
 enum MetadataSource {
     Local(Arc<LocalController>),
     ZooKeeper(Arc<ZkController>),
+    Kraft(Arc<Membership>),
 }
 
 impl MetadataSource {
@@ -327,9 +321,34 @@ impl MetadataSource {
         Ok(MetadataSource::ZooKeeper(Arc::new(zk)))
     }
 
-    /// Opens the logs found in the dirs (recovering them after a crash). On a single node
-    /// the logs the metadata does not assign here are set aside as strays and each log
-    /// starts with its topic's configs; in ZooKeeper mode every partition directory is
+    /// A broker of a KRaft cluster whose controllers are Apache Kafka's
+    /// (`process.roles=broker`, `controller::kraft`): the dirs must be formatted by
+    /// `kafka-storage.sh format`; returns once the broker registered and caught up with
+    /// the cluster's metadata log.
+    fn join_kraft(config: &BrokerConfig, dirs: &mut LogDirs) -> anyhow::Result<MetadataSource> {
+        let (cluster_id, metadata_dir_id) = member::check_formatted(dirs)?;
+        let log_dir_ids = dirs
+            .log_dirs
+            .iter()
+            .filter_map(|d| d.directory_id())
+            .collect();
+        let driver = member::driver_config(config, &cluster_id, metadata_dir_id, log_dir_ids)?;
+        let membership = Membership::start_blocking(config, driver)?;
+        Ok(MetadataSource::Kraft(Arc::new(membership)))
+    }
+
+    /// The image the logs are opened against, where the metadata is an image.
+    fn image(&self) -> Option<Arc<MetadataImage>> {
+        match self {
+            MetadataSource::Local(local) => Some(local.image()),
+            MetadataSource::Kraft(member) => Some(member.controller.image()),
+            MetadataSource::ZooKeeper(_) => None,
+        }
+    }
+
+    /// Opens the logs found in the dirs (recovering them after a crash). With a metadata
+    /// log (a single node, a KRaft cluster's) the logs the metadata does not assign here
+    /// are set aside as strays and each log starts with its topic's configs; in ZooKeeper mode every partition directory is
     /// loaded with the broker's defaults (as Kafka's ZooKeeper-mode broker does: which
     /// partitions are hosted, and their configs, are the controller's to say).
     fn open_logs(
@@ -341,9 +360,8 @@ impl MetadataSource {
         let delete_delay_ms = config.log.segment_delete_delay_ms;
         let threads = config.log.recovery_threads_per_data_dir;
         let shared = shared_config.clone();
-        match self {
-            MetadataSource::Local(local) => {
-                let image = local.image();
+        match self.image() {
+            Some(image) => {
                 let node_id = config.broker_id;
                 let configs_image = image.clone();
                 let topic_configs = move |name: &str| {
@@ -363,10 +381,12 @@ impl MetadataSource {
                     delete_delay_ms,
                     threads,
                 )?;
-                logs.set_broker_epoch(local.broker_epoch());
+                if let MetadataSource::Local(local) = self {
+                    logs.set_broker_epoch(local.broker_epoch());
+                }
                 Ok(logs)
             }
-            MetadataSource::ZooKeeper(_) => {
+            None => {
                 let defaults =
                     move |_: &str| topic::log_config(&shared.current(), &BTreeMap::new());
                 let all = |_: &TopicPartition, _| true;
@@ -394,6 +414,9 @@ impl MetadataSource {
                 let store = crate::auth::store_zk::ZkAclStore::start_blocking(zk, acls.clone())?;
                 acls.set_store(store);
             }
+            MetadataSource::Kraft(_) => anyhow::bail!(
+                "process.roles=broker: skua does not yet follow or forward a KRaft cluster's ACLs, so it cannot run authorizer.class.name; leave it unset"
+            ),
         }
         Ok(acls)
     }
@@ -402,22 +425,45 @@ impl MetadataSource {
         match self {
             MetadataSource::Local(local) => local.clone(),
             MetadataSource::ZooKeeper(zk) => zk.clone(),
+            MetadataSource::Kraft(member) => member.controller.clone(),
+        }
+    }
+
+    /// Where the leaders' ISR changes go: a KRaft cluster's active controller, through
+    /// the membership's channel; otherwise the controller the metadata names.
+    fn isr_channel(&self) -> Option<Arc<dyn crate::replica::isr::ControllerChannel>> {
+        match self {
+            MetadataSource::Kraft(member) => Some(member.controller.clone()),
+            _ => None,
         }
     }
 
     /// Starts following: in ZooKeeper mode the broker side hosts `replicas` and the
-    /// broker registers (once its logs are open); the single node follows already.
+    /// broker registers (once its logs are open); a KRaft broker, registered already, is
+    /// unfenced now that its logs are open; the single node follows already.
     fn start(&self, replicas: &Arc<ReplicaManager>) -> anyhow::Result<()> {
         match self {
             MetadataSource::Local(_) => Ok(()),
             MetadataSource::ZooKeeper(zk) => zk.start_blocking(replicas.clone()),
+            MetadataSource::Kraft(member) => {
+                let epoch = member.ready_blocking()?;
+                replicas.logs.set_broker_epoch(epoch);
+                Ok(())
+            }
         }
     }
 
     fn local(&self) -> Option<Arc<LocalController>> {
         match self {
             MetadataSource::Local(local) => Some(local.clone()),
-            MetadataSource::ZooKeeper(_) => None,
+            _ => None,
+        }
+    }
+
+    fn kraft(&self) -> Option<Arc<Membership>> {
+        match self {
+            MetadataSource::Kraft(member) => Some(member.clone()),
+            _ => None,
         }
     }
 }
@@ -431,9 +477,13 @@ impl Broker {
     /// [`MetadataSource`]. Must run inside a tokio runtime.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let mut config = config;
-        refuse_kraft_broker_role(&config)?;
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
+        let kraft_broker = config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker;
+        if kraft_broker && authorizer.is_some() {
+            // Before anything registers with the cluster.
+            anyhow::bail!("process.roles=broker: skua does not yet follow or forward a KRaft cluster's ACLs, so it cannot run authorizer.class.name; leave it unset");
+        }
         let identity = Identity {
             configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
@@ -449,6 +499,7 @@ impl Broker {
         // Everything below runs only once every dir passed its checks.
         let source = match zk_settings {
             Some(settings) => MetadataSource::connect_zookeeper(&config, &mut dirs, settings)?,
+            None if kraft_broker => MetadataSource::join_kraft(&config, &mut dirs)?,
             None => MetadataSource::open_local(&config, &mut dirs)?,
         };
         let outbound_tls = config.outbound_tls()?;
@@ -477,7 +528,7 @@ impl Broker {
             groups,
             txns,
             scheduler,
-        } = follow_metadata(&controller, &shared_config, &replicas)?;
+        } = follow_metadata(&controller, source.isr_channel(), &shared_config, &replicas)?;
         source.start(&replicas)?;
         Ok(Arc::new(Broker {
             fetch_sessions: FetchSessionCache::new(
@@ -490,6 +541,7 @@ impl Broker {
             groups,
             txns,
             local: source.local(),
+            kraft: source.kraft(),
             _metadata_dir_lock: metadata_lock,
             scheduler,
             stopping: tokio::sync::watch::Sender::new(false),
@@ -788,11 +840,15 @@ impl Broker {
         });
     }
 
-    /// ZooKeeper mode: asks the controller to move this broker's leaderships away
-    /// (`controlled.shutdown.enable`), before the listeners close.
+    /// In a cluster (ZooKeeper mode, or a KRaft cluster's broker): asks the controller to
+    /// move this broker's leaderships away (`controlled.shutdown.enable`), before the
+    /// listeners close.
     pub async fn controlled_shutdown(&self) {
         if let Some(zk) = self.controller.zk() {
             zk.controlled_shutdown().await;
+        }
+        if let Some(member) = &self.kraft {
+            member.controlled_shutdown().await;
         }
     }
 
@@ -817,6 +873,14 @@ impl Broker {
     /// finishes first), then flush, checkpoints, the clean-shutdown marker, and the
     /// metadata log closed.
     pub fn shutdown(&self) {
+        // No metadata is applied while the logs close; the clean shutdown markers carry
+        // the epoch the broker ends with, which its next start registers as its previous.
+        if let Some(member) = &self.kraft {
+            member.stop_blocking();
+            self.replicas
+                .logs
+                .set_broker_epoch(member.controller.broker_epoch());
+        }
         self.scheduler.stop();
         self.controller.shutdown();
         self.groups.shutdown();

@@ -792,6 +792,30 @@ pub fn absolute_path(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// The broker epoch the last clean shutdown wrote into the dirs' markers, when every dir
+/// has a readable one and they agree (-1 otherwise): what a KRaft broker registers as its
+/// previous epoch, by which the controllers tell a clean restart from an unclean one
+/// (KIP-966; Kafka's `readBrokerEpochFromCleanShutdownFiles`). Read before the logs load,
+/// which deletes the markers.
+pub fn previous_broker_epoch(dirs: &[PathBuf]) -> i64 {
+    #[derive(serde::Deserialize)]
+    struct Marker {
+        #[serde(rename = "brokerEpoch")]
+        broker_epoch: i64,
+    }
+    let read = |d: &PathBuf| {
+        let bytes = fs::read(d.join(CLEAN_SHUTDOWN_FILE)).ok()?;
+        serde_json::from_slice::<Marker>(&bytes)
+            .ok()
+            .map(|m| m.broker_epoch)
+    };
+    let epochs: Option<Vec<i64>> = dirs.iter().map(read).collect();
+    match epochs.as_deref() {
+        Some([first, rest @ ..]) if rest.iter().all(|e| e == first) => *first,
+        _ => -1,
+    }
+}
+
 /// Whether `dir` was shut down cleanly; deletes the marker either way.
 fn take_clean_shutdown_marker(dir: &Path) -> Result<bool, LogError> {
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);

@@ -74,8 +74,8 @@ pub use self::log::{delete_cleaned, now_ms, CleanerView, Log, SegmentView};
 pub use self::log_dir_health::{is_fd_exhaustion, LogDirHealth};
 pub use self::log_dirs::{CheckedDir, Identity, LogDirs, METADATA_LOG_DIR};
 pub use self::log_manager::{
-    absolute_path, Assignment, LogDirDescription, LogDirStatus, LogManager, ReplicaLogDescription,
-    CLEAN_SHUTDOWN_FILE,
+    absolute_path, previous_broker_epoch, Assignment, LogDirDescription, LogDirStatus, LogManager,
+    ReplicaLogDescription, CLEAN_SHUTDOWN_FILE,
 };
 pub use self::meta_properties::{new_kafka_uuid, MetaProperties};
 pub use self::partition_key::PartitionKey;

@@ -163,8 +163,9 @@ impl ReplicaManager {
     }
 
     /// `start_replication` over the network: fetchers connect to the leaders' advertised
-    /// addresses, ISR changes go to the active controller.
-    pub fn start_network_replication(&self) {
+    /// addresses, ISR changes go to `controller`, or (`None`) to the controller the
+    /// metadata names, over a client of its own.
+    pub fn start_network_replication(&self, controller: Option<Arc<dyn ControllerChannel>>) {
         let config = self.config.current();
         let r = &config.replication;
         let fetch = ClientConfig {
@@ -190,10 +191,12 @@ impl ReplicaManager {
             sasl: self.config.outbound_sasl(),
             ..ClientConfig::default()
         };
-        let controller = Arc::new(NetworkControllerChannel::new(
-            self.cluster.clone(),
-            to_controller,
-        ));
+        let controller = controller.unwrap_or_else(|| {
+            Arc::new(NetworkControllerChannel::new(
+                self.cluster.clone(),
+                to_controller,
+            ))
+        });
         self.start_replication(endpoints, controller);
     }
 

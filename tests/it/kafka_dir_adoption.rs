@@ -250,12 +250,14 @@ async fn a_kafka_dir_with_another_identity_is_refused_before_anything_is_written
     }
 }
 
-/// `process.roles=broker` (a broker beside Apache Kafka's controllers) is refused with its
-/// reason before the dir is touched: following Kafka's controllers is not yet a metadata
-/// source the broker runs on, and skua's own single-node log would fork the cluster's.
-#[tokio::test]
-async fn a_kraft_broker_role_is_refused_before_anything_is_written() {
-    let dir = kafka_dir();
+/// `process.roles=broker` (a broker beside Apache Kafka's controllers) never writes a
+/// dir it cannot join: a dir `kafka-storage.sh format` did not format is refused with the
+/// way to format it, and a formatted dir whose quorum cannot be reached is refused once
+/// `initial.broker.registration.timeout.ms` passes, its meta.properties and partitions
+/// untouched (skua's own single-node log would fork the cluster's metadata); an
+/// authorizer, which a KRaft broker cannot run yet, is refused before anything starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kraft_broker_refuses_dirs_it_cannot_join_before_anything_is_written() {
     let listing = |d: &Path| {
         let mut names: Vec<String> = std::fs::read_dir(d)
             .unwrap()
@@ -265,26 +267,62 @@ async fn a_kraft_broker_role_is_refused_before_anything_is_written() {
         names.sort();
         names
     };
+    let open_with = |dir: &Path, extra: &[&str]| {
+        let mut args = Vec::new();
+        for kv in extra {
+            args.push("--override".to_string());
+            args.push(kv.to_string());
+        }
+        for kv in [
+            "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
+            format!("log.dirs={}", dir.display()),
+            "process.roles=broker".to_string(),
+            "node.id=1".to_string(),
+            "controller.quorum.bootstrap.servers=127.0.0.1:1".to_string(),
+            "controller.listener.names=CONTROLLER".to_string(),
+            "initial.broker.registration.timeout.ms=1000".to_string(),
+        ] {
+            args.push("--override".to_string());
+            args.push(kv);
+        }
+        let config = skua::config::from_args(&args).unwrap();
+        skua::broker::Broker::open(config)
+            .err()
+            .expect("refused")
+            .to_string()
+    };
+    let open = |dir: &Path| open_with(dir, &[]);
+
+    let empty = tempfile::tempdir().unwrap();
+    let err = open(empty.path());
+    assert!(
+        err.contains("has no meta.properties") && err.contains("kafka-storage.sh format"),
+        "{err}"
+    );
+    assert!(listing(empty.path()).is_empty(), "nothing written");
+
+    let dir = kafka_dir();
     let before = listing(dir.path());
     let meta = std::fs::read(dir.path().join("meta.properties")).unwrap();
-    let mut args = Vec::new();
-    for kv in [
-        "listeners=PLAINTEXT://127.0.0.1:0".to_string(),
-        format!("log.dirs={}", dir.path().display()),
-        "process.roles=broker".to_string(),
-        "node.id=1".to_string(),
-        "controller.quorum.bootstrap.servers=127.0.0.1:1".to_string(),
-        "controller.listener.names=CONTROLLER".to_string(),
-    ] {
-        args.push("--override".to_string());
-        args.push(kv);
-    }
-    let config = skua::config::from_args(&args).unwrap();
-    let err = skua::broker::Broker::open(config)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("process.roles=broker"), "{err}");
+    let started = std::time::Instant::now();
+    let err = open(dir.path());
+    assert!(
+        err.contains("process.roles=broker")
+            && err.contains("initial.broker.registration.timeout.ms"),
+        "{err}"
+    );
+    // An authorizer is refused before the broker registers: skua does not follow a KRaft
+    // cluster's ACLs yet.
+    let err = open_with(
+        dir.path(),
+        &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+    );
+    assert!(err.contains("authorizer.class.name"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(listing(dir.path()), before, "nothing written into the dir");
     assert_eq!(
         std::fs::read(dir.path().join("meta.properties")).unwrap(),

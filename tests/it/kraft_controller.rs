@@ -32,15 +32,15 @@ const SESSION_TIMEOUT_MS: u64 = 3000;
 const CONTROLLER_ID: i32 = 3000;
 
 /// A Kafka controller in a temp dir, stopped when dropped.
-struct Controller {
+pub(crate) struct Controller {
     dir: tempfile::TempDir,
-    port: u16,
-    cluster_id: String,
+    pub(crate) port: u16,
+    pub(crate) cluster_id: String,
 }
 
 impl Controller {
     /// `None` (with a message) only when java is not installed.
-    fn start(features: &[&str]) -> Option<Controller> {
+    pub(crate) fn start(features: &[&str]) -> Option<Controller> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
             return None;
@@ -80,7 +80,7 @@ impl Controller {
         })
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 }
@@ -106,7 +106,7 @@ impl Drop for Controller {
 /// Kafka 4.4 finalizes eligible.leader.replicas.version 1, transaction.version 2,
 /// share.version 2 and streams.version 1 by default, none of which skua handles
 /// (`controller::kraft::features`): the controller is formatted with them at 0.
-const FORMAT_FEATURES: &[&str] = &[
+pub(crate) const FORMAT_FEATURES: &[&str] = &[
     "eligible.leader.replicas.version=0",
     "transaction.version=0",
     "share.version=0",

@@ -39,6 +39,7 @@ mod group_configs;
 mod idle_groups;
 mod isr_membership;
 mod kafka_dir_adoption;
+mod kraft_broker;
 mod kraft_controller;
 mod load_generator;
 mod log_dir_failure;

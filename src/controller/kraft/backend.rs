@@ -1,14 +1,16 @@
 //! The [`Controller`] a KRaft broker's handlers talk to: reads answer from the image the
 //! driver publishes (topics, partitions, the unfenced brokers and their endpoints), and
 //! metadata changes go to the active controller as Kafka's brokers send them
-//! (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, with the
-//! controller's errors answered as they come; AllocateProducerIds for blocks of producer
-//! ids). A change is answered once the image shows it, so that a client told a topic
-//! exists finds it in this broker's Metadata.
+//! (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs of topics,
+//! brokers and groups, with the controller's errors answered as they come;
+//! AllocateProducerIds for blocks of producer ids). A change is answered once the image
+//! shows it, so that a client told a topic exists finds it in this broker's Metadata.
 //!
-//! Not yet forwarded (they answer as a broker that is no controller does, through the
-//! trait's defaults): ACLs, SCRAM credentials, client quotas, reassignments, elections,
-//! the configs of other resources.
+//! SCRAM credentials and client quotas are read from the image (logins and quota
+//! managers follow the controller's records); client quota changes are forwarded as
+//! AlterClientQuotas. Not yet forwarded (they answer as a broker that is no controller
+//! does, through the trait's defaults): ACLs, changes to SCRAM credentials,
+//! reassignments, elections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,9 +42,10 @@ use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
 use crate::controller::image::MetadataImage;
 use crate::controller::records::CONFIG_RESOURCE_TOPIC;
 use crate::controller::{
-    BrokerInfo, Controller, ControllerError, LeaderAndIsr, NewTopic, PartitionAssignment,
-    PartitionInfo, TopicInfo,
+    BrokerInfo, ConfigResource, Controller, ControllerError, LeaderAndIsr, NewTopic,
+    PartitionAssignment, PartitionInfo, TopicInfo,
 };
+use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 use super::driver::{Published, Status};
 use super::follower::Endpoint;
@@ -106,6 +109,10 @@ impl KraftController {
         })
     }
 
+    pub fn broker_id(&self) -> i32 {
+        self.broker_id
+    }
+
     pub fn image(&self) -> Arc<MetadataImage> {
         self.shared.lock().image.clone()
     }
@@ -163,8 +170,49 @@ impl KraftController {
         Ok(c)
     }
 
+    /// IncrementalAlterConfigs of one resource at the active controller, turning its
+    /// configs from `before` into `after` (what is gone deleted, the rest set); the
+    /// controller's error is answered as it comes.
+    async fn alter_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let mut changes: Vec<AlterableConfig> = after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(*v))
+            .map(|(k, v)| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(k.clone()))
+                    .with_config_operation(OP_SET)
+                    .with_value(Some(StrBytes::from_string(v.clone())))
+            })
+            .collect();
+        changes.extend(before.keys().filter(|k| !after.contains_key(*k)).map(|k| {
+            AlterableConfig::default()
+                .with_name(StrBytes::from_string(k.clone()))
+                .with_config_operation(OP_DELETE)
+        }));
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name.into()))
+                .with_configs(changes),
+        ]);
+        let response: IncrementalAlterConfigsResponse = self.send(request, (0, 1)).await?;
+        let Some(r) = response.responses.first() else {
+            return Err(ControllerError::new(
+                ResponseError::UnknownServerError,
+                "the controller answered IncrementalAlterConfigs without the resource",
+            ));
+        };
+        error(r.error_code, r.error_message.as_ref())
+    }
+
     /// Waits until the published image satisfies `done`, answering what it returns.
-    async fn until<T>(
+    pub(super) async fn until<T>(
         &self,
         what: &str,
         mut done: impl FnMut(&MetadataImage) -> Option<T>,
@@ -202,16 +250,25 @@ fn error(code: i16, message: Option<&StrBytes>) -> Result<(), ControllerError> {
 }
 
 impl Published for KraftController {
+    /// The image is handed on with its live brokers set (the unfenced ones on the
+    /// inter-broker listener, and the lowest of them as the controller clients are told
+    /// of): the replica manager's cluster view, the replica fetchers' leader addresses,
+    /// read them as they read the single node's.
     fn published(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta) {
+        let mut with_brokers = (**image).clone();
+        let brokers = image.unfenced_brokers_on(&self.inter_broker_listener);
+        let controller_id = brokers.first().map_or(-1, |b| b.id);
+        with_brokers.set_cluster(brokers, controller_id);
+        let image = Arc::new(with_brokers);
         let mut shared = self.shared.lock();
         shared.image = image.clone();
         for listener in &shared.listeners {
-            for e in listener.on_delta(image, delta) {
+            for e in listener.on_delta(&image, delta) {
                 tracing::error!(topic = %e.topic, "a metadata change could not be applied: {}", e.message);
             }
         }
         drop(shared);
-        self.images.send_replace(image.clone());
+        self.images.send_replace(image);
     }
 }
 
@@ -421,45 +478,138 @@ impl Controller for KraftController {
         let Some(before) = self.topic(name) else {
             return Err(ControllerError::unknown_topic(name));
         };
-        // The whole set replaces the overrides: what is gone is deleted.
-        let mut changes: Vec<AlterableConfig> = configs
-            .iter()
-            .map(|(k, v)| {
-                AlterableConfig::default()
-                    .with_name(StrBytes::from_string(k.clone()))
-                    .with_config_operation(OP_SET)
-                    .with_value(Some(StrBytes::from_string(v.clone())))
-            })
-            .collect();
-        changes.extend(
-            before
-                .configs
-                .keys()
-                .filter(|k| !configs.contains_key(*k))
-                .map(|k| {
-                    AlterableConfig::default()
-                        .with_name(StrBytes::from_string(k.clone()))
-                        .with_config_operation(OP_DELETE)
-                }),
-        );
-        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-            AlterConfigsResource::default()
-                .with_resource_type(CONFIG_RESOURCE_TOPIC)
-                .with_resource_name(StrBytes::from_string(name.into()))
-                .with_configs(changes),
-        ]);
-        let response: IncrementalAlterConfigsResponse = self.send(request, (0, 1)).await?;
-        let Some(r) = response.responses.first() else {
-            return Err(ControllerError::new(
-                ResponseError::UnknownServerError,
-                "the controller answered IncrementalAlterConfigs without the topic",
-            ));
-        };
-        error(r.error_code, r.error_message.as_ref())?;
+        self.alter_configs(CONFIG_RESOURCE_TOPIC, name, &before.configs, &configs)
+            .await?;
         self.until("the new configs", |image| {
             image.topic(name).filter(|t| t.configs == configs).cloned()
         })
         .await
+    }
+
+    /// The dynamic configs of a broker (or the cluster default) or of a group, as the
+    /// controller's ConfigRecords left them in the image.
+    fn resource_configs(&self, resource: &ConfigResource) -> BTreeMap<String, String> {
+        self.image()
+            .resource_configs(resource)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Forwarded as IncrementalAlterConfigs of the resource, answered once the image
+    /// shows the new set.
+    async fn set_resource_configs(
+        &self,
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        let before = self.resource_configs(&resource);
+        self.alter_configs(resource.resource_type, &resource.name, &before, &configs)
+            .await?;
+        self.until("the new configs", |image| {
+            let now = image.resource_configs(&resource);
+            (now.map_or(configs.is_empty(), |c| *c == configs)).then_some(())
+        })
+        .await
+    }
+
+    /// The controller's UserScramCredentialRecords, as this broker replayed them: SASL
+    /// SCRAM logins on this broker's listeners check them.
+    fn scram_credential(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        self.image().scram_credential(mechanism, user).cloned()
+    }
+
+    fn scram_credentials(&self) -> Vec<(String, ScramMechanism, u32)> {
+        self.image()
+            .scram_credentials()
+            .map(|(u, m, c)| (u.to_string(), m, c.iterations))
+            .collect()
+    }
+
+    /// The controller's ClientQuotaRecords (the quota managers follow them as deltas).
+    fn client_quotas(&self) -> crate::quota::configs::ClientQuotas {
+        self.image().client_quotas().clone()
+    }
+
+    /// Forwarded as AlterClientQuotas (entries in order, each answered with the
+    /// controller's outcome); answered once the image shows every change that succeeded.
+    async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quota::configs::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ControllerError>>, ControllerError> {
+        use crate::quota::entity::EntityName;
+        use kafka_protocol::messages::alter_client_quotas_request::{
+            EntityData, EntryData, OpData,
+        };
+        use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+        let component = |kind: &str, name: &EntityName| {
+            EntityData::default()
+                .with_entity_type(StrBytes::from_string(kind.into()))
+                .with_entity_name(match name {
+                    EntityName::Default => None,
+                    EntityName::Named(n) => Some(StrBytes::from_string(n.clone())),
+                })
+        };
+        let entries = alterations
+            .iter()
+            .map(|a| {
+                let mut entity = Vec::new();
+                if let Some(user) = &a.entity.user {
+                    entity.push(component("user", user));
+                }
+                if let Some(client) = &a.entity.client_id {
+                    entity.push(component("client-id", client));
+                }
+                let ops = a
+                    .ops
+                    .iter()
+                    .map(|(k, v)| {
+                        OpData::default()
+                            .with_key(StrBytes::from_string(k.clone()))
+                            .with_value(v.unwrap_or(0.0))
+                            .with_remove(v.is_none())
+                    })
+                    .collect();
+                EntryData::default().with_entity(entity).with_ops(ops)
+            })
+            .collect();
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only);
+        let response: AlterClientQuotasResponse = self.send(request, (0, 1)).await?;
+        if response.entries.len() != alterations.len() {
+            return Err(ControllerError::new(
+                ResponseError::UnknownServerError,
+                "the controller answered AlterClientQuotas with another number of entries",
+            ));
+        }
+        let outcomes: Vec<Result<(), ControllerError>> = response
+            .entries
+            .iter()
+            .map(|e| error(e.error_code, e.error_message.as_ref()))
+            .collect();
+        if validate_only {
+            return Ok(outcomes);
+        }
+        let applied: Vec<&crate::quota::configs::Alteration> = alterations
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.is_ok())
+            .map(|(a, _)| a)
+            .collect();
+        self.until("the new client quotas", |image| {
+            applied
+                .iter()
+                .all(|a| {
+                    let now = image.client_quotas().get(&a.entity);
+                    a.ops
+                        .iter()
+                        .all(|(k, v)| now.and_then(|q| q.get(k)) == v.as_ref())
+                })
+                .then_some(())
+        })
+        .await?;
+        Ok(outcomes)
     }
 
     /// From a block the controller allocated to this broker (AllocateProducerIds), a new

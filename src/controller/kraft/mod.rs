@@ -17,13 +17,20 @@
 //! - `backend`: the `Controller` the handlers use: reads from the published image,
 //!   metadata changes and ISR changes forwarded to the active controller.
 //! - `features`: the feature levels the broker registers as supported.
+//! - `member`: what `Broker::open` runs for `process.roles=broker`: the dirs checked as
+//!   `kafka-storage.sh format` left them, the driver configured from `server.properties`,
+//!   and Kafka's `BrokerServer` waits (caught up before the logs open, unfenced before
+//!   clients are served, the controller's permission before a controlled shutdown ends).
 //!
-//! `tests/it/kraft_controller.rs` runs them against an Apache Kafka 4.4 controller. The
-//! broker does not start on them yet: `Broker::open` refuses `process.roles=broker`.
+//! `tests/it/kraft_controller.rs` runs the pieces against an Apache Kafka 4.4 controller,
+//! `tests/it/kraft_broker.rs` the skua binary as a broker of its cluster (alone, and beside
+//! a Kafka 4.4 broker). Not yet forwarded: ACLs, changes to SCRAM credentials (read from
+//! the image), reassignments, elections.
 
 pub mod backend;
 pub mod driver;
 pub mod features;
 pub mod follower;
 pub mod lifecycle;
+pub mod member;
 pub mod publish;

@@ -1,0 +1,875 @@
+//! skua as a broker of a KRaft cluster (`process.roles=broker`) whose controller is an
+//! Apache Kafka 4.4 controller (`compat/kafka-controller.sh`): the skua binary starts on
+//! dirs `kafka-storage.sh format` formatted, registers and is unfenced; a topic created,
+//! grown and reconfigured through skua is the controller's; records produced through skua
+//! are fetched back, with producer ids from the controller's blocks and offsets committed
+//! to a group; SIGTERM shuts it down under the controller's controlled shutdown, and the
+//! restarted broker registers again with every record and offset kept. Beside an Apache
+//! Kafka 4.4 broker of the same cluster, each replicates the other's partitions byte for
+//! byte.
+//!
+//! Kafka's jars come from `$COMPAT_CACHE`. Skipped, with a message, when java is not
+//! installed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{
+    create_partitions_request, delete_topics_request, describe_configs_request,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+
+use crate::common::cluster::ONE_AT_A_TIME;
+use crate::common::{batch, values, Client};
+use crate::kraft_controller::{Controller, FORMAT_FEATURES};
+
+const BROKER_ID: i32 = 1;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The skua binary on a properties file, its output (the log is on stdout) in `log`;
+/// killed when dropped.
+struct Skua {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Skua {
+    fn start(props: &Path, log: &Path) -> Skua {
+        let out = std::fs::File::create(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_skua"))
+            .arg(props)
+            .env("RUST_LOG", "info")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Skua {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the broker serves (it logs "skua started" once it is unfenced).
+    fn wait_started(&mut self) -> Duration {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            if self.log().contains("skua started") {
+                return t.elapsed();
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("skua exited with {status}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("skua did not start:\n{}", self.log());
+    }
+
+    /// SIGTERM, then the exit status once it stopped.
+    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        let t = Instant::now();
+        // SAFETY: kill(2) on the pid of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        while t.elapsed() < Duration::from_secs(60) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, t.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("skua did not stop after SIGTERM:\n{}", self.log());
+    }
+}
+
+impl Drop for Skua {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- skua's log ---\n{}", self.log());
+        }
+    }
+}
+
+/// skua's `server.properties` as a Kafka 4 broker of `controller`'s cluster would have it.
+fn write_properties(dir: &Path, controller: &Controller, node_id: i32, port: u16) -> PathBuf {
+    let props = dir.join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker\n\
+             node.id={node_id}\n\
+             controller.quorum.bootstrap.servers=127.0.0.1:{cport}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+             listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             log.dirs={data}\n\
+             broker.heartbeat.interval.ms=500\n\
+             broker.session.timeout.ms=3000\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=2\n\
+             transaction.state.log.replication.factor=1\n",
+            cport = controller.port,
+            data = dir.join("data").display(),
+        ),
+    )
+    .unwrap();
+    props
+}
+
+/// `kafka-storage.sh format` of the dirs `props` names, for `controller`'s cluster.
+fn format_dirs(props: &Path, controller: &Controller) {
+    let mut format = Command::new(script());
+    format
+        .arg("--format-broker")
+        .arg(props)
+        .args(["--cluster-id", &controller.cluster_id]);
+    for f in FORMAT_FEATURES {
+        format.args(["--feature", f]);
+    }
+    let out = format.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh")
+}
+
+#[test]
+fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_across_a_restart() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    eprintln!("the controller started in {:?}", started.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
+
+    // Unformatted dirs are refused, with the way to format them.
+    let out = Command::new(env!("CARGO_BIN_EXE_skua"))
+        .arg(&props)
+        .output()
+        .unwrap();
+    // skua logs on stdout.
+    let err = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("kafka-storage.sh format"),
+        "{}: {err}",
+        out.status
+    );
+
+    format_dirs(&props, &controller);
+    let meta = std::fs::read_to_string(dir.path().join("data/meta.properties")).expect("formatted");
+    assert!(meta.contains("version=1"), "{meta}");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut skua = Skua::start(&props, &dir.path().join("skua-1.log"));
+    eprintln!("skua started in {:?}", skua.wait_started());
+    let produced = rt.block_on(first_run(addr, &controller));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
+        meta,
+        "skua keeps the formatted meta.properties as it is"
+    );
+
+    // SIGTERM: a controlled shutdown the controller allows, then a clean stop.
+    let (status, took) = skua.terminate();
+    eprintln!("skua stopped in {took:?}");
+    assert!(status.success(), "{status}\n{}", skua.log());
+    let log = skua.log();
+    assert!(
+        log.contains("controlled shutdown done") && log.contains("ControlledShutdownDone"),
+        "{log}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "the controller allowed it at once: {took:?}"
+    );
+
+    let mut again = Skua::start(&props, &dir.path().join("skua-2.log"));
+    eprintln!("skua restarted in {:?}", again.wait_started());
+    rt.block_on(second_run(addr, &produced));
+    let (status, _) = again.terminate();
+    assert!(status.success(), "{status}");
+    assert!(
+        controller.log().contains(&format!(
+            "Registering a new incarnation of broker {BROKER_ID}"
+        )),
+        "the controller saw the restart as a new incarnation"
+    );
+    eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// What the first run produced: (partition, values) of topic `orders`.
+type Produced = Vec<(i32, Vec<String>)>;
+
+async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
+    let mut c = Client::connect(addr).await;
+
+    // Registered and unfenced: the controller's UnfenceBrokerRecord put skua in the
+    // cluster it describes.
+    let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+    assert_eq!(cluster.error_code, 0);
+    let brokers: Vec<(i32, i32)> = cluster
+        .brokers
+        .iter()
+        .map(|b| (b.broker_id.0, b.port))
+        .collect();
+    assert_eq!(brokers, vec![(BROKER_ID, addr.port() as i32)]);
+    assert_eq!(cluster.cluster_id.to_string(), controller.cluster_id);
+
+    // A topic created through skua is the controller's: the controller refuses it again.
+    assert_eq!(c.create_topic("orders", 3).await, 0);
+    let again = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)])
+        .with_timeout_ms(5000);
+    let at_controller = skua::client::Client::new(
+        format!("127.0.0.1:{}", controller.port).parse().unwrap(),
+        skua::client::ClientConfig::default(),
+    );
+    let (_, r) = at_controller
+        .send_negotiated(&again, 2, 7)
+        .await
+        .expect("the controller answers CreateTopics");
+    assert_eq!(
+        r.topics[0].error_code,
+        kafka_protocol::error::ResponseError::TopicAlreadyExists.code(),
+        "{r:?}"
+    );
+    // ... and skua answers the controller's refusal.
+    let r = c.send(&again, 7).await;
+    assert_eq!(
+        r.topics[0].error_code,
+        kafka_protocol::error::ResponseError::TopicAlreadyExists.code()
+    );
+
+    // CreatePartitions, IncrementalAlterConfigs and DeleteTopics through skua.
+    let grow = CreatePartitionsRequest::default()
+        .with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_count(4),
+        ])
+        .with_timeout_ms(5000);
+    let r = c.send(&grow, 3).await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    use crate::common::configs::{incremental_alter, BROKER, SET, TOPIC};
+    let altered = incremental_alter(
+        &mut c,
+        TOPIC,
+        "orders",
+        &[(SET, "retention.ms", Some("86400000"))],
+    )
+    .await;
+    assert_eq!(altered, (0, None));
+    let described = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("orders"))
+                    .with_configuration_keys(Some(vec![s("retention.ms")])),
+            ]),
+            4,
+        )
+        .await;
+    let entry = &described.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("86400000")
+    );
+    // A cluster-wide dynamic broker config set through skua: skua keeps no metadata of
+    // its own, so what it describes is the controller's ConfigRecord (and after the
+    // restart, read again from the controller's log).
+    let altered = incremental_alter(
+        &mut c,
+        BROKER,
+        "",
+        &[(SET, "message.max.bytes", Some("2000000"))],
+    )
+    .await;
+    assert_eq!(altered, (0, None));
+    let describe_broker = |name: &str| {
+        DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(BROKER)
+                .with_resource_name(s(name))
+                .with_configuration_keys(Some(vec![s("message.max.bytes")])),
+        ])
+    };
+    let on_skua = c.send(&describe_broker("1"), 4).await;
+    let entry = &on_skua.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("2000000"),
+        "{on_skua:?}"
+    );
+    assert_eq!(c.create_topic("scratch", 1).await, 0);
+    let r = c
+        .send(
+            &DeleteTopicsRequest::default()
+                .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                    .with_name(Some(TopicName(s("scratch"))))])
+                .with_timeout_ms(5000),
+            6,
+        )
+        .await;
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let metadata = c
+        .send(&MetadataRequest::default().with_topics(None), 12)
+        .await;
+    let mut names: Vec<String> = metadata
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["orders"], "scratch is gone");
+    let orders = &metadata.topics[0];
+    assert_eq!(orders.partitions.len(), 4);
+    assert!(orders
+        .partitions
+        .iter()
+        .all(|p| p.leader_id.0 == BROKER_ID && p.error_code == 0));
+
+    // A producer id from the block the controller allocated.
+    let pid = c
+        .send(
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+            4,
+        )
+        .await;
+    assert_eq!(pid.error_code, 0);
+    assert!(pid.producer_id.0 >= 0);
+
+    // Records produced through skua are fetched back.
+    let mut produced = Vec::new();
+    for p in 0..4 {
+        let vals: Vec<String> = (0..5).map(|i| format!("p{p}-r{i}")).collect();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        let (err, base) = c
+            .produce("orders", p, batch(&refs, None, Compression::None), -1)
+            .await;
+        assert_eq!((err, base), (0, 0), "partition {p}");
+        let fetched = c.fetch("orders", p, 0, 100, 1).await;
+        assert_eq!(fetched.error_code, 0);
+        let got: Vec<String> = values(&fetched.records.unwrap())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(got, vals);
+        produced.push((p, vals));
+    }
+
+    // An offset committed to a group: __consumer_offsets is created at the controller
+    // when a client first looks for the group's coordinator, and skua leads it.
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![s("readers")]);
+    let t = Instant::now();
+    loop {
+        let r = c.send(&find, 4).await;
+        let found = &r.coordinators[0];
+        if found.error_code == 0 {
+            assert_eq!(found.node_id.0, BROKER_ID);
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "no coordinator: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c.commit_offset("readers", "orders", 3, None).await, 0);
+    assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
+    produced
+}
+
+async fn second_run(addr: SocketAddr, produced: &Produced) {
+    let mut c = Client::connect(addr).await;
+    let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+    assert_eq!(cluster.brokers.len(), 1, "unfenced again");
+    for (p, vals) in produced {
+        let fetched = c.fetch("orders", *p, 0, 100, 1).await;
+        assert_eq!(fetched.error_code, 0, "partition {p}");
+        let got: Vec<String> = values(&fetched.records.unwrap())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(&got, vals, "partition {p} after the restart");
+        assert_eq!(fetched.high_watermark, vals.len() as i64);
+    }
+    // Produced to after the restart, at the offset after the last kept record.
+    let (err, base) = c
+        .produce("orders", 0, batch(&["after"], None, Compression::None), -1)
+        .await;
+    assert_eq!((err, base), (0, 5));
+    assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
+    let described = c
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(crate::common::configs::BROKER)
+                    .with_resource_name(s("1"))
+                    .with_configuration_keys(Some(vec![s("message.max.bytes")])),
+            ]),
+            4,
+        )
+        .await;
+    let entry = &described.results[0].configs[0];
+    assert_eq!(
+        entry.value.as_ref().map(|v| v.to_string()).as_deref(),
+        Some("2000000")
+    );
+}
+
+/// An Apache Kafka 4.4 broker of the same cluster, stopped when dropped.
+struct KafkaBroker {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl KafkaBroker {
+    fn start(controller: &Controller, node_id: i32) -> KafkaBroker {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut command = Command::new(script());
+        command
+            .args([
+                "--broker-of",
+                &format!("3000@127.0.0.1:{}", controller.port),
+            ])
+            .args(["--cluster-id", &controller.cluster_id])
+            .args(["--port", &port.to_string(), "--dir"])
+            .arg(dir.path())
+            .args(["--node-id", &node_id.to_string()])
+            .args(["--set", "broker.heartbeat.interval.ms=500"])
+            .args(["--set", "replica.lag.time.max.ms=30000"]);
+        for f in FORMAT_FEATURES {
+            command.args(["--feature", f]);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        KafkaBroker { dir, port }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+}
+
+impl Drop for KafkaBroker {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("--stop")
+            .arg(self.dir.path())
+            .output();
+        if std::thread::panicking() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- the Kafka broker's server.log, last lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// A skua broker and an Apache Kafka 4.4 broker in one KRaft cluster: a topic created
+/// through skua with RF 2 has a partition led by each; acks=all produces through either
+/// leader are acknowledged only once the other kind replicated them, both stay in the ISR,
+/// and each partition's segment is byte for byte the same on both brokers. After a kill -9
+/// of skua the Kafka broker leads both with nothing acknowledged lost, and the restarted
+/// skua catches up from it and rejoins both ISRs; a SIGTERM moves skua's leadership to the
+/// Kafka broker before skua stops. SCRAM users and client quotas made through the Kafka
+/// broker are read by skua from the controller's records; a quota set through skua
+/// reaches the Kafka broker.
+#[test]
+fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
+    format_dirs(&props, &controller);
+    let mut skua = Skua::start(&props, &dir.path().join("skua.log"));
+    skua.wait_started();
+    let kafka = KafkaBroker::start(&controller, 2);
+    eprintln!("both brokers started after {:?}", started.elapsed());
+    let skua_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let kafka_addr: SocketAddr = format!("127.0.0.1:{}", kafka.port).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let vals0: Vec<String> = (0..20).map(|i| format!("to-skua-{i}")).collect();
+    let vals1: Vec<String> = (0..20).map(|i| format!("to-kafka-{i}")).collect();
+    rt.block_on(async {
+        let mut c = Client::connect(skua_addr).await;
+        let t = Instant::now();
+        loop {
+            let cluster = c.send(&DescribeClusterRequest::default(), 0).await;
+            if cluster.brokers.len() == 2 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{cluster:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // A SCRAM user and a client quota created through the Kafka broker (which sends
+        // them to the controller): skua reads both from the controller's records.
+        let mut k = Client::connect(kafka_addr).await;
+        use kafka_protocol::messages::{
+            alter_client_quotas_request as acq, alter_user_scram_credentials_request as aus,
+            describe_client_quotas_request as dcq, AlterClientQuotasRequest,
+            AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
+            DescribeUserScramCredentialsRequest,
+        };
+        let upsert = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+            aus::ScramCredentialUpsertion::default()
+                .with_name(s("alice"))
+                .with_mechanism(2)
+                .with_iterations(8192)
+                .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+                .with_salted_password(bytes::Bytes::from(vec![7u8; 64])),
+        ]);
+        let r = k.send(&upsert, 0).await;
+        assert_eq!(r.results[0].error_code, 0, "{r:?}");
+        let quota =
+            AlterClientQuotasRequest::default().with_entries(vec![acq::EntryData::default()
+                .with_entity(vec![acq::EntityData::default()
+                    .with_entity_type(s("user"))
+                    .with_entity_name(Some(s("alice")))])
+                .with_ops(vec![acq::OpData::default()
+                    .with_key(s("producer_byte_rate"))
+                    .with_value(1024.0)])]);
+        let r = k.send(&quota, 1).await;
+        assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+        let t = Instant::now();
+        loop {
+            let users = c
+                .send(&DescribeUserScramCredentialsRequest::default(), 0)
+                .await;
+            let quotas = c
+                .send(
+                    &DescribeClientQuotasRequest::default().with_components(vec![
+                        dcq::ComponentData::default()
+                            .with_entity_type(s("user"))
+                            .with_match_type(0)
+                            .with_match(Some(s("alice"))),
+                    ]),
+                    1,
+                )
+                .await;
+            let user_seen = users.results.iter().any(|u| {
+                u.user.as_str() == "alice"
+                    && u.credential_infos
+                        .iter()
+                        .any(|i| (i.mechanism, i.iterations) == (2, 8192))
+            });
+            let quota_seen = quotas.entries.iter().flatten().any(|e| {
+                e.values
+                    .iter()
+                    .any(|v| v.key.as_str() == "producer_byte_rate" && v.value == 1024.0)
+            });
+            if user_seen && quota_seen {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{users:?}\n{quotas:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // ... and a quota set through skua is the controller's: the Kafka broker has it.
+        let quota =
+            AlterClientQuotasRequest::default().with_entries(vec![acq::EntryData::default()
+                .with_entity(vec![acq::EntityData::default()
+                    .with_entity_type(s("user"))
+                    .with_entity_name(Some(s("bob")))])
+                .with_ops(vec![acq::OpData::default()
+                    .with_key(s("consumer_byte_rate"))
+                    .with_value(2048.0)])]);
+        let r = c.send(&quota, 1).await;
+        assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+        let t = Instant::now();
+        loop {
+            let quotas = k
+                .send(
+                    &DescribeClientQuotasRequest::default().with_components(vec![
+                        dcq::ComponentData::default()
+                            .with_entity_type(s("user"))
+                            .with_match_type(0)
+                            .with_match(Some(s("bob"))),
+                    ]),
+                    1,
+                )
+                .await;
+            let seen = quotas.entries.iter().flatten().any(|e| {
+                e.values
+                    .iter()
+                    .any(|v| v.key.as_str() == "consumer_byte_rate" && v.value == 2048.0)
+            });
+            if seen {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "{quotas:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let assignment = |p: i32, brokers: [i32; 2]| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(p)
+                .with_broker_ids(brokers.iter().map(|b| (*b).into()).collect())
+        };
+        let create = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("mixed")))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![
+                    assignment(0, [1, 2]),
+                    assignment(1, [2, 1]),
+                ])])
+            .with_timeout_ms(10_000);
+        let r = c.send(&create, 7).await;
+        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+
+        // acks=all through each leader: skua leads 0, Kafka leads 1.
+        for (client, p, vals) in [(&mut c, 0, &vals0), (&mut k, 1, &vals1)] {
+            let t = Instant::now();
+            for chunk in vals.chunks(5) {
+                let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                loop {
+                    let (err, _) = client
+                        .produce("mixed", p, batch(&chunk, None, Compression::None), -1)
+                        .await;
+                    if err == 0 {
+                        break;
+                    }
+                    // The leader may not know it leads for a moment after the creation.
+                    assert!(
+                        t.elapsed() < Duration::from_secs(20),
+                        "partition {p}: error {err}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        // Consumed through either kind: each leader serves what the producer was told.
+        let got = |fetched: kafka_protocol::messages::fetch_response::PartitionData| {
+            values(&fetched.records.unwrap())
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(got(c.fetch("mixed", 0, 0, 100, 1).await), vals0);
+        assert_eq!(got(k.fetch("mixed", 1, 0, 100, 1).await), vals1);
+
+        // Both brokers in both ISRs, as the controller (through the Kafka broker) says.
+        wait_isrs(&mut k, vec![(0, 1, vec![1, 2]), (1, 2, vec![1, 2])]).await;
+    });
+
+    // Each replica byte for byte its leader's.
+    assert_same_segments(&dir.path().join("data"), &kafka.data());
+
+    // kill -9 of skua, the leader of partition 0: the controller fences it once its
+    // session ends and the Kafka broker leads, with nothing acknowledged lost; skua comes
+    // back, catches up from the Kafka leader and rejoins both ISRs.
+    let _ = skua.child.kill();
+    let _ = skua.child.wait();
+    let killed = Instant::now();
+    let vals0_after: Vec<String> = (0..10)
+        .map(|i| format!("while-skua-was-down-{i}"))
+        .collect();
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        wait_isrs(&mut k, vec![(0, 2, vec![2]), (1, 2, vec![2])]).await;
+        eprintln!(
+            "the Kafka broker leads alone {:?} after the kill",
+            killed.elapsed()
+        );
+        let chunk: Vec<&str> = vals0_after.iter().map(String::as_str).collect();
+        let (err, base) = k
+            .produce("mixed", 0, batch(&chunk, None, Compression::None), -1)
+            .await;
+        assert_eq!((err, base), (0, 20));
+    });
+    let mut again = Skua::start(&props, &dir.path().join("skua-2.log"));
+    again.wait_started();
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        // Partition 0's preferred leader (skua) gets it back only at the controller's
+        // next rebalance; both ISRs hold skua again once it caught up.
+        wait_isrs(&mut k, vec![(0, 2, vec![1, 2]), (1, 2, vec![1, 2])]).await;
+        eprintln!(
+            "skua rejoined both ISRs {:?} after the kill",
+            killed.elapsed()
+        );
+        let fetched = k.fetch("mixed", 0, 0, 100, 1).await;
+        let got: Vec<String> = values(&fetched.records.unwrap())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        let all: Vec<String> = vals0.iter().chain(&vals0_after).cloned().collect();
+        assert_eq!(got, all, "nothing acknowledged lost");
+    });
+    assert_same_segments(&dir.path().join("data"), &kafka.data());
+
+    // A topic created through the Kafka broker, led by skua; SIGTERM to skua is a
+    // controlled shutdown: the controller moves the leadership to the Kafka broker before
+    // it lets skua go, well within the session timeout a crash would take.
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let create = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("led")))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![1.into(), 2.into()])])])
+            .with_timeout_ms(10_000);
+        let r = k.send(&create, 7).await;
+        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+        wait_topic_isrs(
+            &mut k,
+            "led",
+            vec![(0, 1, vec![1, 2])],
+            Duration::from_secs(30),
+        )
+        .await;
+    });
+    let (status, took) = again.terminate();
+    assert!(status.success(), "{status}\n{}", again.log());
+    assert!(
+        again.log().contains("controlled shutdown done"),
+        "{}",
+        again.log()
+    );
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        wait_topic_isrs(
+            &mut k,
+            "led",
+            vec![(0, 2, vec![2])],
+            Duration::from_millis(1500),
+        )
+        .await;
+    });
+    eprintln!("skua's controlled shutdown took {took:?}");
+    eprintln!("the mixed scenario took {:?}", started.elapsed());
+}
+
+/// Waits until the Kafka broker's Metadata shows `mixed`'s (partition, leader, sorted ISR).
+async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
+    wait_topic_isrs(k, "mixed", expected, Duration::from_secs(30)).await
+}
+
+/// Waits at most `limit` until the Kafka broker's Metadata shows `topic`'s (partition,
+/// leader, sorted ISR).
+async fn wait_topic_isrs(
+    k: &mut Client,
+    topic: &str,
+    expected: Vec<(i32, i32, Vec<i32>)>,
+    limit: Duration,
+) {
+    let t = Instant::now();
+    loop {
+        let metadata = k
+            .send(
+                &MetadataRequest::default().with_topics(Some(vec![
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(s(topic)))),
+                ])),
+                12,
+            )
+            .await;
+        let mut seen: Vec<(i32, i32, Vec<i32>)> = metadata.topics[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                isr.sort();
+                (p.partition_index, p.leader_id.0, isr)
+            })
+            .collect();
+        seen.sort();
+        if seen == expected {
+            return;
+        }
+        assert!(t.elapsed() < limit, "{seen:?}, waiting for {expected:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Each partition of `mixed` byte for byte the same on both brokers (eventually: a
+/// follower's fetch may be in flight).
+fn assert_same_segments(skua_data: &Path, kafka_data: &Path) {
+    let segment = |data: &Path, p: i32| {
+        std::fs::read(data.join(format!("mixed-{p}/00000000000000000000.log"))).unwrap_or_default()
+    };
+    let t = Instant::now();
+    for p in [0, 1] {
+        loop {
+            let (on_skua, on_kafka) = (segment(skua_data, p), segment(kafka_data, p));
+            if !on_skua.is_empty() && on_skua == on_kafka {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "partition {p}: {} bytes on skua, {} on Kafka",
+                on_skua.len(),
+                on_kafka.len()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -13,6 +13,7 @@ use crate::config::{BrokerConfig, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
 use crate::controller::image::MetadataImage;
 use crate::controller::records::CONFIG_RESOURCE_GROUP;
+use crate::replica::share::{ShareAutoOffsetReset, SharePartitionConfig};
 
 pub struct GroupSettings {
     broker: Arc<SharedConfig>,
@@ -25,6 +26,16 @@ pub struct GroupSettings {
 pub struct ConsumerGroupSettings {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
+}
+
+/// The settings a share group's share-partitions run with (Kafka's `GroupConfigManager`
+/// over `ShareGroupConfig`): the group's own `share.*` configs kept within the broker's
+/// `group.share.min/max.*` bounds in force, else the broker's `group.share.*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShareGroupSettings {
+    pub partition: SharePartitionConfig,
+    pub auto_offset_reset: ShareAutoOffsetReset,
+    pub read_committed: bool,
 }
 
 impl GroupSettings {
@@ -69,6 +80,46 @@ impl GroupSettings {
                 own.consumer_heartbeat_interval_ms,
                 group.consumer.heartbeat_interval_ms,
             ),
+        }
+    }
+
+    /// The settings of share group `group_id`'s share-partitions.
+    pub fn share(&self, group_id: &str) -> ShareGroupSettings {
+        let broker = self.broker.current();
+        let limits = &broker.group.group_config_limits;
+        let own = self
+            .groups
+            .read()
+            .get(group_id)
+            .copied()
+            .unwrap_or_default();
+        let value = |key: &str, own: Option<i64>, fallback: i64| {
+            let v = own.or_else(|| limits.defaults.get(key).copied());
+            clamp_to_bound(key, v.unwrap_or(fallback), limits)
+        };
+        let d = SharePartitionConfig::default();
+        ShareGroupSettings {
+            partition: SharePartitionConfig {
+                record_lock_duration_ms: value(
+                    "share.record.lock.duration.ms",
+                    own.share_record_lock_duration_ms,
+                    d.record_lock_duration_ms,
+                ),
+                delivery_count_limit: value(
+                    "share.delivery.count.limit",
+                    own.share_delivery_count_limit,
+                    i64::from(d.delivery_count_limit),
+                )
+                .clamp(1, i64::from(u16::MAX)) as u16,
+                max_record_locks: value(
+                    "share.partition.max.record.locks",
+                    own.share_partition_max_record_locks,
+                    i64::from(d.max_record_locks),
+                )
+                .clamp(1, i64::from(u32::MAX)) as u32,
+            },
+            auto_offset_reset: own.share_auto_offset_reset.unwrap_or_default(),
+            read_committed: own.share_read_committed.unwrap_or(false),
         }
     }
 }

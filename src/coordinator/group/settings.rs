@@ -4,21 +4,28 @@
 //! deltas as Kafka's `GroupConfigManager` does.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
 use crate::config::group::{clamp_to_bound, GroupConfig};
+use crate::config::kraft::ProcessRoles;
 use crate::config::{BrokerConfig, SharedConfig};
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
 use crate::controller::image::MetadataImage;
 use crate::controller::records::CONFIG_RESOURCE_GROUP;
 use crate::replica::share::{ShareAutoOffsetReset, SharePartitionConfig};
 
+/// The feature that enables share groups.
+pub const SHARE_VERSION: &str = "share.version";
+
 pub struct GroupSettings {
     broker: Arc<SharedConfig>,
     /// The groups that have configs of their own, as the metadata log last set them.
     groups: RwLock<HashMap<String, GroupConfig>>,
+    /// The finalized `share.version` in the metadata; -1 while none is finalized.
+    share_version: AtomicI32,
 }
 
 /// The settings a KIP-848 consumer group runs with.
@@ -44,6 +51,7 @@ impl GroupSettings {
         Arc::new(GroupSettings {
             broker,
             groups: RwLock::new(HashMap::new()),
+            share_version: AtomicI32::new(-1),
         })
     }
 
@@ -80,6 +88,18 @@ impl GroupSettings {
                 own.consumer_heartbeat_interval_ms,
                 group.consumer.heartbeat_interval_ms,
             ),
+        }
+    }
+
+    /// Whether share groups (KIP-932) are served, as Kafka 4.2 decides it: the finalized
+    /// `share.version` is 1 or more. Where skua is its own controller (a single node, a
+    /// ZooKeeper-mode cluster) and nothing finalized the feature, they are served; a
+    /// broker beside Kafka's controller quorum follows the quorum's level (0 unless
+    /// finalized).
+    pub fn share_groups_enabled(&self) -> bool {
+        match self.share_version.load(Ordering::Acquire) {
+            -1 => self.broker.current().kraft.process_roles != ProcessRoles::Broker,
+            level => level >= 1,
         }
     }
 
@@ -126,6 +146,8 @@ impl GroupSettings {
 
 impl MetadataListener for GroupSettings {
     fn on_delta(&self, image: &MetadataImage, delta: &MetadataDelta) -> Vec<ApplyError> {
+        let share_version = image.feature(SHARE_VERSION).map_or(-1, i32::from);
+        self.share_version.store(share_version, Ordering::Release);
         let changed = delta
             .configs
             .iter()

@@ -167,8 +167,16 @@ pub async fn handle(
             "share groups are not enabled (share.version)",
         );
     }
-    let group_id = req.group_id.as_deref().map(|g| g.to_string()).unwrap_or_default();
-    let member_id = req.member_id.as_deref().map(|m| m.to_string()).unwrap_or_default();
+    let group_id = req
+        .group_id
+        .as_deref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member_id = req
+        .member_id
+        .as_deref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
     if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
         return refuse(
             ResponseError::GroupAuthorizationFailed,
@@ -176,7 +184,10 @@ pub async fn handle(
         );
     }
     if group_id.is_empty() || member_id.is_empty() {
-        return refuse(ResponseError::InvalidRequest, "group and member ids are required");
+        return refuse(
+            ResponseError::InvalidRequest,
+            "group and member ids are required",
+        );
     }
     let session_key = ShareSessionKey {
         group_id: group_id.clone(),

@@ -40,7 +40,9 @@ use crate::broker::Broker;
 use crate::coordinator::share::SharePartitionKey;
 use crate::log::TopicPartition;
 use crate::replica::share::service::{FetchTarget, FetchedShare, ShareRead};
-use crate::replica::share::session::{FetchContext, ShareSessionKey, TopicIdPartition, INITIAL_EPOCH};
+use crate::replica::share::session::{
+    FetchContext, ShareSessionKey, TopicIdPartition, INITIAL_EPOCH,
+};
 use crate::replica::FetchParams;
 use crate::router::RequestContext;
 
@@ -65,8 +67,16 @@ pub async fn handle(
             "share groups are not enabled (share.version)",
         );
     }
-    let group_id = req.group_id.as_deref().map(|g| g.to_string()).unwrap_or_default();
-    let member_id = req.member_id.as_deref().map(|m| m.to_string()).unwrap_or_default();
+    let group_id = req
+        .group_id
+        .as_deref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member_id = req
+        .member_id
+        .as_deref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
     if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
         return refuse(
             ResponseError::GroupAuthorizationFailed,
@@ -74,7 +84,10 @@ pub async fn handle(
         );
     }
     if group_id.is_empty() || member_id.is_empty() {
-        return refuse(ResponseError::InvalidRequest, "group and member ids are required");
+        return refuse(
+            ResponseError::InvalidRequest,
+            "group and member ids are required",
+        );
     }
     let requested: Vec<TopicIdPartition> = req
         .topics

@@ -466,7 +466,7 @@ mod tests {
             GroupConfig::from_configs(&map(&[("consumer.session.timeout.ms", "50000")])),
             GroupConfig {
                 consumer_session_timeout_ms: Some(50_000),
-                consumer_heartbeat_interval_ms: None,
+                ..Default::default()
             }
         );
     }

@@ -222,4 +222,62 @@ mod tests {
         assert_eq!(settings.consumer("g"), defaults);
         assert!(!settings.groups.read().contains_key("g"));
     }
+
+    #[test]
+    fn share_groups_run_with_their_configs_clamped_to_the_broker_lock_bounds() {
+        let broker = BrokerConfig::from_properties(BTreeMap::new()).unwrap();
+        let settings = GroupSettings::new(SharedConfig::new(broker));
+        let defaults = settings.share("q");
+        assert_eq!(defaults.partition.record_lock_duration_ms, 30_000);
+        assert_eq!(defaults.partition.delivery_count_limit, 5);
+        assert_eq!(defaults.partition.max_record_locks, 2000);
+        assert_eq!(defaults.auto_offset_reset, ShareAutoOffsetReset::Latest);
+        assert!(!defaults.read_committed);
+
+        let mut image = MetadataImage::default();
+        let mut apply = |records: &[MetadataRecord]| {
+            let changes: Vec<_> = records.iter().map(|r| image.replay(r).unwrap()).collect();
+            settings.on_delta(&image, &MetadataDelta::from_changes(&changes, &image));
+        };
+        apply(&[
+            record("q", "share.record.lock.duration.ms", Some("20000")),
+            record("q", "share.auto.offset.reset", Some("earliest")),
+            record("q", "share.isolation.level", Some("read_committed")),
+            record("q", "share.delivery.count.limit", Some("3")),
+            // Below and above group.share.min/max.record.lock.duration.ms (15 s, 60 s),
+            // stored when the bounds were wider.
+            record("low", "share.record.lock.duration.ms", Some("1000")),
+            record("high", "share.record.lock.duration.ms", Some("3600000")),
+        ]);
+        let q = settings.share("q");
+        assert_eq!(q.partition.record_lock_duration_ms, 20_000);
+        assert_eq!(q.partition.delivery_count_limit, 3);
+        assert_eq!(q.auto_offset_reset, ShareAutoOffsetReset::Earliest);
+        assert!(q.read_committed);
+        assert_eq!(settings.share("low").partition.record_lock_duration_ms, 15_000);
+        assert_eq!(settings.share("high").partition.record_lock_duration_ms, 60_000);
+    }
+
+    #[test]
+    fn share_groups_follow_the_finalized_share_version() {
+        let single = GroupSettings::new(SharedConfig::new(
+            BrokerConfig::from_properties(BTreeMap::new()).unwrap(),
+        ));
+        assert!(single.share_groups_enabled(), "skua's own controller, nothing finalized");
+        let mut image = MetadataImage::default();
+        let level = |image: &mut MetadataImage, level: i16| {
+            let r = MetadataRecord::FeatureLevel {
+                name: SHARE_VERSION.to_string(),
+                level,
+            };
+            let change = image.replay(&r).unwrap();
+            MetadataDelta::from_changes(&[change], image)
+        };
+        let delta = level(&mut image, 0);
+        single.on_delta(&image, &delta);
+        assert!(!single.share_groups_enabled(), "share.version 0");
+        let delta = level(&mut image, 1);
+        single.on_delta(&image, &delta);
+        assert!(single.share_groups_enabled(), "share.version 1");
+    }
 }

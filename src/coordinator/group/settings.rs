@@ -254,8 +254,14 @@ mod tests {
         assert_eq!(q.partition.delivery_count_limit, 3);
         assert_eq!(q.auto_offset_reset, ShareAutoOffsetReset::Earliest);
         assert!(q.read_committed);
-        assert_eq!(settings.share("low").partition.record_lock_duration_ms, 15_000);
-        assert_eq!(settings.share("high").partition.record_lock_duration_ms, 60_000);
+        assert_eq!(
+            settings.share("low").partition.record_lock_duration_ms,
+            15_000
+        );
+        assert_eq!(
+            settings.share("high").partition.record_lock_duration_ms,
+            60_000
+        );
     }
 
     #[test]
@@ -263,7 +269,10 @@ mod tests {
         let single = GroupSettings::new(SharedConfig::new(
             BrokerConfig::from_properties(BTreeMap::new()).unwrap(),
         ));
-        assert!(single.share_groups_enabled(), "skua's own controller, nothing finalized");
+        assert!(
+            single.share_groups_enabled(),
+            "skua's own controller, nothing finalized"
+        );
         let mut image = MetadataImage::default();
         let level = |image: &mut MetadataImage, level: i16| {
             let r = MetadataRecord::FeatureLevel {

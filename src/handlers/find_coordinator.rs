@@ -13,7 +13,6 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
-use uuid::Uuid;
 
 use super::str_bytes;
 use crate::auth::authorizer::CLUSTER_NAME;
@@ -23,7 +22,7 @@ use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::coordinator::share::{SharePartitionKey, SHARE_GROUP_STATE_TOPIC};
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
-use crate::log::TopicPartition;
+use crate::log::{kafka_string_to_uuid, TopicPartition};
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
@@ -120,22 +119,13 @@ fn parse_share_key(key: &str) -> Option<SharePartitionKey> {
     if parts.next().is_some() || group.is_empty() {
         return None;
     }
-    let topic_id = kafka_uuid(topic)?;
+    let topic_id = kafka_string_to_uuid(topic)?;
     let partition: i32 = partition.parse().ok().filter(|p| *p >= 0)?;
     Some(SharePartitionKey {
         group_id: group.to_string(),
         topic_id,
         partition,
     })
-}
-
-/// Kafka's `Uuid.fromString`: 16 bytes in base64url without padding.
-fn kafka_uuid(text: &str) -> Option<Uuid> {
-    use base64::Engine;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(text)
-        .ok()?;
-    Uuid::from_slice(&bytes).ok()
 }
 
 pub async fn handle(
@@ -320,6 +310,39 @@ async fn ensure_topic(broker: &Broker, kind: Kind) -> Result<(), ResponseError> 
         Err(e) => {
             tracing::error!(error = %e, "cannot create {name}");
             Err(ResponseError::CoordinatorNotAvailable)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::uuid_to_kafka_string;
+    use uuid::Uuid;
+
+    #[test]
+    fn share_keys_are_kafkas_group_topic_id_partition() {
+        let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let text = uuid_to_kafka_string(id);
+        assert_eq!(
+            parse_share_key(&format!("queue:{text}:3")),
+            Some(SharePartitionKey {
+                group_id: "queue".into(),
+                topic_id: id,
+                partition: 3,
+            })
+        );
+        for bad in [
+            format!(":{text}:3"),
+            format!("queue:{text}"),
+            format!("queue:{text}:3:4"),
+            format!("a:b:{text}:3"),
+            format!("queue:{text}:-1"),
+            format!("queue:{text}:x"),
+            "queue:not-a-uuid:0".to_string(),
+            format!("queue:{}:0", &text[..20]),
+        ] {
+            assert_eq!(parse_share_key(&bad), None, "{bad}");
         }
     }
 }

@@ -110,10 +110,9 @@ async fn acknowledge_one(
         .shares
         .acknowledge(&key, member_id, &a.batches)
         .await
-        .map_err(|e| {
+        .inspect_err(|e| {
             tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
                 partition = a.partition, error = ?e, "acknowledgement refused");
-            e
         })
 }
 

@@ -294,6 +294,27 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(acquired(&r).is_empty());
 
+    // The share coordinator of the share-partition's state: FindCoordinator key type
+    // SHARE (v6), "group:topicId:partition"; refused below v6 and for a malformed key.
+    let key = format!("{GROUP}:{}:0", skua::log::uuid_to_kafka_string(q));
+    let find = |v: &str| {
+        FindCoordinatorRequest::default()
+            .with_key_type(2)
+            .with_coordinator_keys(vec![s(v)])
+    };
+    let found = c.send(&find(&key), 6).await.coordinators.remove(0);
+    assert_eq!(
+        (found.error_code, found.node_id.0),
+        (0, 1),
+        "{:?}",
+        found.error_message
+    );
+    assert_eq!(found.port, i32::from(b.addr.port()));
+    let refused = c.send(&find(&key), 5).await.coordinators.remove(0);
+    assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
+    let refused = c.send(&find("queue:q:0"), 6).await.coordinators.remove(0);
+    assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
+
     // ShareGroupDescribe shows both members on the partition.
     let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]);
     let d = c.send(&req, 1).await.groups.remove(0);

@@ -94,9 +94,19 @@ impl Shares {
         config: SharePartitionConfig,
         reset: ShareAutoOffsetReset,
     ) -> Result<(), ResponseError> {
+        // A share-partition loaded under an earlier leadership of this broker is stale:
+        // another leader may have moved it meanwhile (and fenced this one's writes).
+        let epoch = partition.leader_epoch();
+        if self
+            .partitions
+            .inspect(key, |sp| sp.leader_epoch() != epoch)
+            .unwrap_or(false)
+        {
+            self.partitions.remove(key);
+        }
         let log = PartitionOffsets(partition.clone());
         let load = Load {
-            leader_epoch: partition.leader_epoch(),
+            leader_epoch: epoch,
             config,
             initial_start_offset: Box::new(move || {
                 initial_start_offset(reset, &log, now_ms())
@@ -351,5 +361,75 @@ impl LogOffsets for PartitionOffsets {
             .ok()
             .flatten()
             .map(|t| t.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+
+    use super::*;
+    use crate::log::control::{marker_batch, EndTxnMarker};
+
+    /// A minimal v2 batch header of `records` records at `base` (no records after it:
+    /// acquisition reads headers only).
+    fn header(base: i64, records: i32, attributes: i16, producer_id: i64) -> BytesMut {
+        let mut b = BytesMut::new();
+        b.put_i64(base);
+        b.put_i32(61 - 12); // batch length: the header after the length field
+        b.put_i32(0); // partition leader epoch
+        b.put_i8(2); // magic
+        b.put_u32(0); // crc
+        b.put_i16(attributes);
+        b.put_i32(records - 1); // last offset delta
+        b.put_i64(0);
+        b.put_i64(0);
+        b.put_i64(producer_id);
+        b.put_i16(0);
+        b.put_i32(0);
+        b.put_i32(records);
+        b
+    }
+
+    #[test]
+    fn batch_headers_read_whole_batches_and_their_markers() {
+        let mut bytes = header(0, 3, 0, -1);
+        bytes.extend_from_slice(&header(3, 2, 0x10, 7));
+        let mut marker = BytesMut::from(
+            &marker_batch(
+                7,
+                0,
+                EndTxnMarker {
+                    result: TxnResult::Abort,
+                    coordinator_epoch: 0,
+                },
+                0,
+            )[..],
+        );
+        marker[..8].copy_from_slice(&5i64.to_be_bytes());
+        bytes.extend_from_slice(&marker);
+        // A batch cut at the read's end is left out.
+        bytes.extend_from_slice(&header(6, 4, 0, -1)[..30]);
+        let got = batch_headers(&bytes.freeze());
+        assert_eq!(
+            got,
+            vec![
+                FetchedBatch::plain(0, 2),
+                FetchedBatch {
+                    base_offset: 3,
+                    last_offset: 4,
+                    producer_id: 7,
+                    transactional: true,
+                    control: None,
+                },
+                FetchedBatch {
+                    base_offset: 5,
+                    last_offset: 5,
+                    producer_id: 7,
+                    transactional: true,
+                    control: Some(ControlMarker::Abort),
+                },
+            ]
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! under its share session and long polls, and every bad acknowledgement answers Kafka's
 //! error code without changing any record's state (the records are acknowledged or
 //! released correctly afterwards, and a released record goes to another member with
-//! delivery count 2).
+//! delivery count 2); a member leaving the group releases what it held at once.
 
 use crate::common;
 
@@ -294,6 +294,21 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(acquired(&r).is_empty());
 
+    // A member that leaves the group releases what it holds at once: m1 gets m2's
+    // records without waiting for their 30 s locks.
+    let (err, _) = producer
+        .produce("q", 0, batch(&["x", "y", "z"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let r = share_fetch(&mut c, "m2", 4, q, &[], 1000).await;
+    assert_eq!(acquired(&r), vec![(10, 12, 1)]);
+    let r = heartbeat(&mut c, "m2", -1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -1));
+    let started = Instant::now();
+    let r = share_fetch(&mut c, "m1", m1 + 2, q, &[], 5000).await;
+    assert_eq!(acquired(&r), vec![(10, 12, 2)]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
     // The share coordinator of the share-partition's state: FindCoordinator key type
     // SHARE (v6), "group:topicId:partition"; refused below v6 and for a malformed key.
     let key = format!("{GROUP}:{}:0", skua::log::uuid_to_kafka_string(q));
@@ -315,14 +330,22 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     let refused = c.send(&find("queue:q:0"), 6).await.coordinators.remove(0);
     assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
 
-    // ShareGroupDescribe shows both members on the partition.
+    // ShareGroupDescribe shows the member left, on the partition.
     let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]);
     let d = c.send(&req, 1).await.groups.remove(0);
     assert_eq!((d.error_code, d.group_state.as_str()), (0, "Stable"));
     assert_eq!(d.assignor_name.as_str(), "simple");
-    let mut members: Vec<&str> = d.members.iter().map(|m| m.member_id.as_str()).collect();
-    members.sort();
-    assert_eq!(members, vec!["m1", "m2"]);
+    let members: Vec<&str> = d.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(members, vec!["m1"]);
+    let assigned = &d.members[0].assignment.topic_partitions;
+    assert_eq!(
+        (
+            assigned.len(),
+            assigned[0].topic_name.as_str(),
+            &assigned[0].partitions
+        ),
+        (1, "q", &vec![0])
+    );
     b.stop().await;
 }
 

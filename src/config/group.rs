@@ -232,6 +232,8 @@ fn broker_value(key: &GroupKey, value: &str) -> String {
 pub struct GroupConfig {
     pub consumer_session_timeout_ms: Option<i32>,
     pub consumer_heartbeat_interval_ms: Option<i32>,
+    pub share_session_timeout_ms: Option<i32>,
+    pub share_heartbeat_interval_ms: Option<i32>,
     pub share_record_lock_duration_ms: Option<i64>,
     pub share_delivery_count_limit: Option<i64>,
     pub share_partition_max_record_locks: Option<i64>,
@@ -249,6 +251,8 @@ impl GroupConfig {
         GroupConfig {
             consumer_session_timeout_ms: int("consumer.session.timeout.ms"),
             consumer_heartbeat_interval_ms: int("consumer.heartbeat.interval.ms"),
+            share_session_timeout_ms: int("share.session.timeout.ms"),
+            share_heartbeat_interval_ms: int("share.heartbeat.interval.ms"),
             share_record_lock_duration_ms: long("share.record.lock.duration.ms"),
             share_delivery_count_limit: long("share.delivery.count.limit"),
             share_partition_max_record_locks: long("share.partition.max.record.locks"),

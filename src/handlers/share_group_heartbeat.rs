@@ -94,7 +94,9 @@ pub async fn handle(
             ShareGroupHeartbeatResponse::default()
                 .with_member_id(Some(str_bytes(r.member_id)))
                 .with_member_epoch(r.member_epoch)
-                .with_heartbeat_interval_ms(broker.groups.share_heartbeat_interval_ms())
+                .with_heartbeat_interval_ms(
+                    broker.groups.share_heartbeat_interval_ms(&req.group_id),
+                )
                 .with_assignment(assignment)
         }
     }

@@ -275,9 +275,9 @@ impl GroupCoordinator {
 
     // ---- share groups ----
 
-    /// The heartbeat interval share group members are given.
-    pub fn share_heartbeat_interval_ms(&self) -> i32 {
-        self.settings.broker().group.share.heartbeat_interval_ms
+    /// The heartbeat interval members of share group `group_id` are given.
+    pub fn share_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        self.settings.share_members(group_id).heartbeat_interval_ms
     }
 
     /// Whether share groups are served (the finalized `share.version`).

@@ -28,7 +28,7 @@ pub struct GroupSettings {
     share_version: AtomicI32,
 }
 
-/// The settings a KIP-848 consumer group runs with.
+/// The settings a KIP-848 consumer group (or a share group's members) runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConsumerGroupSettings {
     pub session_timeout_ms: i32,
@@ -100,6 +100,36 @@ impl GroupSettings {
         match self.share_version.load(Ordering::Acquire) {
             -1 => self.broker.current().kraft.process_roles != ProcessRoles::Broker,
             level => level >= 1,
+        }
+    }
+
+    /// The session timeout and heartbeat interval of share group `group_id`'s members:
+    /// its own configs within the broker's bounds in force, else the broker's.
+    pub fn share_members(&self, group_id: &str) -> ConsumerGroupSettings {
+        let broker = self.broker.current();
+        let group = &broker.group;
+        let own = self
+            .groups
+            .read()
+            .get(group_id)
+            .copied()
+            .unwrap_or_default();
+        let bounded = |key: &str, value: Option<i32>, default: i32| {
+            value.map_or(default, |v| {
+                clamp_to_bound(key, i64::from(v), &group.group_config_limits) as i32
+            })
+        };
+        ConsumerGroupSettings {
+            session_timeout_ms: bounded(
+                "share.session.timeout.ms",
+                own.share_session_timeout_ms,
+                group.share.session_timeout_ms,
+            ),
+            heartbeat_interval_ms: bounded(
+                "share.heartbeat.interval.ms",
+                own.share_heartbeat_interval_ms,
+                group.share.heartbeat_interval_ms,
+            ),
         }
     }
 
@@ -244,6 +274,8 @@ mod tests {
             record("q", "share.auto.offset.reset", Some("earliest")),
             record("q", "share.isolation.level", Some("read_committed")),
             record("q", "share.delivery.count.limit", Some("3")),
+            record("q", "share.heartbeat.interval.ms", Some("6000")),
+            record("q", "share.session.timeout.ms", Some("50000")),
             // Below and above group.share.min/max.record.lock.duration.ms (15 s, 60 s),
             // stored when the bounds were wider.
             record("low", "share.record.lock.duration.ms", Some("1000")),

@@ -133,6 +133,36 @@ async fn topic_id(c: &mut Client, topic: &str) -> Uuid {
     c.send(&req, 12).await.topics[0].topic_id
 }
 
+/// Joins `member` and heartbeats until it is assigned partition 0 of `topic_id`; returns
+/// its member epoch.
+async fn join_until_assigned(c: &mut Client, member: &str, topic_id: Uuid) -> i32 {
+    let mut epoch = 0;
+    let mut assigned = r_assignment(&heartbeat(c, member, 0).await, &mut epoch);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // An assignment is sent on joining and whenever it changes.
+    while assigned != vec![(topic_id, vec![0])] {
+        assert!(Instant::now() < deadline, "never assigned: epoch {epoch}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = heartbeat(c, member, epoch).await;
+        let now = r_assignment(&r, &mut epoch);
+        if r.assignment.is_some() {
+            assigned = now;
+        }
+    }
+    epoch
+}
+
+/// A heartbeat answer's assignment; moves `epoch` to the answer's.
+fn r_assignment(r: &ShareGroupHeartbeatResponse, epoch: &mut i32) -> Vec<(Uuid, Vec<i32>)> {
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    *epoch = r.member_epoch;
+    r.assignment
+        .iter()
+        .flat_map(|a| a.topic_partitions.iter())
+        .map(|tp| (tp.topic_id, tp.partitions.clone()))
+        .collect()
+}
+
 #[tokio::test]
 async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,26 +197,7 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
 
     // Joining; the partition is assigned once its share-partition state exists.
-    let r = heartbeat(&mut c, "m1", 0).await;
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    let mut epoch = r.member_epoch;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = heartbeat(&mut c, "m1", epoch).await;
-        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-        epoch = r.member_epoch;
-        let assigned: Vec<(Uuid, Vec<i32>)> = r
-            .assignment
-            .iter()
-            .flat_map(|a| a.topic_partitions.iter())
-            .map(|tp| (tp.topic_id, tp.partitions.clone()))
-            .collect();
-        if assigned == vec![(q, vec![0])] {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never assigned");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    join_until_assigned(&mut c, "m1", q).await;
     let r = heartbeat(&mut c, "m2", 0).await;
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
 
@@ -351,4 +362,52 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
 
 fn values_of(records: &bytes::Bytes) -> Vec<String> {
     values(records).into_iter().map(|(_, v)| v).collect()
+}
+
+/// Acknowledged records survive a restart in `__share_group_state`: the member, joining
+/// again, is handed only what it had not acknowledged.
+#[tokio::test]
+async fn accepted_records_are_not_redelivered_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = [
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+    ];
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    assert!(acquired(&share_fetch(&mut c, "m1", 0, q, &[], 0).await).is_empty());
+    let values: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let (err, _) = c
+        .produce("q", 0, batch(&refs, None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    assert_eq!(
+        acquired(&share_fetch(&mut c, "m1", 1, q, &[], 1000).await),
+        vec![(0, 9, 1)]
+    );
+    let r = acknowledge(&mut c, "m1", 2, q, &[(0, 4, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), 0);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    let r = share_fetch(&mut c, "m1", 0, q, &[], 1000).await;
+    let got = acquired(&r);
+    assert_eq!(
+        got.iter().map(|(f, l, _)| (*f, *l)).collect::<Vec<_>>(),
+        vec![(5, 9)],
+        "{got:?}"
+    );
+    let records = r.responses[0].partitions[0].records.clone().unwrap();
+    assert!(values_of(&records).contains(&"v5".to_string()));
+    b.stop().await;
 }

@@ -121,11 +121,21 @@ pub async fn handle(
         group_id: group_id.clone(),
         member_id: member_id.clone(),
     };
+    // Only partitions that exist join the session, so a session holds at most the
+    // cluster's partitions however many requests name others; the rest are answered
+    // UNKNOWN_TOPIC_ID (or UNKNOWN_TOPIC_OR_PARTITION) here.
+    let (known, unknown): (Vec<TopicIdPartition>, Vec<TopicIdPartition>) =
+        requested.iter().partition(|(topic_id, partition)| {
+            broker
+                .controller
+                .topic_by_id(*topic_id)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == *partition))
+        });
     let now = crate::coordinator::runtime::now_ms();
     let context = broker.shares.sessions.lock().fetch_context(
         &session_key,
         req.share_session_epoch,
-        &requested,
+        &known,
         &forgotten,
         !acks.is_empty(),
         now,
@@ -139,6 +149,14 @@ pub async fn handle(
     let ack_errors =
         acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, MAX_TYPE_V1).await;
     let mut answers: BTreeMap<TopicIdPartition, PartitionData> = BTreeMap::new();
+    for tp in unknown {
+        let e = match broker.controller.topic_by_id(tp.0) {
+            None => ResponseError::UnknownTopicId,
+            Some(_) => ResponseError::UnknownTopicOrPartition,
+        };
+        let data = answer_for(&mut answers, tp);
+        *data = std::mem::take(data).with_error_code(e.code());
+    }
     for (a, e) in acks.iter().zip(ack_errors) {
         let data = answer_for(&mut answers, (a.topic_id, a.partition));
         if let Some(e) = e {

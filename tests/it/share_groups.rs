@@ -320,6 +320,15 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(acquired(&r), vec![(10, 12, 2)]);
     assert!(started.elapsed() < Duration::from_secs(5));
 
+    // A topic id no topic has is answered UNKNOWN_TOPIC_ID and does not join the session.
+    let r = share_fetch(&mut c, "m1", m1 + 3, Uuid::from_u128(7), &[], 0).await;
+    assert_eq!(r.error_code, 0);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, ResponseError::UnknownTopicId.code());
+    let r = share_fetch(&mut c, "m1", m1 + 4, q, &[(10, 12, ACCEPT)], 0).await;
+    assert_eq!(r.responses.len(), 1, "{r:?}");
+    assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
+
     // The share coordinator of the share-partition's state: FindCoordinator key type
     // SHARE (v6), "group:topicId:partition"; refused below v6 and for a malformed key.
     let key = format!("{GROUP}:{}:0", skua::log::uuid_to_kafka_string(q));

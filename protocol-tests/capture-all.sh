@@ -3,7 +3,7 @@
 #
 #   protocol-tests/capture-all.sh [client...]
 #
-# Clients: librdkafka kcat java franz-go kafka-python, kafka-acls (Kafka's kafka-acls.sh) and
+# Clients: librdkafka kcat java java-share franz-go kafka-python, kafka-acls (Kafka's kafka-acls.sh) and
 # librdkafka-acls (confluent-kafka's ACL admin calls), and franz-go-kafka-X.Y: franz-go
 # pinned to the request versions Apache Kafka X.Y spoke, for the older versions skua
 # advertises that no current client sends by default.
@@ -23,7 +23,7 @@ clients=("$@")
 PINS=(0.8.2 0.9.0 0.10.0 0.10.1 0.10.2 0.11.0 1.0 1.1 2.0 2.1 2.2 2.3 2.4 2.5 2.6 2.7 2.8
   3.0 3.1 3.2 3.3 3.4 3.5 3.6 3.7 3.8 3.9 4.0)
 if [ ${#clients[@]} -eq 0 ]; then
-  clients=(librdkafka kcat java franz-go kafka-python)
+  clients=(librdkafka kcat java java-share franz-go kafka-python)
   for v in "${PINS[@]}"; do clients+=("franz-go-kafka-$v"); done
 fi
 
@@ -73,6 +73,10 @@ for c in "${clients[@]}"; do
     java -cp "$KAFKA_LIBS/*:$logs/java" Capture "$B"
     java -cp "$KAFKA_LIBS/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$B" --describe --topic java-a
     java -cp "$KAFKA_LIBS/*:$logs/java" Capture "$B" delete ;;
+  java-share)
+    # Share groups need kafka-clients 4.2+ (KAFKA_LIBS_SHARE: a Kafka 4.4 libs/ dir).
+    start_proxy java-share 4.4.0
+    java -cp "${KAFKA_LIBS_SHARE:?a Kafka 4.4 libs dir}/*" "$here/clients/java/CaptureShare.java" "$B" ;;
   franz-go)
     start_proxy franz-go "$(franz_version)"
     (cd "$here/capture-go" && go run . "$B") ;;

@@ -61,8 +61,10 @@ API_NAMES = {
 # offsets) or a config: each is kept whatever the cap, because the replay rebuilds that state
 # from them and later answers depend on it (a SyncGroup after a dropped JoinGroup would be
 # answered UNKNOWN_MEMBER_ID). OffsetCommit, JoinGroup, LeaveGroup, SyncGroup, AlterConfigs,
-# DeleteGroups, IncrementalAlterConfigs, OffsetDelete, ConsumerGroupHeartbeat.
-KEEP_ALL = {8, 11, 13, 14, 33, 42, 44, 47, 68}
+# DeleteGroups, IncrementalAlterConfigs, OffsetDelete, ConsumerGroupHeartbeat; and the
+# share group requests, which move a member's epoch, its share session's epoch or its
+# records' states: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge.
+KEEP_ALL = {8, 11, 13, 14, 33, 42, 44, 47, 68, 76, 78, 79}
 
 MANIFEST_HEADER = "seq\tclient\tclient_version\tapi_key\tapi_name\tversion\tfile\n"
 MAX_FRAME_BYTES = 100 * 1024 * 1024

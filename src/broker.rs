@@ -28,6 +28,8 @@ use crate::coordinator::group::settings::GroupSettings;
 use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
+use crate::coordinator::share::coordinator::ShareCoordinator;
+use crate::coordinator::share::SHARE_GROUP_STATE_TOPIC;
 use crate::coordinator::txn::markers::ClusterMarkerWriter;
 use crate::coordinator::txn::peers::TxnPeers;
 use crate::coordinator::txn::TransactionCoordinator;
@@ -39,6 +41,7 @@ use crate::quota::manager::ClientQuotaManager;
 use crate::quota::publisher::QuotaPublisher;
 use crate::quota::QuotaManager;
 use crate::replica::fetch_session::FetchSessionCache;
+use crate::replica::share::Shares;
 use crate::replica::ReplicaManager;
 use crate::scheduler::Scheduler;
 
@@ -49,6 +52,9 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TransactionCoordinator>,
+    /// Share groups (KIP-932): the share coordinator over `__share_group_state`, the
+    /// share-partitions led here and the members' share sessions.
+    pub shares: Arc<Shares>,
     /// Incremental fetch sessions (KIP-227), `max.incremental.fetch.session.cache.slots` of them.
     pub fetch_sessions: FetchSessionCache,
     /// The single-node controller; None in ZooKeeper mode, which has no metadata log.
@@ -79,6 +85,7 @@ struct Services {
     client_quotas: Arc<ClientQuotaManager>,
     groups: Arc<GroupCoordinator>,
     txns: Arc<TransactionCoordinator>,
+    shares: Arc<Shares>,
     scheduler: Scheduler,
 }
 
@@ -105,6 +112,7 @@ fn follow_metadata(
     // The coordinator's view of the topics and of group configs follows the metadata.
     let topics = ControllerTopics::new();
     controller.subscribe(topics.clone());
+    let topics_for_shares = topics.clone();
     let group_settings = GroupSettings::new(shared_config.clone());
     controller.subscribe(group_settings.clone());
     let groups = Arc::new(GroupCoordinator::new(
@@ -125,6 +133,23 @@ fn follow_metadata(
     let verifier: Arc<dyn crate::replica::append::TransactionVerifier> = txns.clone();
     replicas.set_transaction_verifier(&verifier);
     controller.subscribe(txns.metadata_listener());
+    // The share coordinator follows `__share_group_state`'s leadership as the group
+    // coordinator follows `__consumer_offsets`'; the group coordinator initializes and
+    // deletes share-partitions' state through it.
+    let share_coordinator = Arc::new(ShareCoordinator::new(
+        shared_config.clone(),
+        Arc::new(ReplicaPartitionLog::new(
+            replicas.clone(),
+            SHARE_GROUP_STATE_TOPIC,
+        )),
+        topics_for_shares,
+    ));
+    controller.subscribe(share_coordinator.metadata_listener());
+    groups.set_share_persister(share_coordinator.clone());
+    let shares = Shares::new(
+        share_coordinator,
+        config.group.share.max_share_sessions.max(1) as usize,
+    );
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
     crate::jobs::schedule_replica_jobs(&scheduler, &config, replicas);
@@ -132,6 +157,7 @@ fn follow_metadata(
         client_quotas,
         groups,
         txns,
+        shares,
         scheduler,
     })
 }
@@ -527,6 +553,7 @@ impl Broker {
             client_quotas,
             groups,
             txns,
+            shares,
             scheduler,
         } = follow_metadata(&controller, source.isr_channel(), &shared_config, &replicas)?;
         source.start(&replicas)?;
@@ -540,6 +567,7 @@ impl Broker {
             replicas,
             groups,
             txns,
+            shares,
             local: source.local(),
             kraft: source.kraft(),
             _metadata_dir_lock: metadata_lock,
@@ -885,6 +913,7 @@ impl Broker {
         self.controller.shutdown();
         self.groups.shutdown();
         self.txns.shutdown();
+        self.shares.coordinator.shutdown();
         match self.replicas.shutdown() {
             Ok(()) => tracing::info!("logs flushed and closed cleanly"),
             Err(e) => {

@@ -19,7 +19,10 @@
 //!                            own every append (client, coordinator, marker, follower) and
 //!                            every read (consumer, follower), and count their bytes per
 //!                            topic; the partitions hosted as leader or follower: ISR, high
-//!                            watermark, delayed produce (acks=all) and delayed fetch
+//!                            watermark, delayed produce (acks=all) and delayed fetch;
+//!                            share/: share groups' share-partitions (records acquired,
+//!                            acknowledged, redelivered), share sessions, ShareFetch's
+//!                            long poll through the delayed fetch
 //!              ▶ log/        LogManager → Log → LogSegment → .log/.index/.timeindex/.txnindex
 //! beside them:
 //!                controller/ cluster metadata behind one trait: the KRaft metadata log
@@ -32,7 +35,7 @@
 //!                            as the partitions' leadership changes; txn/: transactions
 //!                            in __transaction_state, markers to their partitions;
 //!                            share/: share-partitions' state in __share_group_state
-//!                            (KIP-932, not yet reachable from the network)
+//!                            (KIP-932), found through FindCoordinator key type SHARE
 //!                config/     server.properties and per-topic configs
 //!                auth/       the Authorizer trait (allow-all by default), per-API needs,
 //!                            the request context's helpers, authorized operations;

@@ -150,6 +150,12 @@ pub static ROUTES: &[Route] = &[
         consumer_group_heartbeat::handle
     ),
     route!(ConsumerGroupDescribe, 0, 1, consumer_group_describe::handle),
+    // KIP-932 share groups, as Kafka 4.1+ serves them (v0 was 4.0's early access),
+    // answered UNSUPPORTED_VERSION and left out of ApiVersions while `share.version` is 0.
+    route!(ShareGroupHeartbeat, 1, 1, share_group_heartbeat::handle),
+    route!(ShareGroupDescribe, 1, 1, share_group_describe::handle),
+    route!(ShareFetch, 1, 1, share_fetch::handle),
+    route!(ShareAcknowledge, 1, 1, share_acknowledge::handle),
     route!(
         IncrementalAlterConfigs,
         0,

@@ -74,6 +74,10 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::OffsetDelete
         | ApiKey::ConsumerGroupHeartbeat
         | ApiKey::ConsumerGroupDescribe
+        | ApiKey::ShareGroupHeartbeat
+        | ApiKey::ShareGroupDescribe
+        | ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge
         | ApiKey::InitProducerId
         | ApiKey::AddPartitionsToTxn
         | ApiKey::AddOffsetsToTxn

@@ -551,6 +551,7 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     // keys bound group configs.
     b("group.share.session.timeout.ms", Kind::Int, Some("45000")),
     b("group.share.max.size", Kind::Int, Some("200")),
+    b("group.share.max.share.sessions", Kind::Int, Some("2000")),
     b(
         "group.share.min.session.timeout.ms",
         Kind::Int,

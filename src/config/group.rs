@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use super::broker::{BrokerConfig, BrokerSource};
 use super::defs::{broker_key, check_value, group_key, GroupKey, Kind, GROUP_KEYS};
 use super::group_coordinator::GroupConfigLimits;
+use crate::replica::share::ShareAutoOffsetReset;
 
 /// The keys with broker bounds, in the order Kafka checks them (`validateValues`).
 const BOUNDED_IN_ORDER: &[&str] = &[
@@ -231,6 +232,14 @@ fn broker_value(key: &GroupKey, value: &str) -> String {
 pub struct GroupConfig {
     pub consumer_session_timeout_ms: Option<i32>,
     pub consumer_heartbeat_interval_ms: Option<i32>,
+    pub share_session_timeout_ms: Option<i32>,
+    pub share_heartbeat_interval_ms: Option<i32>,
+    pub share_record_lock_duration_ms: Option<i64>,
+    pub share_delivery_count_limit: Option<i64>,
+    pub share_partition_max_record_locks: Option<i64>,
+    pub share_auto_offset_reset: Option<ShareAutoOffsetReset>,
+    /// `share.isolation.level` is `read_committed`.
+    pub share_read_committed: Option<bool>,
 }
 
 impl GroupConfig {
@@ -238,9 +247,21 @@ impl GroupConfig {
     /// parse, which only another writer could have stored, counts as unset).
     pub fn from_configs(configs: &BTreeMap<String, String>) -> GroupConfig {
         let int = |key: &str| configs.get(key).and_then(|v| v.trim().parse().ok());
+        let long = |key: &str| configs.get(key).and_then(|v| v.trim().parse().ok());
         GroupConfig {
             consumer_session_timeout_ms: int("consumer.session.timeout.ms"),
             consumer_heartbeat_interval_ms: int("consumer.heartbeat.interval.ms"),
+            share_session_timeout_ms: int("share.session.timeout.ms"),
+            share_heartbeat_interval_ms: int("share.heartbeat.interval.ms"),
+            share_record_lock_duration_ms: long("share.record.lock.duration.ms"),
+            share_delivery_count_limit: long("share.delivery.count.limit"),
+            share_partition_max_record_locks: long("share.partition.max.record.locks"),
+            share_auto_offset_reset: configs
+                .get("share.auto.offset.reset")
+                .and_then(|v| ShareAutoOffsetReset::parse(v).ok()),
+            share_read_committed: configs
+                .get("share.isolation.level")
+                .map(|v| v.trim() == "read_committed"),
         }
     }
 }
@@ -449,7 +470,7 @@ mod tests {
             GroupConfig::from_configs(&map(&[("consumer.session.timeout.ms", "50000")])),
             GroupConfig {
                 consumer_session_timeout_ms: Some(50_000),
-                consumer_heartbeat_interval_ms: None,
+                ..Default::default()
             }
         );
     }

@@ -42,6 +42,9 @@ pub struct ShareGroupConfig {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
     pub max_size: i32,
+    /// `group.share.max.share.sessions`: share sessions (one per member fetching here)
+    /// this broker keeps at most.
+    pub max_share_sessions: i32,
 }
 
 /// What a group config may be set to on this broker: for each group key, the bounds its
@@ -91,6 +94,7 @@ impl GroupCoordinatorConfig {
                 session_timeout_ms: keys.int("group.share.session.timeout.ms")?,
                 heartbeat_interval_ms: keys.int("group.share.heartbeat.interval.ms")?,
                 max_size: keys.int("group.share.max.size")?,
+                max_share_sessions: keys.int("group.share.max.share.sessions")?,
             },
             offsets_retention_ms: i64::from(keys.int("offsets.retention.minutes")?)
                 .saturating_mul(60_000),

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::broker::Broker;
 use crate::router::{self, RequestContext};
@@ -13,8 +13,21 @@ pub async fn handle(
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    response(0, broker.config().zookeeper_connect.is_some())
+    let mut answer = response(0, broker.config().zookeeper_connect.is_some());
+    if !broker.groups.share_groups_enabled() {
+        // Kafka leaves the share group APIs out while `share.version` is 0.
+        answer.api_keys.retain(|k| !SHARE_APIS.contains(&k.api_key));
+    }
+    answer
 }
+
+/// The share group APIs, advertised only while share groups are enabled.
+const SHARE_APIS: [i16; 4] = [
+    ApiKey::ShareGroupHeartbeat as i16,
+    ApiKey::ShareGroupDescribe as i16,
+    ApiKey::ShareFetch as i16,
+    ApiKey::ShareAcknowledge as i16,
+];
 
 /// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and
 /// `error_code` (UNSUPPORTED_VERSION when the request's version was unknown: the client then retries

@@ -1,9 +1,10 @@
-//! FindCoordinator: which broker coordinates a group (key type 0) or a transactional id
-//! (key type 1): the leader of the key's partition of `__consumer_offsets` or
-//! `__transaction_state`, which is created by the first request that needs it. From v4
-//! one request asks for many keys. Share keys (type 2) are refused with a non-retriable
-//! error. Kafka's checks: DESCRIBE on the group or the transactional id, else
-//! GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that key.
+//! FindCoordinator: which broker coordinates a group (key type 0), a transactional id
+//! (key type 1) or a share-partition's state (key type 2, from v6, keys
+//! "group:topicId:partition"): the leader of the key's partition of `__consumer_offsets`,
+//! `__transaction_state` or `__share_group_state`, which is created by the first request
+//! that needs it. From v4 one request asks for many keys. Kafka's checks: DESCRIBE on the
+//! group or the transactional id, else GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+//! for that key; CLUSTER_ACTION on the cluster for share keys (brokers ask for them).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,17 +15,22 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
+use crate::auth::authorizer::CLUSTER_NAME;
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::coordinator::share::{SharePartitionKey, SHARE_GROUP_STATE_TOPIC};
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
-use crate::log::TopicPartition;
+use crate::log::{kafka_string_to_uuid, TopicPartition};
 use crate::router::RequestContext;
 
 const BATCHED_VERSION: i16 = 4;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+pub const KEY_TYPE_SHARE: i8 = 2;
+/// The first version that may name share keys.
+const SHARE_VERSION: i16 = 6;
 
 /// The coordinator a key type names: its topic and the topic's settings.
 struct Kind {
@@ -73,9 +79,53 @@ impl Kind {
                     ),
                 ]),
             }),
+            // Kafka's `ShareCoordinatorService.shareGroupStateTopicConfigs` (KIP-932:
+            // delete, not compact, since a share-partition's state is a snapshot and the
+            // updates after it, under different keys).
+            KEY_TYPE_SHARE => {
+                let share = &config.share_coordinator;
+                Some(Kind {
+                    topic: SHARE_GROUP_STATE_TOPIC,
+                    partitions: share.partitions,
+                    replication_factor: share.replication_factor,
+                    min_isr: Some(i32::from(share.min_isr)),
+                    configs: BTreeMap::from([
+                        ("cleanup.policy".to_string(), "delete".to_string()),
+                        ("compression.type".to_string(), "producer".to_string()),
+                        ("segment.bytes".to_string(), share.segment_bytes.to_string()),
+                    ]),
+                })
+            }
             _ => None,
         }
     }
+}
+
+/// Creates `__share_group_state` if it does not exist yet, as the first FindCoordinator
+/// for a share key does (the share group coordinator needs it to initialize a group's
+/// share-partitions).
+pub async fn ensure_share_state_topic(broker: &Broker) -> Result<(), ResponseError> {
+    match Kind::of(broker, KEY_TYPE_SHARE) {
+        Some(kind) => ensure_topic(broker, kind).await,
+        None => Ok(()),
+    }
+}
+
+/// Kafka's `SharePartitionKey.validate`: exactly "group:topicId:partition", a group,
+/// a topic id in Kafka's text form, a partition index.
+fn parse_share_key(key: &str) -> Option<SharePartitionKey> {
+    let mut parts = key.split(':');
+    let (group, topic, partition) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || group.is_empty() {
+        return None;
+    }
+    let topic_id = kafka_string_to_uuid(topic)?;
+    let partition: i32 = partition.parse().ok().filter(|p| *p >= 0)?;
+    Some(SharePartitionKey {
+        group_id: group.to_string(),
+        topic_id,
+        partition,
+    })
 }
 
 pub async fn handle(
@@ -136,7 +186,36 @@ async fn find(broker: &Broker, ctx: &RequestContext, key_type: i8, key: StrBytes
             ResponseError::TransactionalIdAuthorizationFailed,
         ),
     };
-    if !ctx.authorize(AclOperation::Describe, resource, &key) {
+    let share_key = match key_type {
+        KEY_TYPE_SHARE if ctx.api_version < SHARE_VERSION => {
+            return refuse(key, ResponseError::InvalidRequest, "share keys need v6");
+        }
+        KEY_TYPE_SHARE => {
+            if !ctx.authorize(
+                AclOperation::ClusterAction,
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+            ) {
+                return refuse(
+                    key,
+                    ResponseError::ClusterAuthorizationFailed,
+                    "not authorized for CLUSTER_ACTION",
+                );
+            }
+            match parse_share_key(&key) {
+                Some(k) => Some(k),
+                None => {
+                    return refuse(
+                        key,
+                        ResponseError::InvalidRequest,
+                        "not a share-partition key",
+                    )
+                }
+            }
+        }
+        _ => None,
+    };
+    if share_key.is_none() && !ctx.authorize(AclOperation::Describe, resource, &key) {
         return refuse(key, denied, "not authorized to describe the key");
     }
     if key_type == KEY_TYPE_TRANSACTION && key.is_empty() {
@@ -148,8 +227,12 @@ async fn find(broker: &Broker, ctx: &RequestContext, key_type: i8, key: StrBytes
     }
     // A partition this broker was just elected for (the topic was just created) is loaded
     // before the client is sent to it.
-    let partition = match key_type {
-        KEY_TYPE_GROUP => {
+    let partition = match (key_type, &share_key) {
+        (_, Some(k)) => {
+            broker.shares.coordinator.loaded(k).await;
+            broker.shares.coordinator.partition_for(k)
+        }
+        (KEY_TYPE_GROUP, _) => {
             broker.groups.loaded(&key).await;
             broker.groups.partition_for(&key)
         }
@@ -230,6 +313,39 @@ async fn ensure_topic(broker: &Broker, kind: Kind) -> Result<(), ResponseError> 
         Err(e) => {
             tracing::error!(error = %e, "cannot create {name}");
             Err(ResponseError::CoordinatorNotAvailable)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::uuid_to_kafka_string;
+    use uuid::Uuid;
+
+    #[test]
+    fn share_keys_are_kafkas_group_topic_id_partition() {
+        let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let text = uuid_to_kafka_string(id);
+        assert_eq!(
+            parse_share_key(&format!("queue:{text}:3")),
+            Some(SharePartitionKey {
+                group_id: "queue".into(),
+                topic_id: id,
+                partition: 3,
+            })
+        );
+        for bad in [
+            format!(":{text}:3"),
+            format!("queue:{text}"),
+            format!("queue:{text}:3:4"),
+            format!("a:b:{text}:3"),
+            format!("queue:{text}:-1"),
+            format!("queue:{text}:x"),
+            "queue:not-a-uuid:0".to_string(),
+            format!("queue:{}:0", &text[..20]),
+        ] {
+            assert_eq!(parse_share_key(&bad), None, "{bad}");
         }
     }
 }

@@ -306,6 +306,25 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
                         count(p.error_code);
                     }
                 }
+                // Kafka's ShareFetch/ShareAcknowledgeResponse.errorCounts: the top-level
+                // code, then each partition's.
+                ResponseKind::ShareFetch(r) => {
+                    count(r.error_code);
+                    for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::ShareAcknowledge(r) => {
+                    count(r.error_code);
+                    for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::ShareGroupDescribe(r) => {
+                    for g in &r.groups {
+                        count(g.error_code);
+                    }
+                }
                 _ => {}
             }
         };
@@ -317,6 +336,7 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
         AlterPartitionReassignments,
         AlterPartition,
         ConsumerGroupHeartbeat,
+        ShareGroupHeartbeat,
         ControlledShutdown,
         DescribeAcls,
         DescribeClientQuotas,

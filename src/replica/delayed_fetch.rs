@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::select_all;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::Partition;
@@ -87,6 +87,19 @@ pub struct FetchAttempt<R> {
 pub async fn complete<R>(
     params: &FetchParams,
     partitions: &[Arc<Partition>],
+    stopping: watch::Receiver<bool>,
+    read: impl FnMut() -> FetchAttempt<R>,
+) -> R {
+    complete_or(params, partitions, None, stopping, read).await
+}
+
+/// [`complete`], also reading again when `also` is notified: a share fetch waits for
+/// records released in its share-partitions (acknowledged RELEASE, locks run out) as
+/// well as for new ones (Kafka's `DelayedShareFetch` is checked on both).
+pub async fn complete_or<R>(
+    params: &FetchParams,
+    partitions: &[Arc<Partition>],
+    also: Option<&Notify>,
     mut stopping: watch::Receiver<bool>,
     mut read: impl FnMut() -> FetchAttempt<R>,
 ) -> R {
@@ -100,6 +113,10 @@ pub async fn complete<R>(
         for w in &mut wakeups {
             w.as_mut().enable();
         }
+        let mut released = also.map(|n| Box::pin(n.notified()));
+        if let Some(r) = &mut released {
+            r.as_mut().enable();
+        }
         let attempt = read();
         let done = Instant::now() >= deadline || *stopping.borrow();
         if attempt.bytes >= params.min_bytes || attempt.errored || done {
@@ -112,8 +129,15 @@ pub async fn complete<R>(
                 select_all(wakeups).await;
             }
         };
+        let released = async {
+            match released {
+                Some(r) => r.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = advanced => {}
+            _ = released => {}
             _ = tokio::time::sleep_until(deadline) => {}
             _ = stopping.changed() => {}
         }

@@ -114,6 +114,11 @@ fn request_for(key: ApiKey) -> RequestKind {
                 ApiKey::OffsetDelete => RequestKind::OffsetDelete(OffsetDeleteRequest::default().with_group_id(g())),
                 ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default().with_group_id(g())),
                 ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default().with_group_ids(vec![g()])),
+                ApiKey::ShareGroupHeartbeat => RequestKind::ShareGroupHeartbeat(ShareGroupHeartbeatRequest::default()
+                    .with_group_id(g()).with_member_id(s("m")).with_subscribed_topic_names(Some(vec![t()]))),
+                ApiKey::ShareGroupDescribe => RequestKind::ShareGroupDescribe(ShareGroupDescribeRequest::default().with_group_ids(vec![g()])),
+                ApiKey::ShareFetch => RequestKind::ShareFetch(ShareFetchRequest::default().with_group_id(Some(g())).with_member_id(Some(s("m")))),
+                ApiKey::ShareAcknowledge => RequestKind::ShareAcknowledge(ShareAcknowledgeRequest::default().with_group_id(Some(g())).with_member_id(Some(s("m"))).with_share_session_epoch(1)),
                 ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default().with_transactional_id(Some(tx()))),
                 ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()
                     .with_v3_and_below_transactional_id(tx())
@@ -309,11 +314,16 @@ fn per_resource(key: ApiKey) -> (AclOperation, ResourceType, &'static str, Respo
         ApiKey::JoinGroup | ApiKey::SyncGroup | ApiKey::Heartbeat | ApiKey::LeaveGroup => {
             (Read, Group, "g", group)
         }
-        ApiKey::OffsetCommit | ApiKey::ConsumerGroupHeartbeat => (Read, Group, "g", group),
+        ApiKey::OffsetCommit
+        | ApiKey::ConsumerGroupHeartbeat
+        | ApiKey::ShareGroupHeartbeat
+        | ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge => (Read, Group, "g", group),
         ApiKey::OffsetFetch
         | ApiKey::FindCoordinator
         | ApiKey::DescribeGroups
-        | ApiKey::ConsumerGroupDescribe => (Describe, Group, "g", group),
+        | ApiKey::ConsumerGroupDescribe
+        | ApiKey::ShareGroupDescribe => (Describe, Group, "g", group),
         ApiKey::DeleteGroups | ApiKey::OffsetDelete => (Delete, Group, "g", group),
         ApiKey::InitProducerId
         | ApiKey::AddPartitionsToTxn

@@ -16,8 +16,10 @@
 //!   applied.
 //! - `transaction.version` 0 only: KIP-890's second part (EndTxn v5, AddPartitionsToTxn
 //!   v5 from clients) is not routed.
-//! - `share.version` and `streams.version` are not listed (0 only): no share groups, no
-//!   KIP-1071 streams groups. A Kafka 4.4 cluster formatted with its defaults finalizes
+//! - `share.version` and `streams.version` are not listed (0 only): no KIP-1071 streams
+//!   groups, and no share groups beside Kafka's quorum (skua's share coordinator does
+//!   not yet speak the share-state RPCs to other brokers; its own controllers serve
+//!   them). A Kafka 4.4 cluster formatted with its defaults finalizes
 //!   `eligible.leader.replicas.version` 1, `transaction.version` 2, `share.version` 2 and
 //!   `streams.version` 1, so a skua broker joins one formatted with them at 0
 //!   (`kafka-storage.sh format --feature ...=0`) or downgraded (`kafka-features.sh

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
 use super::records::{partition_for, OFFSETS_TOPIC};
-use super::settings::GroupSettings;
+use super::settings::{GroupSettings, ShareGroupSettings};
 use super::shard::{
     CommitRequest, Committer, FetchedOffset, Group, GroupDescription, GroupOffsetsView, GroupShard,
     ListedGroup, SyncRequest,
@@ -275,9 +275,19 @@ impl GroupCoordinator {
 
     // ---- share groups ----
 
-    /// The heartbeat interval share group members are given.
-    pub fn share_heartbeat_interval_ms(&self) -> i32 {
-        self.settings.broker().group.share.heartbeat_interval_ms
+    /// The heartbeat interval members of share group `group_id` are given.
+    pub fn share_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        self.settings.share_members(group_id).heartbeat_interval_ms
+    }
+
+    /// Whether share groups are served (the finalized `share.version`).
+    pub fn share_groups_enabled(&self) -> bool {
+        self.settings.share_groups_enabled()
+    }
+
+    /// The settings of share group `group_id`'s share-partitions.
+    pub fn share_settings(&self, group_id: &str) -> ShareGroupSettings {
+        self.settings.share(group_id)
     }
 
     /// Where share groups' share-partitions get their state (the share coordinator).
@@ -367,6 +377,16 @@ impl GroupCoordinator {
             Ok(s.share_initialized(&id, &topics, succeeded))
         })
         .await
+    }
+
+    /// A share group for ShareGroupDescribe.
+    pub async fn describe_share_group(
+        &self,
+        group_id: &str,
+    ) -> Result<super::share::ShareGroup, ResponseError> {
+        let id = group_id.to_string();
+        self.read(group_id, move |s| s.describe_share_group(&id))
+            .await?
     }
 
     /// A consumer group for ConsumerGroupDescribe.

@@ -76,6 +76,13 @@ impl ShareCoordinator {
         self.runtime.check(self.partition_for(key))
     }
 
+    /// Resolves once `key`'s partition is no longer loading here (at once when it is
+    /// served, or not served here): a partition just elected (the topic was just
+    /// created) answers once loaded rather than COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn loaded(&self, key: &SharePartitionKey) {
+        self.runtime.loaded(self.partition_for(key)).await;
+    }
+
     /// InitializeShareGroupState for one share-partition: it starts at `start_offset`
     /// (-1: where `share.auto.offset.reset` says, when its leader first reads it).
     pub async fn initialize(
@@ -197,6 +204,7 @@ impl Persister for ShareCoordinator {
         state_epoch: i32,
         start_offset: i64,
     ) -> Result<(), ResponseError> {
+        self.loaded(&key).await;
         ShareCoordinator::initialize(self, key, state_epoch, start_offset).await
     }
 
@@ -205,6 +213,7 @@ impl Persister for ShareCoordinator {
         key: SharePartitionKey,
         leader_epoch: i32,
     ) -> Result<PersistedState, ResponseError> {
+        self.loaded(&key).await;
         ShareCoordinator::read(self, key, leader_epoch).await
     }
 

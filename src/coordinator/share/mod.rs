@@ -12,9 +12,13 @@
 //!   use; it routes each share-partition key to its partition's owner and follows the
 //!   topic's leadership.
 //!
-//! The RPCs that carry these between brokers (InitializeShareGroupState,
-//! ReadShareGroupState, WriteShareGroupState, …) are not built yet, and the broker does
-//! not start a share coordinator: nothing here is reachable from the network.
+//! The broker starts one share coordinator (`broker.rs`), following
+//! `__share_group_state`'s leadership in both modes; FindCoordinator key type SHARE names
+//! the broker serving a key. It is the persister of this broker's share-partitions and of
+//! the group coordinator's initializations and deletions, called in process. The RPCs that
+//! carry these between brokers (InitializeShareGroupState, ReadShareGroupState,
+//! WriteShareGroupState, …) are not built yet: in a cluster, a share-partition whose state
+//! another broker coordinates cannot load (NOT_COORDINATOR).
 
 pub mod combine;
 pub mod coordinator;

@@ -26,6 +26,9 @@
 //!   ShareAcknowledge requests, bounded in number.
 //! - `manager.rs`: the share-partitions led here, loaded from and persisting through the
 //!   share coordinator (the one part that is not pure).
+//! - `service.rs`: [`Shares`], what the ShareFetch and ShareAcknowledge handlers call:
+//!   the log read and acquisition under the replica manager's delayed fetch, the
+//!   acquisition lock timer, the share sessions.
 //!
 //! Bounds: the window (start offset to end offset) stops growing at `max_record_locks`
 //! records, exceeded by less than one log batch since new records are acquired in whole
@@ -41,6 +44,7 @@ pub mod error;
 pub mod in_flight;
 pub mod manager;
 pub mod partition;
+pub mod service;
 pub mod session;
 
 pub use acknowledge::{validate_acknowledgement_batches, AcknowledgeType, AcknowledgementBatch};
@@ -52,6 +56,7 @@ pub use config::{ShareAutoOffsetReset, SharePartitionConfig};
 pub use error::ShareError;
 pub use in_flight::RecordState;
 pub use partition::{PendingWrite, SharePartition};
+pub use service::Shares;
 
 #[cfg(test)]
 mod tests;

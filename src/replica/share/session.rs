@@ -12,7 +12,7 @@
 //!
 //! The cache holds at most `group.share.max.share.sessions` sessions
 //! (SHARE_SESSION_LIMIT_REACHED past that); each holds the share-partitions its
-//! requests named, bounded by what a request can carry.
+//! requests named, which the ShareFetch handler limits to partitions that exist.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -157,4 +157,15 @@ impl GroupShard {
             _ => Err(ResponseError::GroupIdNotFound),
         }
     }
+
+    /// A share group, for ShareGroupDescribe.
+    pub fn describe_share_group(
+        &self,
+        group_id: &str,
+    ) -> Result<crate::coordinator::group::share::ShareGroup, ResponseError> {
+        match self.groups.get(group_id) {
+            Some(Group::Share(g)) => Ok(g.clone()),
+            _ => Err(ResponseError::GroupIdNotFound),
+        }
+    }
 }

@@ -85,7 +85,11 @@ impl GroupShard {
                 sessions.remove(&hb.member_id);
             }
             false => {
-                let session_ms = config.session_timeout_ms.max(0) as u64;
+                let session_ms = self
+                    .settings
+                    .share_members(group_id)
+                    .session_timeout_ms
+                    .max(0) as u64;
                 let session = Session {
                     deadline: now + Duration::from_millis(session_ms),
                     revocation_deadline: None,

@@ -413,3 +413,15 @@ fn a_reloaded_group_is_the_same_group() {
     }
     assert!(g.members.is_empty() && g.target.is_empty() && g.state_partitions.is_empty());
 }
+
+#[test]
+fn a_member_rejoining_with_epoch_0_gets_its_assignment_again() {
+    let mut c = Coordinator::new(&[("t", T, 1)]);
+    c.join_and_settle("m1", &["t"]);
+    assert_eq!(partitions_of(&c, "m1", "t"), BTreeSet::from([0]));
+    // A restarted broker loads the group from its records; the client joins again.
+    c.g = c.reload();
+    c.refresh = true;
+    let again = c.beat(join("m1", &["t"])).unwrap();
+    assert_eq!(again.result.assignment, Some(vec![(T, vec![0])]));
+}

@@ -1,0 +1,255 @@
+// skua compatibility suite: share groups (KIP-932) with Apache Kafka's KafkaShareConsumer.
+//   java -cp 'KAFKA_LIBS/*' compat/share/ShareCases.java HOST:PORT [CASE...]
+// Prints one `PASS id` / `FAIL id: reason` line per case. Run by compat/share/share.sh
+// with kafka-clients 4.4 (share groups are production-ready from Kafka 4.2).
+//
+// Each case uses its own topic and group; the group's `share.auto.offset.reset` is set to
+// `earliest` (a group config, IncrementalAlterConfigs on resource type GROUP) before any
+// member reads, so records produced before the members joined are delivered.
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class ShareCases {
+    static String bootstrap;
+    static final String RUN = Long.toHexString(System.nanoTime() & 0xffffffL);
+
+    interface Case {
+        void run() throws Exception;
+    }
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[0];
+        Map<String, Case> cases = new java.util.LinkedHashMap<>();
+        cases.put("share.java.three_consumers_exactly_once", ShareCases::threeConsumersExactlyOnce);
+        cases.put("share.java.release_redelivers", ShareCases::releaseRedelivers);
+        cases.put("share.java.reject_archives", ShareCases::rejectArchives);
+        List<String> only = List.of(args).subList(1, args.length);
+        for (Map.Entry<String, Case> c : cases.entrySet()) {
+            if (!only.isEmpty() && !only.contains(c.getKey())) continue;
+            try {
+                c.getValue().run();
+                System.out.println("PASS " + c.getKey());
+            } catch (Throwable t) {
+                String why = String.valueOf(t).replace('\n', ' ');
+                System.out.println("FAIL " + c.getKey() + ": " + why.substring(0, Math.min(400, why.length())));
+            }
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    static void check(boolean ok, String why) {
+        if (!ok) throw new AssertionError(why);
+    }
+
+    /** A one-partition topic and a share group reading it from the earliest offset. */
+    static void setUp(String topic, String group) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(g, List.of(earliest))).all().get();
+        }
+    }
+
+    /** `n` records "0".."n-1", each in a batch of its own (sent and flushed one by one). */
+    static void produce(String topic, int from, int n) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = from; i < from + n; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, Integer.toString(i))).get();
+            }
+        }
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group, boolean explicit, int maxPollRecords) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Integer.toString(maxPollRecords));
+        p.put("share.acknowledgement.mode", explicit ? "explicit" : "implicit");
+        return new KafkaShareConsumer<>(p);
+    }
+
+    /** Three members of one group on one partition: every record reaches exactly one of
+     *  them, and each of them gets some. */
+    static void threeConsumersExactlyOnce() throws Exception {
+        String topic = "share-three-" + RUN, group = "share-three-" + RUN;
+        int n = 300;
+        setUp(topic, group);
+        Map<String, List<String>> got = new ConcurrentHashMap<>();
+        List<Throwable> errors = new CopyOnWriteArrayList<>();
+        AtomicBoolean done = new AtomicBoolean();
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            String name = "c" + i;
+            got.put(name, new CopyOnWriteArrayList<>());
+            Thread t = new Thread(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, false, 10)) {
+                    c.subscribe(List.of(topic));
+                    while (!done.get()) {
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                            got.get(name).add(r.value());
+                        }
+                        // Slow members, so that the others' fetches acquire in between.
+                        Thread.sleep(50);
+                    }
+                    c.commitSync();
+                } catch (Throwable e) {
+                    errors.add(e);
+                }
+            });
+            threads.add(t);
+            t.start();
+        }
+        // Records are produced once all three members are assigned the partition
+        // (ShareGroupDescribe through the admin client), so that each of them competes.
+        awaitMembers(group, 3, 30_000);
+        produce(topic, 0, n);
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (System.currentTimeMillis() < deadline
+                && got.values().stream().mapToInt(List::size).sum() < n && errors.isEmpty()) {
+            Thread.sleep(100);
+        }
+        // A little longer: a duplicate delivered late would show.
+        Thread.sleep(1000);
+        done.set(true);
+        for (Thread t : threads) t.join(30_000);
+        check(errors.isEmpty(), "consumer failed: " + errors);
+        Map<String, Integer> seen = new TreeMap<>();
+        for (List<String> values : got.values()) {
+            for (String v : values) seen.merge(v, 1, Integer::sum);
+        }
+        List<String> dupes = new ArrayList<>();
+        seen.forEach((v, count) -> { if (count > 1) dupes.add(v + "x" + count); });
+        check(dupes.isEmpty(), "delivered more than once: " + dupes);
+        check(seen.size() == n, "received " + seen.size() + " of " + n + " records");
+        Map<String, Integer> per = new TreeMap<>();
+        got.forEach((k, v) -> per.put(k, v.size()));
+        check(per.values().stream().allMatch(c -> c > 0), "a member received nothing: " + per);
+        System.err.println("records per member: " + per);
+    }
+
+    /** Waits until the group has `n` members, each assigned a partition. */
+    static void awaitMembers(String group, int n, long ms) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            long deadline = System.currentTimeMillis() + ms;
+            String last = "";
+            while (System.currentTimeMillis() < deadline) {
+                try {
+                    var d = admin.describeShareGroups(List.of(group)).all().get().get(group);
+                    last = d.toString();
+                    long assigned = d.members().stream()
+                        .filter(m -> !m.assignment().topicPartitions().isEmpty()).count();
+                    if (assigned >= n) return;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // Not created yet: no member has joined.
+                    last = String.valueOf(e.getCause());
+                }
+                Thread.sleep(200);
+            }
+            throw new AssertionError("members not all assigned: " + last);
+        }
+    }
+
+    /** Polls until `n` records arrived or `ms` passed. */
+    static List<ConsumerRecord<String, String>> pollFor(KafkaShareConsumer<String, String> c, int n, long ms) {
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + ms;
+        while (out.size() < n && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) out.add(r);
+        }
+        return out;
+    }
+
+    /** RELEASE gives the records back: they come again, with delivery count 2. */
+    static void releaseRedelivers() throws Exception {
+        String topic = "share-release-" + RUN, group = "share-release-" + RUN;
+        setUp(topic, group);
+        produce(topic, 0, 5);
+        try (KafkaShareConsumer<String, String> c = consumer(group, true, 100)) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> first = pollFor(c, 5, 30_000);
+            check(first.size() == 5, "first delivery: " + first.size() + " records");
+            for (ConsumerRecord<String, String> r : first) {
+                check(r.deliveryCount().orElse((short) -1) == 1, "first delivery count " + r.deliveryCount());
+                c.acknowledge(r, AcknowledgeType.RELEASE);
+            }
+            Map<?, ?> committed = c.commitSync();
+            check(committed.values().stream().allMatch(e -> ((java.util.Optional<?>) e).isEmpty()),
+                "release failed: " + committed);
+            List<ConsumerRecord<String, String>> again = pollFor(c, 5, 30_000);
+            check(again.size() == 5, "redelivery: " + again.size() + " records");
+            for (int i = 0; i < 5; i++) {
+                ConsumerRecord<String, String> r = again.get(i);
+                check(r.offset() == first.get(i).offset() && r.value().equals(first.get(i).value()),
+                    "redelivered " + r.offset() + " for " + first.get(i).offset());
+                check(r.deliveryCount().orElse((short) -1) == 2, "redelivery count " + r.deliveryCount());
+                c.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            c.commitSync();
+            check(pollFor(c, 1, 2_000).isEmpty(), "accepted records came again");
+        }
+    }
+
+    /** REJECT archives: the rejected records never come again, later ones do. */
+    static void rejectArchives() throws Exception {
+        String topic = "share-reject-" + RUN, group = "share-reject-" + RUN;
+        setUp(topic, group);
+        produce(topic, 0, 5);
+        try (KafkaShareConsumer<String, String> c = consumer(group, true, 100)) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> first = pollFor(c, 5, 30_000);
+            check(first.size() == 5, "first delivery: " + first.size() + " records");
+            for (ConsumerRecord<String, String> r : first) c.acknowledge(r, AcknowledgeType.REJECT);
+            c.commitSync();
+            check(pollFor(c, 1, 2_000).isEmpty(), "rejected records came again");
+            produce(topic, 5, 1);
+            List<ConsumerRecord<String, String>> next = pollFor(c, 1, 30_000);
+            check(next.size() == 1 && next.get(0).value().equals("5") && next.get(0).offset() == 5,
+                "after the rejected ones: " + next);
+            c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
+            c.commitSync();
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! ShareAcknowledge (KIP-932, v1): a share group member acknowledges records it acquired
+//! through ShareFetch (ACCEPT, RELEASE, REJECT, or GAP for offsets with no record), under
+//! its share session's epoch (-1: its last request, which closes the session and
+//! releases what it still holds). Kafka's checks: share groups enabled (`share.version`),
+//! else UNSUPPORTED_VERSION; READ on the group (GROUP_AUTHORIZATION_FAILED); READ on each
+//! topic (TOPIC_AUTHORIZATION_FAILED for its partitions). A refused acknowledgement
+//! changes nothing and answers Kafka's code for its partition: INVALID_REQUEST for a
+//! malformed one (ranges out of order or overlapping, types not matching the offsets,
+//! unknown types, a partition named twice), INVALID_RECORD_STATE for records the member
+//! does not hold or outside the in-flight window.
+//!
+//! The helpers here serve ShareFetch's piggybacked acknowledgements too.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_acknowledge_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+use uuid::Uuid;
+
+use super::leader_hint::LeaderHints;
+use super::str_bytes;
+use crate::auth::operations::{AclOperation, ResourceType};
+use crate::broker::Broker;
+use crate::coordinator::share::SharePartitionKey;
+use crate::log::TopicPartition;
+use crate::replica::share::session::ShareSessionKey;
+use crate::replica::share::{validate_acknowledgement_batches, AcknowledgementBatch};
+use crate::router::RequestContext;
+
+/// The highest acknowledge type of v1 (REJECT); RENEW (4) comes with v2.
+pub const MAX_TYPE_V1: i8 = 3;
+
+/// One partition's acknowledgements, as a request carries them.
+pub struct PartitionAcks {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub batches: Vec<AcknowledgementBatch>,
+}
+
+/// The topic `topic_id` names, if the member may read it: UNKNOWN_TOPIC_ID, or
+/// TOPIC_AUTHORIZATION_FAILED.
+pub fn readable_topic(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topic_id: Uuid,
+) -> Result<String, ResponseError> {
+    let topic = broker
+        .controller
+        .topic_by_id(topic_id)
+        .ok_or(ResponseError::UnknownTopicId)?;
+    match ctx.authorize(AclOperation::Read, ResourceType::Topic, &topic.name) {
+        true => Ok(topic.name.clone()),
+        false => Err(ResponseError::TopicAuthorizationFailed),
+    }
+}
+
+/// Applies each partition's acknowledgements; the error of each (None: applied), in
+/// order. A partition named twice in one request is refused the second time.
+pub async fn acknowledge_all(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    member_id: &str,
+    acks: &[PartitionAcks],
+    max_type: i8,
+) -> Vec<Option<ResponseError>> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(acks.len());
+    for a in acks {
+        let error = if !seen.insert((a.topic_id, a.partition)) {
+            Some(ResponseError::InvalidRequest)
+        } else {
+            acknowledge_one(broker, ctx, group_id, member_id, a, max_type)
+                .await
+                .err()
+        };
+        out.push(error);
+    }
+    out
+}
+
+async fn acknowledge_one(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    member_id: &str,
+    a: &PartitionAcks,
+    max_type: i8,
+) -> Result<(), ResponseError> {
+    let topic = readable_topic(broker, ctx, a.topic_id)?;
+    broker
+        .replicas
+        .leader(&TopicPartition::new(&topic, a.partition), -1)
+        .map_err(|e| e.error)?;
+    validate_acknowledgement_batches(&a.batches, max_type, false).map_err(|e| {
+        tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
+            partition = a.partition, error = %e, "acknowledgement refused");
+        e.response_error()
+    })?;
+    let key = SharePartitionKey {
+        group_id: group_id.to_string(),
+        topic_id: a.topic_id,
+        partition: a.partition,
+    };
+    broker
+        .shares
+        .acknowledge(&key, member_id, &a.batches)
+        .await
+        .inspect_err(|e| {
+            tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
+                partition = a.partition, error = ?e, "acknowledgement refused");
+        })
+}
+
+/// A member's share session ended (its final request): it is closed and the records
+/// the member still holds in its share-partitions are released.
+pub async fn close_session(broker: &Broker, group_id: &str, member_id: &str) {
+    let key = ShareSessionKey {
+        group_id: group_id.to_string(),
+        member_id: member_id.to_string(),
+    };
+    let Some(session) = broker.shares.sessions.lock().remove(&key) else {
+        return;
+    };
+    let keys: Vec<SharePartitionKey> = session
+        .partitions
+        .iter()
+        .map(|(topic_id, partition)| SharePartitionKey {
+            group_id: group_id.to_string(),
+            topic_id: *topic_id,
+            partition: *partition,
+        })
+        .collect();
+    broker.shares.release_member(&keys, member_id).await;
+}
+
+/// A request's acknowledgement batches, as the share-partition takes them.
+pub fn batches<'a>(
+    from: impl Iterator<Item = (i64, i64, &'a Vec<i8>)>,
+) -> Vec<AcknowledgementBatch> {
+    from.map(|(first_offset, last_offset, types)| AcknowledgementBatch {
+        first_offset,
+        last_offset,
+        acknowledge_types: types.clone(),
+    })
+    .collect()
+}
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    let refuse = |e: ResponseError, why: &str| {
+        ShareAcknowledgeResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(why)))
+    };
+    if !broker.groups.share_groups_enabled() {
+        return refuse(
+            ResponseError::UnsupportedVersion,
+            "share groups are not enabled (share.version)",
+        );
+    }
+    let group_id = req
+        .group_id
+        .as_deref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member_id = req
+        .member_id
+        .as_deref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
+        return refuse(
+            ResponseError::GroupAuthorizationFailed,
+            "not authorized to read the group",
+        );
+    }
+    if group_id.is_empty() || member_id.is_empty() {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "group and member ids are required",
+        );
+    }
+    let session_key = ShareSessionKey {
+        group_id: group_id.clone(),
+        member_id: member_id.clone(),
+    };
+    let now = crate::coordinator::runtime::now_ms();
+    let step = broker.shares.sessions.lock().acknowledge_update(
+        &session_key,
+        req.share_session_epoch,
+        now,
+    );
+    if let Err(e) = step {
+        return refuse(e, "share session refused the request's epoch");
+    }
+    let acks: Vec<PartitionAcks> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| PartitionAcks {
+                topic_id: t.topic_id,
+                partition: p.partition_index,
+                batches: batches(
+                    p.acknowledgement_batches
+                        .iter()
+                        .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types)),
+                ),
+            })
+        })
+        .collect();
+    let errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, MAX_TYPE_V1).await;
+    if req.share_session_epoch == crate::replica::share::session::FINAL_EPOCH {
+        close_session(&broker, &group_id, &member_id).await;
+    }
+    let mut hints = LeaderHints::default();
+    let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
+    for (a, error) in acks.iter().zip(errors) {
+        let mut data = PartitionData::default().with_partition_index(a.partition);
+        if let Some(e) = error {
+            data = data.with_error_code(e.code()).with_error_message(None);
+            if e == ResponseError::NotLeaderOrFollower {
+                if let Some(t) = broker.controller.topic_by_id(a.topic_id) {
+                    let (leader, epoch) = hints.current_leader(&broker, &t.name, a.partition);
+                    data = data.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(leader)
+                            .with_leader_epoch(epoch),
+                    );
+                }
+            }
+        }
+        match topics.iter_mut().find(|t| t.topic_id == a.topic_id) {
+            Some(t) => t.partitions.push(data),
+            None => topics.push(
+                ShareAcknowledgeTopicResponse::default()
+                    .with_topic_id(a.topic_id)
+                    .with_partitions(vec![data]),
+            ),
+        }
+    }
+    let endpoints = hints
+        .endpoints()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(str_bytes(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect();
+    ShareAcknowledgeResponse::default()
+        .with_responses(topics)
+        .with_node_endpoints(endpoints)
+}

@@ -1,0 +1,329 @@
+//! ShareFetch (KIP-932, v1): a share group member's fetch. Its share session
+//! (`replica::share::session`) names the share-partitions it reads: epoch 0 opens it with
+//! the request's partitions, later epochs add to it and forget from it, -1 is the
+//! member's last request, which only acknowledges and then closes the session, releasing
+//! what the member still holds. Acknowledgements ride on the request and are applied
+//! before the fetch (their outcome is each partition's `AcknowledgeErrorCode`); the fetch
+//! then acquires records for the member in each share-partition and long polls through
+//! the replica manager's delayed fetch while it acquired nothing (`replica::share::service`).
+//!
+//! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
+//! READ on the group (GROUP_AUTHORIZATION_FAILED); acknowledgements on the opening
+//! request (INVALID_REQUEST); the session's epoch (INVALID_SHARE_SESSION_EPOCH,
+//! SHARE_SESSION_NOT_FOUND, SHARE_SESSION_LIMIT_REACHED); READ on each topic
+//! (TOPIC_AUTHORIZATION_FAILED), the topic's id (UNKNOWN_TOPIC_ID) and this broker's
+//! leadership (NOT_LEADER_OR_FOLLOWER, with the current leader and its endpoint) per
+//! partition.
+//!
+//! Records are read into the response (not sent from the file as Fetch's are: the
+//! batch headers decide what is acquired), so one response carries at most
+//! `MAX_RESPONSE_BYTES` of them whatever the request asks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
+use uuid::Uuid;
+
+use super::leader_hint::LeaderHints;
+use super::share_acknowledge::{
+    acknowledge_all, batches, close_session, readable_topic, PartitionAcks, MAX_TYPE_V1,
+};
+use super::str_bytes;
+use crate::auth::operations::{AclOperation, ResourceType};
+use crate::broker::Broker;
+use crate::coordinator::share::SharePartitionKey;
+use crate::log::TopicPartition;
+use crate::replica::share::service::{FetchTarget, FetchedShare, ShareRead};
+use crate::replica::share::session::{
+    FetchContext, ShareSessionKey, TopicIdPartition, INITIAL_EPOCH,
+};
+use crate::replica::FetchParams;
+use crate::router::RequestContext;
+
+/// The most record bytes one ShareFetch response carries (they are read into memory).
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+/// The longest a ShareFetch waits, whatever it asks (as Fetch's cap).
+const MAX_WAIT_MS_CAP: i32 = 5 * 60 * 1000;
+
+pub async fn handle(
+    broker: Arc<Broker>,
+    ctx: RequestContext,
+    req: ShareFetchRequest,
+) -> ShareFetchResponse {
+    let refuse = |e: ResponseError, why: &str| {
+        ShareFetchResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(why)))
+    };
+    if !broker.groups.share_groups_enabled() {
+        return refuse(
+            ResponseError::UnsupportedVersion,
+            "share groups are not enabled (share.version)",
+        );
+    }
+    let group_id = req
+        .group_id
+        .as_deref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member_id = req
+        .member_id
+        .as_deref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
+        return refuse(
+            ResponseError::GroupAuthorizationFailed,
+            "not authorized to read the group",
+        );
+    }
+    if group_id.is_empty() || member_id.is_empty() {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "group and member ids are required",
+        );
+    }
+    let requested: Vec<TopicIdPartition> = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
+        .collect();
+    let forgotten: Vec<TopicIdPartition> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, *p)))
+        .collect();
+    let acks: Vec<PartitionAcks> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| !p.acknowledgement_batches.is_empty())
+                .map(move |p| PartitionAcks {
+                    topic_id: t.topic_id,
+                    partition: p.partition_index,
+                    batches: batches(
+                        p.acknowledgement_batches
+                            .iter()
+                            .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types)),
+                    ),
+                })
+        })
+        .collect();
+    let session_key = ShareSessionKey {
+        group_id: group_id.clone(),
+        member_id: member_id.clone(),
+    };
+    // Only partitions that exist join the session, so a session holds at most the
+    // cluster's partitions however many requests name others; the rest are answered
+    // UNKNOWN_TOPIC_ID (or UNKNOWN_TOPIC_OR_PARTITION) here.
+    let (known, unknown): (Vec<TopicIdPartition>, Vec<TopicIdPartition>) =
+        requested.iter().partition(|(topic_id, partition)| {
+            broker
+                .controller
+                .topic_by_id(*topic_id)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == *partition))
+        });
+    let now = crate::coordinator::runtime::now_ms();
+    let context = broker.shares.sessions.lock().fetch_context(
+        &session_key,
+        req.share_session_epoch,
+        &known,
+        &forgotten,
+        !acks.is_empty(),
+        now,
+    );
+    let context = match context {
+        Ok(c) => c,
+        Err(e) => return refuse(e, "share session refused the request"),
+    };
+
+    // Acknowledgements first: what they release may be acquired by this very fetch.
+    let ack_errors =
+        acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, MAX_TYPE_V1).await;
+    let mut answers: BTreeMap<TopicIdPartition, PartitionData> = BTreeMap::new();
+    for tp in unknown {
+        let e = match broker.controller.topic_by_id(tp.0) {
+            None => ResponseError::UnknownTopicId,
+            Some(_) => ResponseError::UnknownTopicOrPartition,
+        };
+        let data = answer_for(&mut answers, tp);
+        *data = std::mem::take(data).with_error_code(e.code());
+    }
+    for (a, e) in acks.iter().zip(ack_errors) {
+        let data = answer_for(&mut answers, (a.topic_id, a.partition));
+        if let Some(e) = e {
+            *data = std::mem::take(data).with_acknowledge_error_code(e.code());
+        }
+    }
+
+    let settings = broker.groups.share_settings(&group_id);
+    let lock_ms = i32::try_from(settings.partition.record_lock_duration_ms).unwrap_or(i32::MAX);
+    let partitions = match context {
+        FetchContext::Final => {
+            close_session(&broker, &group_id, &member_id).await;
+            BTreeSet::new()
+        }
+        FetchContext::Session(partitions) => partitions,
+    };
+    // An opening request answers for every partition it named.
+    if req.share_session_epoch == INITIAL_EPOCH {
+        for tp in &requested {
+            answer_for(&mut answers, *tp);
+        }
+    }
+
+    let mut hints = LeaderHints::default();
+    let mut targets = Vec::new();
+    let mut target_ids = Vec::new();
+    for &(topic_id, partition) in &partitions {
+        match share_target(&broker, &ctx, &group_id, topic_id, partition, &settings).await {
+            Ok(target) => {
+                targets.push(target);
+                target_ids.push((topic_id, partition));
+            }
+            Err((e, topic)) => {
+                let mut data = std::mem::take(answer_for(&mut answers, (topic_id, partition)))
+                    .with_error_code(e.code());
+                if let (ResponseError::NotLeaderOrFollower, Some(topic)) = (e, topic) {
+                    let (leader, epoch) = hints.current_leader(&broker, &topic, partition);
+                    data = data.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(leader)
+                            .with_leader_epoch(epoch),
+                    );
+                }
+                answers.insert((topic_id, partition), data);
+            }
+        }
+    }
+
+    if !targets.is_empty() {
+        let max_bytes = usize::try_from(req.max_bytes)
+            .unwrap_or(0)
+            .min(MAX_RESPONSE_BYTES);
+        let params = FetchParams::new(
+            -1,
+            Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_CAP) as u64),
+            usize::try_from(req.min_bytes).unwrap_or(0).min(max_bytes),
+            max_bytes,
+            settings.read_committed,
+        );
+        let max_records = u32::try_from(req.max_records)
+            .unwrap_or(0)
+            .clamp(1, settings.partition.max_record_locks);
+        let read = ShareRead {
+            member_id: &member_id,
+            params,
+            max_records,
+            batch_size: u32::try_from(req.batch_size).unwrap_or(0).max(1),
+        };
+        let fetched = broker
+            .shares
+            .fetch(&read, &targets, broker.stopping())
+            .await;
+        for (tp, got) in target_ids.into_iter().zip(fetched) {
+            let FetchedShare {
+                records,
+                acquired,
+                error,
+            } = got;
+            if error.is_none() && acquired.is_empty() && !answers.contains_key(&tp) {
+                continue;
+            }
+            let data = std::mem::take(answer_for(&mut answers, tp));
+            let data = match error {
+                Some(e) => data.with_error_code(e.code()),
+                None => data.with_records(Some(records)).with_acquired_records(
+                    acquired
+                        .into_iter()
+                        .map(|a| {
+                            AcquiredRecords::default()
+                                .with_first_offset(a.first_offset)
+                                .with_last_offset(a.last_offset)
+                                .with_delivery_count(a.delivery_count as i16)
+                        })
+                        .collect(),
+                ),
+            };
+            answers.insert(tp, data);
+        }
+    }
+
+    let mut topics: Vec<ShareFetchableTopicResponse> = Vec::new();
+    for ((topic_id, _), data) in answers {
+        match topics.last_mut().filter(|t| t.topic_id == topic_id) {
+            Some(t) => t.partitions.push(data),
+            None => topics.push(
+                ShareFetchableTopicResponse::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![data]),
+            ),
+        }
+    }
+    let endpoints = hints
+        .endpoints()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(str_bytes(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect();
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(topics)
+        .with_node_endpoints(endpoints)
+}
+
+/// The answer being built for a partition (records empty until something is acquired).
+fn answer_for(
+    answers: &mut BTreeMap<TopicIdPartition, PartitionData>,
+    tp: TopicIdPartition,
+) -> &mut PartitionData {
+    answers.entry(tp).or_insert_with(|| {
+        PartitionData::default()
+            .with_partition_index(tp.1)
+            .with_records(Some(Default::default()))
+    })
+}
+
+/// A session partition this member may read here, its share-partition loaded; or the
+/// error for it (with the topic's name when it has one).
+async fn share_target(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    topic_id: Uuid,
+    partition: i32,
+    settings: &crate::coordinator::group::settings::ShareGroupSettings,
+) -> Result<FetchTarget, (ResponseError, Option<String>)> {
+    let topic = readable_topic(broker, ctx, topic_id).map_err(|e| (e, None))?;
+    let p = broker
+        .replicas
+        .leader(&TopicPartition::new(&topic, partition), -1)
+        .map_err(|e| (e.error, Some(topic.clone())))?;
+    let key = SharePartitionKey {
+        group_id: group_id.to_string(),
+        topic_id,
+        partition,
+    };
+    broker
+        .shares
+        .load(&key, &p, settings.partition, settings.auto_offset_reset)
+        .await
+        .map_err(|e| (e, Some(topic.clone())))?;
+    Ok(FetchTarget {
+        key,
+        partition: p,
+        max_bytes: MAX_RESPONSE_BYTES,
+    })
+}

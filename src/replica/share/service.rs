@@ -1,0 +1,435 @@
+//! Shares: what the ShareFetch and ShareAcknowledge handlers call (Kafka's
+//! `SharePartitionManager` with its `DelayedShareFetch`). It owns the share-partitions led
+//! here (`manager.rs`), the members' share sessions (`session.rs`), and the acquisition
+//! lock timer, and reads the log for a share fetch through the replica manager's delayed
+//! fetch: a fetch that acquires nothing waits, without polling, until its partitions'
+//! high watermark moves, records are released in a share-partition here (an acknowledged
+//! RELEASE, a lock that ran out, a member that left), `max_wait` passes or the broker
+//! stops.
+//!
+//! Acquisition ends the wait: a fetch that acquired records answers at once, whatever
+//! `min_bytes` says, since records acquired and not handed out would sit locked until
+//! their lock ran out.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+
+use super::acquire::{AbortedTransaction, ControlMarker, FetchedBatch};
+use super::config::{initial_start_offset, LogOffsets};
+use super::manager::{Load, SharePartitionManager};
+use super::session::ShareSessionCache;
+use super::{
+    AcknowledgementBatch, AcquireRequest, AcquiredRecords, ShareAutoOffsetReset, ShareError,
+    SharePartitionConfig,
+};
+use crate::coordinator::runtime::now_ms;
+use crate::coordinator::share::coordinator::ShareCoordinator;
+use crate::coordinator::share::SharePartitionKey;
+use crate::log::control::{read_marker, TxnResult};
+use crate::log::RecordBatchHeader;
+use crate::replica::delayed_fetch::{self, FetchAttempt};
+use crate::replica::{FetchIsolation, FetchParams, Partition};
+
+pub struct Shares {
+    /// The share coordinator over `__share_group_state`, the share-partitions' persister.
+    pub coordinator: Arc<ShareCoordinator>,
+    pub partitions: SharePartitionManager,
+    pub sessions: Mutex<ShareSessionCache>,
+    /// Notified whenever records may have become acquirable again without the log
+    /// moving: waiting share fetches read again.
+    released: Notify,
+    /// Notified when a lock deadline earlier than the timer's may have appeared.
+    timer_kick: Notify,
+    timer: OnceLock<()>,
+}
+
+/// One share-partition a ShareFetch reads.
+pub struct FetchTarget {
+    pub key: SharePartitionKey,
+    pub partition: Arc<Partition>,
+    /// The most record bytes to return for it.
+    pub max_bytes: usize,
+}
+
+/// What a ShareFetch got from one share-partition.
+#[derive(Clone, Debug, Default)]
+pub struct FetchedShare {
+    /// The log batches holding the acquired records (others' records among them are
+    /// not the member's: the client keeps only the acquired ranges).
+    pub records: Bytes,
+    pub acquired: Vec<AcquiredRecords>,
+    pub error: Option<ResponseError>,
+}
+
+/// How a ShareFetch reads: the member, its limits, the group's isolation level.
+pub struct ShareRead<'a> {
+    pub member_id: &'a str,
+    pub params: FetchParams,
+    pub max_records: u32,
+    pub batch_size: u32,
+}
+
+impl Shares {
+    pub fn new(coordinator: Arc<ShareCoordinator>, max_sessions: usize) -> Arc<Shares> {
+        Arc::new(Shares {
+            partitions: SharePartitionManager::new(coordinator.clone()),
+            coordinator,
+            sessions: Mutex::new(ShareSessionCache::new(max_sessions)),
+            released: Notify::new(),
+            timer_kick: Notify::new(),
+            timer: OnceLock::new(),
+        })
+    }
+
+    /// Loads `key`'s share-partition unless it is loaded: its persisted state, or where
+    /// `share.auto.offset.reset` says when it has none.
+    pub async fn load(
+        &self,
+        key: &SharePartitionKey,
+        partition: &Arc<Partition>,
+        config: SharePartitionConfig,
+        reset: ShareAutoOffsetReset,
+    ) -> Result<(), ResponseError> {
+        // A share-partition loaded under an earlier leadership of this broker is stale:
+        // another leader may have moved it meanwhile (and fenced this one's writes).
+        let epoch = partition.leader_epoch();
+        if self
+            .partitions
+            .inspect(key, |sp| sp.leader_epoch() != epoch)
+            .unwrap_or(false)
+        {
+            self.partitions.remove(key);
+        }
+        let log = PartitionOffsets(partition.clone());
+        let load = Load {
+            leader_epoch: epoch,
+            config,
+            initial_start_offset: Box::new(move || {
+                initial_start_offset(reset, &log, now_ms())
+                    .map_err(|e| ShareError::OffsetNotAvailable(e.0))
+            }),
+        };
+        self.partitions.load(key, load).await
+    }
+
+    /// Reads and acquires for a member until something is acquired, a partition fails,
+    /// `params.max_wait` passes or `stopping` turns true. One answer per target, in order.
+    pub async fn fetch(
+        self: &Arc<Self>,
+        read: &ShareRead<'_>,
+        targets: &[FetchTarget],
+        stopping: watch::Receiver<bool>,
+    ) -> Vec<FetchedShare> {
+        self.start_timer();
+        let partitions: Vec<Arc<Partition>> = targets.iter().map(|t| t.partition.clone()).collect();
+        let answer = delayed_fetch::complete_or(
+            &read.params,
+            &partitions,
+            Some(&self.released),
+            stopping,
+            || self.read_once(read, targets),
+        )
+        .await;
+        if answer.iter().any(|f| !f.acquired.is_empty()) {
+            self.timer_kick.notify_one();
+        }
+        answer
+    }
+
+    /// One pass: each target read from where its share-partition fetches next, and
+    /// acquired from. Acquiring anything completes the fetch.
+    fn read_once(
+        &self,
+        read: &ShareRead<'_>,
+        targets: &[FetchTarget],
+    ) -> FetchAttempt<Vec<FetchedShare>> {
+        let mut left = read.params.max_bytes;
+        let mut records_left = read.max_records;
+        let mut out = Vec::with_capacity(targets.len());
+        let (mut acquired_any, mut errored) = (false, false);
+        for t in targets {
+            let got = if records_left == 0 || left == 0 {
+                FetchedShare::default()
+            } else {
+                self.read_one(read, t, left.min(t.max_bytes), records_left)
+            };
+            errored |= got.error.is_some();
+            if !got.acquired.is_empty() {
+                acquired_any = true;
+                left = left.saturating_sub(got.records.len());
+                let count: i64 = got
+                    .acquired
+                    .iter()
+                    .map(|a| a.last_offset - a.first_offset + 1)
+                    .sum();
+                records_left =
+                    records_left.saturating_sub(count.clamp(0, i64::from(u32::MAX)) as u32);
+            }
+            out.push(got);
+        }
+        FetchAttempt {
+            response: out,
+            bytes: if acquired_any { usize::MAX } else { 0 },
+            errored,
+        }
+    }
+
+    fn read_one(
+        &self,
+        read: &ShareRead<'_>,
+        t: &FetchTarget,
+        budget: usize,
+        max_records: u32,
+    ) -> FetchedShare {
+        let failed = |e: ResponseError| FetchedShare {
+            error: Some(e),
+            ..Default::default()
+        };
+        let offset = match self.partitions.next_fetch(&t.key) {
+            Ok(Some(offset)) => offset,
+            Ok(None) => return FetchedShare::default(),
+            Err(e) => return failed(e),
+        };
+        let p = &t.partition;
+        if let Err(e) = p.check_fetch(-1, -1) {
+            return failed(e);
+        }
+        let data = match p.fetch_records(&read.params, offset, budget, true, -1) {
+            Ok(d) => d,
+            Err(e) => return failed(crate::error::ApiError::from(e).error),
+        };
+        let Some(slice) = data.records else {
+            return FetchedShare::default();
+        };
+        let bytes = match slice.read() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(partition = %p.tp, error = %e, "share fetch read failed");
+                return failed(crate::error::ApiError::from(e).error);
+            }
+        };
+        let batches = batch_headers(&bytes);
+        let aborted: Option<Vec<AbortedTransaction>> =
+            (read.params.isolation == FetchIsolation::TxnCommitted).then(|| {
+                p.aborted_txns(offset, p.last_stable_offset())
+                    .into_iter()
+                    .map(|a| AbortedTransaction {
+                        producer_id: a.producer_id,
+                        first_offset: a.first_offset,
+                    })
+                    .collect()
+            });
+        let req = AcquireRequest {
+            member_id: read.member_id,
+            batch_size: read.batch_size.max(1),
+            max_fetch_records: max_records,
+            fetch_offset: offset,
+            batches: &batches,
+            aborted_transactions: aborted.as_deref(),
+        };
+        match self.partitions.acquire(&t.key, &req, now_ms()) {
+            Ok(got) if got.records.is_empty() => FetchedShare::default(),
+            Ok(got) => FetchedShare {
+                records: bytes,
+                acquired: got.records,
+                error: None,
+            },
+            Err(e) => failed(e),
+        }
+    }
+
+    /// A member's acknowledgements of one share-partition; waiting fetches read again,
+    /// since released records are acquirable.
+    pub async fn acknowledge(
+        &self,
+        key: &SharePartitionKey,
+        member_id: &str,
+        batches: &[AcknowledgementBatch],
+    ) -> Result<(), ResponseError> {
+        let result = self
+            .partitions
+            .acknowledge(key, member_id, batches, now_ms())
+            .await;
+        self.released.notify_waiters();
+        result
+    }
+
+    /// Releases what `member_id` holds in `keys` (its share session ended).
+    pub async fn release_member(&self, keys: &[SharePartitionKey], member_id: &str) {
+        for key in keys {
+            if let Err(e) = self
+                .partitions
+                .release_member(key, member_id, now_ms())
+                .await
+            {
+                tracing::debug!(group = %key.group_id, partition = key.partition, error = ?e,
+                    "releasing a departed member's records failed");
+            }
+        }
+        self.released.notify_waiters();
+    }
+
+    /// The acquisition lock timer: one task, sleeping until the earliest lock deadline
+    /// of any share-partition here (or until a fetch may have set an earlier one), that
+    /// releases the records whose locks ran out and wakes the waiting fetches. It holds
+    /// the service weakly and ends with it.
+    fn start_timer(self: &Arc<Self>) {
+        if self.timer.set(()).is_err() {
+            return;
+        }
+        let weak: Weak<Shares> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(shares) = weak.upgrade() else { return };
+                let next = shares.partitions.expire_locks(now_ms()).await;
+                shares.released.notify_waiters();
+                // Kicks between the expiry pass and the wait are kept by Notify's permit.
+                let kick = shares.clone();
+                drop(shares);
+                let kicked = async move { kick.timer_kick.notified().await };
+                let sleep = async {
+                    match next {
+                        Some(deadline) => {
+                            let wait = (deadline - now_ms()).max(0) as u64;
+                            tokio::time::sleep(std::time::Duration::from_millis(wait)).await
+                        }
+                        // Woken by the next acquisition; checks every minute that the
+                        // service still exists.
+                        None => tokio::time::sleep(std::time::Duration::from_secs(60)).await,
+                    }
+                };
+                tokio::select! {
+                    _ = sleep => {}
+                    _ = kicked => {}
+                }
+            }
+        });
+    }
+}
+
+/// The headers of the whole batches in `bytes`, as acquisition needs them (a batch cut
+/// at the end of the read is left out).
+fn batch_headers(bytes: &Bytes) -> Vec<FetchedBatch> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while let Ok(h) = RecordBatchHeader::parse(&bytes[at..]) {
+        let Ok(len) = usize::try_from(h.batch_length()) else {
+            break;
+        };
+        let end = at + 12 + len;
+        if end > bytes.len() {
+            break;
+        }
+        let control = match h.is_control() {
+            false => None,
+            true => match read_marker(&bytes[at..end]) {
+                Ok(Some(m)) if m.result == TxnResult::Abort => Some(ControlMarker::Abort),
+                _ => Some(ControlMarker::Commit),
+            },
+        };
+        out.push(FetchedBatch {
+            base_offset: h.base_offset(),
+            last_offset: h.last_offset(),
+            producer_id: h.producer_id(),
+            transactional: h.is_transactional(),
+            control,
+        });
+        at = end;
+    }
+    out
+}
+
+/// A partition's offsets, as a new share-partition's start needs them.
+struct PartitionOffsets(Arc<Partition>);
+
+impl LogOffsets for PartitionOffsets {
+    fn earliest(&self) -> i64 {
+        self.0.log_start_offset()
+    }
+
+    fn latest(&self) -> i64 {
+        self.0.high_watermark()
+    }
+
+    fn for_timestamp(&self, timestamp_ms: i64) -> Option<i64> {
+        self.0
+            .fetch_offset_for_timestamp(timestamp_ms, FetchIsolation::HighWatermark)
+            .ok()
+            .flatten()
+            .map(|t| t.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+
+    use super::*;
+    use crate::log::control::{marker_batch, EndTxnMarker};
+
+    /// A minimal v2 batch header of `records` records at `base` (no records after it:
+    /// acquisition reads headers only).
+    fn header(base: i64, records: i32, attributes: i16, producer_id: i64) -> BytesMut {
+        let mut b = BytesMut::new();
+        b.put_i64(base);
+        b.put_i32(61 - 12); // batch length: the header after the length field
+        b.put_i32(0); // partition leader epoch
+        b.put_i8(2); // magic
+        b.put_u32(0); // crc
+        b.put_i16(attributes);
+        b.put_i32(records - 1); // last offset delta
+        b.put_i64(0);
+        b.put_i64(0);
+        b.put_i64(producer_id);
+        b.put_i16(0);
+        b.put_i32(0);
+        b.put_i32(records);
+        b
+    }
+
+    #[test]
+    fn batch_headers_read_whole_batches_and_their_markers() {
+        let mut bytes = header(0, 3, 0, -1);
+        bytes.extend_from_slice(&header(3, 2, 0x10, 7));
+        let mut marker = BytesMut::from(
+            &marker_batch(
+                7,
+                0,
+                EndTxnMarker {
+                    result: TxnResult::Abort,
+                    coordinator_epoch: 0,
+                },
+                0,
+            )[..],
+        );
+        marker[..8].copy_from_slice(&5i64.to_be_bytes());
+        bytes.extend_from_slice(&marker);
+        // A batch cut at the read's end is left out.
+        bytes.extend_from_slice(&header(6, 4, 0, -1)[..30]);
+        let got = batch_headers(&bytes.freeze());
+        assert_eq!(
+            got,
+            vec![
+                FetchedBatch::plain(0, 2),
+                FetchedBatch {
+                    base_offset: 3,
+                    last_offset: 4,
+                    producer_id: 7,
+                    transactional: true,
+                    control: None,
+                },
+                FetchedBatch {
+                    base_offset: 5,
+                    last_offset: 5,
+                    producer_id: 7,
+                    transactional: true,
+                    control: Some(ControlMarker::Abort),
+                },
+            ]
+        );
+    }
+}

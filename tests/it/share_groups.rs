@@ -1,0 +1,422 @@
+//! KIP-932 share groups over TCP: a member joins with ShareGroupHeartbeat and is assigned
+//! the partition once its share-partition state exists, ShareFetch acquires records
+//! under its share session and long polls, and every bad acknowledgement answers Kafka's
+//! error code without changing any record's state (the records are acknowledged or
+//! released correctly afterwards, and a released record goes to another member with
+//! delivery count 2); a member leaving the group releases what it held at once.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use uuid::Uuid;
+
+const GROUP: &str = "queue";
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+async fn heartbeat(c: &mut Client, member: &str, epoch: i32) -> ShareGroupHeartbeatResponse {
+    let mut req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch);
+    if epoch == 0 {
+        req = req.with_subscribed_topic_names(Some(vec![TopicName(s("q"))]));
+    }
+    c.send(&req, 1).await
+}
+
+/// A ShareFetch of partition 0 of `topic_id` at `epoch`, carrying `acks`
+/// (first, last, type).
+async fn share_fetch(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: &[(i64, i64, i8)],
+    max_wait_ms: i32,
+) -> ShareFetchResponse {
+    let batches = acks
+        .iter()
+        .map(|&(first, last, t)| {
+            share_fetch_request::AcknowledgementBatch::default()
+                .with_first_offset(first)
+                .with_last_offset(last)
+                .with_acknowledge_types(vec![t])
+        })
+        .collect();
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s(GROUP))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_batch_size(500)
+        .with_topics(vec![share_fetch_request::FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![
+                share_fetch_request::FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(batches),
+            ])]);
+    c.send(&req, 1).await
+}
+
+/// A ShareAcknowledge of partition 0 of `topic_id`: each inner list is one batch's
+/// (first, last, types).
+async fn acknowledge(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    batches: &[(i64, i64, Vec<i8>)],
+) -> ShareAcknowledgeResponse {
+    let batches = batches
+        .iter()
+        .map(|(first, last, types)| {
+            share_acknowledge_request::AcknowledgementBatch::default()
+                .with_first_offset(*first)
+                .with_last_offset(*last)
+                .with_acknowledge_types(types.clone())
+        })
+        .collect();
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s(GROUP))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![share_acknowledge_request::AcknowledgeTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![
+                share_acknowledge_request::AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(batches),
+            ])]);
+    c.send(&req, 1).await
+}
+
+/// The one partition's acknowledgement error of a ShareAcknowledge response.
+fn ack_error(r: &ShareAcknowledgeResponse) -> i16 {
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.responses[0].partitions[0].error_code
+}
+
+/// The acquired ranges (first, last, delivery count) of a ShareFetch response.
+fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .flat_map(|p| {
+            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+            p.acquired_records
+                .iter()
+                .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        })
+        .collect()
+}
+
+async fn topic_id(c: &mut Client, topic: &str) -> Uuid {
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(s(topic)))),
+    ]));
+    c.send(&req, 12).await.topics[0].topic_id
+}
+
+/// Joins `member` and heartbeats until it is assigned partition 0 of `topic_id`; returns
+/// its member epoch.
+async fn join_until_assigned(c: &mut Client, member: &str, topic_id: Uuid) -> i32 {
+    let mut epoch = 0;
+    let mut assigned = r_assignment(&heartbeat(c, member, 0).await, &mut epoch);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // An assignment is sent on joining and whenever it changes.
+    while assigned != vec![(topic_id, vec![0])] {
+        assert!(Instant::now() < deadline, "never assigned: epoch {epoch}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = heartbeat(c, member, epoch).await;
+        let now = r_assignment(&r, &mut epoch);
+        if r.assignment.is_some() {
+            assigned = now;
+        }
+    }
+    epoch
+}
+
+/// A heartbeat answer's assignment; moves `epoch` to the answer's.
+fn r_assignment(r: &ShareGroupHeartbeatResponse, epoch: &mut i32) -> Vec<(Uuid, Vec<i32>)> {
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    *epoch = r.member_epoch;
+    r.assignment
+        .iter()
+        .flat_map(|a| a.topic_partitions.iter())
+        .map(|tp| (tp.topic_id, tp.partitions.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+
+    // The share APIs are advertised (share groups are served on a single node).
+    let versions = c.send(&ApiVersionsRequest::default(), 3).await;
+    for key in [
+        ApiKey::ShareGroupHeartbeat,
+        ApiKey::ShareFetch,
+        ApiKey::ShareAcknowledge,
+    ] {
+        let v = versions.api_keys.iter().find(|k| k.api_key == key as i16);
+        assert_eq!(
+            v.map(|v| (v.min_version, v.max_version)),
+            Some((1, 1)),
+            "{key:?}"
+        );
+    }
+
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    // Joining; the partition is assigned once its share-partition state exists.
+    join_until_assigned(&mut c, "m1", q).await;
+    let r = heartbeat(&mut c, "m2", 0).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+
+    // Opening sessions loads the share-partition at the latest offset (the default
+    // `share.auto.offset.reset`); nothing to acquire yet, so the fetch waits its max.
+    let started = Instant::now();
+    let r = share_fetch(&mut c, "m1", 0, q, &[], 300).await;
+    assert!(acquired(&r).is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(250), "long poll");
+    assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
+    assert!(acquired(&share_fetch(&mut c, "m2", 0, q, &[], 0).await).is_empty());
+
+    // A waiting fetch is answered when records arrive.
+    let mut producer = b.client().await;
+    let waiting = tokio::spawn(async move {
+        let r = share_fetch(&mut c, "m1", 1, q, &[], 10_000).await;
+        (c, r)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let values: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let (err, _) = producer
+        .produce("q", 0, batch(&refs, None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let (mut c, r) = waiting.await.unwrap();
+    assert_eq!(acquired(&r), vec![(0, 9, 1)]);
+    let records = r.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(values_of(&records), values);
+
+    // Bad acknowledgements: Kafka's codes, and no state change.
+    let mut m1 = 2;
+    let mut ack = |batches: Vec<(i64, i64, Vec<i8>)>| {
+        let e = m1;
+        m1 += 1;
+        (e, batches)
+    };
+    let refused = [
+        // Past the acquired records (Kafka: "The first offset in request is past
+        // acquired records").
+        (
+            ack(vec![(100, 105, vec![ACCEPT])]),
+            ResponseError::InvalidRequest,
+        ),
+        // Overlapping batches.
+        (
+            ack(vec![(0, 4, vec![ACCEPT]), (3, 6, vec![ACCEPT])]),
+            ResponseError::InvalidRequest,
+        ),
+        // First offset after last.
+        (
+            ack(vec![(5, 4, vec![ACCEPT])]),
+            ResponseError::InvalidRequest,
+        ),
+        // Types not matching the offsets.
+        (
+            ack(vec![(0, 4, vec![ACCEPT, ACCEPT])]),
+            ResponseError::InvalidRequest,
+        ),
+        // An unknown type (RENEW is v2's).
+        (ack(vec![(0, 4, vec![4])]), ResponseError::InvalidRequest),
+        // Partly past them.
+        (
+            ack(vec![(8, 12, vec![ACCEPT])]),
+            ResponseError::InvalidRequest,
+        ),
+    ];
+    for ((epoch, batches), expected) in refused {
+        let r = acknowledge(&mut c, "m1", epoch, q, &batches).await;
+        assert_eq!(ack_error(&r), expected.code(), "{batches:?}");
+    }
+    // Another member's records.
+    let r = acknowledge(&mut c, "m2", 1, q, &[(0, 9, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), ResponseError::InvalidRecordState.code());
+    // Session epochs: a stale one, 0 on ShareAcknowledge, an unknown member.
+    let r = acknowledge(&mut c, "m1", 1, q, &[(0, 9, vec![ACCEPT])]).await;
+    assert_eq!(r.error_code, ResponseError::InvalidShareSessionEpoch.code());
+    let r = acknowledge(&mut c, "m1", 0, q, &[(0, 9, vec![ACCEPT])]).await;
+    assert_eq!(r.error_code, ResponseError::InvalidShareSessionEpoch.code());
+    let r = acknowledge(&mut c, "nobody", 1, q, &[(0, 9, vec![ACCEPT])]).await;
+    assert_eq!(r.error_code, ResponseError::ShareSessionNotFound.code());
+    // Acknowledgements on an opening ShareFetch.
+    let r = share_fetch(&mut c, "m1", 0, q, &[(0, 9, ACCEPT)], 0).await;
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    // That opened nothing: m1's session still runs at its epoch.
+
+    // The records are untouched: m1 accepts 0-4 and releases 5-9 ...
+    let r = acknowledge(
+        &mut c,
+        "m1",
+        m1,
+        q,
+        &[(0, 4, vec![ACCEPT]), (5, 9, vec![RELEASE])],
+    )
+    .await;
+    assert_eq!(ack_error(&r), 0);
+    // ... accepting the released ones now is refused (m1 no longer holds them) ...
+    let r = acknowledge(&mut c, "m1", m1 + 1, q, &[(5, 9, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), ResponseError::InvalidRecordState.code());
+    // ... and m2 gets the released ones, delivered for the second time.
+    let r = share_fetch(&mut c, "m2", 2, q, &[], 1000).await;
+    assert_eq!(acquired(&r), vec![(5, 9, 2)]);
+    // m2 accepts them piggybacked on its next fetch, which then waits for nothing more.
+    let r = share_fetch(&mut c, "m2", 3, q, &[(5, 9, ACCEPT)], 0).await;
+    assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
+    assert!(acquired(&r).is_empty());
+
+    // A member that leaves the group releases what it holds at once: m1 gets m2's
+    // records without waiting for their 30 s locks.
+    let (err, _) = producer
+        .produce("q", 0, batch(&["x", "y", "z"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let r = share_fetch(&mut c, "m2", 4, q, &[], 1000).await;
+    assert_eq!(acquired(&r), vec![(10, 12, 1)]);
+    let r = heartbeat(&mut c, "m2", -1).await;
+    assert_eq!((r.error_code, r.member_epoch), (0, -1));
+    let started = Instant::now();
+    let r = share_fetch(&mut c, "m1", m1 + 2, q, &[], 5000).await;
+    assert_eq!(acquired(&r), vec![(10, 12, 2)]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A topic id no topic has is answered UNKNOWN_TOPIC_ID and does not join the session.
+    let r = share_fetch(&mut c, "m1", m1 + 3, Uuid::from_u128(7), &[], 0).await;
+    assert_eq!(r.error_code, 0);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, ResponseError::UnknownTopicId.code());
+    let r = share_fetch(&mut c, "m1", m1 + 4, q, &[(10, 12, ACCEPT)], 0).await;
+    assert_eq!(r.responses.len(), 1, "{r:?}");
+    assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
+
+    // The share coordinator of the share-partition's state: FindCoordinator key type
+    // SHARE (v6), "group:topicId:partition"; refused below v6 and for a malformed key.
+    let key = format!("{GROUP}:{}:0", skua::log::uuid_to_kafka_string(q));
+    let find = |v: &str| {
+        FindCoordinatorRequest::default()
+            .with_key_type(2)
+            .with_coordinator_keys(vec![s(v)])
+    };
+    let found = c.send(&find(&key), 6).await.coordinators.remove(0);
+    assert_eq!(
+        (found.error_code, found.node_id.0),
+        (0, 1),
+        "{:?}",
+        found.error_message
+    );
+    assert_eq!(found.port, i32::from(b.addr.port()));
+    let refused = c.send(&find(&key), 5).await.coordinators.remove(0);
+    assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
+    let refused = c.send(&find("queue:q:0"), 6).await.coordinators.remove(0);
+    assert_eq!(refused.error_code, ResponseError::InvalidRequest.code());
+
+    // ShareGroupDescribe shows the member left, on the partition.
+    let req = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(GROUP))]);
+    let d = c.send(&req, 1).await.groups.remove(0);
+    assert_eq!((d.error_code, d.group_state.as_str()), (0, "Stable"));
+    assert_eq!(d.assignor_name.as_str(), "simple");
+    let members: Vec<&str> = d.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(members, vec!["m1"]);
+    let assigned = &d.members[0].assignment.topic_partitions;
+    assert_eq!(
+        (
+            assigned.len(),
+            assigned[0].topic_name.as_str(),
+            &assigned[0].partitions
+        ),
+        (1, "q", &vec![0])
+    );
+    b.stop().await;
+}
+
+fn values_of(records: &bytes::Bytes) -> Vec<String> {
+    values(records).into_iter().map(|(_, v)| v).collect()
+}
+
+/// Acknowledged records survive a restart in `__share_group_state`: the member, joining
+/// again, is handed only what it had not acknowledged.
+#[tokio::test]
+async fn accepted_records_are_not_redelivered_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = [
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+    ];
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    assert!(acquired(&share_fetch(&mut c, "m1", 0, q, &[], 0).await).is_empty());
+    let values: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let (err, _) = c
+        .produce("q", 0, batch(&refs, None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    assert_eq!(
+        acquired(&share_fetch(&mut c, "m1", 1, q, &[], 1000).await),
+        vec![(0, 9, 1)]
+    );
+    let r = acknowledge(&mut c, "m1", 2, q, &[(0, 4, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), 0);
+    drop(c);
+    b.stop().await;
+
+    let b = TestBroker::start(dir.path(), &config).await;
+    let mut c = b.client().await;
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    let r = share_fetch(&mut c, "m1", 0, q, &[], 1000).await;
+    let got = acquired(&r);
+    assert_eq!(
+        got.iter().map(|(f, l, _)| (*f, *l)).collect::<Vec<_>>(),
+        vec![(5, 9)],
+        "{got:?}"
+    );
+    let records = r.responses[0].partitions[0].records.clone().unwrap();
+    assert!(values_of(&records).contains(&"v5".to_string()));
+    b.stop().await;
+}

@@ -21,6 +21,7 @@ import os
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -57,8 +58,10 @@ class Broker:
         os.makedirs(self.dir)
         self.config = os.path.join(self.dir, "server.properties")
         with open(self.config, "w") as f:
+            # A deleted run's files go at once (the same for both brokers).
             f.write(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n"
-                    f"log.dirs={self.dir}/data\n" + "".join(f"{k}={v}\n" for k, v in extra.items()))
+                    f"log.dirs={self.dir}/data\nfile.delete.delay.ms=1000\n"
+                    + "".join(f"{k}={v}\n" for k, v in extra.items()))
         self.proc = None
 
     @property
@@ -135,6 +138,17 @@ def run_load(opts, brokers, side, topic, args, scraper=None):
     return r
 
 
+def delete_topic(port, topic):
+    """DeleteTopics v3 (the run's data is not needed again, and the disk is finite)."""
+    client, name = b"bench-ab", topic.encode()
+    body = (struct.pack(">hhih", 20, 3, 1, len(client)) + client + struct.pack(">ih", 1, len(name)) + name
+            + struct.pack(">i", 30000))
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        s.recv(size, socket.MSG_WAITALL)
+
+
 def add_acls(broker):
     """1,000 prefixed ACLs for other principals and prefixes, and the ones the load needs
     (every operation on topics `ab-*`, the cluster and groups for User:ANONYMOUS), through
@@ -186,7 +200,9 @@ def pairs(opts):
                 for side in ("A", "B") if rep % 2 == 0 else ("B", "A"):
                     scraper = Scraper() if opts.variant == "metrics" and side == "B" else None
                     slug = name.replace(" ", "-").replace("=", "")
-                    r = run_load(opts, brokers, side, f"ab-{slug}-{rep}-{side}", args, scraper)
+                    topic = f"ab-{slug}-{rep}-{side}"
+                    r = run_load(opts, brokers, side, topic, args, scraper)
+                    delete_topic(brokers[side].port, topic)
                     if scraper:
                         r["scrapes"] = len(scraper.times)
                     results.setdefault(name, {}).setdefault(side, []).append(r)
@@ -264,7 +280,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", choices=["binaries", "metrics", "acls", "scrape"], default="binaries")
     ap.add_argument("--reps", type=int, default=4)
-    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--load", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("bin_a")

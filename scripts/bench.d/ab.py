@@ -60,7 +60,7 @@ class Broker:
         with open(self.config, "w") as f:
             # A deleted run's files go at once (the same for both brokers).
             f.write(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n"
-                    f"log.dirs={self.dir}/data\nfile.delete.delay.ms=1000\n"
+                    f"log.dirs={self.dir}/data\nlog.segment.delete.delay.ms=1000\n"
                     + "".join(f"{k}={v}\n" for k, v in extra.items()))
         self.proc = None
 

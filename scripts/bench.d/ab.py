@@ -190,8 +190,9 @@ def pairs(opts):
             print(f"B: {add_acls_bootstrapped(brokers['B'], opts)} ACL entries listed", flush=True)
         for side in brokers:
             run_load(opts, brokers, side, f"ab-warmup-{side}",
-                     ["--partitions", 8, "--producers", 4, "--records", opts.records * 3 // 2,
+                     ["--partitions", 8, "--producers", 4, "--records", opts.records,
                       "--batch-records", 160, "--phases", "produce,consume"])
+            delete_topic(brokers[side].port, f"ab-warmup-{side}")
         for name, size, parts, prod, cons, acks, batch in CELLS:
             args = ["--partitions", parts, "--producers", prod, "--consumers", cons, "--record-size", size,
                     "--acks", acks, "--batch-records", batch, "--records", opts.records * 100 // size,

@@ -113,7 +113,8 @@ public class FaultClient {
             case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6],
                 a.length > 7 ? Long.parseLong(a[7]) : 0);
             case "group-check" -> groupCheck(a[1], a[2], paths(a[3]), paths(a[4]));
-            case "txn-writer" -> txnWriter(a[1], a[2], Path.of(a[3]), a[4], Long.parseLong(a[5]));
+            case "txn-writer" -> txnWriter(a[1], a[2], Path.of(a[3]), a[4], Long.parseLong(a[5]),
+                a.length > 6 && a[6].equals("offsets"));
             case "txn-check" -> txnCheck(a[1], a[2], Path.of(a[3]));
             case "wait-isr" -> waitIsr(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]),
                 List.of(a).subList(4, a.length));
@@ -608,7 +609,8 @@ public class FaultClient {
     /** The group whose offset each transaction commits inside itself. */
     static final String TXN_GROUP = "faults-txn-offsets";
 
-    static void txnWriter(String bs, String topic, Path stop, String outFile, long seed) throws Exception {
+    static void txnWriter(String bs, String topic, Path stop, String outFile, long seed, boolean offsets)
+        throws Exception {
         int partitions = partitionCount(bs, topic);
         java.util.Random random = new java.util.Random(seed);
         Properties p = new Properties();
@@ -627,6 +629,7 @@ public class FaultClient {
         long committed = 0, aborted = 0, retried = 0, fenced = 0;
         KafkaProducer<String, String> producer = new KafkaProducer<>(p);
         try (BufferedWriter out = new BufferedWriter(new FileWriter(outFile))) {
+            out.write("offsets " + offsets + "\n");
             producer.initTransactions();
             for (long txn = 0; !Files.exists(stop); txn++) {
                 int k = 2 + random.nextInt(19);
@@ -648,7 +651,7 @@ public class FaultClient {
                 // TXN_GROUP's offset of partition 0 becomes this transaction's number + 1,
                 // so it must end at the last committed transaction's, never an aborted one's.
                 // A timeout leaves the call to be retried before anything else (KIP-691).
-                while (!failed) {
+                while (offsets && !failed) {
                     try {
                         producer.sendOffsetsToTransaction(
                             Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(txn + 1, "txn " + txn)),
@@ -724,10 +727,12 @@ public class FaultClient {
     static void txnCheck(String bs, String topic, Path outFile) throws Exception {
         Map<Long, Integer> commits = new HashMap<>();
         java.util.Set<Long> aborts = new java.util.HashSet<>();
+        boolean offsets = false;
         for (String line : Files.readAllLines(outFile)) {
             String[] f = line.split(" ");
             if (f[0].equals("commit")) commits.put(Long.parseLong(f[1]), Integer.parseInt(f[2]));
             else if (f[0].equals("abort")) aborts.add(Long.parseLong(f[1]));
+            else if (f[0].equals("offsets")) offsets = Boolean.parseBoolean(f[1]);
         }
         Properties p = new Properties();
         p.put("bootstrap.servers", bs);
@@ -773,6 +778,11 @@ public class FaultClient {
         // The offset committed inside the transactions moved with them: it is the last
         // committed transaction's, whatever was aborted after it.
         long last = commits.keySet().stream().mapToLong(Long::longValue).max().orElse(-1);
+        if (!offsets) {
+            System.out.println("txn-check: " + commits.size() + " committed transactions wholly visible (" + records
+                + " records), none of the " + aborts.size() + " aborted ones");
+            return;
+        }
         OffsetAndMetadata offset;
         try (Admin admin = admin(bs)) {
             offset = admin.listConsumerGroupOffsets(TXN_GROUP).partitionsToOffsetAndMetadata()

@@ -328,13 +328,27 @@ impl TransactionCoordinator {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "transaction markers written"
         );
+        // The Complete record is retried while this broker still coordinates the
+        // partition (Kafka's `TransactionMarkerChannelManager.tryAppendToLog` retries
+        // NOT_ENOUGH_REPLICAS and timeouts): an ISR below min.insync.replicas that
+        // leadership does not leave would otherwise hold the transaction prepared, and
+        // its producer at CONCURRENT_TRANSACTIONS, until the ISR grew back and beyond.
         let partition = c.partition;
-        let result = self
-            .runtime
-            .write(partition, move |s| Ok(s.complete(&c, now_ms())))
-            .await;
-        if let Err(e) = result {
-            tracing::warn!(partition, error = %e, "transaction not completed; the next coordinator completes it");
+        let mut backoff = std::time::Duration::from_millis(100);
+        loop {
+            let attempt = c.clone();
+            let result = self
+                .runtime
+                .write(partition, move |s| Ok(s.complete(&attempt, now_ms())))
+                .await;
+            let Err(e) = result else { return };
+            if self.runtime.check(partition).is_err() {
+                tracing::warn!(partition, error = %e, "transaction not completed; the next coordinator completes it");
+                return;
+            }
+            tracing::warn!(partition, error = %e, retry_ms = backoff.as_millis() as u64, "transaction's Complete record not written; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
         }
     }
 

@@ -143,3 +143,70 @@ async fn a_transactions_markers_start_together_and_retry_alone() {
     );
     assert_eq!(markers.written.lock().len(), 6);
 }
+
+/// Marks the log failing once the markers are written: the Prepare record went in, the
+/// Complete record cannot until the log recovers (an ISR below min.insync.replicas).
+struct LogFailsAfterMarkers {
+    log: Arc<MemoryLog>,
+}
+
+impl MarkerWriter for LogFailsAfterMarkers {
+    fn write_markers(
+        &self,
+        partitions: &[TopicPartition],
+        _producer_id: i64,
+        _producer_epoch: i16,
+        _marker: EndTxnMarker,
+    ) -> Vec<MarkerWrite> {
+        self.log.fail_appends.store(true, Ordering::Release);
+        partitions
+            .iter()
+            .map(|_| -> MarkerWrite { Box::pin(std::future::ready(Ok(()))) })
+            .collect()
+    }
+}
+
+/// A Complete record refused by the log is written again while this broker still
+/// coordinates the partition: the transaction does not stay prepared (and its producer
+/// at CONCURRENT_TRANSACTIONS) when leadership does not move.
+#[tokio::test]
+async fn a_complete_record_the_log_refused_is_written_once_the_log_recovers() {
+    let log = Arc::new(MemoryLog::default());
+    let markers = Arc::new(LogFailsAfterMarkers { log: log.clone() });
+    let c = TransactionCoordinator::new(
+        1,
+        {
+            let mut config = BrokerConfig::default().transaction;
+            config.state_log_partitions = 1;
+            config
+        },
+        log.clone(),
+        markers,
+        None,
+    );
+    c.set_completion_wait(Duration::from_millis(100));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    c.add_partitions("tx", pid, epoch, vec![TopicPartition::new("t", 0)])
+        .await
+        .unwrap();
+    c.end_txn("tx", pid, epoch, true).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        c.describe("tx").await.unwrap().unwrap().value.state,
+        TxnState::PrepareCommit
+    );
+    log.fail_appends.store(false, Ordering::Release);
+    let mut state = TxnState::PrepareCommit;
+    for _ in 0..200 {
+        state = c.describe("tx").await.unwrap().unwrap().value.state;
+        if state != TxnState::PrepareCommit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, TxnState::CompleteCommit);
+}

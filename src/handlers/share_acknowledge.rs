@@ -160,34 +160,15 @@ pub async fn handle(
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(why)))
     };
-    if !broker.groups.share_groups_enabled() {
-        return refuse(
-            ResponseError::UnsupportedVersion,
-            "share groups are not enabled (share.version)",
-        );
-    }
-    let group_id = req
-        .group_id
-        .as_deref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member_id = req
-        .member_id
-        .as_deref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
-    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
-        return refuse(
-            ResponseError::GroupAuthorizationFailed,
-            "not authorized to read the group",
-        );
-    }
-    if group_id.is_empty() || member_id.is_empty() {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "group and member ids are required",
-        );
-    }
+    let (group_id, member_id) = match super::share_fetch::admit_member(
+        &broker,
+        &ctx,
+        req.group_id.as_deref().map(|g| g.as_str()),
+        req.member_id.as_deref(),
+    ) {
+        Ok(ids) => ids,
+        Err((e, why)) => return refuse(e, why),
+    };
     let session_key = ShareSessionKey {
         group_id: group_id.clone(),
         member_id: member_id.clone(),

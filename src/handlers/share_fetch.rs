@@ -61,34 +61,15 @@ pub async fn handle(
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(why)))
     };
-    if !broker.groups.share_groups_enabled() {
-        return refuse(
-            ResponseError::UnsupportedVersion,
-            "share groups are not enabled (share.version)",
-        );
-    }
-    let group_id = req
-        .group_id
-        .as_deref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member_id = req
-        .member_id
-        .as_deref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
-    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
-        return refuse(
-            ResponseError::GroupAuthorizationFailed,
-            "not authorized to read the group",
-        );
-    }
-    if group_id.is_empty() || member_id.is_empty() {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "group and member ids are required",
-        );
-    }
+    let (group_id, member_id) = match admit_member(
+        &broker,
+        &ctx,
+        req.group_id.as_deref().map(|g| g.as_str()),
+        req.member_id.as_deref(),
+    ) {
+        Ok(ids) => ids,
+        Err((e, why)) => return refuse(e, why),
+    };
     let requested: Vec<TopicIdPartition> = req
         .topics
         .iter()
@@ -326,4 +307,36 @@ async fn share_target(
         partition: p,
         max_bytes: MAX_RESPONSE_BYTES,
     })
+}
+
+/// The checks ShareFetch and ShareAcknowledge make before anything else, in Kafka's
+/// order: share groups enabled, READ on the group, group and member ids present. The
+/// group and member ids, or the error and why.
+pub(super) fn admit_member(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: Option<&str>,
+    member_id: Option<&str>,
+) -> Result<(String, String), (ResponseError, &'static str)> {
+    if !broker.groups.share_groups_enabled() {
+        return Err((
+            ResponseError::UnsupportedVersion,
+            "share groups are not enabled (share.version)",
+        ));
+    }
+    let group_id = group_id.unwrap_or_default().to_string();
+    let member_id = member_id.unwrap_or_default().to_string();
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &group_id) {
+        return Err((
+            ResponseError::GroupAuthorizationFailed,
+            "not authorized to read the group",
+        ));
+    }
+    if group_id.is_empty() || member_id.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "group and member ids are required",
+        ));
+    }
+    Ok((group_id, member_id))
 }

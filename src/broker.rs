@@ -440,9 +440,12 @@ impl MetadataSource {
                 let store = crate::auth::store_zk::ZkAclStore::start_blocking(zk, acls.clone())?;
                 acls.set_store(store);
             }
-            MetadataSource::Kraft(_) => anyhow::bail!(
-                "process.roles=broker: skua does not yet follow or forward a KRaft cluster's ACLs, so it cannot run authorizer.class.name; leave it unset"
-            ),
+            // The controller's ACL records, as this broker follows them (Kafka's broker
+            // runs StandardAuthorizer on its metadata image). No store: ACL changes are
+            // forwarded to the controller (handlers::forwarded).
+            MetadataSource::Kraft(member) => {
+                member.controller.subscribe(AclFollower::new(acls.clone()));
+            }
         }
         Ok(acls)
     }
@@ -506,10 +509,6 @@ impl Broker {
         let zk_settings = crate::controller::zk::Settings::from_config(&config)?;
         let authorizer = authorizer_settings(&config, zk_settings.is_some())?;
         let kraft_broker = config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker;
-        if kraft_broker && authorizer.is_some() {
-            // Before anything registers with the cluster.
-            anyhow::bail!("process.roles=broker: skua does not yet follow or forward a KRaft cluster's ACLs, so it cannot run authorizer.class.name; leave it unset");
-        }
         let identity = Identity {
             configured_node_id: config.broker_id_set.then_some(config.broker_id),
             default_node_id: config.broker_id,
@@ -878,6 +877,14 @@ impl Broker {
         if let Some(member) = &self.kraft {
             member.controlled_shutdown().await;
         }
+    }
+
+    /// The channel to a KRaft cluster's active controller (`process.roles=broker`), which
+    /// forwarded requests go through.
+    pub fn kraft_controller(
+        &self,
+    ) -> Option<&Arc<crate::controller::kraft::backend::KraftController>> {
+        self.kraft.as_ref().map(|m| &m.controller)
     }
 
     /// Tells waiting requests that the broker is going down.

@@ -1,6 +1,8 @@
 //! The routing table: one line per API, with the versions handled.
 //!
 //! ApiVersions answers from this table, so nothing is advertised that is not handled.
+//! What a broker handles depends on its [`Mode`]: a single node, a member of a
+//! ZooKeeper-mode cluster, or a broker of a KRaft cluster whose controllers are Kafka's.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -52,6 +54,23 @@ pub struct Route {
     /// What the request pipeline checks before the handler runs (`auth::needs`).
     pub needs: Needs,
     pub handle: Handler,
+}
+
+/// Builds a route forwarded to a KRaft cluster's active controller in an Envelope
+/// (`handlers::forwarded`): the controller authorizes it against the client's principal,
+/// which the Envelope carries, so this broker checks nothing before forwarding.
+macro_rules! forward {
+    ($key:ident, $min:expr, $max:expr, $request:ident) => {
+        Route {
+            needs: crate::auth::needs::Needs::ByController,
+            ..route!(
+                $key,
+                $min,
+                $max,
+                forwarded::handle::<kafka_protocol::messages::$request>
+            )
+        }
+    };
 }
 
 /// Builds a route whose handler takes the typed request and returns the typed response
@@ -210,20 +229,87 @@ pub static ZK_ROUTES: &[Route] = &[
     route!(StopReplica, 0, 4, controller_requests::stop_replica),
 ];
 
-/// Every route of a broker, with the ZooKeeper-mode ones when `zk_mode`.
-pub fn routes(zk_mode: bool) -> impl Iterator<Item = &'static Route> {
-    let zk: &'static [Route] = if zk_mode { ZK_ROUTES } else { &[] };
-    ROUTES.iter().chain(zk)
+/// What a broker of a KRaft cluster whose controllers are Kafka's (`process.roles=broker`)
+/// forwards to the active controller as Kafka 4's brokers do (`KafkaApis`'
+/// `maybeForwardToController` and `forwardToControllerOrFail`): the changes only the
+/// controller makes (ACLs, SCRAM credentials, reassignments, elections) and what only it
+/// knows (the quorum, the reassignments under way). They replace the single node's
+/// routes of the same APIs. The versions are the crate's (Kafka 4's controllers handle
+/// them all; a version the controller refused would be answered UNKNOWN_SERVER_ERROR).
+pub static KRAFT_BROKER_ROUTES: &[Route] = &[
+    forward!(CreateAcls, 1, 3, CreateAclsRequest),
+    forward!(DeleteAcls, 1, 3, DeleteAclsRequest),
+    forward!(
+        AlterUserScramCredentials,
+        0,
+        0,
+        AlterUserScramCredentialsRequest
+    ),
+    forward!(ElectLeaders, 0, 2, ElectLeadersRequest),
+    forward!(
+        AlterPartitionReassignments,
+        0,
+        1,
+        AlterPartitionReassignmentsRequest
+    ),
+    forward!(
+        ListPartitionReassignments,
+        0,
+        0,
+        ListPartitionReassignmentsRequest
+    ),
+    forward!(DescribeQuorum, 0, 2, DescribeQuorumRequest),
+];
+
+/// What kind of broker answers: the routes it handles, and so advertises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Its own controller on its own metadata log.
+    SingleNode,
+    /// A member of a ZooKeeper-mode cluster (`zookeeper.connect`).
+    ZooKeeper,
+    /// A broker of a KRaft cluster whose controllers are Kafka's (`process.roles=broker`).
+    KraftBroker,
+}
+
+impl Mode {
+    pub fn of(config: &crate::config::BrokerConfig) -> Mode {
+        if config.zookeeper_connect.is_some() {
+            Mode::ZooKeeper
+        } else if config.kraft.process_roles == crate::config::kraft::ProcessRoles::Broker {
+            Mode::KraftBroker
+        } else {
+            Mode::SingleNode
+        }
+    }
+}
+
+/// Every route of a broker in `mode`.
+pub fn routes(mode: Mode) -> impl Iterator<Item = &'static Route> {
+    let (extra, replaced): (&'static [Route], &'static [Route]) = match mode {
+        Mode::SingleNode => (&[], &[]),
+        Mode::ZooKeeper => (ZK_ROUTES, &[]),
+        Mode::KraftBroker => (KRAFT_BROKER_ROUTES, KRAFT_BROKER_ROUTES),
+    };
+    ROUTES
+        .iter()
+        .filter(move |r| !replaced.iter().any(|x| x.api_key == r.api_key))
+        .chain(extra)
+}
+
+/// Every route of every mode (an API may have one per mode).
+pub fn all_routes() -> impl Iterator<Item = &'static Route> {
+    ROUTES.iter().chain(ZK_ROUTES).chain(KRAFT_BROKER_ROUTES)
 }
 
 /// The route for `api_key` when it handles `version` (single-node routes).
 pub fn lookup(api_key: ApiKey, version: i16) -> Option<&'static Route> {
-    lookup_in(api_key, version, false)
+    lookup_in(api_key, version, Mode::SingleNode)
 }
 
 /// The route for `api_key` when it handles `version`, in the given mode.
-pub fn lookup_in(api_key: ApiKey, version: i16, zk_mode: bool) -> Option<&'static Route> {
-    routes(zk_mode)
+pub fn lookup_in(api_key: ApiKey, version: i16, mode: Mode) -> Option<&'static Route> {
+    routes(mode)
         .find(|r| r.api_key == api_key && (r.min_version..=r.max_version).contains(&version))
 }
 
@@ -241,7 +327,7 @@ mod tests {
     /// Every advertised range lies within what the codec can decode (Produce v0–2 aside).
     #[test]
     fn routes_within_codec_versions() {
-        for r in routes(true) {
+        for r in all_routes() {
             let codec = r.api_key.valid_versions();
             let min = if r.api_key == ApiKey::Produce {
                 codec.min
@@ -276,15 +362,59 @@ mod tests {
             ApiKey::StopReplica,
         ] {
             assert!(lookup(key, 0).is_none(), "{key:?} single-node");
-            assert!(lookup_in(key, 0, true).is_some(), "{key:?} ZooKeeper mode");
-            let advertised = |zk| {
-                crate::handlers::api_versions::response(0, zk)
-                    .api_keys
-                    .iter()
-                    .any(|k| k.api_key == key as i16)
-            };
-            assert!(!advertised(false) && advertised(true), "{key:?}");
+            assert!(
+                lookup_in(key, 0, Mode::ZooKeeper).is_some(),
+                "{key:?} ZooKeeper mode"
+            );
+            assert!(!advertised(Mode::SingleNode, key) && advertised(Mode::ZooKeeper, key));
         }
-        assert!(lookup_in(ApiKey::Produce, 13, true).is_some());
+        assert!(lookup_in(ApiKey::Produce, 13, Mode::ZooKeeper).is_some());
+    }
+
+    fn advertised(mode: Mode, key: ApiKey) -> bool {
+        crate::handlers::api_versions::response(0, mode)
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == key as i16)
+    }
+
+    /// A KRaft broker advertises what Kafka 4's brokers handle: the controller's own
+    /// requests are not a broker's, and what only the controller does is forwarded to it
+    /// (the forwarded route, once, with the controller checking the client).
+    #[test]
+    fn a_kraft_broker_forwards_what_the_controller_decides() {
+        use crate::auth::needs::Needs;
+        let mode = Mode::KraftBroker;
+        for key in [
+            ApiKey::AlterPartition,
+            ApiKey::ControlledShutdown,
+            ApiKey::AllocateProducerIds,
+            ApiKey::LeaderAndIsr,
+            ApiKey::UpdateMetadata,
+            ApiKey::StopReplica,
+        ] {
+            assert!(!advertised(mode, key), "{key:?}");
+        }
+        for key in [
+            ApiKey::CreateAcls,
+            ApiKey::DeleteAcls,
+            ApiKey::AlterUserScramCredentials,
+            ApiKey::ElectLeaders,
+            ApiKey::AlterPartitionReassignments,
+            ApiKey::ListPartitionReassignments,
+            ApiKey::DescribeQuorum,
+        ] {
+            let found: Vec<&Route> = routes(mode).filter(|r| r.api_key == key).collect();
+            assert_eq!(found.len(), 1, "{key:?} routed once");
+            assert_eq!(found[0].needs, Needs::ByController, "{key:?}");
+            assert!(advertised(mode, key), "{key:?}");
+        }
+        // Answered by the broker itself, from the image it follows.
+        for key in [ApiKey::DescribeAcls, ApiKey::DescribeUserScramCredentials] {
+            let r = lookup_in(key, 0.max(route_for(key).unwrap().min_version), mode).unwrap();
+            assert_ne!(r.needs, Needs::ByController, "{key:?}");
+        }
+        assert!(!advertised(Mode::SingleNode, ApiKey::DescribeQuorum));
+        assert!(!advertised(Mode::ZooKeeper, ApiKey::DescribeQuorum));
     }
 }

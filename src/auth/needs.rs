@@ -17,6 +17,9 @@ pub enum Needs {
     /// Checks per resource (topic, group, transactional id) inside the handler, through
     /// the request context's `authorize` / `filter_authorized`.
     PerResource,
+    /// Forwarded to a KRaft cluster's controller in an Envelope carrying the client's
+    /// principal: the controller authorizes it, as it does what Kafka's brokers forward.
+    ByController,
     /// Not declared: allowed, as with Kafka's allow-all authorizer. Every route declares
     /// what it needs; the request pipeline's test fails for a route left here.
     Unchecked,

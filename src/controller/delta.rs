@@ -37,6 +37,9 @@ pub struct MetadataDelta {
     pub acls: bool,
     /// Client quotas changed; they are read from the image.
     pub client_quotas: bool,
+    /// SCRAM credentials changed; they are read from the image (a KRaft broker's logins
+    /// check the image it published last, so a change must publish one).
+    pub scram_credentials: bool,
 }
 
 impl MetadataDelta {
@@ -51,6 +54,7 @@ impl MetadataDelta {
             cluster: true,
             acls: true,
             client_quotas: true,
+            scram_credentials: true,
         }
     }
 
@@ -74,6 +78,7 @@ impl MetadataDelta {
                 }
                 Change::Acls => delta.acls = true,
                 Change::ClientQuotas => delta.client_quotas = true,
+                Change::ScramCredentials => delta.scram_credentials = true,
                 Change::Cluster => delta.cluster = true,
                 Change::None => {}
             }
@@ -93,6 +98,7 @@ impl MetadataDelta {
             && !self.cluster
             && !self.acls
             && !self.client_quotas
+            && !self.scram_credentials
     }
 }
 
@@ -146,5 +152,31 @@ mod tests {
             matches!(&delta.topics["t"], TopicDelta::Changed(t) if t.topic_id == Uuid::from_u128(2))
         );
         assert_eq!(MetadataDelta::everything(&image).topics.len(), 1);
+    }
+
+    /// A KRaft broker publishes an image only for a delta that is not empty, and its
+    /// logins read the image it published: a SCRAM credential set or removed alone is a
+    /// change (it once was none, and a user made through skua could not log in).
+    #[test]
+    fn a_scram_credential_alone_is_a_change() {
+        use crate::controller::records::UserScramCredential;
+        let mut image = MetadataImage::default();
+        let set = MetadataRecord::UserScramCredential(UserScramCredential {
+            name: "dave".into(),
+            mechanism: 1,
+            salt: vec![1; 16],
+            stored_key: vec![2; 32],
+            server_key: vec![3; 32],
+            iterations: 4096,
+        });
+        let changes = vec![image.replay(&set).unwrap()];
+        let delta = MetadataDelta::from_changes(&changes, &image);
+        assert!(delta.scram_credentials && !delta.is_empty());
+        let removed = MetadataRecord::RemoveUserScramCredential {
+            name: "dave".into(),
+            mechanism: 1,
+        };
+        let changes = vec![image.replay(&removed).unwrap()];
+        assert!(!MetadataDelta::from_changes(&changes, &image).is_empty());
     }
 }

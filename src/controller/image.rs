@@ -40,6 +40,8 @@ pub enum Change {
     Acls,
     /// A client quota changed.
     ClientQuotas,
+    /// A SCRAM credential was set or removed.
+    ScramCredentials,
     /// A broker registered, unregistered, or was fenced or unfenced.
     Cluster,
     None,
@@ -336,14 +338,14 @@ impl MetadataImage {
             }
             MetadataRecord::UserScramCredential(c) => {
                 self.replay_scram_credential(c);
-                Ok(Change::None)
+                Ok(Change::ScramCredentials)
             }
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 // A mechanism this broker does not know was never served.
                 if let Some(m) = ScramMechanism::from_kafka_type(*mechanism) {
                     self.scram.remove(&(name.clone(), m));
                 }
-                Ok(Change::None)
+                Ok(Change::ScramCredentials)
             }
             MetadataRecord::AccessControlEntry(acl) => {
                 self.acls.insert(acl.id, Arc::new(acl.clone()));

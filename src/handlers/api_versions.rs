@@ -13,7 +13,7 @@ pub async fn handle(
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    let mut answer = response(0, broker.config().zookeeper_connect.is_some());
+    let mut answer = response(0, router::Mode::of(&broker.config()));
     if !broker.groups.share_groups_enabled() {
         // Kafka leaves the share group APIs out while `share.version` is 0.
         answer.api_keys.retain(|k| !SHARE_APIS.contains(&k.api_key));
@@ -29,14 +29,14 @@ const SHARE_APIS: [i16; 4] = [
     ApiKey::ShareAcknowledge as i16,
 ];
 
-/// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and
+/// The response with every route of a broker in `mode`, and
 /// `error_code` (UNSUPPORTED_VERSION when the request's version was unknown: the client then retries
 /// with a version from our range).
-pub fn response(error_code: i16, zk_mode: bool) -> ApiVersionsResponse {
+pub fn response(error_code: i16, mode: router::Mode) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(
-            router::routes(zk_mode)
+            router::routes(mode)
                 .map(|r| {
                     ApiVersion::default()
                         .with_api_key(r.api_key as i16)

@@ -38,6 +38,7 @@ pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod forwarded;
 pub mod group_configs;
 pub mod heartbeat;
 pub mod incremental_alter_configs;

@@ -203,7 +203,7 @@ impl RequestMetrics {
     /// Slots for every API a route handles, in either mode.
     pub fn new() -> RequestMetrics {
         let mut apis: Vec<Option<ApiMetrics>> = (0..API_SLOTS).map(|_| None).collect();
-        for route in crate::router::routes(true) {
+        for route in crate::router::all_routes() {
             if let Some(slot) = apis.get_mut(route.api_key as usize) {
                 if slot.is_none() {
                     *slot = Some(ApiMetrics::new(format!("{:?}", route.api_key)));

@@ -58,8 +58,8 @@ pub const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
 pub trait Credentials {
     /// The SCRAM credential of `user` for `mechanism`, if it has one.
     fn scram(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential>;
-    /// Whether ApiVersions lists the ZooKeeper-mode routes.
-    fn zk_mode(&self) -> bool;
+    /// The kind of broker, whose routes ApiVersions lists.
+    fn mode(&self) -> crate::router::Mode;
 }
 
 /// What to do after one frame.
@@ -227,13 +227,13 @@ impl Authenticator {
                     self.state.kafka_name()
                 ));
             }
-            let body = ResponseKind::ApiVersions(api_versions::response(0, broker.zk_mode()));
-            if crate::router::lookup_in(api_key, version, broker.zk_mode()).is_none() {
+            let body = ResponseKind::ApiVersions(api_versions::response(0, broker.mode()));
+            if crate::router::lookup_in(api_key, version, broker.mode()).is_none() {
                 // A newer client: v0 with UNSUPPORTED_VERSION and our ranges (KIP-511); it
                 // retries in a version we speak, still before the handshake.
                 let body = ResponseKind::ApiVersions(api_versions::response(
                     ResponseError::UnsupportedVersion.code(),
-                    broker.zk_mode(),
+                    broker.mode(),
                 ));
                 return reply(api_key, 0, correlation_id, &body)
                     .map_or_else(close, Outcome::Continue);
@@ -558,7 +558,7 @@ impl Credentials for crate::broker::Broker {
         self.controller.scram_credential(mechanism, user)
     }
 
-    fn zk_mode(&self) -> bool {
-        self.config().zookeeper_connect.is_some()
+    fn mode(&self) -> crate::router::Mode {
+        crate::router::Mode::of(&self.config())
     }
 }

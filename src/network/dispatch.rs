@@ -90,14 +90,14 @@ pub fn dispatch(
         memory,
         timing: None,
     };
-    let zk_mode = broker.config().zookeeper_connect.is_some();
-    let lookup = |k, v| router::lookup_in(k, v, zk_mode);
+    let mode = router::Mode::of(&broker.config());
+    let lookup = |k, v| router::lookup_in(k, v, mode);
     if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
         // can retry with a version we speak (KIP-511).
         let body = ResponseKind::ApiVersions(api_versions::response(
             ResponseError::UnsupportedVersion.code(),
-            zk_mode,
+            mode,
         ));
         let frame = encode(api_key, 0, correlation_id, &body, Vec::new())?;
         return Ok(job(Work::Ready(frame), true, memory));

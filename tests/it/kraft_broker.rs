@@ -111,8 +111,22 @@ impl Drop for Skua {
     }
 }
 
-/// skua's `server.properties` as a Kafka 4 broker of `controller`'s cluster would have it.
-fn write_properties(dir: &Path, controller: &Controller, node_id: i32, port: u16) -> PathBuf {
+/// The controller's and skua's authorizer in the first scenario: the ACLs are the
+/// controller's records, and every client here (PLAINTEXT: User:ANONYMOUS) a super user.
+const AUTHORIZER: &[&str] = &[
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users=User:ANONYMOUS",
+];
+
+/// skua's `server.properties` as a Kafka 4 broker of `controller`'s cluster would have it,
+/// with `extra` lines.
+fn write_properties(
+    dir: &Path,
+    controller: &Controller,
+    node_id: i32,
+    port: u16,
+    extra: &[&str],
+) -> PathBuf {
     let props = dir.join("server.properties");
     std::fs::write(
         &props,
@@ -128,9 +142,10 @@ fn write_properties(dir: &Path, controller: &Controller, node_id: i32, port: u16
              broker.session.timeout.ms=3000\n\
              offsets.topic.replication.factor=1\n\
              offsets.topic.num.partitions=2\n\
-             transaction.state.log.replication.factor=1\n",
+             transaction.state.log.replication.factor=1\n{extra}",
             cport = controller.port,
             data = dir.join("data").display(),
+            extra = extra.iter().map(|l| format!("{l}\n")).collect::<String>(),
         ),
     )
     .unwrap();
@@ -163,13 +178,13 @@ fn script() -> PathBuf {
 fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_across_a_restart() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
-    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+    let Some(controller) = Controller::start_with(FORMAT_FEATURES, AUTHORIZER) else {
         return;
     };
     eprintln!("the controller started in {:?}", started.elapsed());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port, AUTHORIZER);
 
     // Unformatted dirs are refused, with the way to format them.
     let out = Command::new(env!("CARGO_BIN_EXE_skua"))
@@ -339,6 +354,7 @@ async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
         Some("2000000"),
         "{on_skua:?}"
     );
+    acls_and_scram_through_the_controller(&mut c, controller).await;
     assert_eq!(c.create_topic("scratch", 1).await, 0);
     let r = c
         .send(
@@ -418,6 +434,146 @@ async fn first_run(addr: SocketAddr, controller: &Controller) -> Produced {
     assert_eq!(c.commit_offset("readers", "orders", 3, None).await, 0);
     assert_eq!(c.committed_offsets("readers").await, (0, vec![3]));
     produced
+}
+
+/// ACLs and SCRAM credentials are the controller's: CreateAcls, DeleteAcls and
+/// AlterUserScramCredentials through skua are forwarded in Envelopes (the controller
+/// reads the client's principal from them), DescribeAcls and DescribeUserScramCredentials
+/// answer from the records skua follows, and the controller itself has what skua made.
+async fn acls_and_scram_through_the_controller(c: &mut Client, controller: &Controller) {
+    use kafka_protocol::messages::{
+        alter_user_scram_credentials_request as aus, create_acls_request, delete_acls_request,
+        describe_user_scram_credentials_request as dus, AlterUserScramCredentialsRequest,
+        ApiVersionsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+        DescribeUserScramCredentialsRequest,
+    };
+    // What a KRaft broker handles, and nothing a controller does.
+    let versions = c.send(&ApiVersionsRequest::default(), 3).await;
+    let has = |k: kafka_protocol::messages::ApiKey| {
+        versions.api_keys.iter().any(|v| v.api_key == k as i16)
+    };
+    use kafka_protocol::messages::ApiKey as K;
+    for k in [
+        K::CreateAcls,
+        K::AlterUserScramCredentials,
+        K::ElectLeaders,
+        K::DescribeQuorum,
+    ] {
+        assert!(has(k), "{k:?} advertised");
+    }
+    for k in [K::AlterPartition, K::LeaderAndIsr, K::AllocateProducerIds] {
+        assert!(!has(k), "{k:?} not advertised");
+    }
+
+    let acl = create_acls_request::AclCreation::default()
+        .with_resource_type(2) // TOPIC
+        .with_resource_name(s("orders"))
+        .with_resource_pattern_type(3) // LITERAL
+        .with_principal(s("User:carol"))
+        .with_host(s("*"))
+        .with_operation(3) // READ
+        .with_permission_type(3); // ALLOW
+    let r = c
+        .send(&CreateAclsRequest::default().with_creations(vec![acl]), 3)
+        .await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    let describe = DescribeAclsRequest::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("orders")))
+        .with_pattern_type_filter(1) // ANY
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    // Answered once the controller committed it; skua's image has it a moment later.
+    let t = Instant::now();
+    loop {
+        let described = c.send(&describe, 3).await;
+        assert_eq!(described.error_code, 0, "{described:?}");
+        let principals: Vec<String> = described
+            .resources
+            .iter()
+            .flat_map(|r| r.acls.iter().map(|a| a.principal.to_string()))
+            .collect();
+        if !principals.is_empty() {
+            assert_eq!(principals, vec!["User:carol"]);
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the ACL never reached skua's image"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at_controller = skua::client::Client::new(
+        format!("127.0.0.1:{}", controller.port).parse().unwrap(),
+        skua::client::ClientConfig::default(),
+    );
+    let (_, on_controller) = at_controller
+        .send_negotiated(&describe, 1, 3)
+        .await
+        .expect("the controller answers DescribeAcls");
+    assert_eq!(on_controller.resources.len(), 1, "{on_controller:?}");
+    let filter = delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("orders")))
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let r = c
+        .send(&DeleteAclsRequest::default().with_filters(vec![filter]), 3)
+        .await;
+    assert_eq!(r.filter_results[0].error_code, 0, "{r:?}");
+    assert_eq!(r.filter_results[0].matching_acls.len(), 1, "{r:?}");
+    let t = Instant::now();
+    while !c.send(&describe, 3).await.resources.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the ACL stays");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A SCRAM credential from the client's salted password, as the client sent it; one
+    // the controller refuses (too few iterations) answered with its error.
+    let upsert = |iterations| {
+        AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+            aus::ScramCredentialUpsertion::default()
+                .with_name(s("dave"))
+                .with_mechanism(1)
+                .with_iterations(iterations)
+                .with_salt(bytes::Bytes::from_static(b"fedcba9876543210"))
+                .with_salted_password(bytes::Bytes::from(vec![3u8; 32])),
+        ])
+    };
+    let r = c.send(&upsert(100), 0).await;
+    assert_eq!(
+        r.results[0].error_code,
+        kafka_protocol::error::ResponseError::UnacceptableCredential.code(),
+        "{r:?}"
+    );
+    let r = c.send(&upsert(4096), 0).await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    let t = Instant::now();
+    loop {
+        let users = c
+            .send(
+                &DescribeUserScramCredentialsRequest::default()
+                    .with_users(Some(vec![dus::UserName::default().with_name(s("dave"))])),
+                0,
+            )
+            .await;
+        let seen = users.results.iter().any(|u| {
+            u.error_code == 0
+                && u.credential_infos
+                    .iter()
+                    .any(|i| (i.mechanism, i.iterations) == (1, 4096))
+        });
+        if seen {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{users:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn second_run(addr: SocketAddr, produced: &Produced) {
@@ -533,7 +689,7 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let props = write_properties(dir.path(), &controller, BROKER_ID, port);
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port, &[]);
     format_dirs(&props, &controller);
     let mut skua = Skua::start(&props, &dir.path().join("skua.log"));
     skua.wait_started();

@@ -41,6 +41,11 @@ pub(crate) struct Controller {
 impl Controller {
     /// `None` (with a message) only when java is not installed.
     pub(crate) fn start(features: &[&str]) -> Option<Controller> {
+        Controller::start_with(features, &[])
+    }
+
+    /// With `settings` (`key=value` lines) added to the controller's properties.
+    pub(crate) fn start_with(features: &[&str], settings: &[&str]) -> Option<Controller> {
         if Command::new("java").arg("-version").output().is_err() {
             eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
             return None;
@@ -65,6 +70,9 @@ impl Controller {
             "--set",
             &format!("broker.session.timeout.ms={SESSION_TIMEOUT_MS}"),
         ]);
+        for setting in settings {
+            command.args(["--set", setting]);
+        }
         let out = command.output().expect("compat/kafka-controller.sh runs");
         let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
         assert!(

@@ -143,7 +143,7 @@ fn zk_fixtures_decode_completely() {
             "{f}: manifest"
         );
         assert!(
-            skua::router::lookup_in(f.api_key, f.version, true).is_some(),
+            skua::router::lookup_in(f.api_key, f.version, skua::router::Mode::ZooKeeper).is_some(),
             "{f}: captured from a Kafka peer but not routed in ZooKeeper mode"
         );
         let request = skua::protocol::decode_request(frame).unwrap_or_else(|e| panic!("{f}: {e}"));

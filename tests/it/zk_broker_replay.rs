@@ -191,7 +191,8 @@ fn skua_answers_the_kafka_controller_as_kafkas_broker_did() {
         ApiKey::UpdateMetadata,
         ApiKey::StopReplica,
     ] {
-        let route = skua::router::lookup_in(api, 0, true).expect("routed in ZooKeeper mode");
+        let route = skua::router::lookup_in(api, 0, skua::router::Mode::ZooKeeper)
+            .expect("routed in ZooKeeper mode");
         for v in route.min_version..=route.max_version {
             assert!(
                 compared.get(&(api as i16, v)).is_some_and(|n| *n > 0),

@@ -8,9 +8,9 @@
 //!
 //! SCRAM credentials and client quotas are read from the image (logins and quota
 //! managers follow the controller's records); client quota changes are forwarded as
-//! AlterClientQuotas. Not yet forwarded (they answer as a broker that is no controller
-//! does, through the trait's defaults): ACLs, changes to SCRAM credentials,
-//! reassignments, elections.
+//! AlterClientQuotas. What the controller authorizes against the client's principal
+//! (ACLs, SCRAM credential changes, reassignments, elections, the quorum) goes in an
+//! Envelope through [`KraftController::forward`] (see the module `envelope`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +49,9 @@ use crate::sasl::scram::{ScramCredential, ScramMechanism};
 
 use super::driver::{Published, Status};
 use super::follower::Endpoint;
+
+/// How long a forwarded request waits before trying the controller again.
+const FORWARD_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// IncrementalAlterConfigs' operations.
 const OP_SET: i8 = 0;
@@ -147,6 +150,53 @@ impl KraftController {
             .await
             .map(|(_, r)| r)
             .map_err(|e| unavailable(format!("the active controller did not answer: {e}")))
+    }
+
+    /// Forwards a client's request to the active controller in an Envelope (see
+    /// `envelope`), answering the controller's response. As Kafka's
+    /// `NodeToControllerChannelManager` does, an unknown or unreachable controller, and
+    /// one that is no longer active, are tried again until the request timeout
+    /// (REQUEST_TIMED_OUT); an Envelope the controller refused is UNKNOWN_SERVER_ERROR.
+    pub async fn forward<R: Request>(
+        &self,
+        origin: &super::envelope::Origin,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ControllerError> {
+        use super::envelope::{unwrap, wrap, Unwrapped};
+        use kafka_protocol::messages::{EnvelopeRequest, EnvelopeResponse};
+        let envelope = wrap(origin, request, version)?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let answer: Result<EnvelopeResponse, ControllerError> =
+                self.send::<EnvelopeRequest>(envelope.clone(), (0, 0)).await;
+            let last = match answer.map(|r| unwrap::<R>(r, version, origin.correlation_id)) {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(Unwrapped::EnvelopeError(e))) => {
+                    return Err(ControllerError::new(
+                        ResponseError::UnknownServerError,
+                        format!("the controller refused the forwarded request's envelope: {e}"),
+                    ))
+                }
+                Ok(Err(Unwrapped::Malformed(why))) => {
+                    return Err(ControllerError::new(
+                        ResponseError::UnknownServerError,
+                        format!("the controller's answer to the forwarded request: {why}"),
+                    ))
+                }
+                Ok(Err(Unwrapped::NotController)) => {
+                    "the controller is no longer the active one".to_string()
+                }
+                Err(e) => e.message,
+            };
+            if tokio::time::Instant::now() + FORWARD_RETRY_BACKOFF >= deadline {
+                return Err(ControllerError::new(
+                    ResponseError::RequestTimedOut,
+                    format!("the request could not be forwarded to the active controller: {last}"),
+                ));
+            }
+            tokio::time::sleep(FORWARD_RETRY_BACKOFF).await;
+        }
     }
 
     /// One client per controller address.

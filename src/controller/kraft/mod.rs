@@ -22,13 +22,33 @@
 //!   and Kafka's `BrokerServer` waits (caught up before the logs open, unfenced before
 //!   clients are served, the controller's permission before a controlled shutdown ends).
 //!
+//! - `envelope`: a client's request wrapped for the active controller as Kafka 4's
+//!   brokers wrap what they forward.
+//!
+//! What reaches the controller, and how. Kafka 4's brokers forward every admin request
+//! the controller decides in an Envelope (`ForwardingManager`): the request as the client
+//! sent it, with the client's principal and address, so the controller's authorizer
+//! checks the client, not the broker (a super user the Envelope itself needs
+//! CLUSTER_ACTION for). skua does the same for what it cannot decide itself and whose
+//! authorization is the controller's: CreateAcls, DeleteAcls, AlterUserScramCredentials
+//! (the client's salted password reaches the controller as sent; the broker never sees a
+//! password), ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments and
+//! DescribeQuorum (`router::KRAFT_BROKER_ROUTES`, `handlers::forwarded`). Sent as the API
+//! itself, from the broker (`backend`): the changes skua's handlers check first with the
+//! same ACLs (the image's, when `authorizer.class.name` is set) and must then see in the
+//! image before answering (CreateTopics, DeleteTopics, CreatePartitions,
+//! IncrementalAlterConfigs, AlterConfigs, AlterClientQuotas), and the broker's own
+//! requests (AlterPartition, AllocateProducerIds). DescribeAcls and
+//! DescribeUserScramCredentials answer from the image, as Kafka's broker answers them from
+//! its own (SECURITY_DISABLED without an authorizer configured on the broker).
+//!
 //! `tests/it/kraft_controller.rs` runs the pieces against an Apache Kafka 4.4 controller,
 //! `tests/it/kraft_broker.rs` the skua binary as a broker of its cluster (alone, and beside
-//! a Kafka 4.4 broker). Not yet forwarded: ACLs, changes to SCRAM credentials (read from
-//! the image), reassignments, elections.
+//! a Kafka 4.4 broker).
 
 pub mod backend;
 pub mod driver;
+pub mod envelope;
 pub mod features;
 pub mod follower;
 pub mod lifecycle;

@@ -157,6 +157,8 @@ impl BrokerSide {
             // ZooKeeper mode keeps ACLs in znodes, not in the image.
             acls: false,
             client_quotas: true,
+            // Read from ZooKeeper's /config/users, not the image.
+            scram_credentials: false,
         };
         let errors = listener.on_delta(state.cache.image(), &delta);
         self.listeners.lock().push(listener);

@@ -3,10 +3,11 @@
 //! dirs `kafka-storage.sh format` formatted, registers and is unfenced; a topic created,
 //! grown and reconfigured through skua is the controller's; records produced through skua
 //! are fetched back, with producer ids from the controller's blocks and offsets committed
-//! to a group; SIGTERM shuts it down under the controller's controlled shutdown, and the
+//! to a group; ACLs and SCRAM credentials made through skua are the controller's (forwarded
+//! in Envelopes); SIGTERM shuts it down under the controller's controlled shutdown, and the
 //! restarted broker registers again with every record and offset kept. Beside an Apache
 //! Kafka 4.4 broker of the same cluster, each replicates the other's partitions byte for
-//! byte.
+//! byte, and elections, reassignments and DescribeQuorum through skua reach the controller.
 //!
 //! Kafka's jars come from `$COMPAT_CACHE`. Skipped, with a message, when java is not
 //! installed.
@@ -679,7 +680,8 @@ impl Drop for KafkaBroker {
 /// skua catches up from it and rejoins both ISRs; a SIGTERM moves skua's leadership to the
 /// Kafka broker before skua stops. SCRAM users and client quotas made through the Kafka
 /// broker are read by skua from the controller's records; a quota set through skua
-/// reaches the Kafka broker.
+/// reaches the Kafka broker. Elections, reassignments and DescribeQuorum through skua:
+/// `elections_reassignments_and_the_quorum_through_skua`.
 #[test]
 fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -917,6 +919,12 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
         assert_eq!(got, all, "nothing acknowledged lost");
     });
     assert_same_segments(&dir.path().join("data"), &kafka.data());
+    rt.block_on(elections_reassignments_and_the_quorum_through_skua(
+        skua_addr,
+        kafka_addr,
+        &dir.path().join("data"),
+        &kafka.data(),
+    ));
 
     // A topic created through the Kafka broker, led by skua; SIGTERM to skua is a
     // controlled shutdown: the controller moves the leadership to the Kafka broker before
@@ -962,6 +970,158 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
     });
     eprintln!("skua's controlled shutdown took {took:?}");
     eprintln!("the mixed scenario took {:?}", started.elapsed());
+}
+
+/// What Kafka 4's brokers forward to the controller, through skua: a preferred election
+/// gives partition 0 back to skua (its first replica) after the Kafka broker led it; a
+/// reassignment moves a partition from the Kafka broker to skua, listed while under way,
+/// and skua's copy is byte for byte the one the Kafka broker wrote; DescribeQuorum lists
+/// the controller as the voter leading and both brokers as observers.
+async fn elections_reassignments_and_the_quorum_through_skua(
+    skua_addr: SocketAddr,
+    kafka_addr: SocketAddr,
+    skua_data: &Path,
+    kafka_data: &Path,
+) {
+    use kafka_protocol::messages::{
+        alter_partition_reassignments_request as apr, describe_quorum_request as dq,
+        elect_leaders_request as el, list_partition_reassignments_request as lpr,
+        AlterPartitionReassignmentsRequest, DescribeQuorumRequest, ElectLeadersRequest,
+        ListPartitionReassignmentsRequest,
+    };
+    let mut c = Client::connect(skua_addr).await;
+    let mut k = Client::connect(kafka_addr).await;
+
+    let elect = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_topic_partitions(Some(vec![el::TopicPartitions::default()
+            .with_topic(TopicName(s("mixed")))
+            .with_partitions(vec![0])]))
+        .with_timeout_ms(10_000);
+    let r = c.send(&elect, 2).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(
+        r.replica_election_results[0].partition_result[0].error_code, 0,
+        "{r:?}"
+    );
+    wait_isrs(&mut k, vec![(0, 1, vec![1, 2]), (1, 2, vec![1, 2])]).await;
+    // Again: the leader is already the preferred one.
+    let r = c.send(&elect, 2).await;
+    assert_eq!(
+        r.replica_election_results[0].partition_result[0].error_code,
+        kafka_protocol::error::ResponseError::ElectionNotNeeded.code(),
+        "{r:?}"
+    );
+
+    // A partition only the Kafka broker holds, moved to skua.
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    let create = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s("moved")))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![2.into()])])])
+        .with_timeout_ms(10_000);
+    let r = c.send(&create, 7).await;
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    let vals: Vec<String> = (0..50).map(|i| format!("moved-{i}")).collect();
+    let t = Instant::now();
+    for chunk in vals.chunks(10) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        loop {
+            let (err, _) = k
+                .produce("moved", 0, batch(&chunk, None, Compression::None), -1)
+                .await;
+            if err == 0 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "error {err}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let segment = "moved-0/00000000000000000000.log";
+    let on_kafka = std::fs::read(kafka_data.join(segment)).unwrap();
+    let reassign = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![apr::ReassignableTopic::default()
+            .with_name(TopicName(s("moved")))
+            .with_partitions(vec![apr::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![1.into()]))])]);
+    let r = c.send(&reassign, 0).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    let list = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(Some(vec![lpr::ListPartitionReassignmentsTopics::default()
+            .with_name(TopicName(s("moved")))
+            .with_partition_indexes(vec![0])]));
+    let t = Instant::now();
+    loop {
+        let r = c.send(&list, 0).await;
+        assert_eq!(r.error_code, 0, "{r:?}");
+        if r.topics.is_empty() {
+            break;
+        }
+        // Under way: adding skua, removing the Kafka broker.
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(
+            p.adding_replicas,
+            vec![kafka_protocol::messages::BrokerId(1)],
+            "{r:?}"
+        );
+        assert_eq!(
+            p.removing_replicas,
+            vec![kafka_protocol::messages::BrokerId(2)],
+            "{r:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(30), "{r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_topic_isrs(
+        &mut k,
+        "moved",
+        vec![(0, 1, vec![1])],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(skua_data.join(segment)).unwrap(),
+        on_kafka,
+        "skua's copy is the Kafka broker's, byte for byte"
+    );
+    let fetched = c.fetch("moved", 0, 0, 1 << 20, 1).await;
+    let got: Vec<String> = values(&fetched.records.unwrap())
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(got, vals);
+
+    // The quorum, as `kafka-metadata-quorum.sh --bootstrap-server <skua> describe` asks.
+    let quorum = DescribeQuorumRequest::default().with_topics(vec![dq::TopicData::default()
+        .with_topic_name(TopicName(s("__cluster_metadata")))
+        .with_partitions(vec![dq::PartitionData::default().with_partition_index(0)])]);
+    let r = c.send(&quorum, 2).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "{r:?}");
+    assert_eq!(
+        p.leader_id.0,
+        crate::kraft_controller::CONTROLLER_ID,
+        "{r:?}"
+    );
+    let voters: Vec<i32> = p.current_voters.iter().map(|v| v.replica_id.0).collect();
+    assert_eq!(voters, vec![crate::kraft_controller::CONTROLLER_ID]);
+    let mut observers: Vec<i32> = p.observers.iter().map(|o| o.replica_id.0).collect();
+    observers.sort();
+    assert_eq!(
+        observers,
+        vec![1, 2],
+        "both brokers follow the metadata log"
+    );
+    assert!(p.high_watermark > 0);
 }
 
 /// Waits until the Kafka broker's Metadata shows `mixed`'s (partition, leader, sorted ISR).

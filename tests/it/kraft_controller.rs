@@ -29,7 +29,7 @@ use crate::common::cluster::ONE_AT_A_TIME;
 
 const BROKER_ID: i32 = 1;
 const SESSION_TIMEOUT_MS: u64 = 3000;
-const CONTROLLER_ID: i32 = 3000;
+pub(crate) const CONTROLLER_ID: i32 = 3000;
 
 /// A Kafka controller in a temp dir, stopped when dropped.
 pub(crate) struct Controller {

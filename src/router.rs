@@ -117,7 +117,9 @@ macro_rules! route {
 pub static ROUTES: &[Route] = &[
     route!(Produce, 0, 13, produce::handle),
     route!(Fetch, 4, 18, fetch::handle, file_slices),
-    route!(ListOffsets, 1, 10, list_offsets::handle),
+    // v11 (KIP-1023) is v10 on the wire, allowing EARLIEST_PENDING_UPLOAD (-6); a Kafka 4.4
+    // follower sends it to its leader without negotiating (its metadata.version decides).
+    route!(ListOffsets, 1, 11, list_offsets::handle),
     route!(Metadata, 0, 13, metadata::handle),
     route!(ApiVersions, 0, 4, api_versions::handle),
     // Answered by the connection's authenticator before a SASL connection authenticates
@@ -343,6 +345,8 @@ mod tests {
         assert_eq!(ProduceRequest::VERSIONS.max, 13);
         assert!(lookup(ApiKey::Fetch, 3).is_none());
         assert!(lookup(ApiKey::Fetch, 18).is_some());
+        // What a Kafka 4.4 follower sends its leader, unnegotiated.
+        assert!(lookup(ApiKey::ListOffsets, 11).is_some());
         assert!(lookup(ApiKey::JoinGroup, 0).is_some());
         assert!(lookup(ApiKey::OffsetCommit, 1).is_none());
     }

@@ -623,6 +623,11 @@ struct KafkaBroker {
 
 impl KafkaBroker {
     fn start(controller: &Controller, node_id: i32) -> KafkaBroker {
+        KafkaBroker::start_with(controller, node_id, &[])
+    }
+
+    /// With `settings` (`key=value`) added to the broker's properties.
+    fn start_with(controller: &Controller, node_id: i32, settings: &[&str]) -> KafkaBroker {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut command = Command::new(script());
@@ -637,6 +642,9 @@ impl KafkaBroker {
             .args(["--node-id", &node_id.to_string()])
             .args(["--set", "broker.heartbeat.interval.ms=500"])
             .args(["--set", "replica.lag.time.max.ms=30000"]);
+        for setting in settings {
+            command.args(["--set", setting]);
+        }
         for f in FORMAT_FEATURES {
             command.args(["--feature", f]);
         }
@@ -663,6 +671,14 @@ impl Drop for KafkaBroker {
         if std::thread::panicking() {
             let log =
                 std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            eprintln!("--- the Kafka broker's server.log, errors and warnings ---");
+            for line in log
+                .lines()
+                .filter(|l| l.contains("ERROR") || l.contains("WARN"))
+                .take(40)
+            {
+                eprintln!("{line}");
+            }
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!("--- the Kafka broker's server.log, last lines ---");
             for line in tail.iter().rev() {
@@ -1188,4 +1204,271 @@ fn assert_same_segments(skua_data: &Path, kafka_data: &Path) {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Makes `to` the leader of `topic`-`partition` (replicas `to` and `other`, both in the
+/// ISR) through skua, as `kafka-reassign-partitions.sh` and `kafka-leader-election.sh`
+/// would: the replicas reordered with `to` first, then a preferred election; waits until
+/// the Kafka broker's Metadata shows it.
+async fn lead_through_skua(c: &mut Client, k: &mut Client, topic: &str, to: i32, other: i32) {
+    use kafka_protocol::messages::{
+        alter_partition_reassignments_request as apr, elect_leaders_request as el,
+        AlterPartitionReassignmentsRequest, ElectLeadersRequest,
+    };
+    let reorder = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![apr::ReassignableTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![apr::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![to.into(), other.into()]))])]);
+    let r = c.send(&reorder, 0).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    let elect = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_topic_partitions(Some(vec![el::TopicPartitions::default()
+            .with_topic(TopicName(s(topic)))
+            .with_partitions(vec![0])]))
+        .with_timeout_ms(10_000);
+    let r = c.send(&elect, 2).await;
+    let code = r.replica_election_results[0].partition_result[0].error_code;
+    let not_needed = kafka_protocol::error::ResponseError::ElectionNotNeeded.code();
+    assert!(code == 0 || code == not_needed, "{r:?}");
+    let mut isr = vec![to, other];
+    isr.sort();
+    wait_topic_isrs(k, topic, vec![(0, to, isr)], Duration::from_secs(30)).await;
+}
+
+/// Waits until FindCoordinator through `c` names a coordinator for `key` (0: group, 1:
+/// transactional id), `broker` if given; answers it.
+async fn wait_coordinator(c: &mut Client, key_type: i8, key: &str, broker: Option<i32>) -> i32 {
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![s(key)]);
+    let t = Instant::now();
+    loop {
+        let r = c.send(&find, 4).await;
+        let found = &r.coordinators[0];
+        if found.error_code == 0 && broker.is_none_or(|b| b == found.node_id.0) {
+            return found.node_id.0;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{key}: {found:?}, waiting for {broker:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The committed offsets of `group` at its coordinator `c`, retried while the coordinator
+/// is loading the partition it was just given (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS),
+/// as a client retries.
+async fn offsets_at(c: &mut Client, group: &str) -> Vec<i64> {
+    let t = Instant::now();
+    loop {
+        let (err, offsets) = c.committed_offsets(group).await;
+        if err == 0 {
+            return offsets;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{group}: error {err}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A KIP-848 member's heartbeat to the coordinator `c` (joining at epoch 0, subscribed to
+/// the transactions' topic): (error, member id, epoch).
+async fn consumer_heartbeat(c: &mut Client, member: &str, epoch: i32) -> (i16, String, i32) {
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId};
+    let mut req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_topic_partitions(None);
+    if epoch == 0 {
+        req = req
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s(crate::common::txn::TOPIC))]))
+            .with_topic_partitions(Some(vec![]));
+    }
+    let r = c.send(&req, 1).await;
+    let id = r.member_id.as_deref().unwrap_or(member).to_string();
+    (r.error_code, id, r.member_epoch)
+}
+
+/// OffsetCommit v9 of `offset` for the transactions' topic by a KIP-848 member.
+async fn member_commit(c: &mut Client, member: &str, epoch: i32, offset: i64) -> i16 {
+    use kafka_protocol::messages::{offset_commit_request as oc, GroupId, OffsetCommitRequest};
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("kip848")))
+        .with_generation_id_or_member_epoch(epoch)
+        .with_member_id(s(member))
+        .with_topics(vec![oc::OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(crate::common::txn::TOPIC)))
+            .with_partitions(vec![oc::OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    c.send(&req, 9).await.topics[0].partitions[0].error_code
+}
+
+/// Coordinators across kinds. `__consumer_offsets` and `__transaction_state` (one
+/// partition each, on both brokers, created through skua) are led by skua, then by the
+/// Kafka 4.4 broker, then by skua again (moved through skua): a classic group's and a
+/// KIP-848 consumer group's committed offsets are served by each coordinator in turn, and
+/// the consumer group's member carries on heartbeating at its epoch on the other kind. A
+/// transactional producer whose coordinator is skua writes to a partition the Kafka broker
+/// leads: the Kafka broker verifies the transaction with skua, skua's markers commit one
+/// transaction and abort another, and a read_committed consumer through the Kafka broker
+/// sees only the committed records.
+#[test]
+fn groups_and_transactions_keep_their_state_across_coordinators_of_both_kinds() {
+    use crate::common::txn;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let internal = [
+        "offsets.topic.replication.factor=2",
+        "offsets.topic.num.partitions=1",
+        "transaction.state.log.replication.factor=2",
+        "transaction.state.log.num.partitions=1",
+    ];
+    let props = write_properties(dir.path(), &controller, BROKER_ID, port, &internal);
+    format_dirs(&props, &controller);
+    let mut skua = Skua::start(&props, &dir.path().join("skua.log"));
+    skua.wait_started();
+    // The coordinators of both kinds agree on the internal topics' partition counts.
+    let kafka = KafkaBroker::start_with(&controller, 2, &internal);
+    let skua_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let kafka_addr: SocketAddr = format!("127.0.0.1:{}", kafka.port).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = Client::connect(skua_addr).await;
+        let mut k = Client::connect(kafka_addr).await;
+        let t = Instant::now();
+        while c
+            .send(&DescribeClusterRequest::default(), 0)
+            .await
+            .brokers
+            .len()
+            < 2
+        {
+            assert!(t.elapsed() < Duration::from_secs(30), "both unfenced");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let create = CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(txn::TOPIC)))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_assignments(vec![CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![2.into(), 1.into()])])])
+            .with_timeout_ms(10_000);
+        let r = c.send(&create, 7).await;
+        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+
+        // Both internal topics created through skua (skua's replication factor), then
+        // led by skua.
+        wait_coordinator(&mut c, 0, "classic", None).await;
+        wait_coordinator(&mut c, 1, "tx", None).await;
+        lead_through_skua(&mut c, &mut k, "__consumer_offsets", 1, 2).await;
+        lead_through_skua(&mut c, &mut k, "__transaction_state", 1, 2).await;
+        eprintln!("coordinators on skua after {:?}", started.elapsed());
+
+        // At skua: a classic group's offset, and a KIP-848 member's.
+        wait_coordinator(&mut c, 0, "classic", Some(1)).await;
+        assert_eq!(c.commit_offset("classic", txn::TOPIC, 7, None).await, 0);
+        let (err, member, mut epoch) = consumer_heartbeat(&mut c, "member-6a1c9e02", 0).await;
+        assert_eq!(err, 0);
+        assert!(!member.is_empty() && epoch > 0);
+        assert_eq!(member_commit(&mut c, &member, epoch, 11).await, 0);
+        assert_eq!(offsets_at(&mut c, "classic").await, vec![7]);
+        assert_eq!(offsets_at(&mut c, "kip848").await, vec![11]);
+
+        // The Kafka broker coordinates: the offsets are there, the member carries on.
+        lead_through_skua(&mut c, &mut k, "__consumer_offsets", 2, 1).await;
+        wait_coordinator(&mut k, 0, "classic", Some(2)).await;
+        assert_eq!(offsets_at(&mut k, "classic").await, vec![7]);
+        assert_eq!(offsets_at(&mut k, "kip848").await, vec![11]);
+        let (err, _, now) = consumer_heartbeat(&mut k, &member, epoch).await;
+        assert_eq!(
+            err, 0,
+            "skua's member records loaded by the Kafka coordinator"
+        );
+        assert!(now >= epoch);
+        epoch = now;
+        assert_eq!(member_commit(&mut k, &member, epoch, 12).await, 0);
+        assert_eq!(k.commit_offset("classic", txn::TOPIC, 8, None).await, 0);
+
+        // And skua again, loading what the Kafka coordinator wrote.
+        lead_through_skua(&mut c, &mut k, "__consumer_offsets", 1, 2).await;
+        wait_coordinator(&mut c, 0, "classic", Some(1)).await;
+        assert_eq!(offsets_at(&mut c, "classic").await, vec![8]);
+        assert_eq!(offsets_at(&mut c, "kip848").await, vec![12]);
+        let (err, _, now) = consumer_heartbeat(&mut c, &member, epoch).await;
+        assert_eq!(
+            err, 0,
+            "the Kafka coordinator's member records loaded by skua"
+        );
+        assert!(now >= epoch);
+        eprintln!("groups moved both ways after {:?}", started.elapsed());
+
+        // A transaction coordinated by skua on a partition the Kafka broker leads.
+        wait_coordinator(&mut c, 1, "tx", Some(1)).await;
+        let init = txn::init(&mut c, "tx", (-1, -1)).await;
+        assert_eq!(init.error_code, 0, "{init:?}");
+        let (pid, pe) = (init.producer_id.0, init.producer_epoch);
+        let mut seq = 0;
+        for (values, commit) in [(vec!["a", "b"], true), (vec!["x"], false)] {
+            assert_eq!(txn::add_partition(&mut c, "tx", pid, pe, 0).await, 0);
+            let (err, _) =
+                txn::produce(&mut k, "tx", txn::txn_batch(&values, (pid, pe, seq))).await;
+            assert_eq!(
+                err, 0,
+                "the Kafka leader verified the transaction with skua"
+            );
+            seq += values.len() as i32;
+            assert_eq!(txn::end(&mut c, "tx", pid, pe, commit).await, 0);
+        }
+        let t = Instant::now();
+        loop {
+            let fetched = txn::fetch(&mut k, true).await;
+            let data: Vec<String> = txn::records(&fetched)
+                .into_iter()
+                .filter(|(_, _, control)| !control)
+                .map(|(_, v, _)| v)
+                .collect();
+            let stable = txn::latest(&mut k, true).await == txn::latest(&mut k, false).await;
+            if stable && txn::batches(&fetched).iter().filter(|(_, c)| *c).count() == 2 {
+                assert_eq!(
+                    data,
+                    vec!["a", "b", "x"],
+                    "with the aborted batch, which the consumer drops"
+                );
+                let aborted = txn::aborted(&fetched).unwrap_or_default();
+                assert_eq!(aborted.len(), 1, "{aborted:?}");
+                assert_eq!(aborted[0].0, pid);
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "markers: {fetched:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let (status, _) = skua.terminate();
+    assert!(status.success(), "{status}");
+    eprintln!("the coordinators scenario took {:?}", started.elapsed());
 }

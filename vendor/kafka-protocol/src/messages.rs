@@ -1589,7 +1589,7 @@ impl ApiKey {
         match self {
             ApiKey::Produce => VersionRange { min: 3, max: 13 },
             ApiKey::Fetch => VersionRange { min: 4, max: 18 },
-            ApiKey::ListOffsets => VersionRange { min: 1, max: 10 },
+            ApiKey::ListOffsets => VersionRange { min: 1, max: 11 },
             ApiKey::Metadata => VersionRange { min: 0, max: 13 },
             ApiKey::LeaderAndIsr => VersionRange { min: 0, max: 7 },
             ApiKey::StopReplica => VersionRange { min: 0, max: 4 },

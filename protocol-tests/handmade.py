@@ -259,6 +259,16 @@ def alter_user_scram_credentials_v0(cid):
     return header_v2(51, 0, cid) + compact_array([deletion]) + compact_array([]) + b"\x00"
 
 
+def list_offsets_v11(cid):
+    # KIP-1023's v11 (v10 on the wire, EARLIEST_PENDING_UPLOAD -6 allowed): the captured
+    # clients send at most v10, but a Kafka 4.4 follower sends v11 to its leader
+    # unnegotiated. The latest offset of partition 0.
+    partition = struct.pack(">iiq", 0, -1, -1) + b"\x00"
+    topic = compact_string(TOPIC) + compact_array([partition]) + b"\x00"
+    return (header_v2(2, 11, cid) + struct.pack(">ib", -1, 0) + compact_array([topic])
+            + struct.pack(">i", 30000) + b"\x00")
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -292,6 +302,7 @@ FRAMES = [
     ("SaslAuthenticate", 36, 2, sasl_authenticate(2, 7026)),
     ("DescribeUserScramCredentials", 50, 0, describe_user_scram_credentials_v0(7027)),
     ("AlterUserScramCredentials", 51, 0, alter_user_scram_credentials_v0(7028)),
+    ("ListOffsets", 2, 11, list_offsets_v11(7029)),
 ]
 
 

@@ -1472,3 +1472,95 @@ fn groups_and_transactions_keep_their_state_across_coordinators_of_both_kinds() 
     assert!(status.success(), "{status}");
     eprintln!("the coordinators scenario took {:?}", started.elapsed());
 }
+
+/// The step a rolling replacement repeats (long form, `SKUA_KRAFT_ROLLING=1`): a Kafka 4.4
+/// broker stopped, skua started on its dir with its node id.
+#[test]
+fn skua_takes_over_a_kafka_4_brokers_dir() {
+    if std::env::var_os("SKUA_KRAFT_ROLLING").is_none() {
+        eprintln!("SKIPPED: set SKUA_KRAFT_ROLLING=1");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    let kafka = KafkaBroker::start(&controller, 2);
+    let kafka_addr: SocketAddr = format!("127.0.0.1:{}", kafka.port).parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let vals: Vec<String> = (0..30).map(|i| format!("kafka-wrote-{i}")).collect();
+    rt.block_on(async {
+        let mut k = Client::connect(kafka_addr).await;
+        assert_eq!(k.create_topic("handed", 1).await, 0);
+        let t = Instant::now();
+        let refs: Vec<&str> = vals.iter().map(String::as_str).collect();
+        loop {
+            let (err, _) = k
+                .produce("handed", 0, batch(&refs, None, Compression::None), -1)
+                .await;
+            if err == 0 {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "error {err}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let _ = Command::new(script())
+        .arg("--stop")
+        .arg(kafka.dir.path())
+        .output();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker\nnode.id=2\ncontroller.quorum.bootstrap.servers=127.0.0.1:{}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+             listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n\
+             broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n",
+            controller.port,
+            kafka.data().display()
+        ),
+    )
+    .unwrap();
+    let mut skua = Skua::start(&props, &dir.path().join("skua.log"));
+    eprintln!(
+        "skua started on the Kafka broker's dir in {:?}",
+        skua.wait_started()
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    rt.block_on(async {
+        let mut c = Client::connect(addr).await;
+        let t = Instant::now();
+        loop {
+            let fetched = c.fetch("handed", 0, 0, 1 << 20, 1).await;
+            if fetched.error_code == 0 {
+                let got: Vec<String> = values(&fetched.records.unwrap())
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect();
+                assert_eq!(got, vals);
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "{fetched:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (err, base) = c
+            .produce(
+                "handed",
+                0,
+                batch(&["skua-wrote"], None, Compression::None),
+                -1,
+            )
+            .await;
+        assert_eq!((err, base), (0, 30));
+    });
+    let (status, _) = skua.terminate();
+    assert!(status.success(), "{status}");
+}

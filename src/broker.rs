@@ -150,6 +150,17 @@ fn follow_metadata(
         share_coordinator,
         config.group.share.max_share_sessions.max(1) as usize,
     );
+    // A member that left a share group (or whose session ran out) has what it holds in
+    // the share-partitions led here released at once, not when each lock runs out.
+    let departed = Arc::downgrade(&shares);
+    groups.set_share_member_listener(Arc::new(move |group: &str, member: &str| {
+        let (Some(shares), Ok(rt)) = (departed.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let (group, member) = (group.to_string(), member.to_string());
+        rt.spawn(async move { shares.member_left(&group, &member).await });
+    }));
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
     crate::jobs::schedule_replica_jobs(&scheduler, &config, replicas);

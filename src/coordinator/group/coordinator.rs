@@ -23,7 +23,10 @@ use super::shard::{
     CommitRequest, Committer, FetchedOffset, Group, GroupDescription, GroupOffsetsView, GroupShard,
     ListedGroup, SyncRequest,
 };
-use super::share::{InitializeRequest, ShareHeartbeat, ShareHeartbeatResult, TopicPartitionsById};
+use super::share::{
+    InitializeRequest, ShareDepartures, ShareHeartbeat, ShareHeartbeatResult, ShareMemberLeft,
+    TopicPartitionsById,
+};
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
@@ -46,6 +49,8 @@ pub struct GroupCoordinator {
     started: AtomicBool,
     /// Where share groups' share-partition state is initialized.
     share_persister: OnceLock<Arc<dyn Persister>>,
+    /// Told of share group members that left (see `set_share_member_listener`).
+    share_departures: Arc<ShareDepartures>,
 }
 
 impl GroupCoordinator {
@@ -57,8 +62,14 @@ impl GroupCoordinator {
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
         let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
+        let share_departures = Arc::new(ShareDepartures::default());
+        let departures = share_departures.clone();
         let runtime = CoordinatorRuntime::new("group coordinator", log, move |_| {
-            GroupShard::new(shard_settings.clone(), shard_topics.clone())
+            GroupShard::new(
+                shard_settings.clone(),
+                shard_topics.clone(),
+                departures.clone(),
+            )
         });
         let broker_id = settings.broker().broker_id;
         GroupCoordinator {
@@ -69,6 +80,7 @@ impl GroupCoordinator {
             broker_id,
             started: AtomicBool::new(false),
             share_persister: OnceLock::new(),
+            share_departures,
         }
     }
 
@@ -295,6 +307,12 @@ impl GroupCoordinator {
     /// once its state is initialized.
     pub fn set_share_persister(&self, persister: Arc<dyn Persister>) {
         let _ = self.share_persister.set(persister);
+    }
+
+    /// Who is told, once it is committed, that a member left a share group (its session
+    /// ran out or it left): the share-partitions led here, which release its records.
+    pub fn set_share_member_listener(&self, listener: ShareMemberLeft) {
+        self.share_departures.set(listener);
     }
 
     /// One ShareGroupHeartbeat. When it finds subscribed share-partitions without state,

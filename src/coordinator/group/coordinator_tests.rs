@@ -114,3 +114,75 @@ fn key(partition: i32) -> SharePartitionKey {
         partition,
     }
 }
+
+/// The share-partitions learn of a member that left (after the records taking it out are
+/// committed): one whose session ran out, and one that left with epoch -1.
+#[tokio::test]
+async fn share_members_whose_session_ran_out_or_who_left_are_reported() {
+    let props = BTreeMap::from([
+        ("offsets.topic.num.partitions".to_string(), "1".to_string()),
+        (
+            "group.share.min.session.timeout.ms".to_string(),
+            "200".to_string(),
+        ),
+        (
+            "group.share.session.timeout.ms".to_string(),
+            "200".to_string(),
+        ),
+        (
+            "group.share.min.heartbeat.interval.ms".to_string(),
+            "50".to_string(),
+        ),
+        (
+            "group.share.heartbeat.interval.ms".to_string(),
+            "50".to_string(),
+        ),
+    ]);
+    let config = crate::config::SharedConfig::new(
+        crate::config::BrokerConfig::from_properties(props).unwrap(),
+    );
+    let topics: Arc<TopicImage> = Arc::new(TopicImage::new([("t".to_string(), TOPIC, 1)]));
+    let groups = Arc::new(GroupCoordinator::new(
+        GroupSettings::new(config),
+        Arc::new(MemoryLog::default()),
+        Arc::new(topics),
+    ));
+    let left = Arc::new(parking_lot::Mutex::new(Vec::<(String, String)>::new()));
+    let seen = left.clone();
+    groups.set_share_member_listener(Arc::new(move |g: &str, m: &str| {
+        seen.lock().push((g.to_string(), m.to_string()))
+    }));
+    assert_eq!(groups.on_elected(0, 0).await.unwrap(), ShardStatus::Active);
+
+    let joined = |id: &str| ShareHeartbeat {
+        member_id: id.into(),
+        ..hb(0, Some(&["t"]))
+    };
+    groups.share_heartbeat("sg", joined("quiet")).await.unwrap();
+    groups
+        .share_heartbeat("sg", joined("leaving"))
+        .await
+        .unwrap();
+    let leave = ShareHeartbeat {
+        member_id: "leaving".into(),
+        ..hb(-1, None)
+    };
+    groups.share_heartbeat("sg", leave).await.unwrap();
+    assert_eq!(*left.lock(), vec![("sg".into(), "leaving".into())]);
+
+    // "quiet" never heartbeats again: its session runs out after 200 ms.
+    for _ in 0..100 {
+        if left.lock().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        *left.lock(),
+        vec![
+            ("sg".into(), "leaving".into()),
+            ("sg".into(), "quiet".into())
+        ]
+    );
+    groups.shutdown();
+}

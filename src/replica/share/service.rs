@@ -273,6 +273,23 @@ impl Shares {
         self.released.notify_waiters();
     }
 
+    /// `member_id` is no longer a member of `group_id` (its session with the group
+    /// coordinator timed out, or it left): its share session here is closed and what it
+    /// holds acquired in the group's share-partitions led here is released at once, with
+    /// the delivery counts kept (Kafka's `SharePartitionManager` on member leave). Every
+    /// share-partition of the group is looked at, not only the session's: a member may
+    /// hold records in one its session has forgotten.
+    pub async fn member_left(&self, group_id: &str, member_id: &str) {
+        self.sessions.lock().remove_member(group_id, member_id);
+        let keys: Vec<SharePartitionKey> = self
+            .partitions
+            .keys()
+            .into_iter()
+            .filter(|k| k.group_id == group_id)
+            .collect();
+        self.release_member(&keys, member_id).await;
+    }
+
     /// The acquisition lock timer: one task, sleeping until the earliest lock deadline
     /// of any share-partition here (or until a fetch may have set an earlier one), that
     /// releases the records whose locks ran out and wakes the waiting fetches. It holds

@@ -157,6 +157,24 @@ pub static ROUTES: &[Route] = &[
     route!(ShareFetch, 1, 1, share_fetch::handle),
     route!(ShareAcknowledge, 1, 1, share_acknowledge::handle),
     route!(
+        DescribeShareGroupOffsets,
+        0,
+        0,
+        describe_share_group_offsets::handle
+    ),
+    route!(
+        AlterShareGroupOffsets,
+        0,
+        0,
+        alter_share_group_offsets::handle
+    ),
+    route!(
+        DeleteShareGroupOffsets,
+        0,
+        0,
+        delete_share_group_offsets::handle
+    ),
+    route!(
         IncrementalAlterConfigs,
         0,
         1,

@@ -54,6 +54,7 @@ public class ShareCases {
         cases.put("share.java.reject_archives", ShareCases::rejectArchives);
         cases.put("share.java.kill9_redelivers", ShareCases::kill9Redelivers);
         cases.put("share.java.delivery_limit_archives", ShareCases::deliveryLimitArchives);
+        cases.put("share.tools.share_groups_command", ShareCases::shareGroupsCommand);
         if (args.length == 4 && args[1].equals("hold")) {
             hold(args[2], args[3]);
             return;
@@ -343,5 +344,80 @@ public class ShareCases {
             c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
             c.commitSync();
         }
+    }
+
+    /** Thrown by the tool's exit, so that it ends the call, not this JVM. */
+    static class ToolExit extends RuntimeException {
+        final int code;
+        ToolExit(int code) { super("exit " + code); this.code = code; }
+    }
+
+    /** kafka-share-groups.sh: Kafka 4.4's ShareGroupCommand main, which the script runs,
+     *  called in this JVM (its Exit hooked, its output captured, a JVM start saved per
+     *  call); returns what it printed, failing on a non-zero exit. */
+    static synchronized String shareGroups(String... args) throws Exception {
+        List<String> argv = new ArrayList<>(List.of("--bootstrap-server", bootstrap));
+        argv.addAll(List.of(args));
+        java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream out = System.out, err = System.err;
+        int code = 0;
+        org.apache.kafka.common.utils.internals.Exit.setExitProcedure((c, msg) -> { throw new ToolExit(c); });
+        try (java.io.PrintStream capture = new java.io.PrintStream(buf, true)) {
+            System.setOut(capture);
+            System.setErr(capture);
+            org.apache.kafka.tools.consumer.group.ShareGroupCommand.main(argv.toArray(new String[0]));
+        } catch (ToolExit e) {
+            code = e.code;
+        } finally {
+            System.setOut(out);
+            System.setErr(err);
+            org.apache.kafka.common.utils.internals.Exit.resetExitProcedure();
+        }
+        String printed = buf.toString();
+        check(code == 0, "kafka-share-groups.sh " + String.join(" ", args) + " exited " + code + ": " + printed);
+        return printed;
+    }
+
+    /** A row of the tool's table: its columns split on whitespace. */
+    static boolean hasRow(String out, String... columns) {
+        String want = String.join(" ", columns);
+        return out.lines().map(l -> l.trim().replaceAll("\\s+", " ")).anyMatch(l -> l.equals(want));
+    }
+
+    /** kafka-share-groups.sh against the broker: --list names the group; once its members
+     *  are gone, --reset-offsets --to-earliest --execute starts it again at 0, which
+     *  --describe --offsets shows and a new member proves (every record again, first
+     *  delivery); --delete removes it. */
+    static void shareGroupsCommand() throws Exception {
+        String topic = "share-tool-" + RUN, group = "share-tool-" + RUN;
+        setUp(topic, group);
+        produce(topic, 0, 5);
+        try (KafkaShareConsumer<String, String> c = consumer(group, false, 100)) {
+            c.subscribe(List.of(topic));
+            check(pollFor(c, 5, 30_000).size() == 5, "first member's records");
+            c.commitSync();
+        }
+        String list = shareGroups("--list");
+        check(list.lines().anyMatch(l -> l.trim().equals(group)), "--list: " + list);
+
+        String reset = shareGroups("--reset-offsets", "--to-earliest", "--execute",
+            "--group", group, "--topic", topic);
+        check(hasRow(reset, group, topic, "0", "0"), "--reset-offsets: " + reset);
+        String offsets = shareGroups("--describe", "--offsets", "--group", group);
+        check(hasRow(offsets, group, topic, "0", "0", "-"), "--describe --offsets: " + offsets);
+
+        try (KafkaShareConsumer<String, String> c = consumer(group, false, 100)) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> again = pollFor(c, 5, 30_000);
+            check(again.size() == 5 && again.get(0).offset() == 0
+                && again.stream().allMatch(r -> r.deliveryCount().orElse((short) -1) == 1),
+                "after the reset: " + again);
+            c.commitSync();
+        }
+        // The member's leave is committed before its close returns; --delete needs none.
+        String deleted = shareGroups("--delete", "--group", group);
+        check(deleted.contains(group) && !deleted.toLowerCase().contains("error"), "--delete: " + deleted);
+        String after = shareGroups("--list");
+        check(after.lines().noneMatch(l -> l.trim().equals(group)), "--list after --delete: " + after);
     }
 }

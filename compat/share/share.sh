@@ -3,7 +3,7 @@
 #   compat/share/share.sh HOST:PORT [CASE...]
 # Prints one PASS/FAIL line per case (compat/share/ShareCases.java, run from source with
 # kafka-clients 4.4.0, since share groups are production-ready from Kafka 4.2 and the Java
-# suite's Maven project pins 4.1). About 30 seconds (the kill -9 case
+# suite's Maven project pins 4.1). About 60 seconds (the kill -9 case
 # waits for the dead member's 10 s session timeout).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

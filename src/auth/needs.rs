@@ -78,6 +78,9 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::ShareGroupDescribe
         | ApiKey::ShareFetch
         | ApiKey::ShareAcknowledge
+        | ApiKey::DescribeShareGroupOffsets
+        | ApiKey::AlterShareGroupOffsets
+        | ApiKey::DeleteShareGroupOffsets
         | ApiKey::InitProducerId
         | ApiKey::AddPartitionsToTxn
         | ApiKey::AddOffsetsToTxn

@@ -27,7 +27,7 @@ pub mod records;
 pub mod shard;
 pub mod state;
 
-pub use persister::{PersistedState, Persister, StateWrite};
+pub use persister::{PersistedState, Persister, StateSummary, StateWrite};
 pub use records::{SharePartitionKey, StateBatch};
 
 /// `__share_group_state`, the share coordinator's topic.

@@ -154,6 +154,19 @@ impl GroupShard {
         Written::new(encode_share(group_id, records), ())
     }
 
+    /// The share coordinator no longer holds state for `topics` of the group
+    /// (DeleteShareGroupOffsets): they leave its share-partitions.
+    pub fn share_state_forgotten(
+        &mut self,
+        group_id: &str,
+        topics: &[uuid::Uuid],
+    ) -> Written<GroupRecord, ()> {
+        let Some(Group::Share(g)) = self.groups.get(group_id) else {
+            return Written::response(());
+        };
+        Written::new(encode_share(group_id, share::forget_topics(g, topics)), ())
+    }
+
     /// A share group's timer: members whose session ran out leave it.
     pub(super) fn expire_share_members(
         &mut self,

@@ -30,7 +30,9 @@ use std::sync::{Arc, OnceLock};
 
 use uuid::Uuid;
 
-pub use heartbeat::{expire, heartbeat, initialized, leave, uninitialize, Context, ShareBeat};
+pub use heartbeat::{
+    expire, forget_topics, heartbeat, initialized, leave, uninitialize, Context, ShareBeat,
+};
 
 pub use super::consumer::{Assignment, TopicImage};
 use super::records::share::{ShareKey, ShareValue};

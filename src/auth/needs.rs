@@ -41,7 +41,13 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::ControlledShutdown
         | ApiKey::AlterPartition
         | ApiKey::AllocateProducerIds
-        | ApiKey::WriteTxnMarkers => Needs::Cluster(ClusterAction),
+        | ApiKey::WriteTxnMarkers
+        // The share coordinator's, from share-partition leaders and group coordinators.
+        | ApiKey::InitializeShareGroupState
+        | ApiKey::ReadShareGroupState
+        | ApiKey::WriteShareGroupState
+        | ApiKey::DeleteShareGroupState
+        | ApiKey::ReadShareGroupStateSummary => Needs::Cluster(ClusterAction),
         ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments
         | ApiKey::CreateAcls

@@ -22,7 +22,7 @@ pub async fn handle(
 }
 
 /// The share group APIs, advertised only while share groups are enabled.
-const SHARE_APIS: [i16; 7] = [
+const SHARE_APIS: [i16; 12] = [
     ApiKey::ShareGroupHeartbeat as i16,
     ApiKey::ShareGroupDescribe as i16,
     ApiKey::ShareFetch as i16,
@@ -30,6 +30,11 @@ const SHARE_APIS: [i16; 7] = [
     ApiKey::DescribeShareGroupOffsets as i16,
     ApiKey::AlterShareGroupOffsets as i16,
     ApiKey::DeleteShareGroupOffsets as i16,
+    ApiKey::InitializeShareGroupState as i16,
+    ApiKey::ReadShareGroupState as i16,
+    ApiKey::WriteShareGroupState as i16,
+    ApiKey::DeleteShareGroupState as i16,
+    ApiKey::ReadShareGroupStateSummary as i16,
 ];
 
 /// The response with every route (the ZooKeeper-mode ones too when `zk_mode`), and

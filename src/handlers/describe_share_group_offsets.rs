@@ -107,7 +107,7 @@ async fn describe(
             })
             .collect(),
     };
-    let persister = &broker.shares.coordinator;
+    let persister = &broker.shares.persister;
     let mut topics = Vec::with_capacity(wanted.len());
     for (name, id, partitions, error) in wanted {
         let mut answers = Vec::with_capacity(partitions.len());

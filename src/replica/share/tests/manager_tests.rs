@@ -183,7 +183,7 @@ async fn a_departed_members_records_are_released_at_once_up_to_the_delivery_limi
     };
     coordinator.initialize(key(), 0, 0).await.unwrap();
     coordinator.initialize(other.clone(), 0, 0).await.unwrap();
-    let shares = Shares::new(coordinator, 10);
+    let shares = Shares::new(coordinator.clone(), coordinator, 10);
     let m = &shares.partitions;
     let limited = || Load {
         config: SharePartitionConfig {

@@ -73,6 +73,8 @@ allow.everyone.if.no.acl.found=true
 # retention check deletes the suites' records with fixed 2023 timestamps mid-case.
 quota.window.num=2
 log.retention.check.interval.ms=86400000
+# The share suite's kill -9 case gives its group a 10 s session timeout.
+group.share.min.session.timeout.ms=10000
 PROPS
 
 jvm=(java -Xms512m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20

@@ -29,8 +29,10 @@ use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
 use crate::coordinator::share::coordinator::ShareCoordinator;
-use crate::coordinator::share::SHARE_GROUP_STATE_TOPIC;
+use crate::coordinator::share::remote::{ClusterPersister, StateLeader};
+use crate::coordinator::share::{Persister, SHARE_GROUP_STATE_TOPIC};
 use crate::coordinator::txn::markers::ClusterMarkerWriter;
+use crate::coordinator::txn::peers::Clients;
 use crate::coordinator::txn::peers::TxnPeers;
 use crate::coordinator::txn::TransactionCoordinator;
 use crate::coordinator::TRANSACTION_STATE_TOPIC;
@@ -145,11 +147,49 @@ fn follow_metadata(
         topics_for_shares,
     ));
     controller.subscribe(share_coordinator.metadata_listener());
-    groups.set_share_persister(share_coordinator.clone());
+    // Share-partitions and the group coordinator persist through the share coordinator
+    // serving each key: this one in process, another broker's with its RPCs.
+    let leaders = controller.clone();
+    let leader_of: StateLeader = Arc::new(move |partition| {
+        leaders.topic(SHARE_GROUP_STATE_TOPIC).and_then(|t| {
+            t.partitions
+                .iter()
+                .find(|p| p.partition == partition)
+                .map(|p| p.state.leader)
+                .filter(|leader| *leader >= 0)
+        })
+    });
+    let persister: Arc<dyn Persister> = Arc::new(ClusterPersister::new(
+        share_coordinator.clone(),
+        leader_of,
+        replicas.cluster.clone(),
+        Clients::new(
+            &crate::client::ClientConfig {
+                client_id: Some(format!("broker-{}", config.broker_id)),
+                tls: shared_config.outbound_tls(),
+                sasl: crate::sasl::settings::inter_broker(&config).ok().flatten(),
+                ..crate::client::ClientConfig::default()
+            },
+            "share-state",
+        ),
+    ));
+    groups.set_share_persister(persister.clone());
     let shares = Shares::new(
         share_coordinator,
+        persister,
         config.group.share.max_share_sessions.max(1) as usize,
     );
+    // A member that left a share group (or whose session ran out) has what it holds in
+    // the share-partitions led here released at once, not when each lock runs out.
+    let departed = Arc::downgrade(&shares);
+    groups.set_share_member_listener(Arc::new(move |group: &str, member: &str| {
+        let (Some(shares), Ok(rt)) = (departed.upgrade(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let (group, member) = (group.to_string(), member.to_string());
+        rt.spawn(async move { shares.member_left(&group, &member).await });
+    }));
     let scheduler = Scheduler::new();
     crate::jobs::schedule_log_jobs(&scheduler, &config, replicas);
     crate::jobs::schedule_replica_jobs(&scheduler, &config, replicas);

@@ -35,7 +35,8 @@
 //!                            as the partitions' leadership changes; txn/: transactions
 //!                            in __transaction_state, markers to their partitions;
 //!                            share/: share-partitions' state in __share_group_state
-//!                            (KIP-932), found through FindCoordinator key type SHARE
+//!                            (KIP-932), found through FindCoordinator key type SHARE,
+//!                            reached in process or with its RPCs from other brokers
 //!                config/     server.properties and per-topic configs
 //!                auth/       the Authorizer trait (allow-all by default), per-API needs,
 //!                            the request context's helpers, authorized operations;

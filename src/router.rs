@@ -178,6 +178,46 @@ pub static ROUTES: &[Route] = &[
     route!(ShareFetch, 1, 1, share_fetch::handle),
     route!(ShareAcknowledge, 1, 1, share_acknowledge::handle),
     route!(
+        DescribeShareGroupOffsets,
+        0,
+        0,
+        describe_share_group_offsets::handle
+    ),
+    route!(
+        AlterShareGroupOffsets,
+        0,
+        0,
+        alter_share_group_offsets::handle
+    ),
+    route!(
+        DeleteShareGroupOffsets,
+        0,
+        0,
+        delete_share_group_offsets::handle
+    ),
+    // The share coordinator's RPCs, between brokers (v0: without KIP-1226's delivery
+    // complete count).
+    route!(
+        InitializeShareGroupState,
+        0,
+        0,
+        initialize_share_group_state::handle
+    ),
+    route!(ReadShareGroupState, 0, 0, read_share_group_state::handle),
+    route!(WriteShareGroupState, 0, 0, write_share_group_state::handle),
+    route!(
+        DeleteShareGroupState,
+        0,
+        0,
+        delete_share_group_state::handle
+    ),
+    route!(
+        ReadShareGroupStateSummary,
+        0,
+        0,
+        read_share_group_state_summary::handle
+    ),
+    route!(
         IncrementalAlterConfigs,
         0,
         1,

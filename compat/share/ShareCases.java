@@ -52,6 +52,13 @@ public class ShareCases {
         cases.put("share.java.three_consumers_exactly_once", ShareCases::threeConsumersExactlyOnce);
         cases.put("share.java.release_redelivers", ShareCases::releaseRedelivers);
         cases.put("share.java.reject_archives", ShareCases::rejectArchives);
+        cases.put("share.java.kill9_redelivers", ShareCases::kill9Redelivers);
+        cases.put("share.java.delivery_limit_archives", ShareCases::deliveryLimitArchives);
+        cases.put("share.tools.share_groups_command", ShareCases::shareGroupsCommand);
+        if (args.length == 4 && args[1].equals("hold")) {
+            hold(args[2], args[3]);
+            return;
+        }
         List<String> only = List.of(args).subList(1, args.length);
         for (Map.Entry<String, Case> c : cases.entrySet()) {
             if (!only.isEmpty() && !only.contains(c.getKey())) continue;
@@ -71,16 +78,22 @@ public class ShareCases {
         if (!ok) throw new AssertionError(why);
     }
 
-    /** A one-partition topic and a share group reading it from the earliest offset. */
-    static void setUp(String topic, String group) throws Exception {
+    /** A one-partition topic and a share group reading it from the earliest offset,
+     *  with `groupConfigs` set on the group besides. */
+    static void setUp(String topic, String group, String... groupConfigs) throws Exception {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(p)) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
             ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
-            AlterConfigOp earliest = new AlterConfigOp(
-                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
-            admin.incrementalAlterConfigs(Map.of(g, List.of(earliest))).all().get();
+            List<AlterConfigOp> ops = new ArrayList<>();
+            ops.add(new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET));
+            for (int i = 0; i + 1 < groupConfigs.length; i += 2) {
+                ops.add(new AlterConfigOp(
+                    new ConfigEntry(groupConfigs[i], groupConfigs[i + 1]), AlterConfigOp.OpType.SET));
+            }
+            admin.incrementalAlterConfigs(Map.of(g, ops)).all().get();
         }
     }
 
@@ -251,5 +264,160 @@ public class ShareCases {
             c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
             c.commitSync();
         }
+    }
+
+    /** The member that is killed: acquires every record of `topic` it can, says which
+     *  on stdout and then waits, never acknowledging, until it is killed. */
+    static void hold(String topic, String group) throws Exception {
+        KafkaShareConsumer<String, String> c = consumer(group, true, 100);
+        c.subscribe(List.of(topic));
+        List<ConsumerRecord<String, String>> got = pollFor(c, 5, 60_000);
+        StringBuilder offsets = new StringBuilder();
+        for (ConsumerRecord<String, String> r : got) offsets.append(' ').append(r.offset());
+        System.out.println("HELD" + offsets);
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
+    }
+
+    /** A member killed with kill -9 while holding records: another member receives them,
+     *  delivery count 2, once the group drops the dead member (its 10 s session timeout),
+     *  well before their 60 s acquisition locks would run out. */
+    static void kill9Redelivers() throws Exception {
+        String topic = "share-kill9-" + RUN, group = "share-kill9-" + RUN;
+        setUp(topic, group, "share.session.timeout.ms", "10000",
+            "share.record.lock.duration.ms", "60000");
+        produce(topic, 0, 5);
+        String java = System.getProperty("java.home") + "/bin/java";
+        String source = System.getProperty("share.source");
+        check(source != null, "-Dshare.source is not set");
+        Process holder = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+                source, bootstrap, "hold", topic, group)
+            .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        String held;
+        try (var out = new java.io.BufferedReader(new java.io.InputStreamReader(holder.getInputStream()))) {
+            held = out.readLine();
+        }
+        check(held != null && held.equals("HELD 0 1 2 3 4"), "the holder acquired: " + held);
+        holder.destroyForcibly(); // SIGKILL: no leave, no acknowledgement, no closed session
+        holder.waitFor();
+        long killed = System.currentTimeMillis();
+        try (KafkaShareConsumer<String, String> c = consumer(group, true, 100)) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> again = pollFor(c, 5, 50_000);
+            long after = System.currentTimeMillis() - killed;
+            check(again.size() == 5, "redelivered after the kill: " + again.size() + " records");
+            for (ConsumerRecord<String, String> r : again) {
+                check(r.deliveryCount().orElse((short) -1) == 2,
+                    "offset " + r.offset() + " delivery count " + r.deliveryCount());
+                c.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            c.commitSync();
+            check(after < 40_000, "redelivered " + after + " ms after the kill (the lock is 60 s)");
+            System.err.println("kill9: redelivered " + after + " ms after the kill");
+        }
+    }
+
+    /** With share.delivery.count.limit=2, a record released twice is archived: it never
+     *  comes a third time, and the records after it do. */
+    static void deliveryLimitArchives() throws Exception {
+        String topic = "share-limit-" + RUN, group = "share-limit-" + RUN;
+        setUp(topic, group, "share.delivery.count.limit", "2");
+        produce(topic, 0, 3);
+        try (KafkaShareConsumer<String, String> c = consumer(group, true, 100)) {
+            c.subscribe(List.of(topic));
+            for (int delivery = 1; delivery <= 2; delivery++) {
+                List<ConsumerRecord<String, String>> got = pollFor(c, 3, 30_000);
+                check(got.size() == 3, "delivery " + delivery + ": " + got.size() + " records");
+                for (ConsumerRecord<String, String> r : got) {
+                    check(r.deliveryCount().orElse((short) -1) == delivery,
+                        "delivery " + delivery + " count " + r.deliveryCount());
+                    c.acknowledge(r, AcknowledgeType.RELEASE);
+                }
+                c.commitSync();
+            }
+            check(pollFor(c, 1, 2_000).isEmpty(), "released past the limit, yet delivered again");
+            produce(topic, 3, 1);
+            List<ConsumerRecord<String, String>> next = pollFor(c, 1, 30_000);
+            check(next.size() == 1 && next.get(0).offset() == 3
+                && next.get(0).deliveryCount().orElse((short) -1) == 1,
+                "after the archived ones: " + next);
+            c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
+            c.commitSync();
+        }
+    }
+
+    /** Thrown by the tool's exit, so that it ends the call, not this JVM. */
+    static class ToolExit extends RuntimeException {
+        final int code;
+        ToolExit(int code) { super("exit " + code); this.code = code; }
+    }
+
+    /** kafka-share-groups.sh: Kafka 4.4's ShareGroupCommand main, which the script runs,
+     *  called in this JVM (its Exit hooked, its output captured, a JVM start saved per
+     *  call); returns what it printed, failing on a non-zero exit. */
+    static synchronized String shareGroups(String... args) throws Exception {
+        List<String> argv = new ArrayList<>(List.of("--bootstrap-server", bootstrap));
+        argv.addAll(List.of(args));
+        java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream out = System.out, err = System.err;
+        int code = 0;
+        org.apache.kafka.common.utils.internals.Exit.setExitProcedure((c, msg) -> { throw new ToolExit(c); });
+        try (java.io.PrintStream capture = new java.io.PrintStream(buf, true)) {
+            System.setOut(capture);
+            System.setErr(capture);
+            org.apache.kafka.tools.consumer.group.ShareGroupCommand.main(argv.toArray(new String[0]));
+        } catch (ToolExit e) {
+            code = e.code;
+        } finally {
+            System.setOut(out);
+            System.setErr(err);
+            org.apache.kafka.common.utils.internals.Exit.resetExitProcedure();
+        }
+        String printed = buf.toString();
+        check(code == 0, "kafka-share-groups.sh " + String.join(" ", args) + " exited " + code + ": " + printed);
+        return printed;
+    }
+
+    /** A row of the tool's table: its columns split on whitespace. */
+    static boolean hasRow(String out, String... columns) {
+        String want = String.join(" ", columns);
+        return out.lines().map(l -> l.trim().replaceAll("\\s+", " ")).anyMatch(l -> l.equals(want));
+    }
+
+    /** kafka-share-groups.sh against the broker: --list names the group; once its members
+     *  are gone, --reset-offsets --to-earliest --execute starts it again at 0, which
+     *  --describe --offsets shows and a new member proves (every record again, first
+     *  delivery); --delete removes it. */
+    static void shareGroupsCommand() throws Exception {
+        String topic = "share-tool-" + RUN, group = "share-tool-" + RUN;
+        setUp(topic, group);
+        produce(topic, 0, 5);
+        try (KafkaShareConsumer<String, String> c = consumer(group, false, 100)) {
+            c.subscribe(List.of(topic));
+            check(pollFor(c, 5, 30_000).size() == 5, "first member's records");
+            c.commitSync();
+        }
+        String list = shareGroups("--list");
+        check(list.lines().anyMatch(l -> l.trim().equals(group)), "--list: " + list);
+
+        String reset = shareGroups("--reset-offsets", "--to-earliest", "--execute",
+            "--group", group, "--topic", topic);
+        check(hasRow(reset, group, topic, "0", "0"), "--reset-offsets: " + reset);
+        String offsets = shareGroups("--describe", "--offsets", "--group", group);
+        check(hasRow(offsets, group, topic, "0", "0", "-"), "--describe --offsets: " + offsets);
+
+        try (KafkaShareConsumer<String, String> c = consumer(group, false, 100)) {
+            c.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> again = pollFor(c, 5, 30_000);
+            check(again.size() == 5 && again.get(0).offset() == 0
+                && again.stream().allMatch(r -> r.deliveryCount().orElse((short) -1) == 1),
+                "after the reset: " + again);
+            c.commitSync();
+        }
+        // The member's leave is committed before its close returns; --delete needs none.
+        String deleted = shareGroups("--delete", "--group", group);
+        check(deleted.contains(group) && !deleted.toLowerCase().contains("error"), "--delete: " + deleted);
+        String after = shareGroups("--list");
+        check(after.lines().noneMatch(l -> l.trim().equals(group)), "--list after --delete: " + after);
     }
 }

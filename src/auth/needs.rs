@@ -44,7 +44,13 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::ControlledShutdown
         | ApiKey::AlterPartition
         | ApiKey::AllocateProducerIds
-        | ApiKey::WriteTxnMarkers => Needs::Cluster(ClusterAction),
+        | ApiKey::WriteTxnMarkers
+        // The share coordinator's, from share-partition leaders and group coordinators.
+        | ApiKey::InitializeShareGroupState
+        | ApiKey::ReadShareGroupState
+        | ApiKey::WriteShareGroupState
+        | ApiKey::DeleteShareGroupState
+        | ApiKey::ReadShareGroupStateSummary => Needs::Cluster(ClusterAction),
         ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments
         | ApiKey::CreateAcls
@@ -81,6 +87,9 @@ pub const fn of(api_key: ApiKey) -> Needs {
         | ApiKey::ShareGroupDescribe
         | ApiKey::ShareFetch
         | ApiKey::ShareAcknowledge
+        | ApiKey::DescribeShareGroupOffsets
+        | ApiKey::AlterShareGroupOffsets
+        | ApiKey::DeleteShareGroupOffsets
         | ApiKey::InitProducerId
         | ApiKey::AddPartitionsToTxn
         | ApiKey::AddOffsetsToTxn

@@ -22,11 +22,19 @@ pub async fn handle(
 }
 
 /// The share group APIs, advertised only while share groups are enabled.
-const SHARE_APIS: [i16; 4] = [
+const SHARE_APIS: [i16; 12] = [
     ApiKey::ShareGroupHeartbeat as i16,
     ApiKey::ShareGroupDescribe as i16,
     ApiKey::ShareFetch as i16,
     ApiKey::ShareAcknowledge as i16,
+    ApiKey::DescribeShareGroupOffsets as i16,
+    ApiKey::AlterShareGroupOffsets as i16,
+    ApiKey::DeleteShareGroupOffsets as i16,
+    ApiKey::InitializeShareGroupState as i16,
+    ApiKey::ReadShareGroupState as i16,
+    ApiKey::WriteShareGroupState as i16,
+    ApiKey::DeleteShareGroupState as i16,
+    ApiKey::ReadShareGroupStateSummary as i16,
 ];
 
 /// The response with every route of a broker in `mode`, and

@@ -83,6 +83,129 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
         RequestKind::WriteTxnMarkers(req) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers(req, code))
         }
+        // The share coordinator's RPCs have no top-level code: every partition's.
+        RequestKind::InitializeShareGroupState(req) => {
+            use initialize_share_group_state_response::{InitializeStateResult, PartitionResult};
+            ResponseKind::InitializeShareGroupState(
+                InitializeShareGroupStateResponse::default().with_results(
+                    req.topics
+                        .iter()
+                        .map(|t| {
+                            InitializeStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::ReadShareGroupState(req) => {
+            use read_share_group_state_response::{PartitionResult, ReadStateResult};
+            ResponseKind::ReadShareGroupState(
+                ReadShareGroupStateResponse::default().with_results(
+                    req.topics
+                        .iter()
+                        .map(|t| {
+                            ReadStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::WriteShareGroupState(req) => {
+            use write_share_group_state_response::{PartitionResult, WriteStateResult};
+            ResponseKind::WriteShareGroupState(
+                WriteShareGroupStateResponse::default().with_results(
+                    req.topics
+                        .iter()
+                        .map(|t| {
+                            WriteStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::DeleteShareGroupState(req) => {
+            use delete_share_group_state_response::{DeleteStateResult, PartitionResult};
+            ResponseKind::DeleteShareGroupState(
+                DeleteShareGroupStateResponse::default().with_results(
+                    req.topics
+                        .iter()
+                        .map(|t| {
+                            DeleteStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::ReadShareGroupStateSummary(req) => {
+            use read_share_group_state_summary_response::{
+                PartitionResult, ReadStateSummaryResult,
+            };
+            ResponseKind::ReadShareGroupStateSummary(
+                ReadShareGroupStateSummaryResponse::default().with_results(
+                    req.topics
+                        .iter()
+                        .map(|t| {
+                            ReadStateSummaryResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
         _ => return None,
     };
     Some(kind)
@@ -271,6 +394,9 @@ fn throttle_time_mut(body: &mut ResponseKind) -> Option<&mut i32> {
         ListPartitionReassignments,
         DescribeClientQuotas,
         AlterClientQuotas,
+        DescribeShareGroupOffsets,
+        AlterShareGroupOffsets,
+        DeleteShareGroupOffsets,
     )
 }
 
@@ -323,6 +449,51 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
                 ResponseKind::ShareGroupDescribe(r) => {
                     for g in &r.groups {
                         count(g.error_code);
+                    }
+                }
+                ResponseKind::DescribeShareGroupOffsets(r) => {
+                    for g in &r.groups {
+                        count(g.error_code);
+                        for p in g.topics.iter().flat_map(|t| t.partitions.iter()) {
+                            count(p.error_code);
+                        }
+                    }
+                }
+                ResponseKind::AlterShareGroupOffsets(r) => {
+                    count(r.error_code);
+                    for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::DeleteShareGroupOffsets(r) => {
+                    count(r.error_code);
+                    for t in &r.responses {
+                        count(t.error_code);
+                    }
+                }
+                ResponseKind::InitializeShareGroupState(r) => {
+                    for p in r.results.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::ReadShareGroupState(r) => {
+                    for p in r.results.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::WriteShareGroupState(r) => {
+                    for p in r.results.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::DeleteShareGroupState(r) => {
+                    for p in r.results.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
+                    }
+                }
+                ResponseKind::ReadShareGroupStateSummary(r) => {
+                    for p in r.results.iter().flat_map(|t| t.partitions.iter()) {
+                        count(p.error_code);
                     }
                 }
                 _ => {}

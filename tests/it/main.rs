@@ -62,6 +62,7 @@ mod request_pipeline;
 mod retention;
 mod sasl_cluster;
 mod sasl_listeners;
+mod share_cluster;
 mod share_groups;
 mod storage_limits;
 mod stored_data_fuzz;

@@ -119,6 +119,32 @@ fn request_for(key: ApiKey) -> RequestKind {
                 ApiKey::ShareGroupDescribe => RequestKind::ShareGroupDescribe(ShareGroupDescribeRequest::default().with_group_ids(vec![g()])),
                 ApiKey::ShareFetch => RequestKind::ShareFetch(ShareFetchRequest::default().with_group_id(Some(g())).with_member_id(Some(s("m")))),
                 ApiKey::ShareAcknowledge => RequestKind::ShareAcknowledge(ShareAcknowledgeRequest::default().with_group_id(Some(g())).with_member_id(Some(s("m"))).with_share_session_epoch(1)),
+                ApiKey::DescribeShareGroupOffsets => RequestKind::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                    describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default().with_group_id(g()),
+                ])),
+                ApiKey::AlterShareGroupOffsets => RequestKind::AlterShareGroupOffsets(AlterShareGroupOffsetsRequest::default().with_group_id(g())),
+                ApiKey::DeleteShareGroupOffsets => RequestKind::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default().with_group_id(g())),
+                // The share coordinator's RPCs answer per partition only.
+                ApiKey::InitializeShareGroupState => RequestKind::InitializeShareGroupState(InitializeShareGroupStateRequest::default().with_topics(vec![
+                    initialize_share_group_state_request::InitializeStateData::default()
+                        .with_partitions(vec![initialize_share_group_state_request::PartitionData::default()]),
+                ])),
+                ApiKey::ReadShareGroupState => RequestKind::ReadShareGroupState(ReadShareGroupStateRequest::default().with_topics(vec![
+                    read_share_group_state_request::ReadStateData::default()
+                        .with_partitions(vec![read_share_group_state_request::PartitionData::default()]),
+                ])),
+                ApiKey::WriteShareGroupState => RequestKind::WriteShareGroupState(WriteShareGroupStateRequest::default().with_topics(vec![
+                    write_share_group_state_request::WriteStateData::default()
+                        .with_partitions(vec![write_share_group_state_request::PartitionData::default()]),
+                ])),
+                ApiKey::DeleteShareGroupState => RequestKind::DeleteShareGroupState(DeleteShareGroupStateRequest::default().with_topics(vec![
+                    delete_share_group_state_request::DeleteStateData::default()
+                        .with_partitions(vec![delete_share_group_state_request::PartitionData::default()]),
+                ])),
+                ApiKey::ReadShareGroupStateSummary => RequestKind::ReadShareGroupStateSummary(ReadShareGroupStateSummaryRequest::default().with_topics(vec![
+                    read_share_group_state_summary_request::ReadStateSummaryData::default()
+                        .with_partitions(vec![read_share_group_state_summary_request::PartitionData::default()]),
+                ])),
                 ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default().with_transactional_id(Some(tx()))),
                 ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()
                     .with_v3_and_below_transactional_id(tx())
@@ -318,13 +344,17 @@ fn per_resource(key: ApiKey) -> (AclOperation, ResourceType, &'static str, Respo
         | ApiKey::ConsumerGroupHeartbeat
         | ApiKey::ShareGroupHeartbeat
         | ApiKey::ShareFetch
-        | ApiKey::ShareAcknowledge => (Read, Group, "g", group),
+        | ApiKey::ShareAcknowledge
+        | ApiKey::AlterShareGroupOffsets => (Read, Group, "g", group),
         ApiKey::OffsetFetch
         | ApiKey::FindCoordinator
         | ApiKey::DescribeGroups
         | ApiKey::ConsumerGroupDescribe
-        | ApiKey::ShareGroupDescribe => (Describe, Group, "g", group),
-        ApiKey::DeleteGroups | ApiKey::OffsetDelete => (Delete, Group, "g", group),
+        | ApiKey::ShareGroupDescribe
+        | ApiKey::DescribeShareGroupOffsets => (Describe, Group, "g", group),
+        ApiKey::DeleteGroups | ApiKey::OffsetDelete | ApiKey::DeleteShareGroupOffsets => {
+            (Delete, Group, "g", group)
+        }
         ApiKey::InitProducerId
         | ApiKey::AddPartitionsToTxn
         | ApiKey::AddOffsetsToTxn

@@ -420,3 +420,145 @@ async fn accepted_records_are_not_redelivered_after_a_restart() {
     assert!(values_of(&records).contains(&"v5".to_string()));
     b.stop().await;
 }
+
+/// The share coordinator's RPCs over TCP, as another broker sends them: a
+/// share-partition initialized, read by a leader (which fences older leaders' reads and
+/// writes), written, summarized and deleted, each answer what the state now holds.
+#[tokio::test]
+async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
+    use kafka_protocol::messages::{
+        delete_share_group_state_request as del, initialize_share_group_state_request as init,
+        read_share_group_state_request as read, read_share_group_state_summary_request as sum,
+        write_share_group_state_request as write,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[("share.coordinator.state.topic.num.partitions", "1")],
+    )
+    .await;
+    let mut c = b.client().await;
+    let topic = Uuid::from_u128(0x5eed);
+    // FindCoordinator key type SHARE creates `__share_group_state` and names this broker.
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(&format!(
+            "{GROUP}:{}:0",
+            // Kafka's text form of a Uuid: URL-safe base64 without padding.
+            base64::Engine::encode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                topic.as_bytes()
+            )
+        ))]);
+    let found = c.send(&find, 6).await;
+    assert_eq!(found.coordinators[0].error_code, 0, "{found:?}");
+
+    let versions = c.send(&ApiVersionsRequest::default(), 3).await;
+    for key in [
+        ApiKey::InitializeShareGroupState,
+        ApiKey::ReadShareGroupState,
+        ApiKey::WriteShareGroupState,
+        ApiKey::DeleteShareGroupState,
+        ApiKey::ReadShareGroupStateSummary,
+    ] {
+        let v = versions.api_keys.iter().find(|k| k.api_key == key as i16);
+        let all: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+        assert_eq!(
+            v.map(|v| (v.min_version, v.max_version)),
+            Some((0, 0)),
+            "{key:?} among {all:?}"
+        );
+    }
+
+    let initialize = InitializeShareGroupStateRequest::default()
+        .with_group_id(s(GROUP))
+        .with_topics(vec![init::InitializeStateData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![init::PartitionData::default()
+                .with_partition(0)
+                .with_state_epoch(1)
+                .with_start_offset(5)])]);
+    let r = c.send(&initialize, 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, 0);
+
+    let read_at = |leader_epoch: i32| {
+        ReadShareGroupStateRequest::default()
+            .with_group_id(s(GROUP))
+            .with_topics(vec![read::ReadStateData::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![read::PartitionData::default()
+                    .with_partition(0)
+                    .with_leader_epoch(leader_epoch)])])
+    };
+    let r = c.send(&read_at(3), 0).await;
+    let p = &r.results[0].partitions[0];
+    assert_eq!((p.error_code, p.state_epoch, p.start_offset), (0, 1, 5));
+    assert!(p.state_batches.is_empty());
+
+    let write_at = |leader_epoch: i32| {
+        WriteShareGroupStateRequest::default()
+            .with_group_id(s(GROUP))
+            .with_topics(vec![write::WriteStateData::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![write::PartitionData::default()
+                    .with_partition(0)
+                    .with_state_epoch(1)
+                    .with_leader_epoch(leader_epoch)
+                    .with_start_offset(5)
+                    .with_state_batches(vec![write::StateBatch::default()
+                        .with_first_offset(5)
+                        .with_last_offset(7)
+                        .with_delivery_state(2)
+                        .with_delivery_count(1)])])])
+    };
+    let r = c.send(&write_at(3), 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, 0);
+    let r = c.send(&read_at(3), 0).await;
+    let batches: Vec<(i64, i64, i8, i16)> = r.results[0].partitions[0]
+        .state_batches
+        .iter()
+        .map(|b| {
+            (
+                b.first_offset,
+                b.last_offset,
+                b.delivery_state,
+                b.delivery_count,
+            )
+        })
+        .collect();
+    assert_eq!(batches, vec![(5, 7, 2, 1)]);
+
+    // A leader older than the last reader is fenced, reading and writing.
+    let fenced = ResponseError::FencedLeaderEpoch.code();
+    let r = c.send(&read_at(2), 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, fenced);
+    let r = c.send(&write_at(2), 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, fenced);
+
+    let summary = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(s(GROUP))
+        .with_topics(vec![sum::ReadStateSummaryData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![
+                sum::PartitionData::default().with_partition(0)
+            ])]);
+    let r = c.send(&summary, 0).await;
+    let p = &r.results[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.state_epoch, p.leader_epoch, p.start_offset),
+        (0, 1, 3, 5)
+    );
+
+    let delete = DeleteShareGroupStateRequest::default()
+        .with_group_id(s(GROUP))
+        .with_topics(vec![del::DeleteStateData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![
+                del::PartitionData::default().with_partition(0)
+            ])]);
+    let r = c.send(&delete, 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, 0);
+    let r = c.send(&summary, 0).await;
+    assert_eq!(r.results[0].partitions[0].start_offset, -1, "deleted");
+    b.stop().await;
+}

@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::classic::{JoinRequest, JoinResult, Outcome, SyncResult};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatResult};
@@ -23,7 +24,10 @@ use super::shard::{
     CommitRequest, Committer, FetchedOffset, Group, GroupDescription, GroupOffsetsView, GroupShard,
     ListedGroup, SyncRequest,
 };
-use super::share::{InitializeRequest, ShareHeartbeat, ShareHeartbeatResult, TopicPartitionsById};
+use super::share::{
+    InitializeRequest, ShareDepartures, ShareHeartbeat, ShareHeartbeatResult, ShareMemberLeft,
+    TopicPartitionsById,
+};
 use super::topics::TopicSource;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, TopicDelta};
 use crate::controller::image::MetadataImage;
@@ -46,6 +50,8 @@ pub struct GroupCoordinator {
     started: AtomicBool,
     /// Where share groups' share-partition state is initialized.
     share_persister: OnceLock<Arc<dyn Persister>>,
+    /// Told of share group members that left (see `set_share_member_listener`).
+    share_departures: Arc<ShareDepartures>,
 }
 
 impl GroupCoordinator {
@@ -57,8 +63,14 @@ impl GroupCoordinator {
         topics: Arc<dyn TopicSource>,
     ) -> GroupCoordinator {
         let (shard_settings, shard_topics) = (settings.clone(), topics.clone());
+        let share_departures = Arc::new(ShareDepartures::default());
+        let departures = share_departures.clone();
         let runtime = CoordinatorRuntime::new("group coordinator", log, move |_| {
-            GroupShard::new(shard_settings.clone(), shard_topics.clone())
+            GroupShard::new(
+                shard_settings.clone(),
+                shard_topics.clone(),
+                departures.clone(),
+            )
         });
         let broker_id = settings.broker().broker_id;
         GroupCoordinator {
@@ -69,6 +81,7 @@ impl GroupCoordinator {
             broker_id,
             started: AtomicBool::new(false),
             share_persister: OnceLock::new(),
+            share_departures,
         }
     }
 
@@ -297,6 +310,12 @@ impl GroupCoordinator {
         let _ = self.share_persister.set(persister);
     }
 
+    /// Who is told, once it is committed, that a member left a share group (its session
+    /// ran out or it left): the share-partitions led here, which release its records.
+    pub fn set_share_member_listener(&self, listener: ShareMemberLeft) {
+        self.share_departures.set(listener);
+    }
+
     /// One ShareGroupHeartbeat. When it finds subscribed share-partitions without state,
     /// their initialization is sent to the persister once the heartbeat's records are
     /// written, without the answer waiting for it (as Kafka does); the partitions are
@@ -387,6 +406,122 @@ impl GroupCoordinator {
         let id = group_id.to_string();
         self.read(group_id, move |s| s.describe_share_group(&id))
             .await?
+    }
+
+    /// A share group's share-partitions whose state the share coordinator holds, and
+    /// whether the group has no members (the admin offsets APIs). GROUP_ID_NOT_FOUND for
+    /// a group that does not exist or is not a share group.
+    pub async fn share_state_partitions(
+        &self,
+        group_id: &str,
+    ) -> Result<(bool, TopicPartitionsById), ResponseError> {
+        let id = group_id.to_string();
+        self.read(group_id, move |s| match s.group(&id) {
+            Some(Group::Share(g)) => {
+                Ok((g.members.is_empty(), g.state_partitions.initialized.clone()))
+            }
+            _ => Err(ResponseError::GroupIdNotFound),
+        })
+        .await?
+    }
+
+    /// AlterShareGroupOffsets: each share-partition of an empty share group starts again
+    /// at the given offset, its state initialized anew under a higher state epoch (which
+    /// fences writes made under the old one), and the partitions are recorded as
+    /// initialized in the group. One outcome per partition, in order;
+    /// NON_EMPTY_GROUP for the whole request while the group has members.
+    pub async fn alter_share_group_offsets(
+        &self,
+        group_id: &str,
+        offsets: &[(Uuid, String, i32, i64)],
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let (empty, _) = self.share_state_partitions(group_id).await?;
+        if !empty {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        let persister = self
+            .share_persister
+            .get()
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let mut outcomes = Vec::with_capacity(offsets.len());
+        let mut done = TopicPartitionsById::new();
+        for (topic_id, name, partition, start_offset) in offsets {
+            let key = SharePartitionKey {
+                group_id: group_id.to_string(),
+                topic_id: *topic_id,
+                partition: *partition,
+            };
+            let outcome = async {
+                let summary = persister.read_summary(key.clone()).await?;
+                persister
+                    .initialize(key, summary.state_epoch.saturating_add(1), *start_offset)
+                    .await
+            }
+            .await;
+            if outcome.is_ok() {
+                done.entry(*topic_id)
+                    .or_insert_with(|| (name.clone(), Default::default()))
+                    .1
+                    .insert(*partition);
+            }
+            outcomes.push(outcome);
+        }
+        if !done.is_empty() {
+            self.share_initialized(group_id, done, true).await?;
+        }
+        Ok(outcomes)
+    }
+
+    /// DeleteShareGroupOffsets: an empty share group's state for `topics` is deleted
+    /// from `__share_group_state`, then the topics leave the group's share-partitions
+    /// (a member subscribing again starts them where `share.auto.offset.reset` says).
+    /// One outcome per topic: UNKNOWN_TOPIC_OR_PARTITION for one without state here.
+    pub async fn delete_share_group_offsets(
+        &self,
+        group_id: &str,
+        topics: &[Uuid],
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let (empty, initialized) = self.share_state_partitions(group_id).await?;
+        if !empty {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        let persister = self
+            .share_persister
+            .get()
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let mut outcomes = Vec::with_capacity(topics.len());
+        let mut deleted = Vec::new();
+        for topic_id in topics {
+            let Some((_, partitions)) = initialized.get(topic_id) else {
+                outcomes.push(Err(ResponseError::UnknownTopicOrPartition));
+                continue;
+            };
+            let mut outcome = Ok(());
+            for partition in partitions {
+                let key = SharePartitionKey {
+                    group_id: group_id.to_string(),
+                    topic_id: *topic_id,
+                    partition: *partition,
+                };
+                if let Err(e) = persister.delete(key).await {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            if outcome.is_ok() {
+                deleted.push(*topic_id);
+            }
+            outcomes.push(outcome);
+        }
+        if !deleted.is_empty() {
+            let id = group_id.to_string();
+            self.write(
+                group_id,
+                move |s| Ok(s.share_state_forgotten(&id, &deleted)),
+            )
+            .await?;
+        }
+        Ok(outcomes)
     }
 
     /// A consumer group for ConsumerGroupDescribe.

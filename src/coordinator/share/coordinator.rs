@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 
-use super::persister::{PersistedState, Persister, StateWrite};
+use super::persister::{PersistedState, Persister, StateSummary, StateWrite};
 use super::records::SharePartitionKey;
 use super::shard::{partition_for, ShareCoordinatorShard};
 use super::SHARE_GROUP_STATE_TOPIC;
@@ -130,6 +130,33 @@ impl ShareCoordinator {
             .await?
     }
 
+    /// ReadShareGroupStateSummary for one share-partition: a read that fences nobody.
+    pub async fn read_summary(
+        &self,
+        key: SharePartitionKey,
+    ) -> Result<StateSummary, ResponseError> {
+        let p = self.partition_for(&key);
+        self.runtime.check(p)?;
+        self.runtime
+            .read(p, move |s: &ShareCoordinatorShard| {
+                match s.store().get(&key) {
+                    None => StateSummary {
+                        state_epoch: 0,
+                        leader_epoch: -1,
+                        start_offset: -1,
+                        delivery_complete_count: 0,
+                    },
+                    Some(o) => StateSummary {
+                        state_epoch: o.state_epoch,
+                        leader_epoch: o.leader_epoch,
+                        start_offset: o.start_offset,
+                        delivery_complete_count: o.delivery_complete_count,
+                    },
+                }
+            })
+            .await
+    }
+
     /// DeleteShareGroupState for one share-partition.
     pub async fn delete(&self, key: SharePartitionKey) -> Result<(), ResponseError> {
         let p = self.partition_for(&key);
@@ -219,6 +246,11 @@ impl Persister for ShareCoordinator {
 
     async fn write(&self, key: SharePartitionKey, write: StateWrite) -> Result<(), ResponseError> {
         ShareCoordinator::write(self, key, write).await
+    }
+
+    async fn read_summary(&self, key: SharePartitionKey) -> Result<StateSummary, ResponseError> {
+        self.loaded(&key).await;
+        ShareCoordinator::read_summary(self, key).await
     }
 
     async fn delete(&self, key: SharePartitionKey) -> Result<(), ResponseError> {

@@ -15,19 +15,22 @@
 //! The broker starts one share coordinator (`broker.rs`), following
 //! `__share_group_state`'s leadership in both modes; FindCoordinator key type SHARE names
 //! the broker serving a key. It is the persister of this broker's share-partitions and of
-//! the group coordinator's initializations and deletions, called in process. The RPCs that
-//! carry these between brokers (InitializeShareGroupState, ReadShareGroupState,
-//! WriteShareGroupState, …) are not built yet: in a cluster, a share-partition whose state
-//! another broker coordinates cannot load (NOT_COORDINATOR).
+//! the group coordinator's initializations and deletions through `remote.rs`'s
+//! [`ClusterPersister`](remote::ClusterPersister): in process when this broker serves the
+//! key, else with the share coordinator's RPCs (InitializeShareGroupState,
+//! ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
+//! ReadShareGroupStateSummary) to the broker that does, whose handlers call its
+//! coordinator here.
 
 pub mod combine;
 pub mod coordinator;
 pub mod persister;
 pub mod records;
+pub mod remote;
 pub mod shard;
 pub mod state;
 
-pub use persister::{PersistedState, Persister, StateWrite};
+pub use persister::{PersistedState, Persister, StateSummary, StateWrite};
 pub use records::{SharePartitionKey, StateBatch};
 
 /// `__share_group_state`, the share coordinator's topic.

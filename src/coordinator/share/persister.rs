@@ -27,6 +27,18 @@ pub struct StateWrite {
     pub state_batches: Vec<StateBatch>,
 }
 
+/// What `ReadShareGroupStateSummary` returns for one share-partition (the offsets a
+/// describe shows, without the in-flight batches and without fencing any leader).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateSummary {
+    pub state_epoch: i32,
+    /// -1 before any leader read it.
+    pub leader_epoch: i32,
+    /// -1 when never initialized.
+    pub start_offset: i64,
+    pub delivery_complete_count: i32,
+}
+
 /// Where share-partitions' state is persisted (Kafka's `Persister`): the share
 /// coordinator in this process, or, in a cluster, the broker coordinating each key.
 #[async_trait::async_trait]
@@ -50,6 +62,9 @@ pub trait Persister: Send + Sync + 'static {
 
     /// WriteShareGroupState.
     async fn write(&self, key: SharePartitionKey, write: StateWrite) -> Result<(), ResponseError>;
+
+    /// ReadShareGroupStateSummary.
+    async fn read_summary(&self, key: SharePartitionKey) -> Result<StateSummary, ResponseError>;
 
     /// DeleteShareGroupState.
     async fn delete(&self, key: SharePartitionKey) -> Result<(), ResponseError>;

@@ -28,15 +28,19 @@ use super::{
 };
 use crate::coordinator::runtime::now_ms;
 use crate::coordinator::share::coordinator::ShareCoordinator;
-use crate::coordinator::share::SharePartitionKey;
+use crate::coordinator::share::{Persister, SharePartitionKey};
 use crate::log::control::{read_marker, TxnResult};
 use crate::log::RecordBatchHeader;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
 use crate::replica::{FetchIsolation, FetchParams, Partition};
 
 pub struct Shares {
-    /// The share coordinator over `__share_group_state`, the share-partitions' persister.
+    /// This broker's share coordinator over `__share_group_state` (what the share state
+    /// RPCs call).
     pub coordinator: Arc<ShareCoordinator>,
+    /// Where the share-partitions here persist: the share coordinator serving each key,
+    /// this one or another broker's.
+    pub persister: Arc<dyn Persister>,
     pub partitions: SharePartitionManager,
     pub sessions: Mutex<ShareSessionCache>,
     /// Notified whenever records may have become acquirable again without the log
@@ -74,10 +78,15 @@ pub struct ShareRead<'a> {
 }
 
 impl Shares {
-    pub fn new(coordinator: Arc<ShareCoordinator>, max_sessions: usize) -> Arc<Shares> {
+    pub fn new(
+        coordinator: Arc<ShareCoordinator>,
+        persister: Arc<dyn Persister>,
+        max_sessions: usize,
+    ) -> Arc<Shares> {
         Arc::new(Shares {
-            partitions: SharePartitionManager::new(coordinator.clone()),
+            partitions: SharePartitionManager::new(persister.clone()),
             coordinator,
+            persister,
             sessions: Mutex::new(ShareSessionCache::new(max_sessions)),
             released: Notify::new(),
             timer_kick: Notify::new(),
@@ -271,6 +280,23 @@ impl Shares {
             }
         }
         self.released.notify_waiters();
+    }
+
+    /// `member_id` is no longer a member of `group_id` (its session with the group
+    /// coordinator timed out, or it left): its share session here is closed and what it
+    /// holds acquired in the group's share-partitions led here is released at once, with
+    /// the delivery counts kept (Kafka's `SharePartitionManager` on member leave). Every
+    /// share-partition of the group is looked at, not only the session's: a member may
+    /// hold records in one its session has forgotten.
+    pub async fn member_left(&self, group_id: &str, member_id: &str) {
+        self.sessions.lock().remove_member(group_id, member_id);
+        let keys: Vec<SharePartitionKey> = self
+            .partitions
+            .keys()
+            .into_iter()
+            .filter(|k| k.group_id == group_id)
+            .collect();
+        self.release_member(&keys, member_id).await;
     }
 
     /// The acquisition lock timer: one task, sleeping until the earliest lock deadline

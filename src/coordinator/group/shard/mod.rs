@@ -41,7 +41,7 @@ use super::records::consumer::ConsumerKey;
 use super::records::share::ShareKey;
 use super::records::{decode_record, encode_record, GroupRecord, RecordKey, RecordValue};
 use super::settings::GroupSettings;
-use super::share::{InitializingSince, ShareGroup};
+use super::share::{InitializingSince, ShareDepartures, ShareGroup};
 use super::topics::TopicSource;
 use crate::coordinator::runtime::timers::Timers;
 use crate::coordinator::runtime::{now_ms, Shard, Written};
@@ -122,11 +122,17 @@ pub struct GroupShard {
     /// Share groups: when each topic's share-partition state was last asked to be
     /// initialized.
     share_initializing: HashMap<String, InitializingSince>,
+    /// Told of share group members that left, once that is committed.
+    share_departures: Arc<ShareDepartures>,
     timers: Timers<TimerKey>,
 }
 
 impl GroupShard {
-    pub fn new(settings: Arc<GroupSettings>, topics: Arc<dyn TopicSource>) -> Self {
+    pub fn new(
+        settings: Arc<GroupSettings>,
+        topics: Arc<dyn TopicSource>,
+        share_departures: Arc<ShareDepartures>,
+    ) -> Self {
         let image = topics.image();
         GroupShard {
             settings,
@@ -137,6 +143,7 @@ impl GroupShard {
             resolved_at: HashMap::new(),
             regexes: RegexCache::default(),
             share_initializing: HashMap::new(),
+            share_departures,
             timers: Timers::default(),
         }
     }

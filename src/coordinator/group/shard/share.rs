@@ -106,7 +106,13 @@ impl GroupShard {
         };
         let written = Written::new(records, answer);
         if beat.left {
-            return Ok(written);
+            let departures = self.share_departures.clone();
+            let (group, member) = (group_id.to_string(), hb.member_id.clone());
+            return Ok(written.on_settled(Box::new(move |outcome| {
+                if outcome.is_ok() {
+                    departures.left(&group, &[member]);
+                }
+            })));
         }
         // The metadata hash was computed against this image: once that is committed
         // the group need not compute it again until the topics change.
@@ -148,6 +154,19 @@ impl GroupShard {
         Written::new(encode_share(group_id, records), ())
     }
 
+    /// The share coordinator no longer holds state for `topics` of the group
+    /// (DeleteShareGroupOffsets): they leave its share-partitions.
+    pub fn share_state_forgotten(
+        &mut self,
+        group_id: &str,
+        topics: &[uuid::Uuid],
+    ) -> Written<GroupRecord, ()> {
+        let Some(Group::Share(g)) = self.groups.get(group_id) else {
+            return Written::response(());
+        };
+        Written::new(encode_share(group_id, share::forget_topics(g, topics)), ())
+    }
+
     /// A share group's timer: members whose session ran out leave it.
     pub(super) fn expire_share_members(
         &mut self,
@@ -168,11 +187,22 @@ impl GroupShard {
         for id in &due {
             tracing::info!(group = %group_id, member = %id, "share group member's session expired");
         }
+        let gone: Vec<String> = due
+            .iter()
+            .filter(|id| g.members.contains_key(**id))
+            .map(|id| id.to_string())
+            .collect();
         let records = share::expire(g, &due, &self.image);
         if let Some(sessions) = self.sessions.get_mut(group_id) {
             sessions.retain(|id, _| g.members.contains_key(id));
         }
-        Written::new(encode_share(group_id, records), ())
+        let departures = self.share_departures.clone();
+        let group = group_id.to_string();
+        Written::new(encode_share(group_id, records), ()).on_settled(Box::new(move |outcome| {
+            if outcome.is_ok() {
+                departures.left(&group, &gone);
+            }
+        }))
     }
 }
 

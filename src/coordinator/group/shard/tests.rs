@@ -48,7 +48,7 @@ fn default_image() -> Arc<TopicImage> {
 fn runtime(log: &Arc<MemoryLog>, topics: Arc<TopicImage>) -> Runtime {
     let config = config();
     let rt = CoordinatorRuntime::new("group coordinator", log.clone(), move |_| {
-        GroupShard::new(config.clone(), Arc::new(topics.clone()))
+        GroupShard::new(config.clone(), Arc::new(topics.clone()), Default::default())
     });
     assert_eq!(rt.load_now(0, 0), ShardStatus::Active);
     rt

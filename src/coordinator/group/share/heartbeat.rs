@@ -360,6 +360,20 @@ pub fn uninitialize(g: &ShareGroup, failed: &TopicPartitionsById) -> ShareRecord
     }
 }
 
+/// Topics whose state was deleted leave the group's share-partitions.
+pub fn forget_topics(g: &ShareGroup, topics: &[Uuid]) -> ShareRecords {
+    let mut next = g.state_partitions.clone();
+    let mut changed = false;
+    for id in topics {
+        changed |= next.initialized.remove(id).is_some();
+        changed |= next.initializing.remove(id).is_some();
+    }
+    match changed {
+        true => vec![state_partitions_record(&next)],
+        false => Vec::new(),
+    }
+}
+
 /// A heartbeat with member epoch -1: the member leaves.
 pub fn leave(
     g: &ShareGroup,

@@ -26,10 +26,13 @@ mod replay;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use uuid::Uuid;
 
-pub use heartbeat::{expire, heartbeat, initialized, leave, uninitialize, Context, ShareBeat};
+pub use heartbeat::{
+    expire, forget_topics, heartbeat, initialized, leave, uninitialize, Context, ShareBeat,
+};
 
 pub use super::consumer::{Assignment, TopicImage};
 use super::records::share::{ShareKey, ShareValue};
@@ -46,6 +49,31 @@ pub const MAX_SIZE_DEFAULT: usize = 200;
 /// `group.share.initialize.retry.interval.ms`'s default: an initialization not
 /// answered for this long is asked for again.
 pub const INITIALIZE_RETRY_INTERVAL_MS_DEFAULT: i64 = 30_000;
+
+/// Told, with the group and member ids, of each member that left a share group here
+/// (its session ran out, or it left) once the records taking it out are committed.
+pub type ShareMemberLeft = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// Where the group coordinator reports departed share group members: the share-partitions
+/// led here release what those members hold at once, rather than when each acquisition
+/// lock runs out. Set once by the broker; shared by every shard.
+#[derive(Default)]
+pub struct ShareDepartures(OnceLock<ShareMemberLeft>);
+
+impl ShareDepartures {
+    pub fn set(&self, listener: ShareMemberLeft) {
+        let _ = self.0.set(listener);
+    }
+
+    /// Reports `member_ids` of `group_id` as gone.
+    pub fn left(&self, group_id: &str, member_ids: &[String]) {
+        if let Some(listener) = self.0.get() {
+            for id in member_ids {
+                listener(group_id, id);
+            }
+        }
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShareMember {

@@ -166,3 +166,73 @@ async fn expired_locks_are_released_and_persisted() {
         vec![(0, 4, 3)]
     );
 }
+
+/// A member that left the group: its share session closes and its records in the
+/// group's share-partitions here are available again at once, the delivery count kept;
+/// one released as many times as `delivery_count_limit` is archived. Another group's
+/// records stay with their member.
+#[tokio::test]
+async fn a_departed_members_records_are_released_at_once_up_to_the_delivery_limit() {
+    use crate::replica::share::session::ShareSessionKey;
+    use crate::replica::share::Shares;
+    let log = Arc::new(MemoryLog::default());
+    let coordinator = coordinator(&log);
+    let other = SharePartitionKey {
+        group_id: "other".into(),
+        ..key()
+    };
+    coordinator.initialize(key(), 0, 0).await.unwrap();
+    coordinator.initialize(other.clone(), 0, 0).await.unwrap();
+    let shares = Shares::new(coordinator.clone(), coordinator, 10);
+    let m = &shares.partitions;
+    let limited = || Load {
+        config: SharePartitionConfig {
+            delivery_count_limit: 2,
+            ..config()
+        },
+        ..load(0)
+    };
+    m.load(&key(), limited()).await.unwrap();
+    m.load(&other, limited()).await.unwrap();
+    let session = ShareSessionKey {
+        group_id: "g".into(),
+        member_id: "m1".into(),
+    };
+    shares
+        .sessions
+        .lock()
+        .fetch_context(&session, 0, &[(key().topic_id, 0)], &[], false, 0)
+        .unwrap();
+    assert_eq!(acquire(m, "m1", &plain(&[(0, 4)]), 0), vec![(0, 4, 1)]);
+    let req = AcquireRequest {
+        member_id: "m1",
+        batch_size: 500,
+        max_fetch_records: 500,
+        fetch_offset: 0,
+        batches: &plain(&[(0, 4)]),
+        aborted_transactions: None,
+    };
+    assert_eq!(
+        ranges(&m.acquire(&other, &req, 0).unwrap()),
+        vec![(0, 4, 1)]
+    );
+
+    shares.member_left("g", "m1").await;
+    assert!(
+        shares.sessions.lock().get(&session).is_none(),
+        "session closed"
+    );
+    let held = |k: &SharePartitionKey| {
+        m.inspect(k, |sp| sp.record_state(0).map(|s| s.state()))
+            .unwrap()
+    };
+    assert_eq!(held(&key()), Some(RecordState::Available));
+    assert_eq!(held(&other), Some(RecordState::Acquired), "another group's");
+    // Well before the lock would run out, with the delivery count kept.
+    assert_eq!(acquire(m, "m2", &plain(&[(0, 4)]), 1), vec![(0, 4, 2)]);
+    // Released a second time: the limit (2) is reached, the records are archived (and
+    // the start offset moves past them).
+    shares.member_left("g", "m2").await;
+    assert_eq!(m.inspect(&key(), |sp| sp.start_offset()).unwrap(), 5);
+    assert_eq!(m.next_fetch(&key()).unwrap(), Some(5));
+}

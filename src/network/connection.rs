@@ -293,10 +293,12 @@ fn authentication_timeout(limits: &Limits) -> Duration {
     super::authenticator::AUTHENTICATION_TIMEOUT.min(limits.idle)
 }
 
-/// Resolves at `deadline`; never without one.
+/// Resolves at `deadline`; never without one. The timer is boxed: only a connection that
+/// is authenticating has a deadline, and a timer inline would make every connection's
+/// reader task, idle ones included, larger by its size.
 async fn until(deadline: Option<std::time::Instant>) {
     match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => Box::pin(tokio::time::sleep_until(at.into())).await,
         None => std::future::pending().await,
     }
 }

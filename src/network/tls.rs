@@ -58,8 +58,10 @@ const MAX_INCOMING: usize = 0xffff + READ_CHUNK;
 /// The most plaintext encrypted per write call.
 const WRITE_CHUNK: usize = 64 * 1024;
 
-/// TLS bytes waiting for the socket past which a write waits for the socket to take them.
-const OUTGOING_HIGH: usize = 256 * 1024;
+/// TLS bytes waiting for the socket past which a write waits for the socket to take them
+/// (all of them): a connection writing to a slow client holds at most this and one
+/// chunk's records beyond the socket's own buffer.
+const OUTGOING_HIGH: usize = 64 * 1024;
 
 /// Whether the kernel offers TLS offload (`tls` in `/proc/sys/net/ipv4/tcp_available_ulp`).
 pub fn kernel_tls_available() -> bool {

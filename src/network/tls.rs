@@ -77,9 +77,8 @@ struct Tls {
     incoming: BytesMut,
     /// Decrypted bytes the connection has not read yet.
     plaintext: BytesMut,
-    /// TLS bytes (records, handshake messages, alerts) for the peer, from `sent` on.
-    outgoing: Vec<u8>,
-    sent: usize,
+    /// TLS bytes (records, handshake messages, alerts) for the peer.
+    outgoing: Outgoing,
     /// The peer sent its close_notify or closed its side of the socket.
     peer_closed: bool,
     /// Our close_notify is in `outgoing`.
@@ -96,27 +95,71 @@ enum Want<'a> {
     CloseNotify,
 }
 
-/// Appends what `encode` writes to `out`, growing it to the size rustls asks for.
-fn append_to(
-    out: &mut Vec<u8>,
-    estimate: usize,
-    mut encode: impl FnMut(&mut [u8]) -> Result<usize, Option<usize>>,
-    what: &str,
-) -> io::Result<usize> {
-    let start = out.len();
-    let mut room = estimate;
-    loop {
-        out.resize(start + room, 0);
-        match encode(&mut out[start..]) {
-            Ok(n) => {
-                out.truncate(start + n);
-                return Ok(n);
+/// TLS bytes for the peer: `buf[start..end]`. The buffer is kept initialised and reused
+/// while a connection writes (rustls encrypts into a `&mut [u8]`, so a buffer grown for
+/// each write would be zero-filled for each write), and released once the writer flushes
+/// (or the reader has sent its replies), so an idle connection holds none.
+#[derive(Default)]
+struct Outgoing {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Outgoing {
+    fn pending(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn unsent(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Appends what `encode` writes, growing the buffer to the size rustls asks for.
+    fn append(
+        &mut self,
+        estimate: usize,
+        mut encode: impl FnMut(&mut [u8]) -> Result<usize, Option<usize>>,
+        what: &str,
+    ) -> io::Result<usize> {
+        let mut room = estimate;
+        loop {
+            if self.buf.len() < self.end + room {
+                self.buf.resize(self.end + room, 0);
             }
-            Err(Some(required)) if required > room => room = required,
-            Err(_) => {
-                out.truncate(start);
-                return Err(io::Error::other(format!("TLS: cannot {what}")));
+            match encode(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(Some(required)) if required > room => room = required,
+                Err(_) => return Err(io::Error::other(format!("TLS: cannot {what}"))),
             }
+        }
+    }
+
+    /// `n` more bytes were sent.
+    fn sent(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Moves what is unsent to the front, before more is added.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    /// Drops the buffer if nothing in it is unsent.
+    fn release_if_empty(&mut self) {
+        if self.pending() == 0 && self.buf.capacity() > 0 {
+            *self = Outgoing::default();
         }
     }
 }
@@ -152,8 +195,7 @@ impl Tls {
             conn: UnbufferedServerConnection::new(tls.config.clone()).map_err(tls_error)?,
             incoming: BytesMut::new(),
             plaintext: BytesMut::new(),
-            outgoing: Vec::new(),
-            sent: 0,
+            outgoing: Outgoing::default(),
             peer_closed: false,
             close_queued: false,
         })
@@ -161,7 +203,7 @@ impl Tls {
 
     /// TLS bytes waiting for the socket.
     fn pending(&self) -> usize {
-        self.outgoing.len() - self.sent
+        self.outgoing.pending()
     }
 
     /// Runs rustls over the TLS bytes read until it needs more from the peer: decrypted
@@ -189,8 +231,7 @@ impl Tls {
                     None
                 }
                 ConnectionState::EncodeTlsData(mut data) => {
-                    append_to(
-                        &mut self.outgoing,
+                    self.outgoing.append(
                         0,
                         |out| data.encode(out).map_err(encode_error),
                         "encode a handshake message",
@@ -216,8 +257,7 @@ impl Tls {
                         // A record's overhead is at most 40 bytes here (AEAD tag, header,
                         // TLS 1.3's content type): enough room for the first try.
                         let estimate = data.len() + (data.len() / 16_384 + 1) * 64;
-                        append_to(
-                            &mut self.outgoing,
+                        self.outgoing.append(
                             estimate,
                             |out| traffic.encrypt(data, out).map_err(encrypt_error),
                             "encrypt",
@@ -225,8 +265,7 @@ impl Tls {
                         Some(data.len())
                     }
                     Want::CloseNotify => {
-                        append_to(
-                            &mut self.outgoing,
+                        self.outgoing.append(
                             64,
                             |out| traffic.queue_close_notify(out).map_err(encrypt_error),
                             "encode close_notify",
@@ -269,13 +308,14 @@ impl Tls {
             let UnbufferedStatus { discard, state } =
                 self.conn.process_tls_records(&mut self.incoming[..]);
             let encoded = match state {
-                Ok(ConnectionState::EncodeTlsData(mut alert)) => append_to(
-                    &mut self.outgoing,
-                    0,
-                    |out| alert.encode(out).map_err(encode_error),
-                    "encode an alert",
-                )
-                .is_ok(),
+                Ok(ConnectionState::EncodeTlsData(mut alert)) => self
+                    .outgoing
+                    .append(
+                        0,
+                        |out| alert.encode(out).map_err(encode_error),
+                        "encode an alert",
+                    )
+                    .is_ok(),
                 _ => false,
             };
             self.incoming.advance(discard);
@@ -331,15 +371,13 @@ impl Tls {
     fn poll_send(&mut self, tcp: &TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.pending() > 0 {
             ready!(tcp.poll_write_ready(cx))?;
-            match tcp.try_write(&self.outgoing[self.sent..]) {
+            match tcp.try_write(self.outgoing.unsent()) {
                 Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Ok(n) => self.sent += n,
+                Ok(n) => self.outgoing.sent(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
-        self.outgoing = Vec::new();
-        self.sent = 0;
         Poll::Ready(Ok(()))
     }
 
@@ -347,24 +385,14 @@ impl Tls {
     /// the next write or flush.
     fn send_now(&mut self, tcp: &TcpStream) -> io::Result<()> {
         while self.pending() > 0 {
-            match tcp.try_write(&self.outgoing[self.sent..]) {
+            match tcp.try_write(self.outgoing.unsent()) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
+                Ok(n) => self.outgoing.sent(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
-        self.outgoing = Vec::new();
-        self.sent = 0;
         Ok(())
-    }
-
-    /// Drops the bytes already sent from the front of `outgoing`, before more are added.
-    fn compact(&mut self) {
-        if self.sent > 0 {
-            self.outgoing.drain(..self.sent);
-            self.sent = 0;
-        }
     }
 
     /// Runs the server handshake to its end (the client's Finished read, the session
@@ -378,6 +406,7 @@ impl Tls {
             }
             std::future::poll_fn(|cx| self.poll_send(tcp, cx)).await?;
             if !self.conn.is_handshaking() {
+                self.outgoing.release_if_empty();
                 return Ok(());
             }
             if self.peer_closed {
@@ -512,9 +541,12 @@ impl AsyncRead for TlsReader {
             let processed = tls.process(Want::Nothing);
             // What rustls answered (a KeyUpdate, an alert) goes now if the socket takes
             // it, else with the writer's next write.
-            let sent = tls.send_now(&self.tcp);
+            if tls.pending() > 0 {
+                let sent = tls.send_now(&self.tcp);
+                tls.outgoing.release_if_empty();
+                sent?;
+            }
             processed?;
-            sent?;
         }
     }
 }
@@ -524,7 +556,7 @@ impl TlsReader {
     /// bytes' buffers, by capacity): none once the connection is idle.
     pub fn buffered_capacity(&self) -> usize {
         let tls = lock(&self.tls);
-        tls.incoming.capacity() + tls.plaintext.capacity() + tls.outgoing.capacity()
+        tls.incoming.capacity() + tls.plaintext.capacity() + tls.outgoing.buf.capacity()
     }
 }
 
@@ -559,7 +591,7 @@ impl AsyncWrite for TlsWriter {
         if tls.pending() >= OUTGOING_HIGH {
             ready!(tls.poll_send(&self.tcp, cx))?;
         }
-        tls.compact();
+        tls.outgoing.compact();
         let n = tls.process(Want::Encrypt(&buf[..buf.len().min(WRITE_CHUNK)]))?;
         // Sending starts at once; what the socket does not take now waits for the next
         // write or the flush.
@@ -569,13 +601,16 @@ impl AsyncWrite for TlsWriter {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut tls = lock(&self.tls);
-        tls.poll_send(&self.tcp, cx)
+        ready!(tls.poll_send(&self.tcp, cx))?;
+        // The end of a burst of answers: the connection may now idle.
+        tls.outgoing.release_if_empty();
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut tls = lock(&self.tls);
         if !tls.close_queued {
-            tls.compact();
+            tls.outgoing.compact();
             tls.process(Want::CloseNotify)?;
             // A connection rustls considers closed already has nothing to say.
             tls.close_queued = true;

@@ -39,12 +39,13 @@ NATIVE_SHARES = [10, 50, 80]
 DISTURBED_SHARE = 0.10
 
 
-def run_load(opts, brokers, kind, topic, args):
-    """One skua-load run against brokers[kind]; its JSON report with the rates derived and,
-    under `env`, what the machine did meanwhile (the other broker idles)."""
+def run_load(opts, brokers, kind, topic, args, bootstrap=None):
+    """One skua-load run against brokers[kind] (at `bootstrap`, else its PLAINTEXT
+    listener); its JSON report with the rates derived and, under `env`, what the machine
+    did meanwhile (the other broker idles)."""
     broker = brokers[kind]
     out = f"{opts.workdir}/load-{topic}.json"
-    argv = [opts.load, "--bootstrap", broker.bootstrap, "--topic", topic, "--create",
+    argv = [opts.load, "--bootstrap", bootstrap or broker.bootstrap, "--topic", topic, "--create",
             "--broker-pid", str(broker.proc.pid), "--json", out, *map(str, args)]
     watch = Watch({k: b.proc.pid for k, b in brokers.items()})
     p = subprocess.run(argv, capture_output=True, text=True, timeout=900)

@@ -12,6 +12,7 @@ import os
 import socket
 import ssl
 import statistics
+import struct
 import subprocess
 import time
 
@@ -20,6 +21,12 @@ TLS_HEADING = "## Over TLS: produce, consume and idle connections"
 TLS_CELLS = [("100B p8 acks=1", 100, 8, "1"), ("1024B p8 acks=1", 1024, 8, "1"),
              ("1024B p8 acks=all+idem", 1024, 8, "all")]
 PASSWORD = "bench-secret"
+# skua-load over TLS (skua's own rustls client, `--tls-truststore`), when bench.py has a
+# skua-load binary: a client that needs little CPU, so the cells measure the brokers' TLS
+# rather than the Java client's. (name, record size, partitions, producers, consumers,
+# acks, records per batch), batches of about 16 KiB as in the native cells.
+TLS_NATIVE_CELLS = [("100B p8 acks=1", 100, 8, 4, 2, "1", 160),
+                    ("1024B p8 acks=1", 1024, 8, 4, 2, "1", 16)]
 
 
 def make_stores(d):
@@ -99,17 +106,33 @@ def rss_mib(pid):
     return 0.0
 
 
+def api_versions(s, correlation):
+    """One ApiVersions v0 on `s`, its answer read whole."""
+    client = b"bench-idle"
+    payload = struct.pack(">hhih", 18, 0, correlation, len(client)) + client
+    s.sendall(struct.pack(">i", len(payload)) + payload)
+    want, got = 4, b""
+    while len(got) < want:
+        chunk = s.recv(want - len(got))
+        if not chunk:
+            raise RuntimeError("connection closed before the ApiVersions answer")
+        got += chunk
+        if want == 4 and len(got) == 4:
+            want += struct.unpack(">i", got)[0]
+
+
 def idle_tls(b, ca, n):
-    """`n` TLS connections to `b`'s SSL listener, each with its handshake done, held idle:
-    the broker's RSS before and after, per connection."""
+    """`n` TLS connections to `b`'s SSL listener, each with its handshake done and one
+    ApiVersions answered, held idle: the broker's RSS before and after, per connection."""
     ctx = ssl.create_default_context(cafile=ca)
     time.sleep(2)
     before = rss_mib(b.proc.pid)
     conns = []
     try:
-        for _ in range(n):
+        for i in range(n):
             s = socket.create_connection(("127.0.0.1", b.ssl_port), timeout=30)
             conns.append(ctx.wrap_socket(s, server_hostname="127.0.0.1"))
+            api_versions(conns[-1], i)
         time.sleep(3)
         after = rss_mib(b.proc.pid)
     finally:
@@ -150,6 +173,8 @@ def tls(opts, Broker, log, tool, free_port, spawn, wait_ready, PRODUCER_RE, chil
                     log(f"tls {name} rep {rep + 1} {k}: produce {p['rps']:,.0f} rec/s p99 {p['p99']:.0f} ms "
                         f"({p['cpu_s_per_gb']:.2f} CPU s/GB), consume {c['rps']:,.0f} rec/s "
                         f"({c['cpu_s_per_gb']:.2f} CPU s/GB)")
+        if getattr(opts, "load", None):
+            native_tls(opts, brokers, stores, log, results)
         n = 200 if opts.quick else 2000
         for k, b in brokers.items():
             results[k]["idle"] = idle_tls(b, stores["ca"], n)
@@ -158,6 +183,26 @@ def tls(opts, Broker, log, tool, free_port, spawn, wait_ready, PRODUCER_RE, chil
         for b in brokers.values():
             b.stop()
     return results
+
+
+def native_tls(opts, brokers, stores, log, results):
+    """skua-load against each broker's SSL listener, trusting the run's CA: produce then
+    consume, runs alternating between the brokers, into results[kind]["native"]."""
+    import native as nv
+    records = 100_000 if opts.quick else 1_000_000
+    reps = 1 if opts.quick else 3
+    for name, size, parts, prod, cons, acks, batch in TLS_NATIVE_CELLS:
+        n = records * 100 // size
+        args = ["--partitions", parts, "--producers", prod, "--consumers", cons,
+                "--record-size", size, "--acks", acks, "--batch-records", batch,
+                "--records", n, "--warmup-records", n // 3, "--consume-passes", 2,
+                "--tls-truststore", stores["ca"]]
+        for rep in range(reps):
+            for k in nv.in_turn(rep):
+                r = nv.run_load(opts, brokers, k, f"tls-native-{k}-{nv.slug(name)}-{rep}", args,
+                                bootstrap=brokers[k].ssl_bootstrap)
+                results[k].setdefault("native", {}).setdefault(name, []).append(r)
+                log(f"tls native {name} rep {rep + 1} {nv.describe(k, r)}")
 
 
 def produce(opts, tool, b, client, topic, size, acks, records, PRODUCER_RE, children_cpu):
@@ -220,9 +265,28 @@ def render_tls(opts, results, meta, rfmt, ratio):
           f"| {med(kc, 'cpu_s_per_gb'):.2f} / {med(sc, 'cpu_s_per_gb'):.2f} "
           f"| **{rfmt(ratio(med(sc, 'cpu_s_per_gb'), med(kc, 'cpu_s_per_gb')))}** |")
     w("")
+    if K.get("native") and S.get("native"):
+        w("skua's load generator (src/bin/skua-load) over TLS, its own rustls client trusting the run's CA: "
+          "producers send batches of about 16 KiB, then consumers read every partition back twice; the client "
+          "needs far less CPU than the Java one, so the brokers' TLS is what these cells measure.")
+        w("")
+        w("| cell | produce rec/s Kafka / skua | skua/Kafka | broker CPU s/GB Kafka / skua | skua/Kafka "
+          "| consume rec/s Kafka / skua | skua/Kafka | consume CPU s/GB Kafka / skua | skua/Kafka |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, *_ in TLS_NATIVE_CELLS:
+            kn, sn = K["native"][name], S["native"][name]
+            m = lambda runs, key: statistics.median(r[key] for r in runs)
+            w(f"| {name} | {m(kn, 'rps'):,.0f} / {m(sn, 'rps'):,.0f} | **{rfmt(ratio(m(sn, 'rps'), m(kn, 'rps')))}** "
+              f"| {m(kn, 'cpu_s_per_gb'):.2f} / {m(sn, 'cpu_s_per_gb'):.2f} "
+              f"| **{rfmt(ratio(m(sn, 'cpu_s_per_gb'), m(kn, 'cpu_s_per_gb')))}** "
+              f"| {m(kn, 'consume_rps'):,.0f} / {m(sn, 'consume_rps'):,.0f} "
+              f"| **{rfmt(ratio(m(sn, 'consume_rps'), m(kn, 'consume_rps')))}** "
+              f"| {m(kn, 'consume_cpu_s_per_gb'):.2f} / {m(sn, 'consume_cpu_s_per_gb'):.2f} "
+              f"| **{rfmt(ratio(m(sn, 'consume_cpu_s_per_gb'), m(kn, 'consume_cpu_s_per_gb')))}** |")
+        w("")
     ki, si = K["idle"], S["idle"]
     w(f"Idle TLS connections: {si['connections']:,} connections opened to each broker's SSL listener, each "
-      "with its handshake done (Python's ssl module), then held idle: Kafka's RSS "
+      "with its handshake done and one ApiVersions answered (Python's ssl module), then held idle: Kafka's RSS "
       f"{ki['rss_before_mib']:.0f} → {ki['rss_after_mib']:.0f} MiB ({ki['kib_per_connection']:.1f} KiB a connection), "
       f"skua's {si['rss_before_mib']:.0f} → {si['rss_after_mib']:.0f} MiB ({si['kib_per_connection']:.1f} KiB a "
       "connection). Kafka's heap is committed up front (-Xms1G), so its RSS grows only where the "

@@ -284,10 +284,20 @@ pub fn is_password_config(key: &str) -> bool {
 
 /// The encoder `password.encoder.*` configure, or None without `password.encoder.secret`.
 pub fn from_config(config: &super::BrokerConfig) -> Result<Option<PasswordEncoder>, String> {
-    let Some(secret) = config
-        .get("password.encoder.secret")
-        .filter(|s| !s.is_empty())
-    else {
+    with_secret(config, "password.encoder.secret")
+}
+
+/// The encoder of `password.encoder.old.secret` (the secret before a change, with the
+/// same algorithms), or None when it is not set.
+pub fn old_from_config(config: &super::BrokerConfig) -> Result<Option<PasswordEncoder>, String> {
+    with_secret(config, "password.encoder.old.secret")
+}
+
+fn with_secret(
+    config: &super::BrokerConfig,
+    secret_key: &str,
+) -> Result<Option<PasswordEncoder>, String> {
+    let Some(secret) = config.get(secret_key).filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
     let number = |key: &str, default: u32| -> Result<u32, String> {
@@ -334,6 +344,40 @@ pub fn to_persistent(
         .collect()
 }
 
+/// A broker's stored configs after a change of `password.encoder.secret`, as Kafka's
+/// `DynamicBrokerConfig.maybeReEncodePasswords` makes them at startup: each password
+/// config the old secret decodes is encoded again with the new one; one it does not
+/// decode is kept as it is (it may already be under the new secret: the old secret is
+/// often left set across restarts). `None` when no config is a password config (nothing
+/// to write back); otherwise the whole set, to be written back even if nothing changed,
+/// as Kafka does. Err when a value needs encoding and no `password.encoder.secret` is set.
+pub fn re_encode(
+    stored: &BTreeMap<String, String>,
+    old: &PasswordEncoder,
+    new: Option<&PasswordEncoder>,
+) -> Result<Option<BTreeMap<String, String>>, String> {
+    if !stored.keys().any(|k| is_password_config(k)) {
+        return Ok(None);
+    }
+    let mut out = stored.clone();
+    for (k, v) in stored {
+        if !is_password_config(k) {
+            continue;
+        }
+        match old.decode(v) {
+            Ok(plain) => {
+                let new = new.ok_or("Password encoder secret not configured")?;
+                out.insert(k.clone(), new.encode(&plain));
+            }
+            Err(_) => tracing::debug!(
+                config = %k,
+                "Dynamic password config {k} could not be decoded using old secret, new secret will be used."
+            ),
+        }
+    }
+    Ok(Some(out))
+}
+
 /// Dynamic broker configs as read from ZooKeeper, password configs decoded; one that
 /// cannot be decoded is left out with Kafka's error line (`fromPersistentProps`).
 pub fn from_persistent(
@@ -361,12 +405,12 @@ pub fn from_persistent(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Encoded by Apache Kafka 3.9.1's `PasswordEncoder.encrypting(secret "encoder-secret",
     /// null, "AES/CBC/PKCS5Padding", 128, 4096)` from "alice-secret ü".
-    const KAFKA_CBC: &str = "initializationVector:piDqy7+FeSOhWtV75I33jg==,keyLength:128,salt:Fj+PEEAArauNV+eI1mSZBAww66cdthY8iCxwLtLQjYGkJm+0RBMvy3E8AAJT0SmaRFE9+09j57SB7VbEFKfObOYgOZwywo/9fmxRx+XmyS6pAf4PQYHQhS2qZamwXKu4iWizKAT/6QdxKihqoakap2FxzwmI5UVNy29vXUoV/Xtsirb4cxq2UZyCjXlKrO+Dei3Hy+JIJWABTJ2JLtMQS5IKw7Kgfcki1YTu5AOITs12hwrWS5+YLMMgmzQylYEghRV714RkY54/ZvwGIQg+480s/vO6wmvvt0yo8iigdq/hTCQSDmJt4YBpaARp1PILtI/cKrow6V0DuPgy5FdeCA==,keyFactoryAlgorithm:PBKDF2WithHmacSHA512,cipherAlgorithm:AES/CBC/PKCS5Padding,iterations:4096,passwordLength:14,encryptedPassword:i3bXiICK19sqjgvDFy5ihQ==";
+    pub(crate) const KAFKA_CBC: &str = "initializationVector:piDqy7+FeSOhWtV75I33jg==,keyLength:128,salt:Fj+PEEAArauNV+eI1mSZBAww66cdthY8iCxwLtLQjYGkJm+0RBMvy3E8AAJT0SmaRFE9+09j57SB7VbEFKfObOYgOZwywo/9fmxRx+XmyS6pAf4PQYHQhS2qZamwXKu4iWizKAT/6QdxKihqoakap2FxzwmI5UVNy29vXUoV/Xtsirb4cxq2UZyCjXlKrO+Dei3Hy+JIJWABTJ2JLtMQS5IKw7Kgfcki1YTu5AOITs12hwrWS5+YLMMgmzQylYEghRV714RkY54/ZvwGIQg+480s/vO6wmvvt0yo8iigdq/hTCQSDmJt4YBpaARp1PILtI/cKrow6V0DuPgy5FdeCA==,keyFactoryAlgorithm:PBKDF2WithHmacSHA512,cipherAlgorithm:AES/CBC/PKCS5Padding,iterations:4096,passwordLength:14,encryptedPassword:i3bXiICK19sqjgvDFy5ihQ==";
     /// The same secret, `PBKDF2WithHmacSHA1`, `AES/GCM/NoPadding`, 256 bits, 1024
     /// iterations, from "bob".
     const KAFKA_GCM: &str = "initializationVector:t5LJPItaq73PM71D,keyLength:256,salt:rgY3q/DcC5w9rjpTCHeN0axK1e9fi3HYEyV9fZwIsj0+k11tCGBA097EMSkSEoV/ruZEpDKpaMkGwuPvC0TsE/If+VIPRSxvPD/nqbjb7ax1GJw8OhoEzaLpLpqz8YLqTKLllfwim+nyRLDOKT201osJSWZwZXdrbwd2MkGANMZi9XkFyNhHVpCBN0FyPu5Rc55F8wpZjnpOFk8gFLyJDPn+QZr49WogFZlOBELhb/6kon2b/ngmnB25Zq1i9PIjOpaPAxojUnvZpNGG4hi1fwb6QhNsDbCd2T9MfarFAhqikfR41a+gWOaGVnfMTdWq4XP4fWZ4DoJmM3Gw/mDGSw==,keyFactoryAlgorithm:PBKDF2WithHmacSHA1,cipherAlgorithm:AES/GCM/NoPadding,authenticationTagLength:128,iterations:1024,passwordLength:3,encryptedPassword:xQ+C2ks+wgXq3Xkd8ghM3f7ANg==";
@@ -432,6 +476,48 @@ mod tests {
         }
         assert!(PasswordEncoder::new("s", Some("PBKDF2WithHmacMD5"), CBC, 128, 1).is_err());
         assert!(PasswordEncoder::new("s", None, GCM, 192, 1).is_err());
+    }
+
+    #[test]
+    fn values_under_the_old_secret_are_encoded_again_under_the_new_one() {
+        let jaas = "listener.name.sasl.plain.sasl.jaas.config";
+        let keystore = "listener.name.ssl.ssl.keystore.password";
+        let old = kafka_default("encoder-secret");
+        let new = kafka_default("rotated-secret");
+        let already_new = new.encode("kept");
+        // What a Kafka 3.9.1 broker stored under the old secret, one value already under
+        // the new one (the old secret left set across a second restart), and a plain key.
+        let stored: BTreeMap<String, String> = [
+            (jaas.to_string(), KAFKA_CBC.to_string()),
+            (keystore.to_string(), already_new.clone()),
+            ("log.cleaner.threads".to_string(), "2".to_string()),
+        ]
+        .into();
+        let out = re_encode(&stored, &old, Some(&new)).unwrap().unwrap();
+        assert_eq!(new.decode(&out[jaas]).unwrap(), "alice-secret ü");
+        assert!(
+            old.decode(&out[jaas]).is_err(),
+            "no longer under the old secret"
+        );
+        assert_eq!(out[keystore], already_new);
+        assert_eq!(out["log.cleaner.threads"], "2");
+        // GCM too, with the algorithms it was stored with.
+        let gcm = PasswordEncoder::new("encoder-secret", Some(SHA1), GCM, 256, 1024).unwrap();
+        let gcm_new = PasswordEncoder::new("rotated-secret", Some(SHA1), GCM, 256, 1024).unwrap();
+        let stored_gcm: BTreeMap<String, String> =
+            [(jaas.to_string(), KAFKA_GCM.to_string())].into();
+        let out = re_encode(&stored_gcm, &gcm, Some(&gcm_new))
+            .unwrap()
+            .unwrap();
+        assert_eq!(gcm_new.decode(&out[jaas]).unwrap(), "bob");
+        // Nothing to do without password configs; no new secret to encode with: refused.
+        let plain: BTreeMap<String, String> =
+            [("log.cleaner.threads".to_string(), "2".to_string())].into();
+        assert_eq!(re_encode(&plain, &old, Some(&new)).unwrap(), None);
+        assert_eq!(
+            re_encode(&stored, &old, None).unwrap_err(),
+            "Password encoder secret not configured"
+        );
     }
 
     #[test]

@@ -293,10 +293,12 @@ fn authentication_timeout(limits: &Limits) -> Duration {
     super::authenticator::AUTHENTICATION_TIMEOUT.min(limits.idle)
 }
 
-/// Resolves at `deadline`; never without one.
+/// Resolves at `deadline`; never without one. The timer is boxed: only a connection that
+/// is authenticating has a deadline, and a timer inline would make every connection's
+/// reader task, idle ones included, larger by its size.
 async fn until(deadline: Option<std::time::Instant>) {
     match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => Box::pin(tokio::time::sleep_until(at.into())).await,
         None => std::future::pending().await,
     }
 }
@@ -424,4 +426,43 @@ async fn muted<R: TransportRead, F: Future>(r: &Reader<R>, until: F) -> Option<F
 /// read, `held`, is not one yet).
 fn waiting_for_nothing(memory: &ConnectionMemory, held: Option<&RequestMemory>) -> bool {
     memory.connection.used() == held.map_or(0, RequestMemory::connection_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Between requests a connection holds no read buffer: once a request is split off,
+    /// the wait for the next one drops the buffer and takes one only when bytes arrive.
+    #[tokio::test]
+    async fn the_read_buffer_is_released_between_requests() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (mut stream, _writer) = server.into_split();
+        client.write_all(&[0, 0, 0, 3, 1, 2, 3]).await.unwrap();
+        let mut buf = BytesMut::new();
+        while buf.len() < 7 {
+            read_some(&mut stream, &mut buf).await.unwrap();
+        }
+        assert!(buf.capacity() >= READ_CHUNK);
+        let request = buf.split_to(7).freeze();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(200), read_some(&mut stream, &mut buf))
+                .await;
+        assert!(waited.is_err(), "no second request was sent");
+        assert_eq!(buf.capacity(), 0, "an idle connection's read buffer");
+        // The request keeps its own bytes until it is answered.
+        assert_eq!(&request[..], &[0, 0, 0, 3, 1, 2, 3]);
+        client.write_all(&[0, 0, 0, 1, 9]).await.unwrap();
+        read_some(&mut stream, &mut buf).await.unwrap();
+        assert_eq!(&buf[..], &[0, 0, 0, 1, 9]);
+    }
 }

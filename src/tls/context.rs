@@ -29,10 +29,10 @@ impl TlsError {
     }
 }
 
-/// What an SSL listener's connections share: the acceptor and how a client certificate
-/// becomes a principal.
+/// What an SSL listener's connections share: the server config their handshakes run
+/// with and how a client certificate becomes a principal.
 pub struct ListenerTls {
-    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub config: Arc<rustls::ServerConfig>,
     pub mapper: PrincipalMapper,
     pub client_auth: ClientAuth,
 }
@@ -73,7 +73,7 @@ impl ListenerTls {
         let mapper = PrincipalMapper::parse(&settings.principal_mapping_rules)
             .map_err(|e| err(format!("ssl.principal.mapping.rules: {e}")))?;
         Ok(ListenerTls {
-            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            config: Arc::new(config),
             mapper,
             client_auth: settings.client_auth,
         })

@@ -559,3 +559,71 @@ async fn every_clone_of_a_reloaded_outbound_context_presents_the_new_certificate
         .reload_from(&skua::tls::OutboundTls::build(&client_settings(&ca, Some(&new))).unwrap());
     assert_eq!(presented(held_by_a_client).await, "User:CN=broker-new");
 }
+
+/// An idle TLS connection holds no buffer: after a request is read and answered, the
+/// connection's TLS buffers are released, and waiting for the next request does not end
+/// (taking the connection's read buffer) before the client sends one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tls_connection_holds_no_buffer() {
+    use bytes::BytesMut;
+    use skua::network::transport::{Transport, TransportRead};
+
+    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(certs.path());
+    let broker_cert = ca.broker("broker.pem");
+    let mut server = client_settings(&ca, Some(&broker_cert));
+    server.listener = "SSL".into();
+    let tls = ListenerTls::build(&server).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let outbound = skua::tls::OutboundTls::build(&client_settings(&ca, None)).unwrap();
+    let client = tokio::spawn(async move {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        outbound.connect("localhost", tcp).await.unwrap()
+    });
+    let (tcp, _) = listener.accept().await.unwrap();
+    let (transport, _) = TlsTransport::accept(&tls, tcp, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut client = client.await.unwrap();
+    let (mut reader, mut writer) = transport.into_split();
+
+    // A request of 40 KB (three TLS records), read whole, and an answer of 100 KB.
+    let request: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+    client.write_all(&request).await.unwrap();
+    client.flush().await.unwrap();
+    let mut got = BytesMut::new();
+    while got.len() < request.len() {
+        reader.wait_readable().await.unwrap();
+        got.reserve(64 * 1024);
+        assert!(reader.read_buf(&mut got).await.unwrap() > 0);
+    }
+    assert_eq!(&got[..], &request[..]);
+    let answer: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    writer.write_all(&answer).await.unwrap();
+    writer.flush().await.unwrap();
+    let mut back = vec![0u8; answer.len()];
+    client.read_exact(&mut back).await.unwrap();
+    assert_eq!(back, answer);
+
+    assert_eq!(
+        reader.buffered_capacity(),
+        0,
+        "an idle connection's TLS buffers"
+    );
+    let waited = tokio::time::timeout(Duration::from_millis(300), reader.wait_readable()).await;
+    assert!(
+        waited.is_err(),
+        "waiting for the next request ended before the client sent one"
+    );
+    client.write_all(b"next").await.unwrap();
+    client.flush().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), reader.wait_readable())
+        .await
+        .expect("the next request's bytes end the wait")
+        .unwrap();
+    let mut next = BytesMut::with_capacity(16);
+    reader.read_buf(&mut next).await.unwrap();
+    assert_eq!(&next[..], b"next");
+    assert_eq!(reader.buffered_capacity(), 0);
+}

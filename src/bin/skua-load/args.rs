@@ -11,7 +11,7 @@ pub const USAGE: &str =
 [--compression none|lz4|zstd|gzip|snappy] [--phases produce,consume,commit,e2e] \
 [--consume-passes N] [--groups N] [--commits N] [--connections N] \
 [--replication-factor N] [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--threads N] \
-[--json FILE]";
+[--tls-truststore FILE [--tls-truststore-password P]] [--json FILE]";
 
 pub struct Phases {
     pub produce: bool,
@@ -53,6 +53,10 @@ pub struct Args {
     /// The brokers whose CPU is measured (summed): every broker of a cluster.
     pub broker_pids: Vec<u32>,
     pub threads: usize,
+    /// Speak TLS to every broker, trusting the certificates of this truststore (PEM, or
+    /// PKCS12 with a password); the bootstrap address is then an SSL listener's.
+    pub tls_truststore: Option<String>,
+    pub tls_truststore_password: Option<String>,
     pub json: Option<String>,
 }
 
@@ -87,6 +91,8 @@ impl Args {
             connections: 4,
             broker_pids: Vec::new(),
             threads: 2,
+            tls_truststore: None,
+            tls_truststore_password: None,
             json: None,
         };
         while let Some(flag) = it.next() {
@@ -177,12 +183,17 @@ impl Args {
                 "--commits" => a.commits = count()?,
                 "--connections" => a.connections = count()?.clamp(1, 1000) as usize,
                 "--threads" => a.threads = count()?.clamp(1, 64) as usize,
+                "--tls-truststore" => a.tls_truststore = Some(value.clone()),
+                "--tls-truststore-password" => a.tls_truststore_password = Some(value.clone()),
                 "--json" => a.json = Some(value.clone()),
                 _ => return Err(format!("unknown argument {flag}")),
             }
         }
         if a.topic.is_empty() {
             return Err("--topic is required".into());
+        }
+        if a.tls_truststore_password.is_some() && a.tls_truststore.is_none() {
+            return Err("--tls-truststore-password needs --tls-truststore".into());
         }
         Ok(a)
     }

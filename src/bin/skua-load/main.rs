@@ -8,7 +8,8 @@
 //!             [--phases produce,consume,commit,e2e] [--consume-passes N]
 //!             [--groups N] [--commits N]
 //!             [--connections N] [--replication-factor N]
-//!             [--min-insync-replicas N] [--broker-pid PID[,PID...]] [--json FILE]
+//!             [--min-insync-replicas N] [--broker-pid PID[,PID...]]
+//!             [--tls-truststore FILE [--tls-truststore-password P]] [--json FILE]
 //!
 //! Producers send one batch of R records per request over N connections (per leader),
 //! spread over the partitions, each request to the partition's leader; consumers then read
@@ -22,6 +23,9 @@
 //! The e2e phase runs the producers (usually at a fixed `--rate`) while the consumers
 //! long-poll the same partitions from their ends, and times every record from the moment
 //! its request was due to the moment a fetch answer brought it back, in microseconds.
+//!
+//! With `--tls-truststore` every connection speaks TLS (skua's own rustls client), so a
+//! broker's SSL listener is measured by a client far cheaper than the Java one.
 //!
 //! The commit phase has N consumer groups commit offsets of the topic's partitions to
 //! their coordinators over `--connections` connections each, `--in-flight` commits
@@ -78,6 +82,9 @@ fn main() -> ExitCode {
 
 /// Runs the phases; Ok(false) when the run completed but its numbers do not add up.
 async fn run(args: Args) -> Result<bool, String> {
+    if let Some(truststore) = &args.tls_truststore {
+        setup::use_tls(truststore, args.tls_truststore_password.as_deref())?;
+    }
     let admin = setup::connect(args.bootstrap).await?;
     let creating = Instant::now();
     if args.create {

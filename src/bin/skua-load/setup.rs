@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -14,6 +14,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use skua::client::reconnecting::{negotiate, ApiVersions};
 use skua::client::{ClientConfig, Connection};
+use skua::tls::settings::{Secret, StoreSource, TlsVersion, TruststoreSettings};
+use skua::tls::{ClientAuth, OutboundTls, SslSettings};
 
 /// TOPIC_ALREADY_EXISTS: a topic from an earlier run is used as it is.
 const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -31,9 +33,37 @@ impl Broker {
     }
 }
 
+/// TLS toward every broker, once [`use_tls`] set it: every connection of the run (to the
+/// bootstrap broker, the controller, each leader) speaks it.
+static TLS: OnceLock<OutboundTls> = OnceLock::new();
+
+/// Has every connection of the run speak TLS, trusting `truststore` (PEM certificates, or
+/// a PKCS12 store when `password` is given or the file ends in .p12/.pfx) and verifying
+/// that each broker's certificate names the address connected to.
+pub fn use_tls(truststore: &str, password: Option<&str>) -> Result<(), String> {
+    let pkcs12 = password.is_some() || truststore.ends_with(".p12") || truststore.ends_with(".pfx");
+    let settings = SslSettings {
+        listener: "skua-load".into(),
+        keystore: None,
+        truststore: Some(TruststoreSettings {
+            store_type: if pkcs12 { "PKCS12" } else { "PEM" }.into(),
+            source: StoreSource::File(truststore.into()),
+            password: password.map(|p| Secret(p.into())),
+        }),
+        enabled_protocols: vec![TlsVersion::Tls12, TlsVersion::Tls13],
+        cipher_suites: Vec::new(),
+        client_auth: ClientAuth::None,
+        verify_hostname: true,
+        principal_mapping_rules: "DEFAULT".into(),
+    };
+    let tls = OutboundTls::build(&settings).map_err(|e| format!("--tls-truststore: {e}"))?;
+    TLS.set(tls).map_err(|_| "TLS is already set".to_string())
+}
+
 pub async fn connect(addr: SocketAddr) -> Result<Broker, String> {
     let config = ClientConfig {
         client_id: Some("skua-load".into()),
+        tls: TLS.get().cloned(),
         max_in_flight: 1000,
         // Longer than any request's own timeout (CreateTopics asks for 60 s), so the
         // broker's answer, even a timeout error, is what the run reports.

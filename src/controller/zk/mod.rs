@@ -113,6 +113,9 @@ pub struct Settings {
     /// `password.encoder.*`: how dynamic password configs are kept in ZooKeeper (`None`:
     /// no `password.encoder.secret`, so none can be set or read).
     pub password_encoder: Option<crate::config::password_encoder::PasswordEncoder>,
+    /// `password.encoder.old.secret`: the secret before a change; at startup the broker's
+    /// stored password configs are encoded again under the new one.
+    pub password_encoder_old: Option<crate::config::password_encoder::PasswordEncoder>,
 }
 
 impl Settings {
@@ -149,6 +152,8 @@ impl Settings {
             outbound_tls,
             outbound_sasl,
             password_encoder: crate::config::password_encoder::from_config(config)
+                .map_err(anyhow::Error::msg)?,
+            password_encoder_old: crate::config::password_encoder::old_from_config(config)
                 .map_err(anyhow::Error::msg)?,
         }))
     }
@@ -449,8 +454,10 @@ impl ZkController {
             None,
         ));
         // Before the broker opens its logs: the dynamic broker configs and the topic
-        // configs ZooKeeper holds are in force from the start.
+        // configs ZooKeeper holds are in force from the start (this broker's password
+        // configs first moved from `password.encoder.old.secret` to the new one).
         let session = shared.session()?;
+        broker::config_changes::re_encode_passwords(&shared, &session).await?;
         broker::config_changes::read_all(&shared, &session).await?;
         Ok(ZkController {
             shared,

@@ -53,6 +53,7 @@ pub fn settings(broker_id: i32, ensemble: &Ensemble) -> Settings {
         outbound_tls: None,
         outbound_sasl: None,
         password_encoder: None,
+        password_encoder_old: None,
     }
 }
 

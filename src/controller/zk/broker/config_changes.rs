@@ -139,6 +139,34 @@ pub(crate) async fn read_all(shared: &Shared, session: &ZkSession) -> Result<(),
     super::client_quotas::read_all(shared, session).await
 }
 
+/// With `password.encoder.old.secret` set, this broker's stored password configs
+/// (`/config/brokers/<id>`) that the old secret decodes are encoded again under
+/// `password.encoder.secret` and written back with a change notification, as Kafka's
+/// `DynamicBrokerConfig` does at startup in ZooKeeper mode. Only the broker's own entity:
+/// the `<default>` entity cannot hold password configs. Err (the broker does not start,
+/// as Kafka's does not) when a value needs encoding and there is no new secret.
+pub(crate) async fn re_encode_passwords(
+    shared: &Shared,
+    session: &ZkSession,
+) -> anyhow::Result<()> {
+    let Some(old) = shared.settings.password_encoder_old.as_ref() else {
+        return Ok(());
+    };
+    let entity = format!("brokers/{}", shared.settings.broker_id);
+    let stored = read_configs(session, &entity).await?;
+    let new = shared.settings.password_encoder.as_ref();
+    let Some(updated) =
+        crate::config::password_encoder::re_encode(&stored, old, new).map_err(|why| {
+            anyhow::anyhow!("re-encoding the dynamic password configs of {entity}: {why}")
+        })?
+    else {
+        return Ok(());
+    };
+    write_entity_config(session, &entity, &updated).await?;
+    tracing::info!(%entity, "dynamic password configs encoded under the new password.encoder.secret");
+    Ok(())
+}
+
 /// Re-reads `/config/<entity>` and puts it in force if it concerns this broker. Entity
 /// types skua does not use (IP quotas) are passed over. A user's znode holds its SCRAM
 /// credentials and its quotas; a user's client ids' znodes and client ids' hold quotas.
@@ -269,6 +297,98 @@ async fn notify(session: &ZkSession, entity: &str) -> Result<(), ZkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `password.encoder.old.secret` at startup: the broker's own stored password configs
+    /// (a Kafka 3.9.1 broker's encoding under the old secret) are written back under the
+    /// new secret with a change notification, and put in force decoded.
+    #[tokio::test]
+    async fn stored_passwords_move_from_the_old_secret_to_the_new_one_at_startup() {
+        use crate::config::password_encoder::{tests::KAFKA_CBC, PasswordEncoder};
+        use crate::controller::zk::testkit;
+        use crate::zk::memory::Ensemble;
+        use crate::zk::session::ZkConfig;
+
+        let cbc = |secret: &str| {
+            PasswordEncoder::new(secret, None, "AES/CBC/PKCS5Padding", 128, 4096).unwrap()
+        };
+        let ensemble = Ensemble::new();
+        let config = ZkConfig::in_memory(ensemble.clone(), Duration::from_secs(18));
+        let session = Arc::new(ZkSession::connect(&config).await.unwrap());
+        crate::controller::zk::registration::create_top_level_paths(&session)
+            .await
+            .unwrap();
+        let mut settings = testkit::settings(1, &ensemble);
+        settings.password_encoder = Some(cbc("rotated-secret"));
+        settings.password_encoder_old = Some(cbc("encoder-secret"));
+        let shared = Arc::new(Shared::new(
+            Arc::new(settings),
+            "test-cluster".into(),
+            Some(session.clone()),
+            crate::clock::TokioClock::new(1_700_000_000_000),
+            None,
+        ));
+        let jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
+        let stored = format!(
+            r#"{{"version":1,"config":{{"{jaas}":"{KAFKA_CBC}","log.cleaner.threads":"2"}}}}"#
+        );
+        session
+            .create_recursive("/config/brokers/1", stored.as_bytes())
+            .await
+            .unwrap();
+        // Another broker's entity is not this broker's to rewrite.
+        session
+            .create_recursive("/config/brokers/2", stored.as_bytes())
+            .await
+            .unwrap();
+
+        re_encode_passwords(&shared, &session).await.unwrap();
+        let own = read_configs(&session, "brokers/1").await.unwrap();
+        assert_eq!(
+            cbc("rotated-secret").decode(&own[jaas]).unwrap(),
+            "alice-secret ü"
+        );
+        assert!(cbc("encoder-secret").decode(&own[jaas]).is_err());
+        assert_eq!(own["log.cleaner.threads"], "2");
+        assert_eq!(
+            read_configs(&session, "brokers/2").await.unwrap()[jaas],
+            KAFKA_CBC
+        );
+        let notes = session
+            .children(paths::CONFIG_CHANGES)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let (note, _) = session
+            .get(&format!("{}/{}", paths::CONFIG_CHANGES, notes[0]))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(entity_path(&note).as_deref(), Some("brokers/1"));
+
+        // What the broker then reads is the password itself.
+        read_all(&shared, &session).await.unwrap();
+        let resource = crate::controller::ConfigResource {
+            resource_type: crate::controller::records::CONFIG_RESOURCE_BROKER,
+            name: "1".into(),
+        };
+        let applied = shared
+            .broker
+            .cache()
+            .image()
+            .resource_configs(&resource)
+            .cloned()
+            .unwrap();
+        assert_eq!(applied[jaas], "alice-secret ü");
+
+        // Restarted with the old secret still set: the value no longer decodes with it and
+        // stays as it is.
+        re_encode_passwords(&shared, &session).await.unwrap();
+        assert_eq!(
+            read_configs(&session, "brokers/1").await.unwrap()[jaas],
+            own[jaas]
+        );
+    }
 
     #[test]
     fn notifications_of_both_versions() {

@@ -657,6 +657,15 @@ impl Broker {
         }
     }
 
+    /// The quota manager, held: the pipeline keeps it for a request that a quota is in
+    /// force for, until its handler answers.
+    pub fn quota_manager(&self) -> Arc<dyn QuotaManager> {
+        match self.quotas.get() {
+            Some(q) => q.clone(),
+            None => self.client_quotas.clone(),
+        }
+    }
+
     /// Installs another quota manager in place of Kafka's, before the broker serves; a
     /// second one is refused.
     pub fn set_quota_manager(&self, quotas: Arc<dyn QuotaManager>) -> Result<(), String> {

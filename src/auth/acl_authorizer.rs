@@ -137,7 +137,9 @@ impl AclAuthorizer {
             principal_name: &r.principal.name,
             host: r.host.to_canonical(),
         };
-        let state = self.state.read().clone();
+        // Held for the check, not cloned: a clone's reference count is one more write to a
+        // line every connection's checks share.
+        let state = self.state.read();
         if state.caching.load(Ordering::Relaxed) {
             if let Some(hit) = state.cache.get(&cache_key(&who, action)) {
                 if hit.matches(&who, action) {

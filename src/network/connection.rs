@@ -27,7 +27,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 
 use super::authenticator::{Authenticator, Outcome, MIN_REAUTH_INTERVAL};
-use super::dispatch::{dispatch, Answer, Job, Work};
+use super::dispatch::{dispatch, Job, Work};
 use super::link::{Asked, JobSender, Link};
 use super::memory::{ConnectionMemory, MemoryPool, RequestMemory};
 use super::queue::Refused;
@@ -100,6 +100,7 @@ pub fn open<T: Transport>(
     // pipelined moment needed, and pointers cost 8 bytes a slot where jobs cost 64.
     let (jobs, pending, link) = Link::open(limits.max_in_flight);
     let peer = session.peer;
+    let metrics = broker.metrics.clone();
     // A SASL connection authenticates before anything else; the bound on how long it may
     // take starts now.
     let auth = match (&sasl, session.security_protocol.is_sasl()) {
@@ -124,7 +125,7 @@ pub fn open<T: Transport>(
     };
     (
         read_requests(reader),
-        write_responses(writer, pending, peer),
+        write_responses(writer, pending, peer, metrics),
         link,
     )
 }
@@ -336,7 +337,6 @@ fn authenticate<R>(
         expects_response: true,
         cancel_on_disconnect: false,
         memory,
-        timing: None,
     };
     let peer = r.session.peer;
     match auth.receive(request, &*r.broker) {
@@ -370,15 +370,7 @@ fn authenticate<R>(
             }
             // The answer (if any) waits out the delay, then the connection closes: the
             // reader ends, and the writer closes once it has answered this.
-            let answer = async move {
-                tokio::time::sleep(delay).await;
-                Ok(Answer {
-                    frame: reply,
-                    throttle: std::time::Duration::ZERO,
-                    handled_at: std::time::Instant::now(),
-                })
-            };
-            Ok((job(Work::Handle(Box::pin(answer))), true))
+            Ok((job(Work::Delayed(reply, delay)), true))
         }
     }
 }

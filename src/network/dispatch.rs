@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 
 use super::memory::RequestMemory;
-use super::pipeline::{self, SendTiming};
+use super::pipeline::{self, Request, Run};
 use super::session::Session;
 use crate::broker::Broker;
 use crate::handlers::api_versions;
@@ -19,7 +18,7 @@ use crate::log::FileSlice;
 use crate::protocol::codec::peek_header;
 use crate::protocol::zero_copy::Chunk;
 use crate::protocol::{decode_request_within, encode_response, legacy_produce, Frame};
-use crate::router::{self, RequestContext, Response};
+use crate::router::{self, RequestContext};
 
 /// One request read off a connection, waiting for its turn.
 pub struct Job {
@@ -33,38 +32,18 @@ pub struct Job {
     pub cancel_on_disconnect: bool,
     /// The request's frame and decoded size, held until it is answered or dropped.
     pub memory: RequestMemory,
-    /// What the writer records once the response is sent (requests that reached the
-    /// pipeline).
-    pub timing: Option<SendTiming>,
-}
-
-/// A handler's answer, as the pipeline leaves it.
-pub struct Handled {
-    pub response: Response,
-    /// The quota's throttle: the connection's next response waits this long.
-    pub throttle: Duration,
-    /// When the handler ended.
-    pub handled_at: Instant,
-}
-
-/// An encoded answer for the writer.
-pub struct Answer {
-    /// `None` when the request expects no response (acks=0).
-    pub frame: Option<Frame>,
-    pub throttle: Duration,
-    /// When the handler ended (the response's send time counts from there).
-    pub handled_at: Instant,
 }
 
 /// What the connection does with one request.
 pub enum Work {
     /// A response that is ready now.
     Ready(Frame),
-    /// A handler to run (through the request pipeline) once the requests before it are
-    /// answered; `Err` when its response could not be encoded (the connection is then
-    /// closed, so the client fails fast instead of waiting for an answer that never
-    /// comes).
-    Handle(BoxFuture<'static, Result<Answer, String>>),
+    /// A handler running through the request pipeline, answered once the requests before
+    /// it are (the writer polls it, then has the pipeline count and encode its answer).
+    Pipelined(Run, Request),
+    /// A response sent after a delay (a failed authentication's, or none: the connection
+    /// then closes).
+    Delayed(Option<Frame>, Duration),
     /// Nothing to send (Produce v0–2 with acks=0).
     Silent,
 }
@@ -88,7 +67,6 @@ pub fn dispatch(
         expects_response,
         cancel_on_disconnect: api_key == ApiKey::Fetch,
         memory,
-        timing: None,
     };
     let mode = router::Mode::of(&broker.config());
     let lookup = |k, v| router::lookup_in(k, v, mode);
@@ -110,66 +88,30 @@ pub fn dispatch(
     if lookup(api_key, version).is_none() {
         return Err(format!("{api_key:?} v{version} is not supported"));
     }
-    let request = decode_request_within(frame, max_decoded_bytes).map_err(|e| e.to_string())?;
-    memory.grow(request.decoded_bytes);
-    let expects_response = !matches!(&request.body, RequestKind::Produce(p) if p.acks == 0);
+    let decoded = decode_request_within(frame, max_decoded_bytes).map_err(|e| e.to_string())?;
+    memory.grow(decoded.decoded_bytes);
+    let body = decoded.body;
+    let expects_response = !matches!(&body, RequestKind::Produce(p) if p.acks == 0);
     let route = lookup(api_key, version).ok_or("route vanished")?;
     let ctx = RequestContext {
         api_key,
         api_version: version,
         correlation_id,
-        client_id: request.header.client_id,
+        client_id: decoded.header.client_id,
         peer: session.peer,
         session: session.clone(),
         authorizer: broker.authorizer(),
     };
     pipeline::admit(route, &ctx)?;
-    let fetch_side = pipeline::fetch_side(&request.body);
-    let handled = pipeline::run(
-        route,
-        broker,
-        ctx,
-        request.body,
-        received,
-        request_bytes,
-        fetch_side,
-    );
-    let work = Work::Handle(Box::pin(async move {
-        let Handled {
-            response,
-            throttle,
-            handled_at,
-        } = handled.await?;
-        if !expects_response {
-            return Ok(Answer {
-                frame: None,
-                throttle,
-                handled_at,
-            });
-        }
-        let frame = encode(
-            api_key,
-            version,
-            correlation_id,
-            &response.body,
-            response.file_slices,
-        )?;
-        Ok(Answer {
-            frame: Some(frame),
-            throttle,
-            handled_at,
-        })
-    }));
-    let timing = SendTiming {
-        metrics: broker.metrics.clone(),
+    let request = Request {
         api_key,
-        fetch_side,
+        api_version: version,
+        correlation_id,
+        fetch_side: pipeline::fetch_side(&body),
         received,
     };
-    Ok(Job {
-        timing: Some(timing),
-        ..job(work, expects_response, memory)
-    })
+    let run = pipeline::start(route, broker, ctx, body, received, request_bytes)?;
+    Ok(job(Work::Pipelined(run, request), expects_response, memory))
 }
 
 fn encode(

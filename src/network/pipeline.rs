@@ -9,8 +9,12 @@
 //!    request context's helpers;
 //! 3. the request's time split as Kafka's `RequestMetrics` splits it (queue, local,
 //!    remote, throttle, response send: see `metrics::request`), with no extra task and
-//!    no allocation: the handler's future is polled through [`Timed`];
-//! 4. the response's error codes, counted per API and code;
+//!    no allocation: the handler's future is polled through [`Run`], which is kept
+//!    inline in the connection's queued request;
+//! 4. the response's error codes, counted per API and code ([`finish`], run by the
+//!    connection's writer, which then encodes the response and, once it is sent,
+//!    records its send time with [`sent`]: the writer holds the broker's metrics for
+//!    the connection's life, so a request clones no handle to them);
 //! 5. the quota manager's verdict (`quota`: client requests only, never replication or
 //!    the brokers' own requests): its throttle time, or a controller mutation quota's
 //!    that the handler set if longer, goes into the response, and the connection's
@@ -26,7 +30,6 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 
-use super::dispatch::Handled;
 use super::refusal;
 use super::request_log::RequestLog;
 use crate::auth::authorizer::CLUSTER_NAME;
@@ -34,36 +37,22 @@ use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
 use crate::broker::Broker;
 use crate::metrics::{FetchSide, Metrics};
+use crate::protocol::{encode_response, Frame};
+use crate::quota::QuotaManager;
 use crate::router::{HandlerFuture, RequestContext, Response, Route};
 
-/// When a request's answer is ready: what the writer records once it is sent.
-pub struct SendTiming {
-    pub metrics: Arc<Metrics>,
+/// A request that reached the pipeline: what its answer needs once its handler is done
+/// (its header's fields, for the encoding; when its frame was read and which side a Fetch
+/// is, for its times).
+#[derive(Clone, Copy)]
+pub struct Request {
     pub api_key: ApiKey,
+    pub api_version: i16,
+    pub correlation_id: i32,
     /// A Fetch's side (Kafka's `FetchConsumer` / `FetchFollower`).
     pub fetch_side: Option<FetchSide>,
     /// When its frame was read.
     pub received: Instant,
-}
-
-impl SendTiming {
-    /// Records the response's send time (from the handler's end, `handled_at`: its
-    /// encoding and its wait behind the connection's earlier answers included, as
-    /// Kafka's response queue and send times together) and the total time.
-    pub fn sent(&self, handled_at: Instant) {
-        let now = Instant::now();
-        let send = now.saturating_duration_since(handled_at);
-        let total = now - self.received;
-        if let Some(api) = self.metrics.requests.api(self.api_key) {
-            api.observe_sent(send, total);
-        }
-        if let Some(side) = self.fetch_side {
-            self.metrics
-                .requests
-                .fetch_side(side)
-                .observe_sent(send, total);
-        }
-    }
 }
 
 /// Which side a Fetch comes from: a follower names its broker id (`replica_id`
@@ -127,138 +116,226 @@ fn authentication(session: &crate::network::Session) -> Authentication {
     }
 }
 
-/// Runs `route`'s handler for `body` (a Fetch from `side`, found once by the caller)
-/// through the pipeline; resolves to the response body (None with acks=0), its throttle
-/// time, or why the connection must close.
-pub fn run(
+/// Starts `route`'s handler for `body` through the pipeline: the cluster check its
+/// route declares, then the handler, polled by [`Run`]. Err: why the connection must close
+/// (a denied request with no refusal to answer).
+pub fn start(
     route: &'static Route,
     broker: &Arc<Broker>,
     ctx: RequestContext,
     body: RequestKind,
     received: Instant,
     request_bytes: usize,
-    side: Option<FetchSide>,
-) -> impl Future<Output = Result<Handled, String>> + Send + 'static {
-    let broker = broker.clone();
+) -> Result<Run, String> {
     let api_key = route.api_key;
-    let api_version = ctx.api_version;
     let denied = match route.needs {
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
     };
     // The quota manager sees the context after the handler; without a quota in force, or
-    // for replication and the brokers' own requests, nothing is kept. The clone copies
-    // reference counts only (the client id is a slice of the request frame).
-    let quota_ctx = broker
+    // for replication and the brokers' own requests, nothing is kept (and nothing
+    // cloned: every request passes here).
+    let quota = broker
         .quotas()
         .filter(|q| q.enabled() && !crate::quota::is_exempt(api_key, &body))
-        .map(|_| ctx.clone());
-    let request_log = RequestLog::start(&ctx);
+        .map(|_| {
+            Box::new(QuotaCheck {
+                quotas: broker.quota_manager(),
+                ctx: ctx.clone(),
+                request_bytes,
+            })
+        });
+    let request_log = RequestLog::start(&ctx, received).map(Box::new);
     let handler: HandlerFuture = match denied {
         false => (route.handle)(broker.clone(), ctx, body),
         true => {
             tracing::info!(principal = %ctx.session.principal, peer = %ctx.peer, api = ?api_key, "denied {:?} on the cluster", route.needs);
-            match refusal::refuse(body, ResponseError::ClusterAuthorizationFailed) {
-                Some(body) => Box::pin(std::future::ready(Response {
-                    body,
-                    file_slices: Vec::new(),
-                })),
-                None => {
-                    let why = format!("{api_key:?} denied, with no refusal to answer");
-                    return futures::future::Either::Left(std::future::ready(Err(why)));
-                }
-            }
+            let body = refusal::refuse(body, ResponseError::ClusterAuthorizationFailed)
+                .ok_or_else(|| format!("{api_key:?} denied, with no refusal to answer"))?;
+            Box::pin(std::future::ready(Response {
+                body,
+                file_slices: Vec::new(),
+            }))
         }
     };
-    futures::future::Either::Right(async move {
-        let (mut response, timing) = Timed::new(handler).await;
-        // A controller mutation quota's throttle, set by its handler (Kafka throttles
-        // for the longer of it and the request quota's).
-        let mutation_throttle_ms = refusal::throttle_time(&mut response.body);
-        let throttle_ms = match (broker.quotas(), &quota_ctx) {
-            (Some(q), Some(ctx)) => {
-                let handler_time = timing.local + timing.remote;
-                q.record(ctx, api_key, request_bytes, &response.body, handler_time)
-                    .throttle_ms
-            }
-            _ => 0,
-        }
-        .max(mutation_throttle_ms);
-        if throttle_ms > 0 {
-            refusal::set_throttle_time(&mut response.body, throttle_ms);
-        }
-        let queue = timing.started.saturating_duration_since(received);
-        let requests = &broker.metrics.requests;
-        if let Some(api) = requests.api(api_key) {
-            api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
-            refusal::count_errors(&response.body, |code| api.count_error(code));
-        }
-        if let Some(side) = side {
-            let api = requests.fetch_side(side);
-            api.observe_handled(api_version, queue, timing.local, timing.remote, throttle_ms);
-        }
-        if let Some(log) = request_log {
-            log.completed(api_key, queue, timing.local, timing.remote, throttle_ms);
-        }
-        Ok(Handled {
-            response,
-            throttle: Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0)),
-            handled_at: timing.ended,
-        })
+    Ok(Run {
+        handler,
+        first_poll: None,
+        local: Duration::ZERO,
+        quota,
+        request_log,
+        api_key,
     })
 }
 
-/// A handler's times: when it started and ended, inside its polls, and between them.
-struct Timing {
-    started: Instant,
-    ended: Instant,
-    local: Duration,
-    remote: Duration,
+/// What the quota manager is asked once the handler answered (boxed: most requests have
+/// none, and a [`Run`] is part of every queued request).
+struct QuotaCheck {
+    quotas: Arc<dyn QuotaManager>,
+    ctx: RequestContext,
+    request_bytes: usize,
 }
 
-/// A handler's future, polled with the time spent inside its polls (local) told apart
-/// from the time between them (remote: waiting on others).
-struct Timed<F> {
-    inner: F,
+/// A handler's future in the pipeline: polled with the time spent inside its polls
+/// (local) told apart from the time between them (remote: waiting on others); when it
+/// answers, the quota's verdict goes into the response and Kafka's request log line is
+/// written. One struct, kept inline in its connection's queued request: no task and no
+/// allocation of its own.
+pub struct Run {
+    handler: HandlerFuture,
     first_poll: Option<Instant>,
     local: Duration,
+    quota: Option<Box<QuotaCheck>>,
+    request_log: Option<Box<RequestLog>>,
+    api_key: ApiKey,
 }
 
-impl<F> Timed<F> {
-    fn new(inner: F) -> Self {
-        Timed {
-            inner,
-            first_poll: None,
-            local: Duration::ZERO,
+/// A handler's answer, with the quota's throttle in it, and its times.
+pub struct Handled {
+    pub response: Response,
+    /// The quota's throttle (or a controller mutation quota's, if longer), in the
+    /// response and to be held before the connection's next one.
+    pub throttle_ms: i32,
+    pub started: Instant,
+    pub ended: Instant,
+    pub local: Duration,
+    pub remote: Duration,
+}
+
+impl Future for Run {
+    type Output = Handled;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Handled> {
+        let start = Instant::now();
+        let first = *self.first_poll.get_or_insert(start);
+        let polled = self.handler.as_mut().poll(cx);
+        let end = Instant::now();
+        self.local += end - start;
+        let Poll::Ready(response) = polled else {
+            return Poll::Pending;
+        };
+        // Done in its first poll (an acks=1 produce): nothing was waited for.
+        let remote = match first == start {
+            true => Duration::ZERO,
+            false => (end - first).saturating_sub(self.local),
+        };
+        let mut handled = Handled {
+            response,
+            throttle_ms: 0,
+            started: first,
+            ended: end,
+            local: self.local,
+            remote,
+        };
+        self.verdict(&mut handled);
+        if let Some(log) = self.request_log.take() {
+            let queue = first.saturating_duration_since(log.received);
+            log.completed(
+                self.api_key,
+                queue,
+                handled.local,
+                handled.remote,
+                handled.throttle_ms,
+            );
         }
+        Poll::Ready(handled)
     }
 }
 
-impl<F: Future + Unpin> Future for Timed<F> {
-    type Output = (F::Output, Timing);
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let start = Instant::now();
-        let first = *self.first_poll.get_or_insert(start);
-        let polled = Pin::new(&mut self.inner).poll(cx);
-        let end = Instant::now();
-        self.local += end - start;
-        match polled {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(out) => {
-                // Done in its first poll (an acks=1 produce): nothing was waited for.
-                let remote = match first == start {
-                    true => Duration::ZERO,
-                    false => (end - first).saturating_sub(self.local),
-                };
-                let timing = Timing {
-                    started: first,
-                    ended: end,
-                    local: self.local,
-                    remote,
-                };
-                Poll::Ready((out, timing))
-            }
+impl Run {
+    /// The quota manager's verdict on the answered request, and a controller mutation
+    /// quota's throttle its handler set (Kafka throttles for the longer of the two).
+    fn verdict(&self, handled: &mut Handled) {
+        let body = &mut handled.response.body;
+        let mutation_throttle_ms = refusal::throttle_time(body);
+        let quota_ms = self.quota.as_ref().map_or(0, |q| {
+            let handler_time = handled.local + handled.remote;
+            q.quotas
+                .record(&q.ctx, self.api_key, q.request_bytes, body, handler_time)
+                .throttle_ms
+        });
+        let throttle_ms = quota_ms.max(mutation_throttle_ms);
+        if throttle_ms > 0 {
+            refusal::set_throttle_time(body, throttle_ms);
         }
+        handled.throttle_ms = throttle_ms;
+    }
+}
+
+/// An answered request, encoded for its connection's writer.
+pub struct Answer {
+    /// `None` when the request expects no response (acks=0).
+    pub frame: Option<Frame>,
+    pub throttle: Duration,
+    /// When the handler ended (the response's send time counts from there).
+    pub handled_at: Instant,
+}
+
+/// Counts the answered request's version, time split and error codes, and encodes its
+/// response (none when the client expects none). Err: the response could not be encoded
+/// (the connection is then closed, so the client fails fast instead of waiting for an
+/// answer that never comes).
+pub fn finish(
+    metrics: &Metrics,
+    request: &Request,
+    handled: Handled,
+    expects_response: bool,
+) -> Result<Answer, String> {
+    count(metrics, request, &handled);
+    let throttle = Duration::from_millis(u64::try_from(handled.throttle_ms).unwrap_or(0));
+    let frame = match expects_response {
+        false => None,
+        true => {
+            let response = handled.response;
+            let frame = encode_response(
+                request.api_key,
+                request.api_version,
+                request.correlation_id,
+                &response.body,
+                response.file_slices,
+            );
+            Some(frame.map_err(|e| {
+                format!(
+                    "cannot encode {:?} v{} response: {e}",
+                    request.api_key, request.api_version
+                )
+            })?)
+        }
+    };
+    Ok(Answer {
+        frame,
+        throttle,
+        handled_at: handled.ended,
+    })
+}
+
+/// Counts an answered request: its version, its time split up to its handler's end, and
+/// its response's error codes (per API, and per Fetch side).
+pub fn count(metrics: &Metrics, request: &Request, handled: &Handled) {
+    let queue = handled.started.saturating_duration_since(request.received);
+    let (local, remote, throttle_ms) = (handled.local, handled.remote, handled.throttle_ms);
+    let requests = &metrics.requests;
+    if let Some(api) = requests.api(request.api_key) {
+        api.observe_handled(request.api_version, queue, local, remote, throttle_ms);
+        refusal::count_errors(&handled.response.body, |code| api.count_error(code));
+    }
+    if let Some(side) = request.fetch_side {
+        let api = requests.fetch_side(side);
+        api.observe_handled(request.api_version, queue, local, remote, throttle_ms);
+    }
+}
+
+/// Records the response's send time (from the handler's end, `handled_at`: its
+/// encoding and its wait behind the connection's earlier answers included, as Kafka's
+/// response queue and send times together) and the total time.
+pub fn sent(metrics: &Metrics, request: &Request, handled_at: Instant) {
+    let now = Instant::now();
+    let send = now.saturating_duration_since(handled_at);
+    let total = now - request.received;
+    if let Some(api) = metrics.requests.api(request.api_key) {
+        api.observe_sent(send, total);
+    }
+    if let Some(side) = request.fetch_side {
+        metrics.requests.fetch_side(side).observe_sent(send, total);
     }
 }

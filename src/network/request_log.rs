@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::StrBytes;
@@ -19,17 +19,20 @@ pub struct RequestLog {
     client_id: Option<StrBytes>,
     peer: SocketAddr,
     session: Arc<Session>,
+    /// When the request's frame was read.
+    pub received: Instant,
 }
 
 impl RequestLog {
     /// The request's details when the request log is on.
-    pub fn start(ctx: &RequestContext) -> Option<RequestLog> {
+    pub fn start(ctx: &RequestContext, received: Instant) -> Option<RequestLog> {
         tracing::enabled!(tracing::Level::DEBUG).then(|| RequestLog {
             api_version: ctx.api_version,
             correlation_id: ctx.correlation_id,
             client_id: ctx.client_id.clone(),
             peer: ctx.peer,
             session: ctx.session.clone(),
+            received,
         })
     }
 

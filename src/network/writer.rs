@@ -8,21 +8,30 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 
 use super::dispatch::{Job, Work};
 use super::gone::ClientGone;
 use super::link::JobReceiver;
+use super::pipeline;
 use super::transport::TransportWrite;
 use crate::log::FileSlice;
+use crate::metrics::Metrics;
 use crate::protocol::zero_copy::Chunk;
 use crate::protocol::Frame;
 
 /// File bytes copied per write where the transport cannot `sendfile`.
 const COPY_CHUNK: usize = 64 * 1024;
 
-pub async fn write_responses<W: TransportWrite>(writer: W, pending: JobReceiver, peer: SocketAddr) {
+pub async fn write_responses<W: TransportWrite>(
+    writer: W,
+    pending: JobReceiver,
+    peer: SocketAddr,
+    metrics: Arc<Metrics>,
+) {
     let mut socket = writer;
     let gone = &pending.link().gone;
     // Until when the next answer is held back (a quota's throttle, KIP-219).
@@ -31,7 +40,15 @@ pub async fn write_responses<W: TransportWrite>(writer: W, pending: JobReceiver,
         // The burst is boxed: what answering a request needs (the write buffer, the
         // handler's select, the write futures) is then allocated for the burst only, and
         // an idle connection's writer task is no larger than its wait for the next job.
-        let burst = write_burst(socket, first, &pending, gone, peer, &mut held_until);
+        let burst = write_burst(
+            socket,
+            first,
+            &pending,
+            gone,
+            peer,
+            &metrics,
+            &mut held_until,
+        );
         socket = match Box::pin(burst).await {
             Some(socket) => socket,
             None => return,
@@ -51,13 +68,14 @@ async fn write_burst<W: TransportWrite>(
     pending: &JobReceiver,
     gone: &ClientGone,
     peer: SocketAddr,
+    metrics: &Metrics,
     held_until: &mut Option<tokio::time::Instant>,
 ) -> Option<W> {
     // The write buffer lives for one burst, so an idle connection holds none.
     let mut out = BufWriter::new(socket);
     let mut job = first;
     loop {
-        match answer(&mut out, *job, gone, peer, held_until).await {
+        match answer(&mut out, *job, gone, peer, metrics, held_until).await {
             Step::Next => {}
             Step::Close => {
                 let _ = out.flush().await;
@@ -98,6 +116,7 @@ async fn answer<W: TransportWrite>(
     job: Job,
     gone: &ClientGone,
     peer: SocketAddr,
+    metrics: &Metrics,
     held_until: &mut Option<tokio::time::Instant>,
 ) -> Step {
     if let Some(until) = held_until.take() {
@@ -109,38 +128,33 @@ async fn answer<W: TransportWrite>(
     if gone.is_set() && job.expects_response {
         return Step::Next;
     }
-    let mut throttle = std::time::Duration::ZERO;
-    let mut handled_at = None;
-    let frame = match job.work {
-        Work::Ready(frame) => Some(frame),
-        Work::Silent => None,
-        Work::Handle(handler) if job.cancel_on_disconnect => {
-            tokio::select! {
-                answered = handler => match answered {
-                    Ok(answer) => {
-                        throttle = answer.throttle;
-                        handled_at = Some(answer.handled_at);
-                        answer.frame
-                    }
-                    Err(why) => {
-                        tracing::error!(%peer, "{why}; closing connection");
-                        return Step::Close;
-                    }
+    let (frame, throttle, sent) = match job.work {
+        Work::Ready(frame) => (Some(frame), Duration::ZERO, None),
+        Work::Silent => (None, Duration::ZERO, None),
+        Work::Delayed(frame, delay) => {
+            tokio::time::sleep(delay).await;
+            (frame, Duration::ZERO, None)
+        }
+        Work::Pipelined(mut run, request) => {
+            let handled = match job.cancel_on_disconnect {
+                true => tokio::select! {
+                    handled = &mut run => handled,
+                    _ = gone.wait() => return Step::Next,
                 },
-                _ = gone.wait() => return Step::Next,
+                false => run.await,
+            };
+            match pipeline::finish(metrics, &request, handled, job.expects_response) {
+                Ok(answer) => (
+                    answer.frame,
+                    answer.throttle,
+                    Some((request, answer.handled_at)),
+                ),
+                Err(why) => {
+                    tracing::error!(%peer, "{why}; closing connection");
+                    return Step::Close;
+                }
             }
         }
-        Work::Handle(handler) => match handler.await {
-            Ok(answer) => {
-                throttle = answer.throttle;
-                handled_at = Some(answer.handled_at);
-                answer.frame
-            }
-            Err(why) => {
-                tracing::error!(%peer, "{why}; closing connection");
-                return Step::Close;
-            }
-        },
     };
     let Some(frame) = frame else {
         // An acks=0 produce over its quota has no answer, but the connection still
@@ -162,8 +176,8 @@ async fn answer<W: TransportWrite>(
         }
         return Step::Failed;
     }
-    if let (Some(timing), Some(at)) = (&job.timing, handled_at) {
-        timing.sent(at);
+    if let Some((request, handled_at)) = sent {
+        pipeline::sent(metrics, &request, handled_at);
     }
     if !throttle.is_zero() {
         // The throttled answer goes out now; the next one waits (`held_until`).

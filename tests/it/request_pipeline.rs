@@ -404,12 +404,19 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
         let local_count = || api.time(request::LOCAL).counts().count();
         let (requests, local) = (api.requests(), local_count());
         let body = request_for(key);
-        let side = pipeline::fetch_side(&body);
-        let run = pipeline::run(route, &b.broker, ctx, body, Instant::now(), 0, side);
+        let request = pipeline::Request {
+            api_key: key,
+            api_version: ctx.api_version,
+            correlation_id: 1,
+            fetch_side: pipeline::fetch_side(&body),
+            received: Instant::now(),
+        };
+        let run = pipeline::start(route, &b.broker, ctx, body, request.received, 0)
+            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
         let handled = tokio::time::timeout(Duration::from_secs(20), run)
             .await
-            .unwrap_or_else(|_| panic!("{key:?} did not finish"))
-            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
+            .unwrap_or_else(|_| panic!("{key:?} did not finish"));
+        pipeline::count(&b.broker.metrics, &request, &handled);
         assert_eq!(api.requests(), requests + 1, "{key:?} counted");
         assert_eq!(local_count(), local + 1, "{key:?} timed");
         let asked: Vec<_> = recorder.asked.lock().clone();

@@ -258,7 +258,6 @@ impl ControllerLoop {
         tracing::info!(?new, ?dead, ?bounced, live = ?now, "brokers changed");
         for b in &new {
             self.channels.add_broker(&current[b]);
-            self.watch_broker(*b).await?;
         }
         for b in &bounced {
             self.channels.remove_broker(*b);
@@ -270,6 +269,7 @@ impl ControllerLoop {
         if !new.is_empty() {
             for b in &new {
                 self.ctx.live_brokers.insert(*b, current[b].clone());
+                self.watch_broker(*b).await?;
             }
             self.on_broker_startup(&new).await?;
         }
@@ -292,14 +292,49 @@ impl ControllerLoop {
         Ok(())
     }
 
-    /// Watches a live broker's registration for changes of its data.
-    async fn watch_broker(&mut self, id: i32) -> ZkResult<()> {
-        if !self.armed.broker.insert(id) {
-            return Ok(());
+    /// Watches a live broker's registration for changes of its data, and takes in the
+    /// registration it reads: a change made between the read that made the broker live
+    /// and this watch is one the watch will never report. Whether the registration this
+    /// controller knew changed.
+    async fn watch_broker(&mut self, id: i32) -> ZkResult<bool> {
+        let read = match self.armed.broker.insert(id) {
+            true => {
+                let (read, w) = self.s.get_and_watch(&paths::broker(id)).await?;
+                self.on_watch(w, Event::BrokerModification(self.generation, id));
+                read
+            }
+            false => self.s.get(&paths::broker(id)).await?,
+        };
+        Ok(match read {
+            Some((data, stat)) => self.take_registration(id, &data, stat.czxid),
+            None => false, // gone: the broker change handles it
+        })
+    }
+
+    /// Takes in a live broker's registration read from its znode, if it names other
+    /// endpoints or another rack under the same registration (a new registration is a
+    /// bounce, for the broker change). Whether it did.
+    fn take_registration(&mut self, id: i32, data: &[u8], czxid: i64) -> bool {
+        let Some(old) = self.ctx.live_brokers.get(&id) else {
+            return false;
+        };
+        let Some(updated) = znodes::decode::<znodes::BrokerRegistration>(data)
+            .ok()
+            .and_then(|r| LiveBroker::from_registration(id, czxid, &r))
+        else {
+            tracing::warn!(broker = id, "unreadable broker registration; ignored");
+            return false;
+        };
+        if old.epoch != updated.epoch
+            || (old.endpoints == updated.endpoints && old.rack == updated.rack)
+        {
+            return false;
         }
-        let (_, w) = self.s.get_and_watch(&paths::broker(id)).await?;
-        self.on_watch(w, Event::BrokerModification(self.generation, id));
-        Ok(())
+        tracing::info!(broker = id, endpoints = ?updated.endpoints, "broker registration updated");
+        self.ctx.live_brokers.insert(id, updated.clone());
+        self.channels.remove_broker(id);
+        self.channels.add_broker(&updated);
+        true
     }
 
     /// Kafka's `processBrokerModification`: a live broker re-registered with other
@@ -308,30 +343,11 @@ impl ControllerLoop {
         if !self.ctx.live_brokers.contains_key(&id) {
             return Ok(()); // gone: the broker change handles it
         }
-        self.watch_broker(id).await?;
-        let Some((data, stat)) = self.s.get(&paths::broker(id)).await? else {
-            return Ok(());
-        };
-        let Some(updated) = znodes::decode::<znodes::BrokerRegistration>(&data)
-            .ok()
-            .and_then(|r| LiveBroker::from_registration(id, stat.czxid, &r))
-        else {
-            tracing::warn!(broker = id, "unreadable broker registration; ignored");
-            return Ok(());
-        };
-        let old = &self.ctx.live_brokers[&id];
-        if old.epoch != updated.epoch
-            || (old.endpoints == updated.endpoints && old.rack == updated.rack)
-        {
-            return Ok(()); // a new registration is a bounce, for the broker change
+        if self.watch_broker(id).await? {
+            let all: Vec<i32> = self.ctx.live_or_shutting_down_ids().into_iter().collect();
+            self.batch.add_update_metadata(&self.ctx, &all, &[]);
+            self.flush();
         }
-        tracing::info!(broker = id, endpoints = ?updated.endpoints, "broker registration updated");
-        self.ctx.live_brokers.insert(id, updated.clone());
-        self.channels.remove_broker(id);
-        self.channels.add_broker(&updated);
-        let all: Vec<i32> = self.ctx.live_or_shutting_down_ids().into_iter().collect();
-        self.batch.add_update_metadata(&self.ctx, &all, &[]);
-        self.flush();
         Ok(())
     }
 

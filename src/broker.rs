@@ -857,6 +857,7 @@ impl Broker {
         tokio::spawn(async move {
             while let Some(dir) = failures.recv().await {
                 tracing::error!(dir = %dir.display(), "log dir is offline; its partitions answer KAFKA_STORAGE_ERROR until restart");
+                broker.replicas.handle_log_dir_failure(&dir);
                 if broker.replicas.logs.all_dirs_offline() {
                     tracing::error!("every log dir is offline: halting the broker");
                     std::process::exit(1);

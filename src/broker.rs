@@ -1035,7 +1035,7 @@ fn transaction_coordinator(
             ..crate::client::ClientConfig::default()
         },
     ));
-    TransactionCoordinator::new(
+    let txns = TransactionCoordinator::new(
         config.broker_id,
         config.transaction.clone(),
         Arc::new(ReplicaPartitionLog::new(
@@ -1050,5 +1050,15 @@ fn transaction_coordinator(
             peers.clone(),
         )),
         Some(peers),
-    )
+    );
+    let metadata = Arc::downgrade(controller);
+    txns.follow_metadata_leaders(Box::new(move |partition| {
+        let topic = metadata.upgrade()?.topic(TRANSACTION_STATE_TOPIC)?;
+        topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.state.leader)
+    }));
+    txns
 }

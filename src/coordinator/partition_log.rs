@@ -125,6 +125,12 @@ impl PartitionLog for ReplicaPartitionLog {
         self.leader(partition).ok().map(|p| p.leader_epoch())
     }
 
+    fn is_offline(&self, partition: i32) -> bool {
+        self.replicas
+            .partition(self.topic, partition)
+            .is_some_and(|p| p.log().is_offline())
+    }
+
     fn high_watermark(&self, partition: i32) -> Option<i64> {
         self.leader(partition).ok().map(|p| p.high_watermark())
     }

@@ -39,6 +39,9 @@ const COMPLETION_WAIT: Duration = Duration::from_secs(10);
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// The leader of a partition of `__transaction_state` as some metadata says.
+pub type LeaderLookup = Box<dyn Fn(i32) -> Option<i32> + Send + Sync>;
+
 pub struct TransactionCoordinator {
     config: TransactionConfig,
     /// The partition count of `__transaction_state`, fixed once the topic is seen.
@@ -50,6 +53,12 @@ pub struct TransactionCoordinator {
     peers: Option<Arc<TxnPeers>>,
     /// The leader of each `__transaction_state` partition, as the metadata says.
     leaders: parking_lot::Mutex<std::collections::HashMap<i32, i32>>,
+    /// The leader of a `__transaction_state` partition in the broker's metadata cache, when
+    /// the broker has one (`follow_metadata_leaders`): Kafka's verification asks the
+    /// coordinator its metadata cache names. The deltas behind `leaders` follow the
+    /// replicas hosted here, and a replica whose log dir went offline hears of no later
+    /// leader.
+    metadata_leader: OnceLock<LeaderLookup>,
     broker_id: i32,
     started: AtomicBool,
     /// The task completing prepared transactions (and the completions it runs), ended by
@@ -81,6 +90,7 @@ impl TransactionCoordinator {
             markers,
             peers,
             leaders: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            metadata_leader: OnceLock::new(),
             broker_id,
             started: AtomicBool::new(false),
             completions: parking_lot::Mutex::new(None),
@@ -196,6 +206,21 @@ impl TransactionCoordinator {
         .await
     }
 
+    /// Where the broker's metadata cache says `__transaction_state`'s partitions are led
+    /// (the first call counts).
+    pub fn follow_metadata_leaders(&self, lookup: LeaderLookup) {
+        let _ = self.metadata_leader.set(lookup);
+    }
+
+    /// The leader of `partition` of `__transaction_state`: the metadata cache's, else the
+    /// last delta's.
+    fn leader_of(&self, partition: i32) -> Option<i32> {
+        self.metadata_leader
+            .get()
+            .and_then(|lookup| lookup(partition))
+            .or_else(|| self.leaders.lock().get(&partition).copied())
+    }
+
     /// Whether each partition is in the producer's ongoing transaction (KIP-890).
     pub async fn verify_partitions(
         &self,
@@ -205,7 +230,7 @@ impl TransactionCoordinator {
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let p = self.partition_for(transactional_id);
-        let elsewhere = self.leaders.lock().get(&p).copied();
+        let elsewhere = self.leader_of(p);
         match (self.runtime.check(p), elsewhere, &self.peers) {
             // Another broker coordinates the id: ask it, as Kafka's partition leaders do.
             (Err(ResponseError::NotCoordinator), Some(leader), Some(peers))

@@ -210,3 +210,45 @@ async fn a_complete_record_the_log_refused_is_written_once_the_log_recovers() {
     }
     assert_eq!(state, TxnState::CompleteCommit);
 }
+
+/// A coordinator whose `__transaction_state` partition's log dir went offline holds the
+/// state of the moment of the failure, while the broker that leads the partition next
+/// goes on (it added the group's offsets partition to the transaction, say). Asked to
+/// verify that partition, it must not answer from its past (INVALID_TXN_STATE, which the
+/// Java producer takes as fatal) but say it no longer coordinates, so the verification
+/// goes to the leader the metadata names, or the client retries.
+#[tokio::test]
+async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_its_past() {
+    let log = Arc::new(MemoryLog::default());
+    let c = coordinator(log.clone(), Arc::new(Markers::default()));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let data = TopicPartition::new("t", 0);
+    let offsets = TopicPartition::new("__consumer_offsets", 1);
+    c.add_partitions("tx", pid, epoch, vec![data.clone()])
+        .await
+        .unwrap();
+    let before = c
+        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        before,
+        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
+    );
+
+    log.offline.lock().insert(0);
+    for tp in [data, offsets] {
+        assert_eq!(
+            c.verify_partitions("tx", pid, epoch, vec![tp]).await,
+            Err(ResponseError::NotCoordinator)
+        );
+    }
+    assert!(
+        c.describe("tx").await.is_err(),
+        "nor any other read of its state"
+    );
+}

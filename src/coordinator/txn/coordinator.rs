@@ -322,6 +322,22 @@ impl TransactionCoordinator {
     /// when this broker no longer coordinates the transaction: the next coordinator
     /// finds it prepared and finishes it.
     async fn complete(&self, c: Completion) {
+        // Markers only once the Prepare record is committed, as Kafka sends them from its
+        // append's callback (acks=all). The shard replays the record when it is appended;
+        // one a new leader truncates (this broker cut off, a timed-out transaction
+        // aborted meanwhile) would leave markers written for an outcome the next
+        // coordinator never learns: it would end the transaction the other way, and the
+        // partitions that took the first markers would refuse the second (an older
+        // producer epoch), splitting the transaction. A partition no longer led here
+        // answers NOT_COORDINATOR, and the next coordinator completes what it has.
+        if self
+            .log
+            .committed(c.partition, c.prepared_at)
+            .await
+            .is_err()
+        {
+            return;
+        }
         let Some(coordinator_epoch) = self.log.leader_epoch(c.partition) else {
             return;
         };

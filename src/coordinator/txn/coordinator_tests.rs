@@ -252,3 +252,59 @@ async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_i
         "nor any other read of its state"
     );
 }
+
+/// No marker is written before the Prepare record is committed. The shard replays the
+/// record as soon as it is appended; had the markers left then, a leader cut off before
+/// the record reached the other replicas (it aborted a timed-out transaction, say)
+/// would have written ABORT markers for a record the next leader truncates, and that
+/// leader's coordinator, knowing the transaction as ongoing, would have committed it:
+/// partitions that took the ABORT refuse the COMMIT (an older producer epoch) and the
+/// transaction is split (the nemesis harness's long form found it).
+#[tokio::test]
+async fn markers_wait_until_the_prepare_record_is_committed() {
+    let log = Arc::new(MemoryLog::default());
+    let markers = Arc::new(Markers::default());
+    let c = coordinator(log.clone(), markers.clone());
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.add_partitions("tx", pid, epoch, vec![tp.clone()])
+        .await
+        .unwrap();
+    let prepared_at = log.log_end(0);
+
+    log.manual_high_watermark.store(true, Ordering::Release);
+    log.set_high_watermark(0, prepared_at);
+    let ending = {
+        let c = c.clone();
+        tokio::spawn(async move { c.end_txn("tx", pid, epoch, true).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        log.log_end(0),
+        prepared_at + 1,
+        "the Prepare record is appended"
+    );
+    assert!(
+        markers.written.lock().is_empty(),
+        "no marker before the Prepare record is committed"
+    );
+
+    log.set_high_watermark(0, prepared_at + 1);
+    ending.await.unwrap().unwrap();
+    for _ in 0..200 {
+        if !markers.written.lock().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let written = markers.written.lock().clone();
+    assert_eq!(written.len(), 1);
+    assert_eq!(
+        (&written[0].0, written[0].1, written[0].3.result),
+        (&tp, pid, TxnResult::Commit)
+    );
+}

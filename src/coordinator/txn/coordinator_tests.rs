@@ -308,3 +308,28 @@ async fn markers_wait_until_the_prepare_record_is_committed() {
         (&tp, pid, TxnResult::Commit)
     );
 }
+
+/// Verification asks the coordinator the broker's metadata cache names. The deltas
+/// behind the `leaders` map carry a leadership change only to a broker hosting a replica
+/// of `__transaction_state` (or with a LeaderAndIsr), so on the others it kept naming a
+/// broker that coordinated no more: every verification it asked was NOT_COORDINATOR, and
+/// a producer's batch for a partition led there was refused for over a minute, until its
+/// transaction timed out (the nemesis harness's long form, after a `bridge`).
+#[tokio::test]
+async fn verification_goes_to_the_coordinator_the_metadata_cache_names() {
+    let c = coordinator(Arc::new(MemoryLog::default()), Arc::new(Markers::default()));
+    c.leaders.lock().insert(0, 2);
+    assert_eq!(c.leader_of(0), Some(2), "the last delta's, without a cache");
+    c.follow_metadata_leaders(Box::new(|p| (p == 0).then_some(3)));
+    assert_eq!(
+        c.leader_of(0),
+        Some(3),
+        "the cache's, though a delta said 2"
+    );
+    c.leaders.lock().insert(1, 2);
+    assert_eq!(
+        c.leader_of(1),
+        Some(2),
+        "a partition the cache does not know"
+    );
+}

@@ -884,6 +884,7 @@ impl Broker {
     /// Tells waiting requests that the broker is going down.
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
+        self.txns.begin_shutdown();
         // A cleaning in progress stops at its next batch, so shutdown does not wait for it.
         self.replicas.cleaner.stop();
     }

@@ -66,6 +66,8 @@ pub struct TransactionCoordinator {
     completions: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// How long EndTxn waits for the markers (`COMPLETION_WAIT`; shorter in tests).
     completion_wait_ms: std::sync::atomic::AtomicU64,
+    /// True once the broker begins shutting down: EndTxn stops waiting for markers.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl TransactionCoordinator {
@@ -97,6 +99,7 @@ impl TransactionCoordinator {
             completion_wait_ms: std::sync::atomic::AtomicU64::new(
                 COMPLETION_WAIT.as_millis() as u64
             ),
+            stopping: tokio::sync::watch::Sender::new(false),
         });
         let task = tokio::spawn(run_completions(Arc::downgrade(&coordinator), rx));
         *coordinator.completions.lock() = Some(task);
@@ -130,6 +133,13 @@ impl TransactionCoordinator {
 
     /// Stops serving: every partition is dropped and markers still being written are
     /// left for the next start, which finds their transactions prepared.
+    /// The broker begins shutting down: an EndTxn waiting for its markers is answered
+    /// now (its outcome was decided when its Prepare record was committed), so it does
+    /// not hold its connection, and the listener's drain, until the wait is over.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
     pub fn shutdown(&self) {
         self.runtime.shutdown();
         if let Some(task) = self.completions.lock().take() {
@@ -282,11 +292,15 @@ impl TransactionCoordinator {
             // Decided once Prepare is committed; the wait only spares the client a
             // CONCURRENT_TRANSACTIONS on its next transaction while markers are written.
             let wait = Duration::from_millis(self.completion_wait_ms.load(Ordering::Relaxed));
-            if tokio::time::timeout(wait, done).await.is_err() {
-                tracing::warn!(
-                    transactional_id,
-                    "transaction markers still pending; EndTxn answered"
-                );
+            let mut stopping = self.stopping.subscribe();
+            tokio::select! {
+                r = tokio::time::timeout(wait, done) => if r.is_err() {
+                    tracing::warn!(
+                        transactional_id,
+                        "transaction markers still pending; EndTxn answered"
+                    );
+                },
+                _ = stopping.wait_for(|&s| s) => {}
             }
         }
         Ok(())

@@ -333,3 +333,34 @@ async fn verification_goes_to_the_coordinator_the_metadata_cache_names() {
         "a partition the cache does not know"
     );
 }
+
+/// An EndTxn waiting for markers that cannot be written is answered once the broker
+/// begins shutting down, not at the end of its wait: it held the connection, and the
+/// listener's drain, 7 s in the nemesis harness's long form.
+#[tokio::test]
+async fn an_end_txn_waiting_for_markers_is_answered_when_shutdown_begins() {
+    let markers = Arc::new(Markers::default());
+    markers.refuse.store(true, Ordering::Release);
+    let c = coordinator(Arc::new(MemoryLog::default()), markers);
+    c.set_completion_wait(Duration::from_secs(60));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    c.add_partitions("tx", pid, epoch, vec![TopicPartition::new("t", 0)])
+        .await
+        .unwrap();
+    let ending = {
+        let c = c.clone();
+        tokio::spawn(async move { c.end_txn("tx", pid, epoch, true).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!ending.is_finished(), "waits for the markers");
+    c.begin_shutdown();
+    let answered = tokio::time::timeout(Duration::from_secs(5), ending)
+        .await
+        .expect("answered at once, not after 60 s")
+        .unwrap();
+    assert_eq!(answered, Ok(()), "decided: its Prepare record is committed");
+}

@@ -905,6 +905,7 @@ impl Broker {
         tokio::spawn(async move {
             while let Some(dir) = failures.recv().await {
                 tracing::error!(dir = %dir.display(), "log dir is offline; its partitions answer KAFKA_STORAGE_ERROR until restart");
+                broker.replicas.handle_log_dir_failure(&dir);
                 if broker.replicas.logs.all_dirs_offline() {
                     tracing::error!("every log dir is offline: halting the broker");
                     std::process::exit(1);
@@ -939,6 +940,7 @@ impl Broker {
     /// Tells waiting requests that the broker is going down.
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
+        self.txns.begin_shutdown();
         // A cleaning in progress stops at its next batch, so shutdown does not wait for it.
         self.replicas.cleaner.stop();
     }
@@ -1090,7 +1092,7 @@ fn transaction_coordinator(
             ..crate::client::ClientConfig::default()
         },
     ));
-    TransactionCoordinator::new(
+    let txns = TransactionCoordinator::new(
         config.broker_id,
         config.transaction.clone(),
         Arc::new(ReplicaPartitionLog::new(
@@ -1105,5 +1107,15 @@ fn transaction_coordinator(
             peers.clone(),
         )),
         Some(peers),
-    )
+    );
+    let metadata = Arc::downgrade(controller);
+    txns.follow_metadata_leaders(Box::new(move |partition| {
+        let topic = metadata.upgrade()?.topic(TRANSACTION_STATE_TOPIC)?;
+        topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map(|p| p.state.leader)
+    }));
+    txns
 }

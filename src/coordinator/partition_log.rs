@@ -125,6 +125,12 @@ impl PartitionLog for ReplicaPartitionLog {
         self.leader(partition).ok().map(|p| p.leader_epoch())
     }
 
+    fn is_offline(&self, partition: i32) -> bool {
+        self.replicas
+            .partition(self.topic, partition)
+            .is_some_and(|p| p.log().is_offline())
+    }
+
     fn high_watermark(&self, partition: i32) -> Option<i64> {
         self.leader(partition).ok().map(|p| p.high_watermark())
     }
@@ -135,11 +141,14 @@ impl PartitionLog for ReplicaPartitionLog {
             .map_err(|_| ResponseError::NotCoordinator)?;
         loop {
             // Registered before the check, so an advance in between is not missed. A
-            // partition that stops being led here (deleted, or led elsewhere) wakes it too.
+            // partition that stops being led here (deleted, or led elsewhere) or whose log
+            // dir goes offline wakes it too. An offline log's high watermark never passes
+            // the write (no follower can fetch it): Kafka's coordinator gets
+            // KAFKA_STORAGE_ERROR for it and answers NOT_COORDINATOR.
             let advanced = p.high_watermark_advanced();
             tokio::pin!(advanced);
             advanced.as_mut().enable();
-            if !p.is_leader() {
+            if !p.is_leader() || p.log().is_offline() {
                 return Err(ResponseError::NotCoordinator);
             }
             if p.high_watermark() > offset {

@@ -205,13 +205,28 @@ pub fn load(
     } else {
         recovery_point.clamp(0, log_end_offset)
     };
+    // A transaction index found corrupt lost its segment's aborted transactions; they are
+    // found again only by replaying producer state over the whole segment, so from a
+    // snapshot no later than its start (Kafka's `recoverSegment` rebuilds its producer
+    // state up to the segment's base the same way). Without that, records of transactions
+    // aborted below the replay's start would be served to read_committed consumers.
+    let replay_from = segments
+        .values()
+        .filter(|s| s.txn_index_discarded())
+        .map(|s| s.base_offset())
+        .min();
+    let mut snapshots = listing.snapshots;
+    if let Some(from) = replay_from {
+        tracing::warn!(dir = %dir.display(), from, "replaying producer state from a segment whose transaction index was discarded");
+        snapshots.retain(|&offset, _| offset <= from);
+    }
     let (mut producer_state, snapshot_on_disk) = load_producer_state(
         dir,
-        listing.snapshots,
+        snapshots,
         &mut segments,
         log_start_offset,
         log_end_offset,
-        clean_shutdown,
+        clean_shutdown && replay_from.is_none(),
     )?;
     producer_state.remove_expired_producers(now_ms, config.producer_id_expiration_ms);
     Ok(LoadedLog {

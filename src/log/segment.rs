@@ -252,11 +252,10 @@ impl LogSegment {
         };
         let txn_index = match opened {
             Err(e @ LogError::CorruptFile { .. }) => {
-                // Its entries come back when producer state is replayed over the markers.
+                // Its entries come back when producer state is replayed over the segment's
+                // markers, from its start (the loader sees `txn_index_discarded`).
                 tracing::warn!(path = %txn_path.display(), error = %e, "discarding a corrupt transaction index");
-                let mut empty = TransactionIndex::empty(&txn_path, base_offset);
-                empty.reset()?;
-                empty
+                TransactionIndex::discarded(&txn_path, base_offset)?
             }
             other => other?,
         };
@@ -409,6 +408,12 @@ impl LogSegment {
     }
 
     /// Records an aborted transaction whose marker was just appended (or replayed).
+    /// Whether the segment's transaction index was corrupt when opened and emptied: its
+    /// aborted transactions are known again only once its markers are replayed.
+    pub fn txn_index_discarded(&self) -> bool {
+        self.txn_index.was_discarded()
+    }
+
     pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<(), LogError> {
         self.txn_index.append(txn)
     }

@@ -66,6 +66,9 @@ pub struct TransactionIndex {
     path: PathBuf,
     base_offset: i64,
     entries: Vec<AbortedTxn>,
+    /// The file was corrupt and its entries dropped: the loader replays producer state
+    /// over the whole segment to put them back.
+    discarded: bool,
 }
 
 impl TransactionIndex {
@@ -98,7 +101,22 @@ impl TransactionIndex {
             path: path.to_path_buf(),
             base_offset,
             entries: Vec::new(),
+            discarded: false,
         }
+    }
+
+    /// An empty index in place of a corrupt one (its file emptied): every entry of the
+    /// segment is to be found again from its markers.
+    pub fn discarded(path: &Path, base_offset: i64) -> Result<Self, LogError> {
+        let mut index = Self::empty(path, base_offset);
+        index.reset()?;
+        index.discarded = true;
+        Ok(index)
+    }
+
+    /// Whether this index replaced a corrupt one (see `discarded`).
+    pub fn was_discarded(&self) -> bool {
+        self.discarded
     }
 
     pub fn sanity_check(&self) -> Result<(), LogError> {

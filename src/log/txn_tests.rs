@@ -152,3 +152,46 @@ fn the_flush_pass_syncs_the_transaction_index() {
     let index = dir.path().join(format!("{:020}.txnindex", 0));
     assert_eq!(std::fs::metadata(index).unwrap().len(), 34);
 }
+
+/// A transaction index found corrupt at startup (a file system that went down left
+/// zeros where its last entries were: `disk_eio` in the nemesis harness) is rebuilt from
+/// its segment's markers, from the segment's start, whatever producer snapshot lies
+/// beyond. Rebuilt only from the latest snapshot, it lost the aborts below it, and a
+/// read_committed consumer was served those aborted records (the harness's mixed cluster
+/// saw one).
+#[test]
+fn a_corrupt_transaction_index_is_rebuilt_from_the_segments_start() {
+    for clean in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(dir.path(), false);
+        log.append_as_leader(txn_batch_bytes(&[b"a1", b"a2"], 1_000, (7, 0, 0)), 0, 5_000)
+            .unwrap(); // 0..=1
+        log.append_marker(7, 0, marker(TxnResult::Abort), 0, 5_000)
+            .unwrap(); // 2
+        log.append_as_leader(batch_bytes(&[b"plain"], 1_000, None), 0, 5_000)
+            .unwrap(); // 3
+        let aborted = log.aborted_txns(0, 10);
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect::<Vec<_>>(),
+            vec![(7, 0, 2)]
+        );
+        // A producer snapshot at the log end, past the abort.
+        log.close().unwrap();
+        drop(log);
+
+        let index = dir.path().join("00000000000000000000.txnindex");
+        let mut bytes = std::fs::read(&index).unwrap();
+        bytes.extend_from_slice(&[0u8; 34]);
+        std::fs::write(&index, bytes).unwrap();
+        let log = open(dir.path(), clean);
+        assert_eq!(
+            log.aborted_txns(0, 10),
+            aborted,
+            "the abort is indexed again (clean shutdown: {clean})"
+        );
+        assert_eq!(log.log_end_offset(), 4);
+    }
+}

@@ -263,6 +263,32 @@ impl ReplicaManager {
         };
         self.stopped.insert(tp.clone(), p.leader_epoch());
         self.stop_fetching(tp);
+        // Kafka's "if we were the leader, we may have some operations still waiting for
+        // completion": they look again now (an offline log answers them at once).
+        p.wake_waiters();
+    }
+
+    /// The replica side of a log dir going offline (Kafka's
+    /// `ReplicaManager.handleLogDirFailure`): the partitions whose logs were in it stop
+    /// fetching, and what waits on them is answered now (KAFKA_STORAGE_ERROR to an
+    /// acks=all append, NOT_COORDINATOR to a coordinator's write) instead of holding a
+    /// request, and with it the connection and a clean shutdown, until its timeout.
+    pub fn handle_log_dir_failure(&self, dir: &std::path::Path) {
+        let offline: Vec<Arc<Partition>> = self
+            .partitions
+            .iter()
+            .filter(|p| p.log().is_offline())
+            .map(|p| p.clone())
+            .collect();
+        tracing::info!(
+            dir = %dir.display(),
+            partitions = offline.len(),
+            "partitions of an offline log dir: their fetchers stopped, their waiting requests answered"
+        );
+        for p in offline {
+            self.stop_fetching(&p.tp);
+            p.wake_waiters();
+        }
     }
 
     /// What this broker's replica fetchers have sent, once replication started.
@@ -276,13 +302,15 @@ impl ReplicaManager {
     }
 
     /// Proposes ISR shrinks for every partition led here whose followers have not caught
-    /// up for `replica.lag.time.max.ms` (Kafka's `isr-expiration` job).
+    /// up for `replica.lag.time.max.ms` (Kafka's `isr-expiration` job, over its online
+    /// partitions: one whose log dir went offline is led elsewhere once the controller
+    /// hears of it, and its proposals would only be refused as fenced).
     pub fn maybe_shrink_isrs(&self, now_ms: i64) {
         let max_lag_ms = self.config.current().replication.replica_lag_time_max_ms;
         let led: Vec<Arc<Partition>> = self
             .partitions
             .iter()
-            .filter(|p| p.is_leader())
+            .filter(|p| p.is_leader() && !p.log().is_offline())
             .map(|p| p.clone())
             .collect();
         for p in led {

@@ -228,6 +228,14 @@ impl Partition {
         self.wake_all();
     }
 
+    /// Has everything waiting on the partition (acks=all appends, coordinator writes,
+    /// fetches) look at it again: Kafka's `completeDelayedFetchOrProduceRequests`, for a
+    /// partition whose log dir went offline or whose replica was stopped, so what waits on
+    /// it is answered now rather than at its timeout.
+    pub fn wake_waiters(&self) {
+        self.wake_all();
+    }
+
     fn wake_all(&self) {
         self.log_end_advanced.notify_waiters();
         self.high_watermark_advanced.notify_waiters();
@@ -506,11 +514,16 @@ impl Partition {
 
     /// Whether an acks=all append ending below `required_offset` is settled (Kafka's
     /// `checkEnoughReplicasReachOffset`): `None` while the high watermark is below it,
-    /// NOT_LEADER_OR_FOLLOWER once this broker no longer leads.
+    /// NOT_LEADER_OR_FOLLOWER once this broker no longer leads, KAFKA_STORAGE_ERROR once
+    /// its log dir went offline (Kafka's `DelayedProduce` finds the partition offline): no
+    /// follower can fetch from that log again, so the high watermark never gets there.
     pub fn check_enough_replicas_reach_offset(
         &self,
         required_offset: i64,
     ) -> Option<Result<(), ResponseError>> {
+        if self.log().is_offline() {
+            return Some(Err(ResponseError::KafkaStorageError));
+        }
         let isr_size = {
             let state = self.state.read();
             if !state.is_leader() {

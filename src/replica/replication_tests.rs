@@ -672,6 +672,50 @@ async fn acks_all_needs_min_insync_replicas_before_and_after_the_append() {
     );
 }
 
+/// A leader's log dir fails while an acks=all append waits for its follower: handling
+/// the failure answers the append KAFKA_STORAGE_ERROR at once (Kafka's `DelayedProduce`
+/// finds the partition offline), where it used to wait for the request's timeout, the
+/// high watermark never able to pass it, holding the client's connection and the
+/// broker's clean shutdown for up to 30 s. The partition then proposes no ISR shrink
+/// (Kafka's ISR expiration covers online partitions only).
+#[tokio::test]
+async fn an_acks_all_append_waiting_when_the_log_dir_fails_is_answered_at_once() {
+    let c = Cluster::new(&[1, 2]);
+    let min_isr = [("min.insync.replicas", "2")];
+    c.announce(&[1, 2], &[1, 2], 1, 1, &[1, 2], &min_isr);
+    let leader = c.p(1);
+    // The follower cannot fetch: the append waits for it.
+    c.set_unreachable(1, true);
+    let batch = batch_bytes(&[b"v"], 1_000, None);
+    let info = leader.append_records(batch, now_ms(), -1).await.unwrap();
+    let mut acks = DelayedProduce::new();
+    acks.watch(leader.clone(), info.last_offset);
+    let answer = tokio::spawn(acks.complete(Duration::from_secs(60)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!answer.is_finished(), "waits for the follower");
+
+    let log = leader.log();
+    crate::log::faults::arm(
+        log.dir(),
+        crate::log::faults::Fault::Fsync,
+        libc::EIO,
+        Some(1),
+    );
+    log.flush().unwrap_err();
+    assert!(log.is_offline(), "the failed fsync takes the dir offline");
+    c.managers[&1].handle_log_dir_failure(log.dir().parent().unwrap());
+    let answered = tokio::time::timeout(Duration::from_secs(5), answer)
+        .await
+        .expect("answered at once, not at the 60 s timeout")
+        .unwrap();
+    assert_eq!(answered, vec![Some(ResponseError::KafkaStorageError)]);
+
+    // Long past replica.lag.time.max.ms: still no shrink proposed for the offline log.
+    c.managers[&1].maybe_shrink_isrs(now_ms() + 60_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(leader.isr(), vec![1, 2]);
+}
+
 #[tokio::test]
 async fn acknowledged_writes_survive_the_leader_and_producers_keep_their_offsets() {
     let c = Cluster::new(&[1, 2]);

@@ -18,9 +18,10 @@
 //! The nemesis scenario (`--nemesis all`): brokers, a three-node ZooKeeper ensemble and the
 //! clients each in a network namespace of their own, faults injected as tc rules, ZooKeeper
 //! kills and a failing log dir: six rounds, two faults of each kind (partition, ZooKeeper,
-//! disk), and the same verdicts plus a consumer group's. Needs root, `ip`, `tc` and
-//! `nsenter` (skipped with a message without them). `SKUA_NEMESIS_ROUNDS=N` runs N rounds
-//! (the long form: 100, from `scripts/test --full`).
+//! disk), and the same verdicts plus a consumer group's and a transactional producer's
+//! (whose transactions also commit a group offset inside themselves). Needs root, `ip`,
+//! `tc` and `nsenter` (skipped with a message without them). `SKUA_NEMESIS_ROUNDS=N` runs
+//! N rounds (the long form: 100, from `scripts/test --full`).
 
 use std::process::Command;
 

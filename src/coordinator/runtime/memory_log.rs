@@ -33,6 +33,8 @@ pub struct MemoryLog {
     advanced: Notify,
     /// Partitions whose appends wait until `release` (a slow disk, say).
     held: Mutex<HashSet<i32>>,
+    /// Partitions whose log dir went offline.
+    pub offline: Mutex<HashSet<i32>>,
     released: Notify,
 }
 
@@ -123,8 +125,12 @@ impl PartitionLog for MemoryLog {
         self.append(partition, batch, now_ms).await
     }
 
-    fn leader_epoch(&self, _partition: i32) -> Option<i32> {
-        Some(0)
+    fn leader_epoch(&self, partition: i32) -> Option<i32> {
+        (!self.is_offline(partition)).then_some(0)
+    }
+
+    fn is_offline(&self, partition: i32) -> bool {
+        self.offline.lock().contains(&partition)
     }
 
     fn high_watermark(&self, partition: i32) -> Option<i64> {

@@ -151,13 +151,28 @@ impl<S: Shard> CoordinatorRuntime<S> {
 
     /// Whether operations on `partition` are served now; the error otherwise.
     pub fn check(&self, partition: i32) -> Result<(), ResponseError> {
+        self.check_online(partition)?;
         match self.status(partition) {
             None => Err(ResponseError::NotCoordinator),
             Some(s) => s.refusal().map_or(Ok(()), Err),
         }
     }
 
+    /// NOT_COORDINATOR for a partition whose log dir went offline. Its state here stops
+    /// at the failure, while the broker that leads the partition next (the controller
+    /// moves it, but this broker, whose replica is offline, hears nothing more of it)
+    /// serves on: a read of it (a transaction's partitions, a group's offsets) would
+    /// answer from the past, as a verification that called a transaction's new
+    /// partition not added (INVALID_TXN_STATE, fatal to the producer) once did.
+    fn check_online(&self, partition: i32) -> Result<(), ResponseError> {
+        match self.log.is_offline(partition) {
+            true => Err(ResponseError::NotCoordinator),
+            false => Ok(()),
+        }
+    }
+
     fn sender(&self, partition: i32) -> Result<mpsc::Sender<Event<S>>, ResponseError> {
+        self.check_online(partition)?;
         let owners = self.owners.lock();
         let h = owners
             .get(&partition)

@@ -43,6 +43,11 @@ pub trait PartitionLog: Send + Sync + 'static {
     /// The leader epoch when this broker leads `partition`; None when it does not.
     fn leader_epoch(&self, partition: i32) -> Option<i32>;
 
+    /// Whether `partition`'s log dir went offline here: nothing can be written to it
+    /// again until the broker restarts, and its leadership moves to another broker whose
+    /// coordinator takes the partition's state over.
+    fn is_offline(&self, partition: i32) -> bool;
+
     /// The high watermark: offsets below it are committed.
     fn high_watermark(&self, partition: i32) -> Option<i64>;
 

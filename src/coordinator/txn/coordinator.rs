@@ -39,6 +39,9 @@ const COMPLETION_WAIT: Duration = Duration::from_secs(10);
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// The leader of a partition of `__transaction_state` as some metadata says.
+pub type LeaderLookup = Box<dyn Fn(i32) -> Option<i32> + Send + Sync>;
+
 pub struct TransactionCoordinator {
     config: TransactionConfig,
     /// The partition count of `__transaction_state`, fixed once the topic is seen.
@@ -50,6 +53,12 @@ pub struct TransactionCoordinator {
     peers: Option<Arc<TxnPeers>>,
     /// The leader of each `__transaction_state` partition, as the metadata says.
     leaders: parking_lot::Mutex<std::collections::HashMap<i32, i32>>,
+    /// The leader of a `__transaction_state` partition in the broker's metadata cache, when
+    /// the broker has one (`follow_metadata_leaders`): Kafka's verification asks the
+    /// coordinator its metadata cache names. The deltas behind `leaders` follow the
+    /// replicas hosted here, and a replica whose log dir went offline hears of no later
+    /// leader.
+    metadata_leader: OnceLock<LeaderLookup>,
     broker_id: i32,
     started: AtomicBool,
     /// The task completing prepared transactions (and the completions it runs), ended by
@@ -57,6 +66,8 @@ pub struct TransactionCoordinator {
     completions: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// How long EndTxn waits for the markers (`COMPLETION_WAIT`; shorter in tests).
     completion_wait_ms: std::sync::atomic::AtomicU64,
+    /// True once the broker begins shutting down: EndTxn stops waiting for markers.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl TransactionCoordinator {
@@ -81,12 +92,14 @@ impl TransactionCoordinator {
             markers,
             peers,
             leaders: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            metadata_leader: OnceLock::new(),
             broker_id,
             started: AtomicBool::new(false),
             completions: parking_lot::Mutex::new(None),
             completion_wait_ms: std::sync::atomic::AtomicU64::new(
                 COMPLETION_WAIT.as_millis() as u64
             ),
+            stopping: tokio::sync::watch::Sender::new(false),
         });
         let task = tokio::spawn(run_completions(Arc::downgrade(&coordinator), rx));
         *coordinator.completions.lock() = Some(task);
@@ -120,6 +133,13 @@ impl TransactionCoordinator {
 
     /// Stops serving: every partition is dropped and markers still being written are
     /// left for the next start, which finds their transactions prepared.
+    /// The broker begins shutting down: an EndTxn waiting for its markers is answered
+    /// now (its outcome was decided when its Prepare record was committed), so it does
+    /// not hold its connection, and the listener's drain, until the wait is over.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
     pub fn shutdown(&self) {
         self.runtime.shutdown();
         if let Some(task) = self.completions.lock().take() {
@@ -196,6 +216,21 @@ impl TransactionCoordinator {
         .await
     }
 
+    /// Where the broker's metadata cache says `__transaction_state`'s partitions are led
+    /// (the first call counts).
+    pub fn follow_metadata_leaders(&self, lookup: LeaderLookup) {
+        let _ = self.metadata_leader.set(lookup);
+    }
+
+    /// The leader of `partition` of `__transaction_state`: the metadata cache's, else the
+    /// last delta's.
+    fn leader_of(&self, partition: i32) -> Option<i32> {
+        self.metadata_leader
+            .get()
+            .and_then(|lookup| lookup(partition))
+            .or_else(|| self.leaders.lock().get(&partition).copied())
+    }
+
     /// Whether each partition is in the producer's ongoing transaction (KIP-890).
     pub async fn verify_partitions(
         &self,
@@ -205,7 +240,7 @@ impl TransactionCoordinator {
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let p = self.partition_for(transactional_id);
-        let elsewhere = self.leaders.lock().get(&p).copied();
+        let elsewhere = self.leader_of(p);
         match (self.runtime.check(p), elsewhere, &self.peers) {
             // Another broker coordinates the id: ask it, as Kafka's partition leaders do.
             (Err(ResponseError::NotCoordinator), Some(leader), Some(peers))
@@ -257,11 +292,15 @@ impl TransactionCoordinator {
             // Decided once Prepare is committed; the wait only spares the client a
             // CONCURRENT_TRANSACTIONS on its next transaction while markers are written.
             let wait = Duration::from_millis(self.completion_wait_ms.load(Ordering::Relaxed));
-            if tokio::time::timeout(wait, done).await.is_err() {
-                tracing::warn!(
-                    transactional_id,
-                    "transaction markers still pending; EndTxn answered"
-                );
+            let mut stopping = self.stopping.subscribe();
+            tokio::select! {
+                r = tokio::time::timeout(wait, done) => if r.is_err() {
+                    tracing::warn!(
+                        transactional_id,
+                        "transaction markers still pending; EndTxn answered"
+                    );
+                },
+                _ = stopping.wait_for(|&s| s) => {}
             }
         }
         Ok(())
@@ -297,6 +336,22 @@ impl TransactionCoordinator {
     /// when this broker no longer coordinates the transaction: the next coordinator
     /// finds it prepared and finishes it.
     async fn complete(&self, c: Completion) {
+        // Markers only once the Prepare record is committed, as Kafka sends them from its
+        // append's callback (acks=all). The shard replays the record when it is appended;
+        // one a new leader truncates (this broker cut off, a timed-out transaction
+        // aborted meanwhile) would leave markers written for an outcome the next
+        // coordinator never learns: it would end the transaction the other way, and the
+        // partitions that took the first markers would refuse the second (an older
+        // producer epoch), splitting the transaction. A partition no longer led here
+        // answers NOT_COORDINATOR, and the next coordinator completes what it has.
+        if self
+            .log
+            .committed(c.partition, c.prepared_at)
+            .await
+            .is_err()
+        {
+            return;
+        }
         let Some(coordinator_epoch) = self.log.leader_epoch(c.partition) else {
             return;
         };

@@ -210,3 +210,157 @@ async fn a_complete_record_the_log_refused_is_written_once_the_log_recovers() {
     }
     assert_eq!(state, TxnState::CompleteCommit);
 }
+
+/// A coordinator whose `__transaction_state` partition's log dir went offline holds the
+/// state of the moment of the failure, while the broker that leads the partition next
+/// goes on (it added the group's offsets partition to the transaction, say). Asked to
+/// verify that partition, it must not answer from its past (INVALID_TXN_STATE, which the
+/// Java producer takes as fatal) but say it no longer coordinates, so the verification
+/// goes to the leader the metadata names, or the client retries.
+#[tokio::test]
+async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_its_past() {
+    let log = Arc::new(MemoryLog::default());
+    let c = coordinator(log.clone(), Arc::new(Markers::default()));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let data = TopicPartition::new("t", 0);
+    let offsets = TopicPartition::new("__consumer_offsets", 1);
+    c.add_partitions("tx", pid, epoch, vec![data.clone()])
+        .await
+        .unwrap();
+    let before = c
+        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        before,
+        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
+    );
+
+    log.offline.lock().insert(0);
+    for tp in [data, offsets] {
+        assert_eq!(
+            c.verify_partitions("tx", pid, epoch, vec![tp]).await,
+            Err(ResponseError::NotCoordinator)
+        );
+    }
+    assert!(
+        c.describe("tx").await.is_err(),
+        "nor any other read of its state"
+    );
+}
+
+/// No marker is written before the Prepare record is committed. The shard replays the
+/// record as soon as it is appended; had the markers left then, a leader cut off before
+/// the record reached the other replicas (it aborted a timed-out transaction, say)
+/// would have written ABORT markers for a record the next leader truncates, and that
+/// leader's coordinator, knowing the transaction as ongoing, would have committed it:
+/// partitions that took the ABORT refuse the COMMIT (an older producer epoch) and the
+/// transaction is split (the nemesis harness's long form found it).
+#[tokio::test]
+async fn markers_wait_until_the_prepare_record_is_committed() {
+    let log = Arc::new(MemoryLog::default());
+    let markers = Arc::new(Markers::default());
+    let c = coordinator(log.clone(), markers.clone());
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.add_partitions("tx", pid, epoch, vec![tp.clone()])
+        .await
+        .unwrap();
+    let prepared_at = log.log_end(0);
+
+    log.manual_high_watermark.store(true, Ordering::Release);
+    log.set_high_watermark(0, prepared_at);
+    let ending = {
+        let c = c.clone();
+        tokio::spawn(async move { c.end_txn("tx", pid, epoch, true).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        log.log_end(0),
+        prepared_at + 1,
+        "the Prepare record is appended"
+    );
+    assert!(
+        markers.written.lock().is_empty(),
+        "no marker before the Prepare record is committed"
+    );
+
+    log.set_high_watermark(0, prepared_at + 1);
+    ending.await.unwrap().unwrap();
+    for _ in 0..200 {
+        if !markers.written.lock().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let written = markers.written.lock().clone();
+    assert_eq!(written.len(), 1);
+    assert_eq!(
+        (&written[0].0, written[0].1, written[0].3.result),
+        (&tp, pid, TxnResult::Commit)
+    );
+}
+
+/// Verification asks the coordinator the broker's metadata cache names. The deltas
+/// behind the `leaders` map carry a leadership change only to a broker hosting a replica
+/// of `__transaction_state` (or with a LeaderAndIsr), so on the others it kept naming a
+/// broker that coordinated no more: every verification it asked was NOT_COORDINATOR, and
+/// a producer's batch for a partition led there was refused for over a minute, until its
+/// transaction timed out (the nemesis harness's long form, after a `bridge`).
+#[tokio::test]
+async fn verification_goes_to_the_coordinator_the_metadata_cache_names() {
+    let c = coordinator(Arc::new(MemoryLog::default()), Arc::new(Markers::default()));
+    c.leaders.lock().insert(0, 2);
+    assert_eq!(c.leader_of(0), Some(2), "the last delta's, without a cache");
+    c.follow_metadata_leaders(Box::new(|p| (p == 0).then_some(3)));
+    assert_eq!(
+        c.leader_of(0),
+        Some(3),
+        "the cache's, though a delta said 2"
+    );
+    c.leaders.lock().insert(1, 2);
+    assert_eq!(
+        c.leader_of(1),
+        Some(2),
+        "a partition the cache does not know"
+    );
+}
+
+/// An EndTxn waiting for markers that cannot be written is answered once the broker
+/// begins shutting down, not at the end of its wait: it held the connection, and the
+/// listener's drain, 7 s in the nemesis harness's long form.
+#[tokio::test]
+async fn an_end_txn_waiting_for_markers_is_answered_when_shutdown_begins() {
+    let markers = Arc::new(Markers::default());
+    markers.refuse.store(true, Ordering::Release);
+    let c = coordinator(Arc::new(MemoryLog::default()), markers);
+    c.set_completion_wait(Duration::from_secs(60));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    c.add_partitions("tx", pid, epoch, vec![TopicPartition::new("t", 0)])
+        .await
+        .unwrap();
+    let ending = {
+        let c = c.clone();
+        tokio::spawn(async move { c.end_txn("tx", pid, epoch, true).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!ending.is_finished(), "waits for the markers");
+    c.begin_shutdown();
+    let answered = tokio::time::timeout(Duration::from_secs(5), ending)
+        .await
+        .expect("answered at once, not after 60 s")
+        .unwrap();
+    assert_eq!(answered, Ok(()), "decided: its Prepare record is committed");
+}

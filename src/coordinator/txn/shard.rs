@@ -35,6 +35,8 @@ pub struct TxnMetadata {
     /// The epoch before the last bump (-1: unknown), so a producer retrying the
     /// InitProducerId that bumped it gets the same epoch back (KIP-360).
     pub last_producer_epoch: i16,
+    /// The offset of the record this state was replayed from.
+    pub offset: i64,
 }
 
 /// A prepared transaction whose markers are to be written.
@@ -47,6 +49,9 @@ pub struct Completion {
     pub producer_epoch: i16,
     pub result: TxnResult,
     pub partitions: BTreeSet<TopicPartition>,
+    /// The offset of its Prepare record: no marker is written before that record is
+    /// committed.
+    pub prepared_at: i64,
 }
 
 /// What InitProducerId answers.
@@ -402,7 +407,7 @@ impl TxnShard {
             .collect()
     }
 
-    fn completion(&self, id: &str, v: &TxnValue) -> Option<Completion> {
+    fn completion(&self, id: &str, v: &TxnValue, prepared_at: i64) -> Option<Completion> {
         let result = match v.state {
             TxnState::PrepareCommit => TxnResult::Commit,
             TxnState::PrepareAbort => TxnResult::Abort,
@@ -415,11 +420,12 @@ impl TxnShard {
             producer_epoch: v.producer_epoch,
             result,
             partitions: v.partitions.clone(),
+            prepared_at,
         })
     }
 
-    fn start_completion(&self, id: &str, v: &TxnValue) {
-        if let Some(c) = self.completion(id, v) {
+    fn start_completion(&self, id: &str, v: &TxnValue, prepared_at: i64) {
+        if let Some(c) = self.completion(id, v, prepared_at) {
             // The receiver lives as long as the coordinator; without it nothing is served.
             let _ = self.completions.send(c);
         }
@@ -451,7 +457,7 @@ impl Shard for TxnShard {
             .map_err(|e| e.to_string())
     }
 
-    fn replay(&mut self, _offset: i64, (id, value): TxnRecord) -> Result<(), String> {
+    fn replay(&mut self, offset: i64, (id, value): TxnRecord) -> Result<(), String> {
         let Some(value) = value else {
             self.txns.remove(&id);
             self.waiters.remove(&id);
@@ -468,7 +474,7 @@ impl Shard for TxnShard {
             _ => -1,
         };
         if self.loaded {
-            self.start_completion(&id, &value);
+            self.start_completion(&id, &value, offset);
         }
         if matches!(
             value.state,
@@ -483,6 +489,7 @@ impl Shard for TxnShard {
             TxnMetadata {
                 value,
                 last_producer_epoch,
+                offset,
             },
         );
         Ok(())
@@ -492,7 +499,7 @@ impl Shard for TxnShard {
         self.loaded = true;
         // Transactions prepared before a crash or a leadership change are finished here.
         for (id, m) in &self.txns {
-            self.start_completion(id, &m.value);
+            self.start_completion(id, &m.value, m.offset);
         }
         self.next_timeout_check = Some(now + interval(self.config.abort_timed_out_interval_ms));
         self.next_expiration_check = Some(now + interval(self.config.remove_expired_interval_ms));

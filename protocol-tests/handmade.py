@@ -269,6 +269,60 @@ def list_offsets_v11(cid):
             + struct.pack(">i", 30000) + b"\x00")
 
 
+# The share group admin APIs (kafka-share-groups.sh) and the share coordinator's
+# inter-broker RPCs: no captured client sends them (the admin tool's frames and skua's own
+# persister are not captured), so one frame each, on a group and topic id that exist
+# nowhere, which each answers with an error of its own (group or topic unknown), not a
+# failure.
+SHARE_GROUP = b"handmade-share"
+SHARE_TOPIC_ID = bytes(range(1, 17))
+
+
+def share_admin(api_key, topics, cid):
+    return header_v2(api_key, 0, cid) + compact_string(SHARE_GROUP) + compact_array(topics) + b"\x00"
+
+
+def describe_share_group_offsets_v0(cid):
+    topic = compact_string(TOPIC) + compact_array([struct.pack(">i", 0)]) + b"\x00"
+    group = compact_string(SHARE_GROUP) + compact_array([topic]) + b"\x00"
+    return header_v2(90, 0, cid) + compact_array([group]) + b"\x00"
+
+
+def alter_share_group_offsets_v0(cid):
+    partition = struct.pack(">iq", 0, 0) + b"\x00"
+    return share_admin(91, [compact_string(TOPIC) + compact_array([partition]) + b"\x00"], cid)
+
+
+def delete_share_group_offsets_v0(cid):
+    return share_admin(92, [compact_string(TOPIC) + b"\x00"], cid)
+
+
+def share_state(api_key, partition, cid):
+    topic = SHARE_TOPIC_ID + compact_array([partition + b"\x00"]) + b"\x00"
+    return share_admin(api_key, [topic], cid)
+
+
+def initialize_share_group_state_v0(cid):
+    return share_state(83, struct.pack(">iiq", 0, 0, 0), cid)
+
+
+def read_share_group_state_v0(cid):
+    return share_state(84, struct.pack(">ii", 0, 0), cid)
+
+
+def write_share_group_state_v0(cid):
+    batch = struct.pack(">qqbh", 0, 0, 2, 1) + b"\x00"
+    return share_state(85, struct.pack(">iiiq", 0, 0, 0, 0) + compact_array([batch]), cid)
+
+
+def delete_share_group_state_v0(cid):
+    return share_state(86, struct.pack(">i", 0), cid)
+
+
+def read_share_group_state_summary_v0(cid):
+    return share_state(87, struct.pack(">ii", 0, 0), cid)
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -303,6 +357,14 @@ FRAMES = [
     ("DescribeUserScramCredentials", 50, 0, describe_user_scram_credentials_v0(7027)),
     ("AlterUserScramCredentials", 51, 0, alter_user_scram_credentials_v0(7028)),
     ("ListOffsets", 2, 11, list_offsets_v11(7029)),
+    ("DescribeShareGroupOffsets", 90, 0, describe_share_group_offsets_v0(7030)),
+    ("AlterShareGroupOffsets", 91, 0, alter_share_group_offsets_v0(7031)),
+    ("DeleteShareGroupOffsets", 92, 0, delete_share_group_offsets_v0(7032)),
+    ("InitializeShareGroupState", 83, 0, initialize_share_group_state_v0(7033)),
+    ("ReadShareGroupState", 84, 0, read_share_group_state_v0(7034)),
+    ("WriteShareGroupState", 85, 0, write_share_group_state_v0(7035)),
+    ("DeleteShareGroupState", 86, 0, delete_share_group_state_v0(7036)),
+    ("ReadShareGroupStateSummary", 87, 0, read_share_group_state_summary_v0(7037)),
 ]
 
 

@@ -140,11 +140,17 @@ def writer(bs, topic, stopfile, summary):
             pass
         p.poll(0.02)
     left = p.flush(120)
-    with open(summary, "w") as f:
+    # Written whole or not at all: the checker may look while the flush above still runs
+    # (its shell may not be the writer's parent, so it cannot wait for it).
+    with open(summary + ".tmp", "w") as f:
         json.dump({"sent": sent, "unflushed": left, "acked": sorted(acked), "errors": errors[:20]}, f)
+    os.replace(summary + ".tmp", summary)
 
 
 def check_writer(bs, topic, summary):
+    deadline = time.time() + 180
+    while not os.path.exists(summary) and time.time() < deadline:
+        time.sleep(0.5)
     s = json.load(open(summary))
     if s["errors"] or s["unflushed"]:
         die(f"writer saw errors {s['errors'][:3]}, {s['unflushed']} unflushed of {s['sent']}")

@@ -1278,6 +1278,23 @@ async fn offsets_at(c: &mut Client, group: &str) -> Vec<i64> {
     }
 }
 
+/// Waits until `group`'s committed offsets at `c` are `want` (a coordinator that has just
+/// taken its partition over may answer before it has loaded every group), for at most 20 s.
+async fn offsets_become(c: &mut Client, group: &str, want: &[i64]) {
+    let t = Instant::now();
+    loop {
+        let got = offsets_at(c, group).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{group}: {got:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A KIP-848 member's heartbeat to the coordinator `c` (joining at epoch 0, subscribed to
 /// the transactions' topic): (error, member id, epoch).
 async fn consumer_heartbeat(c: &mut Client, member: &str, epoch: i32) -> (i16, String, i32) {
@@ -1399,8 +1416,9 @@ fn groups_and_transactions_keep_their_state_across_coordinators_of_both_kinds() 
         // The Kafka broker coordinates: the offsets are there, the member carries on.
         lead_through_skua(&mut c, &mut k, "__consumer_offsets", 2, 1).await;
         wait_coordinator(&mut k, 0, "classic", Some(2)).await;
-        assert_eq!(offsets_at(&mut k, "classic").await, vec![7]);
-        assert_eq!(offsets_at(&mut k, "kip848").await, vec![11]);
+        wait_coordinator(&mut k, 0, "kip848", Some(2)).await;
+        offsets_become(&mut k, "classic", &[7]).await;
+        offsets_become(&mut k, "kip848", &[11]).await;
         let (err, _, now) = consumer_heartbeat(&mut k, &member, epoch).await;
         assert_eq!(
             err, 0,

@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::initialize_share_group_state_response::{
     InitializeStateResult, PartitionResult,
 };
@@ -15,8 +14,9 @@ use kafka_protocol::messages::{
     InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
 };
 
+use super::share_state_key::key;
 use crate::broker::Broker;
-use crate::coordinator::share::{Persister, SharePartitionKey};
+use crate::coordinator::share::Persister;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -30,14 +30,9 @@ pub async fn handle(
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
-            let outcome = match enabled {
-                false => Err(ResponseError::UnsupportedVersion),
-                true => {
-                    let key = SharePartitionKey {
-                        group_id: req.group_id.to_string(),
-                        topic_id: t.topic_id,
-                        partition: p.partition,
-                    };
+            let outcome = match key(enabled, &req.group_id, t.topic_id, p.partition) {
+                Err(e) => Err(e),
+                Ok(key) => {
                     Persister::initialize(coordinator, key, p.state_epoch, p.start_offset).await
                 }
             };

@@ -69,6 +69,7 @@ pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
+pub mod share_state_key;
 pub mod sync_group;
 pub mod txn_errors;
 pub mod txn_offset_commit;

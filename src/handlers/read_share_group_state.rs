@@ -7,14 +7,14 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::read_share_group_state_response::{
     PartitionResult, ReadStateResult, StateBatch,
 };
 use kafka_protocol::messages::{ReadShareGroupStateRequest, ReadShareGroupStateResponse};
 
+use super::share_state_key::key;
 use crate::broker::Broker;
-use crate::coordinator::share::{Persister, SharePartitionKey};
+use crate::coordinator::share::Persister;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -29,16 +29,9 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let answer = PartitionResult::default().with_partition(p.partition);
-            let outcome = match enabled {
-                false => Err(ResponseError::UnsupportedVersion),
-                true => {
-                    let key = SharePartitionKey {
-                        group_id: req.group_id.to_string(),
-                        topic_id: t.topic_id,
-                        partition: p.partition,
-                    };
-                    Persister::read(coordinator, key, p.leader_epoch).await
-                }
+            let outcome = match key(enabled, &req.group_id, t.topic_id, p.partition) {
+                Err(e) => Err(e),
+                Ok(key) => Persister::read(coordinator, key, p.leader_epoch).await,
             };
             partitions.push(match outcome {
                 Ok(state) => answer

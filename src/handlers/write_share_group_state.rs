@@ -11,14 +11,14 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::write_share_group_state_response::{
     PartitionResult, WriteStateResult,
 };
 use kafka_protocol::messages::{WriteShareGroupStateRequest, WriteShareGroupStateResponse};
 
+use super::share_state_key::key;
 use crate::broker::Broker;
-use crate::coordinator::share::{Persister, SharePartitionKey, StateBatch, StateWrite};
+use crate::coordinator::share::{Persister, StateBatch, StateWrite};
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -32,14 +32,9 @@ pub async fn handle(
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
-            let outcome = match enabled {
-                false => Err(ResponseError::UnsupportedVersion),
-                true => {
-                    let key = SharePartitionKey {
-                        group_id: req.group_id.to_string(),
-                        topic_id: t.topic_id,
-                        partition: p.partition,
-                    };
+            let outcome = match key(enabled, &req.group_id, t.topic_id, p.partition) {
+                Err(e) => Err(e),
+                Ok(key) => {
                     let write = StateWrite {
                         state_epoch: p.state_epoch,
                         leader_epoch: p.leader_epoch,

@@ -7,9 +7,10 @@ import sys
 import time
 import zlib
 
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
-                             TopicPartition, libversion)
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (OFFSET_BEGINNING, AcknowledgeType, Consumer, KafkaError, KafkaException,
+                             Producer, ShareConsumer, TopicPartition, libversion)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ResourceType)
 
 from casekit import CaseFailed, bootstrap, check, java_partition, run, topic_name
 
@@ -576,6 +577,69 @@ def transactions():
         delete_topic(t)
 
 
+def share_consumer():
+    """librdkafka's share consumer (KIP-932, preview since 2.13) in explicit acknowledgement
+    mode on a one-partition topic of 100 records, share.auto.offset.reset=earliest: the first
+    record it gets is released and must come back with delivery count 2, the second is
+    rejected and never comes back, every other one is accepted and comes once with count 1.
+    After it closes (leaving the group) a new member gets nothing."""
+    n = 100
+    t, group = topic_name("rdk-share"), topic_name("rdk-share-group")
+    create_topic(t)
+    try:
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        admin().incremental_alter_configs([res])[res].result(timeout=30)
+        produce(t, [{"value": f"s{i}".encode(), "partition": 0} for i in range(n)])
+
+        def member():
+            c = ShareConsumer({"bootstrap.servers": B, "group.id": group,
+                               "share.acknowledgement.mode": "explicit"})
+            c.subscribe([t])
+            return c
+
+        seen, released, rejected = {}, None, None
+        c = member()
+        try:
+            deadline = time.time() + 45
+            while time.time() < deadline and not (len(seen) == n and released and len(seen[released]) == 2):
+                for m in c.poll(0.5):
+                    if m.error():
+                        raise KafkaException(m.error())
+                    v = m.value().decode()
+                    seen.setdefault(v, []).append(m.delivery_count())
+                    if released is None:
+                        released, kind = v, AcknowledgeType.RELEASE
+                    elif rejected is None and v != released:
+                        rejected, kind = v, AcknowledgeType.REJECT
+                    else:
+                        kind = AcknowledgeType.ACCEPT
+                    c.acknowledge(m, kind)
+                c.commit_sync(30)
+        finally:
+            c.close()
+        bad = [f"{v}: counts {seen.get(v)}" for v in (f"s{i}" for i in range(n))
+               if seen.get(v) != ([1, 2] if v == released else [1])]
+        check(len(seen) == n and not bad, f"released {released}, rejected {rejected}, {len(seen)} of {n} "
+              f"values: {bad[:5]}")
+
+        c = member()
+        try:
+            again, deadline = [], time.time() + 5
+            while time.time() < deadline:
+                for m in c.poll(0.5):
+                    if not m.error():
+                        again.append((m.value(), m.delivery_count()))
+                        c.acknowledge(m)
+                if again:
+                    c.commit_sync(30)
+        finally:
+            c.close()
+        check(not again, f"a new member got {len(again)} records after all were acknowledged: {again[:5]}")
+    finally:
+        delete_topic(t)
+
+
 if __name__ == "__main__":
     print(f"# confluent-kafka with librdkafka {libversion()[0]}", flush=True)
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
@@ -601,3 +665,4 @@ if __name__ == "__main__":
     run("librdkafka.group.cooperative_sticky", group_cooperative_sticky)
     run("librdkafka.group.static_membership", group_static_membership)
     run("librdkafka.txn.commit_abort", transactions)
+    run("librdkafka.share.release_reject_accept", share_consumer)

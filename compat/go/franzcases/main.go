@@ -21,8 +21,12 @@ import (
 )
 
 var bootstrap = flag.String("bootstrap", "127.0.0.1:9092", "broker host:port")
+var only = flag.String("run", "", "run only the cases whose id contains this")
 
 func run(id string, limit time.Duration, f func() error) {
+	if !strings.Contains(id, *only) {
+		return
+	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	var err error
@@ -51,4 +55,5 @@ func main() {
 	run("franzcases.fetch_below_batch.max_partition_bytes", 60*time.Second, fetchBelowBatch(kgo.FetchMaxPartitionBytes(1024)))
 	// FetchMaxBytes also lowers the partition limit to it
 	run("franzcases.fetch_below_batch.max_bytes", 60*time.Second, fetchBelowBatch(kgo.FetchMaxBytes(1024)))
+	run("franzcases.share.release_reject_accept", 100*time.Second, shareConsumer)
 }

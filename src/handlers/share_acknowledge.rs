@@ -123,19 +123,7 @@ pub async fn close_session(broker: &Broker, group_id: &str, member_id: &str) {
         group_id: group_id.to_string(),
         member_id: member_id.to_string(),
     };
-    let Some(session) = broker.shares.sessions.lock().remove(&key) else {
-        return;
-    };
-    let keys: Vec<SharePartitionKey> = session
-        .partitions
-        .iter()
-        .map(|(topic_id, partition)| SharePartitionKey {
-            group_id: group_id.to_string(),
-            topic_id: *topic_id,
-            partition: *partition,
-        })
-        .collect();
-    broker.shares.release_member(&keys, member_id).await;
+    broker.shares.close_session(&key).await;
 }
 
 /// A request's acknowledgement batches, as the share-partition takes them.

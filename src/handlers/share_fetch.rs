@@ -113,14 +113,22 @@ pub async fn handle(
                 .is_some_and(|t| t.partitions.iter().any(|p| p.partition == *partition))
         });
     let now = crate::coordinator::runtime::now_ms();
-    let context = broker.shares.sessions.lock().fetch_context(
-        &session_key,
-        req.share_session_epoch,
-        &known,
-        &forgotten,
-        !acks.is_empty(),
-        now,
-    );
+    let context = {
+        let mut sessions = broker.shares.sessions.lock();
+        let context = sessions.fetch_context(
+            &session_key,
+            req.share_session_epoch,
+            &known,
+            &forgotten,
+            !acks.is_empty(),
+            now,
+        );
+        // The session is this connection's: its closing releases the member's records.
+        if context.is_ok() && req.share_session_epoch == INITIAL_EPOCH {
+            sessions.bind_connection(&session_key, ctx.session.connection_id);
+        }
+        context
+    };
     let context = match context {
         Ok(c) => c,
         Err(e) => return refuse(e, "share session refused the request"),

@@ -525,6 +525,20 @@ async fn accept_loop(
     }
 }
 
+/// Dropped when both halves of a connection have ended: what the broker keeps per
+/// connection is let go (Kafka's `ConnectionDisconnectListener`s): the share session the
+/// connection opened is closed and its member's records released.
+struct Disconnect {
+    broker: Arc<Broker>,
+    connection_id: u64,
+}
+
+impl Drop for Disconnect {
+    fn drop(&mut self) {
+        self.broker.shares.connection_closed(self.connection_id);
+    }
+}
+
 /// A TLS connection whose handshake is done, waiting to be served.
 struct Handshaken {
     transport: TlsTransport,
@@ -542,6 +556,10 @@ impl Listening {
         connections: &mut JoinSet<()>,
         links: &mut Links,
     ) {
+        let closed = Arc::new(Disconnect {
+            broker: self.broker.clone(),
+            connection_id: session.connection_id,
+        });
         let (reader, writer, link) = connection::open(
             transport,
             session,
@@ -555,9 +573,9 @@ impl Listening {
         // halves end. `map`, not an `async` block that awaits them: a block would hold
         // each future twice (as captured and as awaited), doubling its task's size.
         let open = Arc::new(self.connections.opened());
-        let held = (permit.clone(), open.clone());
+        let held = (permit.clone(), open.clone(), closed.clone());
         connections.spawn(reader.map(move |()| drop(held)));
-        connections.spawn(writer.map(move |()| drop((permit, open))));
+        connections.spawn(writer.map(move |()| drop((permit, open, closed))));
     }
 
     fn serve_handshaken(

@@ -102,7 +102,13 @@ pub struct Session {
     pub peer: SocketAddr,
     /// On a SASL listener, once authenticated: how, and until when.
     pub sasl: Option<SaslSession>,
+    /// Unique among this process's connections (Kafka's connection id): what ties a
+    /// share session to the connection that opened it.
+    pub connection_id: u64,
 }
+
+/// The next connection's id.
+static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A SASL connection's authenticated session (Kafka's `SaslServerAuthenticator` state
 /// after COMPLETE, with KIP-368's expiry).
@@ -138,6 +144,7 @@ impl Session {
             principal: Principal::anonymous(),
             peer,
             sasl: None,
+            connection_id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }

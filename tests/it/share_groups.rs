@@ -3,7 +3,8 @@
 //! under its share session and long polls, and every bad acknowledgement answers Kafka's
 //! error code without changing any record's state (the records are acknowledged or
 //! released correctly afterwards, and a released record goes to another member with
-//! delivery count 2); a member leaving the group releases what it held at once.
+//! delivery count 2); a member leaving the group, or its fetching connection closing,
+//! releases what it held at once.
 
 use crate::common;
 
@@ -366,6 +367,64 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
         ),
         (1, "q", &vec![0])
     );
+    b.stop().await;
+}
+
+/// A share session belongs to the connection that opened it (Kafka's disconnect
+/// listener): when a member's fetching connection closes, as a killed consumer's do, the
+/// leader releases what it held at once, though the member is still in the group (its
+/// heartbeats go on another connection, so the group coordinator has seen nothing). This
+/// is what frees a dead member's records on a leader that is not its group coordinator.
+#[tokio::test]
+async fn a_closed_connection_releases_its_share_sessions_records_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let m1 = join_until_assigned(&mut c, "m1", q).await;
+    join_until_assigned(&mut c, "m2", q).await;
+
+    let mut f1 = b.client().await;
+    assert!(acquired(&share_fetch(&mut f1, "m1", 0, q, &[], 0).await).is_empty());
+    let (err, _) = c
+        .produce("q", 0, batch(&["a", "b", "c"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    assert_eq!(
+        acquired(&share_fetch(&mut f1, "m1", 1, q, &[], 1000).await),
+        vec![(0, 2, 1)]
+    );
+    // m2's session, on its own connection, finds nothing while m1 holds them.
+    let mut f2 = b.client().await;
+    assert!(acquired(&share_fetch(&mut f2, "m2", 0, q, &[], 200).await).is_empty());
+
+    drop(f1);
+    let started = Instant::now();
+    let r = share_fetch(&mut f2, "m2", 1, q, &[], 5000).await;
+    assert_eq!(acquired(&r), vec![(0, 2, 2)], "redelivered, count kept");
+    // Well before the 30 s locks would run out.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // m1 is still a member: only its fetching connection went.
+    let r = heartbeat(&mut c, "m1", m1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    // Its session went with the connection: a new connection must open another.
+    let mut f3 = b.client().await;
+    let r = share_fetch(&mut f3, "m1", 2, q, &[], 0).await;
+    assert_eq!(r.error_code, ResponseError::ShareSessionNotFound.code());
     b.stop().await;
 }
 

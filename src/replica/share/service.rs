@@ -21,7 +21,7 @@ use tokio::sync::{watch, Notify};
 use super::acquire::{AbortedTransaction, ControlMarker, FetchedBatch};
 use super::config::{initial_start_offset, LogOffsets};
 use super::manager::{Load, SharePartitionManager};
-use super::session::ShareSessionCache;
+use super::session::{ShareSession, ShareSessionCache, ShareSessionKey};
 use super::{
     AcknowledgementBatch, AcquireRequest, AcquiredRecords, ShareAutoOffsetReset, ShareError,
     SharePartitionConfig,
@@ -280,6 +280,47 @@ impl Shares {
             }
         }
         self.released.notify_waiters();
+    }
+
+    /// Closes a member's share session (its final request was answered) and releases
+    /// what it holds in the session's share-partitions (Kafka's `releaseSession`).
+    pub async fn close_session(&self, key: &ShareSessionKey) {
+        let Some(session) = self.sessions.lock().remove(key) else {
+            return;
+        };
+        self.release_session(key, &session).await;
+    }
+
+    /// The connection `connection_id` closed: the share session it opened, if still
+    /// open, is closed and its member's records released at once, as Kafka's
+    /// `ShareSessionCache` disconnect listener does. A member that died holds nothing
+    /// here past its sockets' closing, wherever its group coordinator is; only one cut
+    /// off without its connections closing waits for its acquisition locks. Costs one
+    /// map lookup for a connection that opened no share session.
+    pub fn connection_closed(self: &Arc<Self>, connection_id: u64) {
+        let Some((key, session)) = self.sessions.lock().remove_connection(connection_id) else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::debug!(group = %key.group_id, member = %key.member_id, connection_id,
+            "share session's connection closed: releasing its records");
+        let shares = self.clone();
+        rt.spawn(async move { shares.release_session(&key, &session).await });
+    }
+
+    async fn release_session(&self, key: &ShareSessionKey, session: &ShareSession) {
+        let keys: Vec<SharePartitionKey> = session
+            .partitions
+            .iter()
+            .map(|(topic_id, partition)| SharePartitionKey {
+                group_id: key.group_id.clone(),
+                topic_id: *topic_id,
+                partition: *partition,
+            })
+            .collect();
+        self.release_member(&keys, &key.member_id).await;
     }
 
     /// `member_id` is no longer a member of `group_id` (its session with the group

@@ -10,6 +10,13 @@
 //! - any other epoch must be the session's current one (INVALID_SHARE_SESSION_EPOCH),
 //!   of a session that exists (SHARE_SESSION_NOT_FOUND).
 //!
+//! A session belongs to the connection that opened it (Kafka's `connectionIdToSessionMap`):
+//! when that connection closes, the session is closed and the member's records in its
+//! share-partitions are released (`Shares::connection_closed`), as Kafka's
+//! `ShareSessionCache`'s disconnect listener does. That is how a consumer that died
+//! (kill -9: its sockets close) gets its records redelivered at once on every leader it
+//! fetched from, wherever its group coordinator is.
+//!
 //! The cache holds at most `group.share.max.share.sessions` sessions
 //! (SHARE_SESSION_LIMIT_REACHED past that); each holds the share-partitions its
 //! requests named, which the ShareFetch handler limits to partitions that exist.
@@ -40,6 +47,8 @@ pub struct ShareSession {
     pub epoch: i32,
     pub partitions: BTreeSet<TopicIdPartition>,
     pub last_used_ms: i64,
+    /// The connection that opened it (`bind_connection`); 0 until bound.
+    pub connection_id: u64,
 }
 
 /// What a ShareFetch fetches from, after its session step.
@@ -63,6 +72,8 @@ pub fn next_epoch(epoch: i32) -> i32 {
 #[derive(Debug)]
 pub struct ShareSessionCache {
     sessions: HashMap<ShareSessionKey, ShareSession>,
+    /// The session each connection opened, while it is open.
+    by_connection: HashMap<u64, ShareSessionKey>,
     max_sessions: usize,
 }
 
@@ -70,6 +81,7 @@ impl ShareSessionCache {
     pub fn new(max_sessions: usize) -> Self {
         ShareSessionCache {
             sessions: HashMap::new(),
+            by_connection: HashMap::new(),
             max_sessions,
         }
     }
@@ -112,7 +124,7 @@ impl ShareSessionCache {
                 if acknowledging {
                     return Err(ResponseError::InvalidRequest);
                 }
-                let replacing = self.sessions.remove(key).is_some();
+                let replacing = self.remove(key).is_some();
                 if !replacing && self.sessions.len() >= self.max_sessions {
                     return Err(ResponseError::ShareSessionLimitReached);
                 }
@@ -123,6 +135,7 @@ impl ShareSessionCache {
                         epoch: next_epoch(INITIAL_EPOCH),
                         partitions: partitions.clone(),
                         last_used_ms: now_ms,
+                        connection_id: 0,
                     },
                 );
                 Ok(FetchContext::Session(partitions))
@@ -175,7 +188,36 @@ impl ShareSessionCache {
     /// Closes a session (its final request was answered, or the member left the group);
     /// the caller releases the records the member holds in its share-partitions.
     pub fn remove(&mut self, key: &ShareSessionKey) -> Option<ShareSession> {
-        self.sessions.remove(key)
+        let session = self.sessions.remove(key)?;
+        if self.by_connection.get(&session.connection_id) == Some(key) {
+            self.by_connection.remove(&session.connection_id);
+        }
+        Some(session)
+    }
+
+    /// Ties `key`'s session (just opened by a request at epoch 0) to the connection
+    /// that request came on.
+    pub fn bind_connection(&mut self, key: &ShareSessionKey, connection_id: u64) {
+        let Some(session) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if self.by_connection.get(&session.connection_id) == Some(key) {
+            self.by_connection.remove(&session.connection_id);
+        }
+        session.connection_id = connection_id;
+        // A connection opening a second session (another member id) owns the latest.
+        self.by_connection.insert(connection_id, key.clone());
+    }
+
+    /// `connection_id` closed: the session it opened, if still open, is closed; the
+    /// caller releases the member's records in its share-partitions.
+    pub fn remove_connection(
+        &mut self,
+        connection_id: u64,
+    ) -> Option<(ShareSessionKey, ShareSession)> {
+        let key = self.by_connection.remove(&connection_id)?;
+        let session = self.remove(&key)?;
+        Some((key, session))
     }
 
     /// Every session of a group's member, for when it leaves the group.

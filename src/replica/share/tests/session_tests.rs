@@ -127,3 +127,39 @@ fn the_number_of_sessions_is_bounded() {
     assert_eq!(cache.len(), 2);
     assert_eq!(next_epoch(i32::MAX), 1);
 }
+
+/// A session belongs to the connection that opened it: that connection's closing closes
+/// it, once; a session the member opened again on another connection is not the old
+/// connection's to close.
+#[test]
+fn a_connection_closes_the_session_it_opened_and_no_later_one() {
+    let mut cache = ShareSessionCache::new(10);
+    let k = key("m1");
+    cache
+        .fetch_context(&k, 0, &[(T, 0)], &[], false, 0)
+        .unwrap();
+    cache.bind_connection(&k, 7);
+    let (closed, session) = cache.remove_connection(7).expect("connection 7's session");
+    assert_eq!((closed, session.connection_id), (k.clone(), 7));
+    assert_eq!(
+        session.partitions.into_iter().collect::<Vec<_>>(),
+        vec![(T, 0)]
+    );
+    assert!(cache.get(&k).is_none());
+    assert!(cache.remove_connection(7).is_none(), "closed once");
+
+    // Opened on 8, then again on 9: 8's closing leaves 9's session open.
+    cache
+        .fetch_context(&k, 0, &[(T, 0)], &[], false, 1)
+        .unwrap();
+    cache.bind_connection(&k, 8);
+    cache
+        .fetch_context(&k, 0, &[(T, 1)], &[], false, 2)
+        .unwrap();
+    cache.bind_connection(&k, 9);
+    assert!(cache.remove_connection(8).is_none());
+    assert_eq!(cache.get(&k).map(|s| s.connection_id), Some(9));
+    // A session closed by its final request is not closed again by its connection.
+    assert!(cache.remove(&k).is_some());
+    assert!(cache.remove_connection(9).is_none());
+}

@@ -3,7 +3,9 @@
 //! state in the share coordinator of whichever broker leads `__share_group_state`, in
 //! process or with the share coordinator's RPCs, and when that leader is killed with
 //! SIGKILL the partition's new leader loads the persisted state and its consumers go on
-//! there: the acknowledged records are never delivered again, the others are.
+//! there: the acknowledged records are never delivered again, the others are. When a
+//! member's connection to the leader closes, the leader releases its records at once,
+//! wherever the group's coordinator is.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -276,6 +278,41 @@ fn consumers_go_on_at_the_new_leader_without_acknowledged_records_again() {
             .map(|(f, l, _)| (*f, *l))
             .collect();
         assert_eq!(ranges, vec![(5, 9)], "{got:?}");
+
+        // m2's fetching connection closes (as a killed consumer's does) while m2 is still
+        // a member: the leader releases what m2 held at once, whichever broker the group's
+        // coordinator is (it plays no part), and m3 gets the records well before their
+        // 30 s locks would run out, delivered once more.
+        let count = got.as_ref().map_or(0, |g| g[0].2);
+        join(&survivor, "m3", q).await;
+        drop(c);
+        let mut c = connect(&new_at).await;
+        let started = Instant::now();
+        // (each try opens m3's session again: epoch 0 replaces it)
+        let mut again = Ok(Vec::new());
+        while started.elapsed() < Duration::from_secs(10) {
+            again = share_fetch(&mut c, "m3", 0, q, &[]).await;
+            if again.as_ref().is_ok_and(|g| !g.is_empty()) {
+                break;
+            }
+        }
+        assert_eq!(
+            again,
+            Ok(vec![(5, 9, count + 1)]),
+            "after {:?}",
+            started.elapsed()
+        );
+        let group_coordinator = coordinator(&survivor).await.unwrap_or_default();
+        eprintln!(
+            "m2's records released at q's leader {new_at} {:.3} s after its connection closed; \
+             the group's coordinator is {group_coordinator} ({})",
+            started.elapsed().as_secs_f32(),
+            if group_coordinator == new_at {
+                "the same broker"
+            } else {
+                "another broker"
+            }
+        );
         // Which path the state took (in process, or the share coordinator's RPCs) depends
         // on where `__share_group_state`'s partitions landed; shown for the record.
         let (new_leader, _) = leader(&survivor, "q").await.unwrap();

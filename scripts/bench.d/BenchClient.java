@@ -21,7 +21,15 @@
 //       producer (acks=1, linger.ms=5, batch.size=16384, uncompressed) of RECORDS records
 //       of SIZE-byte values over KEYS keys, in turn; prints "records=N ms=T".
 //   BenchClient config BOOTSTRAP TOPIC KEY=VALUE...
-//       sets topic configs with IncrementalAlterConfigs.
+//       sets topic configs with IncrementalAlterConfigs (TOPIC group:NAME: the configs
+//       of group NAME, e.g. share.auto.offset.reset=earliest).
+//   BenchClient share-ack BOOTSTRAP TOPIC GROUP RECORDS CONSUMERS
+//       CONSUMERS KafkaShareConsumers (one thread each) in share group GROUP, explicit
+//       acknowledgement mode: each acknowledges every record a poll returned (ACCEPT),
+//       then commitSync(), until the consumers together have RECORDS records. Prints
+//       "records=N ms=T commits=K ack_p50=.. ack_p99=.." (ms; T from the first poll to the
+//       last record's commit; an acknowledgement's time is commitSync(): ShareAcknowledge
+//       to the partition's leader and back).
 //   BenchClient txn BOOTSTRAP TOPIC RECORDS SIZE PER_TXN
 //       transactional producer (a fresh transactional.id, acks=all with idempotence as
 //       transactions require, linger.ms=5, batch.size=16384, uncompressed): after
@@ -47,6 +55,7 @@ public class BenchClient {
       case "keyed": keyed(a); break;
       case "config": config(a); break;
       case "txn": txn(a); break;
+      case "share-ack": shareAck(a); break;
       default: throw new IllegalArgumentException(a[0]);
     }
   }
@@ -258,9 +267,61 @@ public class BenchClient {
         String[] kv = a[i].split("=", 2);
         ops.add(new AlterConfigOp(new ConfigEntry(kv[0], kv[1]), AlterConfigOp.OpType.SET));
       }
-      org.apache.kafka.common.config.ConfigResource r =
-          new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, a[2]);
+      org.apache.kafka.common.config.ConfigResource r = a[2].startsWith("group:")
+          ? new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.GROUP, a[2].substring(6))
+          : new org.apache.kafka.common.config.ConfigResource(org.apache.kafka.common.config.ConfigResource.Type.TOPIC, a[2]);
       admin.incrementalAlterConfigs(Map.of(r, ops)).all().get();
     }
+  }
+
+  static void shareAck(String[] a) throws Exception {
+    String topic = a[2], group = a[3];
+    long n = Long.parseLong(a[4]);
+    int consumers = Integer.parseInt(a[5]);
+    java.util.concurrent.atomic.AtomicLong got = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong(Long.MAX_VALUE);
+    java.util.concurrent.atomic.AtomicLong last = new java.util.concurrent.atomic.AtomicLong();
+    List<Long> acks = Collections.synchronizedList(new ArrayList<>());
+    List<Throwable> failed = Collections.synchronizedList(new ArrayList<>());
+    List<Thread> threads = new ArrayList<>();
+    long deadline = System.currentTimeMillis() + 600_000;
+    for (int c = 0; c < consumers; c++) {
+      Thread t = new Thread(() -> {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put("share.acknowledgement.mode", "explicit");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaShareConsumer<byte[], byte[]> sc = new KafkaShareConsumer<>(p)) {
+          sc.subscribe(List.of(topic));
+          while (got.get() < n && System.currentTimeMillis() < deadline) {
+            ConsumerRecords<byte[], byte[]> rs = sc.poll(Duration.ofMillis(200));
+            if (rs.isEmpty()) continue;
+            first.accumulateAndGet(System.nanoTime(), Math::min);
+            for (ConsumerRecord<byte[], byte[]> r : rs) sc.acknowledge(r, AcknowledgeType.ACCEPT);
+            long c0 = System.nanoTime();
+            sc.commitSync();
+            long c1 = System.nanoTime();
+            acks.add(c1 - c0);
+            got.addAndGet(rs.count());
+            last.accumulateAndGet(c1, Math::max);
+          }
+        } catch (Throwable e) {
+          failed.add(e);
+        }
+      });
+      t.start();
+      threads.add(t);
+    }
+    for (Thread t : threads) t.join();
+    if (!failed.isEmpty()) throw new RuntimeException(failed.get(0));
+    if (got.get() < n) throw new RuntimeException("read " + got.get() + " of " + n + " records");
+    List<Long> sorted = new ArrayList<>(acks);
+    Collections.sort(sorted);
+    double p50 = sorted.get(sorted.size() / 2) / 1e6;
+    double p99 = sorted.get(Math.min(sorted.size() - 1, (int) (sorted.size() * 0.99))) / 1e6;
+    System.out.printf("records=%d ms=%.3f commits=%d ack_p50=%.3f ack_p99=%.3f%n",
+        got.get(), (last.get() - first.get()) / 1e6, sorted.size(), p50, p99);
   }
 }

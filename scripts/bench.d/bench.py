@@ -1246,6 +1246,7 @@ def main():
     ap.add_argument("--txn", action="store_true")
     ap.add_argument("--replicated", action="store_true")
     ap.add_argument("--tls", action="store_true")
+    ap.add_argument("--share", action="store_true")
     ap.add_argument("--cluster-kafka-libs", help="Apache Kafka 3.9's jars (--replicated)")
     ap.add_argument("--load", help="the skua-load binary (--native, --replicated, --scale)")
     ap.add_argument("--skua-baseline")
@@ -1296,6 +1297,16 @@ def main():
         json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/txn.json", "w"), indent=1)
         write_section(opts.out, TXN_HEADING, render_txn(opts, results, meta))
         log(f"wrote the transactions section of {opts.out}; raw results in {opts.workdir}/txn.json")
+        return
+
+    if opts.share:
+        import share as sh
+        meta = {"command": opts.command, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": machine(), "load_start": loadavg()}
+        results = sh.share(opts, Broker, log, tool)
+        json.dump({"results": results, "meta": meta}, open(f"{opts.workdir}/share.json", "w"), indent=1)
+        write_section(opts.out, sh.SHARE_HEADING, sh.render_share(opts, results, meta, rfmt, ratio, shared_machine))
+        log(f"wrote the share groups section of {opts.out}; raw results in {opts.workdir}/share.json")
         return
 
     if opts.tls:

@@ -152,6 +152,20 @@ impl KraftController {
             .map_err(|e| unavailable(format!("the active controller did not answer: {e}")))
     }
 
+    /// [`send`](Self::send) for the broker's own requests outside this file (`dirs`).
+    pub(super) async fn send_to_active<R: Request>(
+        &self,
+        request: R,
+        versions: (i16, i16),
+    ) -> Result<R::Response, ControllerError> {
+        self.send(request, versions).await
+    }
+
+    /// Every image as it is published.
+    pub(super) fn images(&self) -> tokio::sync::watch::Receiver<Arc<MetadataImage>> {
+        self.images.subscribe()
+    }
+
     /// Forwards a client's request to the active controller in an Envelope (see
     /// `envelope`), answering the controller's response. As Kafka's
     /// `NodeToControllerChannelManager` does, an unknown or unreachable controller, and

@@ -22,6 +22,8 @@
 //!   and Kafka's `BrokerServer` waits (caught up before the logs open, unfenced before
 //!   clients are served, the controller's permission before a controlled shutdown ends).
 //!
+//! - `dirs`: the broker's replicas placed on its log dir in the metadata
+//!   (AssignReplicasToDirs), so the controller may elect them after a new dir.
 //! - `envelope`: a client's request wrapped for the active controller as Kafka 4's
 //!   brokers wrap what they forward.
 //!
@@ -47,6 +49,7 @@
 //! a Kafka 4.4 broker).
 
 pub mod backend;
+pub mod dirs;
 pub mod driver;
 pub mod envelope;
 pub mod features;

@@ -35,7 +35,8 @@
 //! authorization is the controller's: CreateAcls, DeleteAcls, AlterUserScramCredentials
 //! (the client's salted password reaches the controller as sent; the broker never sees a
 //! password), ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments and
-//! DescribeQuorum (`router::KRAFT_BROKER_ROUTES`, `handlers::forwarded`). Sent as the API
+//! DescribeQuorum (`router::KRAFT_BROKER_ROUTES`, `handlers::forwarded`; ApiVersions
+//! advertises them narrowed to the active controller's versions once it knows them). Sent as the API
 //! itself, from the broker (`backend`): the changes skua's handlers check first with the
 //! same ACLs (the image's, when `authorizer.class.name` is set) and must then see in the
 //! image before answering (CreateTopics, DeleteTopics, CreatePartitions,

@@ -41,7 +41,7 @@
 //! same ACLs (the image's, when `authorizer.class.name` is set) and must then see in the
 //! image before answering (CreateTopics, DeleteTopics, CreatePartitions,
 //! IncrementalAlterConfigs, AlterConfigs, AlterClientQuotas), and the broker's own
-//! requests (AlterPartition, AllocateProducerIds). DescribeAcls and
+//! requests (AlterPartition, AllocateProducerIds, AssignReplicasToDirs). DescribeAcls and
 //! DescribeUserScramCredentials answer from the image, as Kafka's broker answers them from
 //! its own (SECURITY_DISABLED without an authorizer configured on the broker).
 //!

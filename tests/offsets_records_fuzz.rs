@@ -103,6 +103,7 @@ fn seeds() -> Vec<(Bytes, Option<Bytes>)> {
         vec![TopicPartitions {
             topic_id: T1,
             partitions: ps,
+            assignment_epochs: vec![],
         }]
     };
     let records = vec![

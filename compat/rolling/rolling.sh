@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # skua compatibility suite: a three-broker Apache Kafka 3.9.1 cluster on ZooKeeper replaced
 # broker by broker by skua under load, a rolling restart of the skua cluster, and back.
-#   compat/rolling/rolling.sh SKUA_BINARY [--full]
-#   compat/rolling/rolling.sh --skip REASON     every case reported as SKIP
+#   compat/rolling/rolling.sh SKUA_BINARY [--full] [--kraft]
+#   compat/rolling/rolling.sh --skip REASON [--kraft]   every case reported as SKIP
 # Prints one PASS/FAIL (or SKIP) line per case. COMPAT_ROLLING_FULL=1 is the same as --full.
+#
+# With --kraft (COMPAT_ROLLING_KRAFT=1) the same cases run on a KRaft cluster instead
+# (cases rolling_kraft.*): one Apache Kafka 4.4 controller and three Kafka 4.4 brokers
+# (scripts/cluster start --kraft), each replaced by skua as a KRaft broker with the same
+# server.properties and node.id, on its dir or on an empty dir formatted for the cluster
+# (kafka-storage.sh format), and back to Kafka 4.4 on the dirs skua wrote. The clients and
+# tools stay Kafka 3.9.1's.
 #
 # Three Kafka 3.9.1 brokers (scripts/cluster), an RF 3 topic with min.insync.replicas=2, an
 # idempotent acks=all Java producer and a classic Java consumer group that run from the
@@ -26,10 +33,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/../lib/common.sh"
 source "$here/../lib/cases.sh"
-SKUA=${1:?usage: rolling.sh SKUA_BINARY [--full] | --skip REASON}
-FULL=${COMPAT_ROLLING_FULL:-0}
-[[ ${2:-} == --full ]] && FULL=1
+SKUA=${1:?usage: rolling.sh SKUA_BINARY [--full] [--kraft] | --skip REASON [--kraft]}
+FULL=${COMPAT_ROLLING_FULL:-0} KRAFT=${COMPAT_ROLLING_KRAFT:-0}
+for a in "${@:2}"; do
+  case $a in --full) FULL=1 ;; --kraft) KRAFT=1 ;; esac
+done
 TOPIC=rolling GROUP=rolling-group
+# The cases' names: the suite's and the Kafka brokers' version
+if ((KRAFT)); then SUITE=rolling_kraft KAFKA=kafka44 START=(--kraft)
+else SUITE=rolling KAFKA=kafka39 START=(--override zookeeper.session.timeout.ms=10000); fi
 if ((FULL)); then PARTITIONS=6 PREFILL=200000 DWELL=20 THIRD=empty
 else PARTITIONS=3 PREFILL=0 DWELL=0 THIRD=same; fi
 # A broker restarting on an empty dir copies every partition from the others.
@@ -88,6 +100,8 @@ replace() {
   [[ -f $b/data/.kafka_cleanshutdown ]] || { fail "broker $i ($(kind_of "$i")) did not shut down cleanly"; return 1; }
   if [[ $how == empty ]]; then
     mv "$b/data" "$b/data.before-$kind" && mkdir "$b/data" || return 1
+    # a KRaft broker's dir is formatted for its cluster before it starts
+    if ((KRAFT)); then cluster format "$D" "$i" || { fail "kafka-storage.sh format of broker $i's empty dir failed"; return 1; }; fi
   fi
   echo "$kind" >"$b/kind"
   cluster restart "$D" "$i" >/dev/null 2>&1 || { fail "$kind did not start as broker $i: $(tail -n 3 "$b/server.log" | tr '\n' ' ')"; return 1; }
@@ -135,7 +149,7 @@ stored() {
 
 # -------------------------------------------------------------- Kafka 3.9 under load --
 c_kafka_cluster_under_load() {
-  B=$(cluster start 3 --dir "$D" --override zookeeper.session.timeout.ms=10000 \
+  B=$(cluster start 3 --dir "$D" "${START[@]}" \
     --override unclean.leader.election.enable=false 2>"$CASE_TMP/start") \
     || { fail "scripts/cluster start: $(tail -n 3 "$CASE_TMP/start" | tr '\n' ' ')"; return 1; }
   echo "$SKUA" >"$D/skua-bin"
@@ -231,19 +245,19 @@ PY
 }
 
 CASES=(
-  "rolling.kafka39_cluster_under_load c_kafka_cluster_under_load"
-  "rolling.skua_replaces_kafka39_same_dir c_skua_same_dir"
-  "rolling.skua_replaces_kafka39_empty_dir c_skua_empty_dir"
-  "rolling.skua_replaces_third_kafka39 c_skua_third"
-  "rolling.all_skua_nothing_lost c_all_skua_nothing_lost"
-  "rolling.all_skua_group_offsets c_all_skua_group_offsets"
-  "rolling.skua_rolling_restart c_skua_rolling_restart"
-  "rolling.kafka39_replaces_skua_1 c_kafka_replaces_1"
-  "rolling.kafka39_replaces_skua_2 c_kafka_replaces_2"
-  "rolling.kafka39_replaces_skua_3 c_kafka_replaces_3"
-  "rolling.all_kafka_nothing_lost c_all_kafka_nothing_lost"
-  "rolling.all_kafka_group_offsets c_all_kafka_group_offsets"
-  "rolling.replica_logs_identical c_replica_logs_identical"
+  "$SUITE.${KAFKA}_cluster_under_load c_kafka_cluster_under_load"
+  "$SUITE.skua_replaces_${KAFKA}_same_dir c_skua_same_dir"
+  "$SUITE.skua_replaces_${KAFKA}_empty_dir c_skua_empty_dir"
+  "$SUITE.skua_replaces_third_${KAFKA} c_skua_third"
+  "$SUITE.all_skua_nothing_lost c_all_skua_nothing_lost"
+  "$SUITE.all_skua_group_offsets c_all_skua_group_offsets"
+  "$SUITE.skua_rolling_restart c_skua_rolling_restart"
+  "$SUITE.${KAFKA}_replaces_skua_1 c_kafka_replaces_1"
+  "$SUITE.${KAFKA}_replaces_skua_2 c_kafka_replaces_2"
+  "$SUITE.${KAFKA}_replaces_skua_3 c_kafka_replaces_3"
+  "$SUITE.all_kafka_nothing_lost c_all_kafka_nothing_lost"
+  "$SUITE.all_kafka_group_offsets c_all_kafka_group_offsets"
+  "$SUITE.replica_logs_identical c_replica_logs_identical"
 )
 
 if [[ $SKUA == --skip ]]; then

@@ -1425,6 +1425,17 @@ fn groups_and_transactions_keep_their_state_across_coordinators_of_both_kinds() 
             "skua's member records loaded by the Kafka coordinator"
         );
         assert!(now >= epoch);
+        // Record 8 carries Kafka 4.4's AssignmentEpochs aligned with its partitions (a
+        // record without them makes Kafka 4.4 log this ERROR and fall back to an epoch).
+        let log = std::fs::read_to_string(kafka.dir.path().join("server.log")).unwrap();
+        assert!(
+            !log.contains("Size of assignment epochs"),
+            "{}",
+            log.lines()
+                .filter(|l| l.contains("assignment epochs"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
         epoch = now;
         assert_eq!(member_commit(&mut k, &member, epoch, 12).await, 0);
         assert_eq!(k.commit_offset("classic", txn::TOPIC, 8, None).await, 0);

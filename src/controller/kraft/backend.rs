@@ -36,6 +36,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use parking_lot::Mutex;
 use uuid::Uuid;
 
+use crate::client::reconnecting::ApiVersions;
 use crate::client::{Client, ClientConfig};
 use crate::config::BrokerConfig;
 use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener};
@@ -84,6 +85,10 @@ pub struct KraftController {
     producer_ids: tokio::sync::Mutex<ProducerIdBlock>,
     /// How long a change waits for the controller and then for the image to show it.
     timeout: Duration,
+    /// The active controller's ApiVersions, as last learnt on a connection to it: what
+    /// the forwarded APIs' advertised versions are narrowed to (Kafka's
+    /// `NodeApiVersions` of the controller).
+    controller_versions: Mutex<Option<Arc<ApiVersions>>>,
 }
 
 impl KraftController {
@@ -109,7 +114,29 @@ impl KraftController {
             client,
             clients: Mutex::new(BTreeMap::new()),
             producer_ids: tokio::sync::Mutex::new(ProducerIdBlock::default()),
+            controller_versions: Mutex::new(None),
         })
+    }
+
+    /// The active controller's ApiVersions once known (None before a connection to it).
+    pub fn controller_api_versions(&self) -> Option<Arc<ApiVersions>> {
+        self.controller_versions.lock().clone()
+    }
+
+    /// Connects to the active controller, if need be, to learn its ApiVersions.
+    pub async fn learn_controller_api_versions(&self) {
+        let Some(to) = self.status().controller else {
+            return;
+        };
+        if let Ok(client) = self.client_for(&to).await {
+            self.remember_versions(&client).await;
+        }
+    }
+
+    async fn remember_versions(&self, client: &Client) {
+        if let Ok(versions) = client.api_versions().await {
+            *self.controller_versions.lock() = Some(versions);
+        }
     }
 
     pub fn broker_id(&self) -> i32 {
@@ -145,11 +172,26 @@ impl KraftController {
             return Err(unavailable("the active controller is not known yet".into()));
         };
         let client = self.client_for(&to).await?;
+        self.remember_versions(&client).await;
         client
             .send_negotiated(&request, versions.0, versions.1)
             .await
             .map(|(_, r)| r)
             .map_err(|e| unavailable(format!("the active controller did not answer: {e}")))
+    }
+
+    /// [`send`](Self::send) for the broker's own requests outside this file (`dirs`).
+    pub(super) async fn send_to_active<R: Request>(
+        &self,
+        request: R,
+        versions: (i16, i16),
+    ) -> Result<R::Response, ControllerError> {
+        self.send(request, versions).await
+    }
+
+    /// Every image as it is published.
+    pub(super) fn images(&self) -> tokio::sync::watch::Receiver<Arc<MetadataImage>> {
+        self.images.subscribe()
     }
 
     /// Forwards a client's request to the active controller in an Envelope (see

@@ -190,8 +190,15 @@ impl Membership {
             controller_client(config, "to-controller"),
         );
         tracing::info!(quorum = ?driver.follower.bootstrap, previous_broker_epoch = driver.registration.previous_broker_epoch, "registering with the KRaft controller quorum and following its metadata log");
+        let log_dirs = driver.registration.log_dirs.clone();
         let broker = KraftBroker::start(driver, Some(controller.clone()));
         controller.attach(broker.status.clone());
+        match log_dirs[..] {
+            [dir] => super::dirs::spawn(&controller, dir),
+            _ => tracing::warn!(
+                "with several log dirs, replicas are not placed on their dir in the cluster's metadata (AssignReplicasToDirs); the controller may refuse to elect a replica it names on another dir"
+            ),
+        }
         let status = broker.status.clone();
         let membership = Membership {
             controller,

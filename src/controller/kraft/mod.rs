@@ -22,6 +22,8 @@
 //!   and Kafka's `BrokerServer` waits (caught up before the logs open, unfenced before
 //!   clients are served, the controller's permission before a controlled shutdown ends).
 //!
+//! - `dirs`: the broker's replicas placed on its log dir in the metadata
+//!   (AssignReplicasToDirs), so the controller may elect them after a new dir.
 //! - `envelope`: a client's request wrapped for the active controller as Kafka 4's
 //!   brokers wrap what they forward.
 //!
@@ -33,12 +35,13 @@
 //! authorization is the controller's: CreateAcls, DeleteAcls, AlterUserScramCredentials
 //! (the client's salted password reaches the controller as sent; the broker never sees a
 //! password), ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments and
-//! DescribeQuorum (`router::KRAFT_BROKER_ROUTES`, `handlers::forwarded`). Sent as the API
+//! DescribeQuorum (`router::KRAFT_BROKER_ROUTES`, `handlers::forwarded`; ApiVersions
+//! advertises them narrowed to the active controller's versions once it knows them). Sent as the API
 //! itself, from the broker (`backend`): the changes skua's handlers check first with the
 //! same ACLs (the image's, when `authorizer.class.name` is set) and must then see in the
 //! image before answering (CreateTopics, DeleteTopics, CreatePartitions,
 //! IncrementalAlterConfigs, AlterConfigs, AlterClientQuotas), and the broker's own
-//! requests (AlterPartition, AllocateProducerIds). DescribeAcls and
+//! requests (AlterPartition, AllocateProducerIds, AssignReplicasToDirs). DescribeAcls and
 //! DescribeUserScramCredentials answer from the image, as Kafka's broker answers them from
 //! its own (SECURITY_DISABLED without an authorizer configured on the broker).
 //!
@@ -47,6 +50,7 @@
 //! a Kafka 4.4 broker).
 
 pub mod backend;
+pub mod dirs;
 pub mod driver;
 pub mod envelope;
 pub mod features;

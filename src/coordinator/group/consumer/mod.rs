@@ -70,6 +70,35 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// What it must give up before getting anything new.
     pub pending_revocation: Assignment,
+    /// The member epoch at which each partition it holds (assigned or revoking) was
+    /// assigned to it: Kafka 4.4's AssignmentEpochs of record 8 (KIP-1251), kept so the
+    /// record skua writes is the one a Kafka coordinator loads without complaint.
+    pub assignment_epochs: BTreeMap<(String, i32), i32>,
+}
+
+impl ConsumerMember {
+    /// Keeps `assignment_epochs` to the partitions the member holds: one new to it was
+    /// assigned at its current epoch (Kafka's target assignment epoch), one it no longer
+    /// holds is forgotten.
+    pub fn sync_assignment_epochs(&mut self) {
+        let held: BTreeSet<(String, i32)> = flatten(&self.assigned)
+            .chain(flatten(&self.pending_revocation))
+            .map(|(t, p)| (t.to_string(), p))
+            .collect();
+        self.assignment_epochs.retain(|k, _| held.contains(k));
+        for k in held {
+            self.assignment_epochs.entry(k).or_insert(self.member_epoch);
+        }
+    }
+
+    /// The epoch at which the member got `topic`-`partition` (its current epoch when
+    /// unknown, as Kafka falls back to).
+    pub fn assignment_epoch_of(&self, topic: &str, partition: i32) -> i32 {
+        self.assignment_epochs
+            .get(&(topic.to_string(), partition))
+            .copied()
+            .unwrap_or(self.member_epoch)
+    }
 }
 
 /// One ConsumerGroupHeartbeat, as the coordinator needs it.

@@ -1,5 +1,6 @@
 //! One member's next step towards its target: revoke first, then assign what no other
 //! member still holds, and reach the assignment epoch once nothing is left to revoke.
+//! A partition new to the member is stamped with the epoch it reached (AssignmentEpochs).
 
 use super::{
     contains, difference, flatten, intersection, Assignment, ConsumerGroup, ConsumerMember,
@@ -9,6 +10,19 @@ use super::{
 /// `target` its target at `assignment_epoch`. `group` tells who holds what; the member
 /// itself and `replaced` (a static member it takes over from) do not count.
 pub fn reconcile(
+    group: &ConsumerGroup,
+    member: &ConsumerMember,
+    replaced: Option<&str>,
+    target: &Assignment,
+    assignment_epoch: i32,
+    owned: Option<&Assignment>,
+) -> ConsumerMember {
+    let mut m = step(group, member, replaced, target, assignment_epoch, owned);
+    m.sync_assignment_epochs();
+    m
+}
+
+fn step(
     group: &ConsumerGroup,
     member: &ConsumerMember,
     replaced: Option<&str>,

@@ -56,8 +56,8 @@ pub fn current_assignment_record(
         member_epoch: m.member_epoch,
         previous_member_epoch: m.previous_epoch,
         state,
-        assigned: by_id(&m.assigned, topics),
-        pending_revocation: by_id(&m.pending_revocation, topics),
+        assigned: with_epochs(by_id(&m.assigned, topics), m, topics),
+        pending_revocation: with_epochs(by_id(&m.pending_revocation, topics), m, topics),
     };
     (
         ConsumerKey::CurrentAssignment(m.member_id.clone()),
@@ -151,9 +151,30 @@ pub fn by_id(a: &Assignment, topics: &TopicImage) -> Vec<TopicPartitions> {
             Some(TopicPartitions {
                 topic_id: topics.topic_id(name)?,
                 partitions: ps.iter().copied().collect(),
+                assignment_epochs: Vec::new(),
             })
         })
         .collect()
+}
+
+/// Each partition's AssignmentEpochs entry, aligned with its partitions, as Kafka 4.4
+/// writes them (a topic with no partitions has none, Kafka's default).
+fn with_epochs(
+    mut tps: Vec<TopicPartitions>,
+    m: &ConsumerMember,
+    topics: &TopicImage,
+) -> Vec<TopicPartitions> {
+    for tp in &mut tps {
+        let Some(name) = topics.topic_name(tp.topic_id) else {
+            continue;
+        };
+        tp.assignment_epochs = tp
+            .partitions
+            .iter()
+            .map(|p| m.assignment_epoch_of(name, *p))
+            .collect();
+    }
+    tps
 }
 
 /// An assignment by topic name; partitions of unknown topic ids are dropped.

@@ -3,9 +3,11 @@
 //! load, so both give the same group. The indexes kept beside the records (who holds
 //! a partition, static members by instance id) are updated on the way.
 
+use std::collections::BTreeMap;
+
 use super::records::by_name;
 use super::{flatten, ConsumerGroup, ConsumerMember, TopicImage};
-use crate::coordinator::group::records::consumer::{ConsumerKey, ConsumerValue};
+use crate::coordinator::group::records::consumer::{ConsumerKey, ConsumerValue, CurrentAssignment};
 
 impl ConsumerGroup {
     /// Applies one record; `None` is a tombstone. The group's own tombstone (type 3)
@@ -71,8 +73,10 @@ impl ConsumerGroup {
                 let m = self.member_for_replay(&id);
                 m.member_epoch = a.member_epoch;
                 m.previous_epoch = a.previous_member_epoch;
+                m.assignment_epochs = epochs_by_name(&a, topics);
                 m.assigned = by_name(a.assigned, topics);
                 m.pending_revocation = by_name(a.pending_revocation, topics);
+                m.sync_assignment_epochs();
                 self.hold(&id);
             }
             (ConsumerKey::CurrentAssignment(id), None) => {
@@ -83,6 +87,7 @@ impl ConsumerGroup {
                     m.previous_epoch = -1;
                     m.assigned.clear();
                     m.pending_revocation.clear();
+                    m.assignment_epochs.clear();
                 }
             }
             (ConsumerKey::RegularExpression(regex), v) => match v {
@@ -137,4 +142,23 @@ impl ConsumerGroup {
                 .insert((t.to_string(), p), member_id.to_string());
         }
     }
+}
+
+/// Record 8's AssignmentEpochs by topic name and partition. A topic whose epochs do not
+/// line up with its partitions (or has none: a record from before Kafka 4.4) gets none
+/// here, so its partitions take the member's epoch, as Kafka falls back to.
+fn epochs_by_name(a: &CurrentAssignment, topics: &TopicImage) -> BTreeMap<(String, i32), i32> {
+    let mut out = BTreeMap::new();
+    for tp in a.assigned.iter().chain(&a.pending_revocation) {
+        if tp.assignment_epochs.len() != tp.partitions.len() {
+            continue;
+        }
+        let Some(name) = topics.topic_name(tp.topic_id) else {
+            continue;
+        };
+        for (p, e) in tp.partitions.iter().zip(&tp.assignment_epochs) {
+            out.insert((name.to_string(), *p), *e);
+        }
+    }
+    out
 }

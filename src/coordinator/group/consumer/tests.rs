@@ -245,10 +245,12 @@ fn assignments_of_deleted_topics_are_dropped_on_replay() {
     let gone = TopicPartitions {
         topic_id: Uuid::from_u128(99),
         partitions: vec![0],
+        assignment_epochs: vec![],
     };
     let kept = TopicPartitions {
         topic_id: Uuid::from_u128(1),
         partitions: vec![1, 2],
+        assignment_epochs: vec![],
     };
     let value = ConsumerValue::TargetAssignment(vec![gone, kept]);
     g.replay(
@@ -343,4 +345,41 @@ fn a_static_member_leaving_for_good_hands_its_partitions_back() {
     assert!(live.g.static_member("app-1").is_none());
     // The instance id is free for a new member at once.
     assert!(live.beat(join_static("a2", "app-1")).is_ok());
+}
+
+/// Record 8's AssignmentEpochs (Kafka 4.4, KIP-1251): a partition carries the member
+/// epoch at which it was assigned. a gets all four at epoch 1 and keeps two of them at
+/// epoch 1 once it reaches epoch 2; b gets the other two at epoch 2. The group is rebuilt
+/// from the records written, so the epochs went through them.
+#[test]
+fn partitions_carry_the_epoch_they_were_assigned_at() {
+    let mut live = Live::new();
+    let a_owned = live.ok(join("a")).assignment;
+    live.ok(join("b"));
+    let a_kept = live.ok(beat("a", 1, &a_owned)).assignment;
+    assert_eq!(live.ok(beat("a", 1, &a_kept)).member_epoch, 2);
+    live.ok(beat("b", 2, &Some(vec![])));
+    let epochs = |m: &str| -> Vec<i32> {
+        live.g.members[m]
+            .assignment_epochs
+            .values()
+            .copied()
+            .collect()
+    };
+    assert_eq!(epochs("a"), vec![1, 1]);
+    assert_eq!(epochs("b"), vec![2, 2]);
+
+    // The record a Kafka 4.4 coordinator would load: epochs aligned with partitions.
+    let (_, value) = records::current_assignment_record(
+        &live.g.members["a"],
+        live.g.target.get("a"),
+        live.g.assignment_epoch,
+        &live.topics,
+    );
+    let Some(ConsumerValue::CurrentAssignment(a)) = value else {
+        panic!("not record 8");
+    };
+    assert_eq!(a.assigned.len(), 1);
+    assert_eq!(a.assigned[0].assignment_epochs, vec![1, 1]);
+    assert_eq!(a.assigned[0].partitions.len(), 2);
 }

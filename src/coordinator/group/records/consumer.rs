@@ -4,8 +4,10 @@
 //! Keys are non-flexible like every key: the i16 record type, the group id and, for
 //! per-member records, the member id (for type 16, the regular expression). Values are
 //! version 0 and flexible: compact strings and arrays, a tagged-field section after
-//! every struct (skua writes none and skips those it reads, e.g. the ClassicMemberMetadata
-//! tag of a member record or fields later Kafka versions add as tags).
+//! every struct. skua writes one tag, Kafka 4.4's AssignmentEpochs (tag 0 of record 8's
+//! TopicPartitions, KIP-1251: the member epoch at which each partition was assigned,
+//! aligned with Partitions), and skips every other it reads, e.g. the
+//! ClassicMemberMetadata tag of a member record or fields later Kafka versions add.
 //!
 //! | type | key               | value                                                      |
 //! |------|-------------------|------------------------------------------------------------|
@@ -14,7 +16,7 @@
 //! | 5    | group, member     | InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames[], SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor? |
 //! | 6    | group             | AssignmentEpoch i32                                        |
 //! | 7    | group, member     | TopicPartitions[]{TopicId, Partitions[]}                   |
-//! | 8    | group, member     | MemberEpoch, PreviousMemberEpoch, State i8, AssignedPartitions[], PartitionsPendingRevocation[] |
+//! | 8    | group, member     | MemberEpoch, PreviousMemberEpoch, State i8, AssignedPartitions[], PartitionsPendingRevocation[] (TopicPartitions[]{TopicId, Partitions[], tag 0: AssignmentEpochs[]}) |
 //! | 16   | group, regex      | Topics[], Version i64, Timestamp i64                       |
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -84,10 +86,14 @@ impl ConsumerKey {
 }
 
 /// One topic's partitions, by topic id as every assignment record stores them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TopicPartitions {
     pub topic_id: Uuid,
     pub partitions: Vec<i32>,
+    /// Record 8 only: the member epoch at which each partition was assigned, aligned with
+    /// `partitions` (tag 0, AssignmentEpochs). Empty is Kafka's default: not written, and
+    /// what a record without the tag reads as.
+    pub assignment_epochs: Vec<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,9 +182,25 @@ pub(super) fn put_topic_partitions(buf: &mut BytesMut, tps: &[TopicPartitions]) 
         for p in &tp.partitions {
             buf.put_i32(*p);
         }
-        put_no_tags(buf);
+        if tp.assignment_epochs.is_empty() {
+            put_no_tags(buf);
+        } else {
+            // One tagged field: tag 0, its size, a compact int32 array.
+            let mut epochs = BytesMut::new();
+            put_len(&mut epochs, tp.assignment_epochs.len());
+            for e in &tp.assignment_epochs {
+                epochs.put_i32(*e);
+            }
+            put_uvarint(buf, 1);
+            put_uvarint(buf, ASSIGNMENT_EPOCHS_TAG);
+            put_uvarint(buf, u32::try_from(epochs.len()).unwrap_or(u32::MAX));
+            buf.put_slice(&epochs);
+        }
     }
 }
+
+/// The tag of TopicPartitions' AssignmentEpochs in record 8.
+const ASSIGNMENT_EPOCHS_TAG: u32 = 0;
 
 impl ConsumerValue {
     pub fn encode(&self) -> Bytes {
@@ -295,8 +317,8 @@ pub(super) fn decode(
             member_epoch: r.i32()?,
             previous_member_epoch: r.i32()?,
             state: r.i8()?,
-            assigned: topic_partitions(r)?,
-            pending_revocation: topic_partitions(r)?,
+            assigned: topic_partitions_with_epochs(r)?,
+            pending_revocation: topic_partitions_with_epochs(r)?,
         }),
         ConsumerKey::RegularExpression(_) => ConsumerValue::RegularExpression(RegularExpression {
             topics: strings(r)?,
@@ -318,20 +340,48 @@ pub(super) fn strings(r: &mut Reader) -> Result<Vec<String>, SchemaError> {
 }
 
 pub(super) fn topic_partitions(r: &mut Reader) -> Result<Vec<TopicPartitions>, SchemaError> {
+    read_topic_partitions(r, false)
+}
+
+/// Record 8's TopicPartitions: tag 0 is AssignmentEpochs (a null one reads as empty).
+fn topic_partitions_with_epochs(r: &mut Reader) -> Result<Vec<TopicPartitions>, SchemaError> {
+    read_topic_partitions(r, true)
+}
+
+fn read_topic_partitions(
+    r: &mut Reader,
+    epochs_tag: bool,
+) -> Result<Vec<TopicPartitions>, SchemaError> {
     let n = r.array_len()?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let topic_id = r.uuid()?;
-        let count = r.array_len()?;
-        let mut partitions = Vec::with_capacity(count);
-        for _ in 0..count {
-            partitions.push(r.i32()?);
+        let partitions = int32s(r)?;
+        let mut assignment_epochs = Vec::new();
+        if epochs_tag {
+            for (tag, data) in r.tagged_fields()? {
+                if tag == ASSIGNMENT_EPOCHS_TAG {
+                    assignment_epochs = int32s(&mut Reader::new(data, true))?;
+                }
+            }
+        } else {
+            r.skip_tags()?;
         }
-        r.skip_tags()?;
         out.push(TopicPartitions {
             topic_id,
             partitions,
+            assignment_epochs,
         });
+    }
+    Ok(out)
+}
+
+/// A compact int32 array (null reads as empty); the count is bounded by the bytes left.
+fn int32s(r: &mut Reader) -> Result<Vec<i32>, SchemaError> {
+    let count = r.array_len()?;
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        out.push(r.i32()?);
     }
     Ok(out)
 }
@@ -410,6 +460,7 @@ mod tests {
             ConsumerValue::TargetAssignment(vec![TopicPartitions {
                 topic_id: T1,
                 partitions: vec![0, 2, 4],
+                assignment_epochs: vec![],
             }]),
         );
         round_trip(
@@ -421,10 +472,12 @@ mod tests {
                 assigned: vec![TopicPartitions {
                     topic_id: T1,
                     partitions: vec![0],
+                    assignment_epochs: vec![],
                 }],
                 pending_revocation: vec![TopicPartitions {
                     topic_id: T1,
                     partitions: vec![1],
+                    assignment_epochs: vec![],
                 }],
             }),
         );
@@ -450,6 +503,7 @@ mod tests {
             assigned: vec![TopicPartitions {
                 topic_id: T1,
                 partitions: vec![1, 3],
+                assignment_epochs: vec![],
             }],
             pending_revocation: vec![],
         });
@@ -466,6 +520,83 @@ mod tests {
         expected.push(1); // empty PartitionsPendingRevocation
         expected.push(0); // value tags
         assert_eq!(&value.encode()[..], &expected[..]);
+    }
+
+    /// Kafka 4.4's layout of record 8 with AssignmentEpochs (tag 0 of each
+    /// TopicPartitions, `ConsumerGroupCurrentMemberAssignmentValue.json`): the tag section
+    /// holds one field, tag 0, its size, and a compact int32 array aligned with Partitions;
+    /// a topic with no epochs keeps an empty section (Kafka's default, an empty array,
+    /// is not written). The same bytes decode back, and the same record without the tag
+    /// (skua's and Kafka's before 4.4) reads with no epochs.
+    #[test]
+    fn current_assignment_with_assignment_epochs_is_kafka_4_4s_layout() {
+        let value = ConsumerValue::CurrentAssignment(CurrentAssignment {
+            member_epoch: 9,
+            previous_member_epoch: 8,
+            state: member_state::UNREVOKED_PARTITIONS,
+            assigned: vec![TopicPartitions {
+                topic_id: T1,
+                partitions: vec![1, 3],
+                assignment_epochs: vec![5, 9],
+            }],
+            pending_revocation: vec![TopicPartitions {
+                topic_id: T1,
+                partitions: vec![4],
+                assignment_epochs: vec![],
+            }],
+        });
+        let mut expected = vec![0, 0]; // value version 0
+        expected.extend_from_slice(&9i32.to_be_bytes());
+        expected.extend_from_slice(&8i32.to_be_bytes());
+        expected.push(1); // State: UNREVOKED_PARTITIONS
+        expected.push(2); // AssignedPartitions: one TopicPartitions
+        expected.extend_from_slice(T1.as_bytes());
+        expected.push(3); // Partitions: two
+        expected.extend_from_slice(&1i32.to_be_bytes());
+        expected.extend_from_slice(&3i32.to_be_bytes());
+        expected.push(1); // one tagged field
+        expected.push(0); // tag 0: AssignmentEpochs
+        expected.push(9); // its size: the compact length byte and two int32s
+        expected.push(3); // compact array of two
+        expected.extend_from_slice(&5i32.to_be_bytes());
+        expected.extend_from_slice(&9i32.to_be_bytes());
+        expected.push(2); // PartitionsPendingRevocation: one TopicPartitions
+        expected.extend_from_slice(T1.as_bytes());
+        expected.push(2);
+        expected.extend_from_slice(&4i32.to_be_bytes());
+        expected.push(0); // no tagged fields
+        expected.push(0); // value tags
+        let encoded = value.encode();
+        assert_eq!(&encoded[..], &expected[..]);
+        let k = key(ConsumerKey::CurrentAssignment("m".into()));
+        assert_eq!(
+            decode_value(&k, &encoded).unwrap(),
+            RecordValue::Consumer(value.clone())
+        );
+
+        // Without the tag (the section emptied, its 11 bytes cut): no epochs.
+        let start = 2 + 4 + 4 + 1 + 1 + 16 + 1 + 8;
+        let mut untagged = expected[..start].to_vec();
+        untagged.push(0);
+        untagged.extend_from_slice(&expected[start + 12..]);
+        let RecordValue::Consumer(ConsumerValue::CurrentAssignment(a)) =
+            decode_value(&k, &Bytes::from(untagged)).unwrap()
+        else {
+            panic!("not record 8");
+        };
+        assert_eq!(a.assigned[0].partitions, vec![1, 3]);
+        assert!(a.assigned[0].assignment_epochs.is_empty());
+
+        // A null AssignmentEpochs (what Kafka's null default writes) reads as none.
+        let mut null = expected[..start].to_vec();
+        null.extend_from_slice(&[1, 0, 1, 0]);
+        null.extend_from_slice(&expected[start + 12..]);
+        let RecordValue::Consumer(ConsumerValue::CurrentAssignment(a)) =
+            decode_value(&k, &Bytes::from(null)).unwrap()
+        else {
+            panic!("not record 8");
+        };
+        assert!(a.assigned[0].assignment_epochs.is_empty());
     }
 
     /// ConsumerGroupMemberMetadataValue v0: InstanceId?, RackId?, ClientId, ClientHost,
@@ -537,6 +668,7 @@ mod tests {
                     assigned: vec![TopicPartitions {
                         topic_id: T1,
                         partitions: vec![0, 1, 2],
+                        assignment_epochs: vec![],
                     }],
                     pending_revocation: vec![],
                 }),
@@ -586,6 +718,7 @@ mod tests {
         let full = ConsumerValue::TargetAssignment(vec![TopicPartitions {
             topic_id: T1,
             partitions: vec![0],
+            assignment_epochs: vec![],
         }])
         .encode();
         for n in 2..full.len() {

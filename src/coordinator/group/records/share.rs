@@ -321,6 +321,7 @@ mod tests {
             assigned: vec![TopicPartitions {
                 topic_id: T1,
                 partitions: vec![1],
+                assignment_epochs: vec![],
             }],
         });
         let mut expected = vec![0, 0, 0, 0, 0, 5, 0, 0, 0, 4, 0, 2];
@@ -368,6 +369,7 @@ mod tests {
             ShareValue::TargetAssignment(vec![TopicPartitions {
                 topic_id: T1,
                 partitions: vec![0, 2],
+                assignment_epochs: vec![],
             }]),
         );
         round_trip(

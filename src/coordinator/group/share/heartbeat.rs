@@ -538,6 +538,7 @@ pub(super) fn by_id(a: &Assignment, topics: &TopicImage) -> Vec<TopicPartitions>
             Some(TopicPartitions {
                 topic_id: topics.topic_id(name)?,
                 partitions: ps.iter().copied().collect(),
+                assignment_epochs: vec![],
             })
         })
         .collect()

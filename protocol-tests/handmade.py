@@ -278,14 +278,16 @@ SHARE_GROUP = b"handmade-share"
 SHARE_TOPIC_ID = bytes(range(1, 17))
 
 
-def share_admin(api_key, topics, cid):
-    return header_v2(api_key, 0, cid) + compact_string(SHARE_GROUP) + compact_array(topics) + b"\x00"
+def share_admin(api_key, topics, cid, version=0):
+    return (header_v2(api_key, version, cid) + compact_string(SHARE_GROUP)
+            + compact_array(topics) + b"\x00")
 
 
-def describe_share_group_offsets_v0(cid):
+def describe_share_group_offsets(version, cid):
+    # v1 (KIP-1226) asks the same; only its answer differs (each partition's lag).
     topic = compact_string(TOPIC) + compact_array([struct.pack(">i", 0)]) + b"\x00"
     group = compact_string(SHARE_GROUP) + compact_array([topic]) + b"\x00"
-    return header_v2(90, 0, cid) + compact_array([group]) + b"\x00"
+    return header_v2(90, version, cid) + compact_array([group]) + b"\x00"
 
 
 def alter_share_group_offsets_v0(cid):
@@ -297,9 +299,9 @@ def delete_share_group_offsets_v0(cid):
     return share_admin(92, [compact_string(TOPIC) + b"\x00"], cid)
 
 
-def share_state(api_key, partition, cid):
+def share_state(api_key, partition, cid, version=0):
     topic = SHARE_TOPIC_ID + compact_array([partition + b"\x00"]) + b"\x00"
-    return share_admin(api_key, [topic], cid)
+    return share_admin(api_key, [topic], cid, version)
 
 
 def initialize_share_group_state_v0(cid):
@@ -315,12 +317,21 @@ def write_share_group_state_v0(cid):
     return share_state(85, struct.pack(">iiiq", 0, 0, 0, 0) + compact_array([batch]), cid)
 
 
+def write_share_group_state_v1(cid):
+    # v1 (KIP-1226): DeliveryCompleteCount (int32) after StartOffset; the one record
+    # acknowledged is the one delivery complete.
+    batch = struct.pack(">qqbh", 0, 0, 2, 1) + b"\x00"
+    partition = struct.pack(">iiiqi", 0, 0, 0, 0, 1) + compact_array([batch])
+    return share_state(85, partition, cid, 1)
+
+
 def delete_share_group_state_v0(cid):
     return share_state(86, struct.pack(">i", 0), cid)
 
 
-def read_share_group_state_summary_v0(cid):
-    return share_state(87, struct.pack(">ii", 0, 0), cid)
+def read_share_group_state_summary(version, cid):
+    # v1 (KIP-1226) asks the same; its answer adds DeliveryCompleteCount.
+    return share_state(87, struct.pack(">ii", 0, 0), cid, version)
 
 
 FRAMES = [
@@ -357,14 +368,21 @@ FRAMES = [
     ("DescribeUserScramCredentials", 50, 0, describe_user_scram_credentials_v0(7027)),
     ("AlterUserScramCredentials", 51, 0, alter_user_scram_credentials_v0(7028)),
     ("ListOffsets", 2, 11, list_offsets_v11(7029)),
-    ("DescribeShareGroupOffsets", 90, 0, describe_share_group_offsets_v0(7030)),
+    ("DescribeShareGroupOffsets", 90, 0, describe_share_group_offsets(0, 7030)),
     ("AlterShareGroupOffsets", 91, 0, alter_share_group_offsets_v0(7031)),
     ("DeleteShareGroupOffsets", 92, 0, delete_share_group_offsets_v0(7032)),
     ("InitializeShareGroupState", 83, 0, initialize_share_group_state_v0(7033)),
     ("ReadShareGroupState", 84, 0, read_share_group_state_v0(7034)),
     ("WriteShareGroupState", 85, 0, write_share_group_state_v0(7035)),
+    # KIP-1226's v1 of three (Kafka 4.2+): skua's persister sends the two share
+    # coordinator RPCs at v1 only to another skua broker, which is not captured, and the
+    # admin tool's DescribeShareGroupOffsets is not either. Before the delete, so the
+    # write finds the share-partition initialized.
+    ("WriteShareGroupState", 85, 1, write_share_group_state_v1(7039)),
+    ("ReadShareGroupStateSummary", 87, 0, read_share_group_state_summary(0, 7037)),
+    ("ReadShareGroupStateSummary", 87, 1, read_share_group_state_summary(1, 7040)),
     ("DeleteShareGroupState", 86, 0, delete_share_group_state_v0(7036)),
-    ("ReadShareGroupStateSummary", 87, 0, read_share_group_state_summary_v0(7037)),
+    ("DescribeShareGroupOffsets", 90, 1, describe_share_group_offsets(1, 7038)),
 ]
 
 

@@ -29,6 +29,7 @@ use crate::coordinator::group::topics::ControllerTopics;
 use crate::coordinator::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::coordinator::partition_log::ReplicaPartitionLog;
 use crate::coordinator::share::coordinator::ShareCoordinator;
+use crate::coordinator::share::latest_offsets::LatestOffsets;
 use crate::coordinator::share::remote::{ClusterPersister, StateLeader};
 use crate::coordinator::share::{Persister, SHARE_GROUP_STATE_TOPIC};
 use crate::coordinator::txn::markers::ClusterMarkerWriter;
@@ -159,19 +160,17 @@ fn follow_metadata(
                 .filter(|leader| *leader >= 0)
         })
     });
+    let peer_config = crate::client::ClientConfig {
+        client_id: Some(format!("broker-{}", config.broker_id)),
+        tls: shared_config.outbound_tls(),
+        sasl: crate::sasl::settings::inter_broker(&config).ok().flatten(),
+        ..crate::client::ClientConfig::default()
+    };
     let persister: Arc<dyn Persister> = Arc::new(ClusterPersister::new(
         share_coordinator.clone(),
         leader_of,
         replicas.cluster.clone(),
-        Clients::new(
-            &crate::client::ClientConfig {
-                client_id: Some(format!("broker-{}", config.broker_id)),
-                tls: shared_config.outbound_tls(),
-                sasl: crate::sasl::settings::inter_broker(&config).ok().flatten(),
-                ..crate::client::ClientConfig::default()
-            },
-            "share-state",
-        ),
+        Clients::new(&peer_config, "share-state"),
     ));
     groups.set_share_persister(persister.clone());
     let shares = Shares::new(
@@ -179,6 +178,13 @@ fn follow_metadata(
         persister,
         config.group.share.max_share_sessions.max(1) as usize,
     );
+    // DescribeShareGroupOffsets' lag reads partitions' latest offsets, here or from
+    // their leaders.
+    shares.set_latest_offsets(LatestOffsets::new(
+        replicas.clone(),
+        controller.clone(),
+        Clients::new(&peer_config, "share-lag"),
+    ));
     // A member that left a share group (or whose session ran out) has what it holds in
     // the share-partitions led here released at once, not when each lock runs out.
     let departed = Arc::downgrade(&shares);

@@ -180,7 +180,7 @@ pub static ROUTES: &[Route] = &[
     route!(
         DescribeShareGroupOffsets,
         0,
-        0,
+        1,
         describe_share_group_offsets::handle
     ),
     route!(
@@ -195,8 +195,8 @@ pub static ROUTES: &[Route] = &[
         0,
         delete_share_group_offsets::handle
     ),
-    // The share coordinator's RPCs, between brokers (v0: without KIP-1226's delivery
-    // complete count).
+    // The share coordinator's RPCs, between brokers (WriteShareGroupState and
+    // ReadShareGroupStateSummary v1 carry KIP-1226's delivery complete count).
     route!(
         InitializeShareGroupState,
         0,
@@ -204,7 +204,7 @@ pub static ROUTES: &[Route] = &[
         initialize_share_group_state::handle
     ),
     route!(ReadShareGroupState, 0, 0, read_share_group_state::handle),
-    route!(WriteShareGroupState, 0, 0, write_share_group_state::handle),
+    route!(WriteShareGroupState, 0, 1, write_share_group_state::handle),
     route!(
         DeleteShareGroupState,
         0,
@@ -214,7 +214,7 @@ pub static ROUTES: &[Route] = &[
     route!(
         ReadShareGroupStateSummary,
         0,
-        0,
+        1,
         read_share_group_state_summary::handle
     ),
     route!(

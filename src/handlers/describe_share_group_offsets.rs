@@ -1,6 +1,6 @@
-//! DescribeShareGroupOffsets (KIP-932, v0): each share-partition's start offset and
+//! DescribeShareGroupOffsets (KIP-932, v0–1): each share-partition's start offset and
 //! leader epoch, read from the share coordinator (ReadShareGroupStateSummary), for
-//! `kafka-share-groups.sh --describe --offsets`. The group coordinator answers: a group
+//! `kafka-share-groups.sh --describe --offsets`; v1 adds its lag (KIP-1226). The group coordinator answers: a group
 //! served elsewhere is NOT_COORDINATOR, one that is not a share group GROUP_ID_NOT_FOUND.
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
@@ -9,8 +9,11 @@
 //! the group's), the topics the requester may not describe are left out. A named topic
 //! that does not exist answers UNKNOWN_TOPIC_OR_PARTITION.
 //!
-//! Not v1: its `Lag` needs the partition's end offset and the delivered count beside
-//! the start offset (Kafka computes it in the group coordinator); v0 clients show none.
+//! The lag, as Kafka's group coordinator computes it: the partition's latest offset
+//! (`latest_offsets.rs`) less the start offset less the delivery complete count the
+//! share-partition's leader last persisted; -1 when the share-partition has no start
+//! offset or no count yet. A partition whose latest offset cannot be read is answered
+//! with that error, as Kafka does. v0 carries no lag.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,7 +31,8 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name};
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
-use crate::coordinator::share::{Persister, SharePartitionKey};
+use crate::coordinator::share::latest_offsets::share_partition_lag;
+use crate::coordinator::share::{Persister, SharePartitionKey, StateSummary};
 use crate::router::RequestContext;
 
 /// A topic to answer: its name, its id when it exists, its partitions, and the error
@@ -134,9 +138,15 @@ async fn describe(
             };
             let summary = Persister::read_summary(persister.as_ref(), key).await;
             answers.push(match summary {
-                Ok(s) => answer
-                    .with_start_offset(s.start_offset)
-                    .with_leader_epoch(s.leader_epoch),
+                Ok(s) => match lag(broker, &name, partition, &s).await {
+                    Ok(lag) => answer
+                        .with_start_offset(s.start_offset)
+                        .with_leader_epoch(s.leader_epoch)
+                        .with_lag(lag),
+                    Err(e) => answer
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                },
                 Err(e) => answer
                     .with_error_code(e.code())
                     .with_start_offset(-1)
@@ -153,4 +163,22 @@ async fn describe(
     DescribeShareGroupOffsetsResponseGroup::default()
         .with_group_id(group_id)
         .with_topics(topics)
+}
+
+/// The share-partition's lag, -1 when unknown; the latest offset's error when it is
+/// needed and cannot be read.
+async fn lag(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    summary: &StateSummary,
+) -> Result<i64, ResponseError> {
+    let (Some(latest), Some(_)) = (
+        broker.shares.latest_offsets(),
+        share_partition_lag(summary, 0),
+    ) else {
+        return Ok(-1);
+    };
+    let end = latest.latest(topic, partition).await?;
+    Ok(share_partition_lag(summary, end).unwrap_or(-1))
 }

@@ -1,11 +1,11 @@
-//! ReadShareGroupStateSummary (KIP-932, v0): a group coordinator on another broker
+//! ReadShareGroupStateSummary (KIP-932, v0–1): a group coordinator on another broker
 //! reads share-partitions' start offsets and epochs (DescribeShareGroupOffsets) from
 //! this broker's share coordinator, fencing nobody. Broker to broker: CLUSTER_ACTION on
 //! the cluster (the route's needs). NOT_COORDINATOR when this broker does not serve the
 //! key's `__share_group_state` partition; UNSUPPORTED_VERSION while share groups are off.
 //!
-//! Not v1 (KIP-1226's DeliveryCompleteCount, which DescribeShareGroupOffsets v1's lag
-//! needs).
+//! v1 adds KIP-1226's DeliveryCompleteCount, which DescribeShareGroupOffsets v1's lag
+//! needs (-1, unknown, when the last write was a v0 one or on an error).
 
 use std::sync::Arc;
 
@@ -41,7 +41,8 @@ pub async fn handle(
                 Ok(s) => answer
                     .with_state_epoch(s.state_epoch)
                     .with_leader_epoch(s.leader_epoch)
-                    .with_start_offset(s.start_offset),
+                    .with_start_offset(s.start_offset)
+                    .with_delivery_complete_count(s.delivery_complete_count),
                 Err(e) => answer
                     .with_error_code(e.code())
                     .with_leader_epoch(-1)

@@ -1,4 +1,4 @@
-//! WriteShareGroupState (KIP-932, v0): a share-partition's leader on another broker
+//! WriteShareGroupState (KIP-932, v0–1): a share-partition's leader on another broker
 //! persists changed delivery states in this broker's share coordinator. Broker to
 //! broker: CLUSTER_ACTION on the cluster (the route's needs). The share coordinator
 //! answers each partition: FENCED_LEADER_EPOCH or FENCED_STATE_EPOCH for a write from a
@@ -6,8 +6,9 @@
 //! initialized, NOT_COORDINATOR when this broker does not serve its
 //! `__share_group_state` partition. UNSUPPORTED_VERSION while share groups are off.
 //!
-//! Not v1 (KIP-1226's DeliveryCompleteCount): a v0 write carries none, kept as -1
-//! (unknown), as Kafka's default for it.
+//! v1 carries KIP-1226's DeliveryCompleteCount (the records at or above the start offset
+//! whose delivery is complete), kept beside the state for DescribeShareGroupOffsets'
+//! lag; a v0 write carries none and it is kept as -1 (unknown), Kafka's default.
 
 use std::sync::Arc;
 
@@ -39,7 +40,7 @@ pub async fn handle(
                         state_epoch: p.state_epoch,
                         leader_epoch: p.leader_epoch,
                         start_offset: p.start_offset,
-                        delivery_complete_count: -1,
+                        delivery_complete_count: p.delivery_complete_count,
                         state_batches: p
                             .state_batches
                             .iter()

@@ -5,7 +5,9 @@
 //! SIGKILL the partition's new leader loads the persisted state and its consumers go on
 //! there: the acknowledged records are never delivered again, the others are. When a
 //! member's connection to the leader closes, the leader releases its records at once,
-//! wherever the group's coordinator is.
+//! wherever the group's coordinator is. DescribeShareGroupOffsets v1 answers the same
+//! lag before and after, wherever the group's coordinator, the state's coordinator and
+//! the partition's leader are.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -74,6 +76,38 @@ async fn state_coordinator(via: &str, topic_id: Uuid) -> i32 {
         .with_coordinator_keys(vec![s(&key)]);
     let r = connect(via).await.send(&find, 6).await;
     r.coordinators.first().map_or(-1, |k| k.node_id.0)
+}
+
+/// q-0's (start offset, lag) as `kafka-share-groups.sh --describe --offsets` gets them:
+/// DescribeShareGroupOffsets v1 at the group's coordinator, which reads the summary from
+/// the state's coordinator and the latest offset from q-0's leader, wherever they are.
+/// Retried while the coordinators move.
+async fn start_and_lag(via: &str) -> Result<(i64, i64), String> {
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_topics(Some(vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("q")))
+                    .with_partitions(vec![0]),
+            ])),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Some(addr) = coordinator(via).await {
+            let r = connect(&addr).await.send(&req, 1).await;
+            let g = &r.groups[0];
+            match g.topics.first().and_then(|t| t.partitions.first()) {
+                Some(p) if g.error_code == 0 && p.error_code == 0 => {
+                    return Ok((p.start_offset, p.lag))
+                }
+                _ => last = format!("{r:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(last)
 }
 
 /// Joins `member` at the group's coordinator (found through `via`) and heartbeats until
@@ -239,6 +273,15 @@ fn consumers_go_on_at_the_new_leader_without_acknowledged_records_again() {
         assert_eq!(got, Ok(vec![(0, 9, 1)]));
         let accepted = share_fetch(&mut c, "m1", 2, q, &[(0, 4, ACCEPT)]).await;
         assert_eq!(accepted, Ok(vec![]), "0-4 accepted, 5-9 still held");
+        // KIP-1226's lag: 10 records, 5 of them delivered for good.
+        let lag_before = start_and_lag(&first).await.map(|(_, lag)| lag);
+        assert_eq!(lag_before, Ok(5), "the lag while 5-9 are held");
+        eprintln!(
+            "lag 5 answered by the group's coordinator {} with q's leader {at} and the \
+             state's coordinator {}",
+            coordinator(&first).await.unwrap_or_default(),
+            state_coordinator(&first, q).await
+        );
         drop(c);
 
         // The partition's leader dies; another takes over and reads the state.
@@ -302,6 +345,10 @@ fn consumers_go_on_at_the_new_leader_without_acknowledged_records_again() {
             "after {:?}",
             started.elapsed()
         );
+        // The same lag after the failover, from the state the new leader read back and
+        // the new leader's high watermark.
+        let lag_after = start_and_lag(&survivor).await.map(|(_, lag)| lag);
+        assert_eq!(lag_after, Ok(5), "the lag after the failover");
         let group_coordinator = coordinator(&survivor).await.unwrap_or_default();
         eprintln!(
             "m2's records released at q's leader {new_at} {:.3} s after its connection closed; \

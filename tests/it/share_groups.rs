@@ -513,18 +513,20 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
     assert_eq!(found.coordinators[0].error_code, 0, "{found:?}");
 
     let versions = c.send(&ApiVersionsRequest::default(), 3).await;
-    for key in [
-        ApiKey::InitializeShareGroupState,
-        ApiKey::ReadShareGroupState,
-        ApiKey::WriteShareGroupState,
-        ApiKey::DeleteShareGroupState,
-        ApiKey::ReadShareGroupStateSummary,
+    // v1 of WriteShareGroupState and ReadShareGroupStateSummary carries KIP-1226's
+    // delivery complete count.
+    for (key, max) in [
+        (ApiKey::InitializeShareGroupState, 0),
+        (ApiKey::ReadShareGroupState, 0),
+        (ApiKey::WriteShareGroupState, 1),
+        (ApiKey::DeleteShareGroupState, 0),
+        (ApiKey::ReadShareGroupStateSummary, 1),
     ] {
         let v = versions.api_keys.iter().find(|k| k.api_key == key as i16);
         let all: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
         assert_eq!(
             v.map(|v| (v.min_version, v.max_version)),
-            Some((0, 0)),
+            Some((0, max)),
             "{key:?} among {all:?}"
         );
     }
@@ -564,13 +566,14 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
                     .with_state_epoch(1)
                     .with_leader_epoch(leader_epoch)
                     .with_start_offset(5)
+                    .with_delivery_complete_count(3)
                     .with_state_batches(vec![write::StateBatch::default()
                         .with_first_offset(5)
                         .with_last_offset(7)
                         .with_delivery_state(2)
                         .with_delivery_count(1)])])])
     };
-    let r = c.send(&write_at(3), 0).await;
+    let r = c.send(&write_at(3), 1).await;
     assert_eq!(r.results[0].partitions[0].error_code, 0);
     let r = c.send(&read_at(3), 0).await;
     let batches: Vec<(i64, i64, i8, i16)> = r.results[0].partitions[0]
@@ -607,6 +610,19 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
         (p.error_code, p.state_epoch, p.leader_epoch, p.start_offset),
         (0, 1, 3, 5)
     );
+    // v1 answers the count the v1 write carried (v0 has no such field: -1 decoded).
+    assert_eq!(p.delivery_complete_count, -1, "not on the wire at v0");
+    let r = c.send(&summary, 1).await;
+    let p = &r.results[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.start_offset, p.delivery_complete_count),
+        (0, 5, 3)
+    );
+    // A v0 write carries no count: it is unknown (-1) after it, as on Kafka.
+    let r = c.send(&write_at(3), 0).await;
+    assert_eq!(r.results[0].partitions[0].error_code, 0);
+    let r = c.send(&summary, 1).await;
+    assert_eq!(r.results[0].partitions[0].delivery_complete_count, -1);
 
     let delete = DeleteShareGroupStateRequest::default()
         .with_group_id(s(GROUP))

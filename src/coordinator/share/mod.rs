@@ -8,6 +8,8 @@
 //! - `persister.rs`: what a share-partition reads at load and writes as records change.
 //! - `shard.rs`: one `__share_group_state` partition on the coordinator runtime, and
 //!   which partition holds a share-partition's state.
+//! - `latest_offsets.rs`: a partition's latest offset and the share-partition lag
+//!   (DescribeShareGroupOffsets v1) measured against it.
 //! - `coordinator.rs`: [`ShareCoordinator`](coordinator::ShareCoordinator), what callers
 //!   use; it routes each share-partition key to its partition's owner and follows the
 //!   topic's leadership.
@@ -24,6 +26,7 @@
 
 pub mod combine;
 pub mod coordinator;
+pub mod latest_offsets;
 pub mod persister;
 pub mod records;
 pub mod remote;

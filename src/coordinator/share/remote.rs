@@ -7,6 +7,9 @@
 //! DeleteShareGroupState, ReadShareGroupStateSummary) goes to that broker on a
 //! connection kept per broker.
 //!
+//! WriteShareGroupState and ReadShareGroupStateSummary are sent at the highest version
+//! both brokers speak, as Kafka's `NetworkClient` picks it from the peer's ApiVersions.
+//!
 //! A coordinator that cannot be reached, or that answers NOT_COORDINATOR or
 //! COORDINATOR_LOAD_IN_PROGRESS, is retried after a short backoff for a few seconds, as
 //! leadership of `__share_group_state` moves (Kafka's persister finds the coordinator
@@ -24,11 +27,13 @@ use kafka_protocol::messages::{
     InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
     ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::coordinator::ShareCoordinator;
 use super::persister::{PersistedState, Persister, StateSummary, StateWrite};
 use super::records::{SharePartitionKey, StateBatch};
+use crate::client::reconnecting::negotiate;
+use crate::client::Client;
 use crate::coordinator::txn::peers::Clients;
 use crate::replica::cluster_view::ClusterView;
 
@@ -38,6 +43,10 @@ pub type StateLeader = Arc<dyn Fn(i32) -> Option<i32> + Send + Sync>;
 /// How long a key's coordinator is looked for again before its error is answered.
 const RETRY_FOR: Duration = Duration::from_secs(5);
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// WriteShareGroupState and ReadShareGroupStateSummary go at v1 (KIP-1226's delivery
+/// complete count) to a coordinator that speaks it, at v0 (the count unknown) otherwise.
+const STATE_RPC_MAX_VERSION: i16 = 1;
 
 pub struct ClusterPersister {
     local: Arc<ShareCoordinator>,
@@ -49,7 +58,7 @@ pub struct ClusterPersister {
 /// Where a key's state is served.
 enum Target {
     Local,
-    Remote(Arc<crate::client::Client>),
+    Remote(Arc<Client>),
 }
 
 impl ClusterPersister {
@@ -127,6 +136,16 @@ fn code_to_result(code: i16) -> Result<(), ResponseError> {
 fn unreachable_coordinator(e: impl std::fmt::Display, what: &str) -> ResponseError {
     tracing::debug!(error = %e, "{what} got no answer from the share coordinator");
     ResponseError::CoordinatorNotAvailable
+}
+
+/// The version of a share state RPC to send `client`'s broker: the highest both speak,
+/// or v0 when its ApiVersions leaves the API out (share groups off there when the
+/// connection opened), so that it answers with its own error code as before.
+async fn state_rpc_version<R: Request>(client: &Client) -> i16 {
+    match client.api_versions().await {
+        Ok(versions) => negotiate(&versions, R::KEY, 0, STATE_RPC_MAX_VERSION).unwrap_or(0),
+        Err(_) => 0,
+    }
 }
 
 fn group(key: &SharePartitionKey) -> StrBytes {
@@ -251,9 +270,11 @@ impl Persister for ClusterPersister {
                             .with_state_epoch(write.state_epoch)
                             .with_leader_epoch(write.leader_epoch)
                             .with_start_offset(write.start_offset)
+                            .with_delivery_complete_count(write.delivery_complete_count)
                             .with_state_batches(batches)])]);
+                let version = state_rpc_version::<WriteShareGroupStateRequest>(&client).await;
                 let resp = client
-                    .send(&req, 0)
+                    .send(&req, version)
                     .await
                     .map_err(|e| unreachable_coordinator(e, "WriteShareGroupState"))?;
                 let code = resp
@@ -282,8 +303,9 @@ impl Persister for ClusterPersister {
                         .with_partitions(vec![summary_req::PartitionData::default()
                             .with_partition(key.partition)
                             .with_leader_epoch(-1)])]);
+                let version = state_rpc_version::<ReadShareGroupStateSummaryRequest>(&client).await;
                 let resp = client
-                    .send(&req, 0)
+                    .send(&req, version)
                     .await
                     .map_err(|e| unreachable_coordinator(e, "ReadShareGroupStateSummary"))?;
                 let p = resp
@@ -297,7 +319,8 @@ impl Persister for ClusterPersister {
                     state_epoch: p.state_epoch,
                     leader_epoch: p.leader_epoch,
                     start_offset: p.start_offset,
-                    delivery_complete_count: -1,
+                    // -1 (unknown) from a v0 coordinator.
+                    delivery_complete_count: p.delivery_complete_count,
                 })
             }
         })

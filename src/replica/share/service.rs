@@ -28,6 +28,7 @@ use super::{
 };
 use crate::coordinator::runtime::now_ms;
 use crate::coordinator::share::coordinator::ShareCoordinator;
+use crate::coordinator::share::latest_offsets::LatestOffsets;
 use crate::coordinator::share::{Persister, SharePartitionKey};
 use crate::log::control::{read_marker, TxnResult};
 use crate::log::RecordBatchHeader;
@@ -49,6 +50,9 @@ pub struct Shares {
     /// Notified when a lock deadline earlier than the timer's may have appeared.
     timer_kick: Notify,
     timer: OnceLock<()>,
+    /// Partitions' latest offsets for the share-partition lag (set by the broker; unset,
+    /// the lag is unknown).
+    latest_offsets: OnceLock<LatestOffsets>,
 }
 
 /// One share-partition a ShareFetch reads.
@@ -91,7 +95,17 @@ impl Shares {
             released: Notify::new(),
             timer_kick: Notify::new(),
             timer: OnceLock::new(),
+            latest_offsets: OnceLock::new(),
         })
+    }
+
+    /// Where DescribeShareGroupOffsets reads partitions' latest offsets from.
+    pub fn set_latest_offsets(&self, latest: LatestOffsets) {
+        let _ = self.latest_offsets.set(latest);
+    }
+
+    pub fn latest_offsets(&self) -> Option<&LatestOffsets> {
+        self.latest_offsets.get()
     }
 
     /// Loads `key`'s share-partition unless it is loaded: its persisted state, or where

@@ -50,6 +50,10 @@ use crate::scheduler::Scheduler;
 pub struct Broker {
     /// The config in force; read it with [`Broker::config`].
     pub shared_config: Arc<SharedConfig>,
+    /// Single node, ZooKeeper mode or KRaft broker: fixed at startup (neither
+    /// `zookeeper.connect` nor `process.roles` changes while the broker runs), kept
+    /// apart from the config so a request's routing reads no lock.
+    mode: crate::router::Mode,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
@@ -601,6 +605,7 @@ impl Broker {
                 config.max_incremental_fetch_session_cache_slots,
             ),
             metrics: replicas.metrics.clone(),
+            mode: crate::router::Mode::of(&config),
             shared_config,
             controller,
             replicas,
@@ -677,6 +682,11 @@ impl Broker {
     /// The config in force. Take it once per request: a dynamic change swaps in a new one.
     pub fn config(&self) -> Arc<BrokerConfig> {
         self.shared_config.current()
+    }
+
+    /// Which routes this broker serves (see [`Broker::mode`]'s field).
+    pub fn mode(&self) -> crate::router::Mode {
+        self.mode
     }
 
     pub async fn create_topic(

@@ -13,7 +13,7 @@ pub async fn handle(
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    let mut answer = response(0, router::Mode::of(&broker.config()));
+    let mut answer = response(0, broker.mode());
     if !broker.groups.share_groups_enabled() {
         // Kafka leaves the share group APIs out while `share.version` is 0.
         answer.api_keys.retain(|k| !SHARE_APIS.contains(&k.api_key));

@@ -401,7 +401,7 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             .requests
             .api(key)
             .expect("every route has metrics");
-        let local_count = || api.time(request::LOCAL).counts().count();
+        let local_count = || api.counts(request::LOCAL).count();
         let (requests, local) = (api.requests(), local_count());
         let body = request_for(key);
         let request = pipeline::Request {
@@ -524,7 +524,7 @@ async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted
     common::wait_for(
         "the produce's send is recorded",
         Duration::from_secs(5),
-        || async { produce.time(request::TOTAL).counts().count() == 1 },
+        || async { produce.counts(request::TOTAL).count() == 1 },
     )
     .await;
     let text = b.broker.metrics.encode_text().await;

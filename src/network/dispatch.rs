@@ -100,7 +100,6 @@ pub fn dispatch(
         client_id: decoded.header.client_id,
         peer: session.peer,
         session: session.clone(),
-        authorizer: broker.authorizer(),
     };
     pipeline::admit(route, &ctx)?;
     let request = Request {

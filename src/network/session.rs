@@ -13,6 +13,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::auth::authorizer::Authorizer;
+
 /// Kafka's security protocols that skua speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SecurityProtocol {
@@ -91,8 +93,9 @@ impl fmt::Display for Principal {
     }
 }
 
-/// A connection's identity: where it came in, how, from whom.
-#[derive(Clone, Debug)]
+/// A connection's identity: where it came in, how, from whom; and the authorizer its
+/// requests are checked by.
+#[derive(Clone)]
 pub struct Session {
     /// The listener's name (`PLAINTEXT` in `listeners=PLAINTEXT://:9092`), shared by the
     /// listener's connections.
@@ -102,6 +105,23 @@ pub struct Session {
     pub peer: SocketAddr,
     /// On a SASL listener, once authenticated: how, and until when.
     pub sasl: Option<SaslSession>,
+    /// The broker's authorizer (`None`: allow all), fixed when the connection opens (it is
+    /// installed before the broker serves). A request reaches it through its session, so
+    /// no request clones a handle every connection's requests would share.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("listener", &self.listener)
+            .field("security_protocol", &self.security_protocol)
+            .field("principal", &self.principal)
+            .field("peer", &self.peer)
+            .field("sasl", &self.sasl)
+            .field("authorizer", &self.authorizer.is_some())
+            .finish()
+    }
 }
 
 /// A SASL connection's authenticated session (Kafka's `SaslServerAuthenticator` state
@@ -138,6 +158,7 @@ impl Session {
             principal: Principal::anonymous(),
             peer,
             sasl: None,
+            authorizer: None,
         }
     }
 }

@@ -387,12 +387,10 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             correlation_id: 1,
             client_id: None,
             peer: b.addr,
-            session: Arc::new(Session::new(
-                "PLAINTEXT",
-                SecurityProtocol::Plaintext,
-                b.addr,
-            )),
-            authorizer: b.broker.authorizer(),
+            session: Arc::new(Session {
+                authorizer: b.broker.authorizer(),
+                ..Session::new("PLAINTEXT", SecurityProtocol::Plaintext, b.addr)
+            }),
         };
         recorder.asked.lock().clear();
         let api = b

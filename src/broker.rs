@@ -632,7 +632,8 @@ impl Broker {
             .cloned()
     }
 
-    /// Installs the authorizer, before the broker serves; a second one is refused.
+    /// Installs the authorizer, before the broker serves (a connection is checked by the
+    /// one in force when it opened); a second one is refused.
     pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) -> Result<(), String> {
         self.authorizer
             .set(authorizer)

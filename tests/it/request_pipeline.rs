@@ -501,11 +501,12 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
 async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let b = TestBroker::start(dir.path(), &[]).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 1).await, 0);
+    assert_eq!(b.client().await.create_topic("t", 1).await, 0);
     b.broker
         .set_authorizer(Arc::new(DenyAndRecord::default()))
         .unwrap();
+    // A connection is checked by the authorizer in force when it opened.
+    let mut c = b.client().await;
     let records = common::batch(&["v"], None, kafka_protocol::records::Compression::None);
     let (code, _) = c.produce("t", 0, records, 1).await;
     assert_eq!(code, ResponseError::TopicAuthorizationFailed.code());

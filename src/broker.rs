@@ -51,6 +51,10 @@ use crate::scheduler::Scheduler;
 pub struct Broker {
     /// The config in force; read it with [`Broker::config`].
     pub shared_config: Arc<SharedConfig>,
+    /// Single node, ZooKeeper mode or KRaft broker: fixed at startup (neither
+    /// `zookeeper.connect` nor `process.roles` changes while the broker runs), kept
+    /// apart from the config so a request's routing reads no lock.
+    mode: crate::router::Mode,
     pub controller: Arc<dyn Controller>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: Arc<GroupCoordinator>,
@@ -607,6 +611,7 @@ impl Broker {
                 config.max_incremental_fetch_session_cache_slots,
             ),
             metrics: replicas.metrics.clone(),
+            mode: crate::router::Mode::of(&config),
             shared_config,
             controller,
             replicas,
@@ -633,7 +638,8 @@ impl Broker {
             .cloned()
     }
 
-    /// Installs the authorizer, before the broker serves; a second one is refused.
+    /// Installs the authorizer, before the broker serves (a connection is checked by the
+    /// one in force when it opened); a second one is refused.
     pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) -> Result<(), String> {
         self.authorizer
             .set(authorizer)
@@ -683,6 +689,11 @@ impl Broker {
     /// The config in force. Take it once per request: a dynamic change swaps in a new one.
     pub fn config(&self) -> Arc<BrokerConfig> {
         self.shared_config.current()
+    }
+
+    /// Which routes this broker serves (see [`Broker::mode`]'s field).
+    pub fn mode(&self) -> crate::router::Mode {
+        self.mode
     }
 
     pub async fn create_topic(

@@ -29,11 +29,17 @@ pub struct RequestContext {
     pub client_id: Option<StrBytes>,
     /// The client's address (also in `session`, kept here for the handlers that log it).
     pub peer: SocketAddr,
-    /// The connection's listener, security protocol and principal.
+    /// The connection's listener, security protocol and principal, and the authorizer
+    /// the checks ask (`auth::helper`; `None` with the allow-all one, so a check costs no
+    /// call).
     pub session: Arc<Session>,
-    /// The authorizer the checks ask (`auth::helper`); `None` with the allow-all one, so
-    /// a check costs no call.
-    pub authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+impl RequestContext {
+    /// The authorizer the checks ask; `None`: everything is allowed.
+    pub fn authorizer(&self) -> Option<&dyn Authorizer> {
+        self.session.authorizer.as_deref()
+    }
 }
 
 /// A handler's answer: the response body, and for Fetch the segment ranges whose bytes

@@ -490,7 +490,6 @@ async fn a_partition_range_over_16_mib_is_sent_from_the_file() {
             SecurityProtocol::Plaintext,
             b.addr,
         )),
-        authorizer: None,
     };
     let (resp, slices) = skua::handlers::fetch::handle(b.broker.clone(), ctx, req.clone()).await;
     let frame =

@@ -106,6 +106,43 @@ def rss_mib(pid):
     return 0.0
 
 
+def java_pid(pid):
+    """The JVM among `pid` and its descendants (a launcher script may stand in front)."""
+    try:
+        if "java" in os.path.basename(os.readlink(f"/proc/{pid}/exe")):
+            return pid
+    except OSError:
+        return None
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                found = java_pid(int(entry))
+                if found:
+                    return found
+    return None
+
+
+def live_heap_kib(pid):
+    """A JVM's live heap, KiB: the total of `jcmd PID GC.class_histogram`, which first
+    forces a full collection, so only what is still referenced (a connection's buffers,
+    its SSLEngine and its channel's state) is counted."""
+    jvm = java_pid(pid)
+    if jvm is None:
+        return None
+    out = subprocess.run(["jcmd", str(jvm), "GC.class_histogram"], capture_output=True,
+                         text=True, timeout=300).stdout
+    for line in reversed(out.splitlines()):
+        fields = line.split()
+        if fields and fields[0] == "Total" and len(fields) >= 3:
+            return int(fields[2]) / 1024
+    return None
+
+
 def api_versions(s, correlation):
     """One ApiVersions v0 on `s`, its answer read whole."""
     client = b"bench-idle"
@@ -126,6 +163,10 @@ def idle_tls(b, ca, n):
     ApiVersions answered, held idle: the broker's RSS before and after, per connection."""
     ctx = ssl.create_default_context(cafile=ca)
     time.sleep(2)
+    # A JVM's RSS hides what its connections hold: its heap is committed up front and
+    # reused after each collection. Its live heap, after a full collection, does not.
+    jvm = b.kind == "kafka"
+    heap_before = live_heap_kib(b.proc.pid) if jvm else None
     before = rss_mib(b.proc.pid)
     conns = []
     try:
@@ -135,11 +176,17 @@ def idle_tls(b, ca, n):
             api_versions(conns[-1], i)
         time.sleep(3)
         after = rss_mib(b.proc.pid)
+        heap_after = live_heap_kib(b.proc.pid) if jvm else None
     finally:
         for s in conns:
             s.close()
-    return {"connections": n, "rss_before_mib": before, "rss_after_mib": after,
-            "kib_per_connection": (after - before) * 1024 / n}
+    out = {"connections": n, "rss_before_mib": before, "rss_after_mib": after,
+           "kib_per_connection": (after - before) * 1024 / n}
+    if heap_before is not None and heap_after is not None:
+        out["heap_before_kib"] = heap_before
+        out["heap_after_kib"] = heap_after
+        out["heap_kib_per_connection"] = (heap_after - heap_before) / n
+    return out
 
 
 def tls(opts, Broker, log, tool, free_port, spawn, wait_ready, PRODUCER_RE, children_cpu):
@@ -291,5 +338,13 @@ def render_tls(opts, results, meta, rfmt, ratio):
       f"skua's {si['rss_before_mib']:.0f} → {si['rss_after_mib']:.0f} MiB ({si['kib_per_connection']:.1f} KiB a "
       "connection). Kafka's heap is committed up front (-Xms1G), so its RSS grows only where the "
       "connections touch pages it had not touched yet; both numbers are what the process holds.")
+    if "heap_kib_per_connection" in ki:
+        w("")
+        w(f"Kafka's live heap (the total of `jcmd GC.class_histogram`, taken after the full collection it "
+          f"forces) went {ki['heap_before_kib'] / 1024:.0f} → {ki['heap_after_kib'] / 1024:.0f} MiB with the "
+          f"connections open: **{ki['heap_kib_per_connection']:.1f} KiB a connection** held in objects "
+          "(its SSLEngine, buffers and channel state), against skua's "
+          f"**{si['kib_per_connection']:.1f} KiB** of RSS ("
+          f"{rfmt(ratio(si['kib_per_connection'], ki['heap_kib_per_connection']))} of Kafka's).")
     w("")
     return "\n".join(lines) + "\n"

@@ -14,10 +14,10 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use dashmap::DashMap;
 use kafka_protocol::error::ResponseError;
-use parking_lot::RwLock;
 
 use super::acl::{AclBinding, AclBindingFilter};
 use super::acl_index::{AclIndex, Rule, Who};
@@ -83,7 +83,10 @@ struct State {
 
 pub struct AclAuthorizer {
     settings: AuthorizerSettings,
-    state: RwLock<Arc<State>>,
+    /// The ACLs in force, replaced whole on a change. Read without a lock or a reference
+    /// count: every check of every connection reads it, and either would be a write to a
+    /// line all of them share.
+    state: ArcSwap<State>,
     store: OnceLock<Arc<dyn AclStore>>,
 }
 
@@ -92,7 +95,7 @@ impl AclAuthorizer {
     pub fn new(settings: AuthorizerSettings) -> AclAuthorizer {
         AclAuthorizer {
             settings,
-            state: RwLock::new(Arc::new(State::default())),
+            state: ArcSwap::from_pointee(State::default()),
             store: OnceLock::new(),
         }
     }
@@ -112,12 +115,12 @@ impl AclAuthorizer {
             index: AclIndex::new(acls),
             ..State::default()
         });
-        *self.state.write() = state;
+        self.state.store(state);
     }
 
     /// Every ACL in force.
     pub fn acls(&self) -> Vec<AclBinding> {
-        self.state.read().index.bindings().iter().cloned().collect()
+        self.state.load().index.bindings().iter().cloned().collect()
     }
 
     fn is_super_user(&self, r: &Requester<'_>) -> bool {
@@ -137,9 +140,7 @@ impl AclAuthorizer {
             principal_name: &r.principal.name,
             host: r.host.to_canonical(),
         };
-        // Held for the check, not cloned: a clone's reference count is one more write to a
-        // line every connection's checks share.
-        let state = self.state.read();
+        let state = self.state.load();
         if state.caching.load(Ordering::Relaxed) {
             if let Some(hit) = state.cache.get(&cache_key(&who, action)) {
                 if hit.matches(&who, action) {
@@ -256,7 +257,7 @@ impl Authorizer for AclAuthorizer {
             host: r.host.to_canonical(),
         };
         self.state
-            .read()
+            .load()
             .index
             .any_allowed(&who, operation, resource_type)
     }
@@ -269,7 +270,7 @@ impl Authorizer for AclAuthorizer {
 #[async_trait]
 impl AclAdmin for AclAuthorizer {
     fn describe(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {
-        let state = self.state.read().clone();
+        let state = self.state.load_full();
         state
             .index
             .bindings()
@@ -409,7 +410,7 @@ mod tests {
         a.set_acls(acls.clone());
         assert!(can(&a, "u7", AclOperation::Read, "t"));
         assert!(!can(&a, "alice", AclOperation::Read, "t"));
-        assert_eq!(a.state.read().cache.len(), 2);
+        assert_eq!(a.state.load().cache.len(), 2);
         // Answered from the cache, the same.
         assert!(can(&a, "u7", AclOperation::Read, "t"));
         assert!(!can(&a, "alice", AclOperation::Read, "t"));

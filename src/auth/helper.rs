@@ -28,7 +28,7 @@ impl RequestContext {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        match &self.authorizer {
+        match self.authorizer() {
             None => true,
             Some(a) => a.authorize_one(
                 &self.requester(),
@@ -46,7 +46,7 @@ impl RequestContext {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        match &self.authorizer {
+        match self.authorizer() {
             None => true,
             Some(a) => a.authorize_one(
                 &self.requester(),
@@ -65,7 +65,7 @@ impl RequestContext {
         operation: AclOperation,
         resource_type: ResourceType,
     ) -> bool {
-        match &self.authorizer {
+        match self.authorizer() {
             None => true,
             Some(a) => a.authorize_by_resource_type(&self.requester(), operation, resource_type),
         }
@@ -76,7 +76,7 @@ impl RequestContext {
     /// of them without an authorizer).
     pub fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
         let supported = resource_type.supported_operations();
-        let Some(a) = &self.authorizer else {
+        let Some(a) = self.authorizer() else {
             return to_bit_field(supported);
         };
         let requester = self.requester();
@@ -154,7 +154,7 @@ impl RequestContext {
         items: Vec<T>,
         name: impl Fn(&T) -> &str,
     ) -> Vec<T> {
-        let Some(a) = &self.authorizer else {
+        let Some(a) = self.authorizer() else {
             return items;
         };
         let requester = self.requester();
@@ -172,6 +172,6 @@ impl RequestContext {
 
     /// Whether every check passes without asking (the allow-all authorizer).
     pub fn allows_everything(&self) -> bool {
-        self.authorizer.is_none()
+        self.authorizer().is_none()
     }
 }

@@ -18,7 +18,7 @@ pub async fn handle(
     _ctx: RequestContext,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    let mut answer = response(0, router::Mode::of(&broker.config()));
+    let mut answer = response(0, broker.mode());
     if let Some(controller) = broker.kraft_controller() {
         match controller.controller_api_versions() {
             Some(versions) => intersect_forwarded(&mut answer, &versions),

@@ -24,7 +24,7 @@ pub async fn handle(
             .with_error_code(error.code())
             .with_error_message(Some(str_bytes(message)))
     };
-    let Some(admin) = ctx.authorizer.as_deref().and_then(|a| a.acl_admin()) else {
+    let Some(admin) = ctx.authorizer().and_then(|a| a.acl_admin()) else {
         return refused(
             ResponseError::SecurityDisabled,
             "No Authorizer is configured.",

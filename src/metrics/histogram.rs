@@ -95,7 +95,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn zero() -> Counts {
+    pub fn zero() -> Counts {
         Counts {
             buckets: Box::new([0; BUCKETS]),
             sum_ns: 0,
@@ -104,6 +104,14 @@ impl Counts {
 
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
+    }
+
+    /// Adds what `h` counted (the stripes of one histogram summed at scrape time).
+    pub fn add(&mut self, h: &LatencyHistogram) {
+        for (o, b) in self.buckets.iter_mut().zip(h.buckets.iter()) {
+            *o += b.load(Ordering::Relaxed);
+        }
+        self.sum_ns += h.sum_ns.load(Ordering::Relaxed);
     }
 
     pub fn sum_ns(&self) -> u64 {

@@ -11,7 +11,8 @@
 //! - counters and histograms marked on the request paths ([`request`], [`topic`],
 //!   [`connections`], [`zookeeper`], the ISR changes here): each mark is a relaxed
 //!   atomic add on a handle resolved once (when the broker starts, a listener binds or
-//!   a partition is hosted), with no lock, allocation or lookup;
+//!   a partition is hosted), with no lock, allocation or lookup; those every request
+//!   marks are striped per thread ([`striped`]);
 //! - gauges computed when scraped ([`scrape`]), from the replica manager, the
 //!   controller, the group coordinator and `/proc`: nothing is kept up to date for
 //!   them between scrapes, so they cost the request paths nothing.
@@ -25,6 +26,7 @@ pub mod process;
 pub mod request;
 pub mod runtime;
 pub mod scrape;
+pub mod striped;
 pub mod topic;
 pub mod zookeeper;
 

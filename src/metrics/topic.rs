@@ -7,17 +7,35 @@
 //! `ReplicaManager` marks them, for every origin of an append (client, coordinator,
 //! transaction marker, replication) and of a fetch (consumer, follower). A partition
 //! holds its topic's [`TopicCounters`], resolved when it is hosted, so a mark is two
-//! relaxed atomic adds (the topic's and the all-topics one) with no lookup.
+//! relaxed atomic adds (the topic's and the all-topics one) with no lookup, each on the
+//! marking thread's own stripe ([`super::striped`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::exposition::{Exposition, Kind, Sink};
+use super::striped::Striped;
 
-/// One set of counters (a topic's, or all topics').
+/// One set of counters (a topic's, or all topics'), striped.
 #[derive(Default)]
 pub struct TopicStats {
+    stripes: Striped<TopicMarks>,
+}
+
+impl TopicStats {
+    /// One counter's total over the stripes.
+    pub fn total(&self, field: Field) -> u64 {
+        self.stripes
+            .iter()
+            .map(|m| field(m).load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// One stripe of a [`TopicStats`].
+#[derive(Default)]
+pub struct TopicMarks {
     /// `MessagesInPerSec`: records appended as leader.
     pub messages_in: AtomicU64,
     /// `BytesInPerSec`: bytes appended as leader (clients, coordinators, markers).
@@ -51,7 +69,7 @@ pub struct TopicCounters {
 
 /// Each counter: the field, its name as Strimzi's rules export it, its help, and
 /// whether Kafka counts it per topic.
-type Field = fn(&TopicStats) -> &AtomicU64;
+pub type Field = fn(&TopicMarks) -> &AtomicU64;
 const COUNTERS: [(Field, &str, &str, bool); 10] = [
     (
         |s| &s.messages_in,
@@ -124,9 +142,9 @@ impl TopicCounters {
         }
     }
 
-    fn add(&self, field: impl Fn(&TopicStats) -> &AtomicU64, n: u64) {
-        field(&self.topic).fetch_add(n, Ordering::Relaxed);
-        field(&self.all).fetch_add(n, Ordering::Relaxed);
+    fn add(&self, field: impl Fn(&TopicMarks) -> &AtomicU64, n: u64) {
+        field(self.topic.stripes.mine()).fetch_add(n, Ordering::Relaxed);
+        field(self.all.stripes.mine()).fetch_add(n, Ordering::Relaxed);
     }
 
     /// A leader's fresh append of `records` records in `bytes` bytes.
@@ -164,15 +182,14 @@ impl TopicCounters {
 
     /// Bytes appended as follower (all topics only).
     pub fn replication_bytes_in(&self, bytes: u64) {
-        self.all
-            .replication_bytes_in
-            .fetch_add(bytes, Ordering::Relaxed);
+        let all = self.all.stripes.mine();
+        all.replication_bytes_in.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Record bytes returned to a follower (all topics only).
     pub fn replication_bytes_out(&self, bytes: u64) {
-        self.all
-            .replication_bytes_out
+        let all = self.all.stripes.mine();
+        all.replication_bytes_out
             .fetch_add(bytes, Ordering::Relaxed);
     }
 }
@@ -243,12 +260,12 @@ impl BrokerTopicMetrics {
             .collect();
         for (field, name, help, per_topic) in COUNTERS {
             out.family(name, Kind::Counter, help);
-            out.sample("", &[], field(&self.all).load(Ordering::Relaxed));
+            out.sample("", &[], self.all.total(field));
             if !per_topic {
                 continue;
             }
             for (topic, stats) in &topics {
-                let n = field(stats).load(Ordering::Relaxed);
+                let n = stats.total(field);
                 out.sample("", &[("topic", topic)], n);
                 out.flush_if_full(sink).await?;
             }

@@ -559,6 +559,6 @@ impl Credentials for crate::broker::Broker {
     }
 
     fn mode(&self) -> crate::router::Mode {
-        crate::router::Mode::of(&self.config())
+        crate::broker::Broker::mode(self)
     }
 }

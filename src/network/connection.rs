@@ -110,6 +110,8 @@ pub fn open<T: Transport>(
         ))),
         _ => None,
     };
+    let mut session = session;
+    session.authorizer = broker.authorizer();
     let reader = Reader {
         stream,
         session: Arc::new(session),

@@ -68,7 +68,7 @@ pub fn dispatch(
         cancel_on_disconnect: api_key == ApiKey::Fetch,
         memory,
     };
-    let mode = router::Mode::of(&broker.config());
+    let mode = broker.mode();
     let lookup = |k, v| router::lookup_in(k, v, mode);
     if api_key == ApiKey::ApiVersions && lookup(api_key, version).is_none() && version >= 0 {
         // A client newer than us: answer v0 with UNSUPPORTED_VERSION and our ranges, so it
@@ -100,7 +100,6 @@ pub fn dispatch(
         client_id: decoded.header.client_id,
         peer: session.peer,
         session: session.clone(),
-        authorizer: broker.authorizer(),
     };
     pipeline::admit(route, &ctx)?;
     let request = Request {

@@ -310,17 +310,30 @@ pub fn finish(
 }
 
 /// Counts an answered request: its version, its time split up to its handler's end, and
-/// its response's error codes (per API, and per Fetch side).
+/// its response's error codes (per API, and per Fetch side). A response's codes are
+/// tallied in runs, so a produce answered NONE for each of its partitions adds once.
 pub fn count(metrics: &Metrics, request: &Request, handled: &Handled) {
     let queue = handled.started.saturating_duration_since(request.received);
     let (local, remote, throttle_ms) = (handled.local, handled.remote, handled.throttle_ms);
     let requests = &metrics.requests;
     if let Some(api) = requests.api(request.api_key) {
-        api.observe_handled(request.api_version, queue, local, remote, throttle_ms);
-        refusal::count_errors(&handled.response.body, |code| api.count_error(code));
+        let marks = api.mine();
+        marks.observe_handled(request.api_version, queue, local, remote, throttle_ms);
+        let mut run: Option<(i16, u64)> = None;
+        refusal::count_errors(&handled.response.body, |code| match &mut run {
+            Some((c, n)) if *c == code => *n += 1,
+            _ => {
+                if let Some((c, n)) = run.replace((code, 1)) {
+                    marks.count_errors(c, n);
+                }
+            }
+        });
+        if let Some((c, n)) = run {
+            marks.count_errors(c, n);
+        }
     }
     if let Some(side) = request.fetch_side {
-        let api = requests.fetch_side(side);
+        let api = requests.fetch_side(side).mine();
         api.observe_handled(request.api_version, queue, local, remote, throttle_ms);
     }
 }
@@ -333,9 +346,13 @@ pub fn sent(metrics: &Metrics, request: &Request, handled_at: Instant) {
     let send = now.saturating_duration_since(handled_at);
     let total = now - request.received;
     if let Some(api) = metrics.requests.api(request.api_key) {
-        api.observe_sent(send, total);
+        api.mine().observe_sent(send, total);
     }
     if let Some(side) = request.fetch_side {
-        metrics.requests.fetch_side(side).observe_sent(send, total);
+        metrics
+            .requests
+            .fetch_side(side)
+            .mine()
+            .observe_sent(send, total);
     }
 }

@@ -13,6 +13,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::auth::authorizer::Authorizer;
+
 /// Kafka's security protocols that skua speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SecurityProtocol {
@@ -91,8 +93,9 @@ impl fmt::Display for Principal {
     }
 }
 
-/// A connection's identity: where it came in, how, from whom.
-#[derive(Clone, Debug)]
+/// A connection's identity: where it came in, how, from whom; and the authorizer its
+/// requests are checked by.
+#[derive(Clone)]
 pub struct Session {
     /// The listener's name (`PLAINTEXT` in `listeners=PLAINTEXT://:9092`), shared by the
     /// listener's connections.
@@ -105,6 +108,24 @@ pub struct Session {
     /// Unique among this process's connections (Kafka's connection id): what ties a
     /// share session to the connection that opened it.
     pub connection_id: u64,
+    /// The broker's authorizer (`None`: allow all), fixed when the connection opens (it is
+    /// installed before the broker serves). A request reaches it through its session, so
+    /// no request clones a handle every connection's requests would share.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("listener", &self.listener)
+            .field("security_protocol", &self.security_protocol)
+            .field("principal", &self.principal)
+            .field("peer", &self.peer)
+            .field("sasl", &self.sasl)
+            .field("connection_id", &self.connection_id)
+            .field("authorizer", &self.authorizer.is_some())
+            .finish()
+    }
 }
 
 /// The next connection's id.
@@ -145,6 +166,7 @@ impl Session {
             peer,
             sasl: None,
             connection_id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            authorizer: None,
         }
     }
 }

@@ -3,7 +3,6 @@
 //! follower's append; a consumer's fetch and a follower's.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,8 +107,8 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     let produced = batch_bytes(&[b"a", b"b", b"c"], 1_000, None);
     let outcome = append_one(&m, client(), AppendData::Records(produced.clone())).await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
-    assert_eq!(c.topic.bytes_in.load(Relaxed), produced.len() as u64);
-    assert_eq!(c.topic.messages_in.load(Relaxed), 3);
+    assert_eq!(c.topic.total(|s| &s.bytes_in), produced.len() as u64);
+    assert_eq!(c.topic.total(|s| &s.messages_in), 3);
 
     // A coordinator's transactional write (as a TxnOffsetCommit's), then its marker.
     let coordinator = txn_batch_bytes(&[b"offsets"], 1_000, (42, 0, 0));
@@ -121,10 +120,10 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     .await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
     assert_eq!(
-        c.topic.bytes_in.load(Relaxed),
+        c.topic.total(|s| &s.bytes_in),
         (produced.len() + coordinator.len()) as u64
     );
-    assert_eq!(c.topic.messages_in.load(Relaxed), 4);
+    assert_eq!(c.topic.total(|s| &s.messages_in), 4);
     let marker = AppendData::Marker {
         producer_id: 42,
         producer_epoch: 0,
@@ -135,10 +134,10 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     };
     let outcome = append_one(&m, AppendOrigin::Marker, marker).await;
     assert!(matches!(outcome, AppendOutcome::Appended(_)), "{outcome:?}");
-    assert_eq!(c.topic.messages_in.load(Relaxed), 5);
+    assert_eq!(c.topic.total(|s| &s.messages_in), 5);
     let log_bytes = m.partition("t", 0).unwrap().log().size_bytes();
     assert_eq!(
-        c.topic.bytes_in.load(Relaxed),
+        c.topic.total(|s| &s.bytes_in),
         log_bytes,
         "every byte in the log counted once"
     );
@@ -148,14 +147,14 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
     // it for consumers (bytes out).
     assert_eq!(m.partition("t", 0).unwrap().log().segment_count(), 2);
     let first = fetch(&m, FOLLOWER, 0).await as u64;
-    assert_eq!(c.all.replication_bytes_out.load(Relaxed), first);
+    assert_eq!(c.all.total(|s| &s.replication_bytes_out), first);
     let rest = fetch(&m, FOLLOWER, 4).await as u64;
     assert_eq!(first + rest, log_bytes);
-    assert_eq!(c.all.replication_bytes_out.load(Relaxed), log_bytes);
+    assert_eq!(c.all.total(|s| &s.replication_bytes_out), log_bytes);
     assert_eq!(fetch(&m, FOLLOWER, 5).await, 0);
     assert_eq!(fetch(&m, -1, 0).await as u64, first);
-    assert_eq!(c.topic.bytes_out.load(Relaxed), first);
-    assert_eq!(c.all.replication_bytes_out.load(Relaxed), log_bytes);
+    assert_eq!(c.topic.total(|s| &s.bytes_out), first);
+    assert_eq!(c.all.total(|s| &s.replication_bytes_out), log_bytes);
 
     // A retried duplicate appends nothing and counts nothing.
     let producer = batch_bytes(&[b"idem"], 1_000, Some((9, 0, 0)));
@@ -163,16 +162,16 @@ async fn every_leader_append_and_every_read_moves_the_topics_counters() {
         append_one(&m, client(), AppendData::Records(producer.clone())).await;
     }
     assert_eq!(
-        c.topic.bytes_in.load(Relaxed),
+        c.topic.total(|s| &s.bytes_in),
         log_bytes + producer.len() as u64
     );
 
     // Each partition of each append and of each fetch is one request; none failed.
-    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 5);
-    assert_eq!(c.topic.total_fetch_requests.load(Relaxed), 4);
-    assert_eq!(c.all.total_fetch_requests.load(Relaxed), 4);
-    assert_eq!(c.all.failed_produce_requests.load(Relaxed), 0);
-    assert_eq!(c.all.failed_fetch_requests.load(Relaxed), 0);
+    assert_eq!(c.topic.total(|s| &s.total_produce_requests), 5);
+    assert_eq!(c.topic.total(|s| &s.total_fetch_requests), 4);
+    assert_eq!(c.all.total(|s| &s.total_fetch_requests), 4);
+    assert_eq!(c.all.total(|s| &s.failed_produce_requests), 0);
+    assert_eq!(c.all.total(|s| &s.failed_fetch_requests), 0);
     // The log's size and segments as published for the metrics, read without its lock.
     let log = m.partition("t", 0).unwrap().log();
     assert_eq!(log.published_size_bytes(), log.size_bytes());
@@ -199,11 +198,11 @@ async fn a_follower_append_counts_replication_bytes_in() {
         .await
         .unwrap();
     assert_eq!(
-        p.counters.all.replication_bytes_in.load(Relaxed),
+        p.counters.all.total(|s| &s.replication_bytes_in),
         leaders.len() as u64
     );
     assert_eq!(
-        p.counters.topic.bytes_in.load(Relaxed),
+        p.counters.topic.total(|s| &s.bytes_in),
         0,
         "a follower's append is not bytes in"
     );
@@ -239,10 +238,10 @@ async fn refused_appends_count_nothing() {
         kafka_protocol::error::ResponseError::InvalidRequiredAcks.code()
     );
     let c = m.partition("t", 0).unwrap().counters.clone();
-    assert_eq!(c.topic.bytes_in.load(Relaxed), 0);
+    assert_eq!(c.topic.total(|s| &s.bytes_in), 0);
     // The partition not hosted counts one produce request for all topics only.
-    assert_eq!(c.all.total_produce_requests.load(Relaxed), 1);
-    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 0);
+    assert_eq!(c.all.total(|s| &s.total_produce_requests), 1);
+    assert_eq!(c.topic.total(|s| &s.total_produce_requests), 0);
 
     // A batch over max.message.bytes: its bytes are rejected, an expected refusal.
     let big = batch_bytes(&[&vec![7u8; 1_100_000]], 1_000, None);
@@ -251,8 +250,8 @@ async fn refused_appends_count_nothing() {
         outcome.error_code(),
         kafka_protocol::error::ResponseError::MessageTooLarge.code()
     );
-    assert_eq!(c.topic.bytes_rejected.load(Relaxed), big.len() as u64);
-    assert_eq!(c.all.bytes_rejected.load(Relaxed), big.len() as u64);
-    assert_eq!(c.topic.total_produce_requests.load(Relaxed), 1);
-    assert_eq!(c.topic.failed_produce_requests.load(Relaxed), 0);
+    assert_eq!(c.topic.total(|s| &s.bytes_rejected), big.len() as u64);
+    assert_eq!(c.all.total(|s| &s.bytes_rejected), big.len() as u64);
+    assert_eq!(c.topic.total(|s| &s.total_produce_requests), 1);
+    assert_eq!(c.topic.total(|s| &s.failed_produce_requests), 0);
 }

@@ -387,12 +387,10 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             correlation_id: 1,
             client_id: None,
             peer: b.addr,
-            session: Arc::new(Session::new(
-                "PLAINTEXT",
-                SecurityProtocol::Plaintext,
-                b.addr,
-            )),
-            authorizer: b.broker.authorizer(),
+            session: Arc::new(Session {
+                authorizer: b.broker.authorizer(),
+                ..Session::new("PLAINTEXT", SecurityProtocol::Plaintext, b.addr)
+            }),
         };
         recorder.asked.lock().clear();
         let api = b
@@ -401,7 +399,7 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
             .requests
             .api(key)
             .expect("every route has metrics");
-        let local_count = || api.time(request::LOCAL).counts().count();
+        let local_count = || api.counts(request::LOCAL).count();
         let (requests, local) = (api.requests(), local_count());
         let body = request_for(key);
         let request = pipeline::Request {
@@ -503,11 +501,12 @@ async fn every_route_is_timed_counted_and_authorized_through_the_trait() {
 async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let b = TestBroker::start(dir.path(), &[]).await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("t", 1).await, 0);
+    assert_eq!(b.client().await.create_topic("t", 1).await, 0);
     b.broker
         .set_authorizer(Arc::new(DenyAndRecord::default()))
         .unwrap();
+    // A connection is checked by the authorizer in force when it opened.
+    let mut c = b.client().await;
     let records = common::batch(&["v"], None, kafka_protocol::records::Compression::None);
     let (code, _) = c.produce("t", 0, records, 1).await;
     assert_eq!(code, ResponseError::TopicAuthorizationFailed.code());
@@ -524,7 +523,7 @@ async fn a_denied_client_gets_kafkas_codes_over_tcp_and_every_request_is_counted
     common::wait_for(
         "the produce's send is recorded",
         Duration::from_secs(5),
-        || async { produce.time(request::TOTAL).counts().count() == 1 },
+        || async { produce.counts(request::TOTAL).count() == 1 },
     )
     .await;
     let text = b.broker.metrics.encode_text().await;

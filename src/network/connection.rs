@@ -167,6 +167,7 @@ async fn read_more<R: TransportRead>(
         };
         return match read {
             Ok(0) => {
+                // A clean close: the requests read before it still run (see `gone`).
                 link.gone.set();
                 match buf.is_empty() {
                     true => Err(None),
@@ -178,7 +179,7 @@ async fn read_more<R: TransportRead>(
                 Ok(())
             }
             Err(e) => {
-                link.gone.set();
+                link.gone.abandon();
                 Err(Some(format!("read failed: {e}")))
             }
         };
@@ -286,8 +287,8 @@ async fn read_requests<R: TransportRead>(mut r: Reader<R>) {
     if let Some(why) = reason {
         tracing::warn!(%peer, "closing connection: {why}");
     }
-    // The writer answers what was already accepted (unless the client has gone), then
-    // closes the connection.
+    // The writer answers what was already accepted (after a clean close it still runs it,
+    // writing nothing), then closes the connection.
 }
 
 /// How long a SASL exchange may take from its first byte: the authenticator's bound, or
@@ -403,7 +404,9 @@ async fn muted<R: TransportRead, F: Future>(r: &Reader<R>, until: F) -> Option<F
             done = &mut until => return Some(done),
             _ = r.stream.peer_closed() => {
                 tracing::debug!(peer = %r.session.peer, "client left while requests were queued");
-                link.gone.set();
+                // A close or a reset, not told apart here: a client that filled the
+                // connection's queue and left takes its unanswered requests with it.
+                link.gone.abandon();
             }
             _ = link.stopped() => return None,
         }

@@ -24,8 +24,9 @@ use crate::router::{self, RequestContext};
 pub struct Job {
     pub work: Work,
     /// Whether the client waits for an answer (not for acks=0 produce). Once the client
-    /// has gone, a job that expects an answer is dropped unrun; one that does not still
-    /// runs, as Kafka still handles what it read before the close.
+    /// has reset the connection (or left it muted), a job that expects an answer is
+    /// dropped unrun; one that does not still runs. After a clean close every job runs,
+    /// as Kafka still handles what it read before the close.
     pub expects_response: bool,
     /// Whether the handler may be dropped midway when the client goes: a Fetch only reads,
     /// and its long poll would otherwise hold the connection for up to a minute.

@@ -1,9 +1,12 @@
 //! A connection's writer: runs its requests' handlers one at a time, in arrival order,
 //! and writes each response.
 //!
-//! Once the client has gone (the reader saw it close), nothing more is written: queued
-//! requests that expect an answer are dropped unrun, with their memory, a running Fetch
-//! is dropped midway, and requests that expect no answer (acks=0 produce) still run.
+//! Once the client has gone (the reader saw it close), nothing more is written and a
+//! running Fetch is dropped midway (it only reads). The requests read before a clean
+//! close still run in order, as Kafka handles what it read (a LeaveGroup behind a
+//! waiting JoinGroup must still take its member out of the group); after a reset, or a
+//! close while the connection was muted, those that expect an answer are dropped unrun,
+//! with their memory, and those that expect none (acks=0 produce) still run.
 
 use std::io;
 use std::net::SocketAddr;
@@ -105,7 +108,7 @@ enum Step {
     Failed,
 }
 
-/// Runs one job's handler (unless the client has gone and it expects an answer) and
+/// Runs one job's handler (unless the client abandoned it and it expects an answer) and
 /// writes its response into `out`. A throttled answer sets `held_until`: the next job
 /// waits for it before its handler runs (KIP-219: the throttled client has its answer,
 /// with the throttle time, and gets nothing more meanwhile; the reader mutes once the
@@ -125,7 +128,7 @@ async fn answer<W: TransportWrite>(
             _ = gone.wait() => {}
         }
     }
-    if gone.is_set() && job.expects_response {
+    if gone.is_abandoned() && job.expects_response {
         return Step::Next;
     }
     let (frame, throttle, sent) = match job.work {

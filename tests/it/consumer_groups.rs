@@ -248,6 +248,110 @@ async fn two_members_share_the_work_and_one_takes_over_after_a_session_expires()
     b.stop().await;
 }
 
+/// Issue: the fault harness's group left partitions unread for minutes. A Java consumer
+/// closed while its JoinGroup waited for a rebalance sends its LeaveGroup behind the
+/// JoinGroup on the same connection, gives up on both after `request.timeout.ms` and
+/// closes the connection. Kafka handles what it read before the close: once the
+/// rebalance completes the member leaves (its log: the generation stabilized with the
+/// member, then "Removing member ... on LeaveGroup"). skua dropped the LeaveGroup with
+/// the closed connection, so the member, gone, kept the partitions the next generation
+/// gave it until its session ran out, and was in every rebalance meanwhile.
+#[tokio::test]
+async fn a_leave_group_sent_behind_a_waiting_join_still_takes_its_member_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(dir.path(), FAST).await;
+    let mut a = b.client().await;
+    assert_eq!(find_coordinator(&mut a, "leavers").await.error_code, 0);
+    // Both members have long sessions: only a LeaveGroup takes either out in this test.
+    let long_session =
+        |member: &str| join_request("leavers", member, 9).with_session_timeout_ms(30_000);
+    let first = a.send(&long_session(""), 9).await;
+    assert_eq!(first.error_code, code(ResponseError::MemberIdRequired));
+    let member_a = first.member_id.to_string();
+    let ja = a.send(&long_session(&member_a), 9).await;
+    assert_eq!((ja.error_code, ja.generation_id), (0, 1));
+    let sa = sync(&mut a, "leavers", &member_a, 1, &[(&member_a, "all")], 5).await;
+    assert_eq!(sa.error_code, 0);
+
+    // b joins; its JoinGroup waits for a to rejoin.
+    let mut bc = b.client().await;
+    let first = bc.send(&long_session(""), 9).await;
+    assert_eq!(first.error_code, code(ResponseError::MemberIdRequired));
+    let member_b = first.member_id.to_string();
+    bc.write_request(&long_session(&member_b), 9).await;
+    let mut hb = 0;
+    for _ in 0..100 {
+        hb = heartbeat(&mut a, "leavers", &member_a, 1).await;
+        if hb != 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        hb,
+        code(ResponseError::RebalanceInProgress),
+        "b's join is in"
+    );
+    // b's consumer closes: a LeaveGroup behind the waiting JoinGroup, then the close.
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(gid("leavers"))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default().with_member_id(s(&member_b))
+        ]);
+    bc.write_request(&leave, 5).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut bc.stream)
+        .await
+        .unwrap();
+    drop(bc);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // a rejoins: generation 2 has b in it (its JoinGroup was in), then b's LeaveGroup
+    // runs and the group goes on without it, long before its 30 s session would end.
+    let ja = a.send(&long_session(&member_a), 9).await;
+    assert_eq!((ja.error_code, ja.generation_id), (0, 2));
+    assert_eq!(ja.members.len(), 2, "b's join counted");
+    // a leads it and hands b a share (refused if b's leave has already begun the next).
+    let sa = sync(
+        &mut a,
+        "leavers",
+        &member_a,
+        2,
+        &[(&member_a, "p0"), (&member_b, "p1")],
+        5,
+    )
+    .await;
+    assert!(
+        [0, code(ResponseError::RebalanceInProgress)].contains(&sa.error_code),
+        "{sa:?}"
+    );
+    let describe = DescribeGroupsRequest::default().with_groups(vec![gid("leavers")]);
+    let mut members = Vec::new();
+    for _ in 0..100 {
+        let resp = a.send(&describe, 5).await;
+        members = resp.groups[0]
+            .members
+            .iter()
+            .map(|m| m.member_id.to_string())
+            .collect::<Vec<_>>();
+        if members == [member_a.clone()] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        members,
+        vec![member_a.clone()],
+        "b left through its LeaveGroup"
+    );
+    let ja = a.send(&long_session(&member_a), 9).await;
+    assert_eq!(
+        (ja.generation_id, ja.members.len()),
+        (3, 1),
+        "a generation of a alone"
+    );
+    b.stop().await;
+}
+
 #[tokio::test]
 async fn commits_survive_a_restart_with_their_metadata() {
     let dir = tempfile::tempdir().unwrap();

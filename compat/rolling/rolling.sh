@@ -153,6 +153,7 @@ c_kafka_cluster_under_load() {
   B=$(cluster start 3 --dir "$D" "${START[@]}" \
     --override unclean.leader.election.enable=false 2>"$CASE_TMP/start") \
     || { fail "scripts/cluster start: $(tail -n 3 "$CASE_TMP/start" | tr '\n' ' ')"; return 1; }
+  [[ ! -f $D/quorum ]] || note "KRaft controller quorum: $(cat "$D/quorum")"
   echo "$SKUA" >"$D/skua-bin"
   CP=$(ls "$(cat "$D/libs")"/*.jar | grep -v '/log4j-slf4j-impl-' | paste -sd:)
   mkdir -p "$D/classes"

@@ -5,6 +5,7 @@
 #
 #   compat/kafka-controller.sh --port PORT --dir DIR [--version 4.4.0] [--node-id 3000]
 #                              [--feature NAME=LEVEL]... [--set KEY=VALUE]...
+#                              [--voters VOTERS --cluster-id ID]
 #   compat/kafka-controller.sh --stop DIR
 #   compat/kafka-controller.sh --format-broker PROPS --cluster-id ID [--feature NAME=LEVEL]...
 #   compat/kafka-controller.sh --broker-of VOTERS --cluster-id ID --port PORT --dir DIR
@@ -13,7 +14,9 @@
 # Starts the controller in the background once its dir is formatted (kafka-storage.sh
 # format, with each --feature finalized at that level; each --set is a line added to its
 # properties), waits until its port accepts connections and prints the cluster id on
-# stdout. The pid is in DIR/kafka.pid, the log
+# stdout. --voters makes it one voter of a static quorum (controller.quorum.voters, e.g.
+# 3000@127.0.0.1:P1,3001@127.0.0.1:P2,3002@127.0.0.1:P3; --node-id and --port name this
+# one), its dir formatted for cluster ID like its peers'. The pid is in DIR/kafka.pid, the log
 # in DIR/server.log, the controller's own properties in DIR/controller.properties.
 # --format-broker formats a broker's dirs (its properties file PROPS) for cluster ID as
 # kafka-storage.sh format does, and exits. --broker-of starts an Apache Kafka broker
@@ -23,7 +26,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of=""
+port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of="" voters=""
 KAFKA_VERSION=4.4.0
 while (($#)); do
   case $1 in
@@ -37,7 +40,8 @@ while (($#)); do
     --format-broker) format_broker=$2; shift 2 ;;
     --cluster-id) cluster_id=$2; shift 2 ;;
     --broker-of) broker_of=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --voters) voters=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -65,6 +69,7 @@ if [[ -n $format_broker ]]; then
 fi
 
 [[ -n $port && -n $dir ]] || die "--port and --dir are required"
+[[ -z $voters || -n $cluster_id ]] || die "--voters needs --cluster-id (every voter formatted for the same cluster)"
 command -v java >/dev/null || die "java not found (Java 17+ required)"
 libs=$(kafka_libs "$KAFKA_VERSION")
 mkdir -p "$dir/data"
@@ -90,7 +95,7 @@ else
 cat >"$dir/controller.properties" <<PROPS
 process.roles=controller
 node.id=$node_id
-controller.quorum.voters=$node_id@127.0.0.1:$port
+controller.quorum.voters=${voters:-$node_id@127.0.0.1:$port}
 listeners=CONTROLLER://127.0.0.1:$port
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT

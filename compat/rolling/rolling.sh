@@ -10,7 +10,8 @@
 # (scripts/cluster start --kraft), each replaced by skua as a KRaft broker with the same
 # server.properties and node.id, on its dir or on an empty dir formatted for the cluster
 # (kafka-storage.sh format), and back to Kafka 4.4 on the dirs skua wrote. The clients and
-# tools stay Kafka 3.9.1's.
+# tools stay Kafka 3.9.1's. COMPAT_ROLLING_CONTROLLERS=3 makes the quorum three Kafka 4.4
+# controllers (scripts/cluster start --kraft --controllers 3).
 #
 # Three Kafka 3.9.1 brokers (scripts/cluster), an RF 3 topic with min.insync.replicas=2, an
 # idempotent acks=all Java producer and a classic Java consumer group that run from the
@@ -40,7 +41,7 @@ for a in "${@:2}"; do
 done
 TOPIC=rolling GROUP=rolling-group
 # The cases' names: the suite's and the Kafka brokers' version
-if ((KRAFT)); then SUITE=rolling_kraft KAFKA=kafka44 START=(--kraft)
+if ((KRAFT)); then SUITE=rolling_kraft KAFKA=kafka44 START=(--kraft --controllers "${COMPAT_ROLLING_CONTROLLERS:-1}")
 else SUITE=rolling KAFKA=kafka39 START=(--override zookeeper.session.timeout.ms=10000); fi
 if ((FULL)); then PARTITIONS=6 PREFILL=200000 DWELL=20 THIRD=empty
 else PARTITIONS=3 PREFILL=0 DWELL=0 THIRD=same; fi
@@ -152,6 +153,7 @@ c_kafka_cluster_under_load() {
   B=$(cluster start 3 --dir "$D" "${START[@]}" \
     --override unclean.leader.election.enable=false 2>"$CASE_TMP/start") \
     || { fail "scripts/cluster start: $(tail -n 3 "$CASE_TMP/start" | tr '\n' ' ')"; return 1; }
+  [[ ! -f $D/quorum ]] || note "KRaft controller quorum: $(cat "$D/quorum")"
   echo "$SKUA" >"$D/skua-bin"
   CP=$(ls "$(cat "$D/libs")"/*.jar | grep -v '/log4j-slf4j-impl-' | paste -sd:)
   mkdir -p "$D/classes"

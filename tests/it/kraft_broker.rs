@@ -510,11 +510,32 @@ async fn acls_and_scram_through_the_controller(c: &mut Client, controller: &Cont
         format!("127.0.0.1:{}", controller.port).parse().unwrap(),
         skua::client::ClientConfig::default(),
     );
-    let (_, on_controller) = at_controller
-        .send_negotiated(&describe, 1, 3)
-        .await
-        .expect("the controller answers DescribeAcls");
-    assert_eq!(on_controller.resources.len(), 1, "{on_controller:?}");
+    // The controller answers DescribeAcls from its own authorizer, which its metadata
+    // loader (AclPublisher) updates after the record is committed, on its own thread: the
+    // CreateAcls answer and skua's image can both be ahead of it, so wait for it there too.
+    let t = Instant::now();
+    loop {
+        let (_, on_controller) = at_controller
+            .send_negotiated(&describe, 1, 3)
+            .await
+            .expect("the controller answers DescribeAcls");
+        assert_eq!(on_controller.error_code, 0, "{on_controller:?}");
+        if !on_controller.resources.is_empty() {
+            assert_eq!(on_controller.resources.len(), 1, "{on_controller:?}");
+            let principals: Vec<String> = on_controller.resources[0]
+                .acls
+                .iter()
+                .map(|a| a.principal.to_string())
+                .collect();
+            assert_eq!(principals, vec!["User:carol"], "{on_controller:?}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the controller's authorizer never had the ACL: {on_controller:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let filter = delete_acls_request::DeleteAclsFilter::default()
         .with_resource_type_filter(2)
         .with_resource_name_filter(Some(s("orders")))

@@ -250,6 +250,7 @@ impl Shares {
             member_id: read.member_id,
             batch_size: read.batch_size.max(1),
             max_fetch_records: max_records,
+            mode: Default::default(),
             fetch_offset: offset,
             batches: &batches,
             aborted_transactions: aborted.as_deref(),

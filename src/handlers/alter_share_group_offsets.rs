@@ -2,7 +2,9 @@
 //! again at the given offsets (`kafka-share-groups.sh --reset-offsets --execute`). The
 //! group coordinator initializes each one's state anew in the share coordinator under a
 //! higher state epoch, and records them as initialized in the group; a share-partition
-//! loaded here under the old state is dropped, so it reloads from the new one.
+//! loaded here under the old state is dropped, so it reloads from the new one. A share
+//! group that does not exist is created, empty (Kafka 4.2+'s "get or create"); a group
+//! of another kind is GROUP_ID_NOT_FOUND.
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
 //! READ on the group (GROUP_AUTHORIZATION_FAILED); the group empty (NON_EMPTY_GROUP);

@@ -281,3 +281,112 @@ async fn v2_limits_records_renews_locks_and_answers_the_lock_duration() {
     assert_eq!(ack_error(&r), 0);
     b.stop().await;
 }
+
+/// AlterShareGroupOffsets on a share group that does not exist creates it, empty, with
+/// the share-partition starting where asked (Kafka 4.2+; franz-go's
+/// TestShareGroupOffsetsAdmin); DescribeShareGroupOffsets then reads that start offset,
+/// also for all of the group's partitions, and the group survives a restart.
+#[tokio::test]
+async fn alter_share_group_offsets_creates_a_missing_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = [
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+    ];
+    let b = TestBroker::start(dir.path(), &overrides).await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q3", 1).await, 0);
+    let values: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let (err, _) = c
+        .produce("q3", 0, batch(&refs, None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("fresh")]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+
+    let alter = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s("fresh")))
+        .with_topics(vec![
+            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s("q3")))
+                .with_partitions(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_start_offset(8),
+                ]),
+        ]);
+    // __share_group_state is created by a FindCoordinator for a share-partition's key,
+    // as a share consumer's leader sends; NOT_COORDINATOR while its partition loads.
+    let q3 = {
+        let req =
+            MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(s("q3"))))]));
+        c.send(&req, 12).await.topics[0].topic_id
+    };
+    let key = format!("fresh:{}:0", skua::log::uuid_to_kafka_string(q3));
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(&key)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.send(&alter, 0).await;
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        let e = r.responses[0].partitions[0].error_code;
+        if e == 0 {
+            break;
+        }
+        assert_eq!(e, ResponseError::NotCoordinator.code());
+        assert!(
+            Instant::now() < deadline,
+            "the share coordinator never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let describe = |all: bool| {
+        let topics = (!all).then(|| {
+            vec![
+                describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s("q3")))
+                    .with_partitions(vec![0]),
+            ]
+        });
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s("fresh")))
+                .with_topics(topics),
+        ])
+    };
+    let start_offset = |r: DescribeShareGroupOffsetsResponse| {
+        let g = &r.groups[0];
+        assert_eq!(g.error_code, 0, "{:?}", g.error_message);
+        let p = &g.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+        p.start_offset
+    };
+    assert_eq!(start_offset(c.send(&describe(false), 0).await), 8);
+    assert_eq!(start_offset(c.send(&describe(true), 0).await), 8);
+    let d = ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("fresh"))]);
+    let g = c.send(&d, 1).await.groups.remove(0);
+    assert_eq!((g.error_code, g.group_state.as_str()), (0, "Empty"));
+
+    // The group is in __consumer_offsets: it is there after a restart.
+    b.stop().await;
+    let b = TestBroker::start(dir.path(), &overrides).await;
+    let mut c = b.client().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.send(&describe(true), 0).await;
+        if r.groups[0].error_code == 0 {
+            assert_eq!(start_offset(r), 8);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.stop().await;
+}

@@ -69,6 +69,13 @@ pub async fn handle(
             answers.push((name.clone(), topic_id, p.partition_index, checked));
         }
     }
+    // The share coordinator's topic, as a first ShareGroupHeartbeat creates it: Kafka's
+    // persister finds (so creates) the share coordinator itself.
+    if !offsets.is_empty() {
+        if let Err(e) = super::find_coordinator::ensure_share_state_topic(&broker).await {
+            return refuse(e, None);
+        }
+    }
     let outcomes = match broker
         .groups
         .alter_share_group_offsets(&group_id, &offsets)

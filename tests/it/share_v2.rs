@@ -316,21 +316,8 @@ async fn alter_share_group_offsets_creates_a_missing_group() {
                         .with_start_offset(8),
                 ]),
         ]);
-    // __share_group_state is created by a FindCoordinator for a share-partition's key,
-    // as a share consumer's leader sends; NOT_COORDINATOR while its partition loads.
-    let q3 = {
-        let req =
-            MetadataRequest::default()
-                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-                )
-                .with_name(Some(TopicName(s("q3"))))]));
-        c.send(&req, 12).await.topics[0].topic_id
-    };
-    let key = format!("fresh:{}:0", skua::log::uuid_to_kafka_string(q3));
-    let find = FindCoordinatorRequest::default()
-        .with_key_type(2)
-        .with_coordinator_keys(vec![s(&key)]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    // On a fresh broker: the alter creates __share_group_state, as Kafka's persister
+    // finds (so creates) the share coordinator; NOT_COORDINATOR while its partition loads.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let r = c.send(&alter, 0).await;

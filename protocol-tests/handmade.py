@@ -334,6 +334,36 @@ def read_share_group_state_summary(version, cid):
     return share_state(87, struct.pack(">ii", 0, 0), cid, version)
 
 
+# ShareFetch and ShareAcknowledge v2 (KIP-1206, KIP-1222, Kafka 4.2+): the captured Java
+# share consumer negotiated v1 (skua advertised no more then), and no captured client
+# asks for the record-limit mode or sends RENEW. A member of the handmade share group
+# opens a session with a record-limit fetch (mode 1, 10 records), renews on a renewing
+# ShareFetch (every fetch parameter 0), renews again on ShareAcknowledge v2 and closes
+# the session. The topic id is unknown, so each partition answers UNKNOWN_TOPIC_ID.
+SHARE_MEMBER = b"handmade-share-member"
+
+
+def share_fetch_v2(cid, epoch, max_wait_ms, min_bytes, max_bytes, max_records, mode, renew,
+                   acks):
+    partition = struct.pack(">i", 0) + compact_array(acks) + b"\x00"
+    topic = SHARE_TOPIC_ID + compact_array([partition]) + b"\x00"
+    return (header_v2(78, 2, cid) + compact_string(SHARE_GROUP) + compact_string(SHARE_MEMBER)
+            + struct.pack(">iiiiiibb", epoch, max_wait_ms, min_bytes, max_bytes, max_records,
+                          max_records, mode, renew)
+            + compact_array([topic]) + compact_array([]) + b"\x00")
+
+
+def ack_batch(first, last, ack_type):
+    return struct.pack(">qq", first, last) + compact_array([struct.pack(">b", ack_type)]) + b"\x00"
+
+
+def share_acknowledge_v2(cid, epoch, renew, acks):
+    partition = struct.pack(">i", 0) + compact_array(acks) + b"\x00"
+    topic = SHARE_TOPIC_ID + compact_array([partition]) + b"\x00"
+    return (header_v2(79, 2, cid) + compact_string(SHARE_GROUP) + compact_string(SHARE_MEMBER)
+            + struct.pack(">ib", epoch, renew) + compact_array([topic]) + b"\x00")
+
+
 FRAMES = [
     # A client newer than skua asks with a version skua does not speak; KIP-511 says the
     # broker answers ApiVersions v0 with UNSUPPORTED_VERSION and its ranges. Clients only do
@@ -383,6 +413,10 @@ FRAMES = [
     ("ReadShareGroupStateSummary", 87, 1, read_share_group_state_summary(1, 7040)),
     ("DeleteShareGroupState", 86, 0, delete_share_group_state_v0(7036)),
     ("DescribeShareGroupOffsets", 90, 1, describe_share_group_offsets(1, 7038)),
+    ("ShareFetch", 78, 2, share_fetch_v2(7041, 0, 0, 1, 1 << 20, 10, 1, 0, [])),
+    ("ShareFetch", 78, 2, share_fetch_v2(7042, 1, 0, 0, 0, 0, 0, 1, [ack_batch(0, 9, 4)])),
+    ("ShareAcknowledge", 79, 2, share_acknowledge_v2(7043, 2, 1, [ack_batch(0, 9, 4)])),
+    ("ShareAcknowledge", 79, 2, share_acknowledge_v2(7044, -1, 0, [])),
 ]
 
 

@@ -181,8 +181,8 @@ pub static ROUTES: &[Route] = &[
     // answered UNSUPPORTED_VERSION and left out of ApiVersions while `share.version` is 0.
     route!(ShareGroupHeartbeat, 1, 1, share_group_heartbeat::handle),
     route!(ShareGroupDescribe, 1, 1, share_group_describe::handle),
-    route!(ShareFetch, 1, 1, share_fetch::handle),
-    route!(ShareAcknowledge, 1, 1, share_acknowledge::handle),
+    route!(ShareFetch, 1, 2, share_fetch::handle),
+    route!(ShareAcknowledge, 1, 2, share_acknowledge::handle),
     route!(
         DescribeShareGroupOffsets,
         0,

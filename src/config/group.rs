@@ -240,6 +240,8 @@ pub struct GroupConfig {
     pub share_auto_offset_reset: Option<ShareAutoOffsetReset>,
     /// `share.isolation.level` is `read_committed`.
     pub share_read_committed: Option<bool>,
+    /// `share.renew.acknowledge.enable` (KIP-1222: RENEW acknowledgements).
+    pub share_renew_acknowledge_enable: Option<bool>,
 }
 
 impl GroupConfig {
@@ -262,6 +264,9 @@ impl GroupConfig {
             share_read_committed: configs
                 .get("share.isolation.level")
                 .map(|v| v.trim() == "read_committed"),
+            share_renew_acknowledge_enable: configs
+                .get("share.renew.acknowledge.enable")
+                .and_then(|v| v.trim().to_ascii_lowercase().parse().ok()),
         }
     }
 }

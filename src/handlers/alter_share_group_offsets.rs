@@ -2,7 +2,9 @@
 //! again at the given offsets (`kafka-share-groups.sh --reset-offsets --execute`). The
 //! group coordinator initializes each one's state anew in the share coordinator under a
 //! higher state epoch, and records them as initialized in the group; a share-partition
-//! loaded here under the old state is dropped, so it reloads from the new one.
+//! loaded here under the old state is dropped, so it reloads from the new one. A share
+//! group that does not exist is created, empty (Kafka 4.2+'s "get or create"); a group
+//! of another kind is GROUP_ID_NOT_FOUND.
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
 //! READ on the group (GROUP_AUTHORIZATION_FAILED); the group empty (NON_EMPTY_GROUP);
@@ -65,6 +67,13 @@ pub async fn handle(
                 Ok(offsets.len() - 1)
             };
             answers.push((name.clone(), topic_id, p.partition_index, checked));
+        }
+    }
+    // The share coordinator's topic, as a first ShareGroupHeartbeat creates it: Kafka's
+    // persister finds (so creates) the share coordinator itself.
+    if !offsets.is_empty() {
+        if let Err(e) = super::find_coordinator::ensure_share_state_topic(&broker).await {
+            return refuse(e, None);
         }
     }
     let outcomes = match broker

@@ -1,5 +1,6 @@
-//! ShareAcknowledge (KIP-932, v1): a share group member acknowledges records it acquired
-//! through ShareFetch (ACCEPT, RELEASE, REJECT, or GAP for offsets with no record), under
+//! ShareAcknowledge (KIP-932, v1–2): a share group member acknowledges records it acquired
+//! through ShareFetch (ACCEPT, RELEASE, REJECT, GAP for offsets with no record, and from
+//! v2 RENEW, which only extends the acquisition lock (KIP-1222)), under
 //! its share session's epoch (-1: its last request, which closes the session and
 //! releases what it still holds). Kafka's checks: share groups enabled (`share.version`),
 //! else UNSUPPORTED_VERSION; READ on the group (GROUP_AUTHORIZATION_FAILED); READ on each
@@ -7,7 +8,9 @@
 //! changes nothing and answers Kafka's code for its partition: INVALID_REQUEST for a
 //! malformed one (ranges out of order or overlapping, types not matching the offsets,
 //! unknown types, a partition named twice), INVALID_RECORD_STATE for records the member
-//! does not hold or outside the in-flight window.
+//! does not hold or outside the in-flight window. RENEW is refused (INVALID_REQUEST)
+//! below v2 and where the group's `share.renew.acknowledge.enable` is false; v2's
+//! response carries the acquisition lock's duration, to which a RENEW extended it.
 //!
 //! The helpers here serve ShareFetch's piggybacked acknowledgements too.
 
@@ -28,11 +31,35 @@ use crate::broker::Broker;
 use crate::coordinator::share::SharePartitionKey;
 use crate::log::TopicPartition;
 use crate::replica::share::session::ShareSessionKey;
-use crate::replica::share::{validate_acknowledgement_batches, AcknowledgementBatch};
+use crate::replica::share::{
+    validate_acknowledgement_batches, AcknowledgeType, AcknowledgementBatch,
+};
 use crate::router::RequestContext;
 
-/// The highest acknowledge type of v1 (REJECT); RENEW (4) comes with v2.
-pub const MAX_TYPE_V1: i8 = 3;
+/// Which acknowledge types a request may carry: v1 knows GAP to REJECT (0–3), v2 adds
+/// RENEW (4), allowed while the group's `share.renew.acknowledge.enable` is true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRules {
+    pub max_type: i8,
+    pub renew_enabled: bool,
+}
+
+impl AckRules {
+    /// The rules for a ShareFetch or ShareAcknowledge of `version` in a group whose
+    /// renew setting is `group_renew_enabled`.
+    pub fn for_version(version: i16, group_renew_enabled: bool) -> AckRules {
+        match version {
+            ..=1 => AckRules {
+                max_type: AcknowledgeType::Reject.id(),
+                renew_enabled: false,
+            },
+            _ => AckRules {
+                max_type: AcknowledgeType::Renew.id(),
+                renew_enabled: group_renew_enabled,
+            },
+        }
+    }
+}
 
 /// One partition's acknowledgements, as a request carries them.
 pub struct PartitionAcks {
@@ -66,7 +93,7 @@ pub async fn acknowledge_all(
     group_id: &str,
     member_id: &str,
     acks: &[PartitionAcks],
-    max_type: i8,
+    rules: AckRules,
 ) -> Vec<Option<ResponseError>> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(acks.len());
@@ -74,7 +101,7 @@ pub async fn acknowledge_all(
         let error = if !seen.insert((a.topic_id, a.partition)) {
             Some(ResponseError::InvalidRequest)
         } else {
-            acknowledge_one(broker, ctx, group_id, member_id, a, max_type)
+            acknowledge_one(broker, ctx, group_id, member_id, a, rules)
                 .await
                 .err()
         };
@@ -89,18 +116,20 @@ async fn acknowledge_one(
     group_id: &str,
     member_id: &str,
     a: &PartitionAcks,
-    max_type: i8,
+    rules: AckRules,
 ) -> Result<(), ResponseError> {
     let topic = readable_topic(broker, ctx, a.topic_id)?;
     broker
         .replicas
         .leader(&TopicPartition::new(&topic, a.partition), -1)
         .map_err(|e| e.error)?;
-    validate_acknowledgement_batches(&a.batches, max_type, false).map_err(|e| {
-        tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
+    validate_acknowledgement_batches(&a.batches, rules.max_type, rules.renew_enabled).map_err(
+        |e| {
+            tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
             partition = a.partition, error = %e, "acknowledgement refused");
-        e.response_error()
-    })?;
+            e.response_error()
+        },
+    )?;
     let key = SharePartitionKey {
         group_id: group_id.to_string(),
         topic_id: a.topic_id,
@@ -185,7 +214,9 @@ pub async fn handle(
             })
         })
         .collect();
-    let errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, MAX_TYPE_V1).await;
+    let settings = broker.groups.share_settings(&group_id);
+    let rules = AckRules::for_version(ctx.api_version, settings.renew_acknowledge_enabled);
+    let errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, rules).await;
     if req.share_session_epoch == crate::replica::share::session::FINAL_EPOCH {
         close_session(&broker, &group_id, &member_id).await;
     }
@@ -225,7 +256,9 @@ pub async fn handle(
                 .with_rack(b.rack.map(str_bytes))
         })
         .collect();
+    let lock_ms = i32::try_from(settings.partition.record_lock_duration_ms).unwrap_or(i32::MAX);
     ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
         .with_responses(topics)
         .with_node_endpoints(endpoints)
 }

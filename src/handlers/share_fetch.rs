@@ -1,4 +1,4 @@
-//! ShareFetch (KIP-932, v1): a share group member's fetch. Its share session
+//! ShareFetch (KIP-932, v1–2): a share group member's fetch. Its share session
 //! (`replica::share::session`) names the share-partitions it reads: epoch 0 opens it with
 //! the request's partitions, later epochs add to it and forget from it, -1 is the
 //! member's last request, which only acknowledges and then closes the session, releasing
@@ -6,6 +6,12 @@
 //! before the fetch (their outcome is each partition's `AcknowledgeErrorCode`); the fetch
 //! then acquires records for the member in each share-partition and long polls through
 //! the replica manager's delayed fetch while it acquired nothing (`replica::share::service`).
+//!
+//! v2 (KIP-1206, KIP-1222): `ShareAcquireMode` 1 acquires at most `MaxRecords` records
+//! (record-limit, `replica::share::acquire`), 0 whole log batches as v1 does; RENEW
+//! acknowledgements are allowed (`AckRules`), and a request with `IsRenewAck` only
+//! acknowledges: it fetches nothing, and its MaxWaitMs, MinBytes, MaxBytes and
+//! MaxRecords must be 0 (INVALID_REQUEST otherwise, as an unknown acquire mode is).
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
 //! READ on the group (GROUP_AUTHORIZATION_FAILED); acknowledgements on the opening
@@ -32,7 +38,7 @@ use uuid::Uuid;
 
 use super::leader_hint::LeaderHints;
 use super::share_acknowledge::{
-    acknowledge_all, batches, close_session, readable_topic, PartitionAcks, MAX_TYPE_V1,
+    acknowledge_all, batches, close_session, readable_topic, AckRules, PartitionAcks,
 };
 use super::str_bytes;
 use crate::auth::operations::{AclOperation, ResourceType};
@@ -43,6 +49,7 @@ use crate::replica::share::service::{FetchTarget, FetchedShare, ShareRead};
 use crate::replica::share::session::{
     FetchContext, ShareSessionKey, TopicIdPartition, INITIAL_EPOCH,
 };
+use crate::replica::share::ShareAcquireMode;
 use crate::replica::FetchParams;
 use crate::router::RequestContext;
 
@@ -69,6 +76,27 @@ pub async fn handle(
     ) {
         Ok(ids) => ids,
         Err((e, why)) => return refuse(e, why),
+    };
+    let v2 = ctx.api_version >= 2;
+    // A renewing request only acknowledges (KIP-1222): its fetch parameters must be 0.
+    let renew_only = v2 && req.is_renew_ack;
+    if renew_only
+        && (req.max_wait_ms != 0
+            || req.min_bytes != 0
+            || req.max_bytes != 0
+            || req.max_records != 0)
+    {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is set",
+        );
+    }
+    let acquire_mode = match v2 {
+        false => ShareAcquireMode::BatchOptimized,
+        true => match ShareAcquireMode::from_id(req.share_acquire_mode) {
+            Some(mode) => mode,
+            None => return refuse(ResponseError::InvalidRequest, "unknown ShareAcquireMode"),
+        },
     };
     let requested: Vec<TopicIdPartition> = req
         .topics
@@ -135,8 +163,9 @@ pub async fn handle(
     };
 
     // Acknowledgements first: what they release may be acquired by this very fetch.
-    let ack_errors =
-        acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, MAX_TYPE_V1).await;
+    let settings = broker.groups.share_settings(&group_id);
+    let rules = AckRules::for_version(ctx.api_version, settings.renew_acknowledge_enabled);
+    let ack_errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, rules).await;
     let mut answers: BTreeMap<TopicIdPartition, PartitionData> = BTreeMap::new();
     for tp in unknown {
         let e = match broker.controller.topic_by_id(tp.0) {
@@ -153,13 +182,14 @@ pub async fn handle(
         }
     }
 
-    let settings = broker.groups.share_settings(&group_id);
     let lock_ms = i32::try_from(settings.partition.record_lock_duration_ms).unwrap_or(i32::MAX);
     let partitions = match context {
         FetchContext::Final => {
             close_session(&broker, &group_id, &member_id).await;
             BTreeSet::new()
         }
+        // A renewing request fetches nothing.
+        FetchContext::Session(_) if renew_only => BTreeSet::new(),
         FetchContext::Session(partitions) => partitions,
     };
     // An opening request answers for every partition it named.
@@ -213,6 +243,7 @@ pub async fn handle(
             params,
             max_records,
             batch_size: u32::try_from(req.batch_size).unwrap_or(0).max(1),
+            mode: acquire_mode,
         };
         let fetched = broker
             .shares

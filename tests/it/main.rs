@@ -64,6 +64,7 @@ mod sasl_cluster;
 mod sasl_listeners;
 mod share_cluster;
 mod share_groups;
+mod share_v2;
 mod storage_limits;
 mod stored_data_fuzz;
 mod strays_and_deletions;

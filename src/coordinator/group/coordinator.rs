@@ -429,13 +429,22 @@ impl GroupCoordinator {
     /// at the given offset, its state initialized anew under a higher state epoch (which
     /// fences writes made under the old one), and the partitions are recorded as
     /// initialized in the group. One outcome per partition, in order;
-    /// NON_EMPTY_GROUP for the whole request while the group has members.
+    /// NON_EMPTY_GROUP for the whole request while the group has members. A group that
+    /// does not exist is created, empty (Kafka 4.2+); one of another kind is
+    /// GROUP_ID_NOT_FOUND.
     pub async fn alter_share_group_offsets(
         &self,
         group_id: &str,
         offsets: &[(Uuid, String, i32, i64)],
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
-        let (empty, _) = self.share_state_partitions(group_id).await?;
+        let id = group_id.to_string();
+        let empty = self
+            .read(group_id, move |s| match s.group(&id) {
+                Some(Group::Share(g)) => Ok(g.members.is_empty()),
+                Some(_) => Err(ResponseError::GroupIdNotFound),
+                None => Ok(true),
+            })
+            .await??;
         if !empty {
             return Err(ResponseError::NonEmptyGroup);
         }
@@ -467,7 +476,9 @@ impl GroupCoordinator {
             outcomes.push(outcome);
         }
         if !done.is_empty() {
-            self.share_initialized(group_id, done, true).await?;
+            let id = group_id.to_string();
+            self.write(group_id, move |s| Ok(s.share_offsets_altered(&id, &done)))
+                .await?;
         }
         Ok(outcomes)
     }

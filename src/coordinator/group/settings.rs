@@ -43,6 +43,8 @@ pub struct ShareGroupSettings {
     pub partition: SharePartitionConfig,
     pub auto_offset_reset: ShareAutoOffsetReset,
     pub read_committed: bool,
+    /// `share.renew.acknowledge.enable` (default true): RENEW acknowledgements allowed.
+    pub renew_acknowledge_enabled: bool,
 }
 
 impl GroupSettings {
@@ -170,6 +172,7 @@ impl GroupSettings {
             },
             auto_offset_reset: own.share_auto_offset_reset.unwrap_or_default(),
             read_committed: own.share_read_committed.unwrap_or(false),
+            renew_acknowledge_enabled: own.share_renew_acknowledge_enable.unwrap_or(true),
         }
     }
 }
@@ -263,6 +266,7 @@ mod tests {
         assert_eq!(defaults.partition.max_record_locks, 2000);
         assert_eq!(defaults.auto_offset_reset, ShareAutoOffsetReset::Latest);
         assert!(!defaults.read_committed);
+        assert!(defaults.renew_acknowledge_enabled);
 
         let mut image = MetadataImage::default();
         let mut apply = |records: &[MetadataRecord]| {
@@ -276,6 +280,7 @@ mod tests {
             record("q", "share.delivery.count.limit", Some("3")),
             record("q", "share.heartbeat.interval.ms", Some("6000")),
             record("q", "share.session.timeout.ms", Some("50000")),
+            record("q", "share.renew.acknowledge.enable", Some("false")),
             // Below and above group.share.min/max.record.lock.duration.ms (15 s, 60 s),
             // stored when the bounds were wider.
             record("low", "share.record.lock.duration.ms", Some("1000")),
@@ -286,6 +291,7 @@ mod tests {
         assert_eq!(q.partition.delivery_count_limit, 3);
         assert_eq!(q.auto_offset_reset, ShareAutoOffsetReset::Earliest);
         assert!(q.read_committed);
+        assert!(!q.renew_acknowledge_enabled);
         assert_eq!(
             settings.share("low").partition.record_lock_duration_ms,
             15_000

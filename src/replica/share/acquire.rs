@@ -1,9 +1,13 @@
 //! Acquisition: what a ShareFetch takes from what the log returned (Kafka's
-//! `SharePartition.acquire` in its batch-optimized mode).
+//! `SharePartition.acquire`, in either `ShareAcquireMode`).
 //!
-//! New records are acquired in whole log batches, so the window may pass
-//! `max_record_locks` by less than one batch; records already in the window are acquired
-//! again where they are AVAILABLE, per offset once their batch is split. Records on their
+//! Batch-optimized (mode 0, ShareFetch v1's only mode): new records are acquired in
+//! whole log batches, so a fetch may take more than its `MaxRecords` and the window may
+//! pass `max_record_locks` by less than one batch. Record-limit (mode 1, KIP-1206,
+//! ShareFetch v2): never more than `MaxRecords`, new records cut inside a log batch and
+//! cached batches split to per-offset tracking where only part of them fits. Either way
+//! records already in the window are acquired again where they are AVAILABLE, per offset
+//! once their batch is split. Records on their
 //! last permitted delivery go out alone, and records redelivered often go out in halving
 //! groups, so one bad record does not use up its neighbours' deliveries. Under
 //! read_committed, records of aborted transactions are archived instead of handed out.
@@ -51,14 +55,37 @@ pub struct AbortedTransaction {
     pub first_offset: i64,
 }
 
+/// ShareFetch v2's `ShareAcquireMode`: how strictly `MaxRecords` binds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShareAcquireMode {
+    /// 0: whole log batches, `MaxRecords` a soft limit.
+    #[default]
+    BatchOptimized,
+    /// 1: at most `MaxRecords` records, batches split to keep to it.
+    RecordLimit,
+}
+
+impl ShareAcquireMode {
+    /// The mode a request's id names; None for an id Kafka does not know.
+    pub fn from_id(id: i8) -> Option<Self> {
+        match id {
+            0 => Some(ShareAcquireMode::BatchOptimized),
+            1 => Some(ShareAcquireMode::RecordLimit),
+            _ => None,
+        }
+    }
+}
+
 /// What one ShareFetch asks of the share-partition.
 #[derive(Clone, Copy, Debug)]
 pub struct AcquireRequest<'a> {
     pub member_id: &'a str,
     /// Records per acquired range (ShareFetch's `BatchSize`).
     pub batch_size: u32,
-    /// A soft limit: whole log batches are acquired.
+    /// A soft limit in batch-optimized mode (whole log batches are acquired), a hard one
+    /// in record-limit mode.
     pub max_fetch_records: u32,
+    pub mode: ShareAcquireMode,
     /// Where the log was read from (`next_fetch_offset`).
     pub fetch_offset: i64,
     /// The batches read, in offset order.
@@ -151,20 +178,26 @@ impl SharePartition {
                 continue;
             };
             let full_match = first >= first_batch.base_offset && last <= last_to_acquire;
+            // Record-limit mode takes only what is left of MaxRecords from a batch.
+            let over_limit =
+                req.mode == ShareAcquireMode::RecordLimit && last - first + 1 > max_records - count;
             let throttle = self.should_throttle(batch, first_batch.base_offset, last_to_acquire);
             if throttle && count > 0 {
                 max_records = 0;
                 break;
             }
-            if !full_match || batch.is_split() || throttle {
+            if !full_match || batch.is_split() || throttle || over_limit {
                 if !batch.is_split() && !batch.batch_state().is_some_and(|s| s.is_acquirable()) {
                     continue;
                 }
+                let limit =
+                    (req.mode == ShareAcquireMode::RecordLimit).then_some(max_records - count);
                 let got = self.acquire_subset(
                     req.member_id,
                     first_batch.base_offset,
                     last_to_acquire,
                     key,
+                    limit,
                     now_ms,
                     &mut result,
                 );
@@ -266,7 +299,13 @@ impl SharePartition {
         }
         let mut last_acquired = last;
         if max < last_acquired - first_acquired + 1 {
-            last_acquired = last_offset_of_batch_holding(req.batches, first_acquired + max - 1);
+            last_acquired = match req.mode {
+                ShareAcquireMode::BatchOptimized => {
+                    last_offset_of_batch_holding(req.batches, first_acquired + max - 1)
+                }
+                // The rest of the log batch stays uncached, read again by the next fetch.
+                ShareAcquireMode::RecordLimit => first_acquired + max - 1,
+            };
             if self.gap_window_active() && last_acquired > last {
                 last_acquired = last;
             }
@@ -329,13 +368,16 @@ impl SharePartition {
     }
 
     /// Acquires the AVAILABLE offsets of the batch at `key` within `[first, last]`, one by
-    /// one (Kafka's `acquireSubsetBatchRecords`). Returns how many.
+    /// one, at most `limit` of them where given (record-limit mode) (Kafka's
+    /// `acquireSubsetBatchRecords`). Returns how many.
+    #[allow(clippy::too_many_arguments)]
     fn acquire_subset(
         &mut self,
         member_id: &str,
         first: i64,
         last: i64,
         key: i64,
+        limit_records: Option<i64>,
         now_ms: i64,
         result: &mut Vec<AcquiredRecords>,
     ) -> i64 {
@@ -353,6 +395,9 @@ impl SharePartition {
         let mut count = 0i64;
         let mut throttled_max: Option<i64> = None;
         for (offset, s) in map.range_mut(first..=last) {
+            if limit_records.is_some_and(|l| count >= l) {
+                break;
+            }
             if !s.is_acquirable() {
                 continue;
             }

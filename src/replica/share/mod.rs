@@ -50,7 +50,7 @@ pub mod session;
 pub use acknowledge::{validate_acknowledgement_batches, AcknowledgeType, AcknowledgementBatch};
 pub use acquire::{
     AbortedTransaction, AcquireRequest, AcquiredRecords, ControlMarker, FetchedBatch,
-    ShareAcquiredRecords,
+    ShareAcquireMode, ShareAcquiredRecords,
 };
 pub use config::{ShareAutoOffsetReset, SharePartitionConfig};
 pub use error::ShareError;

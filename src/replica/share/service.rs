@@ -23,8 +23,8 @@ use super::config::{initial_start_offset, LogOffsets};
 use super::manager::{Load, SharePartitionManager};
 use super::session::{ShareSession, ShareSessionCache, ShareSessionKey};
 use super::{
-    AcknowledgementBatch, AcquireRequest, AcquiredRecords, ShareAutoOffsetReset, ShareError,
-    SharePartitionConfig,
+    AcknowledgementBatch, AcquireRequest, AcquiredRecords, ShareAcquireMode, ShareAutoOffsetReset,
+    ShareError, SharePartitionConfig,
 };
 use crate::coordinator::runtime::now_ms;
 use crate::coordinator::share::coordinator::ShareCoordinator;
@@ -79,6 +79,8 @@ pub struct ShareRead<'a> {
     pub params: FetchParams,
     pub max_records: u32,
     pub batch_size: u32,
+    /// ShareFetch v2's `ShareAcquireMode` (batch-optimized below v2).
+    pub mode: ShareAcquireMode,
 }
 
 impl Shares {
@@ -250,6 +252,7 @@ impl Shares {
             member_id: read.member_id,
             batch_size: read.batch_size.max(1),
             max_fetch_records: max_records,
+            mode: read.mode,
             fetch_offset: offset,
             batches: &batches,
             aborted_transactions: aborted.as_deref(),

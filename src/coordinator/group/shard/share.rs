@@ -154,6 +154,23 @@ impl GroupShard {
         Written::new(encode_share(group_id, records), ())
     }
 
+    /// AlterShareGroupOffsets initialized `topics` of the group anew: recorded as
+    /// initialized, the group created (empty) if it does not exist, as Kafka's
+    /// `alterShareGroupOffsets` gets or creates it.
+    pub fn share_offsets_altered(
+        &mut self,
+        group_id: &str,
+        topics: &TopicPartitionsById,
+    ) -> Written<GroupRecord, ()> {
+        match self.groups.get(group_id) {
+            None => Written::new(
+                encode_share(group_id, share::heartbeat::created_with_offsets(topics)),
+                (),
+            ),
+            Some(_) => self.share_initialized(group_id, topics, true),
+        }
+    }
+
     /// The share coordinator no longer holds state for `topics` of the group
     /// (DeleteShareGroupOffsets): they leave its share-partitions.
     pub fn share_state_forgotten(

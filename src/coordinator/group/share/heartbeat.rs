@@ -339,6 +339,14 @@ pub fn initialized(g: &ShareGroup, done: &TopicPartitionsById) -> ShareRecords {
     }
 }
 
+/// AlterShareGroupOffsets on a share group that does not exist creates it, empty, at
+/// group epoch 0 (Kafka's "get or create the share group"), with `done` initialized.
+pub fn created_with_offsets(done: &TopicPartitionsById) -> ShareRecords {
+    let mut records = vec![epoch_record(0, 0)];
+    records.extend(initialized(&ShareGroup::default(), done));
+    records
+}
+
 /// An initialization failed: its partitions are no longer initializing, so the next
 /// heartbeat asks again (Kafka's `uninitializeShareGroupState`).
 pub fn uninitialize(g: &ShareGroup, failed: &TopicPartitionsById) -> ShareRecords {

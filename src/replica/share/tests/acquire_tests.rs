@@ -43,6 +43,7 @@ fn acquired_records_are_not_acquired_twice() {
         member_id: "m2",
         batch_size: 500,
         max_fetch_records: 500,
+        mode: Default::default(),
         fetch_offset: 0,
         batches: &plain(&[(0, 4)]),
         aborted_transactions: None,
@@ -123,6 +124,7 @@ fn read_committed_archives_aborted_transactions() {
         member_id: "m1",
         batch_size: 500,
         max_fetch_records: 500,
+        mode: Default::default(),
         fetch_offset: 0,
         batches: &batches,
         aborted_transactions: Some(&aborted),
@@ -219,4 +221,77 @@ fn often_redelivered_batches_go_out_in_smaller_groups() {
     // Delivered 5 times (>= 5): half of the batch at a time.
     let got = fetch(&mut sp, "m1", &batches, 100);
     assert_eq!(ranges(&got), vec![(0, 49, 6)]);
+}
+
+fn record_limit(
+    sp: &mut SharePartition,
+    member: &str,
+    batches: &[FetchedBatch],
+    max: u32,
+) -> ShareAcquiredRecords {
+    fetch_in_mode(
+        sp,
+        member,
+        batches,
+        500,
+        max,
+        ShareAcquireMode::RecordLimit,
+        0,
+    )
+}
+
+#[test]
+fn record_limit_cuts_new_records_inside_a_log_batch() {
+    let mut sp = partition_at(config(), 0);
+    let batches = plain(&[(0, 9), (10, 19)]);
+    // Batch-optimized would take 0-9 whole; record-limit takes exactly 4.
+    let got = record_limit(&mut sp, "m1", &batches, 4);
+    assert_eq!(ranges(&got), vec![(0, 3, 1)]);
+    assert_eq!(got.count, 4);
+    assert_eq!(sp.next_fetch_offset(), 4);
+    assert!(
+        sp.record_state(4).is_none(),
+        "the rest of the log batch is not cached"
+    );
+    // The next fetch reads the same log batch again and goes on where the first stopped,
+    // across the log batch boundary.
+    let got = record_limit(&mut sp, "m2", &batches, 9);
+    assert_eq!(ranges(&got), vec![(4, 12, 1)]);
+    assert_eq!(state(&sp, 12), (RecordState::Acquired, 1, "m2".into()));
+    assert_eq!(sp.next_fetch_offset(), 13);
+    // Fewer records than the limit: all of them.
+    let got = record_limit(&mut sp, "m1", &batches, 100);
+    assert_eq!(ranges(&got), vec![(13, 19, 1)]);
+}
+
+#[test]
+fn record_limit_splits_a_cached_batch() {
+    let mut sp = partition_at(config(), 0);
+    let batches = plain(&[(0, 9)]);
+    fetch(&mut sp, "m1", &batches, 0);
+    ack_persisted(&mut sp, "m1", 0, 9, AcknowledgeType::Release, 1);
+    // 0-9 is one AVAILABLE cached batch: record-limit members share it out 3 by 3.
+    let got = record_limit(&mut sp, "m2", &batches, 3);
+    assert_eq!(ranges(&got), vec![(0, 2, 2)]);
+    let got = record_limit(&mut sp, "m3", &batches, 3);
+    assert_eq!(ranges(&got), vec![(3, 5, 2)]);
+    assert_eq!(state(&sp, 2), (RecordState::Acquired, 2, "m2".into()));
+    assert_eq!(state(&sp, 3), (RecordState::Acquired, 2, "m3".into()));
+    assert_eq!(state(&sp, 6).0, RecordState::Available);
+    // Batch-optimized takes what is left of the split batch.
+    let got = fetch(&mut sp, "m1", &batches, 2);
+    assert_eq!(ranges(&got), vec![(6, 9, 2)]);
+}
+
+#[test]
+fn record_limit_counts_cached_and_new_records_together() {
+    let mut sp = partition_at(config(), 0);
+    let batches = plain(&[(0, 4), (5, 9)]);
+    fetch_with(&mut sp, "m1", &plain(&[(0, 4)]), 500, 500, 0);
+    ack_persisted(&mut sp, "m1", 0, 4, AcknowledgeType::Release, 1);
+    // 5 available in the cache, 2 more new ones: 7 in all.
+    let got = record_limit(&mut sp, "m2", &batches, 7);
+    assert_eq!(ranges(&got), vec![(0, 4, 2), (5, 6, 1)]);
+    assert_eq!(got.count, 7);
+    assert!(sp.record_state(7).is_none());
 }

@@ -56,11 +56,32 @@ fn fetch_with(
     max_fetch_records: u32,
     now_ms: i64,
 ) -> ShareAcquiredRecords {
+    fetch_in_mode(
+        sp,
+        member,
+        batches,
+        batch_size,
+        max_fetch_records,
+        ShareAcquireMode::BatchOptimized,
+        now_ms,
+    )
+}
+
+fn fetch_in_mode(
+    sp: &mut SharePartition,
+    member: &str,
+    batches: &[FetchedBatch],
+    batch_size: u32,
+    max_fetch_records: u32,
+    mode: ShareAcquireMode,
+    now_ms: i64,
+) -> ShareAcquiredRecords {
     let fetch_offset = sp.next_fetch_offset();
     let req = AcquireRequest {
         member_id: member,
         batch_size,
         max_fetch_records,
+        mode,
         fetch_offset,
         batches,
         aborted_transactions: None,

@@ -10,6 +10,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::share::{ack_error, acquired};
 use common::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
@@ -104,27 +105,6 @@ async fn acknowledge(
                     .with_acknowledgement_batches(batches),
             ])]);
     c.send(&req, 1).await
-}
-
-/// The one partition's acknowledgement error of a ShareAcknowledge response.
-fn ack_error(r: &ShareAcknowledgeResponse) -> i16 {
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.responses[0].partitions[0].error_code
-}
-
-/// The acquired ranges (first, last, delivery count) of a ShareFetch response.
-fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.responses
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .flat_map(|p| {
-            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
-            p.acquired_records
-                .iter()
-                .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        })
-        .collect()
 }
 
 async fn topic_id(c: &mut Client, topic: &str) -> Uuid {

@@ -9,6 +9,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::share::{ack_error, acquired};
 use common::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
@@ -119,25 +120,6 @@ async fn acknowledge(
                     ]),
             ])]);
     c.send(&req, version).await
-}
-
-fn ack_error(r: &ShareAcknowledgeResponse) -> i16 {
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.responses[0].partitions[0].error_code
-}
-
-fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.responses
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .flat_map(|p| {
-            assert_eq!(p.error_code, 0, "{:?}", p.error_message);
-            p.acquired_records
-                .iter()
-                .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        })
-        .collect()
 }
 
 /// Joins `member` and heartbeats until it is assigned partition 0 of `q`.

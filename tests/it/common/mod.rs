@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod configs;
 pub mod fetch_proxy;
 pub mod request_proxy;
+pub mod share;
 pub mod tls;
 pub mod two_brokers;
 pub mod txn;

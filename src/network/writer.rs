@@ -29,6 +29,13 @@ use crate::protocol::Frame;
 /// File bytes copied per write where the transport cannot `sendfile`.
 const COPY_CHUNK: usize = 64 * 1024;
 
+/// How long a failed authentication's answer stays on an open connection before the
+/// broker closes it. A client that reads the answer and the close in one pass may act
+/// on the close first and drop the answer (kafka-python 3 then reports a bootstrap
+/// timeout instead of the authentication error): the pause lets it read the answer
+/// alone. Clients close on the answer themselves, so the pause rarely runs to its end.
+const FAILED_AUTHENTICATION_LINGER: Duration = Duration::from_millis(500);
+
 pub async fn write_responses<W: TransportWrite>(
     writer: W,
     pending: JobReceiver,
@@ -85,6 +92,16 @@ async fn write_burst<W: TransportWrite>(
                 let _ = out.into_inner().shutdown().await;
                 return None;
             }
+            Step::Linger => {
+                if out.flush().await.is_ok() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(FAILED_AUTHENTICATION_LINGER) => {}
+                        _ = pending.link().stopped() => {}
+                    }
+                }
+                let _ = out.into_inner().shutdown().await;
+                return None;
+            }
             Step::Failed => return None,
         }
         job = match pending.try_recv() {
@@ -104,6 +121,9 @@ enum Step {
     Next,
     /// Close the connection after flushing what was written.
     Close,
+    /// A failed authentication was answered: close the connection after
+    /// [`FAILED_AUTHENTICATION_LINGER`].
+    Linger,
     /// The connection failed: write nothing more.
     Failed,
 }
@@ -131,12 +151,18 @@ async fn answer<W: TransportWrite>(
     if gone.is_abandoned() && job.expects_response {
         return Step::Next;
     }
+    let mut then = Step::Next;
     let (frame, throttle, sent) = match job.work {
         Work::Ready(frame) => (Some(frame), Duration::ZERO, None),
         Work::Silent => (None, Duration::ZERO, None),
-        Work::Delayed(frame, delay) => {
+        Work::Delayed(Some(frame), delay) => {
             tokio::time::sleep(delay).await;
-            (frame, Duration::ZERO, None)
+            then = Step::Linger;
+            (Some(frame), Duration::ZERO, None)
+        }
+        Work::Delayed(None, delay) => {
+            tokio::time::sleep(delay).await;
+            (None, Duration::ZERO, None)
         }
         Work::Pipelined(mut run, request) => {
             let handled = match job.cancel_on_disconnect {
@@ -191,7 +217,7 @@ async fn answer<W: TransportWrite>(
     }
     // The request's memory (job.memory) is released here, once its response is written
     // into the buffer or the socket.
-    Step::Next
+    then
 }
 
 /// Writes one response: memory chunks through the buffer (large ones, fetched records,

@@ -131,6 +131,10 @@ impl PartitionLog for ReplicaPartitionLog {
             .is_some_and(|p| p.log().is_offline())
     }
 
+    fn leaderships_in_doubt(&self) -> bool {
+        self.replicas.cluster.leaderships_in_doubt()
+    }
+
     fn high_watermark(&self, partition: i32) -> Option<i64> {
         self.leader(partition).ok().map(|p| p.high_watermark())
     }

@@ -19,7 +19,13 @@ pub struct ClusterView {
     /// Set again at every registration in ZooKeeper mode (a new session after an expiry
     /// registers with a new epoch), so ISR changes never carry a stale one.
     broker_epoch: AtomicI64,
+    /// [`NO_DOUBT`], or the broker epoch this broker had when its leaderships came in
+    /// doubt (see [`ClusterView::doubt_leaderships`]).
+    doubt_since_epoch: AtomicI64,
 }
+
+/// `doubt_since_epoch` when this broker's leaderships are what its metadata says.
+const NO_DOUBT: i64 = i64::MIN;
 
 impl ClusterView {
     pub fn new(local_id: i32) -> Self {
@@ -28,6 +34,7 @@ impl ClusterView {
             brokers: RwLock::new(HashMap::new()),
             controller_id: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
+            doubt_since_epoch: AtomicI64::new(NO_DOUBT),
         }
     }
 
@@ -63,6 +70,56 @@ impl ClusterView {
 
     pub fn broker_epoch(&self) -> i64 {
         self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// ZooKeeper mode: this broker's session is gone at the servers (cut off from them
+    /// past its session timeout, or told it expired). The controller has seen it die and
+    /// moved its leaderships, and cannot tell it so: what this broker's metadata says it
+    /// leads is in doubt until the controller's first LeaderAndIsr to a newer
+    /// registration ([`ClusterView::heard_from_controller`]). Coordinators answer
+    /// NOT_COORDINATOR meanwhile: a coordinator serving from state another broker has
+    /// since moved on from answers from the past (a transaction verified against the
+    /// stale state of its old coordinator is INVALID_TXN_STATE, fatal to the producer).
+    pub fn doubt_leaderships(&self) {
+        let epoch = self.broker_epoch();
+        if self.doubt_since_epoch.swap(epoch, Ordering::AcqRel) == NO_DOUBT {
+            tracing::warn!(
+                broker_epoch = epoch,
+                "ZooKeeper session lost: coordinators answer NOT_COORDINATOR until the controller speaks to this broker's next registration"
+            );
+        }
+    }
+
+    /// The session survived its disconnection: the controller never saw this broker
+    /// die, and its leaderships stand.
+    pub fn session_survived(&self) {
+        if self.doubt_since_epoch.swap(NO_DOUBT, Ordering::AcqRel) != NO_DOUBT {
+            tracing::info!("ZooKeeper session survived: this broker's leaderships stand");
+        }
+    }
+
+    /// A LeaderAndIsr was taken, sent to the registration of `request_broker_epoch`:
+    /// once that registration is newer than the one whose session was lost, the
+    /// controller has said what this broker leads now, and the doubt is over.
+    pub fn heard_from_controller(&self, request_broker_epoch: i64) {
+        let since = self.doubt_since_epoch.load(Ordering::Acquire);
+        if since != NO_DOUBT
+            && request_broker_epoch > since
+            && self
+                .doubt_since_epoch
+                .compare_exchange(since, NO_DOUBT, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            tracing::info!(
+                broker_epoch = request_broker_epoch,
+                "the controller spoke to this broker's new registration: coordinators serve again"
+            );
+        }
+    }
+
+    /// Whether this broker's leaderships are in doubt ([`ClusterView::doubt_leaderships`]).
+    pub fn leaderships_in_doubt(&self) -> bool {
+        self.doubt_since_epoch.load(Ordering::Acquire) != NO_DOUBT
     }
 
     pub fn controller_id(&self) -> i32 {

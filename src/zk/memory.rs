@@ -337,6 +337,17 @@ impl Ensemble {
             .end_session(session_id, SessionEvent::Expired);
     }
 
+    /// The session's client loses (`false`) or regains (`true`) its connection to the
+    /// ensemble, the session living on meanwhile: only its events say so.
+    pub fn set_connected(&self, session_id: i64, connected: bool) {
+        if let Some(tx) = self.tree.lock().sessions.get(&session_id) {
+            let _ = tx.send(match connected {
+                true => SessionEvent::Reconnected,
+                false => SessionEvent::Disconnected,
+            });
+        }
+    }
+
     pub fn is_live(&self, session_id: i64) -> bool {
         self.tree.lock().sessions.contains_key(&session_id)
     }

@@ -35,6 +35,8 @@ pub struct MemoryLog {
     held: Mutex<HashSet<i32>>,
     /// Partitions whose log dir went offline.
     pub offline: Mutex<HashSet<i32>>,
+    /// The broker's leaderships are in doubt (its ZooKeeper session lost) while set.
+    pub in_doubt: AtomicBool,
     released: Notify,
 }
 
@@ -131,6 +133,10 @@ impl PartitionLog for MemoryLog {
 
     fn is_offline(&self, partition: i32) -> bool {
         self.offline.lock().contains(&partition)
+    }
+
+    fn leaderships_in_doubt(&self) -> bool {
+        self.in_doubt.load(Ordering::Acquire)
     }
 
     fn high_watermark(&self, partition: i32) -> Option<i64> {

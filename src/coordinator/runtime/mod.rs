@@ -164,8 +164,11 @@ impl<S: Shard> CoordinatorRuntime<S> {
     /// serves on: a read of it (a transaction's partitions, a group's offsets) would
     /// answer from the past, as a verification that called a transaction's new
     /// partition not added (INVALID_TXN_STATE, fatal to the producer) once did.
+    ///
+    /// NOT_COORDINATOR too while this broker's leaderships are in doubt (its ZooKeeper
+    /// session lost): the controller has moved them, and told the broker nothing yet.
     fn check_online(&self, partition: i32) -> Result<(), ResponseError> {
-        match self.log.is_offline(partition) {
+        match self.log.is_offline(partition) || self.log.leaderships_in_doubt() {
             true => Err(ResponseError::NotCoordinator),
             false => Ok(()),
         }

@@ -48,6 +48,11 @@ pub trait PartitionLog: Send + Sync + 'static {
     /// coordinator takes the partition's state over.
     fn is_offline(&self, partition: i32) -> bool;
 
+    /// Whether this broker's leaderships are in doubt (its ZooKeeper session is gone at
+    /// the servers, and the controller has not yet spoken to its next registration):
+    /// another broker may lead the partition by now.
+    fn leaderships_in_doubt(&self) -> bool;
+
     /// The high watermark: offsets below it are committed.
     fn high_watermark(&self, partition: i32) -> Option<i64>;
 

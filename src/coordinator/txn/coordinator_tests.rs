@@ -253,6 +253,54 @@ async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_i
     );
 }
 
+/// The fault harness's `split`: a broker cut off from ZooKeeper past its session timeout
+/// has lost its leaderships at the controller, which moved `__transaction_state-0` to
+/// another broker where the producer began a new transaction. Asked (by its own group
+/// coordinator, for a TxnOffsetCommit) to verify a partition of that transaction, it must
+/// not answer from the state it holds (INVALID_TXN_STATE, fatal to the producer) but say
+/// it does not coordinate, until the controller has spoken to its new registration.
+#[tokio::test]
+async fn a_coordinator_whose_leaderships_are_in_doubt_answers_no_verification_from_its_past() {
+    let log = Arc::new(MemoryLog::default());
+    let c = coordinator(log.clone(), Arc::new(Markers::default()));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    let offsets = TopicPartition::new("__consumer_offsets", 1);
+    let stale = c
+        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        stale,
+        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
+    );
+
+    log.in_doubt.store(true, Ordering::Release);
+    assert_eq!(
+        c.verify_partitions("tx", pid, epoch, vec![offsets.clone()])
+            .await,
+        Err(ResponseError::NotCoordinator)
+    );
+    assert!(
+        c.describe("tx").await.is_err(),
+        "nor any other read of its state"
+    );
+    assert_eq!(
+        c.add_partitions("tx", pid, epoch, vec![offsets.clone()])
+            .await
+            .err(),
+        Some(ResponseError::NotCoordinator),
+        "nor any write"
+    );
+
+    // The controller spoke to the new registration and left the partition here.
+    log.in_doubt.store(false, Ordering::Release);
+    assert!(c.describe("tx").await.is_ok());
+}
+
 /// No marker is written before the Prepare record is committed. The shard replays the
 /// record as soon as it is appended; had the markers left then, a leader cut off before
 /// the record reached the other replicas (it aborted a timed-out transaction, say)

@@ -27,4 +27,16 @@ impl HostedReplicas for ReplicaManager {
         self.logs.set_broker_epoch(epoch);
         self.cluster.set_broker_epoch(epoch);
     }
+
+    fn doubt_leaderships(&self) {
+        self.cluster.doubt_leaderships();
+    }
+
+    fn session_survived(&self) {
+        self.cluster.session_survived();
+    }
+
+    fn heard_from_controller(&self, request_broker_epoch: i64) {
+        self.cluster.heard_from_controller(request_broker_epoch);
+    }
 }

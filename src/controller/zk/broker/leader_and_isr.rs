@@ -117,6 +117,11 @@ impl BrokerSide {
                 }
             }
         }
+        // After the new leaderships are published, so a coordinator has given up what
+        // it no longer leads before it serves again.
+        if let Some(r) = self.replicas.get() {
+            r.heard_from_controller(req.broker_epoch);
+        }
         let codes = requested.iter().map(|(id, p)| {
             let topic = p.topic_name.0.to_string();
             let code = errors

@@ -54,6 +54,13 @@ pub trait HostedReplicas: Send + Sync {
     /// This broker's epoch (its registration's czxid), for its fetches, ISR changes and
     /// shutdown marker; again after a new session registers it again.
     fn set_broker_epoch(&self, epoch: i64);
+    /// The session is gone at the servers: what this broker leads is in doubt
+    /// (`ClusterView::doubt_leaderships`).
+    fn doubt_leaderships(&self);
+    /// The session survived a disconnection: the leaderships stand.
+    fn session_survived(&self);
+    /// A LeaderAndIsr to the registration of `request_broker_epoch` was taken.
+    fn heard_from_controller(&self, request_broker_epoch: i64);
 }
 
 /// A topic's partitions hosted here, as LeaderAndIsr made them.
@@ -135,6 +142,21 @@ impl BrokerSide {
 
     fn log_topic_id(&self, topic: &str, partition: i32) -> Option<Uuid> {
         self.replicas.get()?.log_topic_id(topic, partition)
+    }
+
+    /// This broker's ZooKeeper session is gone at the servers (see
+    /// [`HostedReplicas::doubt_leaderships`]).
+    pub fn doubt_leaderships(&self) {
+        if let Some(r) = self.replicas.get() {
+            r.doubt_leaderships();
+        }
+    }
+
+    /// This broker's ZooKeeper session survived a disconnection.
+    pub fn session_survived(&self) {
+        if let Some(r) = self.replicas.get() {
+            r.session_survived();
+        }
     }
 
     /// Adds a listener and hands it every topic as this broker follows it now.

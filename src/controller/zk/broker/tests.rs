@@ -408,6 +408,9 @@ fn stop_replica_without_deletion_stops_the_fetcher() {
             self.0.lock().push((topic.to_string(), partition));
         }
         fn set_broker_epoch(&self, _: i64) {}
+        fn doubt_leaderships(&self) {}
+        fn session_survived(&self) {}
+        fn heard_from_controller(&self, _: i64) {}
     }
     let (side, _rec) = side();
     let stopped = Arc::new(Stopped::default());

@@ -102,7 +102,7 @@ async fn supervise(shared: Arc<Shared>, config: ZkConfig, current: Arc<Mutex<i64
         *shared.events.lock() = Some(l.sender());
         tokio::select! {
             biased;
-            _ = member::terminal(&mut events, &shared.session_metrics) => {}
+            _ = member::terminal(&mut events, &shared, session.session_timeout()) => {}
             _ = l.run() => {}
         }
         *shared.events.lock() = None;

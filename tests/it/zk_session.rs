@@ -300,6 +300,72 @@ async fn a_broker_registered_again_after_expiry_uses_its_new_epoch() {
     broker.stop().await;
 }
 
+/// Commits `offset` for `group` until the answer is `want` (the coordinator may still be
+/// loading, or be reached a moment after the state it is awaited in).
+async fn commit_until(c: &mut common::Client, group: &str, offset: i64, want: i16) {
+    loop {
+        if c.commit_offset(group, "orders", offset, None).await == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A broker cut off from ZooKeeper past its session timeout has lost its leaderships at
+/// the controller, which cannot tell it so: its group coordinator answers NOT_COORDINATOR
+/// (a client retries it elsewhere) instead of serving from state another broker may have
+/// moved on from, until the controller's LeaderAndIsr to its new registration says the
+/// partition is still its own. The offsets committed before are still there after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_cut_off_from_zookeeper_steps_back_until_the_controller_speaks_again() {
+    let Some(zk) = ZooKeeper::start() else { return };
+    let proxy = Partition::start(&zk.connect).await;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::TestBroker::start(
+        dir.path(),
+        &[
+            ("zookeeper.connect", &proxy.addr.to_string()),
+            ("zookeeper.session.timeout.ms", "2000"),
+            ("offsets.topic.num.partitions", "1"),
+            ("offsets.topic.replication.factor", "1"),
+        ],
+    )
+    .await;
+    let mut c = broker.client().await;
+    within(
+        "the topic created once this broker is the controller",
+        async {
+            while c.create_topic("orders", 1).await != 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        },
+    )
+    .await;
+    assert_eq!(c.create_topic("__consumer_offsets", 1).await, 0);
+    within(
+        "the group coordinator serves",
+        commit_until(&mut c, "g", 7, 0),
+    )
+    .await;
+
+    proxy.cut(true);
+    let not_coordinator = kafka_protocol::error::ResponseError::NotCoordinator.code();
+    within(
+        "NOT_COORDINATOR once the session is lost",
+        commit_until(&mut c, "g", 8, not_coordinator),
+    )
+    .await;
+    assert_eq!(c.committed_offsets("g").await, (not_coordinator, vec![]));
+    proxy.cut(false);
+    within(
+        "the coordinator serves again after the controller's LeaderAndIsr",
+        commit_until(&mut c, "g", 9, 0),
+    )
+    .await;
+    assert_eq!(c.committed_offsets("g").await, (0, vec![9]));
+    broker.stop().await;
+}
+
 /// A TCP proxy to one ZooKeeper server that can cut every connection and refuse new ones.
 struct Partition {
     addr: std::net::SocketAddr,

@@ -14,7 +14,8 @@
 //! client message (which never says which part of the credentials was wrong), and a
 //! request other than SaslAuthenticate after the handshake ILLEGAL_SASL_STATE; each of
 //! these answers is sent `connection.failed.authentication.delay.ms` late, and the
-//! connection then closes. Frames are bounded by `sasl.server.max.receive.size` (the
+//! connection closes half a second after it (the writer's linger: a client must read
+//! the answer before it sees the close). Frames are bounded by `sasl.server.max.receive.size` (the
 //! connection's reader applies it), and the exchange by a deadline.
 //!
 //! KIP-368 re-authentication runs the same machine from the SaslHandshake an

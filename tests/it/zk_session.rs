@@ -254,14 +254,7 @@ async fn a_broker_registered_again_after_expiry_uses_its_new_epoch() {
     let Some(zk) = ZooKeeper::start() else { return };
     let proxy = Partition::start(&zk.connect).await;
     let dir = tempfile::tempdir().unwrap();
-    let broker = common::TestBroker::start(
-        dir.path(),
-        &[
-            ("zookeeper.connect", &proxy.addr.to_string()),
-            ("zookeeper.session.timeout.ms", "2000"),
-        ],
-    )
-    .await;
+    let broker = behind(&proxy, dir.path(), &[]).await;
     let observer = ZkSession::connect(&zk.config("")).await.unwrap();
     let czxid = || async {
         observer
@@ -321,11 +314,10 @@ async fn a_coordinator_cut_off_from_zookeeper_steps_back_until_the_controller_sp
     let Some(zk) = ZooKeeper::start() else { return };
     let proxy = Partition::start(&zk.connect).await;
     let dir = tempfile::tempdir().unwrap();
-    let broker = common::TestBroker::start(
+    let broker = behind(
+        &proxy,
         dir.path(),
         &[
-            ("zookeeper.connect", &proxy.addr.to_string()),
-            ("zookeeper.session.timeout.ms", "2000"),
             ("offsets.topic.num.partitions", "1"),
             ("offsets.topic.replication.factor", "1"),
         ],
@@ -364,6 +356,21 @@ async fn a_coordinator_cut_off_from_zookeeper_steps_back_until_the_controller_sp
     .await;
     assert_eq!(c.committed_offsets("g").await, (0, vec![9]));
     broker.stop().await;
+}
+
+/// A broker reaching ZooKeeper through `proxy`, with a 2 s session timeout.
+async fn behind(
+    proxy: &Partition,
+    dir: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> common::TestBroker {
+    let connect = proxy.addr.to_string();
+    let mut config = vec![
+        ("zookeeper.connect", connect.as_str()),
+        ("zookeeper.session.timeout.ms", "2000"),
+    ];
+    config.extend_from_slice(extra);
+    common::TestBroker::start(dir, &config).await
 }
 
 /// A TCP proxy to one ZooKeeper server that can cut every connection and refuse new ones.

@@ -211,6 +211,36 @@ async fn a_complete_record_the_log_refused_is_written_once_the_log_recovers() {
     assert_eq!(state, TxnState::CompleteCommit);
 }
 
+/// A loaded coordinator with transaction "tx" begun (`data` added when given), asked to
+/// verify the group's offsets partition the transaction does not hold: INVALID_TXN_STATE,
+/// the answer a coordinator must not give from a past it no longer owns.
+async fn with_a_stale_verification(
+    log: &Arc<MemoryLog>,
+    data: Option<&TopicPartition>,
+) -> (Arc<TransactionCoordinator>, i64, i16, TopicPartition) {
+    let c = coordinator(log.clone(), Arc::new(Markers::default()));
+    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
+    let (pid, epoch) = c
+        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
+        .await
+        .unwrap();
+    if let Some(data) = data {
+        c.add_partitions("tx", pid, epoch, vec![data.clone()])
+            .await
+            .unwrap();
+    }
+    let offsets = TopicPartition::new("__consumer_offsets", 1);
+    let stale = c
+        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        stale,
+        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
+    );
+    (c, pid, epoch, offsets)
+}
+
 /// A coordinator whose `__transaction_state` partition's log dir went offline holds the
 /// state of the moment of the failure, while the broker that leads the partition next
 /// goes on (it added the group's offsets partition to the transaction, say). Asked to
@@ -220,25 +250,8 @@ async fn a_complete_record_the_log_refused_is_written_once_the_log_recovers() {
 #[tokio::test]
 async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_its_past() {
     let log = Arc::new(MemoryLog::default());
-    let c = coordinator(log.clone(), Arc::new(Markers::default()));
-    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
-    let (pid, epoch) = c
-        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
-        .await
-        .unwrap();
     let data = TopicPartition::new("t", 0);
-    let offsets = TopicPartition::new("__consumer_offsets", 1);
-    c.add_partitions("tx", pid, epoch, vec![data.clone()])
-        .await
-        .unwrap();
-    let before = c
-        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
-        .await
-        .unwrap();
-    assert_eq!(
-        before,
-        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
-    );
+    let (c, pid, epoch, offsets) = with_a_stale_verification(&log, Some(&data)).await;
 
     log.offline.lock().insert(0);
     for tp in [data, offsets] {
@@ -262,21 +275,7 @@ async fn a_coordinator_whose_log_dir_went_offline_answers_no_verification_from_i
 #[tokio::test]
 async fn a_coordinator_whose_leaderships_are_in_doubt_answers_no_verification_from_its_past() {
     let log = Arc::new(MemoryLog::default());
-    let c = coordinator(log.clone(), Arc::new(Markers::default()));
-    assert_eq!(c.load_now(0, 0), ShardStatus::Active);
-    let (pid, epoch) = c
-        .init_producer_id("tx", 60_000, None, || async { Ok(42) })
-        .await
-        .unwrap();
-    let offsets = TopicPartition::new("__consumer_offsets", 1);
-    let stale = c
-        .verify_partitions("tx", pid, epoch, vec![offsets.clone()])
-        .await
-        .unwrap();
-    assert_eq!(
-        stale,
-        vec![(offsets.clone(), Some(ResponseError::InvalidTxnState))]
-    );
+    let (c, pid, epoch, offsets) = with_a_stale_verification(&log, None).await;
 
     log.in_doubt.store(true, Ordering::Release);
     assert_eq!(

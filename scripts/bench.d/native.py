@@ -56,7 +56,9 @@ def run_load(opts, brokers, kind, topic, args, bootstrap=None):
         raise RuntimeError(f"skua-load {topic} failed: {p.stderr.strip() or p.stdout.strip()}")
     r["ok"] = p.returncode == 0
     if not r["ok"]:
-        raise RuntimeError(f"skua-load {topic}: {'; '.join(r['errors'])}")
+        # its stderr too: a panic or a log line says more than the report's errors
+        raise RuntimeError(f"skua-load {topic}: {'; '.join(r['errors'])} (its report: {out}; "
+                           f"stderr: {p.stderr.strip()[-1500:] or 'empty'})")
     idle = [k for k in brokers if k != kind]
     r["env"] = {"other_share": env["other_share"], "steal_share": env["steal_share"],
                 "load1": env["load1"], "wall_s": env["wall_s"],

@@ -8,6 +8,7 @@ traffic); each cell's runs alternate between them (Kafka, skua, then skua, Kafka
 
 Imported by bench.py (which owns Broker, the tools and the doc writer)."""
 
+import json
 import os
 import socket
 import ssl
@@ -226,6 +227,14 @@ def tls(opts, Broker, log, tool, free_port, spawn, wait_ready, PRODUCER_RE, chil
         for k, b in brokers.items():
             results[k]["idle"] = idle_tls(b, stores["ca"], n)
             log(f"tls idle {k}: {results[k]['idle']}")
+    except BaseException as e:
+        # A run that fails (a skua-load error, a tool's timeout) ends the section without a
+        # table; what was measured before it is kept for reading.
+        path = f"{opts.workdir}/tls-partial.json"
+        with open(path, "w") as f:
+            json.dump({"results": results, "stopped_by": repr(e)}, f, indent=1)
+        log(f"tls: stopped by {e!r}; the runs measured before it are in {path}")
+        raise
     finally:
         for b in brokers.values():
             b.stop()

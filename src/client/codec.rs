@@ -98,12 +98,17 @@ pub async fn read_frame<S: AsyncRead + Unpin>(
     Ok(Some(body.freeze()))
 }
 
-/// Writes a whole frame (size prefix included).
+/// Writes a whole frame (size prefix included) and flushes it. Over TLS the flush is what
+/// sends it: `write_all` returns once the TLS stream has taken the last plaintext, and
+/// when the socket was full at that moment the last encrypted records wait in the TLS
+/// stream for a later write, which a client waiting for this frame's answer never makes
+/// (the request stays unsent and times out). Over TCP the flush does nothing.
 pub async fn write_frame<S: AsyncWrite + Unpin>(
     stream: &mut S,
     frame: &[u8],
 ) -> std::io::Result<()> {
-    stream.write_all(frame).await
+    stream.write_all(frame).await?;
+    stream.flush().await
 }
 
 #[cfg(test)]
@@ -165,3 +170,7 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }
+
+#[cfg(test)]
+#[path = "codec_tls_tests.rs"]
+mod tls_tests;

@@ -9,13 +9,15 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::protocol::Request;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 
@@ -48,6 +50,9 @@ pub struct Connection {
     /// Bounds the requests in flight (`ClientConfig::max_in_flight`).
     permits: Semaphore,
     in_flight: Arc<parking_lot::Mutex<InFlight>>,
+    /// Bytes read from the broker so far (after TLS): a request that times out says how
+    /// many arrived after it was sent.
+    received: Arc<AtomicU64>,
     /// Whole frames are written under this lock, so concurrent requests never interleave.
     writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
     reader: tokio::task::JoinHandle<()>,
@@ -87,7 +92,13 @@ impl Connection {
         let in_flight = Arc::new(parking_lot::Mutex::new(InFlight::default()));
         let reader_in_flight = in_flight.clone();
         let max_bytes = config.max_response_bytes;
+        let received = Arc::new(AtomicU64::new(0));
+        let mut read_half = Counted {
+            inner: read_half,
+            count: received.clone(),
+        };
         let reader = tokio::spawn(async move {
+            let _gone = ReaderGone(reader_in_flight.clone());
             let why = loop {
                 let frame = match codec::read_frame(&mut read_half, max_bytes).await {
                     Ok(Some(frame)) => frame,
@@ -114,6 +125,7 @@ impl Connection {
             next_correlation_id: AtomicI32::new(0),
             permits: Semaphore::new(config.max_in_flight),
             in_flight,
+            received,
             writer: tokio::sync::Mutex::new(write_half),
             reader,
         })
@@ -150,6 +162,7 @@ impl Connection {
             in_flight.waiting.insert(id, tx);
         }
         self.write(&frame).await?;
+        let received_before = self.received.load(Ordering::Relaxed);
         match tokio::time::timeout(self.request_timeout, rx).await {
             Ok(Ok(response)) => {
                 codec::decode_response::<R>(response, version).map(|(_, body)| body)
@@ -158,13 +171,22 @@ impl Connection {
                 self.closed().unwrap_or_else(|| "closed".into()),
             )),
             Err(_) => {
-                self.close(format!(
-                    "request {id} (api {} v{version}) timed out after {:?}",
+                let arrived = self.received.load(Ordering::Relaxed) - received_before;
+                let detail = format!(
+                    "request {id} (api {} v{version}, {} bytes) written and flushed; \
+                     {arrived} bytes arrived on the connection since",
                     R::KEY,
+                    frame.len()
+                );
+                self.close(format!(
+                    "timed out after {:?}: {detail}",
                     self.request_timeout
                 ))
                 .await;
-                Err(ClientError::Timeout(self.request_timeout))
+                Err(ClientError::Timeout {
+                    after: self.request_timeout,
+                    detail,
+                })
             }
         }
     }
@@ -212,6 +234,39 @@ impl Connection {
         self.reader.abort();
         let mut writer = self.writer.lock().await;
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut *writer).await;
+    }
+}
+
+/// Closes the connection's requests when its reader task ends, however it ends (a panic
+/// in the TLS stream included): no request then waits out its timeout for a reader that
+/// is gone. The reason a reader gave when it stopped on its own is kept.
+struct ReaderGone(Arc<parking_lot::Mutex<InFlight>>);
+
+impl Drop for ReaderGone {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .close("the connection's reader stopped".into());
+    }
+}
+
+/// A read half that counts the bytes it yields.
+struct Counted<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = (buf.filled().len() - before) as u64;
+        self.count.fetch_add(read, Ordering::Relaxed);
+        polled
     }
 }
 

@@ -27,8 +27,13 @@ pub enum ClientError {
     },
     #[error("connection closed: {0}")]
     Disconnected(String),
-    #[error("no response within {0:?}")]
-    Timeout(std::time::Duration),
+    /// `detail` says what the connection saw meanwhile: whether the broker sent anything
+    /// at all tells a broker that never answered from an answer the client did not read.
+    #[error("no response within {after:?} ({detail})")]
+    Timeout {
+        after: std::time::Duration,
+        detail: String,
+    },
     #[error("undecodable response: {0}")]
     Decode(String),
     #[error("{0}")]

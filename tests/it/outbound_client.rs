@@ -62,14 +62,23 @@ async fn pipelined_requests_get_their_own_responses() {
     broker.stop().await;
 }
 
-/// A broker that accepts and never answers: the request fails with Timeout after the
-/// request timeout, and the connection is closed as Kafka's client closes it.
+/// A broker that reads the request and sends the first 10 bytes of an answer of 100:
+/// the request fails with Timeout after the request timeout, saying that 10 bytes came
+/// back (an answer begun, not a broker that never answered), and the connection is
+/// closed as Kafka's client closes it.
 #[tokio::test]
 async fn a_request_without_answer_times_out_and_closes_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap();
     let hold = tokio::spawn(async move {
-        let (socket, _) = silent.accept().await.unwrap();
+        let (mut socket, _) = silent.accept().await.unwrap();
+        let mut request = [0u8; 8];
+        socket.read_exact(&mut request).await.unwrap();
+        let mut begun = 100i32.to_be_bytes().to_vec();
+        begun.extend_from_slice(&request[4..8]); // the correlation id
+        begun.extend_from_slice(&[0, 0]);
+        socket.write_all(&begun).await.unwrap();
         tokio::time::sleep(Duration::from_secs(30)).await;
         drop(socket);
     });
@@ -85,8 +94,13 @@ async fn a_request_without_answer_times_out_and_closes_the_connection() {
         .unwrap_err();
     let waited = started.elapsed();
     assert!(
-        matches!(err, skua::client::ClientError::Timeout(_)),
+        matches!(err, skua::client::ClientError::Timeout { .. }),
         "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("written and flushed; 10 bytes arrived on the connection since"),
+        "{err}"
     );
     assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(5));
     assert!(conn.closed().is_some());

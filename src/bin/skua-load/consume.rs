@@ -12,12 +12,15 @@ use skua::client::Connection;
 
 use crate::records;
 
+/// What consumers fetched: summed over them and over the passes (a run of two passes
+/// that stopped early counts every record of the first and what the second got to).
 #[derive(Default)]
 pub struct Outcome {
     pub fetches: u64,
     pub records: u64,
     pub bytes: u64,
-    pub first_error: Option<String>,
+    /// Each consumer's error, if it stopped on one (each stops at its first).
+    pub errors: Vec<String>,
 }
 
 impl Outcome {
@@ -25,9 +28,7 @@ impl Outcome {
         self.fetches += other.fetches;
         self.records += other.records;
         self.bytes += other.bytes;
-        if self.first_error.is_none() {
-            self.first_error.clone_from(&other.first_error);
-        }
+        self.errors.extend(other.errors.iter().cloned());
     }
 }
 
@@ -44,21 +45,32 @@ pub async fn run(
     let name = TopicName(StrBytes::from_string(topic));
     while !reading.is_empty() {
         let req = fetch_request(&name, 100, reading.iter().copied());
+        // Which fetch failed: the partitions and offsets it asked for.
+        let asked = || {
+            let at: Vec<String> = reading.iter().map(|(p, o)| format!("{p}@{o}")).collect();
+            format!(
+                "fetch {} from {} (partition@offset {})",
+                out.fetches + 1,
+                connection.addr(),
+                at.join(" ")
+            )
+        };
         let resp = match connection.send(&req, version).await {
             Ok(resp) => resp,
             Err(e) => {
-                out.first_error = Some(format!("fetch: {e}"));
+                out.errors.push(format!("{}: {e}", asked()));
                 return out;
             }
         };
-        out.fetches += 1;
         if resp.error_code != 0 {
-            out.first_error = Some(format!("fetch: error code {}", resp.error_code));
+            out.errors
+                .push(format!("{}: error code {}", asked(), resp.error_code));
             return out;
         }
+        out.fetches += 1;
         for data in resp.responses.iter().flat_map(|t| t.partitions.iter()) {
             if data.error_code != 0 {
-                out.first_error = Some(format!(
+                out.errors.push(format!(
                     "fetch partition {}: error code {}",
                     data.partition_index, data.error_code
                 ));

@@ -185,8 +185,10 @@ async fn run(args: Args) -> Result<bool, String> {
         let meter = cpu::Meter::start(&args.broker_pids);
         let started = Instant::now();
         let mut outcome = consume::Outcome::default();
+        let mut passes_done = 0;
         // The passes one after another: each reads every partition from offset 0 again.
-        for _ in 0..args.consume_passes {
+        // A pass that failed ends the phase: the next would only wait on the same fault.
+        for pass in 1..=args.consume_passes {
             let tasks: Vec<_> = work
                 .iter()
                 .map(|reader| {
@@ -199,13 +201,20 @@ async fn run(args: Args) -> Result<bool, String> {
                 })
                 .collect();
             for t in tasks {
-                let one = t.await.map_err(|e| format!("consumer task: {e}"))?;
+                let mut one = t.await.map_err(|e| format!("consumer task: {e}"))?;
+                for e in &mut one.errors {
+                    *e = format!("consume pass {pass} of {}: {e}", args.consume_passes);
+                }
                 outcome.add(&one);
             }
+            if !outcome.errors.is_empty() {
+                break;
+            }
+            passes_done = pass;
         }
         let elapsed = started.elapsed();
         let (client_cpu, broker_cpu) = meter.elapsed();
-        report.consumed(&outcome, elapsed, client_cpu, broker_cpu);
+        report.consumed(&outcome, passes_done, elapsed, client_cpu, broker_cpu);
     }
 
     if args.phases.commit {

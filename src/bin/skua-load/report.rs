@@ -22,6 +22,8 @@ pub struct Produced {
 }
 
 pub struct Consumed {
+    /// The passes that read every partition to its end (fewer than asked after an error).
+    pub passes_done: u64,
     pub records: u64,
     pub bytes: u64,
     pub fetches: u64,
@@ -119,12 +121,14 @@ impl Report {
     pub fn consumed(
         &mut self,
         o: &consume::Outcome,
+        passes_done: u64,
         elapsed: Duration,
         client_cpu: Duration,
         broker_cpu: Option<Duration>,
     ) {
-        self.errors.extend(o.first_error.clone());
+        self.errors.extend(o.errors.iter().cloned());
         self.consumed = Some(Consumed {
+            passes_done,
             records: o.records,
             bytes: o.bytes,
             fetches: o.fetches,
@@ -184,9 +188,14 @@ impl Report {
             if let Some(c) = &self.consumed {
                 let acked = p.records_acked + self.warmup_acked;
                 if c.records != acked * self.consume_passes {
-                    let passes = match self.consume_passes {
-                        1 => String::new(),
-                        n => format!(" in {n} passes"),
+                    // Records are counted over every pass, so a run of two passes that
+                    // stopped in the second has fetched more than were acked, once.
+                    let passes = match (self.consume_passes, c.passes_done) {
+                        (1, 1) => String::new(),
+                        (n, done) if done == n => format!(" in {n} passes"),
+                        (n, done) => format!(
+                            " in {done} whole passes of {n} and the part of the next before the error"
+                        ),
                     };
                     self.errors.push(format!(
                         "{acked} records acked, {} fetched{passes}",
@@ -318,6 +327,7 @@ latency µs p50 {} p99 {} p99.9 {} max {}; CPU µs/commit client {:.1} broker {}
         if let Some(c) = &self.consumed {
             fields.extend([
                 ("consume_passes".into(), self.consume_passes.into()),
+                ("consume_passes_done".into(), c.passes_done.into()),
                 ("consume_records".into(), c.records.into()),
                 ("consume_bytes".into(), c.bytes.into()),
                 ("consume_fetches".into(), c.fetches.into()),
@@ -350,5 +360,74 @@ latency µs p50 {} p99 {} p99.9 {} max {}; CPU µs/commit client {:.1} broker {}
         }
         let map: serde_json::Map<String, serde_json::Value> = fields.into_iter().collect();
         serde_json::Value::Object(map).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(passes: u64) -> Report {
+        let args = ["--topic", "t", "--batch-records", "100", "--consume-passes"]
+            .map(String::from)
+            .into_iter()
+            .chain([passes.to_string()]);
+        let mut report = Report::new(&Args::parse(args).unwrap());
+        let mut produced = produce::Outcome::new();
+        produced.requests = 10;
+        produced.records_acked = 1_000;
+        report.produced(&produced, Duration::from_secs(1), Duration::ZERO, None, 0);
+        report
+    }
+
+    /// Two passes of which the second stopped on an error: the records fetched are more
+    /// than were acked and fewer than twice, and the check says why.
+    #[test]
+    fn a_run_cut_short_says_how_many_passes_it_read_whole() {
+        let mut report = report(2);
+        let consumed = consume::Outcome {
+            fetches: 12,
+            records: 1_200,
+            bytes: 1,
+            errors: vec!["consume pass 2 of 2: fetch 2 from 127.0.0.1:9093: no response".into()],
+        };
+        report.consumed(&consumed, 1, Duration::from_secs(1), Duration::ZERO, None);
+        assert!(!report.check());
+        assert_eq!(
+            report.errors,
+            [
+                "consume pass 2 of 2: fetch 2 from 127.0.0.1:9093: no response",
+                "1000 records acked, 1200 fetched in 1 whole passes of 2 and the part of the \
+                 next before the error"
+            ]
+        );
+    }
+
+    #[test]
+    fn whole_passes_that_fetched_too_much_say_so_and_exact_ones_pass() {
+        let mut report = report(2);
+        let consumed = consume::Outcome {
+            records: 2_400,
+            ..Default::default()
+        };
+        report.consumed(&consumed, 2, Duration::from_secs(1), Duration::ZERO, None);
+        assert!(!report.check());
+        assert_eq!(
+            report.errors,
+            ["1000 records acked, 2400 fetched in 2 passes"]
+        );
+
+        let mut report = report_exact();
+        assert!(report.check(), "{:?}", report.errors);
+    }
+
+    fn report_exact() -> Report {
+        let mut report = report(1);
+        let consumed = consume::Outcome {
+            records: 1_000,
+            ..Default::default()
+        };
+        report.consumed(&consumed, 1, Duration::from_secs(1), Duration::ZERO, None);
+        report
     }
 }

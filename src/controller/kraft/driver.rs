@@ -476,7 +476,7 @@ impl Driver {
 
 fn follower_failure(e: ClientError) -> follower::Failure {
     match e {
-        ClientError::Timeout(_) => follower::Failure::Timeout,
+        ClientError::Timeout { .. } => follower::Failure::Timeout,
         _ => follower::Failure::Disconnected,
     }
 }
@@ -484,7 +484,7 @@ fn follower_failure(e: ClientError) -> follower::Failure {
 fn lifecycle_failure(e: ClientError) -> lifecycle::Failure {
     tracing::debug!(error = %e, "a request to the controller failed");
     match e {
-        ClientError::Timeout(_) => lifecycle::Failure::Timeout,
+        ClientError::Timeout { .. } => lifecycle::Failure::Timeout,
         ClientError::UnsupportedVersion { .. } | ClientError::ApiVersions(_) => {
             lifecycle::Failure::UnsupportedVersion
         }

@@ -43,8 +43,19 @@ fn segment(dir: &Path) -> PathBuf {
 }
 
 /// Every batch of the metadata log: (leader epoch, is control, values or control types).
+/// Every segment, in order: a log whose first batch is older than `metadata.log.segment.ms`
+/// (Kafka's fixture, a week after it was made) rolls at its next append.
 fn batches(dir: &Path) -> Vec<(i32, bool, Vec<Vec<u8>>)> {
-    let bytes = std::fs::read(segment(dir)).unwrap();
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.join(METADATA_LOG_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let mut bytes = Vec::new();
+    for s in segments {
+        bytes.extend(std::fs::read(s).unwrap());
+    }
     let mut out = Vec::new();
     let mut position = 0;
     while position < bytes.len() {

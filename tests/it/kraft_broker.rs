@@ -962,6 +962,17 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
         &dir.path().join("data"),
         &kafka.data(),
     ));
+    // skua's expansion of `moved` named both members with their broker epochs, not -1.
+    let expansions: Vec<String> = again
+        .log()
+        .lines()
+        .filter(|l| l.contains("expanding the ISR") && l.contains("moved-0"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !expansions.is_empty() && expansions.iter().all(|l| !l.contains(", -1)")),
+        "{expansions:?}"
+    );
 
     // A topic created through the Kafka broker, led by skua; SIGTERM to skua is a
     // controlled shutdown: the controller moves the leadership to the Kafka broker before
@@ -1012,7 +1023,8 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
 /// What Kafka 4's brokers forward to the controller, through skua: a preferred election
 /// gives partition 0 back to skua (its first replica) after the Kafka broker led it; a
 /// reassignment moves a partition from the Kafka broker to skua, listed while under way,
-/// and skua's copy is byte for byte the one the Kafka broker wrote; DescribeQuorum lists
+/// and skua's copy is byte for byte the one the Kafka broker wrote; another puts the
+/// Kafka broker back beside skua, which adds it to the ISR; DescribeQuorum lists
 /// the controller as the voter leading and both brokers as observers.
 async fn elections_reassignments_and_the_quorum_through_skua(
     skua_addr: SocketAddr,
@@ -1135,6 +1147,26 @@ async fn elections_reassignments_and_the_quorum_through_skua(
         .map(|(_, v)| v)
         .collect();
     assert_eq!(got, vals);
+
+    // And back onto both: the Kafka broker, added, catches up from skua, whose ISR
+    // expansion the controller commits (it checks each member's broker epoch, KIP-903),
+    // ending the reassignment.
+    let grow = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![apr::ReassignableTopic::default()
+            .with_name(TopicName(s("moved")))
+            .with_partitions(vec![apr::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![1.into(), 2.into()]))])]);
+    let r = c.send(&grow, 0).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    wait_topic_isrs(
+        &mut k,
+        "moved",
+        vec![(0, 1, vec![1, 2])],
+        Duration::from_secs(20),
+    )
+    .await;
 
     // The quorum, as `kafka-metadata-quorum.sh --bootstrap-server <skua> describe` asks.
     let quorum = DescribeQuorumRequest::default().with_topics(vec![dq::TopicData::default()

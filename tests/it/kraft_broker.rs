@@ -128,6 +128,19 @@ fn write_properties(
     port: u16,
     extra: &[&str],
 ) -> PathBuf {
+    write_properties_with_dirs(dir, controller, node_id, port, &["data"], extra)
+}
+
+/// As `write_properties`, with `log.dirs` the dirs `log_dirs` of `dir` (the first holds
+/// the metadata log).
+fn write_properties_with_dirs(
+    dir: &Path,
+    controller: &Controller,
+    node_id: i32,
+    port: u16,
+    log_dirs: &[&str],
+    extra: &[&str],
+) -> PathBuf {
     let props = dir.join("server.properties");
     std::fs::write(
         &props,
@@ -145,7 +158,11 @@ fn write_properties(
              offsets.topic.num.partitions=2\n\
              transaction.state.log.replication.factor=1\n{extra}",
             cport = controller.port,
-            data = dir.join("data").display(),
+            data = log_dirs
+                .iter()
+                .map(|d| dir.join(d).display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
             extra = extra.iter().map(|l| format!("{l}\n")).collect::<String>(),
         ),
     )
@@ -185,7 +202,16 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     eprintln!("the controller started in {:?}", started.elapsed());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let props = write_properties(dir.path(), &controller, BROKER_ID, port, AUTHORIZER);
+    // Two log dirs, as `kafka-storage.sh format` formats them: skua spreads its replicas
+    // over both and tells the controller which holds each (AssignReplicasToDirs).
+    let props = write_properties_with_dirs(
+        dir.path(),
+        &controller,
+        BROKER_ID,
+        port,
+        &["data", "data2"],
+        AUTHORIZER,
+    );
 
     // Unformatted dirs are refused, with the way to format them.
     let out = Command::new(env!("CARGO_BIN_EXE_skua"))
@@ -214,6 +240,8 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let mut skua = Skua::start(&props, &dir.path().join("skua-1.log"));
     eprintln!("skua started in {:?}", skua.wait_started());
     let produced = rt.block_on(first_run(addr, &controller));
+    let placed = replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
+    eprintln!("the controller names each replica's log dir: {placed:?}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
         meta,
@@ -237,6 +265,7 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let mut again = Skua::start(&props, &dir.path().join("skua-2.log"));
     eprintln!("skua restarted in {:?}", again.wait_started());
     rt.block_on(second_run(addr, &produced));
+    replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
     let (status, _) = again.terminate();
     assert!(status.success(), "{status}");
     assert!(
@@ -246,6 +275,67 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         "the controller saw the restart as a new incarnation"
     );
     eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// Waits (10 s at most) until the controller's metadata names, for every partition skua
+/// holds in `log_dirs` (of `dir`), the `directory.id` of the dir holding it; every dir
+/// holds some. Returns how many each holds.
+fn replicas_placed_on_their_dirs(
+    dir: &Path,
+    log_dirs: &[&str],
+    controller: &Controller,
+) -> Vec<usize> {
+    // (topic, partition, the dir's id) of each partition dir skua made.
+    let mut held = Vec::new();
+    let mut counts = Vec::new();
+    for d in log_dirs {
+        let path = dir.join(d);
+        let meta = std::fs::read_to_string(path.join("meta.properties")).unwrap();
+        let id = meta
+            .lines()
+            .find_map(|l| l.strip_prefix("directory.id="))
+            .unwrap_or_else(|| panic!("{meta}"));
+        let id = skua::log::kafka_string_to_uuid(id).unwrap();
+        let mut count = 0;
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().to_string();
+            let Some((topic, partition)) = name.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(partition) = partition.parse::<i32>() else {
+                continue;
+            };
+            if topic != "__cluster_metadata" {
+                held.push((topic.to_string(), partition, id));
+                count += 1;
+            }
+        }
+        counts.push(count);
+    }
+    assert!(counts.iter().all(|c| *c > 0), "{counts:?} {held:?}");
+    let t = Instant::now();
+    loop {
+        let image = controller.metadata();
+        let named = |topic: &str, partition: i32| {
+            let t = image.topic(topic)?;
+            let p = t.partitions.iter().find(|p| p.partition == partition)?;
+            let i = p.assignment.replicas.iter().position(|r| *r == BROKER_ID)?;
+            p.assignment.directories.get(i).copied()
+        };
+        let wrong: Vec<_> = held
+            .iter()
+            .filter(|(topic, partition, id)| named(topic, *partition) != Some(*id))
+            .map(|(topic, partition, id)| (topic, partition, id, named(topic, *partition)))
+            .collect();
+        if wrong.is_empty() {
+            return counts;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "(topic, partition, dir holding it, dir the controller names): {wrong:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// What the first run produced: (partition, values) of topic `orders`.

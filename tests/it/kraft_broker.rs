@@ -33,11 +33,11 @@ use crate::kraft_controller::{Controller, FORMAT_FEATURES};
 
 const BROKER_ID: i32 = 1;
 
-fn s(v: &str) -> StrBytes {
+pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -47,13 +47,13 @@ fn free_port() -> u16 {
 
 /// The skua binary on a properties file, its output (the log is on stdout) in `log`;
 /// killed when dropped.
-struct Skua {
-    child: Child,
+pub(crate) struct Skua {
+    pub(crate) child: Child,
     log: PathBuf,
 }
 
 impl Skua {
-    fn start(props: &Path, log: &Path) -> Skua {
+    pub(crate) fn start(props: &Path, log: &Path) -> Skua {
         let out = std::fs::File::create(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_skua"))
             .arg(props)
@@ -68,12 +68,12 @@ impl Skua {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Waits until the broker serves (it logs "skua started" once it is unfenced).
-    fn wait_started(&mut self) -> Duration {
+    pub(crate) fn wait_started(&mut self) -> Duration {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(60) {
             if self.log().contains("skua started") {
@@ -88,7 +88,7 @@ impl Skua {
     }
 
     /// SIGTERM, then the exit status once it stopped.
-    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+    pub(crate) fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
         let t = Instant::now();
         // SAFETY: kill(2) on the pid of our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
@@ -128,14 +128,18 @@ fn write_properties(
     port: u16,
     extra: &[&str],
 ) -> PathBuf {
-    write_properties_with_dirs(dir, controller, node_id, port, &["data"], extra)
+    let quorum = format!(
+        "controller.quorum.bootstrap.servers=127.0.0.1:{}",
+        controller.port
+    );
+    write_properties_with_dirs(dir, &quorum, node_id, port, &["data"], extra)
 }
 
-/// As `write_properties`, with `log.dirs` the dirs `log_dirs` of `dir` (the first holds
-/// the metadata log).
-fn write_properties_with_dirs(
+/// As `write_properties`, with `quorum` the line naming the controllers and `log.dirs`
+/// the dirs `log_dirs` of `dir` (the first holds the metadata log).
+pub(crate) fn write_properties_with_dirs(
     dir: &Path,
-    controller: &Controller,
+    quorum: &str,
     node_id: i32,
     port: u16,
     log_dirs: &[&str],
@@ -147,7 +151,7 @@ fn write_properties_with_dirs(
         format!(
             "process.roles=broker\n\
              node.id={node_id}\n\
-             controller.quorum.bootstrap.servers=127.0.0.1:{cport}\n\
+             {quorum}\n\
              controller.listener.names=CONTROLLER\n\
              listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
              listeners=PLAINTEXT://127.0.0.1:{port}\n\
@@ -157,7 +161,6 @@ fn write_properties_with_dirs(
              offsets.topic.replication.factor=1\n\
              offsets.topic.num.partitions=2\n\
              transaction.state.log.replication.factor=1\n{extra}",
-            cport = controller.port,
             data = log_dirs
                 .iter()
                 .map(|d| dir.join(d).display().to_string())
@@ -172,11 +175,16 @@ fn write_properties_with_dirs(
 
 /// `kafka-storage.sh format` of the dirs `props` names, for `controller`'s cluster.
 fn format_dirs(props: &Path, controller: &Controller) {
+    format_dirs_for(props, &controller.cluster_id)
+}
+
+/// `kafka-storage.sh format` of the dirs `props` names, for cluster `cluster_id`.
+pub(crate) fn format_dirs_for(props: &Path, cluster_id: &str) {
     let mut format = Command::new(script());
     format
         .arg("--format-broker")
         .arg(props)
-        .args(["--cluster-id", &controller.cluster_id]);
+        .args(["--cluster-id", cluster_id]);
     for f in FORMAT_FEATURES {
         format.args(["--feature", f]);
     }
@@ -188,7 +196,7 @@ fn format_dirs(props: &Path, controller: &Controller) {
     );
 }
 
-fn script() -> PathBuf {
+pub(crate) fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh")
 }
 
@@ -204,9 +212,13 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let port = free_port();
     // Two log dirs, as `kafka-storage.sh format` formats them: skua spreads its replicas
     // over both and tells the controller which holds each (AssignReplicasToDirs).
+    let quorum = format!(
+        "controller.quorum.bootstrap.servers=127.0.0.1:{}",
+        controller.port
+    );
     let props = write_properties_with_dirs(
         dir.path(),
-        &controller,
+        &quorum,
         BROKER_ID,
         port,
         &["data", "data2"],
@@ -1290,7 +1302,7 @@ async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
 
 /// Waits at most `limit` until the Kafka broker's Metadata shows `topic`'s (partition,
 /// leader, sorted ISR).
-async fn wait_topic_isrs(
+pub(crate) async fn wait_topic_isrs(
     k: &mut Client,
     topic: &str,
     expected: Vec<(i32, i32, Vec<i32>)>,

@@ -96,21 +96,27 @@ impl Controller {
     /// `__cluster_metadata-0`, replayed by skua's reader (the copy's torn tail, if the
     /// controller was writing, is recovered in the copy).
     pub(crate) fn metadata(&self) -> skua::controller::image::MetadataImage {
-        let copy = tempfile::tempdir().unwrap();
-        let from = self.dir.path().join("data/__cluster_metadata-0");
-        let to = copy.path().join("__cluster_metadata-0");
-        std::fs::create_dir(&to).unwrap();
-        for entry in std::fs::read_dir(&from).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-        let (_, replayed) =
-            skua::controller::metadata_log::MetadataLog::open(copy.path(), CONTROLLER_ID)
-                .expect("the controller's metadata log replays");
-        replayed.image
+        metadata_in(self.dir.path())
     }
+}
+
+/// The metadata the log of the Kafka controller in `dir` (`compat/kafka-controller.sh
+/// --dir`) holds now, as `Controller::metadata` reads it.
+pub(crate) fn metadata_in(dir: &Path) -> skua::controller::image::MetadataImage {
+    let copy = tempfile::tempdir().unwrap();
+    let from = dir.join("data/__cluster_metadata-0");
+    let to = copy.path().join("__cluster_metadata-0");
+    std::fs::create_dir(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    let (_, replayed) =
+        skua::controller::metadata_log::MetadataLog::open(copy.path(), CONTROLLER_ID)
+            .expect("the controller's metadata log replays");
+    replayed.image
 }
 
 impl Drop for Controller {

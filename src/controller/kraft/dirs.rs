@@ -277,7 +277,8 @@ mod tests {
         let placement = Placement::from([(NEW, vec![(T, 0), (T, 3), (u, 1)]), (OLD, vec![(u, 2)])]);
         let r = request(2, 42, &placement);
         assert_eq!((r.broker_id.0, r.broker_epoch), (2, 42));
-        let dirs: Vec<(Uuid, Vec<(Uuid, Vec<i32>)>)> = r
+        type Partitions = Vec<(Uuid, Vec<i32>)>;
+        let dirs: Vec<(Uuid, Partitions)> = r
             .directories
             .iter()
             .map(|d| {

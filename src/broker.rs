@@ -409,7 +409,12 @@ impl MetadataSource {
             .filter_map(|d| d.directory_id())
             .collect();
         let driver = member::driver_config(config, &cluster_id, metadata_dir_id, log_dir_ids)?;
-        let membership = Membership::start_blocking(config, driver)?;
+        let by_path = dirs
+            .log_dirs
+            .iter()
+            .filter_map(|d| Some((d.path.clone(), d.directory_id()?)))
+            .collect();
+        let membership = Membership::start_blocking(config, driver, by_path)?;
         Ok(MetadataSource::Kraft(Arc::new(membership)))
     }
 
@@ -525,6 +530,11 @@ impl MetadataSource {
             MetadataSource::Local(_) => Ok(()),
             MetadataSource::ZooKeeper(zk) => zk.start_blocking(replicas.clone()),
             MetadataSource::Kraft(member) => {
+                let held = replicas.clone();
+                member.place_replicas(move |topic, partition| {
+                    held.logs
+                        .log_dir_of(&crate::log::TopicPartition::new(topic, partition))
+                });
                 let epoch = member.ready_blocking()?;
                 replicas.logs.set_broker_epoch(epoch);
                 Ok(())

@@ -354,6 +354,12 @@ impl LogManager {
         self.logs.read().get(tp).map(|h| h.log.clone())
     }
 
+    /// The log dir holding `tp`'s current log (not a move's future copy), if hosted.
+    pub fn log_dir_of(&self, tp: &TopicPartition) -> Option<PathBuf> {
+        let dir_index = self.logs.read().get(tp)?.dir_index;
+        Some(self.dirs[dir_index].path.clone())
+    }
+
     pub fn all_logs(&self) -> Vec<Arc<Log>> {
         self.logs.read().values().map(|h| h.log.clone()).collect()
     }

@@ -1,7 +1,8 @@
 //! What the replica layer knows of the other brokers, from the metadata it follows: each
 //! live broker's address (where a follower fetches from its leader), the active
-//! controller (where a leader sends its ISR changes), and this broker's own epoch (which
-//! its fetches and ISR changes carry, so a restarted broker's old requests are fenced).
+//! controller (where a leader sends its ISR changes), this broker's own epoch (which
+//! its fetches and ISR changes carry, so a restarted broker's old requests are fenced),
+//! and in a KRaft cluster each broker's registration (which replicas may join an ISR).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -22,6 +23,18 @@ pub struct ClusterView {
     /// [`NO_DOUBT`], or the broker epoch this broker had when its leaderships came in
     /// doubt (see [`ClusterView::doubt_leaderships`]).
     doubt_since_epoch: AtomicI64,
+    /// Each registered broker, when the metadata is a KRaft log (a ZooKeeper-mode image
+    /// registers none: brokers are znodes there, and the map stays empty).
+    registrations: RwLock<HashMap<i32, Registration>>,
+}
+
+/// A broker's registration as the metadata log shows it: what a KRaft leader checks
+/// before it proposes the broker for an ISR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registration {
+    pub epoch: i64,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
 }
 
 /// `doubt_since_epoch` when this broker's leaderships are what its metadata says.
@@ -35,6 +48,7 @@ impl ClusterView {
             controller_id: AtomicI32::new(-1),
             broker_epoch: AtomicI64::new(-1),
             doubt_since_epoch: AtomicI64::new(NO_DOUBT),
+            registrations: RwLock::new(HashMap::new()),
         }
     }
 
@@ -42,8 +56,9 @@ impl ClusterView {
         self.local_id
     }
 
-    /// Takes the live brokers, the controller and this broker's epoch from `image`. A
-    /// metadata image that names no brokers (a broker alone) leaves what is known.
+    /// Takes the live brokers, the controller, this broker's epoch and the registrations
+    /// from `image`. A metadata image that names no brokers (a broker alone) leaves what
+    /// is known.
     pub fn update(&self, image: &MetadataImage) {
         if !image.brokers().is_empty() {
             *self.brokers.write() = image.brokers().iter().map(|b| (b.id, b.clone())).collect();
@@ -53,6 +68,53 @@ impl ClusterView {
         if let Some(epoch) = image.broker_epoch(self.local_id) {
             self.set_broker_epoch(epoch);
         }
+        // Like the brokers: an image registering none (ZooKeeper mode, or a delta applied
+        // alone) leaves what is known.
+        if image.registered_brokers().next().is_none() {
+            return;
+        }
+        let registrations = image
+            .registered_brokers()
+            .filter_map(|id| {
+                let r = image.registration(id)?;
+                Some((
+                    id,
+                    Registration {
+                        epoch: r.epoch,
+                        fenced: r.fenced,
+                        in_controlled_shutdown: r.in_controlled_shutdown,
+                    },
+                ))
+            })
+            .collect();
+        *self.registrations.write() = registrations;
+    }
+
+    /// Sets the brokers' registrations directly (tests, and a metadata source that is
+    /// not an image).
+    pub fn set_registrations(&self, registrations: HashMap<i32, Registration>) {
+        *self.registrations.write() = registrations;
+    }
+
+    /// Whether the metadata is a KRaft log's: its ISR proposals name each member with its
+    /// broker epoch (KIP-903) and only eligible replicas join.
+    pub fn is_kraft(&self) -> bool {
+        !self.registrations.read().is_empty()
+    }
+
+    /// Whether a leader may propose `replica_id`, whose fetches carried `fetch_epoch`
+    /// (-1: none, or a Fetch before v15), for an ISR (Kafka's `isReplicaIsrEligible`).
+    /// In a KRaft cluster: registered, neither fenced nor in controlled shutdown, and
+    /// fetching at its registration's epoch (a fetch from before a restart is not the
+    /// broker the controller knows now). In ZooKeeper mode the controller alone judges.
+    pub fn isr_eligible(&self, replica_id: i32, fetch_epoch: i64) -> bool {
+        let registrations = self.registrations.read();
+        if registrations.is_empty() {
+            return true;
+        }
+        registrations.get(&replica_id).is_some_and(|r| {
+            !r.fenced && !r.in_controlled_shutdown && (fetch_epoch == -1 || fetch_epoch == r.epoch)
+        })
     }
 
     /// Sets the live brokers and the controller directly (tests, and a metadata source

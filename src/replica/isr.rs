@@ -5,8 +5,8 @@
 //! STALE_BROKER_EPOCH), as long as the partition still waits for it.
 //!
 //! The request's shape follows its version: topic names up to v1, topic ids from v2,
-//! the ISR as broker states from v3 (KIP-903), whose member epochs are -1 as Kafka 3.9's
-//! ZooKeeper-mode leaders send them. A batch naming a topic without an id (one created by a
+//! the ISR as broker states from v3 (KIP-903), each member with the broker epoch its
+//! leader proposed it at (`ReplicationState::propose`). A batch naming a topic without an id (one created by a
 //! controller at an `inter.broker.protocol.version` below 2.8) goes at v1 at most, as
 //! Kafka's `AlterPartitionManager` sends it.
 
@@ -35,7 +35,28 @@ pub struct IsrChange {
     pub proposal: IsrProposal,
 }
 
-pub type IsrChanges = mpsc::UnboundedSender<IsrChange>;
+/// Where a partition's leader queues its proposals, with what the metadata says of the
+/// brokers it names in them.
+#[derive(Clone)]
+pub struct IsrChanges {
+    sender: mpsc::UnboundedSender<IsrChange>,
+    cluster: Arc<ClusterView>,
+}
+
+impl IsrChanges {
+    pub fn new(sender: mpsc::UnboundedSender<IsrChange>, cluster: Arc<ClusterView>) -> Self {
+        IsrChanges { sender, cluster }
+    }
+
+    /// Queues a proposal (dropped when the sending task is gone: shutting down).
+    pub fn send(&self, change: IsrChange) {
+        let _ = self.sender.send(change);
+    }
+
+    pub fn cluster(&self) -> &ClusterView {
+        &self.cluster
+    }
+}
 
 /// AlterPartition versions this broker sends (the ones Kafka 3.9's controller answers).
 pub const ALTER_PARTITION_MIN_VERSION: i16 = 0;
@@ -298,8 +319,9 @@ pub fn start(
     metrics: Arc<crate::metrics::Metrics>,
 ) -> (IsrChanges, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
+    let changes = IsrChanges::new(tx, cluster.clone());
     let task = tokio::spawn(run(rx, channel, cluster, metrics));
-    (tx, task)
+    (changes, task)
 }
 
 #[cfg(test)]

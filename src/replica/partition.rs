@@ -812,13 +812,13 @@ impl Partition {
         };
         let hw = self.high_watermark();
         let epoch_start = self.leader_epoch_start_offset.load(Ordering::Acquire);
-        let proposal = self
-            .state
-            .write()
-            .propose_expand(replica_id, hw, epoch_start);
+        let proposal =
+            self.state
+                .write()
+                .propose_expand(replica_id, hw, epoch_start, changes.cluster());
         if let Some(proposal) = proposal {
             tracing::info!(partition = %self.tp, replica = replica_id, isr = ?proposal.new_isr, "expanding the ISR");
-            let _ = changes.send(IsrChange {
+            changes.send(IsrChange {
                 partition: self.clone(),
                 proposal,
             });
@@ -832,10 +832,13 @@ impl Partition {
             return;
         };
         let leo = self.log().log_end_offset();
-        let proposal = self.state.write().propose_shrink(leo, now_ms, max_lag_ms);
+        let proposal =
+            self.state
+                .write()
+                .propose_shrink(leo, now_ms, max_lag_ms, changes.cluster());
         if let Some(proposal) = proposal {
             tracing::info!(partition = %self.tp, isr = ?proposal.new_isr, max_lag_ms, "shrinking the ISR");
-            let _ = changes.send(IsrChange {
+            changes.send(IsrChange {
                 partition: self.clone(),
                 proposal,
             });

@@ -548,6 +548,54 @@ async fn below_fetch_v12_a_divergent_tail_is_cut_from_offset_for_leader_epoch() 
     );
 }
 
+/// A KRaft leader (Kafka's `isReplicaIsrEligible`): a follower the metadata shows fenced
+/// fetches and catches up but is not proposed; once unfenced, the next fetch proposes it,
+/// each member named with its broker epoch (the leader's registration's, the follower's
+/// as its fetches carried it).
+#[tokio::test]
+async fn a_kraft_leader_proposes_a_follower_once_it_is_unfenced() {
+    use super::cluster_view::Registration;
+    let c = Cluster::new(&[1, 2]);
+    let registrations = |fenced_2: bool| {
+        [(1, 101, false), (2, 102, fenced_2)]
+            .into_iter()
+            .map(|(id, epoch, fenced)| {
+                let r = Registration {
+                    epoch,
+                    fenced,
+                    in_controlled_shutdown: false,
+                };
+                (id, r)
+            })
+            .collect()
+    };
+    c.managers[&1]
+        .cluster
+        .set_registrations(registrations(true));
+    c.announce(&[1, 2], &[1, 2], 1, 1, &[1], &[]);
+    let leader = c.p(1);
+    produce(&leader, b"a").await;
+    eventually("broker 2 caught up", || {
+        leader.follower_log_end_offset(2) == Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(leader.isr(), vec![1], "fenced: not proposed");
+    assert!(c.controller.requests.lock().is_empty());
+
+    c.managers[&1]
+        .cluster
+        .set_registrations(registrations(false));
+    eventually("broker 2 joined the ISR", || leader.isr() == vec![1, 2]).await;
+    let requests = c.controller.requests.lock();
+    let isr: Vec<(i32, i64)> = requests[0].topics[0].partitions[0]
+        .new_isr_with_epochs
+        .iter()
+        .map(|b| (b.broker_id.0, b.broker_epoch))
+        .collect();
+    assert_eq!(isr, vec![(1, 101), (2, 102)]);
+}
+
 #[tokio::test]
 async fn a_follower_below_the_leaders_log_start_starts_there() {
     let c = Cluster::new(&[1, 2]);

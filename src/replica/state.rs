@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 
+use super::cluster_view::ClusterView;
+#[cfg(test)]
+use super::cluster_view::Registration;
 use crate::controller::LeaderAndIsr;
 
 /// Whether this broker leads the partition or follows another broker.
@@ -245,12 +248,15 @@ impl ReplicationState {
 
     /// A proposal adding `replica_id` to the ISR (Kafka's `maybeExpandIsr`): as leader,
     /// with no change pending, for a replica not in the ISR whose log end reached both the
-    /// high watermark and the start of the current leader epoch.
+    /// high watermark and the start of the current leader epoch, and that the metadata
+    /// lets join (`ClusterView::isr_eligible`: in a KRaft cluster, not fenced, not in
+    /// controlled shutdown, fetching at its registered epoch).
     pub fn propose_expand(
         &mut self,
         replica_id: i32,
         high_watermark: i64,
         epoch_start_offset: i64,
+        cluster: &ClusterView,
     ) -> Option<IsrProposal> {
         if !self.is_leader() || self.pending_isr.is_some() || self.isr.contains(&replica_id) {
             return None;
@@ -259,9 +265,12 @@ impl ReplicationState {
         if f.log_end_offset < high_watermark || f.log_end_offset < epoch_start_offset {
             return None;
         }
+        if !cluster.isr_eligible(replica_id, f.broker_epoch) {
+            return None;
+        }
         let mut isr = self.isr.clone();
         isr.push(replica_id);
-        Some(self.propose(isr))
+        Some(self.propose(isr, cluster))
     }
 
     /// A proposal dropping the followers in the ISR that have not caught up for
@@ -271,6 +280,7 @@ impl ReplicationState {
         leader_log_end_offset: i64,
         now_ms: i64,
         max_lag_ms: i64,
+        cluster: &ClusterView,
     ) -> Option<IsrProposal> {
         if !self.is_leader() || self.pending_isr.is_some() {
             return None;
@@ -285,14 +295,23 @@ impl ReplicationState {
         if kept.len() == self.isr.len() {
             return None;
         }
-        Some(self.propose(kept))
+        Some(self.propose(kept, cluster))
     }
 
-    fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
-        // Members go without broker epochs (-1), as Kafka 3.9's ZooKeeper-mode leaders
-        // send them (captured in protocol-tests/fixtures-cluster); KIP-903's member
-        // epochs are checked only by a KRaft controller.
-        let new_isr = isr.iter().map(|&id| (id, -1)).collect();
+    /// Marks `isr` pending and names each member with its broker epoch (Kafka's
+    /// `addBrokerEpochToIsr`): in a KRaft cluster the leader's own registration's epoch
+    /// and each follower's as its fetches carried it, so the controller refuses a member
+    /// that restarted since (KIP-903); -1 for a follower not heard from in this leader
+    /// epoch, and for every member in ZooKeeper mode (as Kafka 3.9's leaders send them,
+    /// captured in protocol-tests/fixtures-cluster).
+    fn propose(&mut self, isr: Vec<i32>, cluster: &ClusterView) -> IsrProposal {
+        let kraft = cluster.is_kraft();
+        let epoch_of = |id: i32| match kraft {
+            false => -1,
+            true if id == cluster.local_id() => cluster.broker_epoch(),
+            true => self.followers.get(&id).map_or(-1, |f| f.broker_epoch),
+        };
+        let new_isr = isr.iter().map(|&id| (id, epoch_of(id))).collect();
         self.pending_isr = Some(isr);
         IsrProposal {
             leader_epoch: self.leader_epoch,
@@ -442,20 +461,25 @@ mod tests {
 
     #[test]
     fn a_pending_isr_change_holds_the_high_watermark_to_the_maximal_isr() {
+        let zk = ClusterView::new(1);
         let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
         s.update_follower(2, 10, 0, 10, 1).unwrap();
         s.update_follower(3, 4, 0, 10, 1).unwrap();
         assert_eq!(s.high_watermark_candidate(10), Some(10));
         // 3 is below the high watermark: not proposed yet.
-        assert_eq!(s.propose_expand(3, 10, 0), None);
+        assert_eq!(s.propose_expand(3, 10, 0, &zk), None);
         s.update_follower(3, 10, 0, 12, 2).unwrap();
-        let p = s.propose_expand(3, 10, 0).unwrap();
+        let p = s.propose_expand(3, 10, 0, &zk).unwrap();
         assert_eq!((p.leader_epoch, p.partition_epoch), (1, 1));
-        assert_eq!(p.new_isr, vec![(1, -1), (2, -1), (3, -1)]);
+        assert_eq!(
+            p.new_isr,
+            vec![(1, -1), (2, -1), (3, -1)],
+            "ZooKeeper mode: no member epochs"
+        );
         // While pending, 3 already holds the high watermark, and nothing else is proposed.
         assert_eq!(s.high_watermark_candidate(12), Some(10));
-        assert_eq!(s.propose_shrink(12, 1_000_000, 10), None);
+        assert_eq!(s.propose_shrink(12, 1_000_000, 10, &zk), None);
         // A stale answer (older leader epoch) changes nothing; the real one commits.
         let committed = IsrOutcome::Committed {
             leader_epoch: 1,
@@ -470,16 +494,17 @@ mod tests {
 
     #[test]
     fn a_shrink_drops_only_followers_lagging_past_the_limit() {
+        let zk = ClusterView::new(1);
         let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 0);
         s.update_follower(2, 10, 0, 10, 5_000).unwrap();
         s.update_follower(3, 4, 0, 10, 5_000).unwrap();
         assert_eq!(
-            s.propose_shrink(10, 30_000, 30_000),
+            s.propose_shrink(10, 30_000, 30_000, &zk),
             None,
             "not past the limit"
         );
-        let p = s.propose_shrink(10, 30_001, 30_000).unwrap();
+        let p = s.propose_shrink(10, 30_001, 30_000, &zk).unwrap();
         assert_eq!(
             p.new_isr.iter().map(|m| m.0).collect::<Vec<_>>(),
             vec![1, 2]
@@ -496,7 +521,7 @@ mod tests {
         );
         // A follower at the leader's log end is caught up whatever its last time.
         s.update_follower(3, 10, 0, 10, 6_000).unwrap();
-        assert_eq!(s.propose_shrink(10, 100_000, 30_000), None);
+        assert_eq!(s.propose_shrink(10, 100_000, 30_000, &zk), None);
     }
 
     #[test]
@@ -505,5 +530,114 @@ mod tests {
         assert_eq!(s.isr_size(), 1);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
         assert_eq!(s.isr_size(), 2);
+    }
+
+    /// A KRaft cluster's metadata: broker 1 (this one) at epoch 10, 2 at 20, 3 at 30.
+    fn kraft_cluster() -> ClusterView {
+        let cluster = ClusterView::new(1);
+        cluster.set_broker_epoch(10);
+        cluster.set_registrations(registrations(&[(1, 10), (2, 20), (3, 30)]));
+        cluster
+    }
+
+    fn registrations(epochs: &[(i32, i64)]) -> std::collections::HashMap<i32, Registration> {
+        epochs
+            .iter()
+            .map(|&(id, epoch)| {
+                let r = Registration {
+                    epoch,
+                    fenced: false,
+                    in_controlled_shutdown: false,
+                };
+                (id, r)
+            })
+            .collect()
+    }
+
+    /// Leader 1 of [1, 2, 3] with ISR [1, 2]; 2 fetched at its epoch, 3 caught up and
+    /// fetching at `epoch_of_3`.
+    fn caught_up_follower(epoch_of_3: i64) -> ReplicationState {
+        let mut s = ReplicationState::sole_leader(0);
+        s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
+        s.update_follower(2, 10, 0, 10, 1).unwrap();
+        s.set_follower_broker_epoch(2, 20);
+        s.update_follower(3, 10, 0, 10, 1).unwrap();
+        if epoch_of_3 >= 0 {
+            s.set_follower_broker_epoch(3, epoch_of_3);
+        }
+        s
+    }
+
+    /// KIP-903: a KRaft leader names each member with its broker epoch, its own
+    /// registration's and each follower's as its fetches carried it (-1 when a Fetch
+    /// before v15 carried none, as a Kafka leader sends it).
+    #[test]
+    fn a_kraft_leader_proposes_members_with_their_broker_epochs() {
+        let cluster = kraft_cluster();
+        let mut s = caught_up_follower(30);
+        let p = s.propose_expand(3, 10, 0, &cluster).unwrap();
+        assert_eq!(p.new_isr, vec![(1, 10), (2, 20), (3, 30)]);
+        s.complete_isr_change(
+            1,
+            &IsrOutcome::Committed {
+                leader_epoch: 1,
+                partition_epoch: 2,
+                isr: vec![1, 2, 3],
+            },
+        );
+        // A shrink names the members it keeps the same way.
+        let p = s.propose_shrink(10, 100_000, 30_000, &cluster);
+        assert_eq!(p, None, "all at the log end");
+        s.update_follower(3, 20, 0, 20, 100_000).unwrap();
+        let p = s.propose_shrink(20, 100_000, 30_000, &cluster).unwrap();
+        assert_eq!(p.new_isr, vec![(1, 10), (3, 30)]);
+
+        let mut old_fetch = caught_up_follower(-1);
+        let p = old_fetch.propose_expand(3, 10, 0, &cluster).unwrap();
+        assert_eq!(p.new_isr, vec![(1, 10), (2, 20), (3, -1)]);
+    }
+
+    /// Kafka's `isReplicaIsrEligible`: a KRaft leader never proposes a replica the
+    /// metadata shows fenced, in controlled shutdown, unregistered, or registered at
+    /// another epoch than its fetches carry (it restarted since); it does once the
+    /// metadata says otherwise.
+    #[test]
+    fn a_kraft_leader_adds_only_eligible_replicas_to_the_isr() {
+        let cluster = kraft_cluster();
+        let with_3 = |fenced: bool, in_controlled_shutdown: bool, epoch: i64| {
+            let mut r = registrations(&[(1, 10), (2, 20)]);
+            r.insert(
+                3,
+                Registration {
+                    epoch,
+                    fenced,
+                    in_controlled_shutdown,
+                },
+            );
+            r
+        };
+        for (why, registrations) in [
+            ("fenced", with_3(true, false, 30)),
+            ("in controlled shutdown", with_3(false, true, 30)),
+            ("registered again since its fetch", with_3(false, false, 31)),
+            ("unregistered", registrations(&[(1, 10), (2, 20)])),
+        ] {
+            cluster.set_registrations(registrations);
+            let mut s = caught_up_follower(30);
+            assert_eq!(s.propose_expand(3, 10, 0, &cluster), None, "{why}");
+            assert_eq!(s.pending_isr, None, "{why}");
+        }
+        cluster.set_registrations(with_3(false, false, 30));
+        let mut s = caught_up_follower(30);
+        assert!(s.propose_expand(3, 10, 0, &cluster).is_some(), "eligible");
+        // A fetch that carried no epoch is not held against the replica (Kafka's rule).
+        cluster.set_registrations(with_3(false, false, 31));
+        let mut s = caught_up_follower(-1);
+        assert!(s.propose_expand(3, 10, 0, &cluster).is_some(), "no epoch");
+        // ZooKeeper mode (no registrations): the controller alone judges.
+        let zk = ClusterView::new(1);
+        let mut s = caught_up_follower(30);
+        let p = s.propose_expand(3, 10, 0, &zk).unwrap();
+        assert_eq!(p.new_isr, vec![(1, -1), (2, -1), (3, -1)]);
     }
 }

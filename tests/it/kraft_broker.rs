@@ -33,11 +33,11 @@ use crate::kraft_controller::{Controller, FORMAT_FEATURES};
 
 const BROKER_ID: i32 = 1;
 
-fn s(v: &str) -> StrBytes {
+pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -47,13 +47,13 @@ fn free_port() -> u16 {
 
 /// The skua binary on a properties file, its output (the log is on stdout) in `log`;
 /// killed when dropped.
-struct Skua {
-    child: Child,
+pub(crate) struct Skua {
+    pub(crate) child: Child,
     log: PathBuf,
 }
 
 impl Skua {
-    fn start(props: &Path, log: &Path) -> Skua {
+    pub(crate) fn start(props: &Path, log: &Path) -> Skua {
         let out = std::fs::File::create(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_skua"))
             .arg(props)
@@ -68,12 +68,12 @@ impl Skua {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Waits until the broker serves (it logs "skua started" once it is unfenced).
-    fn wait_started(&mut self) -> Duration {
+    pub(crate) fn wait_started(&mut self) -> Duration {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(60) {
             if self.log().contains("skua started") {
@@ -88,7 +88,7 @@ impl Skua {
     }
 
     /// SIGTERM, then the exit status once it stopped.
-    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+    pub(crate) fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
         let t = Instant::now();
         // SAFETY: kill(2) on the pid of our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
@@ -128,13 +128,30 @@ fn write_properties(
     port: u16,
     extra: &[&str],
 ) -> PathBuf {
+    let quorum = format!(
+        "controller.quorum.bootstrap.servers=127.0.0.1:{}",
+        controller.port
+    );
+    write_properties_with_dirs(dir, &quorum, node_id, port, &["data"], extra)
+}
+
+/// As `write_properties`, with `quorum` the line naming the controllers and `log.dirs`
+/// the dirs `log_dirs` of `dir` (the first holds the metadata log).
+pub(crate) fn write_properties_with_dirs(
+    dir: &Path,
+    quorum: &str,
+    node_id: i32,
+    port: u16,
+    log_dirs: &[&str],
+    extra: &[&str],
+) -> PathBuf {
     let props = dir.join("server.properties");
     std::fs::write(
         &props,
         format!(
             "process.roles=broker\n\
              node.id={node_id}\n\
-             controller.quorum.bootstrap.servers=127.0.0.1:{cport}\n\
+             {quorum}\n\
              controller.listener.names=CONTROLLER\n\
              listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
              listeners=PLAINTEXT://127.0.0.1:{port}\n\
@@ -144,8 +161,11 @@ fn write_properties(
              offsets.topic.replication.factor=1\n\
              offsets.topic.num.partitions=2\n\
              transaction.state.log.replication.factor=1\n{extra}",
-            cport = controller.port,
-            data = dir.join("data").display(),
+            data = log_dirs
+                .iter()
+                .map(|d| dir.join(d).display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
             extra = extra.iter().map(|l| format!("{l}\n")).collect::<String>(),
         ),
     )
@@ -155,11 +175,16 @@ fn write_properties(
 
 /// `kafka-storage.sh format` of the dirs `props` names, for `controller`'s cluster.
 fn format_dirs(props: &Path, controller: &Controller) {
+    format_dirs_for(props, &controller.cluster_id)
+}
+
+/// `kafka-storage.sh format` of the dirs `props` names, for cluster `cluster_id`.
+pub(crate) fn format_dirs_for(props: &Path, cluster_id: &str) {
     let mut format = Command::new(script());
     format
         .arg("--format-broker")
         .arg(props)
-        .args(["--cluster-id", &controller.cluster_id]);
+        .args(["--cluster-id", cluster_id]);
     for f in FORMAT_FEATURES {
         format.args(["--feature", f]);
     }
@@ -171,7 +196,7 @@ fn format_dirs(props: &Path, controller: &Controller) {
     );
 }
 
-fn script() -> PathBuf {
+pub(crate) fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh")
 }
 
@@ -185,7 +210,20 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     eprintln!("the controller started in {:?}", started.elapsed());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let props = write_properties(dir.path(), &controller, BROKER_ID, port, AUTHORIZER);
+    // Two log dirs, as `kafka-storage.sh format` formats them: skua spreads its replicas
+    // over both and tells the controller which holds each (AssignReplicasToDirs).
+    let quorum = format!(
+        "controller.quorum.bootstrap.servers=127.0.0.1:{}",
+        controller.port
+    );
+    let props = write_properties_with_dirs(
+        dir.path(),
+        &quorum,
+        BROKER_ID,
+        port,
+        &["data", "data2"],
+        AUTHORIZER,
+    );
 
     // Unformatted dirs are refused, with the way to format them.
     let out = Command::new(env!("CARGO_BIN_EXE_skua"))
@@ -214,6 +252,8 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let mut skua = Skua::start(&props, &dir.path().join("skua-1.log"));
     eprintln!("skua started in {:?}", skua.wait_started());
     let produced = rt.block_on(first_run(addr, &controller));
+    let placed = replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
+    eprintln!("the controller names each replica's log dir: {placed:?}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
         meta,
@@ -237,6 +277,7 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let mut again = Skua::start(&props, &dir.path().join("skua-2.log"));
     eprintln!("skua restarted in {:?}", again.wait_started());
     rt.block_on(second_run(addr, &produced));
+    replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
     let (status, _) = again.terminate();
     assert!(status.success(), "{status}");
     assert!(
@@ -246,6 +287,67 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         "the controller saw the restart as a new incarnation"
     );
     eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// Waits (10 s at most) until the controller's metadata names, for every partition skua
+/// holds in `log_dirs` (of `dir`), the `directory.id` of the dir holding it; every dir
+/// holds some. Returns how many each holds.
+fn replicas_placed_on_their_dirs(
+    dir: &Path,
+    log_dirs: &[&str],
+    controller: &Controller,
+) -> Vec<usize> {
+    // (topic, partition, the dir's id) of each partition dir skua made.
+    let mut held = Vec::new();
+    let mut counts = Vec::new();
+    for d in log_dirs {
+        let path = dir.join(d);
+        let meta = std::fs::read_to_string(path.join("meta.properties")).unwrap();
+        let id = meta
+            .lines()
+            .find_map(|l| l.strip_prefix("directory.id="))
+            .unwrap_or_else(|| panic!("{meta}"));
+        let id = skua::log::kafka_string_to_uuid(id).unwrap();
+        let mut count = 0;
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().to_string();
+            let Some((topic, partition)) = name.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(partition) = partition.parse::<i32>() else {
+                continue;
+            };
+            if topic != "__cluster_metadata" {
+                held.push((topic.to_string(), partition, id));
+                count += 1;
+            }
+        }
+        counts.push(count);
+    }
+    assert!(counts.iter().all(|c| *c > 0), "{counts:?} {held:?}");
+    let t = Instant::now();
+    loop {
+        let image = controller.metadata();
+        let named = |topic: &str, partition: i32| {
+            let t = image.topic(topic)?;
+            let p = t.partitions.iter().find(|p| p.partition == partition)?;
+            let i = p.assignment.replicas.iter().position(|r| *r == BROKER_ID)?;
+            p.assignment.directories.get(i).copied()
+        };
+        let wrong: Vec<_> = held
+            .iter()
+            .filter(|(topic, partition, id)| named(topic, *partition) != Some(*id))
+            .map(|(topic, partition, id)| (topic, partition, id, named(topic, *partition)))
+            .collect();
+        if wrong.is_empty() {
+            return counts;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "(topic, partition, dir holding it, dir the controller names): {wrong:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// What the first run produced: (partition, values) of topic `orders`.
@@ -962,6 +1064,17 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
         &dir.path().join("data"),
         &kafka.data(),
     ));
+    // skua's expansion of `moved` named both members with their broker epochs, not -1.
+    let expansions: Vec<String> = again
+        .log()
+        .lines()
+        .filter(|l| l.contains("expanding the ISR") && l.contains("moved-0"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !expansions.is_empty() && expansions.iter().all(|l| !l.contains(", -1)")),
+        "{expansions:?}"
+    );
 
     // A topic created through the Kafka broker, led by skua; SIGTERM to skua is a
     // controlled shutdown: the controller moves the leadership to the Kafka broker before
@@ -1012,7 +1125,8 @@ fn a_skua_broker_and_a_kafka_4_broker_replicate_each_others_partitions() {
 /// What Kafka 4's brokers forward to the controller, through skua: a preferred election
 /// gives partition 0 back to skua (its first replica) after the Kafka broker led it; a
 /// reassignment moves a partition from the Kafka broker to skua, listed while under way,
-/// and skua's copy is byte for byte the one the Kafka broker wrote; DescribeQuorum lists
+/// and skua's copy is byte for byte the one the Kafka broker wrote; another puts the
+/// Kafka broker back beside skua, which adds it to the ISR; DescribeQuorum lists
 /// the controller as the voter leading and both brokers as observers.
 async fn elections_reassignments_and_the_quorum_through_skua(
     skua_addr: SocketAddr,
@@ -1136,6 +1250,26 @@ async fn elections_reassignments_and_the_quorum_through_skua(
         .collect();
     assert_eq!(got, vals);
 
+    // And back onto both: the Kafka broker, added, catches up from skua, whose ISR
+    // expansion the controller commits (it checks each member's broker epoch, KIP-903),
+    // ending the reassignment.
+    let grow = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![apr::ReassignableTopic::default()
+            .with_name(TopicName(s("moved")))
+            .with_partitions(vec![apr::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![1.into(), 2.into()]))])]);
+    let r = c.send(&grow, 0).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    wait_topic_isrs(
+        &mut k,
+        "moved",
+        vec![(0, 1, vec![1, 2])],
+        Duration::from_secs(20),
+    )
+    .await;
+
     // The quorum, as `kafka-metadata-quorum.sh --bootstrap-server <skua> describe` asks.
     let quorum = DescribeQuorumRequest::default().with_topics(vec![dq::TopicData::default()
         .with_topic_name(TopicName(s("__cluster_metadata")))
@@ -1168,7 +1302,7 @@ async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
 
 /// Waits at most `limit` until the Kafka broker's Metadata shows `topic`'s (partition,
 /// leader, sorted ISR).
-async fn wait_topic_isrs(
+pub(crate) async fn wait_topic_isrs(
     k: &mut Client,
     topic: &str,
     expected: Vec<(i32, i32, Vec<i32>)>,

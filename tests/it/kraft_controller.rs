@@ -91,6 +91,32 @@ impl Controller {
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
+
+    /// The cluster's metadata as the controller's log holds it now: a copy of its
+    /// `__cluster_metadata-0`, replayed by skua's reader (the copy's torn tail, if the
+    /// controller was writing, is recovered in the copy).
+    pub(crate) fn metadata(&self) -> skua::controller::image::MetadataImage {
+        metadata_in(self.dir.path())
+    }
+}
+
+/// The metadata the log of the Kafka controller in `dir` (`compat/kafka-controller.sh
+/// --dir`) holds now, as `Controller::metadata` reads it.
+pub(crate) fn metadata_in(dir: &Path) -> skua::controller::image::MetadataImage {
+    let copy = tempfile::tempdir().unwrap();
+    let from = dir.join("data/__cluster_metadata-0");
+    let to = copy.path().join("__cluster_metadata-0");
+    std::fs::create_dir(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    let (_, replayed) =
+        skua::controller::metadata_log::MetadataLog::open(copy.path(), CONTROLLER_ID)
+            .expect("the controller's metadata log replays");
+    replayed.image
 }
 
 impl Drop for Controller {
@@ -501,10 +527,11 @@ async fn backend_forwards(controller: &Controller) {
     broker.shutdown().await;
 }
 
-/// AlterPartition from a skua leader, as `replica::isr` builds it (v3, members without
-/// broker epochs), through the KRaft backend's controller channel: a Kafka 4.4 controller
-/// commits the shrink and the expansion, and both brokers' images show them; a stale
-/// partition epoch is refused.
+/// AlterPartition from a skua leader, as `replica::isr` builds it (v3, each member with its
+/// registration's broker epoch, KIP-903), through the KRaft backend's controller channel:
+/// a Kafka 4.4 controller commits the shrink and the expansion, and both brokers' images
+/// show them; a stale partition epoch is refused, and so is a member named at an epoch it
+/// is no longer registered at.
 #[test]
 fn isr_changes_from_a_skua_leader_are_committed_by_a_kafka_4_controller() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -568,7 +595,9 @@ async fn isr_changes(controller: &Controller) {
     let p = topic.partitions[0].state.clone();
     assert_eq!((p.leader, p.isr.clone()), (1, vec![1, 2]));
 
-    let alter = |leader_epoch: i32, partition_epoch: i32, isr: &[i32]| {
+    let epochs = [(1, one.broker_epoch()), (2, two.broker_epoch())];
+    assert!(epochs.iter().all(|(_, e)| *e > 0), "{epochs:?}");
+    let alter = |leader_epoch: i32, partition_epoch: i32, isr: &[(i32, i64)]| {
         let isr = isr.to_vec();
         let id = topic.topic_id;
         let epoch = one.broker_epoch();
@@ -584,10 +613,10 @@ async fn isr_changes(controller: &Controller) {
                         .with_partition_epoch(partition_epoch)
                         .with_new_isr_with_epochs(
                             isr.iter()
-                                .map(|b| {
+                                .map(|(b, e)| {
                                     Member::default()
                                         .with_broker_id((*b).into())
-                                        .with_broker_epoch(-1)
+                                        .with_broker_epoch(*e)
                                 })
                                 .collect(),
                         )])])
@@ -596,7 +625,7 @@ async fn isr_changes(controller: &Controller) {
     let channel: &dyn ControllerChannel = &*one;
     // Shrink to the leader alone.
     let (version, response) = channel
-        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &[1]))
+        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &epochs[..1]))
         .await
         .unwrap();
     assert_eq!(version, 3);
@@ -613,7 +642,7 @@ async fn isr_changes(controller: &Controller) {
     }
     // A proposal at the old partition epoch is refused.
     let (_, response) = channel
-        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &[1, 2]))
+        .alter_partition(3, &alter(p.leader_epoch, p.partition_epoch, &epochs))
         .await
         .unwrap();
     assert_eq!(
@@ -621,9 +650,21 @@ async fn isr_changes(controller: &Controller) {
         kafka_protocol::error::ResponseError::InvalidUpdateVersion.code(),
         "{response:?}"
     );
+    // A member named at an epoch it is not registered at (a broker that restarted since
+    // its fetch) is refused: the controller checks the epochs skua sends.
+    let stale = [epochs[0], (2, epochs[1].1 - 1)];
+    let (_, response) = channel
+        .alter_partition(3, &alter(p.leader_epoch, shrunk_epoch, &stale))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.topics[0].partitions[0].error_code,
+        kafka_protocol::error::ResponseError::IneligibleReplica.code(),
+        "{response:?}"
+    );
     // The follower back in.
     let (_, response) = channel
-        .alter_partition(3, &alter(p.leader_epoch, shrunk_epoch, &[1, 2]))
+        .alter_partition(3, &alter(p.leader_epoch, shrunk_epoch, &epochs))
         .await
         .unwrap();
     let r = &response.topics[0].partitions[0];

@@ -41,6 +41,7 @@ mod isr_membership;
 mod kafka_dir_adoption;
 mod kraft_broker;
 mod kraft_controller;
+mod kraft_quorum;
 mod load_generator;
 mod log_dir_failure;
 mod log_dirs;

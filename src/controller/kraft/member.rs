@@ -36,6 +36,8 @@ pub struct Membership {
     driver: Mutex<Option<KraftBroker>>,
     /// Set once the broker's own shutdown began: the driver stopping is then expected.
     leaving: Arc<std::sync::atomic::AtomicBool>,
+    /// Each log dir's path and `directory.id`, where replicas are placed (`dirs`).
+    log_dirs: Vec<(std::path::PathBuf, uuid::Uuid)>,
 }
 
 /// The cluster id and the metadata log dir's `directory.id`, as `kafka-storage.sh
@@ -182,7 +184,12 @@ impl Membership {
     /// thread) until the controller says the broker caught up and the image it reached is
     /// published: what the logs are opened against. Fails once the driver stops (the
     /// registration timed out, the log could not be followed).
-    pub fn start_blocking(config: &BrokerConfig, driver: DriverConfig) -> anyhow::Result<Self> {
+    /// `log_dirs`: each log dir's path and `directory.id`.
+    pub fn start_blocking(
+        config: &BrokerConfig,
+        driver: DriverConfig,
+        log_dirs: Vec<(std::path::PathBuf, uuid::Uuid)>,
+    ) -> anyhow::Result<Self> {
         let controller = KraftController::new(
             config.broker_id,
             config.inter_broker_listener(),
@@ -190,21 +197,15 @@ impl Membership {
             controller_client(config, "to-controller"),
         );
         tracing::info!(quorum = ?driver.follower.bootstrap, previous_broker_epoch = driver.registration.previous_broker_epoch, "registering with the KRaft controller quorum and following its metadata log");
-        let log_dirs = driver.registration.log_dirs.clone();
         let broker = KraftBroker::start(driver, Some(controller.clone()));
         controller.attach(broker.status.clone());
-        match log_dirs[..] {
-            [dir] => super::dirs::spawn(&controller, dir),
-            _ => tracing::warn!(
-                "with several log dirs, replicas are not placed on their dir in the cluster's metadata (AssignReplicasToDirs); the controller may refuse to elect a replica it names on another dir"
-            ),
-        }
         let status = broker.status.clone();
         let membership = Membership {
             controller,
             status,
             driver: Mutex::new(Some(broker)),
             leaving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            log_dirs,
         };
         let reached = block_on(membership.wait(
             "the controller to acknowledge that we are caught up",
@@ -249,6 +250,20 @@ impl Membership {
                 return Err(format!("the driver ended while waiting for {what}"));
             }
         }
+    }
+
+    /// Tells the controller which log dir holds each of this broker's replicas, from now
+    /// on (`dirs`): `log_dir_of` says which dir (by path) holds a partition's log.
+    pub fn place_replicas(
+        &self,
+        log_dir_of: impl Fn(&str, i32) -> Option<std::path::PathBuf> + Send + Sync + 'static,
+    ) {
+        let ids = self.log_dirs.clone();
+        let dir_of: super::dirs::DirOf = Arc::new(move |topic, partition| {
+            let path = log_dir_of(topic, partition)?;
+            ids.iter().find(|(p, _)| *p == path).map(|(_, id)| *id)
+        });
+        super::dirs::spawn(&self.controller, dir_of);
     }
 
     /// The logs are open and every publisher follows the image: asks to be unfenced and

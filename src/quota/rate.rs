@@ -113,16 +113,16 @@ impl Rate {
     /// ([`Rate::window_size_ms`]), from one pass over the samples (a quota check needs
     /// both on every request).
     pub fn measure_over(&mut self, now_ms: i64) -> (f64, i64) {
-        self.purge(now_ms);
-        let (total, oldest) =
-            self.samples
-                .iter()
-                .fold((0.0, None), |(t, o): (f64, Option<i64>), s| {
-                    (
-                        t + s.value,
-                        Some(o.map_or(s.start_ms, |o| o.min(s.start_ms))),
-                    )
-                });
+        let expire_age = self.windows.samples as i64 * self.windows.window_ms;
+        let (mut total, mut oldest) = (0.0, None::<i64>);
+        for s in &mut self.samples {
+            // `purge`, sample by sample, in the same pass.
+            if now_ms - s.last_event_ms >= expire_age {
+                s.reset(now_ms);
+            }
+            total += s.value;
+            oldest = Some(oldest.map_or(s.start_ms, |o| o.min(s.start_ms)));
+        }
         let span = self.span_ms(oldest.unwrap_or(now_ms), now_ms);
         (total / (span as f64 / 1000.0), span)
     }

@@ -679,8 +679,8 @@ impl Broker {
         }
     }
 
-    /// The quota manager, held: the pipeline keeps it for a request that a quota is in
-    /// force for, until its handler answers.
+    /// The quota manager, held: each connection's session keeps it from its opening, so
+    /// a request clones no handle that every connection's requests would share.
     pub fn quota_manager(&self) -> Arc<dyn QuotaManager> {
         match self.quotas.get() {
             Some(q) => q.clone(),

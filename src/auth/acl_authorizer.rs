@@ -11,7 +11,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -87,6 +87,9 @@ pub struct AclAuthorizer {
     /// count: every check of every connection reads it, and either would be a write to a
     /// line all of them share.
     state: ArcSwap<State>,
+    /// Bumped after each change of the ACLs is in force: what connections' own caches
+    /// of decisions are valid for ([`Authorizer::generation`]).
+    generation: AtomicU64,
     store: OnceLock<Arc<dyn AclStore>>,
 }
 
@@ -96,6 +99,7 @@ impl AclAuthorizer {
         AclAuthorizer {
             settings,
             state: ArcSwap::from_pointee(State::default()),
+            generation: AtomicU64::new(0),
             store: OnceLock::new(),
         }
     }
@@ -116,6 +120,8 @@ impl AclAuthorizer {
             ..State::default()
         });
         self.state.store(state);
+        // After the store: a check that sees the new generation decides on the new ACLs.
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Every ACL in force.
@@ -260,6 +266,13 @@ impl Authorizer for AclAuthorizer {
             .load()
             .index
             .any_allowed(&who, operation, resource_type)
+    }
+
+    /// A decision depends on the principal, the host, the operation and the resource, and
+    /// changes only with the ACLs (the super users and `allow.everyone.if.no.acl.found`
+    /// are fixed).
+    fn generation(&self) -> Option<u64> {
+        Some(self.generation.load(Ordering::Acquire))
     }
 
     fn acl_admin(&self) -> Option<&dyn AclAdmin> {

@@ -98,6 +98,16 @@ pub trait Authorizer: Send + Sync {
         self.authorize_one(requester, &probe)
     }
 
+    /// A number that changes whenever any of this authorizer's decisions may (every ACL
+    /// change bumps it); `Some` lets a connection keep the decisions its requests got,
+    /// keyed by operation and resource alone, until it changes (`auth::decisions`). An
+    /// authorizer whose decisions depend on more of the request than the session's
+    /// principal and host, or that cannot say when they change, answers `None`: each
+    /// check asks it.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether this authorizer allows everything (so the request context need not ask).
     fn allows_everything(&self) -> bool {
         false

@@ -2,11 +2,24 @@
 //! the request context. With the allow-all authorizer the context holds none, and each
 //! check is a branch.
 
-use super::authorizer::{Action, Requester};
+use super::authorizer::{Action, Authorizer, Requester};
 use super::operations::{to_bit_field, AclOperation, ResourceType, NOT_REQUESTED};
 use crate::router::RequestContext;
 
 impl RequestContext {
+    /// One check through the connection's kept decisions when the authorizer allows
+    /// keeping them (`auth::decisions`), else asking it.
+    fn decide(&self, a: &dyn Authorizer, requester: &Requester<'_>, action: &Action<'_>) -> bool {
+        match a.generation() {
+            Some(generation) => self
+                .session
+                .held
+                .decisions
+                .decide(generation, action, || a.authorize_one(requester, action)),
+            None => a.authorize_one(requester, action),
+        }
+    }
+
     /// Who asks, as the authorizer sees it.
     pub fn requester(&self) -> Requester<'_> {
         Requester {
@@ -30,7 +43,8 @@ impl RequestContext {
     ) -> bool {
         match self.authorizer() {
             None => true,
-            Some(a) => a.authorize_one(
+            Some(a) => self.decide(
+                a,
                 &self.requester(),
                 &Action::new(operation, resource_type, name),
             ),
@@ -48,7 +62,8 @@ impl RequestContext {
     ) -> bool {
         match self.authorizer() {
             None => true,
-            Some(a) => a.authorize_one(
+            Some(a) => self.decide(
+                a,
                 &self.requester(),
                 &Action {
                     log_if_denied: false,
@@ -84,7 +99,8 @@ impl RequestContext {
             .iter()
             .copied()
             .filter(|op| {
-                a.authorize_one(
+                self.decide(
+                    a,
                     &requester,
                     &Action {
                         log_if_denied: false,
@@ -165,7 +181,7 @@ impl RequestContext {
                     log_if_denied: false,
                     ..Action::new(operation, resource_type, name(item))
                 };
-                a.authorize_one(&requester, &action)
+                self.decide(a, &requester, &action)
             })
             .collect()
     }

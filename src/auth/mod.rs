@@ -7,6 +7,7 @@ pub mod acl;
 pub mod acl_authorizer;
 pub mod acl_index;
 pub mod authorizer;
+pub mod decisions;
 pub mod helper;
 pub mod needs;
 pub mod operations;

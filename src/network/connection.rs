@@ -112,6 +112,7 @@ pub fn open<T: Transport>(
     };
     let mut session = session;
     session.authorizer = broker.authorizer();
+    session.quotas = Some(broker.quota_manager());
     let reader = Reader {
         stream,
         session: Arc::new(session),

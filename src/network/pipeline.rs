@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind};
+use kafka_protocol::protocol::StrBytes;
 
 use super::refusal;
 use super::request_log::RequestLog;
@@ -37,8 +38,9 @@ use crate::auth::needs::Needs;
 use crate::auth::operations::ResourceType;
 use crate::broker::Broker;
 use crate::metrics::{FetchSide, Metrics};
+use crate::network::Session;
 use crate::protocol::{encode_response, Frame};
-use crate::quota::QuotaManager;
+use crate::quota::Caller;
 use crate::router::{HandlerFuture, RequestContext, Response, Route};
 
 /// A request that reached the pipeline: what its answer needs once its handler is done
@@ -132,18 +134,19 @@ pub fn start(
         Needs::Cluster(op) => !ctx.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
         _ => false,
     };
-    // The quota manager sees the context after the handler; without a quota in force, or
-    // for replication and the brokers' own requests, nothing is kept (and nothing
-    // cloned: every request passes here).
-    let quota = broker
-        .quotas()
+    // The quota manager is told of the request after the handler; without a quota in
+    // force, or for replication and the brokers' own requests, nothing is kept (and
+    // nothing cloned: every request passes here).
+    let quota = ctx
+        .session
+        .quotas
+        .as_deref()
         .filter(|q| q.enabled() && !crate::quota::is_exempt(api_key, &body))
-        .map(|_| {
-            Box::new(QuotaCheck {
-                quotas: broker.quota_manager(),
-                ctx: ctx.clone(),
-                request_bytes,
-            })
+        .map(|_| QuotaCheck {
+            session: ctx.session.clone(),
+            client_id: ctx.client_id.clone(),
+            api_version: ctx.api_version,
+            request_bytes,
         });
     let request_log = RequestLog::start(&ctx, received).map(Box::new);
     let handler: HandlerFuture = match denied {
@@ -168,11 +171,15 @@ pub fn start(
     })
 }
 
-/// What the quota manager is asked once the handler answered (boxed: most requests have
-/// none, and a [`Run`] is part of every queued request).
+/// What the quota manager is told once the handler answered: the connection's session
+/// (its principal, the quota manager and the quotas it resolved) and the request's
+/// client id and version, kept inline (the rest of the request context went to the
+/// handler).
 struct QuotaCheck {
-    quotas: Arc<dyn QuotaManager>,
-    ctx: RequestContext,
+    session: Arc<Session>,
+    /// A slice of the request frame.
+    client_id: Option<StrBytes>,
+    api_version: i16,
     request_bytes: usize,
 }
 
@@ -185,7 +192,7 @@ pub struct Run {
     handler: HandlerFuture,
     first_poll: Option<Instant>,
     local: Duration,
-    quota: Option<Box<QuotaCheck>>,
+    quota: Option<QuotaCheck>,
     request_log: Option<Box<RequestLog>>,
     api_key: ApiKey,
 }
@@ -249,9 +256,17 @@ impl Run {
         let body = &mut handled.response.body;
         let mutation_throttle_ms = refusal::throttle_time(body);
         let quota_ms = self.quota.as_ref().map_or(0, |q| {
+            let Some(quotas) = q.session.quotas.as_deref() else {
+                return 0;
+            };
+            let caller = Caller {
+                session: &q.session,
+                client_id: q.client_id.as_deref().unwrap_or(""),
+                api_version: q.api_version,
+            };
             let handler_time = handled.local + handled.remote;
-            q.quotas
-                .record(&q.ctx, self.api_key, q.request_bytes, body, handler_time)
+            quotas
+                .record(&caller, self.api_key, q.request_bytes, body, handler_time)
                 .throttle_ms
         });
         let throttle_ms = quota_ms.max(mutation_throttle_ms);

@@ -14,6 +14,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::auth::authorizer::Authorizer;
+use crate::auth::decisions::Decisions;
+use crate::quota::manager::ConnectionQuota;
+use crate::quota::QuotaManager;
 
 /// Kafka's security protocols that skua speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +115,23 @@ pub struct Session {
     /// installed before the broker serves). A request reaches it through its session, so
     /// no request clones a handle every connection's requests would share.
     pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The broker's quota manager, fixed when the connection opens as the authorizer is
+    /// (`None`: no quota is ever recorded): reached through the session, so a request
+    /// clones no handle every connection shares.
+    pub quotas: Option<Arc<dyn QuotaManager>>,
+    /// What the connection keeps of the answers its requests share.
+    pub held: Held,
+}
+
+/// What a connection keeps between its requests so that the common path reads nothing
+/// every connection writes: its resolved client quotas, and the authorizer's decisions
+/// its requests got. Each is checked against its source's generation before use, so a
+/// quota or ACL change reaches open connections at their next request. A clone (the
+/// session of a re-authenticated connection, whose principal may differ) starts empty.
+#[derive(Clone, Default)]
+pub struct Held {
+    pub quota: ConnectionQuota,
+    pub decisions: Decisions,
 }
 
 impl fmt::Debug for Session {
@@ -124,6 +144,7 @@ impl fmt::Debug for Session {
             .field("sasl", &self.sasl)
             .field("connection_id", &self.connection_id)
             .field("authorizer", &self.authorizer.is_some())
+            .field("quotas", &self.quotas.is_some())
             .finish()
     }
 }
@@ -167,6 +188,8 @@ impl Session {
             sasl: None,
             connection_id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             authorizer: None,
+            quotas: None,
+            held: Held::default(),
         }
     }
 }

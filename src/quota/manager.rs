@@ -18,12 +18,14 @@
 //! one rate per client id across users, a user + client-id one is per pair; a default
 //! entity's bound applies to each user (or client id) on its own.
 //!
-//! The per-request path allocates nothing and takes no global lock: a client's resolved
-//! quotas are cached per (principal, client id) in a sharded map, looked up with a key
-//! built in a thread-local buffer, and checked against a generation number that every
-//! quota change bumps; each rate has its own mutex, held for one record and one measure.
-//! Before any quota of a type is set, nothing is recorded for it (Kafka's
-//! `quotasEnabled`).
+//! The per-request path allocates nothing and takes no global lock: a connection holds
+//! its client's resolved quotas ([`ConnectionQuota`], in its session), resolved on its
+//! first request and again only when the client id it sends changes or a quota change
+//! has bumped the generation number (so an altered quota reaches open connections at
+//! their next request). Resolving goes through a sharded map per (principal, client id),
+//! looked up with a key built in a thread-local buffer. Each rate has its own mutex, held
+//! for one record and one measure. Before any quota of a type is set, nothing is
+//! recorded for it (Kafka's `quotasEnabled`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -39,7 +41,7 @@ use parking_lot::{Mutex, RwLock};
 use super::configs::{ClientQuotas, QuotaType};
 use super::entity::{EntityName, QuotaEntity};
 use super::rate::{self, Rate, TokenBucket, Windows};
-use super::{MutationQuota, QuotaManager, Verdict};
+use super::{Caller, MutationQuota, QuotaManager, Verdict};
 use crate::metrics::exposition::{Exposition, Kind};
 use crate::router::RequestContext;
 
@@ -115,6 +117,9 @@ struct Client {
 }
 
 pub struct ClientQuotaManager {
+    /// Tells this manager's resolutions held by connections from another's (a process
+    /// may run several brokers).
+    id: u64,
     settings: QuotaSettings,
     epoch: Instant,
     /// The quotas in force per type, replaced whole on every change.
@@ -129,6 +134,28 @@ pub struct ClientQuotaManager {
     new_clients: AtomicU64,
 }
 
+/// The next manager's id.
+static NEXT_MANAGER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A connection's resolved quotas, kept in its session: its requests reach their sensors
+/// without the shared map of clients (a map read and a reference count that every
+/// connection of the user would write). Empty when cloned: a re-authenticated session,
+/// whose principal may differ, resolves afresh.
+#[derive(Default)]
+pub struct ConnectionQuota(Mutex<Option<Held>>);
+
+impl Clone for ConnectionQuota {
+    fn clone(&self) -> ConnectionQuota {
+        ConnectionQuota::default()
+    }
+}
+
+struct Held {
+    manager: u64,
+    client_id: Box<str>,
+    client: Arc<Client>,
+}
+
 thread_local! {
     /// The (principal, client id) key of the request being recorded: reused, so a
     /// lookup allocates nothing once the buffer has grown.
@@ -138,6 +165,7 @@ thread_local! {
 impl ClientQuotaManager {
     pub fn new(settings: QuotaSettings) -> ClientQuotaManager {
         ClientQuotaManager {
+            id: NEXT_MANAGER_ID.fetch_add(1, Ordering::Relaxed),
             settings,
             epoch: Instant::now(),
             overrides: RwLock::new(Arc::new(Default::default())),
@@ -335,20 +363,73 @@ impl ClientQuotaManager {
     /// Records one handled client request at `now_ms`; the throttle time in ms.
     pub fn record_at(&self, who: QuotaClient<'_>, request: Recorded<'_>, now_ms: i64) -> i32 {
         let QuotaClient { user, client_id } = who;
+        if !self.any_enabled.load(Ordering::Acquire) {
+            return 0;
+        }
+        let client = self.client(user, client_id, now_ms);
+        self.record_client(&client, request, now_ms)
+    }
+
+    /// [`ClientQuotaManager::record_at`] for a request of the connection holding `held`:
+    /// its resolved quotas are used while current (same client id, no quota change
+    /// since), resolved and held again otherwise. The principal is the session's, fixed
+    /// for the life of `held`.
+    pub fn record_held(
+        &self,
+        held: &ConnectionQuota,
+        who: QuotaClient<'_>,
+        request: Recorded<'_>,
+        now_ms: i64,
+    ) -> i32 {
+        if !self.any_enabled.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.with_held(held, who, now_ms, |client| {
+            self.record_client(client, request, now_ms)
+        })
+    }
+
+    /// `f` of the client's resolved quotas that `held` keeps, resolved (and kept) first
+    /// unless current: the same client id, no quota change since. `held`'s lock is the
+    /// connection's alone.
+    fn with_held<R>(
+        &self,
+        held: &ConnectionQuota,
+        who: QuotaClient<'_>,
+        now_ms: i64,
+        f: impl FnOnce(&Client) -> R,
+    ) -> R {
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut held = held.0.lock();
+        if let Some(h) = &*held {
+            if h.manager == self.id
+                && h.client.generation == generation
+                && *h.client_id == *who.client_id
+            {
+                return f(&h.client);
+            }
+        }
+        let client = self.client(who.user, who.client_id, now_ms);
+        let held = held.insert(Held {
+            manager: self.id,
+            client_id: who.client_id.into(),
+            client,
+        });
+        f(&held.client)
+    }
+
+    /// Records one handled request against `client`'s sensors; the throttle time in ms.
+    fn record_client(&self, client: &Client, request: Recorded<'_>, now_ms: i64) -> i32 {
         let Recorded {
             api_key,
             request_bytes,
             response_bytes,
             handler_time,
         } = request;
-        if !self.any_enabled.load(Ordering::Acquire) {
-            return 0;
-        }
-        let client = self.client(user, client_id, now_ms);
         let mut throttle = 0;
         if self.is_enabled(QuotaType::Request) {
             let percent = handler_time.as_nanos() as f64 * NANOS_TO_PERCENTAGE_PER_SECOND;
-            throttle = self.record_type(&client, QuotaType::Request, percent, now_ms);
+            throttle = self.record_type(client, QuotaType::Request, percent, now_ms);
         }
         let bytes = match api_key {
             ApiKey::Produce if self.is_enabled(QuotaType::Produce) => {
@@ -360,7 +441,7 @@ impl ClientQuotaManager {
             _ => None,
         };
         if let Some((t, n)) = bytes {
-            throttle = throttle.max(self.record_type(&client, t, n as f64, now_ms));
+            throttle = throttle.max(self.record_type(client, t, n as f64, now_ms));
         }
         throttle.clamp(0, i32::MAX as i64) as i32
     }
@@ -395,12 +476,17 @@ impl ClientQuotaManager {
         if !self.is_enabled(QuotaType::Fetch) {
             return None;
         }
-        let w = self.settings.windows;
         let bound = self.client(user, client_id, self.now_ms()).slots[QuotaType::Fetch.index()]
             .as_ref()?
             .bound;
+        Some(self.max_value_in_window(bound))
+    }
+
+    /// Kafka's `getMaxValueInQuotaWindow` for a bound.
+    fn max_value_in_window(&self, bound: f64) -> usize {
+        let w = self.settings.windows;
         let seconds = (w.samples as f64 - 1.0) * (w.window_ms as f64 / 1000.0);
-        Some((bound * seconds).clamp(0.0, i32::MAX as f64) as usize)
+        (bound * seconds).clamp(0.0, i32::MAX as f64) as usize
     }
 }
 
@@ -426,11 +512,11 @@ impl Sensor {
             return 0;
         };
         r.record(value, now_ms);
-        let measured = r.measure(now_ms);
+        let (measured, window_size_ms) = r.measure_over(now_ms);
         if measured <= bound {
             return 0;
         }
-        rate::throttle_time_ms(measured, bound, r.window_size_ms(now_ms))
+        rate::throttle_time_ms(measured, bound, window_size_ms)
     }
 
     /// Takes `permits` from the token bucket (strict: only if it is not in debt); the
@@ -516,20 +602,19 @@ impl QuotaManager for ClientQuotaManager {
 
     fn record(
         &self,
-        ctx: &RequestContext,
+        caller: &Caller<'_>,
         api_key: ApiKey,
         request_bytes: usize,
         response: &ResponseKind,
         handler_time: Duration,
     ) -> Verdict {
-        let client_id = ctx.client_id.as_deref().unwrap_or("");
         let response_bytes = || match response {
-            ResponseKind::Fetch(f) => f.compute_size(ctx.api_version).unwrap_or(0),
+            ResponseKind::Fetch(f) => f.compute_size(caller.api_version).unwrap_or(0),
             _ => 0,
         };
         let who = QuotaClient {
-            user: &ctx.session.principal.name,
-            client_id,
+            user: &caller.session.principal.name,
+            client_id: caller.client_id,
         };
         let recorded = Recorded {
             api_key,
@@ -537,7 +622,8 @@ impl QuotaManager for ClientQuotaManager {
             response_bytes: Some(&response_bytes),
             handler_time,
         };
-        let throttle_ms = self.record_at(who, recorded, self.now_ms());
+        let held = &caller.session.held.quota;
+        let throttle_ms = self.record_held(held, who, recorded, self.now_ms());
         Verdict { throttle_ms }
     }
 
@@ -552,8 +638,18 @@ impl QuotaManager for ClientQuotaManager {
     }
 
     fn max_fetch_bytes(&self, ctx: &RequestContext) -> Option<usize> {
-        let client_id = ctx.client_id.as_deref().unwrap_or("");
-        ClientQuotaManager::max_fetch_bytes(self, &ctx.session.principal.name, client_id)
+        if !self.is_enabled(QuotaType::Fetch) {
+            return None;
+        }
+        let who = QuotaClient {
+            user: &ctx.session.principal.name,
+            client_id: ctx.client_id.as_deref().unwrap_or(""),
+        };
+        let held = &ctx.session.held.quota;
+        let bound = self.with_held(held, who, self.now_ms(), |c| {
+            c.slots[QuotaType::Fetch.index()].as_ref().map(|s| s.bound)
+        })?;
+        Some(self.max_value_in_window(bound))
     }
 }
 

@@ -200,6 +200,56 @@ fn a_quota_change_applies_to_clients_already_seen() {
     assert_eq!(produce(&m, "u", "c", 1_000_000, 0), 0);
 }
 
+/// A connection's held quotas follow every change: a quota lowered, removed or set for
+/// the first time reaches the open connection at its next request, and another client
+/// id on the connection counts against its own rate.
+#[test]
+fn a_connections_held_quotas_follow_quota_changes() {
+    let m = ClientQuotaManager::new(QuotaSettings::default());
+    let held = ConnectionQuota::default();
+    let set = |v: Option<f64>| {
+        let quotas = v.map(|v| {
+            (
+                QuotaEntity::user_client_id(named("u"), d()),
+                BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), v)]),
+            )
+        });
+        m.update(&quotas.into_iter().collect());
+    };
+    let produce = |client: &str, bytes: usize, now_ms: i64| {
+        let recorded = handled(ApiKey::Produce, bytes, Duration::ZERO);
+        m.record_held(&held, who("u", client), recorded, now_ms)
+    };
+    // Before any quota: nothing held, nothing recorded.
+    assert_eq!(produce("c", 1_000_000, 0), 0);
+    assert!(held.0.lock().is_none());
+    set(Some(1_000_000.0));
+    assert_eq!(produce("c", 20_000, 0), 0);
+    assert!(held.0.lock().is_some());
+    // Lowered: 21 000 bytes over 10 s against 1 000/s.
+    set(Some(1_000.0));
+    assert_eq!(produce("c", 1_000, 0), 11_000);
+    // Another client id on the same connection: its own rate (a user + client id level).
+    assert_eq!(produce("other", 10_000, 0), 0);
+    assert_eq!(produce("c", 0, 0), 11_000);
+    // Removed: not throttled, and nothing recorded; set again: the rate is the one
+    // before, against the bound again.
+    set(None);
+    assert_eq!(produce("c", 1_000_000, 0), 0);
+    set(Some(1_000.0));
+    assert_eq!(produce("c", 0, 0), 11_000);
+    // A clone (a re-authenticated session) holds nothing.
+    assert!(held.clone().0.lock().is_none());
+    // Another manager's resolution is not taken for this one's.
+    let other = ClientQuotaManager::new(QuotaSettings::default());
+    other.update(&BTreeMap::from([(
+        QuotaEntity::user_client_id(named("u"), d()),
+        BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), 1e12)]),
+    )]));
+    let recorded = handled(ApiKey::Produce, 0, Duration::ZERO);
+    assert_eq!(other.record_held(&held, who("u", "c"), recorded, 0), 0);
+}
+
 #[test]
 fn a_strict_mutation_quota_refuses_once_in_debt() {
     let m = ClientQuotaManager::new(QuotaSettings {

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
+use crate::network::Session;
 use crate::router::RequestContext;
 use manager::Slot;
 use rate::Windows;
@@ -37,6 +38,15 @@ use rate::Windows;
 pub struct Verdict {
     /// 0: not throttled.
     pub throttle_ms: i32,
+}
+
+/// Whose handled request the quota manager is told of: the connection's session (its
+/// principal, and what the connection holds of its resolved quotas) and the request's
+/// client id ("" when none) and version.
+pub struct Caller<'a> {
+    pub session: &'a Session,
+    pub client_id: &'a str,
+    pub api_version: i16,
 }
 
 pub trait QuotaManager: Send + Sync {
@@ -49,7 +59,7 @@ pub trait QuotaManager: Send + Sync {
     /// answers how long its client is to be throttled.
     fn record(
         &self,
-        ctx: &RequestContext,
+        caller: &Caller<'_>,
         api_key: ApiKey,
         request_bytes: usize,
         response: &ResponseKind,

@@ -106,9 +106,25 @@ impl Rate {
 
     /// The rate per second at `now_ms`.
     pub fn measure(&mut self, now_ms: i64) -> f64 {
-        self.purge(now_ms);
-        let total: f64 = self.samples.iter().map(|s| s.value).sum();
-        total / (self.window_size_ms(now_ms) as f64 / 1000.0)
+        self.measure_over(now_ms).0
+    }
+
+    /// The rate per second at `now_ms` and the span it is measured over
+    /// ([`Rate::window_size_ms`]), from one pass over the samples (a quota check needs
+    /// both on every request).
+    pub fn measure_over(&mut self, now_ms: i64) -> (f64, i64) {
+        let expire_age = self.windows.samples as i64 * self.windows.window_ms;
+        let (mut total, mut oldest) = (0.0, None::<i64>);
+        for s in &mut self.samples {
+            // `purge`, sample by sample, in the same pass.
+            if now_ms - s.last_event_ms >= expire_age {
+                s.reset(now_ms);
+            }
+            total += s.value;
+            oldest = Some(oldest.map_or(s.start_ms, |o| o.min(s.start_ms)));
+        }
+        let span = self.span_ms(oldest.unwrap_or(now_ms), now_ms);
+        (total / (span as f64 / 1000.0), span)
     }
 
     /// The mean of the values recorded within the windows (Kafka's `Avg` over the same
@@ -134,6 +150,11 @@ impl Rate {
             .map(|s| s.start_ms)
             .min()
             .unwrap_or(now_ms);
+        self.span_ms(oldest, now_ms)
+    }
+
+    /// Kafka's `Rate.windowSize` from the oldest sample's start.
+    fn span_ms(&self, oldest: i64, now_ms: i64) -> i64 {
         let mut elapsed = now_ms - oldest;
         let full_windows = elapsed / self.windows.window_ms;
         let min_full_windows = self.windows.samples as i64 - 1;
@@ -240,6 +261,20 @@ mod tests {
         assert!((19_000.0..=21_000.0).contains(&rate), "{rate}");
         // Samples are reused: never more than `samples + 1`.
         assert!(r.samples.len() <= 12);
+    }
+
+    /// One pass gives what `measure` and `window_size_ms` give.
+    #[test]
+    fn measure_over_is_the_rate_and_its_window() {
+        let mut r = Rate::new(W);
+        let mut t = 0;
+        while t < 15_000 {
+            r.record(700.0, t);
+            t += 350;
+            let (rate, span) = r.clone().measure_over(t);
+            assert_eq!(rate, r.clone().measure(t));
+            assert_eq!(span, r.clone().window_size_ms(t));
+        }
     }
 
     #[test]

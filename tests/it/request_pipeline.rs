@@ -18,7 +18,7 @@ use skua::auth::needs::Needs;
 use skua::auth::operations::{AclOperation, ResourceType};
 use skua::metrics::request;
 use skua::network::{pipeline, refusal, SecurityProtocol, Session};
-use skua::quota::{QuotaManager, Verdict};
+use skua::quota::{Caller, QuotaManager, Verdict};
 use skua::router::{self, RequestContext};
 
 use crate::common::{self, TestBroker};
@@ -540,7 +540,7 @@ struct Throttle;
 impl QuotaManager for Throttle {
     fn record(
         &self,
-        _: &RequestContext,
+        _: &Caller<'_>,
         _: ApiKey,
         _: usize,
         _: &ResponseKind,

@@ -9,8 +9,9 @@
 //!
 //! v2 (KIP-1206, KIP-1222): `ShareAcquireMode` 1 acquires at most `MaxRecords` records
 //! (record-limit, `replica::share::acquire`), 0 whole log batches as v1 does; RENEW
-//! acknowledgements are allowed (`AckRules`), and a request with `IsRenewAck` only
-//! acknowledges: it fetches nothing, and its MaxWaitMs, MinBytes, MaxBytes and
+//! acknowledgements are allowed in a request with `IsRenewAck` (`AckRules`; elsewhere
+//! its partition's AcknowledgeErrorCode is INVALID_REQUEST, the fetch going on), and such
+//! a request only acknowledges: it fetches nothing, and its MaxWaitMs, MinBytes, MaxBytes and
 //! MaxRecords must be 0 (INVALID_REQUEST otherwise, as an unknown acquire mode is).
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
@@ -164,7 +165,11 @@ pub async fn handle(
 
     // Acknowledgements first: what they release may be acquired by this very fetch.
     let settings = broker.groups.share_settings(&group_id);
-    let rules = AckRules::for_version(ctx.api_version, settings.renew_acknowledge_enabled);
+    let rules = AckRules::for_request(
+        ctx.api_version,
+        req.is_renew_ack,
+        settings.renew_acknowledge_enabled,
+    );
     let ack_errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, rules).await;
     let mut answers: BTreeMap<TopicIdPartition, PartitionData> = BTreeMap::new();
     for tp in unknown {
@@ -177,8 +182,10 @@ pub async fn handle(
     }
     for (a, e) in acks.iter().zip(ack_errors) {
         let data = answer_for(&mut answers, (a.topic_id, a.partition));
-        if let Some(e) = e {
-            *data = std::mem::take(data).with_acknowledge_error_code(e.code());
+        if let Some(refusal) = e {
+            *data = std::mem::take(data)
+                .with_acknowledge_error_code(refusal.error.code())
+                .with_acknowledge_error_message(refusal.message.map(str_bytes));
         }
     }
 

@@ -1,7 +1,9 @@
 //! ShareFetch and ShareAcknowledge v2 over TCP (KIP-1206, KIP-1222): the record-limit
 //! acquire mode hands out exactly `MaxRecords` records, cutting inside a log batch;
-//! RENEW acknowledgements keep a member's records held (from v2 only, and only while the
-//! group's `share.renew.acknowledge.enable` is true); a renewing ShareFetch only
+//! RENEW acknowledgements keep a member's records held (from v2 only, in a request with
+//! `IsRenewAck`, as Kafka's KafkaApis checks: INVALID_REQUEST for the partition without
+//! it; and only while the group's `share.renew.acknowledge.enable` is true, else Kafka
+//! 4.4's INVALID_RECORD_STATE); a renewing ShareFetch only
 //! acknowledges, and its fetch parameters must be 0; ShareAcknowledge v2 answers the
 //! acquisition lock's duration.
 
@@ -19,6 +21,7 @@ use uuid::Uuid;
 
 const GROUP: &str = "queue2";
 const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
 const RENEW: i8 = 4;
 const GROUP_RESOURCE: i8 = 32;
 
@@ -94,19 +97,33 @@ async fn share_fetch(c: &mut Client, member: &str, q: Uuid, f: &Fetch) -> ShareF
     c.send(&req, 2).await
 }
 
+/// A ShareAcknowledge of one range, with `IsRenewAck` set (from v2) when it renews.
 async fn acknowledge(
     c: &mut Client,
     version: i16,
     member: &str,
     epoch: i32,
     q: Uuid,
+    range: (i64, i64, i8),
+) -> ShareAcknowledgeResponse {
+    let renew_ack = range.2 == RENEW && version >= 2;
+    acknowledge_with(c, version, member, epoch, q, range, renew_ack).await
+}
+
+async fn acknowledge_with(
+    c: &mut Client,
+    version: i16,
+    member: &str,
+    epoch: i32,
+    q: Uuid,
     (first, last, t): (i64, i64, i8),
+    is_renew_ack: bool,
 ) -> ShareAcknowledgeResponse {
     let req = ShareAcknowledgeRequest::default()
         .with_group_id(Some(GroupId(s(GROUP))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
-        .with_is_renew_ack(t == RENEW && version >= 2)
+        .with_is_renew_ack(is_renew_ack)
         .with_topics(vec![share_acknowledge_request::AcknowledgeTopic::default()
             .with_topic_id(q)
             .with_partitions(vec![
@@ -223,35 +240,66 @@ async fn v2_limits_records_renews_locks_and_answers_the_lock_duration() {
     // RENEW below v2 is an unknown type.
     let r = acknowledge(&mut c, 1, "m1", 1, q, (0, 3, RENEW)).await;
     assert_eq!(ack_error(&r), ResponseError::InvalidRequest.code());
-    // At v2 it keeps m1's records held, and the response says for how long.
-    let r = acknowledge(&mut c, 2, "m1", 2, q, (0, 3, RENEW)).await;
+    // At v2 a RENEW needs IsRenewAck (Kafka's validateAcknowledgementBatches): without it
+    // the partition alone is refused INVALID_REQUEST, with no message, and nothing
+    // changes (m1's records are still its own below).
+    let r = acknowledge_with(&mut c, 2, "m1", 2, q, (0, 3, RENEW), false).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(p.error_message, None);
+    // Piggybacked on a fetching ShareFetch without IsRenewAck, the same: the partition's
+    // AcknowledgeErrorCode is INVALID_REQUEST, and the fetch itself goes on (m2 holds
+    // 4-9, so it acquires 10-19, the next log batch, whole).
+    let mut fetching = Fetch::records(1, 10, 0);
+    fetching.acks = vec![(4, 9, RENEW)];
+    let r = share_fetch(&mut c, "m2", q, &fetching).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(
+        p.acknowledge_error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(p.acknowledge_error_message, None);
+    assert_eq!(acquired(&r), vec![(10, 19, 1)]);
+    // m2 gives 10-19 back for the record-limit fetch below.
+    let r = acknowledge(&mut c, 2, "m2", 2, q, (10, 19, RELEASE)).await;
+    assert_eq!(ack_error(&r), 0);
+    // With IsRenewAck it keeps m1's records held, and the response says for how long.
+    let r = acknowledge(&mut c, 2, "m1", 3, q, (0, 3, RENEW)).await;
     assert_eq!(ack_error(&r), 0);
     assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
     // A renewing ShareFetch acknowledges only: m2's 4-9 renewed, nothing fetched though
     // 10-19 are there to acquire, and no waiting.
     let started = Instant::now();
-    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(1, vec![(4, 9, RENEW)])).await;
+    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(3, vec![(4, 9, RENEW)])).await;
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     assert!(acquired(&r).is_empty(), "{r:?}");
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(started.elapsed() < Duration::from_secs(2));
     // The renewed records are still the members' own: each accepts its records.
-    let r = acknowledge(&mut c, 2, "m1", 3, q, (0, 3, ACCEPT)).await;
+    let r = acknowledge(&mut c, 2, "m1", 4, q, (0, 3, ACCEPT)).await;
     assert_eq!(ack_error(&r), 0);
-    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(2, vec![(4, 9, ACCEPT)])).await;
+    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(4, vec![(4, 9, ACCEPT)])).await;
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
-    // Record-limit again, across the next log batch: 10-16.
-    let r = share_fetch(&mut c, "m1", q, &Fetch::records(4, 7, 1)).await;
-    assert_eq!(acquired(&r), vec![(10, 16, 1)]);
+    // Record-limit again, in the log batch m2 released: 10-16, their second delivery.
+    let r = share_fetch(&mut c, "m1", q, &Fetch::records(5, 7, 1)).await;
+    assert_eq!(acquired(&r), vec![(10, 16, 2)]);
 
-    // A group with RENEW turned off refuses it, at v2 too.
+    // A group with RENEW turned off refuses it, with IsRenewAck too: Kafka 4.4's
+    // share-partition answers INVALID_RECORD_STATE and says why.
     set_group_config(&mut c, "share.renew.acknowledge.enable", "false").await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut epoch = 5;
+    let mut epoch = 6;
     loop {
         let r = acknowledge(&mut c, 2, "m1", epoch, q, (10, 16, RENEW)).await;
         epoch += 1;
-        if ack_error(&r) == ResponseError::InvalidRequest.code() {
+        let p = &r.responses[0].partitions[0];
+        if p.error_code == ResponseError::InvalidRecordState.code() {
+            assert_eq!(
+                p.error_message.as_deref(),
+                Some("Renewing acquisition locks is not enabled for the group.")
+            );
             break;
         }
         assert_eq!(ack_error(&r), 0);

@@ -11,12 +11,20 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::share::{ack_error, acquired};
 use common::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use skua::coordinator::group::records::share::{
+    ShareKey, ShareValue, StatePartitionMetadata, TopicPartitionsInfo,
+};
+use skua::coordinator::group::records::{self as group_records, RecordKey, RecordValue};
+use skua::coordinator::share::records::{
+    self as state_records, SharePartitionKey, ShareSnapshotValue, ShareStateKey,
+};
 use uuid::Uuid;
 
 const GROUP: &str = "queue2";
@@ -318,6 +326,7 @@ async fn v2_limits_records_renews_locks_and_answers_the_lock_duration() {
 /// also for all of the group's partitions, and the group survives a restart.
 #[tokio::test]
 async fn alter_share_group_offsets_creates_a_missing_group() {
+    let test_started_ms = now_ms();
     let dir = tempfile::tempdir().unwrap();
     let overrides = [
         ("offsets.topic.num.partitions", "1"),
@@ -391,6 +400,91 @@ async fn alter_share_group_offsets_creates_a_missing_group() {
     let g = c.send(&d, 1).await.groups.remove(0);
     assert_eq!((g.error_code, g.group_state.as_str()), (0, "Empty"));
 
+    // The records written, as Kafka 4.2+ writes them for a group that did not exist.
+    // __consumer_offsets: no ShareGroupMetadata, only ShareGroupStatePartitionMetadata,
+    // first with the partition initializing (written before the share coordinator is
+    // asked, again on each retry above), last with it initialized.
+    let q3 = {
+        let req =
+            MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(s("q3"))))]));
+        c.send(&req, 12).await.topics[0].topic_id
+    };
+    let q3_0 = vec![TopicPartitionsInfo {
+        topic_id: q3,
+        topic_name: "q3".into(),
+        partitions: vec![0],
+    }];
+    let group_records = internal_records(&mut c, "__consumer_offsets").await;
+    let share_records: Vec<(ShareKey, Option<ShareValue>)> = group_records
+        .iter()
+        .filter_map(|(k, v)| {
+            let (key, value) = group_records::decode_record(Some(k), v.as_ref()).unwrap()?;
+            match (key, value) {
+                (RecordKey::Share { group, kind }, Some(RecordValue::Share(v))) => {
+                    assert_eq!(group, "fresh");
+                    Some((kind, Some(v)))
+                }
+                (RecordKey::Share { kind, .. }, None) => Some((kind, None)),
+                _ => None,
+            }
+        })
+        .collect();
+    let initializing = ShareValue::StatePartitionMetadata(StatePartitionMetadata {
+        initializing: q3_0.clone(),
+        ..Default::default()
+    });
+    let initialized = ShareValue::StatePartitionMetadata(StatePartitionMetadata {
+        initialized: q3_0.clone(),
+        ..Default::default()
+    });
+    assert!(!share_records.is_empty());
+    assert!(
+        share_records
+            .iter()
+            .all(|(k, _)| *k == ShareKey::StatePartitionMetadata),
+        "{share_records:?}"
+    );
+    assert_eq!(share_records[0].1.as_ref(), Some(&initializing));
+    assert_eq!(share_records.last().unwrap().1.as_ref(), Some(&initialized));
+    // __share_group_state: one ShareSnapshot, as Kafka 4.4's share coordinator
+    // initializes: snapshot epoch 0, the group's epoch (0) as state epoch, leader epoch
+    // 0, the start offset asked, no batches, 0 records complete, both timestamps the
+    // time of the write.
+    let state_records = internal_records(&mut c, "__share_group_state").await;
+    assert_eq!(state_records.len(), 1, "{state_records:?}");
+    let (k, v) = &state_records[0];
+    let key = SharePartitionKey {
+        group_id: "fresh".into(),
+        topic_id: q3,
+        partition: 0,
+    };
+    assert_eq!(
+        state_records::decode_key(k.clone()).unwrap(),
+        ShareStateKey::Snapshot(key)
+    );
+    let snapshot = state_records::decode_snapshot_value(v.clone().unwrap()).unwrap();
+    let written = snapshot.create_timestamp;
+    assert!(
+        written >= test_started_ms && written <= now_ms(),
+        "{snapshot:?}"
+    );
+    assert_eq!(
+        snapshot,
+        ShareSnapshotValue {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 8,
+            delivery_complete_count: 0,
+            create_timestamp: written,
+            write_timestamp: written,
+            state_batches: Vec::new(),
+        }
+    );
+
     // The group is in __consumer_offsets: it is there after a restart.
     b.stop().await;
     let b = TestBroker::start(dir.path(), &overrides).await;
@@ -406,4 +500,26 @@ async fn alter_share_group_offsets_creates_a_missing_group() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     b.stop().await;
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The key and value of every record (no control records) in partition 0 of an
+/// internal topic.
+async fn internal_records(c: &mut Client, topic: &str) -> Vec<(Bytes, Option<Bytes>)> {
+    let data = c.fetch(topic, 0, 0, 100, 1).await;
+    assert_eq!(data.error_code, 0, "{topic}");
+    let mut buf = data.records.unwrap_or_default();
+    let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
+    batches
+        .into_iter()
+        .flat_map(|b| b.records)
+        .filter(|r| !r.control)
+        .map(|r| (r.key.unwrap(), r.value))
+        .collect()
 }

@@ -64,10 +64,11 @@ pub async fn handle(
     ctx: RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
+    // Kafka answers a refused request with its error code alone (its
+    // `getErrorResponse` sets no message); why is logged, as Kafka logs it.
     let refuse = |e: ResponseError, why: &str| {
-        ShareFetchResponse::default()
-            .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(why)))
+        tracing::debug!(error = ?e, why, "ShareFetch refused");
+        ShareFetchResponse::default().with_error_code(e.code())
     };
     let (group_id, member_id) = match admit_member(
         &broker,
@@ -79,18 +80,26 @@ pub async fn handle(
         Err((e, why)) => return refuse(e, why),
     };
     let v2 = ctx.api_version >= 2;
-    // A renewing request only acknowledges (KIP-1222): its fetch parameters must be 0.
+    // A renewing request only acknowledges (KIP-1222): its fetch parameters must be 0,
+    // refused with Kafka's message naming each one that is not.
     let renew_only = v2 && req.is_renew_ack;
-    if renew_only
-        && (req.max_wait_ms != 0
-            || req.min_bytes != 0
-            || req.max_bytes != 0
-            || req.max_records != 0)
-    {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is set",
-        );
+    if renew_only {
+        let not_zero: String = [
+            (req.max_bytes, "maxBytes"),
+            (req.min_bytes, "minBytes"),
+            (req.max_records, "maxRecords"),
+            (req.max_wait_ms, "maxWaitMs"),
+        ]
+        .iter()
+        .filter(|(value, _)| *value != 0)
+        .map(|(_, name)| format!("{name} must be set to 0, "))
+        .collect();
+        if !not_zero.is_empty() {
+            return refuse(
+                ResponseError::InvalidRequest,
+                &format!("{not_zero}if isRenewAck is true."),
+            );
+        }
     }
     let acquire_mode = match v2 {
         false => ShareAcquireMode::BatchOptimized,

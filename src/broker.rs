@@ -189,8 +189,9 @@ fn follow_metadata(
         controller.clone(),
         Clients::new(&peer_config, "share-lag"),
     ));
-    // A member that left a share group (or whose session ran out) has what it holds in
-    // the share-partitions led here released at once, not when each lock runs out.
+    // A member that left a share group (or whose session ran out) with no share session
+    // open here has what it holds in the share-partitions led here released at once,
+    // not when each lock runs out (`Shares::member_left`).
     let departed = Arc::downgrade(&shares);
     groups.set_share_member_listener(Arc::new(move |group: &str, member: &str| {
         let (Some(shares), Ok(rt)) = (departed.upgrade(), tokio::runtime::Handle::try_current())

@@ -1,10 +1,12 @@
 //! AlterShareGroupOffsets (KIP-932, v0): an empty share group's share-partitions start
-//! again at the given offsets (`kafka-share-groups.sh --reset-offsets --execute`). The
-//! group coordinator initializes each one's state anew in the share coordinator under a
-//! higher state epoch, and records them as initialized in the group; a share-partition
-//! loaded here under the old state is dropped, so it reloads from the new one. A share
-//! group that does not exist is created, empty (Kafka 4.2+'s "get or create"); a group
-//! of another kind is GROUP_ID_NOT_FOUND.
+//! again at the given offsets (`kafka-share-groups.sh --reset-offsets --execute`). As
+//! Kafka's group coordinator: the partitions are recorded as initializing in the group,
+//! the share coordinator initializes each one's state anew (under the group's epoch, or
+//! past the state's own where it has some, `GroupCoordinator::alter_share_group_offsets`),
+//! and the group records them as initialized; a share-partition loaded here under the
+//! old state is dropped, so it reloads from the new one. A share group that does not
+//! exist is created, empty (Kafka 4.2+'s "get or create"), by the first of those
+//! records; a group of another kind is GROUP_ID_NOT_FOUND.
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
 //! READ on the group (GROUP_AUTHORIZATION_FAILED); the group empty (NON_EMPTY_GROUP);

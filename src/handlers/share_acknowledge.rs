@@ -3,14 +3,16 @@
 //! v2 RENEW, which only extends the acquisition lock (KIP-1222)), under
 //! its share session's epoch (-1: its last request, which closes the session and
 //! releases what it still holds). Kafka's checks: share groups enabled (`share.version`),
-//! else UNSUPPORTED_VERSION; READ on the group (GROUP_AUTHORIZATION_FAILED); READ on each
-//! topic (TOPIC_AUTHORIZATION_FAILED for its partitions). A refused acknowledgement
-//! changes nothing and answers Kafka's code for its partition: INVALID_REQUEST for a
-//! malformed one (ranges out of order or overlapping, types not matching the offsets,
-//! unknown types, a partition named twice), INVALID_RECORD_STATE for records the member
-//! does not hold or outside the in-flight window. RENEW is refused (INVALID_REQUEST)
-//! below v2 and where the group's `share.renew.acknowledge.enable` is false; v2's
-//! response carries the acquisition lock's duration, to which a RENEW extended it.
+//! else UNSUPPORTED_VERSION; READ on the group (GROUP_AUTHORIZATION_FAILED). Then per
+//! partition, in Kafka's order, each refusal changing nothing and answered for that
+//! partition alone: UNKNOWN_TOPIC_ID; INVALID_REQUEST for a malformed acknowledgement
+//! (ranges out of order or overlapping, types not matching the offsets, types past the
+//! request's version, a RENEW in a request without `IsRenewAck`, a partition named
+//! twice); TOPIC_AUTHORIZATION_FAILED; this broker's leadership; then the
+//! share-partition's INVALID_RECORD_STATE for records the member does not hold, outside
+//! the in-flight window, or RENEW in a group whose `share.renew.acknowledge.enable` is
+//! false (Kafka 4.4's check, with its message). v2's response carries the acquisition
+//! lock's duration, to which a RENEW extended it.
 //!
 //! The helpers here serve ShareFetch's piggybacked acknowledgements too.
 
@@ -37,29 +39,55 @@ use crate::replica::share::{
 use crate::router::RequestContext;
 
 /// Which acknowledge types a request may carry: v1 knows GAP to REJECT (0–3), v2 adds
-/// RENEW (4), allowed while the group's `share.renew.acknowledge.enable` is true.
+/// RENEW (4), which only a request with `IsRenewAck` may carry (Kafka's
+/// `validateAcknowledgementBatches`: INVALID_REQUEST otherwise), and which the group's
+/// `share.renew.acknowledge.enable` must allow (INVALID_RECORD_STATE otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AckRules {
     pub max_type: i8,
-    pub renew_enabled: bool,
+    /// The request's `IsRenewAck` (false below v2, where the field does not exist).
+    pub is_renew_ack: bool,
+    pub group_renew_enabled: bool,
 }
 
 impl AckRules {
-    /// The rules for a ShareFetch or ShareAcknowledge of `version` in a group whose
-    /// renew setting is `group_renew_enabled`.
-    pub fn for_version(version: i16, group_renew_enabled: bool) -> AckRules {
+    /// The rules for a ShareFetch or ShareAcknowledge of `version` with `IsRenewAck`
+    /// `is_renew_ack`, in a group whose renew setting is `group_renew_enabled`.
+    pub fn for_request(version: i16, is_renew_ack: bool, group_renew_enabled: bool) -> AckRules {
         match version {
             ..=1 => AckRules {
                 max_type: AcknowledgeType::Reject.id(),
-                renew_enabled: false,
+                is_renew_ack: false,
+                group_renew_enabled,
             },
             _ => AckRules {
                 max_type: AcknowledgeType::Renew.id(),
-                renew_enabled: group_renew_enabled,
+                is_renew_ack,
+                group_renew_enabled,
             },
         }
     }
 }
+
+/// Why one partition's acknowledgements were refused: Kafka's code, and its message
+/// where Kafka sends one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckRefusal {
+    pub error: ResponseError,
+    pub message: Option<&'static str>,
+}
+
+impl From<ResponseError> for AckRefusal {
+    fn from(error: ResponseError) -> Self {
+        AckRefusal {
+            error,
+            message: None,
+        }
+    }
+}
+
+/// Kafka 4.4's share-partition refusal of a RENEW where the group turned it off.
+const RENEW_DISABLED: &str = "Renewing acquisition locks is not enabled for the group.";
 
 /// One partition's acknowledgements, as a request carries them.
 pub struct PartitionAcks {
@@ -94,12 +122,12 @@ pub async fn acknowledge_all(
     member_id: &str,
     acks: &[PartitionAcks],
     rules: AckRules,
-) -> Vec<Option<ResponseError>> {
+) -> Vec<Option<AckRefusal>> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(acks.len());
     for a in acks {
         let error = if !seen.insert((a.topic_id, a.partition)) {
-            Some(ResponseError::InvalidRequest)
+            Some(ResponseError::InvalidRequest.into())
         } else {
             acknowledge_one(broker, ctx, group_id, member_id, a, rules)
                 .await
@@ -117,19 +145,35 @@ async fn acknowledge_one(
     member_id: &str,
     a: &PartitionAcks,
     rules: AckRules,
-) -> Result<(), ResponseError> {
+) -> Result<(), AckRefusal> {
+    // Kafka's order (KafkaApis.handleAcknowledgements): the topic id, the batches'
+    // form, READ on the topic, then the partition's leader and its share-partition.
+    if broker.controller.topic_by_id(a.topic_id).is_none() {
+        return Err(ResponseError::UnknownTopicId.into());
+    }
+    validate_acknowledgement_batches(&a.batches, rules.max_type, rules.is_renew_ack).map_err(
+        |e| {
+            tracing::debug!(group = %group_id, member = %member_id, topic_id = %a.topic_id,
+            partition = a.partition, error = %e, "acknowledgement refused");
+            e.response_error()
+        },
+    )?;
     let topic = readable_topic(broker, ctx, a.topic_id)?;
     broker
         .replicas
         .leader(&TopicPartition::new(&topic, a.partition), -1)
         .map_err(|e| e.error)?;
-    validate_acknowledgement_batches(&a.batches, rules.max_type, rules.renew_enabled).map_err(
-        |e| {
-            tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
-            partition = a.partition, error = %e, "acknowledgement refused");
-            e.response_error()
-        },
-    )?;
+    let renews = a
+        .batches
+        .iter()
+        .any(|b| b.acknowledge_types.contains(&AcknowledgeType::Renew.id()));
+    if renews && !rules.group_renew_enabled {
+        tracing::debug!(group = %group_id, member = %member_id, "RENEW refused: the group's share.renew.acknowledge.enable is false");
+        return Err(AckRefusal {
+            error: ResponseError::InvalidRecordState,
+            message: Some(RENEW_DISABLED),
+        });
+    }
     let key = SharePartitionKey {
         group_id: group_id.to_string(),
         topic_id: a.topic_id,
@@ -143,6 +187,7 @@ async fn acknowledge_one(
             tracing::debug!(group = %group_id, member = %member_id, topic = %topic,
                 partition = a.partition, error = ?e, "acknowledgement refused");
         })
+        .map_err(AckRefusal::from)
 }
 
 /// A member's share session ended (its final request): it is closed and the records
@@ -172,10 +217,11 @@ pub async fn handle(
     ctx: RequestContext,
     req: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
+    // Kafka answers a refused request with its error code alone (its
+    // `getErrorResponse` sets no message); why is logged, as Kafka logs it.
     let refuse = |e: ResponseError, why: &str| {
-        ShareAcknowledgeResponse::default()
-            .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(why)))
+        tracing::debug!(error = ?e, why, "ShareAcknowledge refused");
+        ShareAcknowledgeResponse::default().with_error_code(e.code())
     };
     let (group_id, member_id) = match super::share_fetch::admit_member(
         &broker,
@@ -215,7 +261,11 @@ pub async fn handle(
         })
         .collect();
     let settings = broker.groups.share_settings(&group_id);
-    let rules = AckRules::for_version(ctx.api_version, settings.renew_acknowledge_enabled);
+    let rules = AckRules::for_request(
+        ctx.api_version,
+        req.is_renew_ack,
+        settings.renew_acknowledge_enabled,
+    );
     let errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, rules).await;
     if req.share_session_epoch == crate::replica::share::session::FINAL_EPOCH {
         close_session(&broker, &group_id, &member_id).await;
@@ -224,8 +274,10 @@ pub async fn handle(
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
     for (a, error) in acks.iter().zip(errors) {
         let mut data = PartitionData::default().with_partition_index(a.partition);
-        if let Some(e) = error {
-            data = data.with_error_code(e.code()).with_error_message(None);
+        if let Some(AckRefusal { error: e, message }) = error {
+            data = data
+                .with_error_code(e.code())
+                .with_error_message(message.map(str_bytes));
             if e == ResponseError::NotLeaderOrFollower {
                 if let Some(t) = broker.controller.topic_by_id(a.topic_id) {
                     let (leader, epoch) = hints.current_leader(&broker, &t.name, a.partition);

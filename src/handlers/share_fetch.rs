@@ -9,8 +9,9 @@
 //!
 //! v2 (KIP-1206, KIP-1222): `ShareAcquireMode` 1 acquires at most `MaxRecords` records
 //! (record-limit, `replica::share::acquire`), 0 whole log batches as v1 does; RENEW
-//! acknowledgements are allowed (`AckRules`), and a request with `IsRenewAck` only
-//! acknowledges: it fetches nothing, and its MaxWaitMs, MinBytes, MaxBytes and
+//! acknowledgements are allowed in a request with `IsRenewAck` (`AckRules`; elsewhere
+//! its partition's AcknowledgeErrorCode is INVALID_REQUEST, the fetch going on), and such
+//! a request only acknowledges: it fetches nothing, and its MaxWaitMs, MinBytes, MaxBytes and
 //! MaxRecords must be 0 (INVALID_REQUEST otherwise, as an unknown acquire mode is).
 //!
 //! Kafka's checks: share groups enabled (`share.version`), else UNSUPPORTED_VERSION;
@@ -63,10 +64,11 @@ pub async fn handle(
     ctx: RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
+    // Kafka answers a refused request with its error code alone (its
+    // `getErrorResponse` sets no message); why is logged, as Kafka logs it.
     let refuse = |e: ResponseError, why: &str| {
-        ShareFetchResponse::default()
-            .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(why)))
+        tracing::debug!(error = ?e, why, "ShareFetch refused");
+        ShareFetchResponse::default().with_error_code(e.code())
     };
     let (group_id, member_id) = match admit_member(
         &broker,
@@ -78,18 +80,26 @@ pub async fn handle(
         Err((e, why)) => return refuse(e, why),
     };
     let v2 = ctx.api_version >= 2;
-    // A renewing request only acknowledges (KIP-1222): its fetch parameters must be 0.
+    // A renewing request only acknowledges (KIP-1222): its fetch parameters must be 0,
+    // refused with Kafka's message naming each one that is not.
     let renew_only = v2 && req.is_renew_ack;
-    if renew_only
-        && (req.max_wait_ms != 0
-            || req.min_bytes != 0
-            || req.max_bytes != 0
-            || req.max_records != 0)
-    {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is set",
-        );
+    if renew_only {
+        let not_zero: String = [
+            (req.max_bytes, "maxBytes"),
+            (req.min_bytes, "minBytes"),
+            (req.max_records, "maxRecords"),
+            (req.max_wait_ms, "maxWaitMs"),
+        ]
+        .iter()
+        .filter(|(value, _)| *value != 0)
+        .map(|(_, name)| format!("{name} must be set to 0, "))
+        .collect();
+        if !not_zero.is_empty() {
+            return refuse(
+                ResponseError::InvalidRequest,
+                &format!("{not_zero}if isRenewAck is true."),
+            );
+        }
     }
     let acquire_mode = match v2 {
         false => ShareAcquireMode::BatchOptimized,
@@ -164,7 +174,11 @@ pub async fn handle(
 
     // Acknowledgements first: what they release may be acquired by this very fetch.
     let settings = broker.groups.share_settings(&group_id);
-    let rules = AckRules::for_version(ctx.api_version, settings.renew_acknowledge_enabled);
+    let rules = AckRules::for_request(
+        ctx.api_version,
+        req.is_renew_ack,
+        settings.renew_acknowledge_enabled,
+    );
     let ack_errors = acknowledge_all(&broker, &ctx, &group_id, &member_id, &acks, rules).await;
     let mut answers: BTreeMap<TopicIdPartition, PartitionData> = BTreeMap::new();
     for tp in unknown {
@@ -177,8 +191,10 @@ pub async fn handle(
     }
     for (a, e) in acks.iter().zip(ack_errors) {
         let data = answer_for(&mut answers, (a.topic_id, a.partition));
-        if let Some(e) = e {
-            *data = std::mem::take(data).with_acknowledge_error_code(e.code());
+        if let Some(refusal) = e {
+            *data = std::mem::take(data)
+                .with_acknowledge_error_code(refusal.error.code())
+                .with_acknowledge_error_message(refusal.message.map(str_bytes));
         }
     }
 

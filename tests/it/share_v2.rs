@@ -1,7 +1,9 @@
 //! ShareFetch and ShareAcknowledge v2 over TCP (KIP-1206, KIP-1222): the record-limit
 //! acquire mode hands out exactly `MaxRecords` records, cutting inside a log batch;
-//! RENEW acknowledgements keep a member's records held (from v2 only, and only while the
-//! group's `share.renew.acknowledge.enable` is true); a renewing ShareFetch only
+//! RENEW acknowledgements keep a member's records held (from v2 only, in a request with
+//! `IsRenewAck`, as Kafka's KafkaApis checks: INVALID_REQUEST for the partition without
+//! it; and only while the group's `share.renew.acknowledge.enable` is true, else Kafka
+//! 4.4's INVALID_RECORD_STATE); a renewing ShareFetch only
 //! acknowledges, and its fetch parameters must be 0; ShareAcknowledge v2 answers the
 //! acquisition lock's duration.
 
@@ -9,16 +11,25 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::share::{ack_error, acquired};
 use common::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use skua::coordinator::group::records::share::{
+    ShareKey, ShareValue, StatePartitionMetadata, TopicPartitionsInfo,
+};
+use skua::coordinator::group::records::{self as group_records, RecordKey, RecordValue};
+use skua::coordinator::share::records::{
+    self as state_records, SharePartitionKey, ShareSnapshotValue, ShareStateKey,
+};
 use uuid::Uuid;
 
 const GROUP: &str = "queue2";
 const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
 const RENEW: i8 = 4;
 const GROUP_RESOURCE: i8 = 32;
 
@@ -94,19 +105,33 @@ async fn share_fetch(c: &mut Client, member: &str, q: Uuid, f: &Fetch) -> ShareF
     c.send(&req, 2).await
 }
 
+/// A ShareAcknowledge of one range, with `IsRenewAck` set (from v2) when it renews.
 async fn acknowledge(
     c: &mut Client,
     version: i16,
     member: &str,
     epoch: i32,
     q: Uuid,
+    range: (i64, i64, i8),
+) -> ShareAcknowledgeResponse {
+    let renew_ack = range.2 == RENEW && version >= 2;
+    acknowledge_with(c, version, member, epoch, q, range, renew_ack).await
+}
+
+async fn acknowledge_with(
+    c: &mut Client,
+    version: i16,
+    member: &str,
+    epoch: i32,
+    q: Uuid,
     (first, last, t): (i64, i64, i8),
+    is_renew_ack: bool,
 ) -> ShareAcknowledgeResponse {
     let req = ShareAcknowledgeRequest::default()
         .with_group_id(Some(GroupId(s(GROUP))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
-        .with_is_renew_ack(t == RENEW && version >= 2)
+        .with_is_renew_ack(is_renew_ack)
         .with_topics(vec![share_acknowledge_request::AcknowledgeTopic::default()
             .with_topic_id(q)
             .with_partitions(vec![
@@ -218,40 +243,73 @@ async fn v2_limits_records_renews_locks_and_answers_the_lock_duration() {
     asking.max_wait_ms = 100;
     let r = share_fetch(&mut c, "m2", q, &asking).await;
     assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
-    assert!(r.error_message.is_some());
+    // Kafka's error response carries no message (the broker logs "maxWaitMs must be
+    // set to 0, if isRenewAck is true.").
+    assert_eq!(r.error_message, None);
 
     // RENEW below v2 is an unknown type.
     let r = acknowledge(&mut c, 1, "m1", 1, q, (0, 3, RENEW)).await;
     assert_eq!(ack_error(&r), ResponseError::InvalidRequest.code());
-    // At v2 it keeps m1's records held, and the response says for how long.
-    let r = acknowledge(&mut c, 2, "m1", 2, q, (0, 3, RENEW)).await;
+    // At v2 a RENEW needs IsRenewAck (Kafka's validateAcknowledgementBatches): without it
+    // the partition alone is refused INVALID_REQUEST, with no message, and nothing
+    // changes (m1's records are still its own below).
+    let r = acknowledge_with(&mut c, 2, "m1", 2, q, (0, 3, RENEW), false).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(p.error_message, None);
+    // Piggybacked on a fetching ShareFetch without IsRenewAck, the same: the partition's
+    // AcknowledgeErrorCode is INVALID_REQUEST, and the fetch itself goes on (m2 holds
+    // 4-9, so it acquires 10-19, the next log batch, whole).
+    let mut fetching = Fetch::records(1, 10, 0);
+    fetching.acks = vec![(4, 9, RENEW)];
+    let r = share_fetch(&mut c, "m2", q, &fetching).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(
+        p.acknowledge_error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    assert_eq!(p.acknowledge_error_message, None);
+    assert_eq!(acquired(&r), vec![(10, 19, 1)]);
+    // m2 gives 10-19 back for the record-limit fetch below.
+    let r = acknowledge(&mut c, 2, "m2", 2, q, (10, 19, RELEASE)).await;
+    assert_eq!(ack_error(&r), 0);
+    // With IsRenewAck it keeps m1's records held, and the response says for how long.
+    let r = acknowledge(&mut c, 2, "m1", 3, q, (0, 3, RENEW)).await;
     assert_eq!(ack_error(&r), 0);
     assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
     // A renewing ShareFetch acknowledges only: m2's 4-9 renewed, nothing fetched though
     // 10-19 are there to acquire, and no waiting.
     let started = Instant::now();
-    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(1, vec![(4, 9, RENEW)])).await;
+    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(3, vec![(4, 9, RENEW)])).await;
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     assert!(acquired(&r).is_empty(), "{r:?}");
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(started.elapsed() < Duration::from_secs(2));
     // The renewed records are still the members' own: each accepts its records.
-    let r = acknowledge(&mut c, 2, "m1", 3, q, (0, 3, ACCEPT)).await;
+    let r = acknowledge(&mut c, 2, "m1", 4, q, (0, 3, ACCEPT)).await;
     assert_eq!(ack_error(&r), 0);
-    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(2, vec![(4, 9, ACCEPT)])).await;
+    let r = share_fetch(&mut c, "m2", q, &Fetch::renewing(4, vec![(4, 9, ACCEPT)])).await;
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
-    // Record-limit again, across the next log batch: 10-16.
-    let r = share_fetch(&mut c, "m1", q, &Fetch::records(4, 7, 1)).await;
-    assert_eq!(acquired(&r), vec![(10, 16, 1)]);
+    // Record-limit again, in the log batch m2 released: 10-16, their second delivery.
+    let r = share_fetch(&mut c, "m1", q, &Fetch::records(5, 7, 1)).await;
+    assert_eq!(acquired(&r), vec![(10, 16, 2)]);
 
-    // A group with RENEW turned off refuses it, at v2 too.
+    // A group with RENEW turned off refuses it, with IsRenewAck too: Kafka 4.4's
+    // share-partition answers INVALID_RECORD_STATE and says why.
     set_group_config(&mut c, "share.renew.acknowledge.enable", "false").await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut epoch = 5;
+    let mut epoch = 6;
     loop {
         let r = acknowledge(&mut c, 2, "m1", epoch, q, (10, 16, RENEW)).await;
         epoch += 1;
-        if ack_error(&r) == ResponseError::InvalidRequest.code() {
+        let p = &r.responses[0].partitions[0];
+        if p.error_code == ResponseError::InvalidRecordState.code() {
+            assert_eq!(
+                p.error_message.as_deref(),
+                Some("Renewing acquisition locks is not enabled for the group.")
+            );
             break;
         }
         assert_eq!(ack_error(&r), 0);
@@ -270,6 +328,7 @@ async fn v2_limits_records_renews_locks_and_answers_the_lock_duration() {
 /// also for all of the group's partitions, and the group survives a restart.
 #[tokio::test]
 async fn alter_share_group_offsets_creates_a_missing_group() {
+    let test_started_ms = now_ms();
     let dir = tempfile::tempdir().unwrap();
     let overrides = [
         ("offsets.topic.num.partitions", "1"),
@@ -343,6 +402,91 @@ async fn alter_share_group_offsets_creates_a_missing_group() {
     let g = c.send(&d, 1).await.groups.remove(0);
     assert_eq!((g.error_code, g.group_state.as_str()), (0, "Empty"));
 
+    // The records written, as Kafka 4.2+ writes them for a group that did not exist.
+    // __consumer_offsets: no ShareGroupMetadata, only ShareGroupStatePartitionMetadata,
+    // first with the partition initializing (written before the share coordinator is
+    // asked, again on each retry above), last with it initialized.
+    let q3 = {
+        let req =
+            MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(s("q3"))))]));
+        c.send(&req, 12).await.topics[0].topic_id
+    };
+    let q3_0 = vec![TopicPartitionsInfo {
+        topic_id: q3,
+        topic_name: "q3".into(),
+        partitions: vec![0],
+    }];
+    let group_records = internal_records(&mut c, "__consumer_offsets").await;
+    let share_records: Vec<(ShareKey, Option<ShareValue>)> = group_records
+        .iter()
+        .filter_map(|(k, v)| {
+            let (key, value) = group_records::decode_record(Some(k), v.as_ref()).unwrap()?;
+            match (key, value) {
+                (RecordKey::Share { group, kind }, Some(RecordValue::Share(v))) => {
+                    assert_eq!(group, "fresh");
+                    Some((kind, Some(v)))
+                }
+                (RecordKey::Share { kind, .. }, None) => Some((kind, None)),
+                _ => None,
+            }
+        })
+        .collect();
+    let initializing = ShareValue::StatePartitionMetadata(StatePartitionMetadata {
+        initializing: q3_0.clone(),
+        ..Default::default()
+    });
+    let initialized = ShareValue::StatePartitionMetadata(StatePartitionMetadata {
+        initialized: q3_0.clone(),
+        ..Default::default()
+    });
+    assert!(!share_records.is_empty());
+    assert!(
+        share_records
+            .iter()
+            .all(|(k, _)| *k == ShareKey::StatePartitionMetadata),
+        "{share_records:?}"
+    );
+    assert_eq!(share_records[0].1.as_ref(), Some(&initializing));
+    assert_eq!(share_records.last().unwrap().1.as_ref(), Some(&initialized));
+    // __share_group_state: one ShareSnapshot, as Kafka 4.4's share coordinator
+    // initializes: snapshot epoch 0, the group's epoch (0) as state epoch, leader epoch
+    // 0, the start offset asked, no batches, 0 records complete, both timestamps the
+    // time of the write.
+    let state_records = internal_records(&mut c, "__share_group_state").await;
+    assert_eq!(state_records.len(), 1, "{state_records:?}");
+    let (k, v) = &state_records[0];
+    let key = SharePartitionKey {
+        group_id: "fresh".into(),
+        topic_id: q3,
+        partition: 0,
+    };
+    assert_eq!(
+        state_records::decode_key(k.clone()).unwrap(),
+        ShareStateKey::Snapshot(key)
+    );
+    let snapshot = state_records::decode_snapshot_value(v.clone().unwrap()).unwrap();
+    let written = snapshot.create_timestamp;
+    assert!(
+        written >= test_started_ms && written <= now_ms(),
+        "{snapshot:?}"
+    );
+    assert_eq!(
+        snapshot,
+        ShareSnapshotValue {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 8,
+            delivery_complete_count: 0,
+            create_timestamp: written,
+            write_timestamp: written,
+            state_batches: Vec::new(),
+        }
+    );
+
     // The group is in __consumer_offsets: it is there after a restart.
     b.stop().await;
     let b = TestBroker::start(dir.path(), &overrides).await;
@@ -358,4 +502,26 @@ async fn alter_share_group_offsets_creates_a_missing_group() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     b.stop().await;
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The key and value of every record (no control records) in partition 0 of an
+/// internal topic.
+async fn internal_records(c: &mut Client, topic: &str) -> Vec<(Bytes, Option<Bytes>)> {
+    let data = c.fetch(topic, 0, 0, 100, 1).await;
+    assert_eq!(data.error_code, 0, "{topic}");
+    let mut buf = data.records.unwrap_or_default();
+    let batches = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
+    batches
+        .into_iter()
+        .flat_map(|b| b.records)
+        .filter(|r| !r.control)
+        .map(|r| (r.key.unwrap(), r.value))
+        .collect()
 }

@@ -425,33 +425,41 @@ impl GroupCoordinator {
         .await?
     }
 
-    /// AlterShareGroupOffsets: each share-partition of an empty share group starts again
-    /// at the given offset, its state initialized anew under a higher state epoch (which
-    /// fences writes made under the old one), and the partitions are recorded as
-    /// initialized in the group. One outcome per partition, in order;
-    /// NON_EMPTY_GROUP for the whole request while the group has members. A group that
-    /// does not exist is created, empty (Kafka 4.2+); one of another kind is
-    /// GROUP_ID_NOT_FOUND.
+    /// AlterShareGroupOffsets, as Kafka's group coordinator does it: the share group (got
+    /// or created: Kafka 4.2+) must be empty, else NON_EMPTY_GROUP for the whole request
+    /// (GROUP_ID_NOT_FOUND for a group of another kind); its share-partitions are
+    /// recorded as initializing (one ShareGroupStatePartitionMetadata record, which alone
+    /// brings a new group into being); the share coordinator initializes each one's
+    /// state at the given start offset; those that succeeded are recorded as
+    /// initialized. One outcome per partition, in order; a failed one stays
+    /// initializing, so a member's heartbeat asks for it again.
+    ///
+    /// The state epoch is the group's epoch, as Kafka's (0 for a new group); a
+    /// share-partition with state already is initialized at least one past its epoch,
+    /// so a leader elsewhere still holding the old state is fenced from writing over the
+    /// new one (Kafka gives it the group's epoch, which fences nothing).
     pub async fn alter_share_group_offsets(
         &self,
         group_id: &str,
         offsets: &[(Uuid, String, i32, i64)],
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
-        let id = group_id.to_string();
-        let empty = self
-            .read(group_id, move |s| match s.group(&id) {
-                Some(Group::Share(g)) => Ok(g.members.is_empty()),
-                Some(_) => Err(ResponseError::GroupIdNotFound),
-                None => Ok(true),
-            })
-            .await??;
-        if !empty {
-            return Err(ResponseError::NonEmptyGroup);
-        }
         let persister = self
             .share_persister
             .get()
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+            .ok_or(ResponseError::CoordinatorNotAvailable)?
+            .clone();
+        let mut altering = TopicPartitionsById::new();
+        for (topic_id, name, partition, _) in offsets {
+            altering
+                .entry(*topic_id)
+                .or_insert_with(|| (name.clone(), Default::default()))
+                .1
+                .insert(*partition);
+        }
+        let id = group_id.to_string();
+        let group_epoch = self
+            .write(group_id, move |s| s.share_offsets_altering(&id, &altering))
+            .await?;
         let mut outcomes = Vec::with_capacity(offsets.len());
         let mut done = TopicPartitionsById::new();
         for (topic_id, name, partition, start_offset) in offsets {
@@ -463,7 +471,7 @@ impl GroupCoordinator {
             let outcome = async {
                 let summary = persister.read_summary(key.clone()).await?;
                 persister
-                    .initialize(key, summary.state_epoch.saturating_add(1), *start_offset)
+                    .initialize(key, alter_state_epoch(group_epoch, &summary), *start_offset)
                     .await
             }
             .await;
@@ -804,5 +812,17 @@ impl MetadataListener for LeadershipListener {
             }
         }
         Vec::new()
+    }
+}
+
+/// The state epoch AlterShareGroupOffsets initializes a share-partition under: the
+/// group's epoch where the share coordinator has no state for it (what its summary
+/// answers then: state epoch 0, start offset -1; Kafka's choice), else at least one past
+/// the state's epoch, fencing a leader that still writes under the old one.
+fn alter_state_epoch(group_epoch: i32, summary: &crate::coordinator::share::StateSummary) -> i32 {
+    let no_state = summary.state_epoch == 0 && summary.start_offset == -1;
+    match no_state {
+        true => group_epoch,
+        false => group_epoch.max(summary.state_epoch.saturating_add(1)),
     }
 }

@@ -103,15 +103,16 @@ async fn a_share_member_is_assigned_once_the_share_coordinator_initialized_its_p
     );
     groups.share_heartbeat("sg", hb(-1, None)).await.unwrap();
 
-    // Empty: partition 0 starts again at 7 under a higher state epoch, which fences a
-    // write made under the old one.
+    // Empty: partition 0 starts again at 7 under the group's epoch, as Kafka's (3: the
+    // member's leaving bumped it), higher than the state's, which fences a write made
+    // under the old one.
     let outcomes = groups
         .alter_share_group_offsets("sg", &reset)
         .await
         .unwrap();
     assert_eq!(outcomes, vec![Ok(())]);
     let summary = shares.read_summary(key(0)).await.unwrap();
-    assert_eq!((summary.state_epoch, summary.start_offset), (2, 7));
+    assert_eq!((summary.state_epoch, summary.start_offset), (3, 7));
     let stale = crate::coordinator::share::StateWrite {
         state_epoch: 1,
         leader_epoch: 0,

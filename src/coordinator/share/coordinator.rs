@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use kafka_protocol::error::ResponseError;
 
 use super::persister::{PersistedState, Persister, StateSummary, StateWrite};
-use super::records::SharePartitionKey;
+use super::records::{SharePartitionKey, UNKNOWN_DELIVERY_COMPLETE_COUNT};
 use super::shard::{partition_for, ShareCoordinatorShard};
 use super::SHARE_GROUP_STATE_TOPIC;
 use crate::config::SharedConfig;
@@ -140,11 +140,12 @@ impl ShareCoordinator {
         self.runtime
             .read(p, move |s: &ShareCoordinatorShard| {
                 match s.store().get(&key) {
+                    // Kafka's answer for a share-partition it holds no state for.
                     None => StateSummary {
                         state_epoch: 0,
-                        leader_epoch: -1,
+                        leader_epoch: 0,
                         start_offset: -1,
-                        delivery_complete_count: 0,
+                        delivery_complete_count: UNKNOWN_DELIVERY_COMPLETE_COUNT,
                     },
                     Some(o) => StateSummary {
                         state_epoch: o.state_epoch,

@@ -17,6 +17,7 @@ use super::combine::combine_state_batches;
 use super::persister::{PersistedState, StateWrite};
 use super::records::{
     SharePartitionKey, ShareSnapshotValue, ShareStateKey, ShareUpdateValue, StateBatch,
+    UNKNOWN_DELIVERY_COMPLETE_COUNT,
 };
 
 pub const SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT_CONFIG: &str =
@@ -192,7 +193,10 @@ impl ShareStateStore {
     }
 
     /// InitializeShareGroupState: a snapshot starting the share-partition at
-    /// `start_offset` with no in-flight records.
+    /// `start_offset` with no in-flight records, its fields as Kafka 4.4's share
+    /// coordinator writes them: leader epoch 0 (no leader yet), the delivery-complete
+    /// count 0 from a known start offset and unknown (-1, left out of the record) from
+    /// -1, both timestamps now.
     pub fn initialize_record(
         &self,
         key: &SharePartitionKey,
@@ -211,9 +215,12 @@ impl ShareStateStore {
             ShareSnapshotValue {
                 snapshot_epoch,
                 state_epoch,
-                leader_epoch: -1,
+                leader_epoch: 0,
                 start_offset,
-                delivery_complete_count: 0,
+                delivery_complete_count: match start_offset {
+                    -1 => UNKNOWN_DELIVERY_COMPLETE_COUNT,
+                    _ => 0,
+                },
                 create_timestamp: now_ms,
                 write_timestamp: now_ms,
                 state_batches: Vec::new(),

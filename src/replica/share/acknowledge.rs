@@ -86,13 +86,13 @@ impl AcknowledgementBatch {
 /// The checks Kafka makes on one partition's acknowledgement batches before the
 /// share-partition sees them: ranges in order and not overlapping, a type per offset or
 /// one for all, types known to the request's version (`max_type`: 3, or 4 from
-/// ShareAcknowledge/ShareFetch v2), RENEW only where the group allows it. A batch may
+/// ShareAcknowledge/ShareFetch v2), RENEW only in a request with `IsRenewAck`. A batch may
 /// start at the offset the one before ended at, as in Kafka; acknowledging that offset
 /// twice then fails in the share-partition, the first transition still being open.
 pub fn validate_acknowledgement_batches(
     batches: &[AcknowledgementBatch],
     max_type: i8,
-    renew_enabled: bool,
+    is_renew_ack: bool,
 ) -> Result<(), ShareError> {
     let mut previous_end = -1i64;
     for b in batches {
@@ -107,8 +107,8 @@ pub fn validate_acknowledgement_batches(
             "acknowledge types do not match the batch's offsets"
         } else if types.iter().any(|t| *t < 0 || *t > max_type) {
             "unknown acknowledge type"
-        } else if !renew_enabled && types.contains(&AcknowledgeType::Renew.id()) {
-            "renew acknowledgements are not enabled"
+        } else if !is_renew_ack && types.contains(&AcknowledgeType::Renew.id()) {
+            "RENEW in a request without IsRenewAck"
         } else {
             previous_end = b.last_offset;
             continue;

@@ -341,13 +341,27 @@ impl Shares {
     }
 
     /// `member_id` is no longer a member of `group_id` (its session with the group
-    /// coordinator timed out, or it left): its share session here is closed and what it
-    /// holds acquired in the group's share-partitions led here is released at once, with
-    /// the delivery counts kept (Kafka's `SharePartitionManager` on member leave). Every
-    /// share-partition of the group is looked at, not only the session's: a member may
-    /// hold records in one its session has forgotten.
+    /// coordinator timed out, or it left). While it still has its share session open
+    /// here, nothing happens: a closing consumer sends its leave heartbeat and its last
+    /// acknowledgements (ShareAcknowledge or ShareFetch at epoch -1) at once, on
+    /// different connections, and that final request must still find its session and
+    /// the records it acknowledges; it, or the session's connection closing, releases
+    /// what the member holds (Kafka's share session is closed only those ways too: its
+    /// `ShareGroupListener.onMemberLeave` fires on a connection's close, never on the
+    /// group's). Without a session here, what the member holds acquired in the group's
+    /// share-partitions led here is released at once, with the delivery counts kept.
+    /// Every share-partition of the group is looked at, not only a session's: a member
+    /// may hold records in one its session has forgotten.
     pub async fn member_left(&self, group_id: &str, member_id: &str) {
-        self.sessions.lock().remove_member(group_id, member_id);
+        let key = ShareSessionKey {
+            group_id: group_id.to_string(),
+            member_id: member_id.to_string(),
+        };
+        if self.sessions.lock().get(&key).is_some() {
+            tracing::debug!(group = %group_id, member = %member_id,
+                "share group member left with its share session open: its final request or connection releases its records");
+            return;
+        }
         let keys: Vec<SharePartitionKey> = self
             .partitions
             .keys()

@@ -154,21 +154,41 @@ impl GroupShard {
         Written::new(encode_share(group_id, records), ())
     }
 
-    /// AlterShareGroupOffsets initialized `topics` of the group anew: recorded as
-    /// initialized, the group created (empty) if it does not exist, as Kafka's
-    /// `alterShareGroupOffsets` gets or creates it.
+    /// AlterShareGroupOffsets, first step (Kafka's `alterShareGroupOffsets` on the
+    /// coordinator): the share group, got or created, must be empty (NON_EMPTY_GROUP;
+    /// GROUP_ID_NOT_FOUND for a group of another kind); `topics` are recorded as
+    /// initializing. Answers the group's epoch, the state epoch Kafka initializes the
+    /// share-partitions under (0 for a group created here).
+    pub fn share_offsets_altering(
+        &mut self,
+        group_id: &str,
+        topics: &TopicPartitionsById,
+    ) -> Result<Written<GroupRecord, i32>, ResponseError> {
+        let empty = ShareGroup::default();
+        let group = match self.groups.get(group_id) {
+            Some(Group::Share(g)) => g,
+            Some(_) => return Err(ResponseError::GroupIdNotFound),
+            None => &empty,
+        };
+        if !group.members.is_empty() {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        let epoch = group.group_epoch;
+        Ok(Written::new(
+            encode_share(group_id, share::heartbeat::altering(group, topics)),
+            epoch,
+        ))
+    }
+
+    /// AlterShareGroupOffsets, last step: the share coordinator initialized `topics`
+    /// anew, so they move from initializing to initialized (Kafka's
+    /// `initializeShareGroupState`).
     pub fn share_offsets_altered(
         &mut self,
         group_id: &str,
         topics: &TopicPartitionsById,
     ) -> Written<GroupRecord, ()> {
-        match self.groups.get(group_id) {
-            None => Written::new(
-                encode_share(group_id, share::heartbeat::created_with_offsets(topics)),
-                (),
-            ),
-            Some(_) => self.share_initialized(group_id, topics, true),
-        }
+        self.share_initialized(group_id, topics, true)
     }
 
     /// The share coordinator no longer holds state for `topics` of the group

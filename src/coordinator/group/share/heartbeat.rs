@@ -339,12 +339,27 @@ pub fn initialized(g: &ShareGroup, done: &TopicPartitionsById) -> ShareRecords {
     }
 }
 
-/// AlterShareGroupOffsets on a share group that does not exist creates it, empty, at
-/// group epoch 0 (Kafka's "get or create the share group"), with `done` initialized.
-pub fn created_with_offsets(done: &TopicPartitionsById) -> ShareRecords {
-    let mut records = vec![epoch_record(0, 0)];
-    records.extend(initialized(&ShareGroup::default(), done));
-    records
+/// AlterShareGroupOffsets is about to initialize `topics` of the group (`g`; an empty
+/// default for a group that does not exist yet): they join its initializing
+/// share-partitions and leave its deleting ones, in one ShareGroupStatePartitionMetadata
+/// record written before the share coordinator is asked (Kafka's
+/// `addInitializingTopicsRecords`). A group that did not exist comes into being with
+/// this record alone, at group epoch 0: Kafka writes no ShareGroupMetadata for it.
+pub fn altering(g: &ShareGroup, topics: &TopicPartitionsById) -> ShareRecords {
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let mut next = g.state_partitions.clone();
+    for (id, (name, ps)) in topics {
+        let entry = next
+            .initializing
+            .entry(*id)
+            .or_insert_with(|| (name.clone(), BTreeSet::new()));
+        entry.0 = name.clone();
+        entry.1.extend(ps);
+        next.deleting.remove(id);
+    }
+    vec![state_partitions_record(&next)]
 }
 
 /// An initialization failed: its partitions are no longer initializing, so the next

@@ -168,7 +168,8 @@ async fn expired_locks_are_released_and_persisted() {
     );
 }
 
-/// A member that left the group: its share session closes and its records in the
+/// A member that left the group: while its share session is open here, its final
+/// request is awaited (session and records kept); without one, its records in the
 /// group's share-partitions here are available again at once, the delivery count kept;
 /// one released as many times as `delivery_count_limit` is archived. Another group's
 /// records stay with their member.
@@ -219,15 +220,21 @@ async fn a_departed_members_records_are_released_at_once_up_to_the_delivery_limi
         vec![(0, 4, 1)]
     );
 
-    shares.member_left("g", "m1").await;
-    assert!(
-        shares.sessions.lock().get(&session).is_none(),
-        "session closed"
-    );
     let held = |k: &SharePartitionKey| {
         m.inspect(k, |sp| sp.record_state(0).map(|s| s.state()))
             .unwrap()
     };
+    // With its share session still open, the member's final request is on its way:
+    // the session and the member's records stay for it.
+    shares.member_left("g", "m1").await;
+    assert!(
+        shares.sessions.lock().get(&session).is_some(),
+        "session kept"
+    );
+    assert_eq!(held(&key()), Some(RecordState::Acquired));
+    // Without a session here, what it holds is released.
+    shares.sessions.lock().remove(&session);
+    shares.member_left("g", "m1").await;
     assert_eq!(held(&key()), Some(RecordState::Available));
     assert_eq!(held(&other), Some(RecordState::Acquired), "another group's");
     // Well before the lock would run out, with the delivery count kept.

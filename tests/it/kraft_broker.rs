@@ -1135,9 +1135,8 @@ async fn elections_reassignments_and_the_quorum_through_skua(
     kafka_data: &Path,
 ) {
     use kafka_protocol::messages::{
-        alter_partition_reassignments_request as apr, describe_quorum_request as dq,
-        elect_leaders_request as el, list_partition_reassignments_request as lpr,
-        AlterPartitionReassignmentsRequest, DescribeQuorumRequest, ElectLeadersRequest,
+        describe_quorum_request as dq, elect_leaders_request as el,
+        list_partition_reassignments_request as lpr, DescribeQuorumRequest, ElectLeadersRequest,
         ListPartitionReassignmentsRequest,
     };
     let mut c = Client::connect(skua_addr).await;
@@ -1194,14 +1193,7 @@ async fn elections_reassignments_and_the_quorum_through_skua(
     }
     let segment = "moved-0/00000000000000000000.log";
     let on_kafka = std::fs::read(kafka_data.join(segment)).unwrap();
-    let reassign = AlterPartitionReassignmentsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![apr::ReassignableTopic::default()
-            .with_name(TopicName(s("moved")))
-            .with_partitions(vec![apr::ReassignablePartition::default()
-                .with_partition_index(0)
-                .with_replicas(Some(vec![1.into()]))])]);
-    let r = c.send(&reassign, 0).await;
+    let r = reassign(&mut c, "moved", &[1]).await;
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
     let list = ListPartitionReassignmentsRequest::default()
@@ -1253,14 +1245,7 @@ async fn elections_reassignments_and_the_quorum_through_skua(
     // And back onto both: the Kafka broker, added, catches up from skua, whose ISR
     // expansion the controller commits (it checks each member's broker epoch, KIP-903),
     // ending the reassignment.
-    let grow = AlterPartitionReassignmentsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![apr::ReassignableTopic::default()
-            .with_name(TopicName(s("moved")))
-            .with_partitions(vec![apr::ReassignablePartition::default()
-                .with_partition_index(0)
-                .with_replicas(Some(vec![1.into(), 2.into()]))])]);
-    let r = c.send(&grow, 0).await;
+    let r = reassign(&mut c, "moved", &[1, 2]).await;
     assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
     wait_topic_isrs(
         &mut k,
@@ -1298,6 +1283,28 @@ async fn elections_reassignments_and_the_quorum_through_skua(
 /// Waits until the Kafka broker's Metadata shows `mixed`'s (partition, leader, sorted ISR).
 async fn wait_isrs(k: &mut Client, expected: Vec<(i32, i32, Vec<i32>)>) {
     wait_topic_isrs(k, "mixed", expected, Duration::from_secs(30)).await
+}
+
+/// Partition 0 of `topic` reassigned to `replicas` (AlterPartitionReassignments, as
+/// `kafka-reassign-partitions.sh --execute` sends it).
+pub(crate) async fn reassign(
+    c: &mut Client,
+    topic: &str,
+    replicas: &[i32],
+) -> kafka_protocol::messages::AlterPartitionReassignmentsResponse {
+    use kafka_protocol::messages::{
+        alter_partition_reassignments_request as apr, AlterPartitionReassignmentsRequest,
+    };
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![apr::ReassignableTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![apr::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(
+                    replicas.iter().map(|&b| b.into()).collect(),
+                ))])]);
+    c.send(&req, 0).await
 }
 
 /// Waits at most `limit` until the Kafka broker's Metadata shows `topic`'s (partition,
@@ -1366,18 +1373,8 @@ fn assert_same_segments(skua_data: &Path, kafka_data: &Path) {
 /// would: the replicas reordered with `to` first, then a preferred election; waits until
 /// the Kafka broker's Metadata shows it.
 async fn lead_through_skua(c: &mut Client, k: &mut Client, topic: &str, to: i32, other: i32) {
-    use kafka_protocol::messages::{
-        alter_partition_reassignments_request as apr, elect_leaders_request as el,
-        AlterPartitionReassignmentsRequest, ElectLeadersRequest,
-    };
-    let reorder = AlterPartitionReassignmentsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![apr::ReassignableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_partitions(vec![apr::ReassignablePartition::default()
-                .with_partition_index(0)
-                .with_replicas(Some(vec![to.into(), other.into()]))])]);
-    let r = c.send(&reorder, 0).await;
+    use kafka_protocol::messages::{elect_leaders_request as el, ElectLeadersRequest};
+    let r = reassign(c, topic, &[to, other]).await;
     assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
     let elect = ElectLeadersRequest::default()
         .with_election_type(0)

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
 use kafka_protocol::messages::{
-    alter_partition_reassignments_request as apr, describe_quorum_request as dq,
-    AlterPartitionReassignmentsRequest, CreateTopicsRequest, DescribeClusterRequest,
+    describe_quorum_request as dq, CreateTopicsRequest, DescribeClusterRequest,
     DescribeQuorumRequest, TopicName,
 };
 use kafka_protocol::records::Compression;
@@ -217,14 +216,7 @@ fn skua_brokers_follow_the_new_active_controller_after_the_old_one_is_killed() {
             Duration::from_secs(20),
         )
         .await;
-        let grow = AlterPartitionReassignmentsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![apr::ReassignableTopic::default()
-                .with_name(TopicName(s("after")))
-                .with_partitions(vec![apr::ReassignablePartition::default()
-                    .with_partition_index(0)
-                    .with_replicas(Some(vec![1.into(), 2.into()]))])]);
-        let r = c.send(&grow, 0).await;
+        let r = crate::kraft_broker::reassign(&mut c, "after", &[1, 2]).await;
         assert_eq!(r.error_code, 0, "{r:?}");
         assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
         wait_topic_isrs(

@@ -157,6 +157,13 @@ fn temp_files(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the cleaner has finished a cleaning of the topic: its offset is in the log
+/// dir's `cleaner-offset-checkpoint`.
+fn cleaned(log_dir: &Path) -> bool {
+    std::fs::read_to_string(log_dir.join("cleaner-offset-checkpoint"))
+        .is_ok_and(|c| c.lines().any(|l| l.starts_with(&format!("{TOPIC} "))))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_cleaning_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -186,20 +193,31 @@ async fn kill_9_during_cleaning_loses_nothing() {
     assert_eq!(c.send(&req, 7).await.topics[0].error_code, 0);
     let mut expected = BTreeMap::new();
     let mut kills = 0;
+    // Kills that found the cleaner at work (its temporary files seen). On a loaded
+    // machine this task may sleep through a whole cleaning: the kill then comes after
+    // it, which the checks below must survive as well.
+    let mut during = 0;
     for generation in 0..4 {
         // About 8 MiB of updates: several segments for the cleaner to work through.
         write(&mut c, generation, 80_000, &mut expected).await;
         let (end_before, _) = read_latest(skua.addr).await;
         let started = Instant::now();
-        while temp_files(&partition_dir).is_empty() {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the cleaner never started"
-            );
+        loop {
+            if !temp_files(&partition_dir).is_empty() {
+                during += 1;
+                // Somewhere in the cleaning: its map, its copy, or its swap.
+                tokio::time::sleep(Duration::from_millis(150 * generation as u64)).await;
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                assert!(
+                    cleaned(dir.path()),
+                    "the cleaner neither started nor finished a cleaning"
+                );
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // Somewhere in the cleaning: its map, its copy, or its swap.
-        tokio::time::sleep(Duration::from_millis(150 * generation as u64)).await;
         skua.kill_9();
         kills += 1;
         skua = Process::start(dir.path()).await;
@@ -215,6 +233,7 @@ async fn kill_9_during_cleaning_loses_nothing() {
         assert_eq!(latest, expected, "kill {kills}: every key's latest value");
         c = Client::connect(skua.addr).await;
     }
+    assert!(during > 0, "no kill found the cleaner at work");
     // Left alone, the cleaner finishes: one record per key below the active segment.
     let started = Instant::now();
     loop {

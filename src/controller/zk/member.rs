@@ -158,19 +158,7 @@ mod tests {
     }
 
     async fn member(timeout: Duration) -> (Ensemble, Arc<ZkSession>, Arc<Shared>, Arc<Replicas>) {
-        let ensemble = Ensemble::new();
-        let config = ZkConfig::in_memory(ensemble.clone(), timeout);
-        let session = Arc::new(ZkSession::connect(&config).await.unwrap());
-        registration::create_top_level_paths(&session)
-            .await
-            .unwrap();
-        let shared = Arc::new(Shared::new(
-            Arc::new(testkit::settings(1, &ensemble)),
-            "test-cluster".into(),
-            Some(session.clone()),
-            crate::clock::TokioClock::new(1_700_000_000_000),
-            Some(Default::default()),
-        ));
+        let (ensemble, session, shared) = testkit::member_shared(timeout).await;
         let replicas = Arc::new(Replicas(ClusterView::new(1), AtomicI64::new(-1)));
         shared.broker.host_replicas(replicas.clone()).unwrap();
         register(&shared, &session).await.unwrap();

@@ -74,6 +74,25 @@ pub async fn register(session: &ZkSession, broker_id: i32) -> i64 {
         .expect("registered")
 }
 
+/// Broker 1's shared state on a new in-memory ensemble: its session connected with
+/// `session_timeout`, the top-level paths made, no event loop started.
+pub async fn member_shared(session_timeout: Duration) -> (Ensemble, Arc<ZkSession>, Arc<Shared>) {
+    let ensemble = Ensemble::new();
+    let config = ZkConfig::in_memory(ensemble.clone(), session_timeout);
+    let session = Arc::new(ZkSession::connect(&config).await.unwrap());
+    registration::create_top_level_paths(&session)
+        .await
+        .unwrap();
+    let shared = Arc::new(Shared::new(
+        Arc::new(settings(1, &ensemble)),
+        "test-cluster".into(),
+        Some(session.clone()),
+        TokioClock::new(1_700_000_000_000),
+        None,
+    ));
+    (ensemble, session, shared)
+}
+
 pub struct Cluster {
     pub ensemble: Ensemble,
     pub outbox: Outbox,

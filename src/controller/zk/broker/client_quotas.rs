@@ -198,26 +198,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::clock::TokioClock;
     use crate::controller::zk::testkit;
     use crate::quota::entity::EntityName;
-    use crate::zk::memory::Ensemble;
-    use crate::zk::session::ZkConfig;
 
     async fn shared() -> (Arc<Shared>, Arc<ZkSession>) {
-        let ensemble = Ensemble::new();
-        let config = ZkConfig::in_memory(ensemble.clone(), Duration::from_secs(18));
-        let session = Arc::new(ZkSession::connect(&config).await.unwrap());
-        crate::controller::zk::registration::create_top_level_paths(&session)
-            .await
-            .unwrap();
-        let shared = Arc::new(Shared::new(
-            Arc::new(testkit::settings(1, &ensemble)),
-            "test-cluster".into(),
-            Some(session.clone()),
-            TokioClock::new(1_700_000_000_000),
-            None,
-        ));
+        let (_, session, shared) = testkit::member_shared(Duration::from_secs(18)).await;
         (shared, session)
     }
 

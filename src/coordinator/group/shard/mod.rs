@@ -220,6 +220,25 @@ impl GroupShard {
         }
     }
 
+    /// Whether `member_id` of a KIP-848 or share group has a heartbeat session here: a
+    /// joining member's session is set before its record makes it a member.
+    fn has_session(&self, group_id: &str, member_id: &str) -> bool {
+        self.sessions
+            .get(group_id)
+            .is_some_and(|s| s.contains_key(member_id))
+    }
+
+    /// After a member's tombstone was replayed: its session goes and the group's timer is
+    /// set again without it.
+    fn member_departed(&mut self, group_id: &str, departed: Option<String>) {
+        if let Some(id) = departed {
+            if let Some(sessions) = self.sessions.get_mut(group_id) {
+                sessions.remove(&id);
+            }
+            self.schedule(group_id);
+        }
+    }
+
     /// Sets a group's timer to its earliest deadline (or none).
     fn schedule(&mut self, group_id: &str) {
         let at = match self.groups.get(group_id) {
@@ -353,12 +372,7 @@ impl Shard for GroupShard {
                         _ => None,
                     };
                     c.replay(kind, None, &image)?;
-                    if let Some(id) = departed {
-                        if let Some(sessions) = self.sessions.get_mut(&group_id) {
-                            sessions.remove(&id);
-                        }
-                        self.schedule(&group_id);
-                    }
+                    self.member_departed(&group_id, departed);
                 }
             }
             (RecordKey::Consumer { kind, .. }, Some(RecordValue::Consumer(v))) => {
@@ -366,10 +380,7 @@ impl Shard for GroupShard {
                 // A joining member's session is set before its record makes it a member;
                 // its timer can only be set once the record is replayed.
                 let joining = match &kind {
-                    ConsumerKey::Member(id) => self
-                        .sessions
-                        .get(&group_id)
-                        .is_some_and(|s| s.contains_key(id)),
+                    ConsumerKey::Member(id) => self.has_session(&group_id, id),
                     _ => false,
                 };
                 self.consumer_for_replay(&group_id)
@@ -399,21 +410,13 @@ impl Shard for GroupShard {
                         _ => None,
                     };
                     s.replay(kind, None, &image)?;
-                    if let Some(id) = departed {
-                        if let Some(sessions) = self.sessions.get_mut(&group_id) {
-                            sessions.remove(&id);
-                        }
-                        self.schedule(&group_id);
-                    }
+                    self.member_departed(&group_id, departed);
                 }
             }
             (RecordKey::Share { kind, .. }, Some(RecordValue::Share(v))) => {
                 let image = self.image.clone();
                 let joining = match &kind {
-                    ShareKey::Member(id) => self
-                        .sessions
-                        .get(&group_id)
-                        .is_some_and(|s| s.contains_key(id)),
+                    ShareKey::Member(id) => self.has_session(&group_id, id),
                     _ => false,
                 };
                 self.share_for_replay(&group_id)

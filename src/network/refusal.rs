@@ -9,6 +9,34 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::*;
 
+/// A share coordinator RPC's answer with `code` on every partition it named: the five
+/// RPCs' responses have the same shape (results per topic id, then per partition) in
+/// types of their own.
+macro_rules! every_share_partition {
+    ($req:expr, $code:expr, $module:ident, $response:ident, $topic_result:ident) => {{
+        use $module::{$topic_result, PartitionResult};
+        $response::default().with_results(
+            $req.topics
+                .iter()
+                .map(|t| {
+                    $topic_result::default()
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    PartitionResult::default()
+                                        .with_partition(p.partition)
+                                        .with_error_code($code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+    }};
+}
+
 /// The answer to a request whose route's cluster operation was denied: `error` where
 /// Kafka puts it for that API (the top-level code, or every partition's where the
 /// response has no top-level one). `None` for an API that declares no cluster need.
@@ -85,126 +113,49 @@ pub fn refuse(body: RequestKind, error: ResponseError) -> Option<ResponseKind> {
         }
         // The share coordinator's RPCs have no top-level code: every partition's.
         RequestKind::InitializeShareGroupState(req) => {
-            use initialize_share_group_state_response::{InitializeStateResult, PartitionResult};
-            ResponseKind::InitializeShareGroupState(
-                InitializeShareGroupStateResponse::default().with_results(
-                    req.topics
-                        .iter()
-                        .map(|t| {
-                            InitializeStateResult::default()
-                                .with_topic_id(t.topic_id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionResult::default()
-                                                .with_partition(p.partition)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::InitializeShareGroupState(every_share_partition!(
+                req,
+                code,
+                initialize_share_group_state_response,
+                InitializeShareGroupStateResponse,
+                InitializeStateResult
+            ))
         }
         RequestKind::ReadShareGroupState(req) => {
-            use read_share_group_state_response::{PartitionResult, ReadStateResult};
-            ResponseKind::ReadShareGroupState(
-                ReadShareGroupStateResponse::default().with_results(
-                    req.topics
-                        .iter()
-                        .map(|t| {
-                            ReadStateResult::default()
-                                .with_topic_id(t.topic_id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionResult::default()
-                                                .with_partition(p.partition)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::ReadShareGroupState(every_share_partition!(
+                req,
+                code,
+                read_share_group_state_response,
+                ReadShareGroupStateResponse,
+                ReadStateResult
+            ))
         }
         RequestKind::WriteShareGroupState(req) => {
-            use write_share_group_state_response::{PartitionResult, WriteStateResult};
-            ResponseKind::WriteShareGroupState(
-                WriteShareGroupStateResponse::default().with_results(
-                    req.topics
-                        .iter()
-                        .map(|t| {
-                            WriteStateResult::default()
-                                .with_topic_id(t.topic_id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionResult::default()
-                                                .with_partition(p.partition)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::WriteShareGroupState(every_share_partition!(
+                req,
+                code,
+                write_share_group_state_response,
+                WriteShareGroupStateResponse,
+                WriteStateResult
+            ))
         }
         RequestKind::DeleteShareGroupState(req) => {
-            use delete_share_group_state_response::{DeleteStateResult, PartitionResult};
-            ResponseKind::DeleteShareGroupState(
-                DeleteShareGroupStateResponse::default().with_results(
-                    req.topics
-                        .iter()
-                        .map(|t| {
-                            DeleteStateResult::default()
-                                .with_topic_id(t.topic_id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionResult::default()
-                                                .with_partition(p.partition)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::DeleteShareGroupState(every_share_partition!(
+                req,
+                code,
+                delete_share_group_state_response,
+                DeleteShareGroupStateResponse,
+                DeleteStateResult
+            ))
         }
         RequestKind::ReadShareGroupStateSummary(req) => {
-            use read_share_group_state_summary_response::{
-                PartitionResult, ReadStateSummaryResult,
-            };
-            ResponseKind::ReadShareGroupStateSummary(
-                ReadShareGroupStateSummaryResponse::default().with_results(
-                    req.topics
-                        .iter()
-                        .map(|t| {
-                            ReadStateSummaryResult::default()
-                                .with_topic_id(t.topic_id)
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionResult::default()
-                                                .with_partition(p.partition)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::ReadShareGroupStateSummary(every_share_partition!(
+                req,
+                code,
+                read_share_group_state_summary_response,
+                ReadShareGroupStateSummaryResponse,
+                ReadStateSummaryResult
+            ))
         }
         _ => return None,
     };
@@ -531,4 +482,47 @@ pub fn count_errors(body: &ResponseKind, mut count: impl FnMut(i16)) {
         SyncGroup,
         UpdateMetadata,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::read_share_group_state_request::{PartitionData, ReadStateData};
+    use kafka_protocol::protocol::StrBytes;
+    use uuid::Uuid;
+
+    #[test]
+    fn a_refused_share_coordinator_rpc_carries_the_code_on_every_partition_it_named() {
+        let topic = |id: u128, partitions: &[i32]| {
+            ReadStateData::default()
+                .with_topic_id(Uuid::from_u128(id))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| PartitionData::default().with_partition(*p))
+                        .collect(),
+                )
+        };
+        let req = ReadShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_static_str("g"))
+            .with_topics(vec![topic(1, &[0, 2]), topic(2, &[5])]);
+        let refused = refuse(
+            RequestKind::ReadShareGroupState(req),
+            ResponseError::ClusterAuthorizationFailed,
+        );
+        let Some(ResponseKind::ReadShareGroupState(resp)) = refused else {
+            panic!("not a ReadShareGroupState answer: {refused:?}");
+        };
+        let named: Vec<(u128, i32, i16)> = resp
+            .results
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic_id.as_u128(), p.partition, p.error_code))
+            })
+            .collect();
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        assert_eq!(named, vec![(1, 0, code), (1, 2, code), (2, 5, code)]);
+    }
 }

@@ -15,6 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
+use common::replicated_topic::{leader_with_both_in_sync, waited_too_long};
 use common::zookeeper::ZooKeeper;
 use common::{batch, Client, TestBroker};
 
@@ -71,13 +72,6 @@ async fn brokers(client: &mut Client) -> Vec<(i32, String, i32)> {
 }
 
 /// Fails the test once `since` is 30 s ago.
-fn waited_too_long(since: Instant, what: &str) {
-    assert!(
-        since.elapsed() < Duration::from_secs(30),
-        "timed out waiting for {what}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_listener_advertises_its_own_addresses_and_brokers_replicate_over_internal() {
     let Some(zk) = ZooKeeper::start() else { return };
@@ -118,21 +112,7 @@ async fn each_listener_advertises_its_own_addresses_and_brokers_replicate_over_i
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
 
     // The leader, as seen from the EXTERNAL listener, with both replicas in sync.
-    let since = Instant::now();
-    let leader = loop {
-        let req = MetadataRequest::default()
-            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-            )
-            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
-        let resp = client.send(&req, 12).await;
-        if let Some(p) = resp.topics.first().and_then(|t| t.partitions.first()) {
-            if p.error_code == 0 && p.isr_nodes.len() == 2 {
-                break p.leader_id.0;
-            }
-        }
-        waited_too_long(since, "a leader with both replicas in the ISR");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let leader = leader_with_both_in_sync(&mut client, TOPIC).await;
     let (leader, follower) = if leader == 1 { (&b1, &b2) } else { (&b2, &b1) };
 
     // acks=all with min.insync.replicas=2: answered only when the follower has the batch,

@@ -23,6 +23,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
+use common::replicated_topic::{create_on_either, leader_with_both_in_sync, waited_too_long};
 use common::tls::TestCa;
 use common::zookeeper::ZooKeeper;
 use common::{batch, values, Client, TestBroker};
@@ -81,13 +82,6 @@ fn port(broker: &TestBroker, listener: &str) -> u16 {
         .unwrap()
 }
 
-fn waited_too_long(since: Instant, what: &str) {
-    assert!(
-        since.elapsed() < Duration::from_secs(30),
-        "timed out waiting for {what}"
-    );
-}
-
 /// skua's client config over SASL_SSL as `user`, trusting the cluster's CA.
 fn sasl_ssl_client(ca: &TestCa, user: &str, password: &str) -> skua::client::ClientConfig {
     let settings = common::tls::client_settings(ca, None);
@@ -142,44 +136,9 @@ async fn brokers_replicate_over_a_sasl_ssl_scram_inter_broker_listener() {
     assert!(b1.broker.shared_config.outbound_sasl().is_some());
 
     let mut client = Client::connect(external(&b1)).await;
-    let create = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(1)
-            .with_replication_factor(2)])
-        .with_timeout_ms(15_000);
     let mut other = Client::connect(external(&b2)).await;
-    let since = Instant::now();
-    for attempt in 0.. {
-        let to = if attempt % 2 == 0 {
-            &mut client
-        } else {
-            &mut other
-        };
-        let created = to.send(&create, 7).await;
-        match created.topics[0].error_code {
-            0 => break,
-            38 | 41 => {}
-            e => panic!("{created:?} ({e})"),
-        }
-        waited_too_long(since, "both brokers registered");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let since = Instant::now();
-    let leader = loop {
-        let req = MetadataRequest::default()
-            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-            )
-            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
-        let resp = client.send(&req, 12).await;
-        if let Some(p) = resp.topics.first().and_then(|t| t.partitions.first()) {
-            if p.error_code == 0 && p.isr_nodes.len() == 2 {
-                break p.leader_id.0;
-            }
-        }
-        waited_too_long(since, "a leader with both replicas in the ISR");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    create_on_either(&mut client, &mut other, TOPIC).await;
+    let leader = leader_with_both_in_sync(&mut client, TOPIC).await;
     let (leader, follower) = if leader == 1 { (&b1, &b2) } else { (&b2, &b1) };
     let mut producer = Client::connect(external(leader)).await;
     let (error, offset) = producer

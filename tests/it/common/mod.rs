@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod configs;
 pub mod fetch_proxy;
+pub mod replicated_topic;
 pub mod request_proxy;
 pub mod share;
 pub mod tls;

@@ -45,6 +45,7 @@ use super::str_bytes;
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::share::SharePartitionKey;
+use crate::error::ApiError;
 use crate::log::TopicPartition;
 use crate::replica::share::service::{FetchTarget, FetchedShare, ShareRead};
 use crate::replica::share::session::{
@@ -169,7 +170,12 @@ pub async fn handle(
     };
     let context = match context {
         Ok(c) => c,
-        Err(e) => return refuse(e, "share session refused the request"),
+        Err(e) => {
+            tracing::debug!(group = %group_id, member = %member_id,
+                epoch = req.share_session_epoch, error = ?e,
+                "ShareFetch refused by the member's share session");
+            return ShareFetchResponse::default().with_error_code(e.code());
+        }
     };
 
     // Acknowledgements first: what they release may be acquired by this very fetch.
@@ -226,8 +232,9 @@ pub async fn handle(
             }
             Err((e, topic)) => {
                 let mut data = std::mem::take(answer_for(&mut answers, (topic_id, partition)))
-                    .with_error_code(e.code());
-                if let (ResponseError::NotLeaderOrFollower, Some(topic)) = (e, topic) {
+                    .with_error_code(e.code())
+                    .with_error_message(e.message.map(str_bytes));
+                if let (ResponseError::NotLeaderOrFollower, Some(topic)) = (e.error, topic) {
                     let (leader, epoch) = hints.current_leader(&broker, &topic, partition);
                     data = data.with_current_leader(
                         LeaderIdAndEpoch::default()
@@ -333,7 +340,9 @@ fn answer_for(
 }
 
 /// A session partition this member may read here, its share-partition loaded; or the
-/// error for it (with the topic's name when it has one).
+/// error for it (with the topic's name when it has one). A share-partition that cannot
+/// be loaded yet (its group coordinator has not initialized its state) is answered with
+/// the error and message Kafka gives, UNKNOWN_SERVER_ERROR, on which clients fetch again.
 async fn share_target(
     broker: &Broker,
     ctx: &RequestContext,
@@ -341,12 +350,12 @@ async fn share_target(
     topic_id: Uuid,
     partition: i32,
     settings: &crate::coordinator::group::settings::ShareGroupSettings,
-) -> Result<FetchTarget, (ResponseError, Option<String>)> {
-    let topic = readable_topic(broker, ctx, topic_id).map_err(|e| (e, None))?;
+) -> Result<FetchTarget, (ApiError, Option<String>)> {
+    let topic = readable_topic(broker, ctx, topic_id).map_err(|e| (e.into(), None))?;
     let p = broker
         .replicas
         .leader(&TopicPartition::new(&topic, partition), -1)
-        .map_err(|e| (e.error, Some(topic.clone())))?;
+        .map_err(|e| (e.error.into(), Some(topic.clone())))?;
     let key = SharePartitionKey {
         group_id: group_id.to_string(),
         topic_id,

@@ -110,15 +110,17 @@ impl Shares {
         self.latest_offsets.get()
     }
 
-    /// Loads `key`'s share-partition unless it is loaded: its persisted state, or where
-    /// `share.auto.offset.reset` says when it has none.
+    /// Loads `key`'s share-partition unless it is loaded: its persisted state, starting
+    /// where `share.auto.offset.reset` says when that has no start offset. A
+    /// share-partition the group coordinator has not initialized yet is not loaded
+    /// (UNKNOWN_SERVER_ERROR with the share coordinator's message, as Kafka answers it).
     pub async fn load(
         &self,
         key: &SharePartitionKey,
         partition: &Arc<Partition>,
         config: SharePartitionConfig,
         reset: ShareAutoOffsetReset,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), crate::error::ApiError> {
         // A share-partition loaded under an earlier leadership of this broker is stale:
         // another leader may have moved it meanwhile (and fenced this one's writes).
         let epoch = partition.leader_epoch();

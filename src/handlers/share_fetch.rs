@@ -225,7 +225,7 @@ pub async fn handle(
     let mut targets = Vec::new();
     let mut target_ids = Vec::new();
     for &(topic_id, partition) in &partitions {
-        match share_target(&broker, &ctx, &group_id, topic_id, partition, &settings).await {
+        match share_target(&broker, &ctx, &group_id, topic_id, partition, &settings) {
             Ok(target) => {
                 targets.push(target);
                 target_ids.push((topic_id, partition));
@@ -283,7 +283,22 @@ pub async fn handle(
             }
             let data = std::mem::take(answer_for(&mut answers, tp));
             let data = match error {
-                Some(e) => data.with_error_code(e.code()),
+                Some(e) => {
+                    let data = data
+                        .with_error_code(e.code())
+                        .with_error_message(e.message.map(str_bytes));
+                    match (e.error, broker.controller.topic_by_id(tp.0)) {
+                        (ResponseError::NotLeaderOrFollower, Some(topic)) => {
+                            let (leader, epoch) = hints.current_leader(&broker, &topic.name, tp.1);
+                            data.with_current_leader(
+                                LeaderIdAndEpoch::default()
+                                    .with_leader_id(leader)
+                                    .with_leader_epoch(epoch),
+                            )
+                        }
+                        _ => data,
+                    }
+                }
                 None => data.with_records(Some(records)).with_acquired_records(
                     acquired
                         .into_iter()
@@ -339,11 +354,11 @@ fn answer_for(
     })
 }
 
-/// A session partition this member may read here, its share-partition loaded; or the
-/// error for it (with the topic's name when it has one). A share-partition that cannot
-/// be loaded yet (its group coordinator has not initialized its state) is answered with
-/// the error and message Kafka gives, UNKNOWN_SERVER_ERROR, on which clients fetch again.
-async fn share_target(
+/// A session partition this member may read here (its share-partition loaded by the
+/// fetch, which answers UNKNOWN_SERVER_ERROR with Kafka's message for one whose state
+/// the group coordinator has not initialized yet, on which clients fetch again); or the
+/// error for it (with the topic's name when it has one).
+fn share_target(
     broker: &Broker,
     ctx: &RequestContext,
     group_id: &str,
@@ -361,15 +376,12 @@ async fn share_target(
         topic_id,
         partition,
     };
-    broker
-        .shares
-        .load(&key, &p, settings.partition, settings.auto_offset_reset)
-        .await
-        .map_err(|e| (e, Some(topic.clone())))?;
     Ok(FetchTarget {
         key,
         partition: p,
         max_bytes: MAX_RESPONSE_BYTES,
+        config: settings.partition,
+        reset: settings.auto_offset_reset,
     })
 }
 

@@ -802,3 +802,101 @@ async fn a_fetch_before_the_share_partition_is_initialized_is_refused_then_deliv
     assert!(acquired(&r).is_empty(), "{r:?}");
     b.stop().await;
 }
+
+/// Kafka's leader loads a member's new share-partitions each on its own and answers a
+/// ShareFetch as soon as one of them is loaded with records to acquire (its persister
+/// sends the first ReadShareGroupState alone and the others once that one is answered):
+/// a first fetch of two new share-partitions, both holding records, gets the first
+/// one's, the next fetch the other's (librdkafka's share consumer test 0179 expects
+/// this). Nothing is held back: the second fetch also gets what was produced to the
+/// first partition meanwhile.
+#[tokio::test]
+async fn a_first_fetch_of_new_share_partitions_answers_the_first_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 2).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    for p in [0, 1] {
+        let (err, _) = c
+            .produce("q", p, batch(&["a", "b", "c"], None, Compression::None), -1)
+            .await;
+        assert_eq!(err, 0);
+    }
+    set_group_config(&mut c, "share.auto.offset.reset", "earliest").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let mut epoch = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while r_assignment(&heartbeat(&mut c, "m1", epoch).await, &mut epoch) != vec![(q, vec![0, 1])] {
+        assert!(Instant::now() < deadline, "never assigned both partitions");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let fetch = |epoch: i32| {
+        ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(s(GROUP))))
+            .with_member_id(Some(s("m1")))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(1000)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(500)
+            .with_batch_size(500)
+            .with_topics(match epoch {
+                0 => vec![share_fetch_request::FetchTopic::default()
+                    .with_topic_id(q)
+                    .with_partitions(
+                        [0, 1]
+                            .map(|p| {
+                                share_fetch_request::FetchPartition::default()
+                                    .with_partition_index(p)
+                            })
+                            .to_vec(),
+                    )],
+                _ => Vec::new(),
+            })
+    };
+    let by_partition = |r: &ShareFetchResponse| -> Vec<(i32, Vec<(i64, i64)>)> {
+        assert_eq!(r.error_code, 0, "{r:?}");
+        r.responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| !p.acquired_records.is_empty() || p.error_code != 0)
+            .map(|p| {
+                assert_eq!(p.error_code, 0, "{p:?}");
+                let ranges = p
+                    .acquired_records
+                    .iter()
+                    .map(|a| (a.first_offset, a.last_offset))
+                    .collect();
+                (p.partition_index, ranges)
+            })
+            .collect()
+    };
+    let f = &mut b.client().await;
+    let r = f.send(&fetch(0), 1).await;
+    assert_eq!(
+        by_partition(&r),
+        vec![(0, vec![(0, 2)])],
+        "the first loaded only"
+    );
+    let (err, _) = c
+        .produce("q", 0, batch(&["d"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let r = f.send(&fetch(1), 1).await;
+    assert_eq!(
+        by_partition(&r),
+        vec![(0, vec![(3, 3)]), (1, vec![(0, 2)])],
+        "the other loaded since"
+    );
+    b.stop().await;
+}

@@ -1,6 +1,8 @@
 //! ReadShareGroupState (KIP-932, v0): a share-partition's leader on another broker
 //! loads its persisted state from this broker's share coordinator; its leader epoch
-//! fences the leaders before it (FENCED_LEADER_EPOCH for an older one). Broker to
+//! fences the leaders before it (FENCED_LEADER_EPOCH for an older one). A
+//! share-partition the group coordinator has not initialized (or whose state was
+//! deleted) is INVALID_REQUEST with Kafka's message, as Kafka 4.2+ answers it. Broker to
 //! broker: CLUSTER_ACTION on the cluster (the route's needs). NOT_COORDINATOR when this
 //! broker does not serve the key's `__share_group_state` partition; UNSUPPORTED_VERSION
 //! while share groups are off.
@@ -13,8 +15,10 @@ use kafka_protocol::messages::read_share_group_state_response::{
 use kafka_protocol::messages::{ReadShareGroupStateRequest, ReadShareGroupStateResponse};
 
 use super::share_state_key::key;
+use super::str_bytes;
 use crate::broker::Broker;
 use crate::coordinator::share::Persister;
+use crate::error::ApiError;
 use crate::router::RequestContext;
 
 pub async fn handle(
@@ -30,7 +34,7 @@ pub async fn handle(
         for p in t.partitions {
             let answer = PartitionResult::default().with_partition(p.partition);
             let outcome = match key(enabled, &req.group_id, t.topic_id, p.partition) {
-                Err(e) => Err(e),
+                Err(e) => Err(ApiError::from(e)),
                 Ok(key) => Persister::read(coordinator, key, p.leader_epoch).await,
             };
             partitions.push(match outcome {
@@ -50,10 +54,11 @@ pub async fn handle(
                             })
                             .collect(),
                     ),
+                // As Kafka's `toErrorResponseData`: the code and the message, the other
+                // fields left at their defaults.
                 Err(e) => answer
                     .with_error_code(e.code())
-                    .with_state_epoch(0)
-                    .with_start_offset(-1),
+                    .with_error_message(Some(str_bytes(e.message()))),
             });
         }
         results.push(

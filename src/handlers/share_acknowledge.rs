@@ -243,7 +243,10 @@ pub async fn handle(
         now,
     );
     if let Err(e) = step {
-        return refuse(e, "share session refused the request's epoch");
+        tracing::debug!(group = %group_id, member = %member_id,
+            epoch = req.share_session_epoch, error = ?e,
+            "ShareAcknowledge refused by the member's share session");
+        return ShareAcknowledgeResponse::default().with_error_code(e.code());
     }
     let acks: Vec<PartitionAcks> = req
         .topics

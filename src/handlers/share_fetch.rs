@@ -45,6 +45,7 @@ use super::str_bytes;
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::share::SharePartitionKey;
+use crate::error::ApiError;
 use crate::log::TopicPartition;
 use crate::replica::share::service::{FetchTarget, FetchedShare, ShareRead};
 use crate::replica::share::session::{
@@ -169,7 +170,12 @@ pub async fn handle(
     };
     let context = match context {
         Ok(c) => c,
-        Err(e) => return refuse(e, "share session refused the request"),
+        Err(e) => {
+            tracing::debug!(group = %group_id, member = %member_id,
+                epoch = req.share_session_epoch, error = ?e,
+                "ShareFetch refused by the member's share session");
+            return ShareFetchResponse::default().with_error_code(e.code());
+        }
     };
 
     // Acknowledgements first: what they release may be acquired by this very fetch.
@@ -219,15 +225,16 @@ pub async fn handle(
     let mut targets = Vec::new();
     let mut target_ids = Vec::new();
     for &(topic_id, partition) in &partitions {
-        match share_target(&broker, &ctx, &group_id, topic_id, partition, &settings).await {
+        match share_target(&broker, &ctx, &group_id, topic_id, partition, &settings) {
             Ok(target) => {
                 targets.push(target);
                 target_ids.push((topic_id, partition));
             }
             Err((e, topic)) => {
                 let mut data = std::mem::take(answer_for(&mut answers, (topic_id, partition)))
-                    .with_error_code(e.code());
-                if let (ResponseError::NotLeaderOrFollower, Some(topic)) = (e, topic) {
+                    .with_error_code(e.code())
+                    .with_error_message(e.message.map(str_bytes));
+                if let (ResponseError::NotLeaderOrFollower, Some(topic)) = (e.error, topic) {
                     let (leader, epoch) = hints.current_leader(&broker, &topic, partition);
                     data = data.with_current_leader(
                         LeaderIdAndEpoch::default()
@@ -276,7 +283,22 @@ pub async fn handle(
             }
             let data = std::mem::take(answer_for(&mut answers, tp));
             let data = match error {
-                Some(e) => data.with_error_code(e.code()),
+                Some(e) => {
+                    let data = data
+                        .with_error_code(e.code())
+                        .with_error_message(e.message.map(str_bytes));
+                    match (e.error, broker.controller.topic_by_id(tp.0)) {
+                        (ResponseError::NotLeaderOrFollower, Some(topic)) => {
+                            let (leader, epoch) = hints.current_leader(&broker, &topic.name, tp.1);
+                            data.with_current_leader(
+                                LeaderIdAndEpoch::default()
+                                    .with_leader_id(leader)
+                                    .with_leader_epoch(epoch),
+                            )
+                        }
+                        _ => data,
+                    }
+                }
                 None => data.with_records(Some(records)).with_acquired_records(
                     acquired
                         .into_iter()
@@ -332,35 +354,34 @@ fn answer_for(
     })
 }
 
-/// A session partition this member may read here, its share-partition loaded; or the
+/// A session partition this member may read here (its share-partition loaded by the
+/// fetch, which answers UNKNOWN_SERVER_ERROR with Kafka's message for one whose state
+/// the group coordinator has not initialized yet, on which clients fetch again); or the
 /// error for it (with the topic's name when it has one).
-async fn share_target(
+fn share_target(
     broker: &Broker,
     ctx: &RequestContext,
     group_id: &str,
     topic_id: Uuid,
     partition: i32,
     settings: &crate::coordinator::group::settings::ShareGroupSettings,
-) -> Result<FetchTarget, (ResponseError, Option<String>)> {
-    let topic = readable_topic(broker, ctx, topic_id).map_err(|e| (e, None))?;
+) -> Result<FetchTarget, (ApiError, Option<String>)> {
+    let topic = readable_topic(broker, ctx, topic_id).map_err(|e| (e.into(), None))?;
     let p = broker
         .replicas
         .leader(&TopicPartition::new(&topic, partition), -1)
-        .map_err(|e| (e.error, Some(topic.clone())))?;
+        .map_err(|e| (e.error.into(), Some(topic.clone())))?;
     let key = SharePartitionKey {
         group_id: group_id.to_string(),
         topic_id,
         partition,
     };
-    broker
-        .shares
-        .load(&key, &p, settings.partition, settings.auto_offset_reset)
-        .await
-        .map_err(|e| (e, Some(topic.clone())))?;
     Ok(FetchTarget {
         key,
         partition: p,
         max_bytes: MAX_RESPONSE_BYTES,
+        config: settings.partition,
+        reset: settings.auto_offset_reset,
     })
 }
 

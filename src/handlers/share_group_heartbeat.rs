@@ -4,8 +4,10 @@
 //! `__share_group_state` (created here if the topic is missing, as Kafka's persister's
 //! FindCoordinator creates it). Kafka's checks: share groups enabled (`share.version`),
 //! else UNSUPPORTED_VERSION; READ on the group (GROUP_AUTHORIZATION_FAILED); DESCRIBE on
-//! each subscribed topic (TOPIC_AUTHORIZATION_FAILED). A member leaving has its share
-//! session on this broker closed and the records it held released.
+//! each subscribed topic (TOPIC_AUTHORIZATION_FAILED). A member leaving keeps its share
+//! session for its final request (Kafka closes a share session only on that request,
+//! its connection's close or its expiry); what it holds without one is released once
+//! it is out of the group.
 
 use std::sync::Arc;
 
@@ -14,7 +16,6 @@ use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, Topic
 use kafka_protocol::messages::{ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 
 use super::find_coordinator::ensure_share_state_topic;
-use super::share_acknowledge::close_session;
 use super::str_bytes;
 use crate::auth::operations::{AclOperation, ResourceType};
 use crate::broker::Broker;
@@ -69,17 +70,15 @@ pub async fn handle(
         client_id: ctx.client_id.as_deref().unwrap_or_default().to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
     };
-    let leaving = req.member_epoch == LEAVE_EPOCH;
-    let member_id = hb.member_id.clone();
+    // Leaving (epoch -1) does not touch the member's share session, as in Kafka: a
+    // closing consumer sends its leave heartbeat and its final ShareAcknowledge or
+    // ShareFetch (session epoch -1) at once, on different connections, and that final
+    // request must find its session whichever comes first. The group coordinator tells
+    // the share-partitions once the member is out (`Shares::member_left`), which release
+    // its records at once when it has no session left here.
     match broker.groups.share_heartbeat(&req.group_id, hb).await {
         Err(e) => refuse(e, &format!("{e:?}")),
         Ok(r) => {
-            if leaving {
-                // Kafka's share group listener: a member that left holds nothing, and its
-                // share session here ends (a client closes it first; one that did not
-                // would keep its records until their locks ran out).
-                close_session(&broker, &req.group_id, &member_id).await;
-            }
             let assignment = r.assignment.map(|a| {
                 Assignment::default().with_topic_partitions(
                     a.into_iter()

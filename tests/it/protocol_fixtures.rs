@@ -303,14 +303,24 @@ async fn replay_one(
     members.rewrite(&mut frame);
     let frame = frame.freeze();
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    conn.write_frame(&frame).await;
-    if !expects_response(f, &frame) {
-        return Ok(());
-    }
-    let response = tokio::time::timeout(RESPONSE_TIMEOUT, conn.read_frame())
-        .await
-        .map_err(|_| "no response within 10 s".to_string())?
-        .ok_or("connection closed instead of answering")?;
+    let retry_until = tokio::time::Instant::now() + SHARE_INITIALIZATION_WAIT;
+    let response = loop {
+        conn.write_frame(&frame).await;
+        if !expects_response(f, &frame) {
+            return Ok(());
+        }
+        let response = tokio::time::timeout(RESPONSE_TIMEOUT, conn.read_frame())
+            .await
+            .map_err(|_| "no response within 10 s".to_string())?
+            .ok_or("connection closed instead of answering")?;
+        if tokio::time::Instant::now() < retry_until
+            && met_uninitialized_share_partition(f, &frame, &response)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        break response;
+    };
     if f.api_key == ApiKey::Produce && f.version < 3 {
         return check_legacy_produce(f, response, correlation_id);
     }
@@ -332,6 +342,37 @@ async fn replay_one(
         }
     }
     Ok(())
+}
+
+/// How long an opening ShareFetch is sent again while it meets share-partitions whose
+/// state the group coordinator is still initializing.
+const SHARE_INITIALIZATION_WAIT: Duration = Duration::from_secs(5);
+
+/// An opening ShareFetch (session epoch 0) answered, for a share-partition whose state
+/// the group coordinator has not initialized yet, UNKNOWN_SERVER_ERROR with the share
+/// coordinator's message, as Kafka answers it. At capture that initialization (a round
+/// trip to the share coordinator after the member's first heartbeat) had finished
+/// before the fetch; in a replay it may not have, and the client would fetch again, as
+/// the replay does (sending the same opening request again replaces the session).
+fn met_uninitialized_share_partition(f: &Fixture, frame: &Bytes, response: &Bytes) -> bool {
+    if f.api_key != ApiKey::ShareFetch {
+        return false;
+    }
+    let opens = matches!(
+        skua::protocol::decode_request(frame.clone()).map(|r| r.body),
+        Ok(RequestKind::ShareFetch(r)) if r.share_session_epoch == 0
+    );
+    let Ok((_, ResponseKind::ShareFetch(body))) =
+        replay::decode_response(f.api_key, f.version, response.clone())
+    else {
+        return false;
+    };
+    opens
+        && body.responses.iter().flat_map(|t| &t.partitions).any(|p| {
+            p.error_code == ResponseError::UnknownServerError.code()
+                && p.error_message.as_deref()
+                    == Some(skua::coordinator::share::shard::READ_UNINITIALIZED_SHARE_PARTITION)
+        })
 }
 
 /// A share group heartbeat that carries the member epoch its group had after the share

@@ -3,8 +3,9 @@
 //! under its share session and long polls, and every bad acknowledgement answers Kafka's
 //! error code without changing any record's state (the records are acknowledged or
 //! released correctly afterwards, and a released record goes to another member with
-//! delivery count 2); a member leaving the group, or its fetching connection closing,
-//! releases what it held at once.
+//! delivery count 2); a member's final request, its fetching connection closing, or its
+//! leaving the group without a share session releases what it held at once; a leaving
+//! member's share session waits for its final request, as on Kafka.
 
 use crate::common;
 
@@ -131,6 +132,24 @@ async fn join_until_assigned(c: &mut Client, member: &str, topic_id: Uuid) -> i3
         }
     }
     epoch
+}
+
+/// Sets a config of the share group `GROUP` (IncrementalAlterConfigs, resource type
+/// GROUP).
+async fn set_group_config(c: &mut Client, key: &str, value: &str) {
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(GROUP))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let r = c.send(&req, 1).await.responses.remove(0);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
 }
 
 /// A heartbeat answer's assignment; moves `epoch` to the answer's.
@@ -291,8 +310,9 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(r.responses[0].partitions[0].acknowledge_error_code, 0);
     assert!(acquired(&r).is_empty());
 
-    // A member that leaves the group releases what it holds at once: m1 gets m2's
-    // records without waiting for their 30 s locks.
+    // A member that leaves the group and closes its share session (its final request,
+    // here a ShareAcknowledge acknowledging nothing) releases what it holds at once:
+    // m1 gets m2's records without waiting for their 30 s locks.
     let (err, _) = producer
         .produce("q", 0, batch(&["x", "y", "z"], None, Compression::None), -1)
         .await;
@@ -301,6 +321,12 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
     assert_eq!(acquired(&r), vec![(10, 12, 1)]);
     let r = heartbeat(&mut c, "m2", -1).await;
     assert_eq!((r.error_code, r.member_epoch), (0, -1));
+    let last = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s(GROUP))))
+        .with_member_id(Some(s("m2")))
+        .with_share_session_epoch(-1);
+    let r = c.send(&last, 1).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
     let started = Instant::now();
     let r = share_fetch(&mut c, "m1", m1 + 2, q, &[], 5000).await;
     assert_eq!(acquired(&r), vec![(10, 12, 2)]);
@@ -413,6 +439,55 @@ async fn a_closed_connection_releases_its_share_sessions_records_at_once() {
     b.stop().await;
 }
 
+/// A closing consumer sends its leave heartbeat and its final ShareAcknowledge (share
+/// session epoch -1) at once, on different connections (librdkafka does): served in
+/// that order, the final acknowledgement still finds the member's share session, as on
+/// Kafka, which closes a share session only on its final request, its connection's
+/// close or its expiry. The acknowledged records are never delivered again.
+#[tokio::test]
+async fn a_final_acknowledgement_after_the_leave_heartbeat_finds_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    let mut f = b.client().await;
+    assert!(acquired(&share_fetch(&mut f, "m1", 0, q, &[], 0).await).is_empty());
+    let (err, _) = c
+        .produce("q", 0, batch(&["a", "b", "c"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    assert_eq!(
+        acquired(&share_fetch(&mut f, "m1", 1, q, &[], 1000).await),
+        vec![(0, 2, 1)]
+    );
+
+    let r = heartbeat(&mut c, "m1", -1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let r = acknowledge(&mut f, "m1", -1, q, &[(0, 2, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), 0, "{r:?}");
+
+    // The session is closed by that final request.
+    let r = share_fetch(&mut f, "m1", 2, q, &[], 0).await;
+    assert_eq!(r.error_code, ResponseError::ShareSessionNotFound.code());
+    // Another member gets nothing: the records were accepted, not released.
+    join_until_assigned(&mut c, "m2", q).await;
+    let mut f2 = b.client().await;
+    let r = share_fetch(&mut f2, "m2", 0, q, &[], 500).await;
+    assert!(acquired(&r).is_empty(), "{r:?}");
+    b.stop().await;
+}
+
 fn values_of(records: &bytes::Bytes) -> Vec<String> {
     values(records).into_iter().map(|(_, v)| v).collect()
 }
@@ -516,6 +591,27 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
         );
     }
 
+    let read_at = |leader_epoch: i32| {
+        ReadShareGroupStateRequest::default()
+            .with_group_id(s(GROUP))
+            .with_topics(vec![read::ReadStateData::default()
+                .with_topic_id(topic)
+                .with_partitions(vec![read::PartitionData::default()
+                    .with_partition(0)
+                    .with_leader_epoch(leader_epoch)])])
+    };
+    // Before its initialization the share-partition has no state to read: Kafka 4.2's
+    // answer, which keeps a leader from starting ahead of the group coordinator.
+    let r = c.send(&read_at(0), 0).await;
+    let p = &r.results[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.error_message.as_deref()),
+        (
+            ResponseError::InvalidRequest.code(),
+            Some(UNINITIALIZED_READ)
+        )
+    );
+
     let initialize = InitializeShareGroupStateRequest::default()
         .with_group_id(s(GROUP))
         .with_topics(vec![init::InitializeStateData::default()
@@ -527,15 +623,6 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
     let r = c.send(&initialize, 0).await;
     assert_eq!(r.results[0].partitions[0].error_code, 0);
 
-    let read_at = |leader_epoch: i32| {
-        ReadShareGroupStateRequest::default()
-            .with_group_id(s(GROUP))
-            .with_topics(vec![read::ReadStateData::default()
-                .with_topic_id(topic)
-                .with_partitions(vec![read::PartitionData::default()
-                    .with_partition(0)
-                    .with_leader_epoch(leader_epoch)])])
-    };
     let r = c.send(&read_at(3), 0).await;
     let p = &r.results[0].partitions[0];
     assert_eq!((p.error_code, p.state_epoch, p.start_offset), (0, 1, 5));
@@ -620,5 +707,196 @@ async fn the_share_coordinators_rpcs_serve_another_brokers_persister() {
     assert_eq!(r.results[0].partitions[0].error_code, 0);
     let r = c.send(&summary, 0).await;
     assert_eq!(r.results[0].partitions[0].start_offset, -1, "deleted");
+    let r = c.send(&read_at(4), 0).await;
+    assert_eq!(
+        r.results[0].partitions[0].error_code,
+        ResponseError::InvalidRequest.code(),
+        "deleted: nothing to read"
+    );
+    b.stop().await;
+}
+
+/// Kafka's message for a ReadShareGroupState of a share-partition without state, which
+/// the share-partition's leader passes on to the member's ShareFetch.
+const UNINITIALIZED_READ: &str = "Read operation on uninitialized share partition not allowed.";
+
+/// A ShareFetch that reaches a share-partition before the group coordinator initialized
+/// its state (here: before the member's first heartbeat) is answered as Kafka 4.2
+/// answers it, UNKNOWN_SERVER_ERROR with the share coordinator's message, on which the
+/// Java, librdkafka and franz-go share consumers fetch again; the leader keeps nothing
+/// of it. Once the state is initialized at the group's epoch, the same session's next
+/// fetch delivers the records and their acknowledgement is persisted at that state
+/// epoch, nothing fenced (a leader that started at state epoch 0 had its first write
+/// fenced once the initialization landed).
+#[tokio::test]
+async fn a_fetch_before_the_share_partition_is_initialized_is_refused_then_delivers() {
+    use kafka_protocol::messages::read_share_group_state_summary_request as sum;
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let (err, _) = c
+        .produce("q", 0, batch(&["a", "b", "c"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    set_group_config(&mut c, "share.auto.offset.reset", "earliest").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    // The share coordinator's topic exists (FindCoordinator key type SHARE makes it, as
+    // the first heartbeat of any share group would), the share-partition's state not.
+    let share_key = format!("{GROUP}:{}:0", skua::log::uuid_to_kafka_string(q));
+    let find_share = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(&share_key)]);
+    assert_eq!(c.send(&find_share, 6).await.coordinators[0].error_code, 0);
+
+    let mut f = b.client().await;
+    for epoch in [0, 1] {
+        let r = share_fetch(&mut f, "m1", epoch, q, &[], 0).await;
+        assert_eq!(r.error_code, 0, "{r:?}");
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.error_message.as_deref()),
+            (
+                ResponseError::UnknownServerError.code(),
+                Some(UNINITIALIZED_READ)
+            ),
+            "fetch at session epoch {epoch}"
+        );
+        assert!(p.acquired_records.is_empty());
+    }
+
+    // The member joins; the group coordinator initializes the share-partition at the
+    // group's epoch (1) and assigns it.
+    join_until_assigned(&mut c, "m1", q).await;
+    let r = share_fetch(&mut f, "m1", 2, q, &[], 1000).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(acquired(&r), vec![(0, 2, 1)]);
+    let r = acknowledge(&mut f, "m1", 3, q, &[(0, 2, vec![ACCEPT])]).await;
+    assert_eq!(ack_error(&r), 0, "not fenced: {r:?}");
+
+    let summary = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(s(GROUP))
+        .with_topics(vec![sum::ReadStateSummaryData::default()
+            .with_topic_id(q)
+            .with_partitions(vec![
+                sum::PartitionData::default().with_partition(0)
+            ])]);
+    let r = c.send(&summary, 1).await;
+    let p = &r.results[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.state_epoch),
+        (0, 1),
+        "the acknowledgement persisted at the initialization's state epoch"
+    );
+    // Nothing is delivered again.
+    let r = share_fetch(&mut f, "m1", 4, q, &[], 200).await;
+    assert!(acquired(&r).is_empty(), "{r:?}");
+    b.stop().await;
+}
+
+/// Kafka's leader loads a member's new share-partitions each on its own and answers a
+/// ShareFetch as soon as one of them is loaded with records to acquire (its persister
+/// sends the first ReadShareGroupState alone and the others once that one is answered):
+/// a first fetch of two new share-partitions, both holding records, gets the first
+/// one's, the next fetch the other's (librdkafka's share consumer test 0179 expects
+/// this). Nothing is held back: the second fetch also gets what was produced to the
+/// first partition meanwhile.
+#[tokio::test]
+async fn a_first_fetch_of_new_share_partitions_answers_the_first_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 2).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    for p in [0, 1] {
+        let (err, _) = c
+            .produce("q", p, batch(&["a", "b", "c"], None, Compression::None), -1)
+            .await;
+        assert_eq!(err, 0);
+    }
+    set_group_config(&mut c, "share.auto.offset.reset", "earliest").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let mut epoch = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while r_assignment(&heartbeat(&mut c, "m1", epoch).await, &mut epoch) != vec![(q, vec![0, 1])] {
+        assert!(Instant::now() < deadline, "never assigned both partitions");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let fetch = |epoch: i32| {
+        ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(s(GROUP))))
+            .with_member_id(Some(s("m1")))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(1000)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(500)
+            .with_batch_size(500)
+            .with_topics(match epoch {
+                0 => vec![share_fetch_request::FetchTopic::default()
+                    .with_topic_id(q)
+                    .with_partitions(
+                        [0, 1]
+                            .map(|p| {
+                                share_fetch_request::FetchPartition::default()
+                                    .with_partition_index(p)
+                            })
+                            .to_vec(),
+                    )],
+                _ => Vec::new(),
+            })
+    };
+    let by_partition = |r: &ShareFetchResponse| -> Vec<(i32, Vec<(i64, i64)>)> {
+        assert_eq!(r.error_code, 0, "{r:?}");
+        r.responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| !p.acquired_records.is_empty() || p.error_code != 0)
+            .map(|p| {
+                assert_eq!(p.error_code, 0, "{p:?}");
+                let ranges = p
+                    .acquired_records
+                    .iter()
+                    .map(|a| (a.first_offset, a.last_offset))
+                    .collect();
+                (p.partition_index, ranges)
+            })
+            .collect()
+    };
+    let f = &mut b.client().await;
+    let r = f.send(&fetch(0), 1).await;
+    assert_eq!(
+        by_partition(&r),
+        vec![(0, vec![(0, 2)])],
+        "the first loaded only"
+    );
+    let (err, _) = c
+        .produce("q", 0, batch(&["d"], None, Compression::None), -1)
+        .await;
+    assert_eq!(err, 0);
+    let r = f.send(&fetch(1), 1).await;
+    assert_eq!(
+        by_partition(&r),
+        vec![(0, vec![(3, 3)]), (1, vec![(0, 2)])],
+        "the other loaded since"
+    );
     b.stop().await;
 }

@@ -82,7 +82,7 @@ async fn a_share_member_is_assigned_once_the_share_coordinator_initialized_its_p
     assert_eq!(r.assignment, Some(vec![(TOPIC, vec![0, 1])]));
 
     // The share coordinator holds both share-partitions, at the group epoch that asked
-    // (an uninitialized one reads as state epoch 0), starting where
+    // (a share-partition without state is refused a read), starting where
     // share.auto.offset.reset will say.
     for partition in [0, 1] {
         let state = shares.read(key(partition), -1).await.unwrap();
@@ -150,8 +150,12 @@ async fn a_share_member_is_assigned_once_the_share_coordinator_initialized_its_p
     // Once empty, the group goes (with what share-partition state it has left).
     groups.delete_group("sg").await.unwrap();
     for partition in [0, 1] {
-        let state = shares.read(key(partition), -1).await.unwrap();
-        assert_eq!((state.state_epoch, state.start_offset), (0, -1), "deleted");
+        let refused = shares.read(key(partition), -1).await.map_err(|e| e.error);
+        assert_eq!(
+            refused,
+            Err(kafka_protocol::error::ResponseError::InvalidRequest),
+            "deleted"
+        );
     }
     assert!(groups.list_groups().await.unwrap().is_empty());
     shares.shutdown();

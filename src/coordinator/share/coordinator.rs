@@ -21,6 +21,7 @@ use crate::controller::delta::{ApplyError, MetadataDelta, MetadataListener, Topi
 use crate::controller::image::MetadataImage;
 use crate::coordinator::group::topics::TopicSource;
 use crate::coordinator::runtime::{now_ms, CoordinatorRuntime, PartitionLog, ShardStatus};
+use crate::error::ApiError;
 
 pub struct ShareCoordinator {
     config: Arc<SharedConfig>,
@@ -100,12 +101,13 @@ impl ShareCoordinator {
             .await?
     }
 
-    /// ReadShareGroupState by the share-partition's leader at `leader_epoch`.
+    /// ReadShareGroupState by the share-partition's leader at `leader_epoch`;
+    /// INVALID_REQUEST (with Kafka's message) for a share-partition without state.
     pub async fn read(
         &self,
         key: SharePartitionKey,
         leader_epoch: i32,
-    ) -> Result<PersistedState, ResponseError> {
+    ) -> Result<PersistedState, ApiError> {
         let p = self.partition_for(&key);
         self.runtime.check(p)?;
         self.runtime
@@ -240,7 +242,7 @@ impl Persister for ShareCoordinator {
         &self,
         key: SharePartitionKey,
         leader_epoch: i32,
-    ) -> Result<PersistedState, ResponseError> {
+    ) -> Result<PersistedState, ApiError> {
         self.loaded(&key).await;
         ShareCoordinator::read(self, key, leader_epoch).await
     }

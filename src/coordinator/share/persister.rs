@@ -5,13 +5,14 @@
 use kafka_protocol::error::ResponseError;
 
 use super::records::{SharePartitionKey, StateBatch};
+use crate::error::ApiError;
 
 /// What `ReadShareGroupState` returns for one share-partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PersistedState {
     pub state_epoch: i32,
-    /// -1 when the share-partition was never initialized (Kafka's
-    /// `UNINITIALIZED_START_OFFSET`).
+    /// -1 when the share-partition was initialized without one (Kafka's
+    /// `UNINITIALIZED_START_OFFSET`): `share.auto.offset.reset` decides.
     pub start_offset: i64,
     pub state_batches: Vec<StateBatch>,
 }
@@ -53,12 +54,15 @@ pub trait Persister: Send + Sync + 'static {
     ) -> Result<(), ResponseError>;
 
     /// ReadShareGroupState by the share-partition's leader at `leader_epoch`, which
-    /// fences the leaders before it.
+    /// fences the leaders before it. A share-partition without state is refused
+    /// (INVALID_REQUEST, as Kafka's share coordinator): only the group coordinator's
+    /// initialization gives it one. The error carries the coordinator's message, which
+    /// the leader passes on to the member.
     async fn read(
         &self,
         key: SharePartitionKey,
         leader_epoch: i32,
-    ) -> Result<PersistedState, ResponseError>;
+    ) -> Result<PersistedState, ApiError>;
 
     /// WriteShareGroupState.
     async fn write(&self, key: SharePartitionKey, write: StateWrite) -> Result<(), ResponseError>;

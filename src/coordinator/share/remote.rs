@@ -35,6 +35,7 @@ use super::records::{SharePartitionKey, StateBatch};
 use crate::client::reconnecting::negotiate;
 use crate::client::Client;
 use crate::coordinator::txn::peers::Clients;
+use crate::error::ApiError;
 use crate::replica::cluster_view::ClusterView;
 
 /// Which broker leads a `__share_group_state` partition, as the metadata says now.
@@ -92,27 +93,27 @@ impl ClusterPersister {
     }
 
     /// Runs `op` against the key's coordinator, finding it again while it moves.
-    async fn with_retry<T, F, Fut>(
-        &self,
-        key: &SharePartitionKey,
-        op: F,
-    ) -> Result<T, ResponseError>
+    async fn with_retry<T, E, F, Fut>(&self, key: &SharePartitionKey, op: F) -> Result<T, E>
     where
+        E: From<ResponseError> + KafkaError,
         F: Fn(Target) -> Fut,
-        Fut: std::future::Future<Output = Result<T, ResponseError>>,
+        Fut: std::future::Future<Output = Result<T, E>>,
     {
         let deadline = tokio::time::Instant::now() + RETRY_FOR;
         loop {
             let result = match self.target(key) {
                 Ok(target) => op(target).await,
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             };
             match result {
-                Err(
-                    e @ (ResponseError::NotCoordinator
-                    | ResponseError::CoordinatorNotAvailable
-                    | ResponseError::CoordinatorLoadInProgress),
-                ) => {
+                Err(e)
+                    if matches!(
+                        e.error(),
+                        ResponseError::NotCoordinator
+                            | ResponseError::CoordinatorNotAvailable
+                            | ResponseError::CoordinatorLoadInProgress
+                    ) =>
+                {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(e);
                     }
@@ -121,6 +122,23 @@ impl ClusterPersister {
                 other => return other,
             }
         }
+    }
+}
+
+/// The Kafka error of a persister operation's failure, with or without its message.
+trait KafkaError {
+    fn error(&self) -> ResponseError;
+}
+
+impl KafkaError for ResponseError {
+    fn error(&self) -> ResponseError {
+        *self
+    }
+}
+
+impl KafkaError for ApiError {
+    fn error(&self) -> ResponseError {
+        self.error
     }
 }
 
@@ -197,7 +215,7 @@ impl Persister for ClusterPersister {
         &self,
         key: SharePartitionKey,
         leader_epoch: i32,
-    ) -> Result<PersistedState, ResponseError> {
+    ) -> Result<PersistedState, ApiError> {
         self.with_retry(&key, |target| {
             let key = key.clone();
             async move {
@@ -222,7 +240,12 @@ impl Persister for ClusterPersister {
                     .next()
                     .and_then(|t| t.partitions.into_iter().next())
                     .ok_or(ResponseError::UnknownServerError)?;
-                code_to_result(p.error_code)?;
+                if let Err(error) = code_to_result(p.error_code) {
+                    return Err(ApiError {
+                        error,
+                        message: p.error_message.map(|m| m.to_string()),
+                    });
+                }
                 Ok(PersistedState {
                     state_epoch: p.state_epoch,
                     start_offset: p.start_offset,

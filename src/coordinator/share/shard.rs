@@ -19,7 +19,14 @@ use super::records::{
 use super::state::{ShareStateRecord, ShareStateStore};
 use crate::coordinator::group::records::partition_for as java_string_partition;
 use crate::coordinator::runtime::{Shard, Written};
+use crate::error::ApiError;
 use crate::log::uuid_to_kafka_string;
+
+/// Kafka's message for a ReadShareGroupState of a share-partition without state
+/// (`ShareCoordinatorShard.READ_UNINITIALIZED_SHARE_PARTITION`), which its
+/// share-partition leader passes on to the member's ShareFetch.
+pub const READ_UNINITIALIZED_SHARE_PARTITION: &str =
+    "Read operation on uninitialized share partition not allowed.";
 
 /// One record of `__share_group_state`: a snapshot or an update, or the tombstone that
 /// deletes a share-partition's state.
@@ -95,21 +102,29 @@ impl ShareCoordinatorShard {
     /// ReadShareGroupState from a leader at `leader_epoch` (-1: no fencing): a newer
     /// leader's epoch is recorded first, so the writes of the leaders before it are
     /// fenced from then on; an older one is itself fenced (Kafka's
-    /// `readStateAndMaybeUpdateLeaderEpoch`).
+    /// `readStateAndMaybeUpdateLeaderEpoch`). A share-partition without state (never
+    /// initialized, or deleted) is refused as Kafka's `maybeGetReadStateError` refuses
+    /// it, INVALID_REQUEST: its leader must not start before the group coordinator
+    /// initialized it at the group's state epoch, or its first write after that
+    /// initialization would be fenced.
     pub fn read(
         &self,
         key: &SharePartitionKey,
         leader_epoch: i32,
-    ) -> Written<ShareStateEntry, Result<PersistedState, ResponseError>> {
-        let state = self.store.read(key);
-        let Some(current) = self.store.get(key) else {
-            return Written::response(Ok(state));
+    ) -> Written<ShareStateEntry, Result<PersistedState, ApiError>> {
+        let (Some(current), Some(state)) = (self.store.get(key), self.store.read(key)) else {
+            tracing::debug!(group = %key.group_id, topic_id = %key.topic_id,
+                partition = key.partition, "read on uninitialized share partition");
+            return Written::response(Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                READ_UNINITIALIZED_SHARE_PARTITION,
+            )));
         };
         if leader_epoch == -1 || leader_epoch == current.leader_epoch {
             return Written::response(Ok(state));
         }
         if leader_epoch < current.leader_epoch {
-            return Written::response(Err(ResponseError::FencedLeaderEpoch));
+            return Written::response(Err(ResponseError::FencedLeaderEpoch.into()));
         }
         let update = ShareUpdateValue {
             snapshot_epoch: current.snapshot_epoch,

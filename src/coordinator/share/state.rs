@@ -302,20 +302,14 @@ impl ShareStateStore {
         ))
     }
 
-    /// ReadShareGroupState for one share-partition: what a new leader initializes from.
-    pub fn read(&self, key: &SharePartitionKey) -> PersistedState {
-        match self.get(key) {
-            None => PersistedState {
-                state_epoch: 0,
-                start_offset: -1,
-                state_batches: Vec::new(),
-            },
-            Some(o) => PersistedState {
-                state_epoch: o.state_epoch,
-                start_offset: o.start_offset,
-                state_batches: o.state_batches.clone(),
-            },
-        }
+    /// ReadShareGroupState for one share-partition: what a new leader initializes from;
+    /// None for one never initialized (or whose state was deleted).
+    pub fn read(&self, key: &SharePartitionKey) -> Option<PersistedState> {
+        self.get(key).map(|o| PersistedState {
+            state_epoch: o.state_epoch,
+            start_offset: o.start_offset,
+            state_batches: o.state_batches.clone(),
+        })
     }
 }
 

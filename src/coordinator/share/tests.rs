@@ -103,7 +103,11 @@ fn write(leader_epoch: i32, start: i64, batches: Vec<StateBatch>) -> StateWrite 
 #[test]
 fn writes_become_updates_then_a_snapshot() {
     let mut store = ShareStateStore::new(2);
-    assert_eq!(store.read(&key()).start_offset, -1);
+    assert_eq!(
+        store.read(&key()),
+        None,
+        "no state before its initialization"
+    );
     let w = write(0, 0, vec![StateBatch::new(0, 0, 2, 1)]);
     assert_eq!(
         store.write_record(&key(), &w, 0),
@@ -121,11 +125,11 @@ fn writes_become_updates_then_a_snapshot() {
     assert_eq!(kinds, vec![false, false, true]);
     assert_eq!(
         store.read(&key()),
-        PersistedState {
+        Some(PersistedState {
             state_epoch: 0,
             start_offset: 0,
             state_batches: vec![StateBatch::new(0, 2, 2, 1)],
-        }
+        })
     );
     // A leader epoch older than one written is fenced.
     store.replay(&store.write_record(&key(), &write(3, 0, vec![]), 2).unwrap());
@@ -176,11 +180,47 @@ mod on_the_runtime {
     }
 
     async fn read(rt: &Runtime, leader_epoch: i32) -> Result<PersistedState, ResponseError> {
+        read_with_message(rt, leader_epoch)
+            .await
+            .map_err(|e| e.error)
+    }
+
+    async fn read_with_message(
+        rt: &Runtime,
+        leader_epoch: i32,
+    ) -> Result<PersistedState, crate::error::ApiError> {
         rt.write(0, move |s: &mut ShareCoordinatorShard| {
             Ok(s.read(&key(), leader_epoch))
         })
         .await
         .unwrap()
+    }
+
+    /// Kafka 4.2's answer for a share-partition the group coordinator has not
+    /// initialized: INVALID_REQUEST with its message, and nothing written (not even the
+    /// reading leader's epoch), so the leader cannot start ahead of the initialization.
+    #[tokio::test]
+    async fn reading_a_share_partition_without_state_is_refused() {
+        let log = Arc::new(MemoryLog::default());
+        let rt = runtime(&log);
+        for leader_epoch in [-1, 0, 5] {
+            let refused = read_with_message(&rt, leader_epoch).await.unwrap_err();
+            assert_eq!(refused.error, ResponseError::InvalidRequest);
+            assert_eq!(
+                refused.message.as_deref(),
+                Some("Read operation on uninitialized share partition not allowed.")
+            );
+        }
+        assert_eq!(log.log_end(0), 0, "a refused read writes nothing");
+        // Once initialized (at the group's state epoch 2), the leader starts from it.
+        rt.write(0, |s: &mut ShareCoordinatorShard| {
+            Ok(s.initialize(&key(), 2, -1, 0))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let state = read(&rt, 0).await.unwrap();
+        assert_eq!((state.state_epoch, state.start_offset), (2, -1));
     }
 
     #[test]
@@ -255,13 +295,17 @@ mod on_the_runtime {
             Err(ResponseError::FencedLeaderEpoch)
         );
 
-        // Deleting the state leaves the share-partition uninitialized, after a load too.
+        // Deleting the state leaves the share-partition uninitialized, after a load too:
+        // reads are refused until it is initialized again.
         third
             .write(0, |s: &mut ShareCoordinatorShard| Ok(s.delete(&key())))
             .await
             .unwrap();
-        assert_eq!(read(&third, -1).await.unwrap().start_offset, -1);
-        assert_eq!(read(&runtime(&log), -1).await.unwrap().start_offset, -1);
+        assert_eq!(read(&third, -1).await, Err(ResponseError::InvalidRequest));
+        assert_eq!(
+            read(&runtime(&log), 2).await,
+            Err(ResponseError::InvalidRequest)
+        );
     }
 }
 
@@ -329,7 +373,10 @@ mod coordinator {
         c.write(served.clone(), write).await.unwrap();
         assert_eq!(c.read(served.clone(), 0).await.unwrap().start_offset, 45);
         c.delete(served.clone()).await.unwrap();
-        assert_eq!(c.read(served, 0).await.unwrap().start_offset, -1);
+        assert_eq!(
+            c.read(served, 0).await.map_err(|e| e.error),
+            Err(ResponseError::InvalidRequest)
+        );
         c.shutdown();
     }
 }

@@ -20,11 +20,42 @@ use super::{
     SharePartition, SharePartitionConfig,
 };
 use crate::coordinator::share::{Persister, SharePartitionKey};
+use crate::error::ApiError;
+
+/// The error a member gets for a share-partition whose persister refused a read or a
+/// write (Kafka's `SharePartition.fetchPersisterError`): the coordinator being away is
+/// COORDINATOR_NOT_AVAILABLE, a fenced epoch NOT_LEADER_OR_FOLLOWER (the member looks
+/// for the leader again), a missing group or partition as it is, anything else
+/// UNKNOWN_SERVER_ERROR with the persister's message (for a share-partition not
+/// initialized yet, "Read operation on uninitialized share partition not allowed.",
+/// which clients log and fetch again after).
+pub fn persister_error(e: ApiError) -> ApiError {
+    let error = match e.error {
+        ResponseError::NotCoordinator
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::CoordinatorLoadInProgress => ResponseError::CoordinatorNotAvailable,
+        ResponseError::FencedLeaderEpoch | ResponseError::FencedStateEpoch => {
+            ResponseError::NotLeaderOrFollower
+        }
+        e @ (ResponseError::GroupIdNotFound | ResponseError::UnknownTopicOrPartition) => e,
+        ResponseError::SaslAuthenticationFailed | ResponseError::UnsupportedVersion => {
+            return ApiError::new(
+                ResponseError::UnknownServerError,
+                "Unable to complete operation due to server error.",
+            )
+        }
+        _ => ResponseError::UnknownServerError,
+    };
+    ApiError {
+        error,
+        message: e.message,
+    }
+}
 
 /// One share-partition slot: loaded once, then shared.
 struct Slot {
     /// Held by the one caller loading the share-partition.
-    loading: tokio::sync::Mutex<()>,
+    loading: Arc<tokio::sync::Mutex<()>>,
     partition: Mutex<Option<SharePartition>>,
 }
 
@@ -55,41 +86,80 @@ impl SharePartitionManager {
     }
 
     /// Loads `key`'s share-partition from the persister unless it is loaded already.
-    /// A read fenced by a newer leader, or state that cannot be a share-partition's,
-    /// leaves it unloaded and answers the error.
-    pub async fn load(&self, key: &SharePartitionKey, load: Load) -> Result<(), ResponseError> {
-        let slot = self
-            .partitions
-            .lock()
-            .entry(key.clone())
-            .or_insert_with(|| {
-                Arc::new(Slot {
-                    loading: tokio::sync::Mutex::new(()),
-                    partition: Mutex::new(None),
+    /// A read the persister refuses (no state yet: the group coordinator has not
+    /// initialized it; a newer leader's epoch; the coordinator unavailable), or state
+    /// that cannot be a share-partition's, leaves it out of this manager and answers
+    /// the error the member gets (Kafka's `handleInitializationException`): the next
+    /// fetch loads it again.
+    pub async fn load(&self, key: &SharePartitionKey, load: Load) -> Result<(), ApiError> {
+        let (slot, _loading) = loop {
+            let slot = self
+                .partitions
+                .lock()
+                .entry(key.clone())
+                .or_insert_with(|| {
+                    Arc::new(Slot {
+                        loading: Arc::new(tokio::sync::Mutex::new(())),
+                        partition: Mutex::new(None),
+                    })
                 })
-            })
-            .clone();
-        if slot.partition.lock().is_some() {
-            return Ok(());
+                .clone();
+            if slot.partition.lock().is_some() {
+                return Ok(());
+            }
+            let loading = slot.loading.clone().lock_owned().await;
+            if slot.partition.lock().is_some() {
+                return Ok(());
+            }
+            // The load this one waited for failed and dropped the slot: start again
+            // with the current one.
+            let current = self
+                .partitions
+                .lock()
+                .get(key)
+                .is_some_and(|s| Arc::ptr_eq(s, &slot));
+            if current {
+                break (slot, loading);
+            }
+        };
+        let loaded = match self.persister.read(key.clone(), load.leader_epoch).await {
+            Ok(persisted) => SharePartition::initialize(
+                load.config,
+                load.leader_epoch,
+                &persisted,
+                load.initial_start_offset,
+            )
+            .map_err(|e| {
+                tracing::warn!(group = %key.group_id, topic_id = %key.topic_id,
+                    partition = key.partition, error = %e, "share-partition failed to load");
+                ApiError::from(e)
+            }),
+            Err(e) => {
+                tracing::debug!(group = %key.group_id, topic_id = %key.topic_id,
+                    partition = key.partition, error = %e,
+                    "share-partition's persisted state could not be read");
+                Err(persister_error(e))
+            }
+        };
+        match loaded {
+            Ok(sp) => {
+                *slot.partition.lock() = Some(sp);
+                Ok(())
+            }
+            Err(e) => {
+                self.remove_slot(key, &slot);
+                Err(e)
+            }
         }
-        let _loading = slot.loading.lock().await;
-        if slot.partition.lock().is_some() {
-            return Ok(());
+    }
+
+    /// Drops `key`'s share-partition if `slot` is still the one held for it (not one a
+    /// later load made meanwhile).
+    fn remove_slot(&self, key: &SharePartitionKey, slot: &Arc<Slot>) {
+        let mut partitions = self.partitions.lock();
+        if partitions.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            partitions.remove(key);
         }
-        let persisted = self.persister.read(key.clone(), load.leader_epoch).await?;
-        let sp = SharePartition::initialize(
-            load.config,
-            load.leader_epoch,
-            &persisted,
-            load.initial_start_offset,
-        )
-        .map_err(|e| {
-            tracing::warn!(group = %key.group_id, topic_id = %key.topic_id,
-                partition = key.partition, error = %e, "share-partition failed to load");
-            e.response_error()
-        })?;
-        *slot.partition.lock() = Some(sp);
-        Ok(())
     }
 
     /// This broker no longer leads the share-partition (or the group is gone): it is
@@ -185,7 +255,11 @@ impl SharePartitionManager {
             .min()
     }
 
-    /// Writes a pending change and reports the outcome to the share-partition.
+    /// Writes a pending change and reports the outcome to the share-partition. A write
+    /// refused as the persister refuses a stale share-partition (a newer leader or
+    /// state epoch, the group or the partition gone) drops it here, so the next fetch
+    /// loads the current state, as Kafka's `fencedSharePartitionHandler` does; the
+    /// error is the one the member gets (Kafka's `fetchPersisterError`).
     async fn persist(
         &self,
         key: &SharePartitionKey,
@@ -195,10 +269,12 @@ impl SharePartitionManager {
         if pending.is_empty() {
             return Ok(());
         }
+        let slot = self.partitions.lock().get(key).cloned();
         let result = self
             .persister
             .write(key.clone(), pending.write.clone())
-            .await;
+            .await
+            .map_err(|e| persister_error(e.into()).error);
         // The share-partition may have been dropped meanwhile (leadership moved): the
         // outcome then concerns nobody here.
         let _ = self.with(key, |sp| {
@@ -208,6 +284,20 @@ impl SharePartitionManager {
                 now_ms,
             )
         });
+        if let (
+            Err(
+                e @ (ResponseError::NotLeaderOrFollower
+                | ResponseError::GroupIdNotFound
+                | ResponseError::UnknownTopicOrPartition),
+            ),
+            Some(slot),
+        ) = (&result, &slot)
+        {
+            tracing::info!(group = %key.group_id, topic_id = %key.topic_id,
+                partition = key.partition, error = ?e,
+                "share-partition fenced by its persister: dropped, to load again");
+            self.remove_slot(key, slot);
+        }
         result
     }
 

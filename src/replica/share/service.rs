@@ -30,6 +30,7 @@ use crate::coordinator::runtime::now_ms;
 use crate::coordinator::share::coordinator::ShareCoordinator;
 use crate::coordinator::share::latest_offsets::LatestOffsets;
 use crate::coordinator::share::{Persister, SharePartitionKey};
+use crate::error::ApiError;
 use crate::log::control::{read_marker, TxnResult};
 use crate::log::RecordBatchHeader;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
@@ -55,12 +56,14 @@ pub struct Shares {
     latest_offsets: OnceLock<LatestOffsets>,
 }
 
-/// One share-partition a ShareFetch reads.
+/// One share-partition a ShareFetch reads, and how to load it if it is not loaded.
 pub struct FetchTarget {
     pub key: SharePartitionKey,
     pub partition: Arc<Partition>,
     /// The most record bytes to return for it.
     pub max_bytes: usize,
+    pub config: SharePartitionConfig,
+    pub reset: ShareAutoOffsetReset,
 }
 
 /// What a ShareFetch got from one share-partition.
@@ -70,7 +73,17 @@ pub struct FetchedShare {
     /// not the member's: the client keeps only the acquired ranges).
     pub records: Bytes,
     pub acquired: Vec<AcquiredRecords>,
-    pub error: Option<ResponseError>,
+    pub error: Option<ApiError>,
+}
+
+/// Where one target of a fetch stands with its loading.
+#[derive(Clone, Debug)]
+enum LoadState {
+    Loaded,
+    /// Loading after the fetch's first read: nothing to read from it yet.
+    Loading,
+    /// Its load was refused: the fetch answers this error for it.
+    Failed(ApiError),
 }
 
 /// How a ShareFetch reads: the member, its limits, the group's isolation level.
@@ -110,15 +123,17 @@ impl Shares {
         self.latest_offsets.get()
     }
 
-    /// Loads `key`'s share-partition unless it is loaded: its persisted state, or where
-    /// `share.auto.offset.reset` says when it has none.
+    /// Loads `key`'s share-partition unless it is loaded: its persisted state, starting
+    /// where `share.auto.offset.reset` says when that has no start offset. A
+    /// share-partition the group coordinator has not initialized yet is not loaded
+    /// (UNKNOWN_SERVER_ERROR with the share coordinator's message, as Kafka answers it).
     pub async fn load(
         &self,
         key: &SharePartitionKey,
         partition: &Arc<Partition>,
         config: SharePartitionConfig,
         reset: ShareAutoOffsetReset,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ApiError> {
         // A share-partition loaded under an earlier leadership of this broker is stale:
         // another leader may have moved it meanwhile (and fenced this one's writes).
         let epoch = partition.leader_epoch();
@@ -143,6 +158,16 @@ impl Shares {
 
     /// Reads and acquires for a member until something is acquired, a partition fails,
     /// `params.max_wait` passes or `stopping` turns true. One answer per target, in order.
+    ///
+    /// Share-partitions not loaded here yet are loaded as Kafka's leader loads them: the
+    /// first one before the fetch reads, the others after that first read, in the
+    /// background, each waking the fetch as it ends. Kafka's share-partitions load on
+    /// their own and its `DelayedShareFetch` answers as soon as one loaded share-partition
+    /// has records; its persister sends the first ReadShareGroupState alone and the
+    /// others together once that one is answered. So a member's first fetch of several
+    /// new share-partitions gets the first one's records, and the others' from its next
+    /// fetch (librdkafka's test 0179 expects that), and a share-partition whose state is
+    /// missing answers its error without holding up the others.
     pub async fn fetch(
         self: &Arc<Self>,
         read: &ShareRead<'_>,
@@ -150,13 +175,40 @@ impl Shares {
         stopping: watch::Receiver<bool>,
     ) -> Vec<FetchedShare> {
         self.start_timer();
+        let mut states: Vec<LoadState> = targets
+            .iter()
+            .map(|t| match self.is_loaded(t) {
+                true => LoadState::Loaded,
+                false => LoadState::Loading,
+            })
+            .collect();
+        let mut later: Vec<usize> = (0..targets.len())
+            .filter(|i| matches!(states[*i], LoadState::Loading))
+            .collect();
+        if !later.is_empty() {
+            let first = later.remove(0);
+            let t = &targets[first];
+            states[first] = match self.load(&t.key, &t.partition, t.config, t.reset).await {
+                Ok(()) => LoadState::Loaded,
+                Err(e) => LoadState::Failed(e),
+            };
+        }
+        let states = Arc::new(Mutex::new(states));
+        let mut background = Some(later);
         let partitions: Vec<Arc<Partition>> = targets.iter().map(|t| t.partition.clone()).collect();
         let answer = delayed_fetch::complete_or(
             &read.params,
             &partitions,
             Some(&self.released),
             stopping,
-            || self.read_once(read, targets),
+            || {
+                let attempt = self.read_once(read, targets, &states.lock());
+                // After the first read, so that it answers only what was loaded before.
+                if let Some(later) = background.take() {
+                    self.load_in_background(targets, later, &states);
+                }
+                attempt
+            },
         )
         .await;
         if answer.iter().any(|f| !f.acquired.is_empty()) {
@@ -165,22 +217,73 @@ impl Shares {
         answer
     }
 
-    /// One pass: each target read from where its share-partition fetches next, and
-    /// acquired from. Acquiring anything completes the fetch.
+    /// Whether `t`'s share-partition is loaded here under the partition's current
+    /// leadership.
+    fn is_loaded(&self, t: &FetchTarget) -> bool {
+        let epoch = t.partition.leader_epoch();
+        self.partitions
+            .inspect(&t.key, |sp| sp.leader_epoch() == epoch)
+            .unwrap_or(false)
+    }
+
+    /// Loads the targets `indexes` one after another on a task of their own, recording
+    /// each outcome in `states` and waking the waiting share fetches as each ends (a load
+    /// ending after its fetch answered is simply there for the next fetch, or, refused,
+    /// left to be tried again by it).
+    fn load_in_background(
+        self: &Arc<Self>,
+        targets: &[FetchTarget],
+        indexes: Vec<usize>,
+        states: &Arc<Mutex<Vec<LoadState>>>,
+    ) {
+        if indexes.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let loads: Vec<_> = indexes
+            .into_iter()
+            .map(|i| {
+                let t = &targets[i];
+                (i, t.key.clone(), t.partition.clone(), t.config, t.reset)
+            })
+            .collect();
+        let (shares, states) = (self.clone(), states.clone());
+        rt.spawn(async move {
+            for (i, key, partition, config, reset) in loads {
+                let state = match shares.load(&key, &partition, config, reset).await {
+                    Ok(()) => LoadState::Loaded,
+                    Err(e) => LoadState::Failed(e),
+                };
+                states.lock()[i] = state;
+                shares.released.notify_waiters();
+            }
+        });
+    }
+
+    /// One pass: each loaded target read from where its share-partition fetches next,
+    /// and acquired from; a target whose load was refused answers its error. Acquiring
+    /// anything completes the fetch.
     fn read_once(
         &self,
         read: &ShareRead<'_>,
         targets: &[FetchTarget],
+        states: &[LoadState],
     ) -> FetchAttempt<Vec<FetchedShare>> {
         let mut left = read.params.max_bytes;
         let mut records_left = read.max_records;
         let mut out = Vec::with_capacity(targets.len());
         let (mut acquired_any, mut errored) = (false, false);
-        for t in targets {
-            let got = if records_left == 0 || left == 0 {
-                FetchedShare::default()
-            } else {
-                self.read_one(read, t, left.min(t.max_bytes), records_left)
+        for (t, state) in targets.iter().zip(states) {
+            let got = match state {
+                LoadState::Failed(e) => FetchedShare {
+                    error: Some(e.clone()),
+                    ..Default::default()
+                },
+                LoadState::Loading => FetchedShare::default(),
+                LoadState::Loaded if records_left == 0 || left == 0 => FetchedShare::default(),
+                LoadState::Loaded => self.read_one(read, t, left.min(t.max_bytes), records_left),
             };
             errored |= got.error.is_some();
             if !got.acquired.is_empty() {
@@ -211,7 +314,7 @@ impl Shares {
         max_records: u32,
     ) -> FetchedShare {
         let failed = |e: ResponseError| FetchedShare {
-            error: Some(e),
+            error: Some(e.into()),
             ..Default::default()
         };
         let offset = match self.partitions.next_fetch(&t.key) {
@@ -225,7 +328,12 @@ impl Shares {
         }
         let data = match p.fetch_records(&read.params, offset, budget, true, -1) {
             Ok(d) => d,
-            Err(e) => return failed(crate::error::ApiError::from(e).error),
+            Err(e) => {
+                return FetchedShare {
+                    error: Some(ApiError::from(e)),
+                    ..Default::default()
+                }
+            }
         };
         let Some(slice) = data.records else {
             return FetchedShare::default();
@@ -234,7 +342,10 @@ impl Shares {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!(partition = %p.tp, error = %e, "share fetch read failed");
-                return failed(crate::error::ApiError::from(e).error);
+                return FetchedShare {
+                    error: Some(ApiError::from(e)),
+                    ..Default::default()
+                };
             }
         };
         let batches = batch_headers(&bytes);

@@ -137,7 +137,7 @@ fn a_new_leader_redelivers_what_was_not_acknowledged_and_nothing_else() {
             coordinator.store.read(&key()),
             "replay of the bytes"
         );
-        let persisted = reloaded.read(&key());
+        let persisted = reloaded.read(&key()).expect("initialized");
         let mut new =
             SharePartition::initialize(config(), 1, &persisted, || unreachable!()).unwrap();
         assert_eq!(new.start_offset(), 5);
@@ -178,7 +178,7 @@ fn a_rebuilt_partition_finishes_the_window_and_persists_on() {
     let mut new = SharePartition::initialize(
         config(),
         1,
-        &coordinator.store.read(&key()),
+        &coordinator.store.read(&key()).expect("initialized"),
         || unreachable!(),
     )
     .unwrap();
@@ -197,7 +197,7 @@ fn a_rebuilt_partition_finishes_the_window_and_persists_on() {
     assert_eq!(new.start_offset(), 10);
     // As in Kafka, a write carries the start offset from before it moved: the persisted
     // start lags one write behind, and the batch it lags over is persisted as done.
-    let persisted = coordinator.reload(1).read(&key());
+    let persisted = coordinator.reload(1).read(&key()).expect("initialized");
     assert_eq!(persisted.start_offset, 4);
     assert_eq!(persisted.state_batches, vec![StateBatch::new(4, 9, 2, 1)]);
     // A third leader starts past all of it and delivers none of 0-9.
@@ -222,7 +222,7 @@ fn a_write_from_an_old_leader_is_fenced() {
     let mut leader1 = SharePartition::initialize(
         config(),
         1,
-        &coordinator.store.read(&key()),
+        &coordinator.store.read(&key()).expect("initialized"),
         || unreachable!(),
     )
     .unwrap();

@@ -115,23 +115,25 @@ async fn a_new_leader_loads_the_persisted_state_and_fences_the_old_one() {
     // 5-6 released once (second delivery); 7-9 acquired but never persisted (first).
     assert_eq!(got, vec![(5, 6, 2), (7, 9, 1)]);
 
-    // The old leader's write is fenced; its records go back to their holder there.
+    // The old leader's write is fenced: the member is told NOT_LEADER_OR_FOLLOWER (as
+    // Kafka's share-partition tells it) and the stale share-partition is dropped there.
     assert_eq!(
         old.acknowledge(&key(), "m1", &batch(7, 9, AcknowledgeType::Accept), 11)
             .await,
-        Err(ResponseError::FencedLeaderEpoch)
+        Err(ResponseError::NotLeaderOrFollower)
     );
     assert_eq!(
-        old.inspect(&key(), |sp| sp.record_state(7).map(|s| s.state()))
-            .unwrap(),
-        Some(RecordState::Acquired)
+        old.inspect(&key(), |sp| sp.start_offset()).unwrap_err(),
+        ResponseError::UnknownTopicOrPartition,
+        "dropped"
     );
-    // So is a load by a leader older than the last.
+    // So is a load by a leader older than the last, which leaves nothing loaded.
     let stale = SharePartitionManager::new(shares.clone());
     assert_eq!(
-        stale.load(&key(), load(0)).await,
-        Err(ResponseError::FencedLeaderEpoch)
+        stale.load(&key(), load(0)).await.map_err(|e| e.error),
+        Err(ResponseError::NotLeaderOrFollower)
     );
+    assert!(stale.keys().is_empty());
 
     // The new leader's acknowledgements persist; a third leader starts past them.
     new.acknowledge(&key(), "m2", &batch(5, 9, AcknowledgeType::Accept), 12)
@@ -244,4 +246,38 @@ async fn a_departed_members_records_are_released_at_once_up_to_the_delivery_limi
     shares.member_left("g", "m2").await;
     assert_eq!(m.inspect(&key(), |sp| sp.start_offset()).unwrap(), 5);
     assert_eq!(m.next_fetch(&key()).unwrap(), Some(5));
+}
+
+/// A leader that reaches a share-partition before the group coordinator initialized it
+/// loads nothing (Kafka's UNKNOWN_SERVER_ERROR with the share coordinator's message) and
+/// keeps nothing; once initialized at the group's state epoch, the next load starts
+/// there and its writes are not fenced.
+#[tokio::test]
+async fn a_share_partition_is_loaded_only_once_initialized() {
+    let log = Arc::new(MemoryLog::default());
+    let shares = coordinator(&log);
+    let m = SharePartitionManager::new(shares.clone());
+    let refused = m.load(&key(), load(0)).await.unwrap_err();
+    assert_eq!(refused.error, ResponseError::UnknownServerError);
+    assert_eq!(
+        refused.message.as_deref(),
+        Some("Read operation on uninitialized share partition not allowed.")
+    );
+    assert!(
+        m.keys().is_empty(),
+        "nothing kept of a share-partition not loaded"
+    );
+
+    // The group coordinator's initialization, at the group's epoch (3).
+    shares.initialize(key(), 3, -1).await.unwrap();
+    m.load(&key(), load(0)).await.unwrap();
+    assert_eq!(acquire(&m, "m1", &plain(&[(0, 9)]), 0), vec![(0, 9, 1)]);
+    m.acknowledge(&key(), "m1", &batch(0, 9, AcknowledgeType::Accept), 1)
+        .await
+        .unwrap();
+    // Persisted at the initialization's state epoch (the start offset lags one write
+    // behind, as in Kafka: the batch is persisted acknowledged).
+    let persisted = shares.read(key(), 0).await.unwrap();
+    assert_eq!(persisted.state_epoch, 3);
+    assert_eq!(persisted.state_batches, vec![StateBatch::new(0, 9, 2, 1)]);
 }

@@ -179,6 +179,23 @@ impl ClusterView {
         }
     }
 
+    /// KRaft: the broker's lifecycle lost its lease (no heartbeat answered within
+    /// `broker.session.timeout.ms`, or an answer saying it is fenced), so the controllers
+    /// may have fenced it and moved its leaderships; the lifecycle logged why. As after a
+    /// lost ZooKeeper session, coordinators answer NOT_COORDINATOR until
+    /// [`ClusterView::lease_regained`].
+    pub fn lease_lost(&self) {
+        self.doubt_since_epoch
+            .store(self.broker_epoch(), Ordering::Release);
+    }
+
+    /// KRaft: a heartbeat answer shows this broker unfenced. The controllers unfence a
+    /// broker only once its heartbeat's metadata offset reached what they committed, so
+    /// the metadata this broker follows names the leaders they chose: the doubt is over.
+    pub fn lease_regained(&self) {
+        self.doubt_since_epoch.store(NO_DOUBT, Ordering::Release);
+    }
+
     /// Whether this broker's leaderships are in doubt ([`ClusterView::doubt_leaderships`]).
     pub fn leaderships_in_doubt(&self) -> bool {
         self.doubt_since_epoch.load(Ordering::Acquire) != NO_DOUBT

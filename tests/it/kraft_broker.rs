@@ -254,6 +254,8 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let produced = rt.block_on(first_run(addr, &controller));
     let placed = replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
     eprintln!("the controller names each replica's log dir: {placed:?}");
+    move_to_the_other_dir(&rt, addr, dir.path(), &skua);
+    replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
         meta,
@@ -287,6 +289,53 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         "the controller saw the restart as a new incarnation"
     );
     eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// AlterReplicaLogDirs of `orders-0` to skua's other log dir: the move switches only once
+/// the controller accepted the new dir (AssignReplicasToDirs before the switch, as Kafka's
+/// `ReplicaAlterLogDirsThread`), within 20 s.
+fn move_to_the_other_dir(rt: &tokio::runtime::Runtime, addr: SocketAddr, dir: &Path, skua: &Skua) {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
+    use kafka_protocol::messages::AlterReplicaLogDirsRequest;
+    let to = match dir.join("data/orders-0").is_dir() {
+        true => dir.join("data2"),
+        false => dir.join("data"),
+    };
+    let request =
+        AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+            .with_path(s(&to.display().to_string()))
+            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partitions(vec![0])])]);
+    let codes: Vec<i16> = rt.block_on(async {
+        let mut c = Client::connect(addr).await;
+        let response = c.send(&request, 2).await;
+        response
+            .results
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect()
+    });
+    assert_eq!(codes, vec![0]);
+    let t = Instant::now();
+    while !to.join("orders-0").is_dir() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "orders-0 not moved to {}: {}",
+            to.display(),
+            skua.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("orders-0 moved in {:?}", t.elapsed());
+    assert!(
+        skua.log()
+            .contains("the controller accepted the replica's new log dir"),
+        "{}",
+        skua.log()
+    );
 }
 
 /// Waits (10 s at most) until the controller's metadata names, for every partition skua

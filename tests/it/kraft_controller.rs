@@ -412,9 +412,9 @@ async fn doubt_while_silent(controller: &Controller) {
     let after = t.elapsed();
     eprintln!("in doubt {after:?} after the controller froze");
     // The lease runs from the last answered heartbeat's send, at most one interval
-    // (500 ms) and a round trip before the freeze.
+    // (500 ms) and a round trip (allowed 500 ms on a loaded machine) before the freeze.
     assert!(
-        after >= Duration::from_millis(SESSION_TIMEOUT_MS - 600)
+        after >= Duration::from_millis(SESSION_TIMEOUT_MS - 1000)
             && after <= Duration::from_millis(SESSION_TIMEOUT_MS + 1500),
         "in doubt after {after:?}"
     );

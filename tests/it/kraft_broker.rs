@@ -256,6 +256,10 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     eprintln!("the controller names each replica's log dir: {placed:?}");
     move_to_the_other_dir(&rt, addr, dir.path(), &skua);
     replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
+    rt.block_on(coordinator_steps_back_while_the_controller_is_silent(
+        addr,
+        &controller,
+    ));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
         meta,
@@ -289,6 +293,72 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         "the controller saw the restart as a new incarnation"
     );
     eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// The zombie-coordinator window closed on a KRaft broker: the controller frozen
+/// (SIGSTOP) past `broker.session.timeout.ms` (3 s here) may have fenced skua and moved
+/// `__consumer_offsets` elsewhere, so skua's group coordinator answers NOT_COORDINATOR
+/// (not before half the session timeout); once the controller answers a heartbeat as
+/// unfenced, it serves again with the offsets committed before.
+async fn coordinator_steps_back_while_the_controller_is_silent(
+    addr: SocketAddr,
+    controller: &Controller,
+) {
+    const NOT_COORDINATOR: i16 = 16;
+    let mut c = Client::connect(addr).await;
+    assert_eq!(c.commit_offset("readers", "orders", 4, None).await, 0);
+    let frozen = controller.freeze();
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        c.commit_offset("readers", "orders", 5, None).await,
+        0,
+        "within the session timeout the coordinator serves"
+    );
+    let mut committed = 5;
+    loop {
+        let code = c.commit_offset("readers", "orders", 6, None).await;
+        if code == NOT_COORDINATOR {
+            break;
+        }
+        assert_eq!(code, 0);
+        committed = 6;
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "the coordinator still serves {:?} after the controller went silent",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "NOT_COORDINATOR {:?} after the controller went silent",
+        t.elapsed()
+    );
+    assert_eq!(c.committed_offsets("readers").await.0, NOT_COORDINATOR);
+    drop(frozen);
+    let t = Instant::now();
+    loop {
+        let (code, offsets) = c.committed_offsets("readers").await;
+        if code == 0 {
+            assert_eq!(
+                offsets,
+                vec![committed],
+                "what was committed before the doubt"
+            );
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the coordinator still steps back {:?} after the controller resumed: {code}",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "serving again {:?} after the controller resumed",
+        t.elapsed()
+    );
+    assert_eq!(c.commit_offset("readers", "orders", 3, None).await, 0);
 }
 
 /// AlterReplicaLogDirs of `orders-0` to skua's other log dir: the move switches only once

@@ -102,7 +102,7 @@ impl Controller {
 
     /// Freezes the controller's JVM (SIGSTOP) until the guard is dropped (SIGCONT): it
     /// keeps its sockets but answers nothing, as if cut off from its brokers.
-    fn freeze(&self) -> Frozen {
+    pub(crate) fn freeze(&self) -> Frozen {
         let pid = self.pid();
         signal(&pid, "-STOP");
         Frozen(pid)
@@ -159,7 +159,7 @@ fn signal(pid: &str, sig: &str) {
 }
 
 /// A frozen controller, resumed when dropped.
-struct Frozen(String);
+pub(crate) struct Frozen(String);
 
 impl Drop for Frozen {
     fn drop(&mut self) {

@@ -117,6 +117,19 @@ impl ClusterView {
         })
     }
 
+    /// Whether a leader's high watermark waits for `replica_id`, outside the ISR but caught
+    /// up, to join it (Kafka's `isReplicaIsrEligible` as `shouldWaitForReplicaToJoinIsr`
+    /// asks it): in a KRaft cluster [`ClusterView::isr_eligible`]; in ZooKeeper mode, as
+    /// Kafka 3.9's, whether the metadata lists the broker alive (a broker that stopped is
+    /// not waited for once the controller said so).
+    pub fn may_join_isr(&self, replica_id: i32, fetch_epoch: i64) -> bool {
+        if self.is_kraft() {
+            return self.isr_eligible(replica_id, fetch_epoch);
+        }
+        let brokers = self.brokers.read();
+        brokers.is_empty() || brokers.contains_key(&replica_id)
+    }
+
     /// Sets the live brokers and the controller directly (tests, and a metadata source
     /// that is not an image).
     pub fn set_brokers(&self, brokers: Vec<BrokerInfo>, controller_id: i32) {

@@ -371,8 +371,8 @@ impl ReplicationState {
     /// smallest log end offset among the leader, the followers in the (maximal) ISR, and
     /// the followers outside it that are about to join (Kafka's
     /// `shouldWaitForReplicaToJoinIsr`): caught up within `max_lag_ms`
-    /// (`replica.lag.time.max.ms`) at `now_ms` and eligible for the ISR (`cluster`, when
-    /// the partition has one). Without that wait, a record committed while such a replica
+    /// (`replica.lag.time.max.ms`) at `now_ms` and eligible for the ISR
+    /// (`ClusterView::may_join_isr` of `cluster`, when the partition has one). Without that wait, a record committed while such a replica
     /// was a little behind would be missing from it once it joined and became leader.
     /// `None` when this broker does not lead. The caller never moves it back.
     pub fn high_watermark_candidate(
@@ -389,7 +389,7 @@ impl ReplicationState {
         let waited_for = |id: i32, f: &FollowerState| {
             isr.contains(&id)
                 || (f.is_caught_up(leader_log_end_offset, now_ms, max_lag_ms)
-                    && cluster.is_none_or(|c| c.isr_eligible(id, f.broker_epoch)))
+                    && cluster.is_none_or(|c| c.may_join_isr(id, f.broker_epoch)))
         };
         let held = self
             .followers
@@ -712,6 +712,18 @@ mod tests {
             Some(15),
             "fetching at epoch 29"
         );
+        // ZooKeeper mode: waited for while the metadata lists the broker alive.
+        let zk = ClusterView::new(1);
+        let broker = |id| crate::controller::BrokerInfo {
+            id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        };
+        zk.set_brokers(vec![broker(1), broker(2), broker(3)], 1);
+        assert_eq!(hw(&s, 2_000, Some(&zk)), Some(10), "3 alive");
+        zk.set_brokers(vec![broker(1), broker(2)], 1);
+        assert_eq!(hw(&s, 2_000, Some(&zk)), Some(15), "3 stopped");
         // At the leader's log end it holds nothing back (and is caught up whenever).
         s.update_follower(3, 15, 0, 15, 40_000).unwrap();
         assert_eq!(hw(&s, 90_000, Some(&cluster)), Some(15));

@@ -410,12 +410,7 @@ impl MetadataSource {
             .filter_map(|d| d.directory_id())
             .collect();
         let driver = member::driver_config(config, &cluster_id, metadata_dir_id, log_dir_ids)?;
-        let by_path = dirs
-            .log_dirs
-            .iter()
-            .filter_map(|d| Some((d.path.clone(), d.directory_id()?)))
-            .collect();
-        let membership = Membership::start_blocking(config, driver, by_path)?;
+        let membership = Membership::start_blocking(config, driver)?;
         Ok(MetadataSource::Kraft(Arc::new(membership)))
     }
 
@@ -531,10 +526,12 @@ impl MetadataSource {
             MetadataSource::Local(_) => Ok(()),
             MetadataSource::ZooKeeper(zk) => zk.start_blocking(replicas.clone()),
             MetadataSource::Kraft(member) => {
+                member.follow_doubt(replicas.cluster.clone());
+                replicas.set_dir_assigner(member.dir_assigner());
                 let held = replicas.clone();
                 member.place_replicas(move |topic, partition| {
                     held.logs
-                        .log_dir_of(&crate::log::TopicPartition::new(topic, partition))
+                        .placement_of(&crate::log::TopicPartition::new(topic, partition))
                 });
                 let epoch = member.ready_blocking()?;
                 replicas.logs.set_broker_epoch(epoch);
@@ -591,6 +588,11 @@ impl Broker {
         let outbound_tls = config.outbound_tls()?;
         let shared_config = SharedConfig::new(config);
         shared_config.set_outbound_tls(outbound_tls);
+        let directory_ids: Vec<(PathBuf, Uuid)> = dirs
+            .log_dirs
+            .iter()
+            .filter_map(|d| Some((d.path.clone(), d.directory_id()?)))
+            .collect();
         let log_dirs = dirs
             .log_dirs
             .into_iter()
@@ -598,6 +600,7 @@ impl Broker {
             .collect();
         let metadata_lock = dirs.separate_metadata_dir.map(|d| d.lock);
         let logs = source.open_logs(&shared_config, log_dirs)?;
+        logs.set_directory_ids(&directory_ids);
         let config = shared_config.current();
         let replicas = Arc::new(ReplicaManager::new(
             config.broker_id,

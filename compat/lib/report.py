@@ -26,7 +26,7 @@ SUITE_PREFIXES = {
     "sarama": ("sarama.",),
     "kafkajs": ("kafkajs.",),
     "migration": ("migration.", "zkmigration."),
-    "rolling": ("rolling.",),
+    "rolling": ("rolling.", "rolling_kraft."),
     "ssl": ("ssl.",),
 }
 CLIENT_NAMES = {
@@ -126,8 +126,17 @@ def main():
             continue
         for line in open(p, errors="replace"):
             m = re.match(r"^(PASS|FAIL|SKIP) (\S+?)(?::\s*(.*))?$", line.rstrip("\n"))
-            if m:
-                raw[m.group(2)] = (m.group(1), m.group(3) or "")
+            if not m:
+                continue
+            cid, status = m.group(2), m.group(1)
+            if cid in raw:
+                # a case reported twice means its suite ran twice (a runner bug): the case
+                # fails rather than letting the last report hide the first
+                status = "FAIL"
+                reason = f"reported more than once ({raw[cid][0]}, then {m.group(1)}): its suite ran it twice"
+                raw[cid] = (status, reason)
+            else:
+                raw[cid] = (status, m.group(3) or "")
 
     final = []  # (id, outcome, detail)
     counts = dict(passed=0, failed=0, xfail=0, xpass=0, skipped=0, new=0)

@@ -89,6 +89,10 @@ pub struct LogManager {
     /// Held by whoever creates logs (see `new_logs`) and by `delete_log`, so that no two
     /// make or remove the same directory while `logs` is unlocked. Taken before `logs`.
     pub(super) creating: Mutex<()>,
+    /// Each dir's `directory.id` by its index in `dirs`, from its `meta.properties`
+    /// (Kafka's `LogManager.directoryIds`): where a new log goes when the metadata names
+    /// its dir ([`LogManager::set_directory_ids`]).
+    pub(super) directory_ids: RwLock<Vec<Option<Uuid>>>,
 }
 
 /// One log dir and whether it is online.
@@ -258,6 +262,7 @@ impl LogManager {
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
             threads,
             creating: Mutex::new(()),
+            directory_ids: RwLock::new(Vec::new()),
         };
         manager.drop_incomplete_futures(futures_found)?;
         Ok(manager)
@@ -352,6 +357,49 @@ impl LogManager {
 
     pub fn get_log(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
         self.logs.read().get(tp).map(|h| h.log.clone())
+    }
+
+    /// Records each log dir's `directory.id` (`ids`: a dir's path and its id; a path that
+    /// is not one of the dirs is ignored), so that a new log whose partition the metadata
+    /// places in one of them is made there.
+    pub fn set_directory_ids(&self, ids: &[(PathBuf, Uuid)]) {
+        let by_index = self
+            .dirs
+            .iter()
+            .map(|d| ids.iter().find(|(p, _)| *p == d.path).map(|(_, id)| *id))
+            .collect();
+        *self.directory_ids.write() = by_index;
+    }
+
+    /// The `directory.id` of log dir `index`, if known.
+    pub fn directory_id_of_dir(&self, index: usize) -> Option<Uuid> {
+        self.directory_ids.read().get(index).copied().flatten()
+    }
+
+    /// The `directory.id` of the dir holding `tp`'s log, as the broker reports it to a KRaft
+    /// controller (AssignReplicasToDirs); `None` when there is nothing to report: no log,
+    /// a dir without an id, a dir gone offline (the heartbeat reports that dir offline,
+    /// and its replicas with it), or a move to another dir under way (the move reports the
+    /// new dir itself before it switches, `replica::log_dir_move`).
+    pub fn placement_of(&self, tp: &TopicPartition) -> Option<Uuid> {
+        if self.futures.read().contains_key(tp) {
+            return None;
+        }
+        let index = self.logs.read().get(tp)?.dir_index;
+        if self.dirs[index].health.is_offline() {
+            return None;
+        }
+        self.directory_id_of_dir(index)
+    }
+
+    /// The index of the online log dir whose `directory.id` is `id`.
+    pub(super) fn online_dir_with_id(&self, id: Uuid) -> Option<usize> {
+        let i = self
+            .directory_ids
+            .read()
+            .iter()
+            .position(|d| *d == Some(id))?;
+        (!self.dirs[i].health.is_offline()).then_some(i)
     }
 
     /// The log dir holding `tp`'s current log (not a move's future copy), if hosted.

@@ -6,7 +6,10 @@
 //! Made in three steps, so that a thousand partitions cost little more than their files:
 //!
 //! 1. under the table's lock, the logs already hosted are found and each new one is given
-//!    a log dir (the one hosting the fewest logs);
+//!    a log dir: the one the metadata names for it when that is an online dir of this
+//!    broker (Kafka's `targetLogDirectoryId`: a KRaft controller names it when the broker
+//!    reported it, or when it placed the replica on a dir the broker registered), otherwise
+//!    the one hosting the fewest logs;
 //! 2. with no lock held that readers wait on, the directories are made on up to
 //!    `num.recovery.threads.per.data.dir` threads per online dir. A directory made just
 //!    now is empty, so nothing in it is listed, probed or measured, and each file is
@@ -74,9 +77,23 @@ impl LogManager {
         topic_id: Uuid,
         config: &LogConfig,
     ) -> Vec<Result<Arc<Log>, LogError>> {
+        self.get_or_create_logs_in(tps, &[], topic_id, config)
+    }
+
+    /// As [`LogManager::get_or_create_logs`], each new log made in the online log dir
+    /// whose `directory.id` is its entry of `targets` (the dir the metadata names for that
+    /// partition; `targets` may be shorter than `tps`), or where a new log goes when that
+    /// names none of this broker's online dirs.
+    pub fn get_or_create_logs_in(
+        &self,
+        tps: &[TopicPartition],
+        targets: &[Option<Uuid>],
+        topic_id: Uuid,
+        config: &LogConfig,
+    ) -> Vec<Result<Arc<Log>, LogError>> {
         let _creating = self.creating.lock();
         let mut results: Vec<Option<Result<Arc<Log>, LogError>>> = Vec::with_capacity(tps.len());
-        let Some(to_create) = self.place_new_logs(tps, topic_id, &mut results) else {
+        let Some(to_create) = self.place_new_logs(tps, targets, topic_id, &mut results) else {
             return tps.iter().map(|_| Err(self.no_dir_online())).collect();
         };
         let threads =
@@ -119,6 +136,7 @@ impl LogManager {
     fn place_new_logs(
         &self,
         tps: &[TopicPartition],
+        targets: &[Option<Uuid>],
         topic_id: Uuid,
         results: &mut Vec<Option<Result<Arc<Log>, LogError>>>,
     ) -> Option<Vec<ToCreate>> {
@@ -141,7 +159,15 @@ impl LogManager {
                 results.push(Some(existing(hosted, topic_id)));
                 continue;
             }
-            let (dir_index, count) = counts.iter_mut().min_by_key(|(_, n)| *n)?;
+            let target = targets
+                .get(slot)
+                .copied()
+                .flatten()
+                .and_then(|id| self.online_dir_with_id(id));
+            let (dir_index, count) = match target {
+                Some(i) => counts.iter_mut().find(|(d, _)| *d == i)?,
+                None => counts.iter_mut().min_by_key(|(_, n)| *n)?,
+            };
             let dir = match new_partition_dir(&self.dirs[*dir_index].path, tp) {
                 Ok(dir) => dir,
                 Err(e) => {

@@ -235,6 +235,64 @@ fn many_logs_made_on_several_threads_are_hosted_only_once_complete() {
     ));
 }
 
+/// A new log goes in the dir the metadata names for it (Kafka's `targetLogDirectoryId`)
+/// when that is one of this broker's online dirs, however many logs it holds already;
+/// otherwise (no dir named, a dir of another broker or an offline one of this broker)
+/// in the dir hosting the fewest logs.
+#[test]
+fn a_new_log_goes_in_the_online_dir_the_metadata_names() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("d1"), root.path().join("d2")];
+    let lm = start(&dirs, 1);
+    let (d1, d2, elsewhere) = (
+        Uuid::from_u128(0xd1),
+        Uuid::from_u128(0xd2),
+        Uuid::from_u128(0xee),
+    );
+    lm.set_directory_ids(&[(dirs[0].clone(), d1), (dirs[1].clone(), d2)]);
+    let id = Uuid::new_v4();
+    let parent = |log: &Result<Arc<Log>, LogError>| {
+        log.as_ref().unwrap().dir().parent().unwrap().to_path_buf()
+    };
+    // Three named for d2, one for nowhere known, one not named, one beyond the targets.
+    let tps = partitions("placed", 6);
+    let targets = [Some(d2), Some(d2), Some(d2), Some(elsewhere), None];
+    let logs = lm.get_or_create_logs_in(&tps, &targets, id, &config());
+    let placed: Vec<PathBuf> = logs.iter().map(parent).collect();
+    assert_eq!(
+        placed[..3],
+        [dirs[1].clone(), dirs[1].clone(), dirs[1].clone()]
+    );
+    // The rest fill the emptier dir.
+    assert_eq!(
+        placed[3..],
+        [dirs[0].clone(), dirs[0].clone(), dirs[0].clone()]
+    );
+    let d1_logs = |lm: &LogManager| {
+        lm.all_logs()
+            .iter()
+            .filter(|l| l.dir().parent() == Some(dirs[0].as_path()))
+            .count()
+    };
+    assert_eq!(d1_logs(&lm), 3);
+    // A tie, which d1 would win unnamed: named, a log goes to d2.
+    let more = [TopicPartition::new("placed", 6)];
+    let logs = lm.get_or_create_logs_in(&more, &[Some(d2)], id, &config());
+    assert_eq!(parent(&logs[0]), dirs[1]);
+    // A hosted log stays where it is, whatever the metadata names.
+    let logs = lm.get_or_create_logs_in(&tps[..1], &[Some(d1)], id, &config());
+    assert_eq!(parent(&logs[0]), dirs[1]);
+    assert_eq!(lm.placement_of(&tps[0]), Some(d2));
+    // d2 offline: a log named for it goes to an online dir, and the replicas on d2 are
+    // reported on no dir (the heartbeat reports d2 offline).
+    lm.dirs[1].health.mark_offline("a test", &"failed");
+    assert_eq!(lm.placement_of(&tps[0]), None);
+    assert_eq!(lm.placement_of(&tps[3]), Some(d1));
+    let last = [TopicPartition::new("placed", 7)];
+    let logs = lm.get_or_create_logs_in(&last, &[Some(d2)], id, &config());
+    assert_eq!(parent(&logs[0]), dirs[0]);
+}
+
 /// Every entry under `root`, recursively, as paths relative to it.
 fn tree(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -117,6 +117,19 @@ impl ClusterView {
         })
     }
 
+    /// Whether a leader's high watermark waits for `replica_id`, outside the ISR but caught
+    /// up, to join it (Kafka's `isReplicaIsrEligible` as `shouldWaitForReplicaToJoinIsr`
+    /// asks it): in a KRaft cluster [`ClusterView::isr_eligible`]; in ZooKeeper mode, as
+    /// Kafka 3.9's, whether the metadata lists the broker alive (a broker that stopped is
+    /// not waited for once the controller said so).
+    pub fn may_join_isr(&self, replica_id: i32, fetch_epoch: i64) -> bool {
+        if self.is_kraft() {
+            return self.isr_eligible(replica_id, fetch_epoch);
+        }
+        let brokers = self.brokers.read();
+        brokers.is_empty() || brokers.contains_key(&replica_id)
+    }
+
     /// Sets the live brokers and the controller directly (tests, and a metadata source
     /// that is not an image).
     pub fn set_brokers(&self, brokers: Vec<BrokerInfo>, controller_id: i32) {
@@ -177,6 +190,23 @@ impl ClusterView {
                 "the controller spoke to this broker's new registration: coordinators serve again"
             );
         }
+    }
+
+    /// KRaft: the broker's lifecycle lost its lease (no heartbeat answered within
+    /// `broker.session.timeout.ms`, or an answer saying it is fenced), so the controllers
+    /// may have fenced it and moved its leaderships; the lifecycle logged why. As after a
+    /// lost ZooKeeper session, coordinators answer NOT_COORDINATOR until
+    /// [`ClusterView::lease_regained`].
+    pub fn lease_lost(&self) {
+        self.doubt_since_epoch
+            .store(self.broker_epoch(), Ordering::Release);
+    }
+
+    /// KRaft: a heartbeat answer shows this broker unfenced. The controllers unfence a
+    /// broker only once its heartbeat's metadata offset reached what they committed, so
+    /// the metadata this broker follows names the leaders they chose: the doubt is over.
+    pub fn lease_regained(&self) {
+        self.doubt_since_epoch.store(NO_DOUBT, Ordering::Release);
     }
 
     /// Whether this broker's leaderships are in doubt ([`ClusterView::doubt_leaderships`]).

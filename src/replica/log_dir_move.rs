@@ -4,6 +4,14 @@
 //! serving; when it has caught up, the partition's appends are held off for the last
 //! batches and the switch (`LogManager::replace_current_with_future`).
 //!
+//! In a KRaft cluster the controller records which log dir holds each replica (KIP-858),
+//! and elects only replicas on dirs their broker has online: as Kafka's
+//! `ReplicaAlterLogDirsThread` does, a copy that has caught up first has its new dir
+//! assigned (AssignReplicasToDirs, [`DirAssigner`]) and switches only once the controller
+//! accepted it, so the metadata never names the old dir for a log that left it. Until the
+//! switch the broker's placement task leaves a moving replica alone
+//! (`LogManager::placement_of`); a move abandoned after its assignment is put back there.
+//!
 //! The copy follows the current log as a follower follows its leader: a current log
 //! truncated under the copy (this broker is a follower whose leader changed) truncates the
 //! copy where their leader epochs part; a log start that moved past the copy's end starts
@@ -12,7 +20,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use bytes::Bytes;
+use uuid::Uuid;
 
 use super::{Partition, ReplicaManager};
 use crate::error::ApiError;
@@ -25,6 +35,16 @@ const COPY_BYTES_MAX: usize = 1024 * 1024;
 const SWITCH_STEPS_MAX: usize = 1000;
 /// How long the copier waits when the current log has nothing new for it.
 const IDLE_WAIT: Duration = Duration::from_millis(10);
+/// How long a copy waits before asking again for a new dir the controller did not accept.
+const ASSIGN_RETRY: Duration = Duration::from_secs(1);
+
+/// Where a KRaft broker tells its controller which log dir holds a replica.
+#[async_trait]
+pub trait DirAssigner: Send + Sync {
+    /// Whether the controller accepted that this broker's replica of partition
+    /// `partition` of topic `topic_id` is in the log dir whose `directory.id` is `dir`.
+    async fn assign(&self, topic_id: Uuid, partition: i32, dir: Uuid) -> bool;
+}
 
 impl ReplicaManager {
     /// AlterReplicaLogDirs for one partition: moves `tp` to log dir `dir_index` (see
@@ -78,6 +98,8 @@ async fn copy_then_switch(
     future: Arc<Log>,
 ) {
     let tp = partition.tp.clone();
+    // Whether the controller accepted the new dir (no controller to ask: at once).
+    let mut assigned = false;
     loop {
         let Some(m) = manager.upgrade() else { return };
         let ours = m
@@ -105,6 +127,28 @@ async fn copy_then_switch(
         if !caught_up {
             drop(m);
             tokio::time::sleep(IDLE_WAIT).await;
+            continue;
+        }
+        if !assigned {
+            let assigner = m.dir_assigner.get().cloned();
+            let dir = m
+                .logs
+                .future_dir_of(&tp)
+                .and_then(|i| m.logs.directory_id_of_dir(i));
+            drop(m);
+            assigned = match (assigner, dir) {
+                (Some(a), Some(dir)) => {
+                    let accepted = a.assign(partition.topic_id, tp.partition, dir).await;
+                    if accepted {
+                        tracing::info!(partition = %tp, %dir, "the controller accepted the replica's new log dir; switching");
+                    } else {
+                        tokio::time::sleep(ASSIGN_RETRY).await;
+                    }
+                    accepted
+                }
+                _ => true,
+            };
+            // The copy follows the log meanwhile; the switch takes the last batches.
             continue;
         }
         let (p, f, by) = (partition.clone(), future.clone(), m.clone());

@@ -60,6 +60,9 @@ pub struct ReplicaManager {
     /// Weak: the transaction coordinator appends through this replica manager, and a
     /// strong reference back would keep both (and the log dirs' locks) alive forever.
     txn_verifier: OnceLock<std::sync::Weak<dyn TransactionVerifier>>,
+    /// A KRaft broker's channel for telling its controller a moved replica's new log dir
+    /// (`log_dir_move`); unset elsewhere, where a move switches as soon as it caught up.
+    pub(super) dir_assigner: OnceLock<Arc<dyn super::log_dir_move::DirAssigner>>,
 }
 
 /// The fetchers and the ISR-change queue, once started.
@@ -91,7 +94,14 @@ impl ReplicaManager {
             stopped: DashMap::new(),
             metrics: Arc::new(Metrics::new()),
             txn_verifier: OnceLock::new(),
+            dir_assigner: OnceLock::new(),
         }
+    }
+
+    /// Makes every log dir move wait for the controller to accept the replica's new dir
+    /// before it switches (set once, when a KRaft broker starts following).
+    pub fn set_dir_assigner(&self, assigner: Arc<dyn super::log_dir_move::DirAssigner>) {
+        let _ = self.dir_assigner.set(assigner);
     }
 
     /// Gives the replica manager the transaction coordinator to verify transactional
@@ -365,12 +375,22 @@ impl ReplicaManager {
             new.push((tp, p));
         }
         let tps: Vec<TopicPartition> = new.iter().map(|(tp, _)| tp.clone()).collect();
+        // The dir the metadata names for this broker's replica, if any (KRaft, KIP-858).
+        let targets: Vec<Option<uuid::Uuid>> = new
+            .iter()
+            .map(|(_, p)| {
+                let a = &p.assignment;
+                let i = a.replicas.iter().position(|r| *r == self.broker_id)?;
+                a.directories.get(i).copied()
+            })
+            .collect();
         let logs = self
             .logs
-            .get_or_create_logs(&tps, topic.topic_id, &log_config);
+            .get_or_create_logs_in(&tps, &targets, topic.topic_id, &log_config);
         let mut first_error = None;
         // Resolved once per topic, not per request: appends and reads mark them directly.
         let counters = (!new.is_empty()).then(|| self.metrics.topics.for_topic(&topic.name));
+        let max_lag_ms = self.config.current().replication.replica_lag_time_max_ms;
         for ((tp, p), log) in new.into_iter().zip(logs) {
             let log = match log {
                 Ok(log) => log,
@@ -385,7 +405,8 @@ impl ReplicaManager {
             let high_watermark = self.take_checkpointed_high_watermark(&tp).unwrap_or(0);
             let partition = Partition::new(tp.clone(), topic.topic_id, log, p.state.leader_epoch)
                 .with_high_watermark(high_watermark)
-                .with_counters(counters.clone().unwrap_or_else(TopicCounters::unregistered));
+                .with_counters(counters.clone().unwrap_or_else(TopicCounters::unregistered))
+                .with_replica_lag_time_max_ms(max_lag_ms);
             partition.apply_leadership(self.broker_id, &p.assignment.replicas, &p.state, now_ms());
             let partition = Arc::new(partition);
             self.take_place(&partition);

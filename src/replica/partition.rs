@@ -65,7 +65,13 @@ pub struct Partition {
     isr_changes: OnceLock<IsrChanges>,
     /// The topic's byte and record counters, resolved when the partition is hosted.
     pub counters: TopicCounters,
+    /// `replica.lag.time.max.ms`: how recently a follower outside the ISR must have been
+    /// caught up for the high watermark to wait for it.
+    replica_lag_time_max_ms: i64,
 }
+
+/// Kafka's default `replica.lag.time.max.ms`.
+const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
 
 /// A partition's replication as the metrics see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,7 +153,14 @@ impl Partition {
             follower_lag: AtomicI64::new(0),
             isr_changes: OnceLock::new(),
             counters: TopicCounters::unregistered(),
+            replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         }
+    }
+
+    /// With the broker's `replica.lag.time.max.ms` (the high-watermark rule's).
+    pub fn with_replica_lag_time_max_ms(mut self, max_lag_ms: i64) -> Self {
+        self.replica_lag_time_max_ms = max_lag_ms;
+        self
     }
 
     /// Counts into `counters` (the broker's series for this partition's topic).
@@ -495,7 +508,12 @@ impl Partition {
     /// waiters when it moved.
     fn maybe_increment_high_watermark(&self) -> bool {
         let log_end = self.log().log_end_offset();
-        let candidate = self.state.read().high_watermark_candidate(log_end);
+        let candidate = self.state.read().high_watermark_candidate(
+            log_end,
+            crate::log::now_ms(),
+            self.replica_lag_time_max_ms,
+            self.isr_changes.get().map(IsrChanges::cluster),
+        );
         let Some(candidate) = candidate else {
             return false;
         };

@@ -334,9 +334,15 @@ impl Cluster {
                 60_000,
             )
             .unwrap();
+            // The ISR shrinks here run on a clock 30 s ahead (`maybe_shrink_isr(now_ms() +
+            // 30_001, ..)`), the high watermark on the real one: with a 1 ms lag time, a
+            // follower that stopped fetching a few ms before is not one the high watermark
+            // waits for to join again (Kafka's `shouldWaitForReplicaToJoinIsr`: caught up
+            // within the lag time, tested in `state.rs`).
             let args: Vec<String> = [
                 "replica.fetch.backoff.ms=20",
                 "replica.fetch.wait.max.ms=200",
+                "replica.lag.time.max.ms=1",
             ]
             .iter()
             .flat_map(|o| ["--override".to_string(), o.to_string()])
@@ -644,6 +650,8 @@ async fn the_isr_grows_when_a_follower_catches_up_and_shrinks_when_it_lags() {
     // Broker 2 stops fetching; once it lags past replica.lag.time.max.ms it leaves.
     c.set_unreachable(1, true);
     produce(&leader, b"b").await;
+    // Past the 1 ms lag time of its last fetch (`Cluster::new`).
+    tokio::time::sleep(Duration::from_millis(20)).await;
     leader.maybe_shrink_isr(now_ms(), 30_000);
     assert_eq!(leader.isr(), vec![1, 2], "not lagging long enough yet");
     leader.maybe_shrink_isr(now_ms() + 30_001, 30_000);
@@ -713,6 +721,8 @@ async fn acks_all_needs_min_insync_replicas_before_and_after_the_append() {
     let mut acks = DelayedProduce::new();
     acks.watch(leader.clone(), info.last_offset);
     let answer = tokio::spawn(acks.complete(Duration::from_secs(10)));
+    // Past the 1 ms lag time of its last fetch (`Cluster::new`).
+    tokio::time::sleep(Duration::from_millis(20)).await;
     leader.maybe_shrink_isr(now_ms() + 30_001, 30_000);
     assert_eq!(
         answer.await.unwrap(),

@@ -41,6 +41,13 @@ pub struct FollowerState {
 }
 
 impl FollowerState {
+    /// Kafka's `ReplicaState.isCaughtUp`: at the leader's log end, or caught up to it
+    /// within the last `max_lag_ms` (never, before its first fetch that reached it).
+    fn is_caught_up(&self, leader_log_end_offset: i64, now_ms: i64, max_lag_ms: i64) -> bool {
+        self.log_end_offset == leader_log_end_offset
+            || (self.last_caught_up_ms >= 0 && now_ms - self.last_caught_up_ms <= max_lag_ms)
+    }
+
     /// A follower at the start of a leader epoch: nothing known of its log yet. One in
     /// the ISR counts as caught up now, so it is not dropped before it could fetch.
     fn unknown(in_sync: bool, now_ms: i64) -> Self {
@@ -361,19 +368,35 @@ impl ReplicationState {
     }
 
     /// The high watermark the replicas allow (Kafka's `maybeIncrementLeaderHW`): the
-    /// smallest log end offset among the leader and the followers in the ISR. `None` when
-    /// this broker does not lead. The caller never moves the high watermark back.
-    pub fn high_watermark_candidate(&self, leader_log_end_offset: i64) -> Option<i64> {
+    /// smallest log end offset among the leader, the followers in the (maximal) ISR, and
+    /// the followers outside it that are about to join (Kafka's
+    /// `shouldWaitForReplicaToJoinIsr`): caught up within `max_lag_ms`
+    /// (`replica.lag.time.max.ms`) at `now_ms` and eligible for the ISR
+    /// (`ClusterView::may_join_isr` of `cluster`, when the partition has one). Without that wait, a record committed while such a replica
+    /// was a little behind would be missing from it once it joined and became leader.
+    /// `None` when this broker does not lead. The caller never moves it back.
+    pub fn high_watermark_candidate(
+        &self,
+        leader_log_end_offset: i64,
+        now_ms: i64,
+        max_lag_ms: i64,
+        cluster: Option<&ClusterView>,
+    ) -> Option<i64> {
         if !self.is_leader() {
             return None;
         }
         let isr = self.maximal_isr();
-        let in_sync = self
+        let waited_for = |id: i32, f: &FollowerState| {
+            isr.contains(&id)
+                || (f.is_caught_up(leader_log_end_offset, now_ms, max_lag_ms)
+                    && cluster.is_none_or(|c| c.may_join_isr(id, f.broker_epoch)))
+        };
+        let held = self
             .followers
             .iter()
-            .filter(|(id, _)| isr.contains(id))
+            .filter(|(id, f)| waited_for(**id, f))
             .map(|(_, f)| f.log_end_offset);
-        Some(in_sync.fold(leader_log_end_offset, i64::min))
+        Some(held.fold(leader_log_end_offset, i64::min))
     }
 }
 
@@ -389,10 +412,10 @@ mod tests {
     fn a_sole_leader_follows_its_own_log_end() {
         let s = ReplicationState::sole_leader(3);
         assert!(s.is_leader());
-        assert_eq!(s.high_watermark_candidate(42), Some(42));
+        assert_eq!(s.high_watermark_candidate(42, i64::MAX, 0, None), Some(42));
         let mut one = ReplicationState::sole_leader(0);
         assert!(one.apply(1, &[1], &announced(1, 4, &[1]), 0));
-        assert_eq!(one.high_watermark_candidate(7), Some(7));
+        assert_eq!(one.high_watermark_candidate(7, i64::MAX, 0, None), Some(7));
         assert_eq!(one.check_fetch(-1), Ok(()));
         assert_eq!(one.check_fetch(1), Err(ResponseError::NotLeaderOrFollower));
     }
@@ -402,7 +425,7 @@ mod tests {
         let mut s = ReplicationState::sole_leader(0);
         assert!(s.apply(1, &[1, 2], &announced(2, 5, &[1, 2]), 0));
         assert_eq!(s.role, Role::Follower { leader: 2 });
-        assert_eq!(s.high_watermark_candidate(10), None);
+        assert_eq!(s.high_watermark_candidate(10, i64::MAX, 0, None), None);
         assert_eq!(s.check_fetch(-1), Err(ResponseError::NotLeaderOrFollower));
         assert_eq!(
             s.update_follower(2, 0, 0, 10, 0),
@@ -423,20 +446,20 @@ mod tests {
         let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2, 3]), 1_000);
         // New leader epoch: the followers' logs are unknown, so nothing is committed yet.
-        assert_eq!(s.high_watermark_candidate(10), Some(-1));
+        assert_eq!(s.high_watermark_candidate(10, i64::MAX, 0, None), Some(-1));
         s.update_follower(2, 10, 0, 10, 1_001).unwrap();
         assert_eq!(
-            s.high_watermark_candidate(10),
+            s.high_watermark_candidate(10, i64::MAX, 0, None),
             Some(-1),
             "3 has not fetched"
         );
         s.update_follower(3, 4, 0, 10, 1_002).unwrap();
-        assert_eq!(s.high_watermark_candidate(10), Some(4));
+        assert_eq!(s.high_watermark_candidate(10, i64::MAX, 0, None), Some(4));
         assert_eq!(s.follower(2).unwrap().last_caught_up_ms, 1_001);
         assert_eq!(s.follower(3).unwrap().last_caught_up_ms, 1_000);
         // Out of the ISR, a slow follower no longer holds the high watermark back.
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 1_003);
-        assert_eq!(s.high_watermark_candidate(12), Some(10));
+        assert_eq!(s.high_watermark_candidate(12, i64::MAX, 0, None), Some(10));
         assert_eq!(s.follower(3).unwrap().log_end_offset, 4, "same epoch: kept");
         // A replica that is not one of ours is refused.
         assert_eq!(
@@ -452,11 +475,11 @@ mod tests {
         let mut s = ReplicationState::sole_leader(0);
         s.apply(1, &[1, 2], &announced(1, 1, &[1, 2]), 0);
         s.update_follower(2, 8, 0, 8, 5).unwrap();
-        assert_eq!(s.high_watermark_candidate(8), Some(8));
+        assert_eq!(s.high_watermark_candidate(8, i64::MAX, 0, None), Some(8));
         s.apply(1, &[1, 2], &announced(1, 2, &[1, 2]), 9);
         let f = s.follower(2).unwrap();
         assert_eq!((f.log_end_offset, f.last_caught_up_ms), (-1, 9));
-        assert_eq!(s.high_watermark_candidate(8), Some(-1));
+        assert_eq!(s.high_watermark_candidate(8, i64::MAX, 0, None), Some(-1));
     }
 
     #[test]
@@ -466,7 +489,7 @@ mod tests {
         s.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
         s.update_follower(2, 10, 0, 10, 1).unwrap();
         s.update_follower(3, 4, 0, 10, 1).unwrap();
-        assert_eq!(s.high_watermark_candidate(10), Some(10));
+        assert_eq!(s.high_watermark_candidate(10, i64::MAX, 0, None), Some(10));
         // 3 is below the high watermark: not proposed yet.
         assert_eq!(s.propose_expand(3, 10, 0, &zk), None);
         s.update_follower(3, 10, 0, 12, 2).unwrap();
@@ -478,7 +501,7 @@ mod tests {
             "ZooKeeper mode: no member epochs"
         );
         // While pending, 3 already holds the high watermark, and nothing else is proposed.
-        assert_eq!(s.high_watermark_candidate(12), Some(10));
+        assert_eq!(s.high_watermark_candidate(12, i64::MAX, 0, None), Some(10));
         assert_eq!(s.propose_shrink(12, 1_000_000, 10, &zk), None);
         // A stale answer (older leader epoch) changes nothing; the real one commits.
         let committed = IsrOutcome::Committed {
@@ -510,7 +533,7 @@ mod tests {
             vec![1, 2]
         );
         // Until the controller answers, 3 still holds the high watermark.
-        assert_eq!(s.high_watermark_candidate(10), Some(4));
+        assert_eq!(s.high_watermark_candidate(10, i64::MAX, 0, None), Some(4));
         // Refused: dropped; the metadata decides.
         assert!(
             !s.complete_isr_change(1, &IsrOutcome::Refused(ResponseError::InvalidUpdateVersion))
@@ -639,5 +662,79 @@ mod tests {
         let mut s = caught_up_follower(30);
         let p = s.propose_expand(3, 10, 0, &zk).unwrap();
         assert_eq!(p.new_isr, vec![(1, -1), (2, -1), (3, -1)]);
+    }
+
+    /// Kafka's `shouldWaitForReplicaToJoinIsr`: a follower outside the ISR caught up
+    /// within `replica.lag.time.max.ms` and eligible for the ISR holds the high watermark
+    /// (it is about to join, and must hold everything committed once it does); one caught
+    /// up longer ago, fenced, or fetching at another broker epoch than registered does not.
+    #[test]
+    fn the_high_watermark_waits_for_a_caught_up_eligible_replica_outside_the_isr() {
+        let cluster = kraft_cluster();
+        // ISR [1, 2]; 3 outside it, caught up to 10 at t=1. The leader is at 15, and 2
+        // fetched up to it.
+        let mut s = caught_up_follower(30);
+        s.update_follower(2, 15, 0, 15, 2_000).unwrap();
+        let hw = |s: &ReplicationState, now: i64, c: Option<&ClusterView>| {
+            s.high_watermark_candidate(15, now, 30_000, c)
+        };
+        assert_eq!(
+            hw(&s, 2_000, Some(&cluster)),
+            Some(10),
+            "3 is about to join"
+        );
+        assert_eq!(
+            hw(&s, 30_001, Some(&cluster)),
+            Some(10),
+            "within the lag time"
+        );
+        assert_eq!(
+            hw(&s, 30_002, Some(&cluster)),
+            Some(15),
+            "caught up too long ago"
+        );
+        assert_eq!(
+            hw(&s, 2_000, None),
+            Some(10),
+            "no metadata to judge by: waited for"
+        );
+        // Not eligible: not waited for.
+        let fenced = kraft_cluster();
+        let mut r = registrations(&[(1, 10), (2, 20), (3, 30)]);
+        r.get_mut(&3).unwrap().fenced = true;
+        fenced.set_registrations(r);
+        assert_eq!(hw(&s, 2_000, Some(&fenced)), Some(15));
+        let restarted = caught_up_follower(29);
+        let mut restarted = restarted;
+        restarted.update_follower(2, 15, 0, 15, 2_000).unwrap();
+        assert_eq!(
+            hw(&restarted, 2_000, Some(&cluster)),
+            Some(15),
+            "fetching at epoch 29"
+        );
+        // ZooKeeper mode: waited for while the metadata lists the broker alive.
+        let zk = ClusterView::new(1);
+        let broker = |id| crate::controller::BrokerInfo {
+            id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        };
+        zk.set_brokers(vec![broker(1), broker(2), broker(3)], 1);
+        assert_eq!(hw(&s, 2_000, Some(&zk)), Some(10), "3 alive");
+        zk.set_brokers(vec![broker(1), broker(2)], 1);
+        assert_eq!(hw(&s, 2_000, Some(&zk)), Some(15), "3 stopped");
+        // At the leader's log end it holds nothing back (and is caught up whenever).
+        s.update_follower(3, 15, 0, 15, 40_000).unwrap();
+        assert_eq!(hw(&s, 90_000, Some(&cluster)), Some(15));
+        // A follower that never caught up in this leader epoch is not waited for.
+        let mut fresh = ReplicationState::sole_leader(0);
+        fresh.apply(1, &[1, 2, 3], &announced(1, 1, &[1, 2]), 0);
+        fresh.update_follower(2, 15, 0, 15, 5).unwrap();
+        fresh.update_follower(3, 3, 0, 15, 5).unwrap();
+        assert_eq!(
+            fresh.high_watermark_candidate(15, 10, 30_000, Some(&cluster)),
+            Some(15)
+        );
     }
 }

@@ -487,4 +487,117 @@ mod manager {
         follower_fetch(&p0, FOLLOWER, 5);
         assert_eq!(p0.high_watermark(), 5);
     }
+
+    /// A controller stand-in for log dir moves: refuses the first `refuse` assignments,
+    /// records every one asked.
+    #[derive(Default)]
+    struct Assigner {
+        calls: parking_lot::Mutex<Vec<(Uuid, i32, Uuid)>>,
+        refuse: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::replica::log_dir_move::DirAssigner for Assigner {
+        async fn assign(&self, topic_id: Uuid, partition: i32, dir: Uuid) -> bool {
+            self.calls.lock().push((topic_id, partition, dir));
+            use std::sync::atomic::Ordering;
+            self.refuse
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_err()
+        }
+    }
+
+    async fn eventually(what: &str, f: impl Fn() -> bool) {
+        let deadline = Instant::now() + LONG;
+        while !f() {
+            assert!(Instant::now() < deadline, "{what} within {LONG:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// KRaft, two log dirs: new logs go in the dir the metadata names (both in d2, where
+    /// the fewest-logs rule would have spread them). A move (AlterReplicaLogDirs) switches
+    /// only once the controller accepted the replica's new dir, as Kafka's
+    /// `ReplicaAlterLogDirsThread` promotes a future replica: refused, the caught-up copy
+    /// waits and the replica stays where it was; accepted, it switches. While it moves, the
+    /// placement task reports nothing for it (it would put it back in the old dir); after,
+    /// the new dir.
+    #[tokio::test]
+    async fn a_log_dir_move_switches_only_once_the_controller_accepted_its_new_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = [root.path().join("d1"), root.path().join("d2")];
+        let locked = dirs
+            .iter()
+            .map(|d| {
+                std::fs::create_dir_all(d).unwrap();
+                (d.clone(), DirLock::acquire(d).unwrap())
+            })
+            .collect();
+        let logs = LogManager::startup(
+            locked,
+            |_: &TopicPartition, _: Option<Uuid>| true,
+            |_| LogConfig::default(),
+            60_000,
+        )
+        .unwrap();
+        let (d1, d2) = (Uuid::from_u128(0xd1), Uuid::from_u128(0xd2));
+        logs.set_directory_ids(&[(dirs[0].clone(), d1), (dirs[1].clone(), d2)]);
+        let config = crate::config::from_args(&[]).unwrap();
+        let m = Arc::new(ReplicaManager::new(
+            ME,
+            crate::config::SharedConfig::new(config),
+            logs,
+        ));
+        let assigner = Arc::new(Assigner::default());
+        assigner
+            .refuse
+            .store(1, std::sync::atomic::Ordering::Release);
+        m.set_dir_assigner(assigner.clone());
+        let topic_id = Uuid::from_u128(1);
+        let partitions = (0..2)
+            .map(|i| PartitionInfo {
+                partition: i,
+                assignment: PartitionAssignment {
+                    replicas: vec![ME],
+                    directories: vec![d2],
+                },
+                state: announced(ME, 5, &[ME]),
+            })
+            .collect();
+        apply(
+            &m,
+            TopicDelta::Changed(Arc::new(TopicInfo {
+                name: "t".into(),
+                topic_id,
+                partitions,
+                configs: BTreeMap::new(),
+            })),
+        );
+        let (t0, t1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        assert_eq!(m.logs.dir_of(&t0), Some(1), "the dir the metadata names");
+        assert_eq!(m.logs.dir_of(&t1), Some(1));
+        assert_eq!(m.logs.placement_of(&t0), Some(d2));
+
+        let p = m.partition("t", 0).unwrap();
+        append(&p, 10).await;
+        m.alter_replica_log_dir(&t0, 0).unwrap();
+        assert_eq!(m.logs.placement_of(&t0), None, "moving: the move reports");
+        eventually("the new dir asked for", || {
+            !assigner.calls.lock().is_empty()
+        })
+        .await;
+        // Refused: the copy has caught up but does not switch (the next ask is 1 s later).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(m.logs.dir_of(&t0), Some(1), "refused: not switched");
+        assert!(m.logs.future_log(&t0).is_some());
+        eventually("the switch", || m.logs.dir_of(&t0) == Some(0)).await;
+        assert_eq!(
+            *assigner.calls.lock(),
+            vec![(topic_id, 0, d1), (topic_id, 0, d1)],
+            "the future's dir, asked again after the refusal"
+        );
+        assert_eq!(m.logs.placement_of(&t0), Some(d1));
+        assert_eq!(m.partition("t", 0).unwrap().log().log_end_offset(), 10);
+        assert!(dirs[0].join("t-0").is_dir() && !dirs[1].join("t-0").exists());
+    }
 }

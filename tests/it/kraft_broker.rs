@@ -254,6 +254,12 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
     let produced = rt.block_on(first_run(addr, &controller));
     let placed = replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
     eprintln!("the controller names each replica's log dir: {placed:?}");
+    move_to_the_other_dir(&rt, addr, dir.path(), &skua);
+    replicas_placed_on_their_dirs(dir.path(), &["data", "data2"], &controller);
+    rt.block_on(coordinator_steps_back_while_the_controller_is_silent(
+        addr,
+        &controller,
+    ));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap(),
         meta,
@@ -287,6 +293,119 @@ fn skua_serves_as_a_broker_of_a_kafka_4_kraft_cluster_and_keeps_its_records_acro
         "the controller saw the restart as a new incarnation"
     );
     eprintln!("the whole scenario took {:?}", started.elapsed());
+}
+
+/// The zombie-coordinator window closed on a KRaft broker: the controller frozen
+/// (SIGSTOP) past `broker.session.timeout.ms` (3 s here) may have fenced skua and moved
+/// `__consumer_offsets` elsewhere, so skua's group coordinator answers NOT_COORDINATOR
+/// (not before half the session timeout); once the controller answers a heartbeat as
+/// unfenced, it serves again with the offsets committed before.
+async fn coordinator_steps_back_while_the_controller_is_silent(
+    addr: SocketAddr,
+    controller: &Controller,
+) {
+    const NOT_COORDINATOR: i16 = 16;
+    let mut c = Client::connect(addr).await;
+    assert_eq!(c.commit_offset("readers", "orders", 4, None).await, 0);
+    let frozen = controller.freeze();
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        c.commit_offset("readers", "orders", 5, None).await,
+        0,
+        "within the session timeout the coordinator serves"
+    );
+    let mut committed = 5;
+    loop {
+        let code = c.commit_offset("readers", "orders", 6, None).await;
+        if code == NOT_COORDINATOR {
+            break;
+        }
+        assert_eq!(code, 0);
+        committed = 6;
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "the coordinator still serves {:?} after the controller went silent",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "NOT_COORDINATOR {:?} after the controller went silent",
+        t.elapsed()
+    );
+    assert_eq!(c.committed_offsets("readers").await.0, NOT_COORDINATOR);
+    drop(frozen);
+    let t = Instant::now();
+    loop {
+        let (code, offsets) = c.committed_offsets("readers").await;
+        if code == 0 {
+            assert_eq!(
+                offsets,
+                vec![committed],
+                "what was committed before the doubt"
+            );
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the coordinator still steps back {:?} after the controller resumed: {code}",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "serving again {:?} after the controller resumed",
+        t.elapsed()
+    );
+    assert_eq!(c.commit_offset("readers", "orders", 3, None).await, 0);
+}
+
+/// AlterReplicaLogDirs of `orders-0` to skua's other log dir: the move switches only once
+/// the controller accepted the new dir (AssignReplicasToDirs before the switch, as Kafka's
+/// `ReplicaAlterLogDirsThread`), within 20 s.
+fn move_to_the_other_dir(rt: &tokio::runtime::Runtime, addr: SocketAddr, dir: &Path, skua: &Skua) {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
+    use kafka_protocol::messages::AlterReplicaLogDirsRequest;
+    let to = match dir.join("data/orders-0").is_dir() {
+        true => dir.join("data2"),
+        false => dir.join("data"),
+    };
+    let request =
+        AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+            .with_path(s(&to.display().to_string()))
+            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                .with_name(TopicName(s("orders")))
+                .with_partitions(vec![0])])]);
+    let codes: Vec<i16> = rt.block_on(async {
+        let mut c = Client::connect(addr).await;
+        let response = c.send(&request, 2).await;
+        response
+            .results
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect()
+    });
+    assert_eq!(codes, vec![0]);
+    let t = Instant::now();
+    while !to.join("orders-0").is_dir() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "orders-0 not moved to {}: {}",
+            to.display(),
+            skua.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("orders-0 moved in {:?}", t.elapsed());
+    assert!(
+        skua.log()
+            .contains("the controller accepted the replica's new log dir"),
+        "{}",
+        skua.log()
+    );
 }
 
 /// Waits (10 s at most) until the controller's metadata names, for every partition skua

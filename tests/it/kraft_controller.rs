@@ -92,6 +92,22 @@ impl Controller {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
+    /// The controller's JVM (`compat/kafka-controller.sh` wrote its pid).
+    fn pid(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kafka.pid"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// Freezes the controller's JVM (SIGSTOP) until the guard is dropped (SIGCONT): it
+    /// keeps its sockets but answers nothing, as if cut off from its brokers.
+    pub(crate) fn freeze(&self) -> Frozen {
+        let pid = self.pid();
+        signal(&pid, "-STOP");
+        Frozen(pid)
+    }
+
     /// The cluster's metadata as the controller's log holds it now: a copy of its
     /// `__cluster_metadata-0`, replayed by skua's reader (the copy's torn tail, if the
     /// controller was writing, is recovered in the copy).
@@ -134,6 +150,20 @@ impl Drop for Controller {
                 eprintln!("{line}");
             }
         }
+    }
+}
+
+fn signal(pid: &str, sig: &str) {
+    let status = Command::new("kill").args([sig, pid]).status().unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+/// A frozen controller, resumed when dropped.
+pub(crate) struct Frozen(String);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(&self.0, "-CONT");
     }
 }
 
@@ -337,6 +367,84 @@ async fn registers_follows_and_leads(controller: &Controller) {
     .await;
     eprintln!("the new incarnation leads again after {:?}", t.elapsed());
     again.shutdown().await;
+}
+
+/// The zombie-coordinator window of a KRaft broker: Kafka's controller frozen (SIGSTOP)
+/// past the session timeout answers none of skua's heartbeats, so the controllers may
+/// have fenced skua and moved its leaderships: skua's leaderships come in doubt (its
+/// coordinators answer NOT_COORDINATOR), not before the session timeout from the last
+/// heartbeat answered, and it stays RUNNING. Once the controller runs again and answers a
+/// heartbeat as unfenced (after fencing skua, if its session check ran first), the doubt
+/// ends.
+#[test]
+fn a_broker_whose_controller_goes_silent_past_the_session_timeout_doubts_its_leaderships_until_unfenced(
+) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(controller) = Controller::start(FORMAT_FEATURES) else {
+        return;
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(doubt_while_silent(&controller));
+}
+
+async fn doubt_while_silent(controller: &Controller) {
+    let dir = Uuid::new_v4();
+    let mut broker = KraftBroker::start(config(controller, dir), None);
+    wait_status(&mut broker, "RUNNING", |s| s.state == BrokerState::Running).await;
+    assert!(!broker.status.borrow().leaderships_in_doubt);
+
+    let frozen = controller.freeze();
+    let t = std::time::Instant::now();
+    // Within the session timeout the controller has fenced nothing: no doubt.
+    tokio::time::sleep(Duration::from_millis(SESSION_TIMEOUT_MS / 2)).await;
+    assert!(
+        !broker.status.borrow().leaderships_in_doubt,
+        "in doubt within the session timeout"
+    );
+    let s = wait_status(&mut broker, "the leaderships in doubt", |s| {
+        s.leaderships_in_doubt
+    })
+    .await;
+    let after = t.elapsed();
+    eprintln!("in doubt {after:?} after the controller froze");
+    // The lease runs from the last answered heartbeat's send, at most one interval
+    // (500 ms) and a round trip (allowed 500 ms on a loaded machine) before the freeze.
+    assert!(
+        after >= Duration::from_millis(SESSION_TIMEOUT_MS - 1000)
+            && after <= Duration::from_millis(SESSION_TIMEOUT_MS + 1500),
+        "in doubt after {after:?}"
+    );
+    assert_eq!(s.state, BrokerState::Running, "{s:?}");
+
+    // Silent a while longer: the controller's own session check finds skua's session over.
+    tokio::time::sleep(Duration::from_millis(SESSION_TIMEOUT_MS)).await;
+    assert!(broker.status.borrow().leaderships_in_doubt);
+    drop(frozen);
+    let t = std::time::Instant::now();
+    let s = wait_status(
+        &mut broker,
+        "the doubt settled by an unfenced answer",
+        |s| !s.leaderships_in_doubt,
+    )
+    .await;
+    eprintln!(
+        "the doubt ended {:?} after the controller resumed",
+        t.elapsed()
+    );
+    assert_eq!(s.state, BrokerState::Running, "{s:?}");
+    wait_image(&mut broker, "skua unfenced in the image", |i| {
+        i.registration(BROKER_ID).is_some_and(|r| !r.fenced)
+    })
+    .await;
+    let fenced = controller
+        .log()
+        .contains("Fencing broker 1 because its session has timed out");
+    eprintln!("the controller fenced skua meanwhile: {fenced}");
+    broker.shutdown().await;
 }
 
 /// Every delta a subscriber was handed: topics changed (+) and removed (-), in order.

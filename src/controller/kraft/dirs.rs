@@ -9,10 +9,12 @@
 //! until it says so. Without it, a preferred leader election answers
 //! PREFERRED_LEADER_NOT_AVAILABLE for each of those partitions.
 //!
-//! Where a replica is comes from the log manager: the `directory.id` of the dir its
-//! current log is in. Checked at each new image (published once the replica manager
-//! created the logs it names) and every `RECHECK`, so a replica moved to another dir
-//! (AlterReplicaLogDirs) is placed there once its move completed.
+//! Where a replica is comes from the log manager (`LogManager::placement_of`): the
+//! `directory.id` of the dir its current log is in, and nothing for a replica on a dir gone
+//! offline (the heartbeat reports the dir) or one moving to another dir (AlterReplicaLogDirs:
+//! the move has its new dir assigned itself before it switches, [`MoveAssigner`], and a
+//! move abandoned afterwards is put back here). Checked at each new image (published once
+//! the replica manager created the logs it names) and every `RECHECK`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -140,6 +142,31 @@ pub fn spawn(controller: &Arc<KraftController>, dir_of: DirOf) {
             }
         }
     });
+}
+
+/// A log dir move's new dir, assigned before the move switches
+/// (`replica::log_dir_move`; Kafka's `ReplicaAlterLogDirsThread` waits for the same).
+pub struct MoveAssigner(Weak<KraftController>);
+
+impl MoveAssigner {
+    pub fn new(controller: &Arc<KraftController>) -> MoveAssigner {
+        MoveAssigner(Arc::downgrade(controller))
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::replica::log_dir_move::DirAssigner for MoveAssigner {
+    async fn assign(&self, topic_id: Uuid, partition: i32, dir: Uuid) -> bool {
+        let Some(c) = self.0.upgrade() else {
+            return false;
+        };
+        let epoch = c.broker_epoch();
+        if epoch < 0 {
+            return false;
+        }
+        let placement = Placement::from([(dir, vec![(topic_id, partition)])]);
+        assign(&c, epoch, &placement).await
+    }
 }
 
 /// Sends one assignment; false when it is to be tried again.

@@ -70,6 +70,9 @@ pub struct Status {
     pub controller: Option<Endpoint>,
     /// Why the driver stopped, once it has.
     pub stopped: Option<Stopped>,
+    /// The lifecycle's [`Lifecycle::leaderships_in_doubt`]: the controllers may have
+    /// fenced this broker and moved its leaderships.
+    pub leaderships_in_doubt: bool,
 }
 
 impl Default for Status {
@@ -82,6 +85,7 @@ impl Default for Status {
             leader: None,
             controller: None,
             stopped: None,
+            leaderships_in_doubt: false,
         }
     }
 }
@@ -266,6 +270,7 @@ impl Driver {
             leader: self.follower.leader(),
             controller: self.follower.leader_endpoint(),
             stopped: self.stopped.clone(),
+            leaderships_in_doubt: self.lifecycle.leaderships_in_doubt(),
         };
         self.status_tx.send_if_modified(|s| {
             let changed = *s != status;

@@ -23,6 +23,17 @@
 //! (its logs recovered, the metadata replayed to where the controller's answer said it
 //! was caught up), and carries the metadata offset the broker has applied.
 //!
+//! While RUNNING (or in controlled shutdown) the broker's leaderships come in doubt
+//! ([`Lifecycle::leaderships_in_doubt`]) once no heartbeat sent in the last
+//! `broker.session.timeout.ms` was answered (the controllers time the session from the
+//! heartbeat they received, so from its send the broker cannot be later than they are),
+//! or when an answer says the broker is fenced: the controllers have fenced it and may
+//! have moved its leaderships, which a broker cut off from them cannot learn. The doubt
+//! ends only with an answered heartbeat, sent within the session timeout, that shows the
+//! broker unfenced: the controllers unfence a broker only once the metadata offset its
+//! heartbeat carries has reached what they committed, so every leadership moved meanwhile
+//! is in the image the broker published already.
+//!
 //! The controller's errors: NOT_CONTROLLER asks the driver to find the active controller
 //! again ([`Output::FindController`]) and the request is retried after the backoff, as
 //! every other error is (DUPLICATE_BROKER_REGISTRATION while the previous incarnation's
@@ -190,16 +201,27 @@ pub struct Lifecycle {
     offline_dirs: BTreeMap<Uuid, bool>,
     /// When each failed dir must have been reported by.
     offline_dir_deadlines: BTreeMap<Uuid, u64>,
-    /// The request in flight and the offline dirs its heartbeat carried.
-    in_flight: Option<(InFlight, Vec<Uuid>)>,
+    /// The request in flight.
+    in_flight: Option<Sent>,
     next_send: Option<u64>,
     /// A send was asked for while one was in flight: send once it is answered.
     send_immediately: bool,
     failed_attempts: u32,
     got_controlled_shutdown_response: bool,
-    /// When a heartbeat was last answered without error: the controllers fence the broker
-    /// `broker.session.timeout.ms` after it.
-    last_heartbeat_ok: Option<u64>,
+    /// When the last heartbeat answered without error was sent: the controllers fence the
+    /// broker `broker.session.timeout.ms` after they received it, so no earlier than that
+    /// long after this.
+    last_ok_heartbeat_sent: Option<u64>,
+    /// This broker's leaderships may have moved without it knowing (see the module doc).
+    in_doubt: bool,
+}
+
+/// A request in flight: which, the offline dirs a heartbeat carried, and when it was sent.
+#[derive(Clone, Debug)]
+struct Sent {
+    kind: InFlight,
+    dirs: Vec<Uuid>,
+    at_ms: u64,
 }
 
 impl Lifecycle {
@@ -221,7 +243,8 @@ impl Lifecycle {
             send_immediately: false,
             failed_attempts: 0,
             got_controlled_shutdown_response: false,
-            last_heartbeat_ok: None,
+            last_ok_heartbeat_sent: None,
+            in_doubt: false,
         }
     }
 
@@ -249,19 +272,58 @@ impl Lifecycle {
             self.registration_deadline
                 .filter(|_| !self.initial_registration_succeeded),
             self.offline_dir_deadlines.values().min().copied(),
+            self.lease_deadline(),
         ]
         .into_iter()
         .flatten()
         .min()
     }
 
-    /// Whether the controllers will have fenced this broker by now: registered, but no
-    /// heartbeat answered for `broker.session.timeout.ms`.
+    /// Whether the controllers may have fenced this broker by now: registered, but no
+    /// heartbeat sent in the last `broker.session.timeout.ms` was answered.
     pub fn lease_expired(&self, now_ms: u64) -> bool {
         self.registered
             && self
-                .last_heartbeat_ok
+                .last_ok_heartbeat_sent
                 .is_none_or(|t| now_ms.saturating_sub(t) >= self.timing.session_timeout_ms)
+    }
+
+    /// Whether this broker's leaderships are in doubt: RUNNING (or in controlled shutdown)
+    /// and either no heartbeat answered within the session timeout or an answer saying it
+    /// is fenced, and no answer since saying it is unfenced. Its coordinators step back
+    /// meanwhile (`ClusterView::lease_lost`).
+    pub fn leaderships_in_doubt(&self) -> bool {
+        self.in_doubt
+    }
+
+    /// When the lease runs out, while it is watched (registered, RUNNING and not in doubt
+    /// yet; a registration sent again raises no doubt of its own, and its answer starts
+    /// the heartbeats that decide).
+    fn lease_deadline(&self) -> Option<u64> {
+        if self.in_doubt || !self.serving() || !self.registered {
+            return None;
+        }
+        self.last_ok_heartbeat_sent
+            .map(|t| t + self.timing.session_timeout_ms)
+    }
+
+    /// The states in which the broker leads partitions and serves as their coordinator.
+    fn serving(&self) -> bool {
+        matches!(
+            self.state,
+            BrokerState::Running | BrokerState::PendingControlledShutdown
+        )
+    }
+
+    /// Raises the doubt (`why` is logged once).
+    fn doubt(&mut self, why: &str) {
+        if !self.in_doubt {
+            self.in_doubt = true;
+            tracing::warn!(
+                broker_epoch = self.broker_epoch,
+                "{why}: the controllers may have fenced this broker and moved its leaderships; coordinators answer NOT_COORDINATOR until a heartbeat shows it unfenced"
+            );
+        }
     }
 
     /// Applies one event at `now_ms` and answers what to do.
@@ -309,6 +371,11 @@ impl Lifecycle {
         }
         if self.state != BrokerState::ShuttingDown {
             self.check_deadlines(now_ms, &mut out);
+        }
+        if self.serving() && self.lease_expired(now_ms) {
+            self.doubt(
+                "no heartbeat answered by the controller quorum within broker.session.timeout.ms",
+            );
         }
         if self.state != BrokerState::ShuttingDown {
             self.send_if_due(now_ms, &mut out);
@@ -369,10 +436,18 @@ impl Lifecycle {
                 .with_want_fence(!self.ready_to_unfence)
                 .with_want_shut_down(self.state == BrokerState::PendingControlledShutdown)
                 .with_offline_log_dirs(dirs.clone());
-            self.in_flight = Some((InFlight::Heartbeat, dirs));
+            self.in_flight = Some(Sent {
+                kind: InFlight::Heartbeat,
+                dirs,
+                at_ms: now_ms,
+            });
             out.push(Output::SendHeartbeat(request));
         } else {
-            self.in_flight = Some((InFlight::Registration, Vec::new()));
+            self.in_flight = Some(Sent {
+                kind: InFlight::Registration,
+                dirs: Vec::new(),
+                at_ms: now_ms,
+            });
             out.push(Output::SendRegistration(self.registration_request()));
         }
     }
@@ -420,7 +495,7 @@ impl Lifecycle {
         response: Result<BrokerRegistrationResponse, Failure>,
         out: &mut Vec<Output>,
     ) {
-        if self.in_flight.take().map(|(k, _)| k) != Some(InFlight::Registration) {
+        if self.in_flight.take().map(|s| s.kind) != Some(InFlight::Registration) {
             tracing::warn!(
                 "a BrokerRegistration response with no registration in flight is ignored"
             );
@@ -460,8 +535,8 @@ impl Lifecycle {
         response: Result<BrokerHeartbeatResponse, Failure>,
         out: &mut Vec<Output>,
     ) {
-        let sent_dirs = match self.in_flight.take() {
-            Some((InFlight::Heartbeat, dirs)) => dirs,
+        let sent = match self.in_flight.take() {
+            Some(sent) if sent.kind == InFlight::Heartbeat => sent,
             other => {
                 self.in_flight = other;
                 tracing::warn!("a BrokerHeartbeat response with no heartbeat in flight is ignored");
@@ -481,9 +556,22 @@ impl Lifecycle {
             return self.after_failure(now_ms);
         }
         self.failed_attempts = 0;
-        self.last_heartbeat_ok = Some(now_ms);
-        for dir in sent_dirs {
+        self.last_ok_heartbeat_sent = Some(sent.at_ms);
+        for dir in sent.dirs {
             self.offline_dirs.insert(dir, true);
+        }
+        // A granted controlled shutdown is answered fenced too (Kafka's SHUTDOWN_NOW): no
+        // doubt, the broker stops.
+        if self.serving() && !response.should_shut_down {
+            if response.is_fenced {
+                self.doubt("the controller answered this broker's heartbeat as fenced");
+            } else if self.in_doubt && !self.lease_expired(now_ms) {
+                self.in_doubt = false;
+                tracing::info!(
+                    broker_epoch = self.broker_epoch,
+                    "the controller answers this broker's heartbeat as unfenced: its leaderships are what its metadata says, coordinators serve again"
+                );
+            }
         }
         match self.state {
             BrokerState::Starting => {

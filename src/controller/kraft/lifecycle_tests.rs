@@ -477,15 +477,139 @@ fn a_registration_sent_again_keeps_the_incarnation_and_takes_the_new_epoch() {
     assert_eq!(l.state(), BrokerState::Running);
 }
 
+/// The controllers time the session from the heartbeat they received: the broker, from
+/// when it sent the last one they answered, can only be early.
 #[test]
-fn the_lease_expires_a_session_timeout_after_the_last_answered_heartbeat() {
+fn the_lease_expires_a_session_timeout_after_the_last_answered_heartbeat_was_sent() {
     let mut l = lifecycle();
     assert!(!l.lease_expired(0), "not registered: no lease");
     started_and_registered(&mut l);
     assert!(l.lease_expired(5), "registered, no heartbeat answered yet");
     l.decide(10, heartbeat(true, true, false));
-    assert!(!l.lease_expired(9009));
-    assert!(l.lease_expired(9010));
+    assert!(!l.lease_expired(9004), "sent at 5, answered at 10");
+    assert!(l.lease_expired(9005));
+}
+
+/// Cut off from the controllers past the session timeout, a RUNNING broker doubts its
+/// leaderships (they may have fenced it and moved them); a heartbeat they answer as
+/// fenced keeps the doubt; only one answered as unfenced, sent within the lease, ends it.
+#[test]
+fn a_running_broker_cut_off_past_the_session_timeout_doubts_its_leaderships_until_unfenced() {
+    let mut l = lifecycle();
+    running(&mut l);
+    // The last answered heartbeat was sent at 20: the lease runs to 9020, and a tick is
+    // due then even while a heartbeat hangs unanswered.
+    only_heartbeat(&l.decide(2030, Event::Tick));
+    assert_eq!(l.next_deadline(), Some(9020));
+    assert!(l.decide(9019, Event::Tick).is_empty());
+    assert!(!l.leaderships_in_doubt());
+    assert!(l.decide(9020, Event::Tick).is_empty());
+    assert!(l.leaderships_in_doubt());
+    assert_eq!(l.state(), BrokerState::Running, "the state is Kafka's");
+    // Failures keep it.
+    let next = l
+        .decide(9100, Event::HeartbeatResponse(Err(Failure::Timeout)))
+        .is_empty();
+    assert!(next && l.leaderships_in_doubt());
+    // The controllers answer again, as fenced (they fenced it meanwhile): still in doubt.
+    let h = only_heartbeat(&l.decide(9200, Event::Tick));
+    assert!(!h.want_fence, "a RUNNING broker asks to be unfenced again");
+    l.decide(9210, heartbeat(false, true, false));
+    assert!(l.leaderships_in_doubt());
+    // Once the metadata it applied has reached theirs, they unfence it: the doubt ends.
+    l.decide(9300, Event::MetadataApplied(77));
+    let h = only_heartbeat(&l.decide(11_210, Event::Tick));
+    assert_eq!(h.current_metadata_offset, 77);
+    assert!(l.decide(11_220, heartbeat(true, false, false)).is_empty());
+    assert!(!l.leaderships_in_doubt());
+    assert_eq!(l.next_deadline(), Some(13_220));
+}
+
+/// The controllers' answer decides even within the lease: a heartbeat answered as fenced
+/// (they fenced the broker, e.g. for a session they timed out before its answers came
+/// back) raises the doubt at once.
+#[test]
+fn a_heartbeat_answered_as_fenced_raises_the_doubt_at_once() {
+    let mut l = lifecycle();
+    running(&mut l);
+    only_heartbeat(&l.decide(2030, Event::Tick));
+    l.decide(2040, heartbeat(true, true, false));
+    assert!(l.leaderships_in_doubt());
+    assert_eq!(
+        l.next_deadline(),
+        Some(4040),
+        "the next heartbeat; no lease watched"
+    );
+    only_heartbeat(&l.decide(4040, Event::Tick));
+    l.decide(4050, heartbeat(true, false, false));
+    assert!(!l.leaderships_in_doubt());
+}
+
+/// An unfenced answer to a heartbeat sent before the lease ran out settles the doubt (the
+/// controllers received it within the lease); one to a heartbeat sent too long ago does
+/// not, and the next heartbeat decides.
+#[test]
+fn only_an_answer_to_a_heartbeat_sent_within_the_lease_ends_the_doubt() {
+    let mut l = lifecycle();
+    running(&mut l);
+    only_heartbeat(&l.decide(2030, Event::Tick));
+    l.decide(2040, Event::HeartbeatResponse(Err(Failure::Disconnected)));
+    only_heartbeat(&l.decide(2140, Event::Tick));
+    // Unanswered for 12 s (a request timeout past the session timeout).
+    l.decide(9020, Event::Tick);
+    assert!(l.leaderships_in_doubt());
+    l.decide(14_000, heartbeat(true, false, false));
+    assert!(
+        l.leaderships_in_doubt(),
+        "sent at 2140, its lease ended at 11140"
+    );
+    only_heartbeat(&l.decide(16_000, Event::Tick));
+    l.decide(16_010, heartbeat(true, false, false));
+    assert!(!l.leaderships_in_doubt());
+}
+
+/// No doubt before the broker serves (fenced while STARTING or in RECOVERY is what it
+/// asked for), none at a granted controlled shutdown (answered fenced, the broker stops),
+/// and a registration sent again keeps the doubt until an answer shows it unfenced.
+#[test]
+fn the_doubt_is_only_for_a_serving_broker_and_outlives_a_registration_sent_again() {
+    let mut l = lifecycle();
+    started_and_registered(&mut l);
+    l.decide(10, heartbeat(true, true, false));
+    l.decide(60_000, Event::Tick);
+    assert_eq!(l.state(), BrokerState::Recovery);
+    assert!(!l.leaderships_in_doubt());
+
+    let mut l = lifecycle();
+    running(&mut l);
+    only_heartbeat(&l.decide(2030, Event::BeginControlledShutdown));
+    assert_eq!(
+        l.decide(2040, heartbeat(true, true, true)),
+        vec![Output::ShutDown(ShutdownReason::ControlledShutdownDone)]
+    );
+    assert!(!l.leaderships_in_doubt());
+
+    // While a registration is out the lease is not watched (no deadline to spin on).
+    let mut l = lifecycle();
+    running(&mut l);
+    only_registration(&l.decide(2030, Event::ResendRegistration));
+    assert_eq!(l.next_deadline(), None);
+    assert!(l.decide(9020, Event::Tick).is_empty());
+    assert!(!l.leaderships_in_doubt());
+
+    let mut l = lifecycle();
+    running(&mut l);
+    only_heartbeat(&l.decide(2030, Event::Tick));
+    l.decide(2040, heartbeat(true, true, false));
+    assert!(l.leaderships_in_doubt());
+    only_registration(&l.decide(2050, Event::ResendRegistration));
+    only_heartbeat(&l.decide(4050, registered(1300)));
+    assert!(
+        l.leaderships_in_doubt(),
+        "registered again, not yet unfenced"
+    );
+    l.decide(4060, heartbeat(true, false, false));
+    assert!(!l.leaderships_in_doubt());
 }
 
 #[test]

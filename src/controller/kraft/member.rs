@@ -36,8 +36,6 @@ pub struct Membership {
     driver: Mutex<Option<KraftBroker>>,
     /// Set once the broker's own shutdown began: the driver stopping is then expected.
     leaving: Arc<std::sync::atomic::AtomicBool>,
-    /// Each log dir's path and `directory.id`, where replicas are placed (`dirs`).
-    log_dirs: Vec<(std::path::PathBuf, uuid::Uuid)>,
 }
 
 /// The cluster id and the metadata log dir's `directory.id`, as `kafka-storage.sh
@@ -184,12 +182,7 @@ impl Membership {
     /// thread) until the controller says the broker caught up and the image it reached is
     /// published: what the logs are opened against. Fails once the driver stops (the
     /// registration timed out, the log could not be followed).
-    /// `log_dirs`: each log dir's path and `directory.id`.
-    pub fn start_blocking(
-        config: &BrokerConfig,
-        driver: DriverConfig,
-        log_dirs: Vec<(std::path::PathBuf, uuid::Uuid)>,
-    ) -> anyhow::Result<Self> {
+    pub fn start_blocking(config: &BrokerConfig, driver: DriverConfig) -> anyhow::Result<Self> {
         let controller = KraftController::new(
             config.broker_id,
             config.inter_broker_listener(),
@@ -205,7 +198,6 @@ impl Membership {
             status,
             driver: Mutex::new(Some(broker)),
             leaving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            log_dirs,
         };
         let reached = block_on(membership.wait(
             "the controller to acknowledge that we are caught up",
@@ -253,17 +245,25 @@ impl Membership {
     }
 
     /// Tells the controller which log dir holds each of this broker's replicas, from now
-    /// on (`dirs`): `log_dir_of` says which dir (by path) holds a partition's log.
+    /// on (`dirs`): `placement_of` names the `directory.id` to report for a partition's
+    /// replica (`LogManager::placement_of`).
     pub fn place_replicas(
         &self,
-        log_dir_of: impl Fn(&str, i32) -> Option<std::path::PathBuf> + Send + Sync + 'static,
+        placement_of: impl Fn(&str, i32) -> Option<Uuid> + Send + Sync + 'static,
     ) {
-        let ids = self.log_dirs.clone();
-        let dir_of: super::dirs::DirOf = Arc::new(move |topic, partition| {
-            let path = log_dir_of(topic, partition)?;
-            ids.iter().find(|(p, _)| *p == path).map(|(_, id)| *id)
-        });
-        super::dirs::spawn(&self.controller, dir_of);
+        super::dirs::spawn(&self.controller, Arc::new(placement_of));
+    }
+
+    /// Where a log dir move reports its new dir before it switches.
+    pub fn dir_assigner(&self) -> Arc<dyn crate::replica::log_dir_move::DirAssigner> {
+        Arc::new(super::dirs::MoveAssigner::new(&self.controller))
+    }
+
+    /// Keeps `cluster`'s doubt of this broker's leaderships what the lifecycle says
+    /// (`Status::leaderships_in_doubt`): its coordinators answer NOT_COORDINATOR while the
+    /// controllers may have fenced it, as after a lost ZooKeeper session.
+    pub fn follow_doubt(&self, cluster: Arc<crate::replica::cluster_view::ClusterView>) {
+        tokio::spawn(follow_doubt(self.status.clone(), cluster));
     }
 
     /// The logs are open and every publisher follows the image: asks to be unfenced and
@@ -360,6 +360,28 @@ impl Membership {
         };
         if let Err(e) = block_on(driver.shutdown()) {
             tracing::warn!("the KRaft driver was not stopped: {e}");
+        }
+    }
+}
+
+/// Sets `cluster`'s doubt from each status the driver publishes, until it stops.
+async fn follow_doubt(
+    mut status: watch::Receiver<Status>,
+    cluster: Arc<crate::replica::cluster_view::ClusterView>,
+) {
+    let mut in_doubt = false;
+    loop {
+        let now = status.borrow_and_update().leaderships_in_doubt;
+        if now != in_doubt {
+            in_doubt = now;
+            if now {
+                cluster.lease_lost();
+            } else {
+                cluster.lease_regained();
+            }
+        }
+        if status.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -561,5 +583,37 @@ mod tests {
         assert_eq!(crate::log::previous_broker_epoch(&dirs), -1, "they differ");
         marker(&b, 42);
         assert_eq!(crate::log::previous_broker_epoch(&dirs), 42);
+    }
+
+    /// The lifecycle's doubt reaches the replica layer's cluster view, where the
+    /// coordinators read it (`CoordinatorRuntime::check_online`), and its end too.
+    #[tokio::test]
+    async fn the_lifecycles_doubt_reaches_the_cluster_view_and_ends_there() {
+        use crate::replica::cluster_view::ClusterView;
+        let cluster = Arc::new(ClusterView::new(1));
+        let (tx, rx) = watch::channel(Status::default());
+        let following = tokio::spawn(follow_doubt(rx, cluster.clone()));
+        let settle = || async {
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        };
+        let set = |in_doubt: bool| {
+            tx.send_modify(|s| s.leaderships_in_doubt = in_doubt);
+        };
+        settle().await;
+        assert!(!cluster.leaderships_in_doubt());
+        set(true);
+        settle().await;
+        assert!(cluster.leaderships_in_doubt());
+        // Another change of status (an offset applied) keeps it.
+        tx.send_modify(|s| s.applied_offset = 40);
+        settle().await;
+        assert!(cluster.leaderships_in_doubt());
+        set(false);
+        settle().await;
+        assert!(!cluster.leaderships_in_doubt());
+        drop(tx);
+        following.await.unwrap();
     }
 }

@@ -161,6 +161,12 @@ impl Shares {
         if answer.iter().any(|f| !f.acquired.is_empty()) {
             self.timer_kick.notify_one();
         }
+        // Who got what when: with the request log's times, where a share group's time goes.
+        tracing::trace!(
+            member = read.member_id,
+            acquired = ?answer.iter().map(|f| &f.acquired).collect::<Vec<_>>(),
+            "share fetch answered"
+        );
         answer
     }
 
@@ -289,6 +295,12 @@ impl Shares {
             .partitions
             .acknowledge(key, member_id, batches, now_ms())
             .await;
+        tracing::trace!(
+            member = member_id,
+            ?batches,
+            window = ?self.partitions.inspect(key, |sp| (sp.start_offset(), sp.end_offset())),
+            "share acknowledgement applied"
+        );
         self.released.notify_waiters();
         result
     }

@@ -35,13 +35,14 @@ pub struct BatchAt {
 
 /// Bytes of a log range, read at positions relative to its start.
 pub trait ReadAt {
-    fn len(&self) -> usize;
+    /// How many bytes there are.
+    fn size(&self) -> usize;
     /// At most `len` bytes from `at` (fewer at the end).
     fn read_at(&self, at: usize, len: usize) -> Result<Bytes, LogError>;
 }
 
 impl ReadAt for FileSlice {
-    fn len(&self) -> usize {
+    fn size(&self) -> usize {
         FileSlice::len(self)
     }
 
@@ -51,7 +52,7 @@ impl ReadAt for FileSlice {
 }
 
 impl ReadAt for Bytes {
-    fn len(&self) -> usize {
+    fn size(&self) -> usize {
         Bytes::len(self)
     }
 
@@ -66,7 +67,7 @@ impl ReadAt for Bytes {
 /// read is left out; so is everything from a batch whose header does not parse.
 pub fn walk_batches<R: ReadAt>(src: &R, last_wanted: i64) -> Result<Vec<BatchAt>, LogError> {
     let mut out = Vec::new();
-    let total = src.len();
+    let total = src.size();
     let mut chunk = Bytes::new();
     let mut chunk_at = 0usize;
     let mut at = 0usize;

@@ -237,6 +237,33 @@ mod tests {
         assert_eq!(walk_batches(&small.freeze(), i64::MAX).unwrap().len(), 500);
     }
 
+    /// Bytes that count what is read of them.
+    struct Counting(Bytes, std::cell::Cell<usize>);
+
+    impl ReadAt for Counting {
+        fn size(&self) -> usize {
+            self.0.len()
+        }
+
+        fn read_at(&self, at: usize, len: usize) -> Result<Bytes, LogError> {
+            let got = self.0.read_at(at, len)?;
+            self.1.set(self.1.get() + got.len());
+            Ok(got)
+        }
+    }
+
+    #[test]
+    fn walk_reads_headers_not_record_bytes() {
+        // Ten batches of 100 KB: the walk reads a chunk at each header, not the batches.
+        let mut bytes = BytesMut::new();
+        for i in 0..10 {
+            bytes.extend_from_slice(&plain(i * 100, 100, 100_000));
+        }
+        let src = Counting(bytes.freeze(), Default::default());
+        assert_eq!(walk_batches(&src, i64::MAX).unwrap().len(), 10);
+        assert!(src.1.get() <= 10 * WALK_CHUNK, "read {} bytes", src.1.get());
+    }
+
     #[test]
     fn walk_stops_at_a_header_that_does_not_parse_or_a_length_past_the_read() {
         let mut bytes = plain(0, 1, 0);

@@ -23,8 +23,9 @@
 //! partition.
 //!
 //! Records are read into the response (not sent from the file as Fetch's are: the
-//! batch headers decide what is acquired), so one response carries at most
-//! `MAX_RESPONSE_BYTES` of them whatever the request asks.
+//! batch headers decide what is acquired), and only the log batches holding what was
+//! acquired (`replica::share::read`), so one response carries at most
+//! `MAX_RESPONSE_BYTES` of them whatever the request asks, and usually far less.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -47,6 +47,16 @@ impl FileSlice {
         self.len == 0
     }
 
+    /// The part of this slice `len` bytes long from `at` within it (cut at its end).
+    pub fn sub(&self, at: usize, len: usize) -> FileSlice {
+        let at = at.min(self.len);
+        FileSlice {
+            file: self.file.clone(),
+            position: self.position + at as u64,
+            len: len.min(self.len - at),
+        }
+    }
+
     /// The slice's bytes, read into memory (one copy). A short file (truncated under us)
     /// gives fewer bytes.
     pub fn read(&self) -> Result<Bytes, LogError> {

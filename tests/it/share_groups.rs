@@ -48,6 +48,20 @@ async fn share_fetch(
     acks: &[(i64, i64, i8)],
     max_wait_ms: i32,
 ) -> ShareFetchResponse {
+    share_fetch_records(c, member, epoch, topic_id, acks, max_wait_ms, 500).await
+}
+
+/// [`share_fetch`] acquiring at most about `max_records` records (batch-optimized: whole
+/// log batches).
+async fn share_fetch_records(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: &[(i64, i64, i8)],
+    max_wait_ms: i32,
+    max_records: i32,
+) -> ShareFetchResponse {
     let batches = acks
         .iter()
         .map(|&(first, last, t)| {
@@ -64,8 +78,8 @@ async fn share_fetch(
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
-        .with_max_records(500)
-        .with_batch_size(500)
+        .with_max_records(max_records)
+        .with_batch_size(max_records)
         .with_topics(vec![share_fetch_request::FetchTopic::default()
             .with_topic_id(topic_id)
             .with_partitions(vec![
@@ -485,6 +499,64 @@ async fn a_final_acknowledgement_after_the_leave_heartbeat_finds_its_session() {
     let mut f2 = b.client().await;
     let r = share_fetch(&mut f2, "m2", 0, q, &[], 500).await;
     assert!(acquired(&r).is_empty(), "{r:?}");
+    b.stop().await;
+}
+
+/// A ShareFetch answer carries the log batches holding what it acquired and nothing
+/// past them, however much its MaxBytes would allow: a member acquiring a few records of
+/// a long backlog receives those (Kafka slices the fetched records the same way), and the
+/// next member's answer starts at the batch holding its first acquired record.
+#[tokio::test]
+async fn a_share_fetch_answers_only_the_batches_holding_what_it_acquired() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = TestBroker::start(
+        dir.path(),
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    join_until_assigned(&mut c, "m1", q).await;
+    join_until_assigned(&mut c, "m2", q).await;
+    let mut f1 = b.client().await;
+    assert!(acquired(&share_fetch(&mut f1, "m1", 0, q, &[], 0).await).is_empty());
+    // 20 batches of 10 records: offsets 0..=199.
+    for i in 0..20 {
+        let values: Vec<String> = (0..10).map(|j| format!("v{}", i * 10 + j)).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        let (err, _) = c
+            .produce("q", 0, batch(&refs, None, Compression::None), -1)
+            .await;
+        assert_eq!(err, 0);
+    }
+    let offsets = |r: &ShareFetchResponse| -> Vec<i64> {
+        let records = r.responses[0].partitions[0].records.clone().unwrap();
+        values(&records).into_iter().map(|(o, _)| o).collect()
+    };
+    let span = |r: &ShareFetchResponse| {
+        let got = acquired(r);
+        (got.first().unwrap().0, got.last().unwrap().1)
+    };
+
+    // 25 records asked: the three batches holding them are acquired, and only they come.
+    let r = share_fetch_records(&mut f1, "m1", 1, q, &[], 1000, 25).await;
+    assert_eq!(span(&r), (0, 29));
+    assert_eq!(offsets(&r), (0..=29).collect::<Vec<i64>>());
+    // The next member's answer starts where its records do.
+    let mut f2 = b.client().await;
+    let r = share_fetch_records(&mut f2, "m2", 0, q, &[], 1000, 25).await;
+    assert_eq!(span(&r), (30, 59));
+    assert_eq!(offsets(&r), (30..=59).collect::<Vec<i64>>());
+    // Records released inside the window come back alone, the batches after them not.
+    let r = share_fetch_records(&mut f1, "m1", 2, q, &[(10, 19, RELEASE)], 0, 10).await;
+    assert_eq!(acquired(&r), vec![(10, 19, 2)]);
+    assert_eq!(offsets(&r), (10..=19).collect::<Vec<i64>>());
     b.stop().await;
 }
 

@@ -195,6 +195,26 @@ impl SharePartitionManager {
         })
     }
 
+    /// Where the next fetch reads from, and the last offset an acquisition of at most
+    /// `max_records` can reach from there: records in the window are acquired again only
+    /// below its end offset, new ones only from it on (new records of batch-optimized
+    /// acquisition end in the batch holding this offset). None while nothing is acquirable.
+    pub fn next_fetch_span(
+        &self,
+        key: &SharePartitionKey,
+        max_records: u32,
+    ) -> Result<Option<(i64, i64)>, ResponseError> {
+        self.with(key, |sp| {
+            sp.can_acquire_records().then(|| {
+                let next = sp.next_fetch_offset();
+                let last = next
+                    .max(sp.end_offset())
+                    .saturating_add(i64::from(max_records));
+                (next, last)
+            })
+        })
+    }
+
     /// Acquires for a member among the batches the log returned.
     pub fn acquire(
         &self,

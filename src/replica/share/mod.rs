@@ -26,6 +26,8 @@
 //!   ShareAcknowledge requests, bounded in number.
 //! - `manager.rs`: the share-partitions led here, loaded from and persisting through the
 //!   share coordinator (the one part that is not pure).
+//! - `read.rs`: the batch headers a share fetch acquires from, and the bytes of the
+//!   batches holding what it acquired (all a ShareFetch answer carries).
 //! - `service.rs`: [`Shares`], what the ShareFetch and ShareAcknowledge handlers call:
 //!   the log read and acquisition under the replica manager's delayed fetch, the
 //!   acquisition lock timer, the share sessions.
@@ -44,6 +46,7 @@ pub mod error;
 pub mod in_flight;
 pub mod manager;
 pub mod partition;
+pub mod read;
 pub mod service;
 pub mod session;
 

@@ -18,9 +18,10 @@ use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 
-use super::acquire::{AbortedTransaction, ControlMarker, FetchedBatch};
+use super::acquire::{AbortedTransaction, FetchedBatch};
 use super::config::{initial_start_offset, LogOffsets};
 use super::manager::{Load, SharePartitionManager};
+use super::read::{acquired_span, walk_batches, ReadAt};
 use super::session::{ShareSession, ShareSessionCache, ShareSessionKey};
 use super::{
     AcknowledgementBatch, AcquireRequest, AcquiredRecords, ShareAcquireMode, ShareAutoOffsetReset,
@@ -31,8 +32,6 @@ use crate::coordinator::share::coordinator::ShareCoordinator;
 use crate::coordinator::share::latest_offsets::LatestOffsets;
 use crate::coordinator::share::{Persister, SharePartitionKey};
 use crate::error::ApiError;
-use crate::log::control::{read_marker, TxnResult};
-use crate::log::RecordBatchHeader;
 use crate::replica::delayed_fetch::{self, FetchAttempt};
 use crate::replica::{FetchIsolation, FetchParams, Partition};
 
@@ -214,6 +213,12 @@ impl Shares {
         if answer.iter().any(|f| !f.acquired.is_empty()) {
             self.timer_kick.notify_one();
         }
+        // Who got what when: with the request log's times, where a share group's time goes.
+        tracing::trace!(
+            member = read.member_id,
+            acquired = ?answer.iter().map(|f| &f.acquired).collect::<Vec<_>>(),
+            "share fetch answered"
+        );
         answer
     }
 
@@ -317,8 +322,8 @@ impl Shares {
             error: Some(e.into()),
             ..Default::default()
         };
-        let offset = match self.partitions.next_fetch(&t.key) {
-            Ok(Some(offset)) => offset,
+        let (offset, last_wanted) = match self.partitions.next_fetch_span(&t.key, max_records) {
+            Ok(Some(span)) => span,
             Ok(None) => return FetchedShare::default(),
             Err(e) => return failed(e),
         };
@@ -338,17 +343,19 @@ impl Shares {
         let Some(slice) = data.records else {
             return FetchedShare::default();
         };
-        let bytes = match slice.read() {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!(partition = %p.tp, error = %e, "share fetch read failed");
-                return FetchedShare {
-                    error: Some(ApiError::from(e)),
-                    ..Default::default()
-                };
+        let read_failed = |e: crate::log::LogError| {
+            tracing::error!(partition = %p.tp, error = %e, "share fetch read failed");
+            FetchedShare {
+                error: Some(ApiError::from(e)),
+                ..Default::default()
             }
         };
-        let batches = batch_headers(&bytes);
+        // Headers only: the record bytes are read for what is acquired.
+        let walked = match walk_batches(&slice, last_wanted) {
+            Ok(w) => w,
+            Err(e) => return read_failed(e),
+        };
+        let batches: Vec<FetchedBatch> = walked.iter().map(|b| b.batch).collect();
         let aborted: Option<Vec<AbortedTransaction>> =
             (read.params.isolation == FetchIsolation::TxnCommitted).then(|| {
                 p.aborted_txns(offset, p.last_stable_offset())
@@ -368,14 +375,22 @@ impl Shares {
             batches: &batches,
             aborted_transactions: aborted.as_deref(),
         };
-        match self.partitions.acquire(&t.key, &req, now_ms()) {
-            Ok(got) if got.records.is_empty() => FetchedShare::default(),
-            Ok(got) => FetchedShare {
-                records: bytes,
+        let got = match self.partitions.acquire(&t.key, &req, now_ms()) {
+            Ok(got) => got,
+            Err(e) => return failed(e),
+        };
+        let Some(span) = acquired_span(&walked, &got.records) else {
+            return FetchedShare::default();
+        };
+        match slice.read_at(span.start, span.len()) {
+            Ok(records) => FetchedShare {
+                records,
                 acquired: got.records,
                 error: None,
             },
-            Err(e) => failed(e),
+            // The records stay acquired until their lock runs out, as when a response
+            // is lost on the way.
+            Err(e) => read_failed(e),
         }
     }
 
@@ -391,6 +406,12 @@ impl Shares {
             .partitions
             .acknowledge(key, member_id, batches, now_ms())
             .await;
+        tracing::trace!(
+            member = member_id,
+            ?batches,
+            window = ?self.partitions.inspect(key, |sp| (sp.start_offset(), sp.end_offset())),
+            "share acknowledgement applied"
+        );
         self.released.notify_waiters();
         result
     }
@@ -520,38 +541,6 @@ impl Shares {
     }
 }
 
-/// The headers of the whole batches in `bytes`, as acquisition needs them (a batch cut
-/// at the end of the read is left out).
-fn batch_headers(bytes: &Bytes) -> Vec<FetchedBatch> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while let Ok(h) = RecordBatchHeader::parse(&bytes[at..]) {
-        let Ok(len) = usize::try_from(h.batch_length()) else {
-            break;
-        };
-        let end = at + 12 + len;
-        if end > bytes.len() {
-            break;
-        }
-        let control = match h.is_control() {
-            false => None,
-            true => match read_marker(&bytes[at..end]) {
-                Ok(Some(m)) if m.result == TxnResult::Abort => Some(ControlMarker::Abort),
-                _ => Some(ControlMarker::Commit),
-            },
-        };
-        out.push(FetchedBatch {
-            base_offset: h.base_offset(),
-            last_offset: h.last_offset(),
-            producer_id: h.producer_id(),
-            transactional: h.is_transactional(),
-            control,
-        });
-        at = end;
-    }
-    out
-}
-
 /// A partition's offsets, as a new share-partition's start needs them.
 struct PartitionOffsets(Arc<Partition>);
 
@@ -570,75 +559,5 @@ impl LogOffsets for PartitionOffsets {
             .ok()
             .flatten()
             .map(|t| t.offset)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bytes::{BufMut, BytesMut};
-
-    use super::*;
-    use crate::log::control::{marker_batch, EndTxnMarker};
-
-    /// A minimal v2 batch header of `records` records at `base` (no records after it:
-    /// acquisition reads headers only).
-    fn header(base: i64, records: i32, attributes: i16, producer_id: i64) -> BytesMut {
-        let mut b = BytesMut::new();
-        b.put_i64(base);
-        b.put_i32(61 - 12); // batch length: the header after the length field
-        b.put_i32(0); // partition leader epoch
-        b.put_i8(2); // magic
-        b.put_u32(0); // crc
-        b.put_i16(attributes);
-        b.put_i32(records - 1); // last offset delta
-        b.put_i64(0);
-        b.put_i64(0);
-        b.put_i64(producer_id);
-        b.put_i16(0);
-        b.put_i32(0);
-        b.put_i32(records);
-        b
-    }
-
-    #[test]
-    fn batch_headers_read_whole_batches_and_their_markers() {
-        let mut bytes = header(0, 3, 0, -1);
-        bytes.extend_from_slice(&header(3, 2, 0x10, 7));
-        let mut marker = BytesMut::from(
-            &marker_batch(
-                7,
-                0,
-                EndTxnMarker {
-                    result: TxnResult::Abort,
-                    coordinator_epoch: 0,
-                },
-                0,
-            )[..],
-        );
-        marker[..8].copy_from_slice(&5i64.to_be_bytes());
-        bytes.extend_from_slice(&marker);
-        // A batch cut at the read's end is left out.
-        bytes.extend_from_slice(&header(6, 4, 0, -1)[..30]);
-        let got = batch_headers(&bytes.freeze());
-        assert_eq!(
-            got,
-            vec![
-                FetchedBatch::plain(0, 2),
-                FetchedBatch {
-                    base_offset: 3,
-                    last_offset: 4,
-                    producer_id: 7,
-                    transactional: true,
-                    control: None,
-                },
-                FetchedBatch {
-                    base_offset: 5,
-                    last_offset: 5,
-                    producer_id: 7,
-                    transactional: true,
-                    control: Some(ControlMarker::Abort),
-                },
-            ]
-        );
     }
 }

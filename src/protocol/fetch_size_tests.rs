@@ -21,9 +21,16 @@ fn assert_sized(r: &FetchResponse, version: i16, what: &str) {
     let quick = quick_size(r, version);
     let crate_size = r.compute_size(version).unwrap();
     let encoded = encoded_len(r, version).unwrap();
-    assert_eq!(crate_size, encoded, "{what} v{version}: the crate's own two");
+    assert_eq!(
+        crate_size, encoded,
+        "{what} v{version}: the crate's own two"
+    );
     assert_eq!(quick, Some(encoded), "{what} v{version}");
-    assert_eq!(fetch_response_size(r, version), encoded, "{what} v{version}");
+    assert_eq!(
+        fetch_response_size(r, version),
+        encoded,
+        "{what} v{version}"
+    );
 }
 
 fn name(len: usize) -> TopicName {
@@ -143,7 +150,11 @@ fn tagged_fields_and_the_preferred_read_replica_are_sized() {
         assert_sized(&r, version, "tagged partition fields");
         // Endpoints only from v16; a long host takes a two-byte length.
         if version >= 16 {
-            r.node_endpoints = vec![endpoint(9, None), endpoint(200, Some(3)), endpoint(0, Some(0))];
+            r.node_endpoints = vec![
+                endpoint(9, None),
+                endpoint(200, Some(3)),
+                endpoint(0, Some(0)),
+            ];
             assert_sized(&r, version, "node endpoints");
             let many = (0..60).map(|i| endpoint(20 + i, Some(i))).collect();
             r.node_endpoints = many;
@@ -241,8 +252,10 @@ fn what_the_quick_size_does_not_cover_is_sized_by_the_crate() {
     let r = FetchResponse::default().with_session_id(5);
     assert_eq!(quick_size(&r, 6), None);
     assert_eq!(fetch_response_size(&r, 6), 0);
-    let r = FetchResponse::default()
-        .with_responses(vec![topic(3, vec![partition(0).with_preferred_read_replica(BrokerId(1))])]);
+    let r = FetchResponse::default().with_responses(vec![topic(
+        3,
+        vec![partition(0).with_preferred_read_replica(BrokerId(1))],
+    )]);
     assert_eq!(fetch_response_size(&r, 10), 0);
     assert!(encoded_len(&r, 10).is_none());
 }

@@ -384,9 +384,12 @@ impl ClientQuotaManager {
         if !self.any_enabled.load(Ordering::Acquire) {
             return 0;
         }
-        self.with_held(held, who, || now_ms, |client| {
-            self.record_client(client, request, now_ms)
-        })
+        self.with_held(
+            held,
+            who,
+            || now_ms,
+            |client| self.record_client(client, request, now_ms),
+        )
     }
 
     /// `f` of the client's resolved quotas that `held` keeps, resolved (and kept) first
@@ -649,9 +652,12 @@ impl QuotaManager for ClientQuotaManager {
             client_id: ctx.client_id.as_deref().unwrap_or(""),
         };
         let held = &ctx.session.held.quota;
-        let bound = self.with_held(held, who, || self.now_ms(), |c| {
-            c.slots[QuotaType::Fetch.index()].as_ref().map(|s| s.bound)
-        })?;
+        let bound = self.with_held(
+            held,
+            who,
+            || self.now_ms(),
+            |c| c.slots[QuotaType::Fetch.index()].as_ref().map(|s| s.bound),
+        )?;
         Some(self.max_value_in_window(bound))
     }
 }

@@ -263,6 +263,7 @@ impl Run {
                 session: &q.session,
                 client_id: q.client_id.as_deref().unwrap_or(""),
                 api_version: q.api_version,
+                at: handled.ended,
             };
             let handler_time = handled.local + handled.remote;
             quotas

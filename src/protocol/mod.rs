@@ -4,6 +4,7 @@
 
 pub mod codec;
 pub mod decode_budget;
+pub mod fetch_size;
 pub mod frame;
 pub mod frame_buf;
 pub mod legacy_produce;

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use kafka_protocol::protocol::Encodable;
 use parking_lot::{Mutex, RwLock};
 
 use super::configs::{ClientQuotas, QuotaType};
@@ -43,6 +42,7 @@ use super::entity::{EntityName, QuotaEntity};
 use super::rate::{self, Rate, TokenBucket, Windows};
 use super::{Caller, MutationQuota, QuotaManager, Verdict};
 use crate::metrics::exposition::{Exposition, Kind};
+use crate::protocol::fetch_size::fetch_response_size;
 use crate::router::RequestContext;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rates are
@@ -384,19 +384,22 @@ impl ClientQuotaManager {
         if !self.any_enabled.load(Ordering::Acquire) {
             return 0;
         }
-        self.with_held(held, who, now_ms, |client| {
-            self.record_client(client, request, now_ms)
-        })
+        self.with_held(
+            held,
+            who,
+            || now_ms,
+            |client| self.record_client(client, request, now_ms),
+        )
     }
 
     /// `f` of the client's resolved quotas that `held` keeps, resolved (and kept) first
     /// unless current: the same client id, no quota change since. `held`'s lock is the
-    /// connection's alone.
+    /// connection's alone. The clock (`now_ms`) is read only to resolve.
     fn with_held<R>(
         &self,
         held: &ConnectionQuota,
         who: QuotaClient<'_>,
-        now_ms: i64,
+        now_ms: impl FnOnce() -> i64,
         f: impl FnOnce(&Client) -> R,
     ) -> R {
         let generation = self.generation.load(Ordering::Acquire);
@@ -409,7 +412,7 @@ impl ClientQuotaManager {
                 return f(&h.client);
             }
         }
-        let client = self.client(who.user, who.client_id, now_ms);
+        let client = self.client(who.user, who.client_id, now_ms());
         let held = held.insert(Held {
             manager: self.id,
             client_id: who.client_id.into(),
@@ -428,7 +431,10 @@ impl ClientQuotaManager {
         } = request;
         let mut throttle = 0;
         if self.is_enabled(QuotaType::Request) {
-            let percent = handler_time.as_nanos() as f64 * NANOS_TO_PERCENTAGE_PER_SECOND;
+            // Through u64 (584 years of nanoseconds): the same f64, without the software
+            // conversion a u128 takes.
+            let nanos = u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX);
+            let percent = nanos as f64 * NANOS_TO_PERCENTAGE_PER_SECOND;
             throttle = self.record_type(client, QuotaType::Request, percent, now_ms);
         }
         let bytes = match api_key {
@@ -609,7 +615,7 @@ impl QuotaManager for ClientQuotaManager {
         handler_time: Duration,
     ) -> Verdict {
         let response_bytes = || match response {
-            ResponseKind::Fetch(f) => f.compute_size(caller.api_version).unwrap_or(0),
+            ResponseKind::Fetch(f) => fetch_response_size(f, caller.api_version),
             _ => 0,
         };
         let who = QuotaClient {
@@ -623,7 +629,7 @@ impl QuotaManager for ClientQuotaManager {
             handler_time,
         };
         let held = &caller.session.held.quota;
-        let throttle_ms = self.record_held(held, who, recorded, self.now_ms());
+        let throttle_ms = self.record_held(held, who, recorded, self.ms_at(caller.at));
         Verdict { throttle_ms }
     }
 
@@ -646,9 +652,12 @@ impl QuotaManager for ClientQuotaManager {
             client_id: ctx.client_id.as_deref().unwrap_or(""),
         };
         let held = &ctx.session.held.quota;
-        let bound = self.with_held(held, who, self.now_ms(), |c| {
-            c.slots[QuotaType::Fetch.index()].as_ref().map(|s| s.bound)
-        })?;
+        let bound = self.with_held(
+            held,
+            who,
+            || self.now_ms(),
+            |c| c.slots[QuotaType::Fetch.index()].as_ref().map(|s| s.bound),
+        )?;
         Some(self.max_value_in_window(bound))
     }
 }

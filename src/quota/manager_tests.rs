@@ -157,6 +157,70 @@ fn consumer_quotas_count_response_bytes_and_bound_a_fetch() {
     assert_eq!(m.max_fetch_bytes("u", "c"), Some(1_000));
 }
 
+/// Through the pipeline's entry point, a consumer's Fetch counts exactly its response
+/// body's encoded size (as Kafka's `FetchResponse.sizeOf` sizes it), in a non-flexible
+/// and a flexible version: against 100 B/s over a ten-window span, N bytes at once earn
+/// a throttle of 10 × N − 10,000 ms.
+#[test]
+fn a_consumer_fetch_counts_its_encoded_response_size() {
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{FetchResponse, ResponseKind, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    use crate::network::{Principal, SecurityProtocol, Session};
+    use crate::quota::Caller;
+
+    let m = ClientQuotaManager::new(QuotaSettings::default());
+    m.update(&BTreeMap::from([(
+        QuotaEntity::user(d()),
+        BTreeMap::from([(CONSUMER_BYTE_RATE.to_string(), 100.0)]),
+    )]));
+    let partition = |i: i32, records: usize| {
+        PartitionData::default()
+            .with_partition_index(i)
+            .with_high_watermark(10)
+            .with_aborted_transactions(Some(vec![AbortedTransaction::default()]))
+            .with_records(Some(Bytes::from(vec![1u8; records])))
+    };
+    let response = FetchResponse::default().with_responses(vec![
+        FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("topic")))
+            .with_partitions(vec![partition(0, 1_500), partition(1, 0)]),
+        FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("other")))
+            .with_partitions(vec![partition(0, 700).with_error_code(1)]),
+    ]);
+    for version in [11, 16] {
+        let mut session = Session::new(
+            "PLAINTEXT",
+            SecurityProtocol::Plaintext,
+            "127.0.0.1:1".parse().unwrap(),
+        );
+        // A user of its own per version: each starts with an empty rate.
+        session.principal = Principal::user(format!("u{version}"));
+        let caller = Caller {
+            session: &session,
+            client_id: "c",
+            api_version: version,
+            at: m.epoch,
+        };
+        let mut body = BytesMut::new();
+        response.encode(&mut body, version).unwrap();
+        let fetch = ResponseKind::Fetch(response.clone());
+        let verdict = QuotaManager::record(&m, &caller, ApiKey::Fetch, 5, &fetch, Duration::ZERO);
+        assert!(body.len() > 2_200, "{}", body.len());
+        assert_eq!(
+            verdict.throttle_ms as usize,
+            10 * body.len() - 10_000,
+            "v{version}: {} bytes",
+            body.len()
+        );
+    }
+}
+
 #[test]
 fn request_percentage_counts_handler_time_and_bounds_the_throttle() {
     let m = ClientQuotaManager::new(QuotaSettings::default());

@@ -42,11 +42,13 @@ pub struct Verdict {
 
 /// Whose handled request the quota manager is told of: the connection's session (its
 /// principal, and what the connection holds of its resolved quotas) and the request's
-/// client id ("" when none) and version.
+/// client id ("" when none) and version, and when its handler answered (the pipeline's
+/// own clock read, which the quota manager records at instead of reading the clock again).
 pub struct Caller<'a> {
     pub session: &'a Session,
     pub client_id: &'a str,
     pub api_version: i16,
+    pub at: Instant,
 }
 
 pub trait QuotaManager: Send + Sync {

@@ -34,14 +34,31 @@ const NODE_ENDPOINTS: i16 = 16;
 /// The body's encoded size at `version` (the response header not included), as the
 /// crate's `compute_size` answers it (0 where it fails).
 pub fn fetch_response_size(response: &FetchResponse, version: i16) -> usize {
-    match quick_size(response, version) {
+    match quick_size(response, version, true) {
         Some(size) => size,
         None => response.compute_size(version).unwrap_or(0),
     }
 }
 
-/// The size from the fields' sizes; None when the response needs the crate's sizing.
-fn quick_size(r: &FetchResponse, version: i16) -> Option<usize> {
+/// The bytes the consumer byte-rate quota records for a Fetch answered with `response`,
+/// as Kafka's `FetchResponse.sizeOf`: 4 (the response header's correlation id) plus the
+/// body sized without its node endpoints (Kafka sizes a copy made with none).
+pub fn fetch_quota_bytes(response: &FetchResponse, version: i16) -> usize {
+    let body = match quick_size(response, version, false) {
+        Some(size) => size,
+        None if response.node_endpoints.is_empty() => response.compute_size(version).unwrap_or(0),
+        None => {
+            let mut without = response.clone();
+            without.node_endpoints.clear();
+            without.compute_size(version).unwrap_or(0)
+        }
+    };
+    4 + body
+}
+
+/// The size from the fields' sizes (the node endpoints left out unless `endpoints`); None
+/// when the response needs the crate's sizing.
+fn quick_size(r: &FetchResponse, version: i16, endpoints: bool) -> Option<usize> {
     let flexible = version >= FLEXIBLE;
     // throttle_time_ms
     let mut size = 4;
@@ -59,7 +76,7 @@ fn quick_size(r: &FetchResponse, version: i16) -> Option<usize> {
         if !r.unknown_tagged_fields.is_empty() {
             return None;
         }
-        let endpoints = version >= NODE_ENDPOINTS && !r.node_endpoints.is_empty();
+        let endpoints = endpoints && version >= NODE_ENDPOINTS && !r.node_endpoints.is_empty();
         // The number of tagged fields (0 or 1).
         size += 1;
         if endpoints {

@@ -18,7 +18,7 @@ fn encoded_len(r: &FetchResponse, version: i16) -> Option<usize> {
 /// The quick size is taken (no fallback), and equals both the crate's size and the
 /// length of the encoded body.
 fn assert_sized(r: &FetchResponse, version: i16, what: &str) {
-    let quick = quick_size(r, version);
+    let quick = quick_size(r, version, true);
     let crate_size = r.compute_size(version).unwrap();
     let encoded = encoded_len(r, version).unwrap();
     assert_eq!(
@@ -30,6 +30,14 @@ fn assert_sized(r: &FetchResponse, version: i16, what: &str) {
         fetch_response_size(r, version),
         encoded,
         "{what} v{version}"
+    );
+    // What the quota records: Kafka's sizeOf, 4 + the body as encoded without endpoints.
+    let mut without = r.clone();
+    without.node_endpoints.clear();
+    assert_eq!(
+        fetch_quota_bytes(r, version),
+        4 + encoded_len(&without, version).unwrap(),
+        "{what} v{version}: quota bytes"
     );
 }
 
@@ -235,7 +243,7 @@ fn what_the_quick_size_does_not_cover_is_sized_by_the_crate() {
         .unknown_tagged_fields
         .insert(9, Bytes::from_static(b"abc"));
     let r = FetchResponse::default().with_responses(vec![topic(3, vec![unknown])]);
-    assert_eq!(quick_size(&r, 12), None);
+    assert_eq!(quick_size(&r, 12, true), None);
     assert_eq!(fetch_response_size(&r, 12), encoded_len(&r, 12).unwrap());
     assert_eq!(fetch_response_size(&r, 11), encoded_len(&r, 11).unwrap());
 
@@ -245,12 +253,12 @@ fn what_the_quick_size_does_not_cover_is_sized_by_the_crate() {
         .unknown_tagged_fields
         .insert(1, Bytes::from_static(b"x"));
     let r = FetchResponse::default().with_responses(vec![topic(3, vec![nested])]);
-    assert_eq!(quick_size(&r, 13), None);
+    assert_eq!(quick_size(&r, 13, true), None);
     assert_eq!(fetch_response_size(&r, 13), encoded_len(&r, 13).unwrap());
 
     // A session id before v7, a preferred read replica before v11: not encodable.
     let r = FetchResponse::default().with_session_id(5);
-    assert_eq!(quick_size(&r, 6), None);
+    assert_eq!(quick_size(&r, 6, true), None);
     assert_eq!(fetch_response_size(&r, 6), 0);
     let r = FetchResponse::default().with_responses(vec![topic(
         3,

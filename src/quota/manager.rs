@@ -42,7 +42,7 @@ use super::entity::{EntityName, QuotaEntity};
 use super::rate::{self, Rate, TokenBucket, Windows};
 use super::{Caller, MutationQuota, QuotaManager, Verdict};
 use crate::metrics::exposition::{Exposition, Kind};
-use crate::protocol::fetch_size::fetch_response_size;
+use crate::protocol::fetch_size::fetch_quota_bytes;
 use crate::router::RequestContext;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rates are
@@ -615,7 +615,7 @@ impl QuotaManager for ClientQuotaManager {
         handler_time: Duration,
     ) -> Verdict {
         let response_bytes = || match response {
-            ResponseKind::Fetch(f) => fetch_response_size(f, caller.api_version),
+            ResponseKind::Fetch(f) => fetch_quota_bytes(f, caller.api_version),
             _ => 0,
         };
         let who = QuotaClient {

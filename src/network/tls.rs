@@ -304,25 +304,19 @@ impl Tls {
     fn failed(&mut self, e: rustls::Error) -> io::Error {
         // rustls hands out what it queued before it looks at the bytes again; it is given
         // the bytes it has not consumed, as its handshake deframer points into them.
-        for _ in 0..4 {
-            let UnbufferedStatus { discard, state } =
-                self.conn.process_tls_records(&mut self.incoming[..]);
-            let encoded = match state {
-                Ok(ConnectionState::EncodeTlsData(mut alert)) => self
-                    .outgoing
-                    .append(
-                        0,
-                        |out| alert.encode(out).map_err(encode_error),
-                        "encode an alert",
-                    )
-                    .is_ok(),
-                _ => false,
-            };
-            self.incoming.advance(discard);
-            if !encoded {
-                break;
-            }
+        // Asked once only: everything queued before the error was sent by `process`, so
+        // the one thing queued is the fatal alert, and asking again would make rustls
+        // read the refused bytes again and queue a second fatal alert.
+        let UnbufferedStatus { discard, state } =
+            self.conn.process_tls_records(&mut self.incoming[..]);
+        if let Ok(ConnectionState::EncodeTlsData(mut alert)) = state {
+            let _ = self.outgoing.append(
+                0,
+                |out| alert.encode(out).map_err(encode_error),
+                "encode an alert",
+            );
         }
+        self.incoming.advance(discard);
         tls_error(e)
     }
 

@@ -131,6 +131,25 @@ async fn topic_id(c: &mut Client, topic: &str) -> Uuid {
 
 /// Joins `member` and heartbeats until it is assigned partition 0 of `topic_id`; returns
 /// its member epoch.
+/// A broker with one partition of each internal topic and a topic `q` of one
+/// partition, its client, `q`'s id, and GROUP's coordinator found (loaded).
+async fn broker_with_queue(dir: &std::path::Path) -> (TestBroker, Client, Uuid) {
+    let b = TestBroker::start(
+        dir,
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    )
+    .await;
+    let mut c = b.client().await;
+    assert_eq!(c.create_topic("q", 1).await, 0);
+    let q = topic_id(&mut c, "q").await;
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
+    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    (b, c, q)
+}
+
 async fn join_until_assigned(c: &mut Client, member: &str, topic_id: Uuid) -> i32 {
     let mut epoch = 0;
     let mut assigned = r_assignment(&heartbeat(c, member, 0).await, &mut epoch);
@@ -403,19 +422,7 @@ async fn bad_acknowledgements_answer_kafkas_codes_and_change_nothing() {
 #[tokio::test]
 async fn a_closed_connection_releases_its_share_sessions_records_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(
-        dir.path(),
-        &[
-            ("offsets.topic.num.partitions", "1"),
-            ("share.coordinator.state.topic.num.partitions", "1"),
-        ],
-    )
-    .await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("q", 1).await, 0);
-    let q = topic_id(&mut c, "q").await;
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c, q) = broker_with_queue(dir.path()).await;
     let m1 = join_until_assigned(&mut c, "m1", q).await;
     join_until_assigned(&mut c, "m2", q).await;
 
@@ -461,19 +468,7 @@ async fn a_closed_connection_releases_its_share_sessions_records_at_once() {
 #[tokio::test]
 async fn a_final_acknowledgement_after_the_leave_heartbeat_finds_its_session() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(
-        dir.path(),
-        &[
-            ("offsets.topic.num.partitions", "1"),
-            ("share.coordinator.state.topic.num.partitions", "1"),
-        ],
-    )
-    .await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("q", 1).await, 0);
-    let q = topic_id(&mut c, "q").await;
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c, q) = broker_with_queue(dir.path()).await;
     join_until_assigned(&mut c, "m1", q).await;
     let mut f = b.client().await;
     assert!(acquired(&share_fetch(&mut f, "m1", 0, q, &[], 0).await).is_empty());
@@ -509,19 +504,7 @@ async fn a_final_acknowledgement_after_the_leave_heartbeat_finds_its_session() {
 #[tokio::test]
 async fn a_share_fetch_answers_only_the_batches_holding_what_it_acquired() {
     let dir = tempfile::tempdir().unwrap();
-    let b = TestBroker::start(
-        dir.path(),
-        &[
-            ("offsets.topic.num.partitions", "1"),
-            ("share.coordinator.state.topic.num.partitions", "1"),
-        ],
-    )
-    .await;
-    let mut c = b.client().await;
-    assert_eq!(c.create_topic("q", 1).await, 0);
-    let q = topic_id(&mut c, "q").await;
-    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s(GROUP)]);
-    assert_eq!(c.send(&find, 6).await.coordinators[0].error_code, 0);
+    let (b, mut c, q) = broker_with_queue(dir.path()).await;
     join_until_assigned(&mut c, "m1", q).await;
     join_until_assigned(&mut c, "m2", q).await;
     let mut f1 = b.client().await;

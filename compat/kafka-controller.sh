@@ -10,6 +10,9 @@
 #   compat/kafka-controller.sh --format-broker PROPS --cluster-id ID [--feature NAME=LEVEL]...
 #   compat/kafka-controller.sh --broker-of VOTERS --cluster-id ID --port PORT --dir DIR
 #                              [--node-id N] [--feature NAME=LEVEL]... [--set KEY=VALUE]...
+#   compat/kafka-controller.sh --port PORT --dir DIR --bootstrap-servers SERVERS
+#                              (--standalone | --join --cluster-id ID) [...]
+#   compat/kafka-controller.sh --tool [--version V] CLASS ARGS...
 #
 # Starts the controller in the background once its dir is formatted (kafka-storage.sh
 # format, with each --feature finalized at that level; each --set is a line added to its
@@ -23,10 +26,17 @@
 # (process.roles=broker, listener PLAINTEXT on PORT) of the cluster whose controllers
 # are VOTERS (controller.quorum.voters, e.g. 3000@127.0.0.1:19093), its dir formatted for
 # cluster ID, its properties in DIR/broker.properties.
+# --bootstrap-servers makes the controller one of a dynamic quorum (KIP-853, Kafka 4's
+# default: controller.quorum.bootstrap.servers, e.g. 127.0.0.1:P1,127.0.0.1:P2, in place
+# of static voters): --standalone formats it as the quorum's only voter (kafka-storage.sh
+# format --standalone, kraft.version 1), --join as an observer to be added as a voter
+# later (--no-initial-controllers, its cluster ID given). --tool runs a Kafka tool class
+# (e.g. org.apache.kafka.tools.MetadataQuorumCommand) with that version's jars.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of="" voters=""
+bootstrap_servers="" dynamic="" tool=0
 KAFKA_VERSION=4.4.0
 while (($#)); do
   case $1 in
@@ -41,10 +51,23 @@ while (($#)); do
     --cluster-id) cluster_id=$2; shift 2 ;;
     --broker-of) broker_of=$2; shift 2 ;;
     --voters) voters=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --bootstrap-servers) bootstrap_servers=$2; shift 2 ;;
+    --standalone) dynamic=standalone; shift ;;
+    --join) dynamic=join; shift ;;
+    --tool) tool=1; shift; break ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
+
+if ((tool)); then
+  while [[ ${1:-} == --version ]]; do KAFKA_VERSION=$2; shift 2; done
+  (($#)) || die "--tool needs a class"
+  libs=$(kafka_libs "$KAFKA_VERSION")
+  exec java -Xmx256m -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$(dirname "${BASH_SOURCE[0]}")/kafka/log4j2.properties" \
+    -cp "$libs/*" "$@"
+fi
 
 if [[ -n $stop ]]; then
   [[ -f $stop/kafka.pid ]] || die "no $stop/kafka.pid"
@@ -70,6 +93,10 @@ fi
 
 [[ -n $port && -n $dir ]] || die "--port and --dir are required"
 [[ -z $voters || -n $cluster_id ]] || die "--voters needs --cluster-id (every voter formatted for the same cluster)"
+[[ -z $bootstrap_servers || -n $dynamic ]] || die "--bootstrap-servers needs --standalone or --join"
+[[ -z $dynamic || -n $bootstrap_servers ]] || die "--standalone and --join need --bootstrap-servers"
+[[ $dynamic != join || -n $cluster_id ]] || die "--join needs --cluster-id"
+[[ -z $dynamic || -z $voters ]] || die "--voters is a static quorum; --bootstrap-servers a dynamic one"
 command -v java >/dev/null || die "java not found (Java 17+ required)"
 libs=$(kafka_libs "$KAFKA_VERSION")
 mkdir -p "$dir/data"
@@ -92,10 +119,15 @@ transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
 else
+if [[ -n $dynamic ]]; then
+  quorum="controller.quorum.bootstrap.servers=$bootstrap_servers"
+else
+  quorum="controller.quorum.voters=${voters:-$node_id@127.0.0.1:$port}"
+fi
 cat >"$dir/controller.properties" <<PROPS
 process.roles=controller
 node.id=$node_id
-controller.quorum.voters=${voters:-$node_id@127.0.0.1:$port}
+$quorum
 listeners=CONTROLLER://127.0.0.1:$port
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
@@ -116,7 +148,12 @@ jvm=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:TieredStopAtLevel=1
 
 if [[ ! -f $dir/data/meta.properties ]]; then
   [[ -n $cluster_id ]] || cluster_id=$("${jvm[@]}" kafka.tools.StorageTool random-uuid)
-  "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" \
+  initial=()
+  case $dynamic in
+    standalone) initial=(--standalone) ;;
+    join) initial=(--no-initial-controllers) ;;
+  esac
+  "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" "${features[@]}" "${initial[@]}" \
     -c "$dir/$role.properties" >"$dir/format.log" 2>&1 \
     || { cat "$dir/format.log" >&2; die "kafka storage format failed"; }
 fi

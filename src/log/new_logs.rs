@@ -9,7 +9,13 @@
 //!    a log dir: the one the metadata names for it when that is an online dir of this
 //!    broker (Kafka's `targetLogDirectoryId`: a KRaft controller names it when the broker
 //!    reported it, or when it placed the replica on a dir the broker registered), otherwise
-//!    the one hosting the fewest logs;
+//!    the one hosting the fewest logs. Kafka's broker instead skips a log whose named dir
+//!    is not online while it has offline dirs (`createLogInAssignedDirectoryId`): a dir
+//!    that failed to load at startup is offline there and its logs unknown, so a log made
+//!    elsewhere could shadow one it holds. skua needs no such rule: it starts only when
+//!    every log dir loads, and a dir that fails later keeps its logs in the table (each
+//!    refusing every operation), so a partition not in the table is in no dir of this
+//!    broker and a new log for it shadows nothing;
 //! 2. with no lock held that readers wait on, the directories are made on up to
 //!    `num.recovery.threads.per.data.dir` threads per online dir. A directory made just
 //!    now is empty, so nothing in it is listed, probed or measured, and each file is

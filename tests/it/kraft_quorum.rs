@@ -92,19 +92,7 @@ impl Quorum {
     /// SIGKILL of controller `node_id` (the process its start wrote in `kafka.pid`), once
     /// it is gone.
     fn kill(&self, node_id: i32) {
-        let pid: i32 = std::fs::read_to_string(self.dir(node_id).join("kafka.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        // SAFETY: kill(2) on the pid of a controller this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let t = Instant::now();
-        // SAFETY: signal 0 only asks whether the process still exists.
-        while unsafe { libc::kill(pid, 0) } == 0 {
-            assert!(t.elapsed() < Duration::from_secs(10), "{pid} still runs");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        kill_controller(self.dir(node_id));
     }
 
     fn log(&self, node_id: i32) -> String {
@@ -373,4 +361,367 @@ async fn produce_until(addr: SocketAddr, stop: Arc<AtomicBool>) -> Vec<Acked> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     acked
+}
+
+/// A dynamic quorum (KIP-853), as Kafka 4's `kafka-storage.sh format --standalone` makes
+/// one: controller 3000 formatted as the quorum's only voter, later controllers formatted
+/// with `--no-initial-controllers` and added as voters with `kafka-metadata-quorum.sh
+/// add-controller`. Everyone (skua brokers too) finds the quorum through
+/// `controller.quorum.bootstrap.servers`. Stopped when dropped.
+struct DynamicQuorum {
+    dirs: Vec<tempfile::TempDir>,
+    ports: Vec<u16>,
+    cluster_id: String,
+}
+
+impl DynamicQuorum {
+    /// Controller 3000 alone, with ports kept for `VOTERS - 1` controllers to join.
+    /// `None` (with a message) only when java is not installed.
+    fn start_standalone() -> Option<DynamicQuorum> {
+        if Command::new("java").arg("-version").output().is_err() {
+            eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
+            return None;
+        }
+        let mut quorum = DynamicQuorum {
+            dirs: Vec::new(),
+            ports: (0..VOTERS).map(|_| free_port()).collect(),
+            cluster_id: String::new(),
+        };
+        quorum.cluster_id = quorum.start_controller(FIRST_VOTER, "--standalone");
+        Some(quorum)
+    }
+
+    /// `controller.quorum.bootstrap.servers`: every controller's endpoint, joined or not.
+    fn bootstrap(&self) -> String {
+        self.ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Formats (`--standalone` or `--join`) and starts controller `node_id`; its
+    /// cluster id.
+    fn start_controller(&mut self, node_id: i32, mode: &str) -> String {
+        let k = (node_id - FIRST_VOTER) as usize;
+        let dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(script());
+        command
+            .args(["--port", &self.ports[k].to_string(), "--dir"])
+            .arg(dir.path())
+            .args(["--node-id", &node_id.to_string()])
+            .args(["--bootstrap-servers", &self.bootstrap(), mode])
+            .args([
+                "--set",
+                &format!("broker.session.timeout.ms={}", SESSION_TIMEOUT.as_millis()),
+            ]);
+        if mode == "--join" {
+            command.args(["--cluster-id", &self.cluster_id]);
+        }
+        for f in FORMAT_FEATURES {
+            command.args(["--feature", f]);
+        }
+        let out = command.output().unwrap();
+        self.dirs.push(dir);
+        assert!(
+            out.status.success(),
+            "controller {node_id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn dir(&self, node_id: i32) -> &Path {
+        self.dirs[(node_id - FIRST_VOTER) as usize].path()
+    }
+
+    /// The `directory.id` controller `node_id`'s metadata log dir was formatted with.
+    fn directory_id(&self, node_id: i32) -> String {
+        let meta = std::fs::read_to_string(self.dir(node_id).join("data/meta.properties")).unwrap();
+        meta.lines()
+            .find_map(|l| l.strip_prefix("directory.id="))
+            .expect("a directory.id")
+            .to_string()
+    }
+
+    /// Kafka's `kafka-metadata-quorum.sh --bootstrap-controller` at controller `at`, with
+    /// `args`; retried for up to 60 s (a controller is added only once it has caught up
+    /// with the leader's log, and the leader may be moving). Its output.
+    fn quorum_tool(&self, at: i32, args: &[&str]) -> String {
+        let server = format!("127.0.0.1:{}", self.ports[(at - FIRST_VOTER) as usize]);
+        let t = Instant::now();
+        loop {
+            let out = Command::new(script())
+                .args(["--tool", "org.apache.kafka.tools.MetadataQuorumCommand"])
+                .args(["--bootstrap-controller", &server])
+                .args(args)
+                .output()
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.success() {
+                return text;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "kafka-metadata-quorum.sh {args:?}: {text}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    /// Starts controller `node_id` as an observer and adds it to the voters.
+    fn join(&mut self, node_id: i32) {
+        self.start_controller(node_id, "--join");
+        let config = self.dir(node_id).join("controller.properties");
+        self.quorum_tool(
+            FIRST_VOTER,
+            &[
+                "--command-config",
+                config.to_str().unwrap(),
+                "add-controller",
+            ],
+        );
+    }
+
+    /// SIGKILL of controller `node_id`, once it is gone.
+    fn kill(&self, node_id: i32) {
+        kill_controller(self.dir(node_id));
+    }
+}
+
+impl Drop for DynamicQuorum {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            let _ = Command::new(script()).arg("--stop").arg(d.path()).output();
+        }
+    }
+}
+
+/// SIGKILL of the controller `compat/kafka-controller.sh` started in `dir`, once it is gone.
+fn kill_controller(dir: &Path) {
+    let pid: i32 = std::fs::read_to_string(dir.join("kafka.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on the pid of a controller this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let t = Instant::now();
+    // SAFETY: signal 0 only asks whether the process still exists.
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "{pid} still runs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The quorum's voters as DescribeQuorum through skua names them, sorted.
+async fn quorum_voters(c: &mut Client) -> Vec<i32> {
+    let request = DescribeQuorumRequest::default().with_topics(vec![dq::TopicData::default()
+        .with_topic_name(TopicName(s("__cluster_metadata")))
+        .with_partitions(vec![dq::PartitionData::default().with_partition_index(0)])]);
+    let r = c.send(&request, 2).await;
+    let mut voters: Vec<i32> = r
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map(|p| p.current_voters.iter().map(|v| v.replica_id.0).collect())
+        .unwrap_or_default();
+    voters.sort_unstable();
+    voters
+}
+
+/// Waits until DescribeQuorum through skua names exactly `voters`.
+async fn wait_voters(c: &mut Client, voters: &[i32]) {
+    let t = Instant::now();
+    loop {
+        let now = quorum_voters(c).await;
+        if now == voters {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "voters {now:?}, not {voters:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Kafka 4's default quorum, a dynamic one (KIP-853): skua brokers register with a
+/// controller formatted `--standalone` (its log opens with KRaft's VotersRecord and
+/// KRaftVersionRecord, kraft.version 1), are unfenced, and replicate a topic written with
+/// acks=all. With `SKUA_KRAFT_QUORUM=1` the quorum then changes under the producer: two
+/// controllers join with `kafka-metadata-quorum.sh add-controller`, the first is removed
+/// with `remove-controller` and killed, and skua follows the new leader (found through its
+/// bootstrap servers and the leaders' endpoints): forwarded CreateTopics, heartbeats
+/// keeping both registrations at their epochs, every acknowledged write stored once.
+#[test]
+fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let started = Instant::now();
+    let Some(mut quorum) = DynamicQuorum::start_standalone() else {
+        return;
+    };
+    eprintln!(
+        "the standalone controller started in {:?}",
+        started.elapsed()
+    );
+    let bootstrap = format!("controller.quorum.bootstrap.servers={}", quorum.bootstrap());
+    let mut brokers = Vec::new();
+    for id in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let props = write_properties_with_dirs(dir.path(), &bootstrap, id, port, &["data"], &[]);
+        format_dirs_for(&props, &quorum.cluster_id);
+        let skua = Skua::start(&props, &dir.path().join("skua.log"));
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        brokers.push((dir, skua, addr));
+    }
+    for b in &mut brokers {
+        b.1.wait_started();
+    }
+    let addr1 = brokers[0].2;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let epochs_before = rt.block_on(async {
+        let mut c = Client::connect(addr1).await;
+        let t = Instant::now();
+        while c
+            .send(&DescribeClusterRequest::default(), 0)
+            .await
+            .brokers
+            .len()
+            < 2
+        {
+            assert!(t.elapsed() < Duration::from_secs(30));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        wait_voters(&mut c, &[FIRST_VOTER]).await;
+        assert_eq!(create(&mut c, "acked", &[1, 2]).await, 0);
+        wait_topic_isrs(
+            &mut c,
+            "acked",
+            vec![(0, 1, vec![1, 2])],
+            Duration::from_secs(20),
+        )
+        .await;
+        let image = metadata_in(quorum.dir(FIRST_VOTER));
+        [1, 2]
+            .iter()
+            .map(|id| {
+                let r = image.registration(*id).unwrap();
+                assert!(!r.fenced, "broker {id} unfenced: {r:?}");
+                r.epoch
+            })
+            .collect::<Vec<i64>>()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = rt.spawn(produce_until(addr1, stop.clone()));
+    std::thread::sleep(Duration::from_secs(1));
+
+    let long = std::env::var_os("SKUA_KRAFT_QUORUM").is_some();
+    let mut killed = None;
+    if long {
+        // Two controllers join; then the first, the leader, leaves and is killed.
+        for id in [FIRST_VOTER + 1, FIRST_VOTER + 2] {
+            quorum.join(id);
+            rt.block_on(async {
+                let mut c = Client::connect(addr1).await;
+                let voters: Vec<i32> = (FIRST_VOTER..=id).collect();
+                wait_voters(&mut c, &voters).await;
+            });
+            eprintln!(
+                "controller {id} joined the voters at {:?}",
+                started.elapsed()
+            );
+        }
+        let directory = quorum.directory_id(FIRST_VOTER);
+        quorum.quorum_tool(
+            FIRST_VOTER + 1,
+            &[
+                "remove-controller",
+                "--controller-id",
+                &FIRST_VOTER.to_string(),
+                "--controller-directory-id",
+                &directory,
+            ],
+        );
+        quorum.kill(FIRST_VOTER);
+        killed = Some(Instant::now());
+        eprintln!("controller {FIRST_VOTER} removed and killed");
+        let new_leader = rt.block_on(async {
+            let mut c = Client::connect(addr1).await;
+            wait_voters(&mut c, &[FIRST_VOTER + 1, FIRST_VOTER + 2]).await;
+            let leader = quorum_leader(&mut c, FIRST_VOTER).await;
+            let t = Instant::now();
+            loop {
+                let err = create(&mut c, "after", &[2, 1]).await;
+                if err == 0 {
+                    break;
+                }
+                assert!(t.elapsed() < Duration::from_secs(30), "CreateTopics: {err}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            wait_topic_isrs(
+                &mut c,
+                "after",
+                vec![(0, 2, vec![1, 2])],
+                Duration::from_secs(20),
+            )
+            .await;
+            leader
+        });
+        // Well past the session timeout, both brokers are still registered at the same
+        // epochs and unfenced in the new leader's metadata: their heartbeats reach it.
+        std::thread::sleep((SESSION_TIMEOUT * 3).saturating_sub(killed.unwrap().elapsed()));
+        let image = metadata_in(quorum.dir(new_leader));
+        for (id, epoch) in [1, 2].iter().zip(&epochs_before) {
+            let r = image.registration(*id).unwrap();
+            assert_eq!((r.epoch, r.fenced), (*epoch, false), "broker {id}");
+        }
+        assert!(image.topic("after").is_some());
+    }
+
+    stop.store(true, Ordering::Release);
+    let acked = rt.block_on(producer).unwrap();
+    let after_kill = killed.map_or(acked.len(), |k| acked.iter().filter(|a| a.at > k).count());
+    eprintln!(
+        "{} writes acknowledged, {after_kill} after the quorum changed",
+        acked.len()
+    );
+    assert!(after_kill > 0, "{}", acked.len());
+    let stored = rt.block_on(async {
+        let mut c = Client::connect(brokers[1].2).await;
+        wait_topic_isrs(
+            &mut c,
+            "acked",
+            vec![(0, 1, vec![1, 2])],
+            Duration::from_secs(20),
+        )
+        .await;
+        let mut c = Client::connect(addr1).await;
+        let mut stored: Vec<(i64, String)> = Vec::new();
+        loop {
+            let next = stored.last().map_or(0, |(o, _)| o + 1);
+            let fetched = c.fetch("acked", 0, next, 100, 1).await;
+            let got = fetched.records.map(|r| values(&r)).unwrap_or_default();
+            if got.is_empty() {
+                break;
+            }
+            stored.extend(got);
+        }
+        stored
+    });
+    for a in &acked {
+        let at: Vec<&(i64, String)> = stored.iter().filter(|(_, v)| *v == a.value).collect();
+        assert_eq!(at.len(), 1, "{} stored {} times", a.value, at.len());
+        assert_eq!(at[0].0, a.offset, "{}", a.value);
+    }
+    eprintln!("the dynamic quorum scenario took {:?}", started.elapsed());
 }

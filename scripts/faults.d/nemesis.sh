@@ -9,7 +9,7 @@ T0=
 BROKERS=(b1 b2 b3)
 # What keeps the cluster's metadata: a three-node ZooKeeper ensemble, or (--kraft) three
 # Kafka controllers, a static quorum.
-if ((KRAFT)); then QUORUM=(k1 k2 k3); else QUORUM=(z1 z2 z3); fi
+if ((KRAFT)); then QUORUM=(k1 k2 k3) QUORUM_NAME=controllers; else QUORUM=(z1 z2 z3) QUORUM_NAME=ZooKeeper; fi
 
 # One line of the timeline: seconds since the faults began, then what happened.
 event() {
@@ -72,7 +72,7 @@ HOLD_S=$((SESSION_MS / 1000 + 4))
 
 fault_isolate() {
   local x; x=$(target_leader) || die "no leader to isolate"
-  event "isolate broker $x (a leader) from every other node: brokers, ZooKeeper, clients"
+  event "isolate broker $x (a leader) from every other node: brokers, $QUORUM_NAME, clients"
   cut_both "b$x" $(others "b$x")
   sleep "$HOLD_S"; heal; event "healed"
 }
@@ -104,7 +104,7 @@ fault_bridge() {
   local x y
   x=$(target_leader) || die "no leader"
   y=$(pick $(printf '%s\n' 1 2 3 | grep -vx "$x"))
-  event "bridge: brokers $x and $y cannot reach each other, each still reaches the third broker, ZooKeeper and the clients"
+  event "bridge: brokers $x and $y cannot reach each other, each still reaches the third broker, $QUORUM_NAME and the clients"
   cut_both "b$x" "b$y"
   sleep "$HOLD_S"; heal; event "healed"
 }

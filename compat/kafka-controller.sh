@@ -4,7 +4,7 @@
 # a KRaft broker (process.roles=broker).
 #
 #   compat/kafka-controller.sh --port PORT --dir DIR [--version 4.4.0] [--node-id 3000]
-#                              [--feature NAME=LEVEL]... [--set KEY=VALUE]...
+#                              [--host ADDR] [--feature NAME=LEVEL]... [--set KEY=VALUE]...
 #                              [--voters VOTERS --cluster-id ID]
 #   compat/kafka-controller.sh --stop DIR
 #   compat/kafka-controller.sh --format-broker PROPS --cluster-id ID [--feature NAME=LEVEL]...
@@ -19,7 +19,8 @@
 # properties), waits until its port accepts connections and prints the cluster id on
 # stdout. --voters makes it one voter of a static quorum (controller.quorum.voters, e.g.
 # 3000@127.0.0.1:P1,3001@127.0.0.1:P2,3002@127.0.0.1:P3; --node-id and --port name this
-# one), its dir formatted for cluster ID like its peers'. The pid is in DIR/kafka.pid, the log
+# one), its dir formatted for cluster ID like its peers'. --host makes it listen on ADDR
+# instead of 127.0.0.1 (scripts/cluster --netns: its network namespace's address). The pid is in DIR/kafka.pid, the log
 # in DIR/server.log, the controller's own properties in DIR/controller.properties.
 # --format-broker formats a broker's dirs (its properties file PROPS) for cluster ID as
 # kafka-storage.sh format does, and exits. --broker-of starts an Apache Kafka broker
@@ -35,13 +36,14 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-port="" dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of="" voters=""
+port="" host=127.0.0.1 dir="" stop="" node_id=3000 features=() settings=() format_broker="" cluster_id="" broker_of="" voters=""
 bootstrap_servers="" dynamic="" tool=0
 KAFKA_VERSION=4.4.0
 while (($#)); do
   case $1 in
     --port) port=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
+    --host) host=$2; shift 2 ;;
     --version) KAFKA_VERSION=$2; shift 2 ;;
     --node-id) node_id=$2; shift 2 ;;
     --feature) features+=(--feature "$2"); shift 2 ;;
@@ -55,7 +57,7 @@ while (($#)); do
     --standalone) dynamic=standalone; shift ;;
     --join) dynamic=join; shift ;;
     --tool) tool=1; shift; break ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -122,13 +124,13 @@ else
 if [[ -n $dynamic ]]; then
   quorum="controller.quorum.bootstrap.servers=$bootstrap_servers"
 else
-  quorum="controller.quorum.voters=${voters:-$node_id@127.0.0.1:$port}"
+  quorum="controller.quorum.voters=${voters:-$node_id@$host:$port}"
 fi
 cat >"$dir/controller.properties" <<PROPS
 process.roles=controller
 node.id=$node_id
 $quorum
-listeners=CONTROLLER://127.0.0.1:$port
+listeners=CONTROLLER://$host:$port
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
@@ -162,10 +164,10 @@ cluster_id=$(sed -n 's/^cluster.id=//p' "$dir/data/meta.properties")
 "${jvm[@]}" kafka.Kafka "$dir/$role.properties" >"$dir/kafka.log" 2>&1 &
 pid=$!
 echo "$pid" >"$dir/kafka.pid"
-if ! wait_port 127.0.0.1 "$port" 90 "$pid"; then
+if ! wait_port "$host" "$port" 90 "$pid"; then
   tail -n 30 "$dir/kafka.log" "$dir/server.log" >&2 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
-  die "the Kafka $role did not start listening on 127.0.0.1:$port"
+  die "the Kafka $role did not start listening on $host:$port"
 fi
-log "Apache Kafka $KAFKA_VERSION $role $node_id on 127.0.0.1:$port (pid $pid, dir $dir)"
+log "Apache Kafka $KAFKA_VERSION $role $node_id on $host:$port (pid $pid, dir $dir)"
 echo "$cluster_id"

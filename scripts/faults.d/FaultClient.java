@@ -25,6 +25,8 @@
 //                                                  broker is also the controller, then that
 //                                                  broker's id
 //   controller BOOTSTRAP                            the controller's broker id
+//   coordinator BOOTSTRAP GROUP                     the broker id of GROUP's coordinator (a
+//                                                  KRaft cluster has no controller broker)
 //   committed BOOTSTRAP GROUP                       "committed P OFFSET" per partition, as the
 //                                                  group's coordinator serves them
 //   member  BOOTSTRAP TOPIC GROUP STOPFILE PAUSEFILE OUTFILE
@@ -109,6 +111,7 @@ public class FaultClient {
                 a.length > 7 ? a[7] : "classic");
             case "pick-group" -> pickGroup(a[1]);
             case "controller" -> controller(a[1]);
+            case "coordinator" -> coordinator(a[1], a[2]);
             case "committed" -> committed(a[1], a[2]);
             case "member" -> member(a[1], a[2], a[3], Path.of(a[4]), Path.of(a[5]), a[6],
                 a.length > 7 ? Long.parseLong(a[7]) : 0);
@@ -448,6 +451,13 @@ public class FaultClient {
     static void controller(String bs) throws Exception {
         try (Admin admin = admin(bs)) {
             System.out.println(admin.describeCluster().controller().get().id());
+        }
+    }
+
+    static void coordinator(String bs, String group) throws Exception {
+        try (Admin admin = admin(bs)) {
+            var described = admin.describeConsumerGroups(List.of(group)).all().get();
+            System.out.println(described.get(group).coordinator().id());
         }
     }
 

@@ -2,11 +2,14 @@
 # in the network namespaces of scripts/faults.d/net. Each fault is a function that injects
 # it, holds it, heals it and writes what it did to the timeline; the caller then waits for a
 # full ISR and for the writer to make progress. Uses scripts/faults' D, RUN, BS, CLUSTER,
-# TOPIC, PARTITIONS, SESSION_MS, client, leaders, leader_of, log and die.
+# TOPIC, PARTITIONS, SESSION_MS, KRAFT, client, leaders, leader_of, log and die.
 
 NET="$REPO_ROOT/scripts/faults.d/net"
 T0=
-BROKERS=(b1 b2 b3) ZKS=(z1 z2 z3)
+BROKERS=(b1 b2 b3)
+# What keeps the cluster's metadata: a three-node ZooKeeper ensemble, or (--kraft) three
+# Kafka controllers, a static quorum.
+if ((KRAFT)); then QUORUM=(k1 k2 k3) QUORUM_NAME=controllers; else QUORUM=(z1 z2 z3) QUORUM_NAME=ZooKeeper; fi
 
 # One line of the timeline: seconds since the faults began, then what happened.
 event() {
@@ -20,10 +23,10 @@ event() {
 # A random element of the arguments, from bash's RANDOM (seeded with --seed).
 pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
 
-# Nodes other than those given, out of brokers, ZooKeeper nodes and the clients.
+# Nodes other than those given, out of brokers, the quorum's nodes and the clients.
 others() {
   local n out=()
-  for n in "${BROKERS[@]}" "${ZKS[@]}" c; do
+  for n in "${BROKERS[@]}" "${QUORUM[@]}" c; do
     [[ " $* " == *" $n "* ]] || out+=("$n")
   done
   echo "${out[@]}"
@@ -69,7 +72,7 @@ HOLD_S=$((SESSION_MS / 1000 + 4))
 
 fault_isolate() {
   local x; x=$(target_leader) || die "no leader to isolate"
-  event "isolate broker $x (a leader) from every other node: brokers, ZooKeeper, clients"
+  event "isolate broker $x (a leader) from every other node: brokers, $QUORUM_NAME, clients"
   cut_both "b$x" $(others "b$x")
   sleep "$HOLD_S"; heal; event "healed"
 }
@@ -77,7 +80,7 @@ fault_isolate() {
 fault_isolate_zk() {
   local x; x=$(target_leader) || die "no leader"
   event "isolate broker $x (a leader) from ZooKeeper only, past its session timeout"
-  cut_both "b$x" "${ZKS[@]}"
+  cut_both "b$x" "${QUORUM[@]}"
   sleep "$HOLD_S"; heal; event "healed"
 }
 
@@ -89,7 +92,7 @@ fault_isolate_clients() {
 }
 
 fault_split() {
-  local x z; x=$(target_leader) || die "no leader"; z=$(pick "${ZKS[@]}")
+  local x z; x=$(target_leader) || die "no leader"; z=$(pick "${QUORUM[@]}")
   event "split: minority {b$x $z} | majority {$(others "b$x" "$z")}"
   local n
   for n in "b$x" "$z"; do "$NET" cut "$RUN" "$n" $(others "b$x" "$z"); done
@@ -101,7 +104,7 @@ fault_bridge() {
   local x y
   x=$(target_leader) || die "no leader"
   y=$(pick $(printf '%s\n' 1 2 3 | grep -vx "$x"))
-  event "bridge: brokers $x and $y cannot reach each other, each still reaches the third broker, ZooKeeper and the clients"
+  event "bridge: brokers $x and $y cannot reach each other, each still reaches the third broker, $QUORUM_NAME and the clients"
   cut_both "b$x" "b$y"
   sleep "$HOLD_S"; heal; event "healed"
 }
@@ -160,14 +163,62 @@ fault_zk_expire_controller() {
   local x; x=$(controller_id)
   [[ $x =~ ^[1-3]$ ]] || die "no controller"
   event "expire the controller's ZooKeeper session: broker $x cut from ZooKeeper past its session timeout"
-  cut_both "b$x" "${ZKS[@]}"
+  cut_both "b$x" "${QUORUM[@]}"
   sleep "$HOLD_S"; heal; event "healed"
 }
 
 fault_zk_expire_leader() {
   local x; x=$(target_non_controller) || die "no leader"
   event "expire a leader's ZooKeeper session: broker $x cut from ZooKeeper past its session timeout"
-  cut_both "b$x" "${ZKS[@]}"
+  cut_both "b$x" "${QUORUM[@]}"
+  sleep "$HOLD_S"; heal; event "healed"
+}
+
+# The KRaft quorum's faults: controllers k1..k3 (node ids 3000..3002) of scripts/cluster.
+
+fault_isolate_ctl() {
+  local x; x=$(target_leader) || die "no leader"
+  event "isolate broker $x (a leader) from the controllers only, past its session timeout (fenced)"
+  cut_both "b$x" "${QUORUM[@]}"
+  sleep "$HOLD_S"; heal; event "healed"
+}
+
+# K (1..3) of the quorum's leader, or nothing when none answers.
+active_controller() { "$CLUSTER" active-controller "$D" 2>/dev/null || true; }
+
+fault_ctl_kill_one() {
+  local k; k=$(pick 1 2 3)
+  event "kill -9 controller $k (node $((2999 + k)); active: $(active_controller); the quorum keeps its majority)"
+  "$CLUSTER" controller-kill "$D" "$k" 2>/dev/null
+  sleep "$HOLD_S"
+  "$CLUSTER" controller-start "$D" "$k"; event "controller $k restarted"
+}
+
+fault_ctl_kill_two() {
+  local keep; keep=$(pick 1 2 3)
+  local gone; gone=$(printf '%s\n' 1 2 3 | grep -vx "$keep" | paste -sd ' ')
+  event "kill -9 controllers $gone (quorum lost: no metadata changes, the brokers keep serving what they can)"
+  local k
+  for k in $gone; do "$CLUSTER" controller-kill "$D" "$k" 2>/dev/null; done
+  sleep "$HOLD_S"
+  for k in $gone; do "$CLUSTER" controller-start "$D" "$k"; done
+  event "controllers $gone restarted (quorum back)"
+}
+
+fault_ctl_kill_active() {
+  local k; k=$(active_controller)
+  [[ $k =~ ^[1-3]$ ]] || die "no active controller"
+  event "kill -9 the active controller, controller $k (node $((2999 + k))): the quorum elects another"
+  "$CLUSTER" controller-kill "$D" "$k" 2>/dev/null
+  sleep "$HOLD_S"
+  "$CLUSTER" controller-start "$D" "$k"; event "controller $k restarted (active now: $(active_controller))"
+}
+
+fault_ctl_fence_leader() {
+  local x k; x=$(target_leader) || die "no leader"; k=$(active_controller)
+  [[ $k =~ ^[1-3]$ ]] || die "no active controller"
+  event "broker $x (a leader) cut from the active controller only (controller $k; the others still reach it), past its session timeout (fenced)"
+  cut_both "b$x" "k$k"
   sleep "$HOLD_S"; heal; event "healed"
 }
 
@@ -260,18 +311,27 @@ fault_disk_eio() {
   restart_after "$b" repair_eio "$b"
 }
 
-# The faults of each --nemesis kind.
+# The faults of each --nemesis kind: the ZooKeeper ensemble's, or with --kraft the
+# controller quorum's in their place (kinds zk and ctl both name the mode's).
 faults_of() {
+  local iso=isolate_zk q1=zk_kill_one q2=zk_kill_two q3=zk_expire_controller q4=zk_expire_leader not=ctl
+  if ((KRAFT)); then
+    iso=isolate_ctl q1=ctl_kill_one q2=ctl_kill_two q3=ctl_kill_active q4=ctl_fence_leader not=zk
+  fi
   case $1 in
-    partition) echo isolate isolate_zk isolate_clients split bridge asymmetric delay flap ;;
-    zk) echo zk_kill_one zk_kill_two zk_expire_controller zk_expire_leader ;;
+    partition) echo isolate $iso isolate_clients split bridge asymmetric delay flap ;;
+    zk|ctl) echo $q1 $q2 $q3 $q4 ;;
     disk) echo disk_full disk_eio ;;
-    all) echo isolate zk_kill_two disk_full isolate_zk zk_expire_controller disk_eio split \
-      zk_kill_one isolate_clients zk_expire_leader bridge asymmetric delay flap ;;
+    all) echo isolate $q2 disk_full $iso $q3 disk_eio split \
+      $q1 isolate_clients $q4 bridge asymmetric delay flap ;;
     *)
-      # Or a comma-separated list of the faults themselves (e.g. disk_full,isolate).
+      # Or a comma-separated list of the faults themselves (e.g. disk_full,isolate), each
+      # of this mode (no ZooKeeper fault in a KRaft cluster, no controller's in the other).
       local f
-      for f in ${1//,/ }; do declare -F "fault_$f" >/dev/null || return 1; done
+      for f in ${1//,/ }; do
+        declare -F "fault_$f" >/dev/null || return 1
+        [[ $f != "$not"_* && $f != isolate_$not ]] || return 1
+      done
       echo "${1//,/ }" ;;
   esac
 }
@@ -284,7 +344,7 @@ schedule() {
   while ((${#out[@]} < rounds)); do
     local left=("${all[@]}")
     # `all` keeps its interleaved order in its first pass (a short run sees every kind).
-    if [[ $kind == partition || $kind == zk || $kind == disk || ${#out[@]} -gt 0 ]]; then
+    if [[ $kind == partition || $kind == zk || $kind == ctl || $kind == disk || ${#out[@]} -gt 0 ]]; then
       local i j t
       for ((i = ${#left[@]} - 1; i > 0; i--)); do
         j=$((RANDOM % (i + 1))); t=${left[i]}; left[i]=${left[j]}; left[j]=$t

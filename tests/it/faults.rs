@@ -22,6 +22,14 @@
 //! (whose transactions also commit a group offset inside themselves). Needs root, `ip`,
 //! `tc` and `nsenter` (skipped with a message without them). `SKUA_NEMESIS_ROUNDS=N` runs
 //! N rounds (the long form: 100, from `scripts/test --full`).
+//!
+//! The same under KRaft (`--kraft`): Apache Kafka 4.4 controllers instead of ZooKeeper,
+//! brokers with process.roles=broker. Two rounds (a leader SIGSTOP'd past the
+//! controllers' broker session timeout, so it is fenced, and one kill -9'd) with broker 3
+//! a Kafka 4.4 broker; and the nemesis against three controllers, each in a namespace of
+//! its own, whose ZooKeeper faults become the quorum's (a leader cut from the controllers,
+//! two of three controllers killed, the active one killed). `SKUA_KRAFT_NEMESIS_ROUNDS=N`
+//! runs N nemesis rounds (the long form: 30, from `scripts/test --full`).
 
 use std::process::Command;
 
@@ -79,6 +87,24 @@ fn partitions_zookeeper_loss_and_failing_disks_lose_no_acknowledged_write() {
     let rounds = std::env::var("SKUA_NEMESIS_ROUNDS").unwrap_or_else(|_| "6".to_string());
     // A fixed seed: the same faults every run (the first six of `all`: two of each kind).
     run_faults_rounds(&rounds, &["--nemesis", "all", "--seed", "38"]);
+}
+
+#[test]
+fn kraft_partitions_controller_loss_and_failing_disks_lose_no_acknowledged_write() {
+    if let Some(why) = nemesis_missing() {
+        eprintln!("SKIPPED: the nemesis harness cannot run here ({why})");
+        return;
+    }
+    let rounds = std::env::var("SKUA_KRAFT_NEMESIS_ROUNDS").unwrap_or_else(|_| "4".to_string());
+    // A fixed seed; `all`'s first four under KRaft: a leader isolated from every node,
+    // two of the three controllers killed (quorum lost), a log dir filling up, a leader
+    // cut from the controllers past its session timeout.
+    run_faults_rounds(&rounds, &["--kraft", "--nemesis", "all", "--seed", "38"]);
+}
+
+#[test]
+fn kraft_with_a_kafka_4_broker_paused_and_killed_leaders_lose_no_acknowledged_write() {
+    run_faults(&["--kraft", "--kafka"]);
 }
 
 #[test]

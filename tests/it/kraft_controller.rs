@@ -92,6 +92,30 @@ impl Controller {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
+    /// Lowers each finalized feature to the level `features` (`name=level`) gives it, with
+    /// Kafka's `kafka-features.sh --bootstrap-controller ... downgrade`.
+    pub(crate) fn downgrade(&self, features: &[&str]) {
+        let mut command =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("compat/kafka-controller.sh"));
+        command
+            .args(["--tool", "org.apache.kafka.tools.FeatureCommand"])
+            .args([
+                "--bootstrap-controller",
+                &format!("127.0.0.1:{}", self.port),
+            ])
+            .arg("downgrade");
+        for f in features {
+            command.args(["--feature", f]);
+        }
+        let out = command.output().expect("compat/kafka-controller.sh runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.matches("was downgraded to 0").count() == features.len(),
+            "kafka-features.sh downgrade: {said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The controller's JVM (`compat/kafka-controller.sh` wrote its pid).
     fn pid(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kafka.pid"))
@@ -789,7 +813,10 @@ async fn isr_changes(controller: &Controller) {
 
 /// A cluster that finalized a feature level skua does not handle (Kafka 4.4's defaults:
 /// transaction.version 2, share.version 2, ...) refuses its registration: the broker is
-/// never unfenced, and stops once `initial.broker.registration.timeout.ms` passes.
+/// never unfenced, and stops once `initial.broker.registration.timeout.ms` passes. Once
+/// those levels are lowered with Kafka's own `kafka-features.sh downgrade` (the way
+/// docs/operations.md gives a cluster formatted with Kafka's defaults), skua registers
+/// and is unfenced.
 #[test]
 fn a_cluster_with_feature_levels_skua_lacks_refuses_its_registration() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -844,4 +871,18 @@ fn a_cluster_with_feature_levels_skua_lacks_refuses_its_registration() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+
+    controller.downgrade(FORMAT_FEATURES);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut broker = KraftBroker::start(config(&controller, Uuid::new_v4()), None);
+            let running =
+                wait_status(&mut broker, "RUNNING", |s| s.state == BrokerState::Running).await;
+            assert!(running.broker_epoch > 0, "{running:?}");
+            broker.shutdown().await;
+        });
 }

@@ -121,20 +121,8 @@ fn skua_brokers_follow_the_new_active_controller_after_the_old_one_is_killed() {
     };
     eprintln!("three controllers started in {:?}", started.elapsed());
     let voters = format!("controller.quorum.voters={}", quorum.voters);
-    let mut brokers = Vec::new();
-    for id in [1, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let props = write_properties_with_dirs(dir.path(), &voters, id, port, &["data"], &[]);
-        format_dirs_for(&props, &quorum.cluster_id);
-        let skua = Skua::start(&props, &dir.path().join("skua.log"));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        brokers.push((dir, props, skua, addr));
-    }
-    for b in &mut brokers {
-        b.2.wait_started();
-    }
-    let (addr1, addr2) = (brokers[0].3, brokers[1].3);
+    let mut brokers = start_brokers(&voters, &quorum.cluster_id);
+    let (addr1, addr2) = (brokers[0].addr, brokers[1].addr);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -144,25 +132,7 @@ fn skua_brokers_follow_the_new_active_controller_after_the_old_one_is_killed() {
     // A partition led by skua 1 and replicated to skua 2, and a producer with acks=all.
     let (old_leader, epochs_before) = rt.block_on(async {
         let mut c = Client::connect(addr1).await;
-        let t = Instant::now();
-        while c
-            .send(&DescribeClusterRequest::default(), 0)
-            .await
-            .brokers
-            .len()
-            < 2
-        {
-            assert!(t.elapsed() < Duration::from_secs(30));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(create(&mut c, "acked", &[1, 2]).await, 0);
-        wait_topic_isrs(
-            &mut c,
-            "acked",
-            vec![(0, 1, vec![1, 2])],
-            Duration::from_secs(20),
-        )
-        .await;
+        replicated_topic(&mut c).await;
         let leader = quorum_leader(&mut c, -1).await;
         let image = metadata_in(quorum.dir(leader));
         let epochs: Vec<i64> = [1, 2]
@@ -234,13 +204,13 @@ fn skua_brokers_follow_the_new_active_controller_after_the_old_one_is_killed() {
 
     // Controlled shutdown and registration through the new controller: skua 2 stops and
     // comes back as a new incarnation, and skua 1 adds it back to the ISR.
-    let (status, took) = brokers[1].2.terminate();
+    let (status, took) = brokers[1].skua.terminate();
     assert!(status.success(), "{status}");
-    assert!(brokers[1].2.log().contains("controlled shutdown done"));
+    assert!(brokers[1].skua.log().contains("controlled shutdown done"));
     eprintln!("skua 2's controlled shutdown took {took:?}");
-    let props2 = brokers[1].1.clone();
-    brokers[1].2 = Skua::start(&props2, &brokers[1].0.path().join("skua-2.log"));
-    brokers[1].2.wait_started();
+    let props2 = brokers[1].props.clone();
+    brokers[1].skua = Skua::start(&props2, &brokers[1].dir.path().join("skua-2.log"));
+    brokers[1].skua.wait_started();
     assert!(
         quorum
             .log(new_leader)
@@ -272,26 +242,66 @@ fn skua_brokers_follow_the_new_active_controller_after_the_old_one_is_killed() {
         "{}",
         acked.len()
     );
-    let stored = rt.block_on(async {
-        let mut c = Client::connect(addr1).await;
-        let mut stored: Vec<(i64, String)> = Vec::new();
-        loop {
-            let next = stored.last().map_or(0, |(o, _)| o + 1);
-            let fetched = c.fetch("acked", 0, next, 100, 1).await;
-            let got = fetched.records.map(|r| values(&r)).unwrap_or_default();
-            if got.is_empty() {
-                break;
-            }
-            stored.extend(got);
-        }
-        stored
-    });
-    for a in &acked {
-        let at: Vec<&(i64, String)> = stored.iter().filter(|(_, v)| *v == a.value).collect();
-        assert_eq!(at.len(), 1, "{} stored {} times", a.value, at.len());
-        assert_eq!(at[0].0, a.offset, "{}", a.value);
-    }
+    rt.block_on(each_acked_write_stored_once(addr1, &acked));
     eprintln!("the quorum scenario took {:?}", started.elapsed());
+}
+
+/// A skua broker of the test's cluster.
+struct Broker {
+    dir: tempfile::TempDir,
+    props: std::path::PathBuf,
+    skua: Skua,
+    addr: SocketAddr,
+}
+
+/// skua brokers 1 and 2, their dirs formatted for `cluster_id`, `quorum` the line naming
+/// the controllers; once both serve.
+fn start_brokers(quorum: &str, cluster_id: &str) -> Vec<Broker> {
+    let mut brokers: Vec<Broker> = [1, 2]
+        .into_iter()
+        .map(|id| {
+            let dir = tempfile::tempdir().unwrap();
+            let port = free_port();
+            let props = write_properties_with_dirs(dir.path(), quorum, id, port, &["data"], &[]);
+            format_dirs_for(&props, cluster_id);
+            let skua = Skua::start(&props, &dir.path().join("skua.log"));
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            Broker {
+                dir,
+                props,
+                skua,
+                addr,
+            }
+        })
+        .collect();
+    for b in &mut brokers {
+        b.skua.wait_started();
+    }
+    brokers
+}
+
+/// Once both brokers are in the cluster, topic `acked`: one partition led by skua 1 and
+/// replicated to skua 2, created through `c`.
+async fn replicated_topic(c: &mut Client) {
+    let t = Instant::now();
+    while c
+        .send(&DescribeClusterRequest::default(), 0)
+        .await
+        .brokers
+        .len()
+        < 2
+    {
+        assert!(t.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(create(c, "acked", &[1, 2]).await, 0);
+    wait_topic_isrs(
+        c,
+        "acked",
+        vec![(0, 1, vec![1, 2])],
+        Duration::from_secs(20),
+    )
+    .await;
 }
 
 /// CreateTopics of `topic`, one partition on `replicas`, through `c`: its error code.
@@ -329,6 +339,27 @@ async fn quorum_leader(c: &mut Client, not: i32) -> i32 {
         }
         assert!(t.elapsed() < Duration::from_secs(30), "{r:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every value in `acked` is stored once in `acked`-0, read through `addr`, at the offset
+/// its acknowledgement gave.
+async fn each_acked_write_stored_once(addr: SocketAddr, acked: &[Acked]) {
+    let mut c = Client::connect(addr).await;
+    let mut stored: Vec<(i64, String)> = Vec::new();
+    loop {
+        let next = stored.last().map_or(0, |(o, _)| o + 1);
+        let fetched = c.fetch("acked", 0, next, 100, 1).await;
+        let got = fetched.records.map(|r| values(&r)).unwrap_or_default();
+        if got.is_empty() {
+            break;
+        }
+        stored.extend(got);
+    }
+    for a in acked {
+        let at: Vec<&(i64, String)> = stored.iter().filter(|(_, v)| *v == a.value).collect();
+        assert_eq!(at.len(), 1, "{} stored {} times", a.value, at.len());
+        assert_eq!(at[0].0, a.offset, "{}", a.value);
     }
 }
 
@@ -491,6 +522,21 @@ impl DynamicQuorum {
     fn kill(&self, node_id: i32) {
         kill_controller(self.dir(node_id));
     }
+
+    /// The lines of every controller's log where it fenced a broker whose session timed
+    /// out.
+    fn session_fencings(&self) -> Vec<String> {
+        self.dirs
+            .iter()
+            .flat_map(|d| {
+                let log = std::fs::read_to_string(d.path().join("server.log")).unwrap_or_default();
+                log.lines()
+                    .filter(|l| l.contains("because its session has timed out"))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
 }
 
 impl Drop for DynamicQuorum {
@@ -556,7 +602,7 @@ async fn wait_voters(c: &mut Client, voters: &[i32]) {
 /// acks=all. With `SKUA_KRAFT_QUORUM=1` the quorum then changes under the producer: two
 /// controllers join with `kafka-metadata-quorum.sh add-controller`, the first is removed
 /// with `remove-controller` and killed, and skua follows the new leader (found through its
-/// bootstrap servers and the leaders' endpoints): forwarded CreateTopics, heartbeats
+/// bootstrap servers and the leaders' endpoints) with no broker fenced on the way: forwarded CreateTopics, heartbeats
 /// keeping both registrations at their epochs, every acknowledged write stored once.
 #[test]
 fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves() {
@@ -570,20 +616,8 @@ fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves
         started.elapsed()
     );
     let bootstrap = format!("controller.quorum.bootstrap.servers={}", quorum.bootstrap());
-    let mut brokers = Vec::new();
-    for id in [1, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let props = write_properties_with_dirs(dir.path(), &bootstrap, id, port, &["data"], &[]);
-        format_dirs_for(&props, &quorum.cluster_id);
-        let skua = Skua::start(&props, &dir.path().join("skua.log"));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        brokers.push((dir, skua, addr));
-    }
-    for b in &mut brokers {
-        b.1.wait_started();
-    }
-    let addr1 = brokers[0].2;
+    let brokers = start_brokers(&bootstrap, &quorum.cluster_id);
+    let addr1 = brokers[0].addr;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -591,26 +625,8 @@ fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves
         .unwrap();
     let epochs_before = rt.block_on(async {
         let mut c = Client::connect(addr1).await;
-        let t = Instant::now();
-        while c
-            .send(&DescribeClusterRequest::default(), 0)
-            .await
-            .brokers
-            .len()
-            < 2
-        {
-            assert!(t.elapsed() < Duration::from_secs(30));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         wait_voters(&mut c, &[FIRST_VOTER]).await;
-        assert_eq!(create(&mut c, "acked", &[1, 2]).await, 0);
-        wait_topic_isrs(
-            &mut c,
-            "acked",
-            vec![(0, 1, vec![1, 2])],
-            Duration::from_secs(20),
-        )
-        .await;
+        replicated_topic(&mut c).await;
         let image = metadata_in(quorum.dir(FIRST_VOTER));
         [1, 2]
             .iter()
@@ -686,6 +702,24 @@ fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves
             assert_eq!((r.epoch, r.fenced), (*epoch, false), "broker {id}");
         }
         assert!(image.topic("after").is_some());
+        // Their heartbeats reached each new leader within its session timeout: none fenced
+        // them, so the partitions they led stayed theirs.
+        let fencings = quorum.session_fencings();
+        if !fencings.is_empty() {
+            for b in &brokers {
+                let log = b.skua.log();
+                let lifecycle: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains("kraft") || l.contains("controller"))
+                    .collect();
+                eprintln!(
+                    "--- skua {}'s lifecycle ---\n{}",
+                    b.addr,
+                    lifecycle.join("\n")
+                );
+            }
+        }
+        assert!(fencings.is_empty(), "{fencings:#?}");
     }
 
     stop.store(true, Ordering::Release);
@@ -696,8 +730,8 @@ fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves
         acked.len()
     );
     assert!(after_kill > 0, "{}", acked.len());
-    let stored = rt.block_on(async {
-        let mut c = Client::connect(brokers[1].2).await;
+    rt.block_on(async {
+        let mut c = Client::connect(brokers[1].addr).await;
         wait_topic_isrs(
             &mut c,
             "acked",
@@ -705,23 +739,7 @@ fn skua_brokers_follow_a_dynamic_quorum_as_controllers_join_and_the_first_leaves
             Duration::from_secs(20),
         )
         .await;
-        let mut c = Client::connect(addr1).await;
-        let mut stored: Vec<(i64, String)> = Vec::new();
-        loop {
-            let next = stored.last().map_or(0, |(o, _)| o + 1);
-            let fetched = c.fetch("acked", 0, next, 100, 1).await;
-            let got = fetched.records.map(|r| values(&r)).unwrap_or_default();
-            if got.is_empty() {
-                break;
-            }
-            stored.extend(got);
-        }
-        stored
+        each_acked_write_stored_once(addr1, &acked).await;
     });
-    for a in &acked {
-        let at: Vec<&(i64, String)> = stored.iter().filter(|(_, v)| *v == a.value).collect();
-        assert_eq!(at.len(), 1, "{} stored {} times", a.value, at.len());
-        assert_eq!(at[0].0, a.offset, "{}", a.value);
-    }
     eprintln!("the dynamic quorum scenario took {:?}", started.elapsed());
 }

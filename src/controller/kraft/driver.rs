@@ -384,6 +384,11 @@ impl Driver {
                     if let Some(waiting) = self.waiting.take() {
                         self.on_lifecycle(vec![waiting]).await;
                     }
+                    let now = self.now_ms();
+                    let out = self
+                        .lifecycle
+                        .decide(now, lifecycle::Event::ControllerChanged);
+                    self.on_lifecycle(out).await;
                 }
                 follower::Output::Fatal(why) => self.fatal(why),
             }

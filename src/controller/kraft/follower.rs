@@ -9,7 +9,12 @@
 //!   `node_endpoints`), and Fetch follows it there. A larger epoch in any answer, or
 //!   FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER, moves to the leader it names; an
 //!   answer from an older epoch is dropped. No successful Fetch for
-//!   `controller.quorum.fetch.timeout.ms` forgets the leader.
+//!   `controller.quorum.fetch.timeout.ms` forgets the leader. A request to the leader
+//!   that fails (it died, say) is followed by a Fetch to another of the quorum's
+//!   endpoints, as Kafka's observer asks a bootstrap server while its leader backs off: a
+//!   voter answers with the leader it knows, so a new leader is found as soon as it is
+//!   elected instead of after the fetch timeout, which the new active controller's broker
+//!   sessions may not outlast.
 //! - Records are appended to an in-memory tail; whole batches below the leader's high
 //!   watermark are committed and handed on in order (only the uncommitted tail is kept).
 //! - `diverging_epoch` truncates the tail to where this log and the leader's agree, as
@@ -133,6 +138,8 @@ pub struct Follower {
     leader: Option<Leader>,
     /// The next bootstrap endpoint to ask while no leader is known.
     next_bootstrap: usize,
+    /// A request to the leader failed: the next Fetch asks another endpoint who leads.
+    probe_bootstrap: bool,
     /// The log's end: the next offset to fetch.
     end_offset: i64,
     /// The epoch of the last batch fetched (or of the snapshot the log starts at).
@@ -161,6 +168,7 @@ impl Follower {
             epoch: 0,
             leader: None,
             next_bootstrap: 0,
+            probe_bootstrap: false,
             end_offset: 0,
             last_fetched_epoch: 0,
             epochs: Vec::new(),
@@ -227,9 +235,26 @@ impl Follower {
     }
 
     fn target(&mut self) -> Option<Endpoint> {
+        let probe = std::mem::take(&mut self.probe_bootstrap);
         if let Some(l) = &self.leader {
-            return Some(l.endpoint.clone());
+            let leader = l.endpoint.clone();
+            // A FetchSnapshot goes to the leader only; so does a Fetch when every
+            // endpoint is the leader's.
+            if probe && self.snapshot.is_none() {
+                for _ in 0..self.config.bootstrap.len() {
+                    match self.next_bootstrap_endpoint() {
+                        Some(e) if !same_address(&e, &leader) => return Some(e),
+                        _ => {}
+                    }
+                }
+            }
+            return Some(leader);
         }
+        self.next_bootstrap_endpoint()
+    }
+
+    /// The quorum's endpoints in turn.
+    fn next_bootstrap_endpoint(&mut self) -> Option<Endpoint> {
         let n = self.config.bootstrap.len();
         if n == 0 {
             return None;
@@ -312,6 +337,7 @@ impl Follower {
             Ok(r) => Some(r),
             Err(failure) => {
                 tracing::debug!(?failure, request = ?kind, "metadata request failed; retrying");
+                self.probe_bootstrap = self.leader.is_some();
                 self.retry_later(now_ms);
                 None
             }
@@ -342,21 +368,23 @@ impl Follower {
             );
         let found = epoch == self.epoch && leader_known && self.leader.is_none();
         if moved || found {
+            let before = (self.leader.clone(), self.epoch);
             self.epoch = epoch;
-            self.leader = match endpoint.filter(|_| leader_known) {
-                Some(endpoint) => {
+            self.leader = endpoint.filter(|_| leader_known).map(|endpoint| Leader {
+                id: leader_id,
+                endpoint,
+            });
+            // Told again what it knew (a probe's answer names the same leader) is no news:
+            // nothing published, and the fetch timeout keeps running.
+            if (self.leader.clone(), epoch) != before {
+                if self.leader.is_some() {
                     out.push(Output::Leader {
                         id: leader_id,
                         epoch,
                     });
-                    Some(Leader {
-                        id: leader_id,
-                        endpoint,
-                    })
                 }
-                None => None,
-            };
-            self.last_fetch_ok = now_ms;
+                self.last_fetch_ok = now_ms;
+            }
             if moved || error.is_some() || self.leader.is_none() {
                 // Retried at once against the leader named (or the next endpoint).
                 self.next_send = if self.leader.is_some() {
@@ -740,6 +768,12 @@ fn single_partition(
         [p] if named && p.partition_index == 0 => Some(p),
         _ => None,
     }
+}
+
+/// Whether two endpoints name the same host and port (a configured voter's node id may be
+/// known where a bootstrap server's is not).
+fn same_address(a: &Endpoint, b: &Endpoint) -> bool {
+    a.host == b.host && a.port == b.port
 }
 
 #[cfg(test)]

@@ -372,22 +372,64 @@ fn a_new_epoch_or_a_fenced_epoch_moves_to_the_leader_named_and_old_answers_are_d
 fn no_successful_fetch_within_the_fetch_timeout_forgets_the_leader() {
     // A Fetch to the leader is in flight.
     let mut f = following(1);
-    // Failures retry the leader after the backoff...
+    // A failure: after the backoff, another endpoint is asked who leads...
     assert!(f
         .decide(500, Event::FetchResponse(Err(Failure::Timeout)))
         .is_empty());
     assert_eq!(f.next_deadline(), Some(600));
     let (to, ..) = fetch_of(&f.decide(600, Event::Tick));
-    assert_eq!(to, leader_endpoint(3000));
-    // ...until controller.quorum.fetch.timeout.ms passed since the last good answer.
+    assert_eq!(to.host, "c2", "the next of the quorum's endpoints");
+    // ...and names the same leader: no news, the leader is asked again at once.
+    let out = f.decide(
+        610,
+        response(partition(3000, 5, -1).with_error_code(ResponseError::NotLeaderOrFollower.code())),
+    );
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Leader { .. })),
+        "{out:?}"
+    );
+    assert_eq!(fetch_of(&out).0, leader_endpoint(3000));
+    // Failures go on until controller.quorum.fetch.timeout.ms passed since the last good
+    // answer.
     assert!(f
         .decide(1900, Event::FetchResponse(Err(Failure::Disconnected)))
         .is_empty());
     let (to, offset, ..) = fetch_of(&f.decide(2001, Event::Tick));
     assert_eq!(f.leader(), None);
     assert_eq!(to.node_id, None, "back to the bootstrap endpoints");
-    assert_eq!(to.host, "c2", "the next in turn");
+    assert_eq!(to.host, "c1", "the next in turn");
     assert_eq!(offset, 1, "from where the log ends");
+}
+
+/// The leader dies and the quorum elects another: after the first failed Fetch, the
+/// quorum's other endpoints are asked (Kafka's observer asks a bootstrap server while its
+/// leader backs off), so the new leader is followed as soon as a voter names it, long
+/// before `controller.quorum.fetch.timeout.ms`.
+#[test]
+fn a_failed_fetch_to_the_leader_finds_its_successor_through_the_other_endpoints() {
+    let mut f = following(1);
+    assert!(f
+        .decide(500, Event::FetchResponse(Err(Failure::Disconnected)))
+        .is_empty());
+    let (to, ..) = fetch_of(&f.decide(600, Event::Tick));
+    assert_eq!(to.host, "c2");
+    // An election is under way: epoch 6, no leader yet. The endpoints are asked in turn.
+    let out = f.decide(
+        605,
+        response(partition(-1, 6, -1).with_error_code(ResponseError::NotLeaderOrFollower.code())),
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(f.leader(), None);
+    let (to, ..) = fetch_of(&f.decide(705, Event::Tick));
+    assert_eq!(to.host, "c1");
+    // A voter names the new leader: followed at once.
+    let out = f.decide(
+        710,
+        response(partition(3002, 6, -1).with_error_code(ResponseError::NotLeaderOrFollower.code())),
+    );
+    assert_eq!(out[0], Output::Leader { id: 3002, epoch: 6 });
+    assert_eq!(fetch_of(&out).0, leader_endpoint(3002));
+    assert_eq!(f.leader(), Some((3002, 6)));
 }
 
 #[test]

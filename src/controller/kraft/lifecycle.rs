@@ -140,6 +140,13 @@ pub enum Event {
     BeginControlledShutdown,
     /// The metadata shows this broker's registration needs sending again.
     ResendRegistration,
+    /// The quorum has a new leader, the active controller: a request that failed is sent
+    /// to it at once instead of after its backoff, as Kafka's channel to the controller
+    /// sends a request it could not deliver again as soon as the new controller is known.
+    /// Otherwise a broker whose heartbeats failed while the old controller died waits out
+    /// a backoff grown towards the session timeout, and the new controller, timing the
+    /// session from its own start, can fence it meanwhile.
+    ControllerChanged,
     /// Stop now, without controlled shutdown.
     Shutdown,
 }
@@ -206,6 +213,9 @@ pub struct Lifecycle {
     next_send: Option<u64>,
     /// A send was asked for while one was in flight: send once it is answered.
     send_immediately: bool,
+    /// The active controller changed while a request was in flight: if it fails, the
+    /// retry goes at once (to the new one).
+    retry_at_once: bool,
     failed_attempts: u32,
     got_controlled_shutdown_response: bool,
     /// When the last heartbeat answered without error was sent: the controllers fence the
@@ -241,6 +251,7 @@ impl Lifecycle {
             in_flight: None,
             next_send: None,
             send_immediately: false,
+            retry_at_once: false,
             failed_attempts: 0,
             got_controlled_shutdown_response: false,
             last_ok_heartbeat_sent: None,
@@ -367,6 +378,7 @@ impl Lifecycle {
                     self.schedule(now_ms, 0);
                 }
             }
+            Event::ControllerChanged => self.controller_changed(now_ms),
             Event::Shutdown => self.shut_down(ShutdownReason::Requested, &mut out),
         }
         if self.state != BrokerState::ShuttingDown {
@@ -511,6 +523,7 @@ impl Lifecycle {
         match ResponseError::try_from_code(response.error_code) {
             None => {
                 self.failed_attempts = 0;
+                self.retry_at_once = false;
                 self.broker_epoch = response.broker_epoch;
                 self.registered = true;
                 self.initial_registration_succeeded = true;
@@ -556,6 +569,7 @@ impl Lifecycle {
             return self.after_failure(now_ms);
         }
         self.failed_attempts = 0;
+        self.retry_at_once = false;
         self.last_ok_heartbeat_sent = Some(sent.at_ms);
         for dir in sent.dirs {
             self.offline_dirs.insert(dir, true);
@@ -617,12 +631,29 @@ impl Lifecycle {
         }
     }
 
+    /// A new active controller: a send held back by a failure's backoff goes now; one in
+    /// flight (to the old controller) is retried at once if it fails.
+    fn controller_changed(&mut self, now_ms: u64) {
+        if self.failed_attempts == 0 {
+            return;
+        }
+        if self.in_flight.is_some() {
+            self.retry_at_once = true;
+        } else if self.next_send.is_some() {
+            self.next_send = Some(now_ms);
+        }
+    }
+
     /// The next send after a failure: Kafka's exponential backoff, capped at the session
-    /// timeout, and never at once even if something asked for it.
+    /// timeout, and never at once even if something asked for it, unless the active
+    /// controller changed while the failed request was in flight.
     fn after_failure(&mut self, now_ms: u64) {
-        let backoff = BACKOFF_INITIAL_MS
-            .saturating_mul(1u64 << self.failed_attempts.min(32))
-            .min(self.timing.session_timeout_ms.max(BACKOFF_INITIAL_MS));
+        let backoff = match std::mem::take(&mut self.retry_at_once) {
+            true => 0,
+            false => BACKOFF_INITIAL_MS
+                .saturating_mul(1u64 << self.failed_attempts.min(32))
+                .min(self.timing.session_timeout_ms.max(BACKOFF_INITIAL_MS)),
+        };
         self.failed_attempts = self.failed_attempts.saturating_add(1);
         self.send_immediately = false;
         self.next_send = Some(now_ms + backoff);

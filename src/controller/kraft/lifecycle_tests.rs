@@ -622,3 +622,46 @@ fn stray_responses_are_ignored() {
     assert_eq!(l.state(), BrokerState::Starting);
     only_heartbeat(&l.decide(3, registered(5)));
 }
+
+/// Heartbeats failing while the old active controller is gone back off towards the session
+/// timeout; once the quorum names a new leader, the next one goes at once, and one in
+/// flight to the old controller is retried at once if it fails. Without failures, a new
+/// controller changes no schedule.
+#[test]
+fn a_new_active_controller_gets_the_failed_heartbeat_at_once() {
+    let mut l = lifecycle();
+    running(&mut l);
+    assert!(l.decide(31, Event::ControllerChanged).is_empty());
+    assert_eq!(l.next_deadline(), Some(2030), "the interval, unchanged");
+    let mut at = 2030;
+    for _ in 0..5 {
+        only_heartbeat(&l.decide(at, Event::Tick));
+        assert!(l
+            .decide(at, Event::HeartbeatResponse(Err(Failure::Disconnected)))
+            .is_empty());
+        at = l.next_deadline().unwrap();
+    }
+    assert_eq!(at, 2030 + 100 + 200 + 400 + 800 + 1600, "backing off");
+    only_heartbeat(&l.decide(4000, Event::ControllerChanged));
+    // Named while a heartbeat is in flight (to the old controller): if it fails, the
+    // retry goes in the same step.
+    assert!(l.decide(4001, Event::ControllerChanged).is_empty());
+    only_heartbeat(&l.decide(4002, Event::HeartbeatResponse(Err(Failure::Timeout))));
+    // Only once: the next failure backs off.
+    assert!(l
+        .decide(4003, Event::HeartbeatResponse(Err(Failure::Disconnected)))
+        .is_empty());
+    assert!(
+        l.next_deadline().unwrap() > 4003 + 1000,
+        "{:?}",
+        l.next_deadline()
+    );
+    only_heartbeat(&l.decide(4004, Event::ControllerChanged));
+    // Answered: the next failure backs off again from 100 ms.
+    assert!(l.decide(4005, heartbeat(true, false, false)).is_empty());
+    only_heartbeat(&l.decide(6005, Event::Tick));
+    assert!(l
+        .decide(6006, Event::HeartbeatResponse(Err(Failure::Disconnected)))
+        .is_empty());
+    assert_eq!(l.next_deadline(), Some(6106));
+}

@@ -100,6 +100,17 @@ mod tests {
         for b in busy {
             b.await.unwrap();
         }
+        // A worker adds a task's busy time when it parks, just after the task ended: the
+        // join can wake this thread first. Wait (at most 2 s) until both have added it.
+        let t = Instant::now();
+        let total_busy = || -> Duration {
+            (0..runtime.num_workers())
+                .map(|w| runtime.worker_total_busy_duration(w))
+                .sum()
+        };
+        while total_busy() < Duration::from_millis(2400) && t.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let now = Instant::now();
         let while_busy = idle.idle(&runtime, now);
         // The two workers were busy for at least 2.4 s of the window's 2 x its length; on

@@ -41,8 +41,7 @@ struct Quorum {
 impl Quorum {
     /// `None` (with a message) only when java is not installed.
     fn start() -> Option<Quorum> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
+        if java_missing() {
             return None;
         }
         let cluster_id = skua::log::uuid_to_kafka_string(skua::log::new_kafka_uuid());
@@ -409,8 +408,7 @@ impl DynamicQuorum {
     /// Controller 3000 alone, with ports kept for `VOTERS - 1` controllers to join.
     /// `None` (with a message) only when java is not installed.
     fn start_standalone() -> Option<DynamicQuorum> {
-        if Command::new("java").arg("-version").output().is_err() {
-            eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
+        if java_missing() {
             return None;
         }
         let mut quorum = DynamicQuorum {
@@ -545,6 +543,16 @@ impl Drop for DynamicQuorum {
             let _ = Command::new(script()).arg("--stop").arg(d.path()).output();
         }
     }
+}
+
+/// Whether java is missing (said once, as the test's reason to skip): no Kafka controller
+/// can start without it.
+fn java_missing() -> bool {
+    let missing = Command::new("java").arg("-version").output().is_err();
+    if missing {
+        eprintln!("SKIPPED: java is not installed, so no Kafka controller can start");
+    }
+    missing
 }
 
 /// SIGKILL of the controller `compat/kafka-controller.sh` started in `dir`, once it is gone.
